@@ -1,0 +1,148 @@
+import { z } from "zod";
+import { DEFAULT_MODEL } from "../recipe/catalog";
+import { ConfigError, formatPath, issueMessage } from "../errors";
+
+/** The project's config namespace: stack keys are `rbln-serving:<key>`. */
+export const CONFIG_NAMESPACE = "rbln-serving";
+
+/** Keys that must be set with `pulumi config set --secret`; they never pass through the plain schema. */
+export const SECRET_KEYS = ["sshPrivateKey", "hfToken", "pipPassword", "apiKey"] as const;
+export type SecretKey = (typeof SECRET_KEYS)[number];
+
+/** Pulumi hands structured config to programs as JSON strings; stack files give objects. Accept both. */
+function structured<T extends z.ZodType>(schema: T) {
+  return z.preprocess((value) => {
+    if (typeof value !== "string") return value;
+    try {
+      return JSON.parse(value);
+    } catch {
+      return value;
+    }
+  }, schema);
+}
+
+const dnsLabel = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, "a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'");
+const absolutePath = z.string().regex(/^\/[A-Za-z0-9._/-]*$/, "an absolute path of letters, digits, '.', '_', '-' and '/'").refine((p) => !p.split("/").includes(".."), "a path without '..'");
+const port = z.number().int().min(1).max(65535);
+const url = z.url({ protocol: /^https?$/ });
+
+export const Host = z.strictObject({
+  name: dnsLabel,
+  address: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9.:-]*$/, "a host name or IP address")
+    .max(253),
+  user: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "a POSIX user name").default("root"),
+  port: port.default(22),
+});
+export type Host = z.infer<typeof Host>;
+
+const Pip = z.strictObject({
+  /** Replaces PyPI, e.g. a mirror for air-gapped sites. */
+  indexUrl: url.optional(),
+  /** Replaces the recipe's extra index URLs when set. */
+  extraIndexUrls: z.array(url).optional(),
+  /** The user name for the index's basic auth; the password is the `pipPassword` secret. */
+  username: z.string().regex(/^[^\s:@/]+$/, "a user name without spaces, ':', '@' or '/'").optional(),
+});
+
+const labelKey = z.string().regex(/^([a-z0-9]([a-z0-9.-]*[a-z0-9])?\/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/, "a Kubernetes label key");
+const labelValue = z.string().regex(/^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$/, "a Kubernetes label value");
+
+const Kubernetes = z.strictObject({
+  namespace: dnsLabel.default("rbln-serving"),
+  /** A vllm-rbln image built from this project's Dockerfile; there is no public one. */
+  image: z.string().regex(/^[a-z0-9][a-z0-9._\-/:@]*$/, "an image reference such as registry.example.com/vllm-rbln:0.12.0").optional(),
+  npuResource: z.string().regex(/^[a-z0-9.-]+\/[A-Za-z0-9._-]+$/, "an extended resource name such as rebellions.ai/npu").default("rebellions.ai/npu"),
+  nodeSelector: z.record(labelKey, labelValue).default({ "rebellions.ai/npu.product": "RBLN-CR13" }),
+  storageClass: dnsLabel.optional(),
+  weightsVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 500Gi").default("500Gi"),
+  compileCacheVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 200Gi").default("200Gi"),
+  gateway: z.strictObject({ name: dnsLabel, namespace: dnsLabel.optional() }).optional(),
+  provider: z.enum(["none", "istio", "gke"]).default("none"),
+});
+
+/** Flags and variables that define the topology; `extraArgs`/`extraEnv` may not touch them. */
+export const TOPOLOGY_FLAGS = [
+  "--data-parallel-rank",
+  "--data-parallel-size",
+  "--data-parallel-size-local",
+  "--data-parallel-address",
+  "--data-parallel-rpc-port",
+  "--data-parallel-start-rank",
+  "--pipeline-parallel-size",
+  "--tensor-parallel-size",
+  "--enable-expert-parallel",
+  "--port",
+  "--host",
+  "--kv-transfer-config",
+  "--kv-events-config",
+  "--api-key",
+] as const;
+export const TOPOLOGY_ENVS = ["RBLN_VISIBLE_DEVICES", "RBLN_DEVICES", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_API_KEY", "HF_TOKEN"] as const;
+
+const roleName = z.string().regex(/^[a-z][a-z0-9-]*$/, "a role name such as main, prefill or decode");
+const extraArgs = z.record(roleName, z.array(z.string().max(4096)));
+const extraEnv = z.record(roleName, z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name"), z.string().max(65536)));
+
+export const StackSettings = z
+  .strictObject({
+    model: z.string().min(1).default(DEFAULT_MODEL),
+    strategy: z.string().min(1),
+    target: z.string().min(1),
+    preset: z.literal("recommended").optional(),
+    axes: structured(z.record(z.string(), z.string())).default({}),
+    versions: structured(z.record(z.string(), z.string())).default({}),
+    platform: z.enum(["hosts", "kubernetes"]).default("hosts"),
+    replicas: structured(z.number().int().min(1).max(1024)).default(1),
+    prefillReplicas: structured(z.number().int().min(1).max(1024)).optional(),
+    decodeReplicas: structured(z.number().int().min(1).max(1024)).optional(),
+    hosts: structured(z.array(Host)).default([]),
+    pip: structured(Pip).default({}),
+    installRoot: absolutePath.default("/opt/rbln-serving"),
+    cacheRoot: absolutePath.default("/var/lib/rbln-serving"),
+    kubernetes: structured(Kubernetes).default(Kubernetes.parse({})),
+    extraArgs: structured(extraArgs).default({}),
+    extraEnv: structured(extraEnv).default({}),
+  })
+  .superRefine((s, ctx) => {
+    const seen = new Map<string, number>();
+    s.hosts.forEach((host, i) => {
+      for (const [field, value] of [["name", host.name], ["address", `${host.address}:${host.port}`]] as const) {
+        const key = `${field}=${value}`;
+        if (seen.has(key)) ctx.addIssue({ code: "custom", path: ["hosts", i, field], message: `duplicate of hosts[${seen.get(key)}].${field} "${value}"` });
+        seen.set(key, i);
+      }
+    });
+    if (s.platform === "kubernetes" && !s.kubernetes.image) {
+      ctx.addIssue({ code: "custom", path: ["kubernetes", "image"], message: "required with platform: kubernetes (build it from the project's Dockerfile)" });
+    }
+    if (s.platform === "hosts" && s.hosts.length === 0) {
+      ctx.addIssue({ code: "custom", path: ["hosts"], message: "required with platform: hosts: a list of {name, address, user, port}" });
+    }
+  });
+export type StackSettings = z.infer<typeof StackSettings>;
+
+function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): ConfigError {
+  if (issue.code === "unrecognized_keys") {
+    const at = formatPath(issue.path);
+    return new ConfigError(at ? `${at}.${issue.keys[0]}` : issue.keys[0]!, "unknown key");
+  }
+  const at = formatPath(issue.path) || "(config)";
+  let value: unknown = raw;
+  for (const part of issue.path) value = value === null || typeof value !== "object" ? undefined : (value as Record<PropertyKey, unknown>)[part];
+  const shown = value === undefined ? "missing" : `got ${JSON.stringify(value)?.slice(0, 80)}`;
+  return new ConfigError(at, `${issueMessage(issue)} (${shown})`);
+}
+
+/**
+ * Validates the project's stack config (keys without the `rbln-serving:` prefix). Secret keys are
+ * taken out first: they are read as secrets by the program and never validated as plain text.
+ * Throws one ConfigError naming the key path, the value and what is allowed.
+ */
+export function parseStackSettings(raw: Record<string, unknown>): StackSettings {
+  const plain = Object.fromEntries(Object.entries(raw).filter(([key]) => !(SECRET_KEYS as readonly string[]).includes(key)));
+  const result = StackSettings.safeParse(plain);
+  if (!result.success) throw describeIssue(result.error.issues[0]!, plain);
+  return result.data;
+}

@@ -1,0 +1,43 @@
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { parse } from "yaml";
+import { ConfigError } from "../errors";
+import { CONFIG_NAMESPACE, SECRET_KEYS, type SecretKey } from "./stackConfig";
+
+export const DEFAULT_STACK_DIR = path.resolve(__dirname, "../../stacks");
+
+/** A stack file read offline: the project's keys (prefix removed) and which secrets it holds encrypted. */
+export interface StackFile {
+  name: string;
+  raw: Record<string, unknown>;
+  secrets: SecretKey[];
+}
+
+export function stackFilePath(name: string, dir: string = DEFAULT_STACK_DIR): string {
+  if (!/^[A-Za-z0-9._-]+$/.test(name)) throw new ConfigError("--stack", `"${name}" is not a stack name (letters, digits, '.', '_', '-')`);
+  return path.join(dir, `Pulumi.${name}.yaml`);
+}
+
+export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): StackFile {
+  const file = stackFilePath(name, dir);
+  if (!fs.existsSync(file)) {
+    const known = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^Pulumi\..+\.yaml$/.test(f)).map((f) => f.slice(7, -5)) : [];
+    throw new ConfigError("--stack", `no stack file ${path.relative(process.cwd(), file)}; stacks: ${known.join(", ") || "(none)"}`);
+  }
+  const document = (parse(fs.readFileSync(file, "utf8")) ?? {}) as { config?: Record<string, unknown> };
+  const raw: Record<string, unknown> = {};
+  const secrets: SecretKey[] = [];
+  for (const [fullKey, value] of Object.entries(document.config ?? {})) {
+    const [namespace, key] = fullKey.includes(":") ? (fullKey.split(/:(.*)/s) as [string, string]) : [CONFIG_NAMESPACE, fullKey];
+    if (namespace !== CONFIG_NAMESPACE) continue;
+    if ((SECRET_KEYS as readonly string[]).includes(key)) {
+      if (!(value !== null && typeof value === "object" && "secure" in value)) {
+        throw new ConfigError(key, `is stored in plain text in ${path.basename(file)}; set it with: pulumi config set --secret ${key}`);
+      }
+      secrets.push(key as SecretKey);
+      continue;
+    }
+    raw[key] = value;
+  }
+  return { name, raw, secrets };
+}

@@ -1,0 +1,108 @@
+import { ConfigError, listValues } from "../errors";
+import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS, type Host, type StackSettings } from "../config/stackConfig";
+import type { RecipeCatalog } from "../recipe/catalog";
+import { resolvePlan } from "./resolve";
+import type { Flag, LaunchPlan, RolePlan } from "./types";
+
+/** One node of one replica, placed on a host (platform hosts only). */
+export interface HostPlacement {
+  replica: number;
+  node: number;
+  host: Host;
+}
+
+/** The validated stack: its launch plan with the stack's own additions, and where each node runs. */
+export interface Deployment {
+  settings: StackSettings;
+  plan: LaunchPlan;
+  /** hosts[i] runs node (i mod nodes) of replica floor(i / nodes). Empty on Kubernetes. */
+  placements: HostPlacement[];
+}
+
+/** `--flag value value --other` → grouped flags; a word that starts with `-` opens a flag. */
+function groupFlags(words: readonly string[], key: string): Flag[] {
+  const flags: Flag[] = [];
+  for (const word of words) {
+    if (word.startsWith("-")) flags.push({ name: word, values: [] });
+    else if (flags.length === 0) throw new ConfigError(key, `"${word}" comes before any flag; give flags such as ["--max-log-len", "100"]`);
+    else flags[flags.length - 1]!.values.push(word);
+  }
+  for (const flag of flags) {
+    const name = flag.name.split("=")[0]!;
+    if ((TOPOLOGY_FLAGS as readonly string[]).includes(name)) {
+      throw new ConfigError(key, `"${name}" defines the serving topology and comes from the recipe; choose a strategy, target or axis instead`);
+    }
+  }
+  return flags;
+}
+
+/** The stack's extraArgs/extraEnv on top of the recipe: a flag the recipe has is replaced in place. */
+function withExtras(role: RolePlan, extraArgs: readonly string[] | undefined, extraEnv: Readonly<Record<string, string>> | undefined): RolePlan {
+  if (!extraArgs?.length && !extraEnv) return role;
+  const extras = groupFlags(extraArgs ?? [], `extraArgs.${role.role}`);
+  for (const name of Object.keys(extraEnv ?? {})) {
+    if ((TOPOLOGY_ENVS as readonly string[]).includes(name)) {
+      throw new ConfigError(`extraEnv.${role.role}.${name}`, "is set by the recipe or from a secret and may not be overridden here");
+    }
+  }
+  return {
+    ...role,
+    ranks: role.ranks.map((rank) => {
+      const flags = rank.flags.map((f) => extras.find((e) => e.name === f.name) ?? f);
+      flags.push(...extras.filter((e) => !rank.flags.some((f) => f.name === e.name)));
+      const flagWordCount = rank.flags.reduce((n, f) => n + 1 + f.values.length, 0);
+      const launcherAndModel = rank.argv.slice(0, rank.argv.length - flagWordCount);
+      return {
+        ...rank,
+        flags,
+        argv: [...launcherAndModel, ...flags.flatMap((f) => [f.name, ...f.values])],
+        env: { ...rank.env, ...extraEnv },
+      };
+    }),
+  };
+}
+
+export function planDeployment(settings: StackSettings, catalog: RecipeCatalog): Deployment {
+  const recipe = catalog.get(settings.model);
+  const base = resolvePlan(recipe, {
+    model: settings.model,
+    strategy: settings.strategy,
+    target: settings.target,
+    preset: settings.preset,
+    axes: settings.axes,
+    versions: settings.versions,
+  });
+  const roleNames = base.roles.map((r) => r.role);
+  for (const [field, byRole] of [["extraArgs", settings.extraArgs], ["extraEnv", settings.extraEnv]] as const) {
+    for (const role of Object.keys(byRole)) {
+      if (!roleNames.includes(role)) throw new ConfigError(`${field}.${role}`, `strategy "${base.strategy}" has no role "${role}"; allowed: ${listValues(roleNames)}`);
+    }
+  }
+  const plan: LaunchPlan = {
+    ...base,
+    roles: base.roles.map((role) => withExtras(role, settings.extraArgs[role.role], settings.extraEnv[role.role])),
+  };
+
+  const roleReplicas = { prefillReplicas: settings.prefillReplicas, decodeReplicas: settings.decodeReplicas };
+  for (const [key, value] of Object.entries(roleReplicas)) {
+    const role = key.replace("Replicas", "");
+    if (value !== undefined && (settings.platform !== "kubernetes" || !roleNames.includes(role))) {
+      throw new ConfigError(key, `applies only to a strategy with a "${role}" role on platform: kubernetes; use replicas`);
+    }
+  }
+
+  if (settings.platform === "hosts") {
+    if (plan.router) {
+      throw new ConfigError("platform", `strategy "${plan.strategy}" needs the llm-d router, which routes to Kubernetes pods; use platform: kubernetes`);
+    }
+    const needed = plan.nodes.length * settings.replicas;
+    if (settings.hosts.length !== needed) {
+      throw new ConfigError("hosts", `${settings.hosts.length} given; strategy "${plan.strategy}" with replicas: ${settings.replicas} needs exactly ${needed} (${plan.nodes.length} per replica)`);
+    }
+  }
+  const placements =
+    settings.platform === "hosts"
+      ? settings.hosts.map((host, i) => ({ replica: Math.floor(i / plan.nodes.length), node: i % plan.nodes.length, host }))
+      : [];
+  return { settings, plan, placements };
+}

@@ -1,0 +1,70 @@
+import type { LaunchPlan, RankPlan } from "./types";
+
+/** One line of a flag-level plan comparison. */
+export interface PlanChange {
+  /** `selection`, `packages`, `nodes` or `<role> rank <n>`. */
+  scope: string;
+  kind: "added" | "removed" | "changed";
+  /** A flag (`--port`), `env NAME`, an axis or a package name. */
+  item: string;
+  before?: string;
+  after?: string;
+}
+
+function compareMaps(scope: string, before: ReadonlyMap<string, string>, after: ReadonlyMap<string, string>): PlanChange[] {
+  const changes: PlanChange[] = [];
+  for (const [item, value] of before) {
+    if (!after.has(item)) changes.push({ scope, kind: "removed", item, before: value });
+    else if (after.get(item) !== value) changes.push({ scope, kind: "changed", item, before: value, after: after.get(item)! });
+  }
+  for (const [item, value] of after) if (!before.has(item)) changes.push({ scope, kind: "added", item, after: value });
+  return changes;
+}
+
+function rankItems(rank: RankPlan | undefined): Map<string, string> {
+  if (!rank) return new Map();
+  return new Map<string, string>([
+    ["command", rank.argv.slice(0, rank.argv.length - rank.flags.reduce((n, f) => n + 1 + f.values.length, 0)).join(" ")],
+    ...rank.flags.map((f) => [f.name, f.values.join(" ")] as [string, string]),
+    ...Object.entries(rank.env).map(([k, v]) => [`env ${k}`, v] as [string, string]),
+  ]);
+}
+
+/** What changes, flag by flag and rank by rank, from plan `a` to plan `b`. */
+export function diffPlans(a: LaunchPlan, b: LaunchPlan): PlanChange[] {
+  const changes: PlanChange[] = [];
+  const header = (p: LaunchPlan) => new Map([["model", p.model], ["strategy", p.strategy], ["target", p.target], ...Object.entries(p.selection)]);
+  changes.push(...compareMaps("selection", header(a), header(b)));
+  const packages = (p: LaunchPlan) => new Map(p.packages.map((pkg) => [pkg.name, pkg.requirement]));
+  changes.push(...compareMaps("packages", packages(a), packages(b)));
+  const ranks = (p: LaunchPlan) => new Map(p.roles.flatMap((role) => role.ranks.map((rank) => [`${role.role} rank ${rank.rank}`, { node: role.node, rank }] as const)));
+  const ranksA = ranks(a);
+  const ranksB = ranks(b);
+  for (const scope of new Set([...ranksA.keys(), ...ranksB.keys()])) {
+    const before = ranksA.get(scope);
+    const after = ranksB.get(scope);
+    if (!before) changes.push({ scope, kind: "added", item: "rank", after: `node ${after!.node}` });
+    else if (!after) changes.push({ scope, kind: "removed", item: "rank", before: `node ${before.node}` });
+    else {
+      if (before.node !== after.node) changes.push({ scope, kind: "changed", item: "node", before: String(before.node), after: String(after.node) });
+      changes.push(...compareMaps(scope, rankItems(before.rank), rankItems(after.rank)));
+    }
+  }
+  return changes;
+}
+
+export function renderPlanDiff(changes: readonly PlanChange[]): string {
+  if (changes.length === 0) return "no changes\n";
+  const lines: string[] = [];
+  let scope = "";
+  for (const change of changes) {
+    if (change.scope !== scope) {
+      scope = change.scope;
+      lines.push(`${scope}:`);
+    }
+    const mark = { added: "+", removed: "-", changed: "~" }[change.kind];
+    const text = change.kind === "changed" ? `${change.before} → ${change.after}` : (change.after ?? change.before ?? "");
+    lines.push(`  ${mark} ${change.item}${text ? ` ${text.replace(/\n/g, "\n      ")}` : ""}`);
+  }
+  return `${lines.join("\n")}\n`;
+}

@@ -1,0 +1,76 @@
+/** A choice of what to serve: the input of the resolver. */
+export interface Selection {
+  model: string;
+  strategy: string;
+  target: string;
+  /** `recommended` starts from the grid's recommended axis values. */
+  preset?: "recommended";
+  /** Axis → value; axes left out take their defaults. */
+  axes?: Readonly<Record<string, string>>;
+  /** Package version overrides keyed by the camelCase package name, e.g. `vllmRbln`. */
+  versions?: Readonly<Record<string, string>>;
+}
+
+/** One recipe flag with its values, in command-line order. */
+export interface Flag {
+  name: string;
+  values: string[];
+}
+
+export interface RankPlan {
+  rank: number;
+  /** `["vllm", "serve", <model>, ...flags]`; placeholders such as `<POD_IP>` are still in it. */
+  argv: string[];
+  env: Record<string, string>;
+  /** TCP ports this rank's HTTP server listens on. */
+  ports: number[];
+  /** NPU indices on the node that this rank uses. */
+  devices: number[];
+  /** Placeholder names (`POD_IP`, `EPP_HOST`) the platform must bind before launch. */
+  placeholders: string[];
+  /** The flags of `argv` after the model, grouped. */
+  flags: Flag[];
+}
+
+export interface RolePlan {
+  role: string;
+  /** Index into `nodes`. */
+  node: number;
+  ranks: RankPlan[];
+}
+
+export interface NodePlan {
+  index: number;
+  roles: string[];
+  npus: number;
+  skus: string[];
+}
+
+export interface PackagePlan {
+  name: string;
+  version: string;
+  extras: string[];
+  /** The key of `versions` that overrides this package's version. */
+  versionKey: string;
+  /** pip requirement, e.g. `vllm-rbln[kv_connectors]==0.12.0`. */
+  requirement: string;
+  extraIndexUrls: string[];
+}
+
+export interface LaunchPlan {
+  model: string;
+  strategy: string;
+  target: string;
+  preset: "recommended" | null;
+  /** The date the recipe was verified on hardware for this strategy and target. */
+  verified: string;
+  /** Every axis of the grid with its resolved value. */
+  selection: Record<string, string>;
+  nodes: NodePlan[];
+  roles: RolePlan[];
+  packages: PackagePlan[];
+  /** The recipe's router block for strategies that need one, as written in the recipe. */
+  router: { role: string; nodes: { node: string; cmd: string }[] } | null;
+  /** Settings of the recipe that do not do what they seem to, for people to read. */
+  warnings: string[];
+}

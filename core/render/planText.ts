@@ -1,0 +1,42 @@
+import type { LaunchPlan, RankPlan } from "../plan/types";
+import { quoteShellWord } from "../shell";
+
+/** A rank's command as a paste-able shell command: `env NAME=value ... vllm serve ... \` one flag a line. */
+export function rankCommandLine(rank: RankPlan): string {
+  const env = Object.entries(rank.env).map(([name, value]) => `  ${name}=${quoteShellWord(value)}`);
+  const flagWords = rank.flags.reduce((n, f) => n + 1 + f.values.length, 0);
+  const command = rank.argv.slice(0, rank.argv.length - flagWords).map(quoteShellWord).join(" ");
+  const flags = rank.flags.map((f) => `    ${[f.name, ...f.values].map(quoteShellWord).join(" ")}`);
+  return ["env \\", ...env.map((l) => `${l} \\`), `  ${command}${flags.length ? " \\" : ""}`, ...flags.map((l, i) => (i < flags.length - 1 ? `${l} \\` : l))].join("\n");
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
+  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c]!)).join("  ").trimEnd()).join("\n");
+}
+
+/** The plan for people: selection, a node/role/rank table, then each rank's full command. */
+export function renderPlanText(plan: LaunchPlan): string {
+  const out: string[] = [];
+  out.push(`model     ${plan.model}`);
+  out.push(`strategy  ${plan.strategy}`);
+  out.push(`target    ${plan.target}${plan.preset ? ` (preset ${plan.preset})` : ""}, verified ${plan.verified}`);
+  out.push(`axes      ${Object.entries(plan.selection).map(([a, v]) => `${a}=${v}`).join("  ")}`);
+  out.push(`packages  ${plan.packages.map((p) => p.requirement).join("  ")}`);
+  out.push("");
+  const rows = [["NODE", "ROLE", "RANK", "NPUS", "PORTS", "PLACEHOLDERS"]];
+  for (const role of plan.roles) {
+    for (const rank of role.ranks) {
+      rows.push([String(role.node), role.role, String(rank.rank), rank.devices.join(","), rank.ports.join(","), rank.placeholders.map((p) => `<${p}>`).join(" ") || "-"]);
+    }
+  }
+  out.push(table(rows));
+  for (const role of plan.roles) {
+    for (const rank of role.ranks) {
+      out.push("", `# ${role.role} rank ${rank.rank} on node ${role.node}`, rankCommandLine(rank));
+    }
+  }
+  if (plan.router) out.push("", `router    ${plan.router.role}: ${plan.router.nodes.map((n) => n.node).join(", ")}`);
+  for (const warning of plan.warnings) out.push(`warning: ${warning}`);
+  return `${out.join("\n")}\n`;
+}

@@ -1,0 +1,61 @@
+import { spawnSync } from "node:child_process";
+import * as path from "node:path";
+import { describe, expect, it } from "vitest";
+
+const ROOT = path.resolve(__dirname, "..");
+
+/** Runs the CLI the way the README does: `npm run --silent <command> -- ...`. */
+export function cli(...args: string[]) {
+  const result = spawnSync("npm", ["run", "--silent", ...args], { cwd: ROOT, encoding: "utf8" });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe("plan command", () => {
+  it("prints one JSON object with the contract's fields and nothing else", () => {
+    const run = cli("plan", "--", "--strategy", "prefill-decode-disaggregated", "--target", "Throughput", "--set", "spec_decode=suffix", "--format", "json");
+    expect(run.status).toBe(0);
+    const plan = JSON.parse(run.stdout);
+    expect(Object.keys(plan)).toEqual(expect.arrayContaining(["model", "strategy", "target", "selection", "nodes", "roles", "packages", "router"]));
+    expect(plan.selection.spec_decode).toBe("suffix");
+    const rank = plan.roles[1].ranks[3];
+    expect(Object.keys(rank)).toEqual(expect.arrayContaining(["rank", "argv", "env", "ports", "devices", "placeholders"]));
+    expect(rank.argv.slice(0, 3)).toEqual(["vllm", "serve", "MiniMaxAI/MiniMax-M2.7"]);
+    expect(rank.ports).toEqual([8203]);
+    expect(rank.devices).toEqual([3]);
+    expect(rank.placeholders).toEqual(["EPP_HOST", "POD_IP"]);
+    expect(plan.packages.map((p: { requirement: string }) => p.requirement)).toContain("arctic-inference==0.1.1");
+  });
+
+  it("reads a stack file, with flags overriding its keys", () => {
+    const run = cli("plan", "--", "--stack", "staging", "--set", "spec_decode=eagle3", "--format", "json");
+    expect(run.status).toBe(0);
+    const plan = JSON.parse(run.stdout);
+    expect([plan.strategy, plan.target]).toEqual(["aggregated-pipeline-parallel", "Throughput"]);
+    expect(plan.selection).toMatchObject({ lmcache: "cpu", prefix_caching: "on", spec_decode: "eagle3" });
+  });
+
+  it("prints commands a shell can run as they are", () => {
+    const run = cli("plan", "--", "--stack", "dev");
+    expect(run.status).toBe(0);
+    expect(run.stdout).toMatch(/^strategy {2}aggregated-data-expert-parallel$/m);
+    expect(run.stdout).toContain("env \\\n  VLLM_ENGINE_READY_TIMEOUT_S=9600 \\\n  vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\");
+  });
+
+  for (const [args, message] of [
+    [["--strategy", "nope", "--target", "Latency"], /^error: strategy: unknown strategy "nope"/],
+    [["--strategy", "aggregated-pipeline-parallel", "--target", "Latency"], /^error: target: "Latency" is not offered/],
+    [["--strategy", "aggregated-pipeline-parallel", "--target", "Throughput", "--set", "lmcache=bogus"], /^error: axes\.lmcache: unknown value "bogus"/],
+    [["--strategy", "aggregated-pipeline-parallel", "--target", "Throughput", "--set", "lmcache"], /^error: --set: "lmcache" is not axis=value/],
+    [["--stack", "nope"], /^error: --stack: no stack file stacks\/Pulumi\.nope\.yaml; stacks: dev, prod, staging$/m],
+    [["--strategy", "aggregated-pipeline-parallel", "--target", "Throughput", "--format", "xml"], /^error: --format: unknown format "xml"/],
+    [["--bogus"], /^error: Unknown option '--bogus'/],
+  ] as const) {
+    it(`refuses ${args.join(" ")} with one line and exit status 2`, () => {
+      const run = cli("plan", "--", ...args);
+      expect(run.status).toBe(2);
+      expect(run.stdout).toBe("");
+      expect(run.stderr).toMatch(message);
+      expect(run.stderr).not.toMatch(/\n\s+at /);
+    });
+  }
+});
