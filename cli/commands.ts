@@ -1,12 +1,15 @@
-import { parseStackSettings } from "../core/config/stackConfig";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { parseStackSettings, type SecretKey } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
-import { planDeployment } from "../core/plan/deployment";
+import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { diffPlans, renderPlanDiff } from "../core/plan/diff";
 import { resolvePlan } from "../core/plan/resolve";
 import type { LaunchPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { renderPlanText } from "../core/render/planText";
+import { renderFiles } from "../core/render/files";
 
 export interface CliOptions {
   stack?: string;
@@ -37,15 +40,18 @@ function flagOverrides(options: CliOptions): Record<string, unknown> {
   return overrides;
 }
 
+/** A stack's deployment, with the selection flags overriding its keys. */
+function stackDeployment(options: CliOptions, catalog: RecipeCatalog, stack: string): { deployment: Deployment; secrets: SecretKey[] } {
+  const { raw, secrets } = readStackFile(stack);
+  const axes = typeof raw["axes"] === "object" && raw["axes"] !== null ? (raw["axes"] as Record<string, unknown>) : {};
+  const merged = { ...raw, ...flagOverrides(options), axes: { ...axes, ...parseSets(options.set) } };
+  return { deployment: planDeployment(parseStackSettings(merged), catalog), secrets };
+}
+
 /** A stack's plan (flags override its keys), or a plan from flags alone. */
 export function planFor(options: CliOptions, catalog: RecipeCatalog, stack = options.stack): LaunchPlan {
   const sets = parseSets(options.set);
-  if (stack !== undefined) {
-    const { raw } = readStackFile(stack);
-    const axes = typeof raw["axes"] === "object" && raw["axes"] !== null ? (raw["axes"] as Record<string, unknown>) : {};
-    const merged = { ...raw, ...flagOverrides(options), axes: { ...axes, ...sets } };
-    return planDeployment(parseStackSettings(merged), catalog).plan;
-  }
+  if (stack !== undefined) return stackDeployment(options, catalog, stack).deployment.plan;
   if (options.strategy === undefined) throw new ConfigError("--strategy", "required without --stack (or give --stack NAME)");
   if (options.target === undefined) throw new ConfigError("--target", "required without --stack, e.g. --target Throughput");
   if (options.preset !== undefined && options.preset !== "recommended") throw new ConfigError("--preset", `unknown preset "${options.preset}"; allowed: "recommended"`);
@@ -71,6 +77,21 @@ function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
   return format(options) === "json" ? `${JSON.stringify(changes, null, 2)}\n` : renderPlanDiff(changes);
 }
 
+/** Writes the texts the stack's resources carry into `--out`, secrets as placeholders; returns a file list. */
+function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
+  if (options.stack === undefined) throw new ConfigError("--stack", "required: render --stack NAME --out DIR");
+  if (options.out === undefined) throw new ConfigError("--out", "required: render --stack NAME --out DIR");
+  const out = options.out;
+  const { deployment, secrets } = stackDeployment(options, catalog, options.stack);
+  const files = renderFiles(deployment, secrets);
+  for (const [relative, content] of Object.entries(files)) {
+    const target = path.join(out, relative);
+    fs.mkdirSync(path.dirname(target), { recursive: true });
+    fs.writeFileSync(target, content, { mode: relative.endsWith(".sh") ? 0o755 : 0o644 });
+  }
+  return Object.keys(files).map((f) => `${path.join(out, f)}\n`).join("");
+}
+
 /** Runs one CLI command and returns what it prints on stdout. */
 export function runCommand(command: string, options: CliOptions, catalog: RecipeCatalog): string {
   switch (command) {
@@ -78,7 +99,9 @@ export function runCommand(command: string, options: CliOptions, catalog: Recipe
       return planCommand(options, catalog);
     case "diff":
       return diffCommand(options, catalog);
+    case "render":
+      return renderCommand(options, catalog);
     default:
-      throw new ConfigError("command", `unknown command "${command}"; allowed: "plan", "diff"`);
+      throw new ConfigError("command", `unknown command "${command}"; allowed: "plan", "render", "diff"`);
   }
 }

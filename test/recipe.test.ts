@@ -24,9 +24,10 @@ describe.skipIf(!fs.existsSync(SEED))("the shipped recipe against the seed", () 
   }
 
   it("holds the seed's JSON unchanged, plus the installs", () => {
-    const { installs, ...rest } = JSON.parse(shippedText);
+    const { installs, credentialedIndexUrls, ...rest } = JSON.parse(shippedText);
     expect(rest).toEqual(seedJson);
     expect(installs.length).toBeGreaterThan(0);
+    expect(credentialedIndexUrls).toEqual(["https://pypi.rbln.ai/simple"]);
   });
 
   it("holds every pip install line of the seed as structured data", () => {

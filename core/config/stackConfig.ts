@@ -9,6 +9,14 @@ export const CONFIG_NAMESPACE = "rbln-serving";
 export const SECRET_KEYS = ["sshPrivateKey", "hfToken", "pipPassword", "apiKey"] as const;
 export type SecretKey = (typeof SECRET_KEYS)[number];
 
+/** Secrets that reach vLLM as environment variables (EnvironmentFile on hosts, a Secret on Kubernetes). */
+export const SECRET_ENV: Readonly<Partial<Record<SecretKey, string>>> = { hfToken: "HF_TOKEN", apiKey: "VLLM_API_KEY" };
+
+/** What offline output shows in place of a secret's value. */
+export function secretPlaceholder(key: SecretKey): string {
+  return `<secret:${key}>`;
+}
+
 /** Pulumi hands structured config to programs as JSON strings; stack files give objects. Accept both. */
 function structured<T extends z.ZodType>(schema: T) {
   return z.preprocess((value) => {
@@ -101,6 +109,8 @@ export const StackSettings = z
     pip: structured(Pip).default({}),
     installRoot: absolutePath.default("/opt/rbln-serving"),
     cacheRoot: absolutePath.default("/var/lib/rbln-serving"),
+    /** Free disk preflight wants under cacheRoot before the weights are cached. */
+    minFreeDiskGb: structured(z.number().int().min(0)).default(300),
     kubernetes: structured(Kubernetes).default(Kubernetes.parse({})),
     extraArgs: structured(extraArgs).default({}),
     extraEnv: structured(extraEnv).default({}),

@@ -168,6 +168,7 @@ function resolvePackages(recipe: Recipe, selected: Record<string, string>, versi
         versionKey,
         requirement: `${install.package}${extras}==${version}`,
         extraIndexUrls: [...install.extraIndexUrls],
+        importName: install.import,
       };
     });
 }
@@ -195,6 +196,7 @@ export function resolvePlan(recipe: Recipe, selection: Selection): LaunchPlan {
     nodes,
     roles,
     packages: resolvePackages(recipe, selected, selection.versions ?? {}),
+    credentialedIndexUrls: [...recipe.credentialedIndexUrls],
     router: option.grid.router,
     warnings: [],
   };

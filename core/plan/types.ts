@@ -55,6 +55,8 @@ export interface PackagePlan {
   /** pip requirement, e.g. `vllm-rbln[kv_connectors]==0.12.0`. */
   requirement: string;
   extraIndexUrls: string[];
+  /** Python module whose import checks the install. */
+  importName: string;
 }
 
 export interface LaunchPlan {
@@ -69,6 +71,8 @@ export interface LaunchPlan {
   nodes: NodePlan[];
   roles: RolePlan[];
   packages: PackagePlan[];
+  /** Index URLs that take the package-index credentials. */
+  credentialedIndexUrls: string[];
   /** The recipe's router block for strategies that need one, as written in the recipe. */
   router: { role: string; nodes: { node: string; cmd: string }[] } | null;
   /** Settings of the recipe that do not do what they seem to, for people to read. */

@@ -88,6 +88,8 @@ export const PackageInstall = z.strictObject({
   extraIndexUrls: z.array(z.url()),
   /** null: always installed; otherwise only when every axis has the given value. */
   when: z.record(z.string(), z.string()).nullable(),
+  /** A module the package provides: importing it checks the install. */
+  import: z.string().regex(/^[A-Za-z_][A-Za-z0-9_.]*$/, "a Python module name"),
 });
 
 export const Recipe = z
@@ -101,6 +103,8 @@ export const Recipe = z
     axes: z.array(PageAxis),
     strategies: z.array(Strategy).min(1),
     installs: z.array(PackageInstall).min(1),
+    /** Package indexes that take the account credentials (the `pipPassword` secret). */
+    credentialedIndexUrls: z.array(z.url()),
   })
   .superRefine((recipe, ctx) => {
     recipe.strategies.forEach((strategy, s) => {

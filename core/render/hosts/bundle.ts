@@ -1,0 +1,233 @@
+import { createHash } from "node:crypto";
+import type { Deployment, HostPlacement } from "../../plan/deployment";
+import { bindRank } from "../../plan/bind";
+import type { PackagePlan } from "../../plan/types";
+import { envFileLine, execStartLine, renderEnvFile, unitName } from "./systemd";
+import { installScript, preflightScript, readinessScript, unitApplyScript, unitRemoveScript, weightsScript } from "./scripts";
+
+export const SERVICE_USER = "rbln-serving";
+/** The Hugging Face downloader the weights step installs into its own venv, apart from the serving stack. */
+export const DOWNLOADER_REQUIREMENT = "huggingface_hub==0.35.3";
+const DEFAULT_READY_TIMEOUT_S = 9600;
+
+export interface HostRenderOptions {
+  readinessIntervalSeconds?: number;
+  pipRetries?: number;
+  pipTimeoutSeconds?: number;
+}
+
+export interface RenderedRank {
+  role: string;
+  rank: number;
+  unitName: string;
+  unitText: string;
+  envPath: string;
+  /** The non-secret environment; secrets are appended on the host from the command's stdin. */
+  envText: string;
+  port: number;
+  url: string;
+  applyScript: string;
+  removeScript: string;
+}
+
+export interface RenderedHost {
+  placement: HostPlacement;
+  venv: string;
+  packages: PackagePlan[];
+  preflightScript: string;
+  installScript: string;
+  weightsScript: string;
+  readinessScript: string;
+  ranks: RenderedRank[];
+  /** Index settings for the pip.conf the install and weights steps read from stdin. */
+  pipIndexes: PipIndexes;
+}
+
+export interface PipIndexes {
+  indexUrl: string | null;
+  extraIndexUrls: string[];
+  /** Hosts that receive the username and password. */
+  credentialHosts: string[];
+  username: string | null;
+  retries: number;
+  timeoutSeconds: number;
+}
+
+/** The venv directory carries the pinned versions, so a version change is a new venv beside the old. */
+export function venvPath(installRoot: string, packages: readonly PackagePlan[]): string {
+  return `${installRoot}/venvs/${packages.map((p) => `${p.name}-${p.version}`).join("_")}`;
+}
+
+function weightsMarker(cacheRoot: string, model: string): string {
+  return `${cacheRoot}/huggingface/rbln-serving-complete/${model.replace(/\//g, "--")}`;
+}
+
+/** The model and, when speculative decoding names one, its draft model. */
+export function modelsToDownload(deployment: Deployment): string[] {
+  const models = new Set([deployment.plan.model]);
+  for (const role of deployment.plan.roles) {
+    for (const rank of role.ranks) {
+      const config = rank.flags.find((f) => f.name === "--speculative-config")?.values[0];
+      if (!config) continue;
+      const draft = (JSON.parse(config) as { model?: unknown }).model;
+      if (typeof draft === "string") models.add(draft);
+    }
+  }
+  return [...models];
+}
+
+/** The pip.conf for a host: index URLs, with the credentials only on the hosts that take them. */
+export function renderPipConfig(indexes: PipIndexes, password: string | null): string {
+  const withAuth = (url: string) => {
+    if (!indexes.username || password === null || password === "") return url;
+    const parsed = new URL(url);
+    if (!indexes.credentialHosts.includes(parsed.host)) return url;
+    parsed.username = encodeURIComponent(indexes.username);
+    parsed.password = encodeURIComponent(password);
+    return parsed.toString();
+  };
+  const lines = ["[global]"];
+  if (indexes.indexUrl) lines.push(`index-url = ${withAuth(indexes.indexUrl)}`);
+  if (indexes.extraIndexUrls.length > 0) lines.push("extra-index-url =", ...indexes.extraIndexUrls.map((u) => `    ${withAuth(u)}`));
+  lines.push(`retries = ${indexes.retries}`, `timeout = ${indexes.timeoutSeconds}`);
+  return `${lines.join("\n")}\n`;
+}
+
+/** Secret variables in env-file syntax, appended to each rank's EnvironmentFile on the host. */
+export function renderSecretEnv(secrets: Readonly<Record<string, string | undefined>>): string {
+  return Object.entries(secrets)
+    .filter((entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== "")
+    .map(([name, value]) => `${envFileLine(name, value)}\n`)
+    .join("");
+}
+
+function describe(text: string): string {
+  return text.replace(/%/g, "%%");
+}
+
+function readyTimeoutSeconds(env: Readonly<Record<string, string>>): number {
+  const value = Number(env["VLLM_ENGINE_READY_TIMEOUT_S"]);
+  return Number.isFinite(value) && value > 0 ? value : DEFAULT_READY_TIMEOUT_S;
+}
+
+export function renderHost(deployment: Deployment, placement: HostPlacement, options: HostRenderOptions = {}): RenderedHost {
+  const { settings, plan } = deployment;
+  const { host } = placement;
+  const node = plan.nodes[placement.node]!;
+  const venv = venvPath(settings.installRoot, plan.packages);
+  const models = modelsToDownload(deployment);
+  const markers = models.map((m) => weightsMarker(settings.cacheRoot, m));
+  const cacheEnv = {
+    HF_HOME: `${settings.cacheRoot}/huggingface`,
+    VLLM_CACHE_ROOT: `${settings.cacheRoot}/vllm`,
+    RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
+  };
+
+  const ranks: RenderedRank[] = plan.roles
+    .filter((role) => role.node === placement.node)
+    .flatMap((role) =>
+      role.ranks.map((rank) => {
+        const bound = bindRank(rank, { POD_IP: host.address }, "hosts");
+        const name = unitName(role.role, rank.rank);
+        const envPath = `${settings.installRoot}/env/${role.role}-${rank.rank}.env`;
+        const flagWords = bound.flags.reduce((n, f) => n + 1 + f.values.length, 0);
+        const command = bound.argv.slice(0, bound.argv.length - flagWords);
+        const execLines = [[`${venv}/bin/${command[0]}`, ...command.slice(1)], ...bound.flags.map((f) => [f.name, ...f.values])];
+        const timeout = readyTimeoutSeconds(bound.env);
+        const unitText = [
+          "# Managed by rbln-serving (Pulumi); local edits are overwritten.",
+          "[Unit]",
+          `Description=${describe(`rbln-serving ${plan.model} ${role.role} rank ${rank.rank}`)}`,
+          "After=network-online.target",
+          "Wants=network-online.target",
+          "",
+          "[Service]",
+          "Type=exec",
+          `User=${SERVICE_USER}`,
+          `Group=${SERVICE_USER}`,
+          `WorkingDirectory=${settings.cacheRoot}`,
+          `EnvironmentFile=${envPath}`,
+          execStartLine(execLines),
+          "Restart=on-failure",
+          "RestartSec=30s",
+          // vLLM does not notify systemd; the readiness step polls instead. The start timeout still
+          // bounds a hung exec, and is as long as the engine's own ready timeout plus a margin.
+          `TimeoutStartSec=${timeout + 300}s`,
+          "TimeoutStopSec=120s",
+          // Data-parallel ranks fork engine processes: SIGTERM the main process, then the group.
+          "KillMode=mixed",
+          "LimitNOFILE=1048576",
+          "LimitMEMLOCK=infinity",
+          "",
+          "[Install]",
+          "WantedBy=multi-user.target",
+          "",
+        ].join("\n");
+        const envText = renderEnvFile({ ...bound.env, ...cacheEnv });
+        const port = rank.ports[0]!;
+        return {
+          role: role.role,
+          rank: rank.rank,
+          unitName: name,
+          unitText,
+          envPath,
+          envText,
+          port,
+          url: `http://${host.address.includes(":") ? `[${host.address}]` : host.address}:${port}`,
+          applyScript: unitApplyScript({ hostName: host.name, unitName: name, unitText, envPath, envText }),
+          removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath }),
+        };
+      }),
+    );
+
+  const unitsDigest = createHash("sha256")
+    .update(ranks.map((r) => r.unitText + r.envText).join("\0"))
+    .digest("hex")
+    .slice(0, 16);
+  const firstRank = plan.roles.find((r) => r.node === placement.node)!.ranks[0]!;
+  const recipeIndexes = [...new Set(plan.packages.flatMap((p) => p.extraIndexUrls))];
+  const credentialUrls = [...plan.credentialedIndexUrls, ...(settings.pip.indexUrl ? [settings.pip.indexUrl] : [])];
+
+  return {
+    placement,
+    venv,
+    packages: plan.packages,
+    preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers }),
+    installScript: installScript({
+      hostName: host.name,
+      installRoot: settings.installRoot,
+      cacheRoot: settings.cacheRoot,
+      venv,
+      requirements: plan.packages.map((p) => p.requirement),
+      imports: plan.packages.map((p) => p.importName),
+      serviceUser: SERVICE_USER,
+    }),
+    weightsScript: weightsScript({
+      hostName: host.name,
+      installRoot: settings.installRoot,
+      cacheRoot: settings.cacheRoot,
+      serviceUser: SERVICE_USER,
+      models,
+      markers,
+      downloaderVenv: `${settings.installRoot}/venvs/${DOWNLOADER_REQUIREMENT.replace("==", "-")}`,
+      downloaderRequirement: DOWNLOADER_REQUIREMENT,
+    }),
+    readinessScript: readinessScript({
+      hostName: host.name,
+      ranks: ranks.map((r) => ({ unitName: r.unitName, label: `${r.role} rank ${r.rank}`, port: r.port })),
+      timeoutSeconds: readyTimeoutSeconds(firstRank.env),
+      intervalSeconds: options.readinessIntervalSeconds ?? 30,
+      unitsDigest,
+    }),
+    ranks,
+    pipIndexes: {
+      indexUrl: settings.pip.indexUrl ?? null,
+      extraIndexUrls: settings.pip.extraIndexUrls ?? recipeIndexes,
+      credentialHosts: [...new Set(credentialUrls.map((u) => new URL(u).host))],
+      username: settings.pip.username ?? null,
+      retries: options.pipRetries ?? 5,
+      timeoutSeconds: options.pipTimeoutSeconds ?? 60,
+    },
+  };
+}
+

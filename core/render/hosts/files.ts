@@ -1,0 +1,24 @@
+import { SECRET_ENV, secretPlaceholder, type SecretKey } from "../../config/stackConfig";
+import { renderPipConfig, renderSecretEnv, type RenderedHost } from "./bundle";
+
+/** A host's rendered files for review (`render`): the texts its resources carry, secrets as placeholders. */
+export function hostFiles(host: RenderedHost, secrets: readonly SecretKey[]): Record<string, string> {
+  const secretEnv = renderSecretEnv(
+    Object.fromEntries(Object.entries(SECRET_ENV).map(([key, name]) => [name, secrets.includes(key as SecretKey) ? secretPlaceholder(key as SecretKey) : undefined])),
+  );
+  const files: Record<string, string> = {
+    "preflight.sh": host.preflightScript,
+    "install.sh": host.installScript,
+    "weights.sh": host.weightsScript,
+    "readiness.sh": host.readinessScript,
+    "pip.conf": renderPipConfig(host.pipIndexes, secrets.includes("pipPassword") ? secretPlaceholder("pipPassword") : null),
+  };
+  for (const rank of host.ranks) {
+    const id = `${rank.role}-${rank.rank}`;
+    files[`unit-${id}.sh`] = rank.applyScript;
+    files[`remove-${id}.sh`] = rank.removeScript;
+    files[`systemd/${rank.unitName}`] = rank.unitText;
+    files[`env/${id}.env`] = rank.envText + secretEnv;
+  }
+  return files;
+}
