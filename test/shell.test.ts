@@ -2,13 +2,7 @@ import { execFileSync } from "node:child_process";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { joinShellWords, quoteShellWord, splitShellWords } from "../core/shell";
-
-/** Strings with the characters that break naive quoting: quotes, $, backticks, %, newlines, JSON. */
-export const hostileString = fc.oneof(
-  fc.string({ unit: fc.constantFrom(..."'\"$`\\%!*?[]{}()<>|&;#~= \t\nabcXYZ019-_./:@"), maxLength: 40 }),
-  fc.string({ unit: "grapheme", maxLength: 20 }),
-  fc.json(),
-);
+import { hostileString } from "./helpers/arbitraries";
 
 describe("shell words", () => {
   it("splits what it quotes back into the same word", () => {

@@ -1,0 +1,78 @@
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+
+/**
+ * Reads back what real systemd made of our quoting. systemd prints words in its own format
+ * (shell_maybe_quote: double quotes, backslash before `"\`$`, C escapes for control characters);
+ * this undoes that format and nothing else.
+ */
+export function splitSystemdPrinted(line: string): string[] {
+  const escapes: Record<string, string> = { a: "\x07", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t", v: "\v" };
+  const words: string[] = [];
+  let i = 0;
+  while (i < line.length) {
+    if (line[i] === " ") {
+      i++;
+      continue;
+    }
+    let word = "";
+    if (line[i] === '"') {
+      i++;
+      while (line[i] !== '"') {
+        if (line[i] === "\\") {
+          const next = line[i + 1]!;
+          if (next === "x") {
+            word += String.fromCharCode(parseInt(line.slice(i + 2, i + 4), 16));
+            i += 4;
+          } else {
+            word += escapes[next] ?? next;
+            i += 2;
+          }
+        } else word += line[i++];
+      }
+      i++;
+    } else {
+      while (i < line.length && line[i] !== " ") word += line[i++];
+    }
+    words.push(word);
+  }
+  return words;
+}
+
+/** The argv systemd runs for a unit's ExecStart: `systemd --test` (as nobody) dumps the parsed unit. */
+export function systemdExecArgv(unitText: string): string[] {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "units-"));
+  fs.chmodSync(dir, 0o755);
+  const unit = "rbln-quoting-probe.service";
+  fs.writeFileSync(path.join(dir, unit), unitText, { mode: 0o644 });
+  const dump = spawnSync("runuser", ["-u", "nobody", "--", "env", `SYSTEMD_UNIT_PATH=${dir}:`, "/lib/systemd/systemd", "--test", "--system", `--unit=${unit}`, "--no-pager"], {
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  fs.rmSync(dir, { recursive: true, force: true });
+  const section = dump.stdout.split(`-> Unit ${unit}:`)[1];
+  if (!section) throw new Error(`systemd --test printed no ${unit}: ${dump.stderr}`);
+  const line = /^\t+Command Line: (.*)$/m.exec(section)![1]!;
+  // systemd keeps `$$` in the loaded argv and turns it into `$` when it substitutes variables at exec.
+  return splitSystemdPrinted(line).map((word) => word.replace(/\$\$/g, "$"));
+}
+
+/** What systemd reads from an env file: its environment.d generator uses the same env-file parser. */
+export function systemdEnvFile(envText: string): Record<string, string> {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), "envd-"));
+  fs.mkdirSync(path.join(home, "environment.d"));
+  fs.writeFileSync(path.join(home, "environment.d", "50-probe.conf"), envText);
+  const result = spawnSync("/usr/lib/systemd/user-environment-generators/30-systemd-environment-d-generator", [], {
+    encoding: "utf8",
+    env: { PATH: process.env.PATH, XDG_CONFIG_HOME: home },
+  });
+  fs.rmSync(home, { recursive: true, force: true });
+  const parsed: Record<string, string> = {};
+  for (const line of result.stdout.split("\n")) {
+    const match = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
+    if (match) parsed[match[1]!] = splitSystemdPrinted(match[2]!).join(" ");
+  }
+  return parsed;
+}

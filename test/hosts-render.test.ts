@@ -1,0 +1,102 @@
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { readStackFile } from "../core/config/stackFile";
+import { planDeployment } from "../core/plan/deployment";
+import { renderFiles } from "../core/render/files";
+import { envFileLine, execStartLine, isEnvFileValue } from "../core/render/hosts/systemd";
+import { remoteCommand } from "../core/render/hosts/scripts";
+import { shippedCatalog } from "./helpers/recipes";
+import { systemdEnvFile, systemdExecArgv } from "./helpers/systemdOracle";
+import { hostileString } from "./helpers/arbitraries";
+
+/** Rendered files for the hosts stacks and a spread of axis values on both aggregated strategies. */
+function renderedVariants(): Record<string, string> {
+  const variants: Record<string, unknown>[] = [readStackFile("dev").raw, readStackFile("staging").raw];
+  for (const strategy of ["aggregated-data-expert-parallel", "aggregated-pipeline-parallel"]) {
+    for (const axes of [{ lmcache: "rds", spec_decode: "eagle3" }, { lmcache: "cpu", prefix_caching: "on", spec_decode: "suffix", tool_calling: "off" }, { prefix_caching: "on_sub_block", reasoning_parser: "off" }]) {
+      variants.push({ strategy, target: "Throughput", axes, hosts: [{ name: "npu-a", address: "10.1.2.3" }], extraEnv: { main: { NOTE: "it's 100% $HOME `x`" } } });
+    }
+  }
+  const files: Record<string, string> = {};
+  variants.forEach((raw, i) => {
+    const deployment = planDeployment(parseStackSettings(raw), shippedCatalog);
+    for (const [name, content] of Object.entries(renderFiles(deployment, ["hfToken", "apiKey", "pipPassword"]))) files[`v${i}/${name}`] = content;
+  });
+  return files;
+}
+
+function writeTree(files: Record<string, string>): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rendered-"));
+  for (const [name, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), content);
+  }
+  return dir;
+}
+
+describe("rendered host artifacts", () => {
+  const files = renderedVariants();
+  const dir = writeTree(files);
+
+  it("every script passes shellcheck", () => {
+    const scripts = Object.keys(files).filter((f) => f.endsWith(".sh"));
+    expect(scripts.length).toBeGreaterThan(40);
+    const result = spawnSync("shellcheck", ["--severity=style", ...scripts], { cwd: dir, encoding: "utf8" });
+    expect(result.stdout).toBe("");
+    expect(result.status).toBe(0);
+  });
+
+  it("every command string a resource runs is valid bash around the same script", () => {
+    const script = files["v0/hosts/npu-dev-0/install.sh"]!;
+    for (const asRoot of [true, false]) {
+      const command = remoteCommand(script, asRoot);
+      expect(command).toContain(script);
+      const result = spawnSync("bash", ["-n", "-c", command], { encoding: "utf8" });
+      expect(result.stderr).toBe("");
+    }
+  });
+
+  it("every unit passes systemd-analyze verify, but for the vllm binary that only the install creates", () => {
+    const units = Object.keys(files).filter((f) => f.endsWith(".service"));
+    expect(units.length).toBeGreaterThanOrEqual(8);
+    const flat = fs.mkdtempSync(path.join(os.tmpdir(), "verify-"));
+    const names = units.map((unit, i) => {
+      const name = `v${i}-${path.basename(unit)}`;
+      fs.writeFileSync(path.join(flat, name), files[unit]!);
+      return name;
+    });
+    const result = spawnSync("systemd-analyze", ["verify", ...names], { cwd: flat, encoding: "utf8" });
+    const problems = (result.stdout + result.stderr).split("\n").filter((line) => line.trim() && !/Command .*\/bin\/vllm is not executable: No such file or directory/.test(line));
+    expect(problems).toEqual([]);
+  });
+
+  it("env files are mode-0600 material: secrets only as placeholders offline", () => {
+    const env = files["v0/hosts/npu-dev-0/env/main-0.env"]!;
+    expect(env).toContain("HF_TOKEN='<secret:hfToken>'\n");
+    expect(env).toContain("VLLM_API_KEY='<secret:apiKey>'\n");
+    expect(files["v0/hosts/npu-dev-0/unit-main-0.sh"]).not.toContain("<secret:");
+  });
+});
+
+describe("systemd quoting round-trips through systemd's own parsers", () => {
+  it("ExecStart words come back as the same argv, with $, %, quotes, backslashes and newlines", () => {
+    const samples = fc.sample(fc.array(hostileString.filter((s) => !s.includes("\0")), { minLength: 1, maxLength: 5 }), { numRuns: 150, seed: 42 });
+    const lines = [["/bin/true"], ...samples];
+    const argv = systemdExecArgv(`[Service]\n${execStartLine(lines)}\n`);
+    expect(argv).toEqual(lines.flat());
+  });
+
+  it("EnvironmentFile values come back byte for byte", () => {
+    // The environment.d generator expands $VAR after parsing and drops empty values, which
+    // EnvironmentFile= does not: leave those out of this oracle.
+    const values = fc.sample(hostileString.filter((s) => isEnvFileValue(s) && !s.includes("$") && s !== ""), { numRuns: 150, seed: 7 });
+    const text = values.map((value, i) => `${envFileLine(`RBLN_PROBE_${i}`, value)}\n`).join("");
+    const parsed = systemdEnvFile(text);
+    values.forEach((value, i) => expect(parsed[`RBLN_PROBE_${i}`], JSON.stringify(value)).toBe(value));
+  });
+});

@@ -1,0 +1,179 @@
+import * as fs from "node:fs";
+import * as http from "node:http";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { planDeployment } from "../core/plan/deployment";
+import { renderHost, renderPipConfig, type RenderedHost } from "../core/render/hosts/bundle";
+import { readinessScript, remoteCommand } from "../core/render/hosts/scripts";
+import { startPackageIndex, type PackageIndex } from "./helpers/packageIndex";
+import { shippedCatalog } from "./helpers/recipes";
+import { freePort, startSshd, type TestSshServer } from "./helpers/sshd";
+
+/**
+ * The host scripts run for real: over SSH (a real OpenSSH server on loopback) against this machine,
+ * with pip installing stub wheels, named like the real packages, from a package index on loopback.
+ */
+const STUBS = [
+  { name: "rebel-compiler", version: "0.12.0", module: "rebel", source: "VERSION = '0.12.0'\n" },
+  { name: "vllm-rbln", version: "0.12.0", module: "vllm_rbln", source: "VERSION = '0.12.0'\n", extras: ["kv_connectors"] },
+  { name: "arctic-inference", version: "0.1.1", module: "arctic_inference", source: "" },
+  {
+    name: "huggingface_hub",
+    version: "0.35.3",
+    module: "huggingface_hub",
+    source: [
+      "import os, pathlib",
+      "def snapshot_download(repo_id, **kwargs):",
+      "    target = pathlib.Path(os.environ['HF_HOME']) / 'hub' / ('models--' + repo_id.replace('/', '--'))",
+      "    target.mkdir(parents=True, exist_ok=True)",
+      "    (target / 'config.json').write_text('{}')",
+      "    (target / 'token-length').write_text(str(len(os.environ.get('HF_TOKEN', ''))))",
+      "    return str(target)",
+      "",
+    ].join("\n"),
+  },
+];
+
+let sshd: TestSshServer;
+let index: PackageIndex;
+let work: string;
+
+function hostFor(settings: Record<string, unknown>, indexUrl: string): RenderedHost {
+  const deployment = planDeployment(
+    parseStackSettings({
+      strategy: "aggregated-data-expert-parallel",
+      target: "Latency",
+      hosts: [{ name: "test-host", address: "127.0.0.1", port: sshd.port }],
+      installRoot: `${work}/opt`,
+      cacheRoot: `${work}/cache`,
+      minFreeDiskGb: 0,
+      pip: { indexUrl, extraIndexUrls: [] },
+      ...settings,
+    }),
+    shippedCatalog,
+  );
+  return renderHost(deployment, deployment.placements[0]!, { pipRetries: 0, pipTimeoutSeconds: 5 });
+}
+
+const run = (script: string, stdin = "") => sshd.run(remoteCommand(script, true), stdin);
+
+beforeAll(async () => {
+  [sshd, index] = await Promise.all([startSshd(), startPackageIndex(STUBS)]);
+  work = fs.mkdtempSync(path.join(os.tmpdir(), "rbln-host-"));
+});
+
+afterAll(() => {
+  sshd?.stop();
+  index?.stop();
+  if (work) fs.rmSync(work, { recursive: true, force: true });
+});
+
+describe("preflight over SSH", () => {
+  it("fails on a host without NPUs, naming the host and the check, and changes nothing", async () => {
+    const host = hostFor({}, index.url);
+    const result = await run(host.preflightScript);
+    expect(result.status).toBe(1);
+    expect(result.stderr.trim()).toBe("preflight test-host: kernel module rebellions: not loaded (install the RBLN driver)");
+    expect(fs.readdirSync(work)).toEqual([]);
+  });
+});
+
+describe("install over SSH", () => {
+  it("installs the pinned packages into a versioned venv and points current at it", async () => {
+    const host = hostFor({}, index.url);
+    const result = await run(host.installScript, renderPipConfig(host.pipIndexes, null));
+    expect(result.stderr).not.toMatch(/ERROR/);
+    expect(result.status).toBe(0);
+    expect(host.venv).toBe(`${work}/opt/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0`);
+    expect(result.stdout).toContain(`install test-host: installed rebel-compiler==0.12.0 vllm-rbln[kv_connectors]==0.12.0 into ${host.venv}`);
+    expect(fs.readlinkSync(`${work}/opt/current`)).toBe(host.venv);
+    expect(fs.readFileSync(`${host.venv}/.rbln-serving-complete`, "utf8")).toBe("rebel-compiler==0.12.0\nvllm-rbln[kv_connectors]==0.12.0\n");
+    expect(fs.statSync(`${work}/opt/env`).mode & 0o777).toBe(0o700);
+  });
+
+  it("changes nothing when run again with the same versions", async () => {
+    const host = hostFor({}, index.url);
+    const marker = fs.statSync(`${host.venv}/.rbln-serving-complete`).mtimeMs;
+    const result = await run(host.installScript, renderPipConfig(host.pipIndexes, null));
+    expect(result.status).toBe(0);
+    expect(result.stdout.trim()).toBe(`install test-host: ${host.venv} is complete; nothing to install`);
+    expect(fs.statSync(`${host.venv}/.rbln-serving-complete`).mtimeMs).toBe(marker);
+  });
+
+  it("fails with pip's reason on an unreachable index and leaves current as it was", async () => {
+    const previous = fs.readlinkSync(`${work}/opt/current`);
+    const dead = `http://127.0.0.1:${await freePort()}/simple`;
+    const host = hostFor({ axes: { spec_decode: "suffix" } }, dead);
+    expect(host.venv).toBe(`${work}/opt/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0_arctic-inference-0.1.1`);
+    const result = await run(host.installScript, renderPipConfig(host.pipIndexes, null));
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toMatch(/ERROR: (Could not find a version|No matching distribution)/);
+    expect(result.stderr).toContain(`install test-host: pip install failed (its reason is above); current still points to ${previous}`);
+    expect(fs.readlinkSync(`${work}/opt/current`)).toBe(previous);
+  });
+
+  it("converges on the next run once the index is back, installing arctic-inference for suffix decoding", async () => {
+    const host = hostFor({ axes: { spec_decode: "suffix" } }, index.url);
+    const result = await run(host.installScript, renderPipConfig(host.pipIndexes, null));
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain("arctic-inference==0.1.1");
+    expect(fs.readlinkSync(`${work}/opt/current`)).toBe(host.venv);
+  });
+});
+
+describe("weights over SSH", () => {
+  it("downloads the model once with the token from stdin, and not again", async () => {
+    const host = hostFor({ axes: { spec_decode: "eagle3" } }, index.url);
+    const token = "hf_marker_token_1234";
+    const first = await run(host.weightsScript, `${token}\n${renderPipConfig(host.pipIndexes, null)}`);
+    expect(first.status).toBe(0);
+    expect(first.stdout + first.stderr).not.toContain(token);
+    for (const repo of ["MiniMaxAI--MiniMax-M2.7", "asherszhang--MiniMax-M2.7-EAGLE3-draft-vocab200k"]) {
+      expect(fs.readFileSync(`${work}/cache/huggingface/hub/models--${repo}/token-length`, "utf8")).toBe(String(token.length));
+    }
+    const second = await run(host.weightsScript, `${token}\n`);
+    expect(second.status).toBe(0);
+    expect(second.stdout).toMatch(/already in .*; nothing to download/);
+  });
+});
+
+describe("readiness over SSH", () => {
+  async function stubServer(failures: number): Promise<{ port: number; close(): void }> {
+    let requests = 0;
+    const server = http.createServer((_, response) => {
+      requests += 1;
+      response.writeHead(requests <= failures ? 503 : 200, { "content-type": "application/json" });
+      response.end("{}");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    return { port: (server.address() as { port: number }).port, close: () => server.close() };
+  }
+
+  const script = (port: number, timeoutSeconds: number) =>
+    readinessScript({ hostName: "test-host", ranks: [{ unitName: "rbln-serving-main-0.service", label: "main rank 0", port }], timeoutSeconds, intervalSeconds: 1, unitsDigest: "0" });
+
+  it("waits through 503s, printing the rank and elapsed time, until the rank serves", async () => {
+    const stub = await stubServer(3);
+    try {
+      const result = await run(script(stub.port, 60));
+      expect(result.status).toBe(0);
+      expect(result.stdout).toMatch(/ready test-host: waiting for main rank 0 on port \d+ \(\d+s\)/);
+      expect(result.stdout).toMatch(/ready test-host: main rank 0 serves on port \d+ after \d+s/);
+    } finally {
+      stub.close();
+    }
+  });
+
+  it("fails cleanly at the deadline", async () => {
+    const stub = await stubServer(Number.MAX_SAFE_INTEGER);
+    try {
+      const result = await run(script(stub.port, 2));
+      expect(result.status).toBe(1);
+      expect(result.stderr).toMatch(/^ready test-host: main rank 0 \(port \d+\) not ready after \d+s; last journal lines of rbln-serving-main-0.service:/m);
+    } finally {
+      stub.close();
+    }
+  });
+});
