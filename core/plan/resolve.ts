@@ -1,5 +1,6 @@
 import { ConfigError, listValues } from "../errors";
 import type { Grid, Recipe, RoleTemplate, StrategyOption } from "../recipe/schema";
+import { readRouterIntent, routerWarnings } from "../router/chartValues";
 import { ShellSyntaxError, splitShellWords } from "../shell";
 import type { Flag, LaunchPlan, NodePlan, PackagePlan, RankPlan, RolePlan, Selection } from "./types";
 
@@ -180,6 +181,7 @@ export function resolvePlan(recipe: Recipe, selection: Selection): LaunchPlan {
   const selected = resolveAxes(recipe, selection.strategy, option, selection);
   const multiNode = strategy.nodes !== null;
   const roles = resolveRoles(option, selected, multiNode);
+  const router = option.grid.router;
   const nodes: NodePlan[] = (multiNode ? roles.map((r) => [r.role]) : [roles.map((r) => r.role)]).map((nodeRoles, index) => ({
     index,
     roles: nodeRoles,
@@ -197,8 +199,9 @@ export function resolvePlan(recipe: Recipe, selection: Selection): LaunchPlan {
     roles,
     packages: resolvePackages(recipe, selected, selection.versions ?? {}),
     credentialedIndexUrls: [...recipe.credentialedIndexUrls],
-    router: option.grid.router,
-    warnings: [],
+    router,
+    client: recipe.client,
+    warnings: router ? routerWarnings(readRouterIntent(router), { roles }) : [],
   };
 }
 

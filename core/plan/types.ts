@@ -75,6 +75,8 @@ export interface LaunchPlan {
   credentialedIndexUrls: string[];
   /** The recipe's router block for strategies that need one, as written in the recipe. */
   router: { role: string; nodes: { node: string; cmd: string }[] } | null;
+  /** The recipe's example request, against http://localhost:8000. */
+  client: string;
   /** Settings of the recipe that do not do what they seem to, for people to read. */
   warnings: string[];
 }

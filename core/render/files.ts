@@ -1,7 +1,18 @@
-import type { SecretKey } from "../config/stackConfig";
+import { stringify } from "yaml";
+import { SECRET_ENV, secretPlaceholder, type SecretKey } from "../config/stackConfig";
 import type { Deployment } from "../plan/deployment";
+import { routerChartValues } from "../router/chartValues";
 import { renderHost } from "./hosts/bundle";
 import { hostFiles } from "./hosts/files";
+import { renderKubernetesWorkloads, type KubeObject } from "./kubernetes/workloads";
+
+/** The instance name `render` uses; the Pulumi program uses its component's name. */
+export const DEFAULT_INSTANCE = "rbln-serving";
+
+/** YAML without folded lines, so scripts and JSON values read as they are. */
+export function toYaml(value: unknown): string {
+  return stringify(value, { lineWidth: 0 });
+}
 
 /** Every file `render` writes for a stack, by path under the output folder. */
 export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[]): Record<string, string> {
@@ -9,6 +20,24 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
   for (const placement of deployment.placements) {
     for (const [name, content] of Object.entries(hostFiles(renderHost(deployment, placement), secrets))) {
       files[`hosts/${placement.host.name}/${name}`] = content;
+    }
+  }
+  if (deployment.settings.platform === "kubernetes") {
+    const workloads = renderKubernetesWorkloads(deployment, { instance: DEFAULT_INSTANCE, namespace: deployment.settings.kubernetes.namespace }, secrets);
+    const write = (object: KubeObject, name: string) => (files[`kubernetes/${name}.yaml`] = toYaml(object));
+    write(workloads.namespace, "namespace");
+    if (workloads.secret) {
+      const stringData = Object.fromEntries(Object.entries(SECRET_ENV).filter(([key]) => secrets.includes(key as SecretKey)).map(([key, name]) => [name, secretPlaceholder(key as SecretKey)]));
+      write({ ...workloads.secret, stringData }, "secret");
+    }
+    for (const volume of workloads.volumes) write(volume, `pvc-${volume.metadata.name}`);
+    for (const role of workloads.roles) {
+      write(role.configMap, `${role.role}-configmap`);
+      write(role.deployment, `${role.role}-deployment`);
+      if (role.service) write(role.service, `${role.role}-service`);
+    }
+    if (workloads.router) {
+      files["router/values.yaml"] = toYaml(routerChartValues(workloads.router, deployment.plan.strategy, deployment.settings.kubernetes));
     }
   }
   return files;

@@ -1,13 +1,9 @@
 import type { LaunchPlan, RankPlan } from "../plan/types";
-import { quoteShellWord } from "../shell";
+import { commandWords, shellCommandLines } from "./shellCommand";
 
 /** A rank's command as a paste-able shell command: `env NAME=value ... vllm serve ... \` one flag a line. */
 export function rankCommandLine(rank: RankPlan): string {
-  const env = Object.entries(rank.env).map(([name, value]) => `  ${name}=${quoteShellWord(value)}`);
-  const flagWords = rank.flags.reduce((n, f) => n + 1 + f.values.length, 0);
-  const command = rank.argv.slice(0, rank.argv.length - flagWords).map(quoteShellWord).join(" ");
-  const flags = rank.flags.map((f) => `    ${[f.name, ...f.values].map(quoteShellWord).join(" ")}`);
-  return ["env \\", ...env.map((l) => `${l} \\`), `  ${command}${flags.length ? " \\" : ""}`, ...flags.map((l, i) => (i < flags.length - 1 ? `${l} \\` : l))].join("\n");
+  return shellCommandLines({ command: commandWords(rank.argv, rank.flags), flags: rank.flags, env: rank.env }).join("\n");
 }
 
 function table(rows: string[][]): string {

@@ -38,6 +38,8 @@ export interface RenderedHost {
   installScript: string;
   weightsScript: string;
   readinessScript: string;
+  /** How long the readiness step waits: the engine's ready timeout from the recipe. */
+  readyTimeoutSeconds: number;
   ranks: RenderedRank[];
   /** Index settings for the pip.conf the install and weights steps read from stdin. */
   pipIndexes: PipIndexes;
@@ -185,6 +187,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
     .digest("hex")
     .slice(0, 16);
   const firstRank = plan.roles.find((r) => r.node === placement.node)!.ranks[0]!;
+  const readyTimeout = readyTimeoutSeconds(firstRank.env);
   const recipeIndexes = [...new Set(plan.packages.flatMap((p) => p.extraIndexUrls))];
   const credentialUrls = [...plan.credentialedIndexUrls, ...(settings.pip.indexUrl ? [settings.pip.indexUrl] : [])];
 
@@ -215,10 +218,11 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
     readinessScript: readinessScript({
       hostName: host.name,
       ranks: ranks.map((r) => ({ unitName: r.unitName, label: `${r.role} rank ${r.rank}`, port: r.port })),
-      timeoutSeconds: readyTimeoutSeconds(firstRank.env),
+      timeoutSeconds: readyTimeout,
       intervalSeconds: options.readinessIntervalSeconds ?? 30,
       unitsDigest,
     }),
+    readyTimeoutSeconds: readyTimeout,
     ranks,
     pipIndexes: {
       indexUrl: settings.pip.indexUrl ?? null,
