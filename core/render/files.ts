@@ -30,7 +30,7 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
       const stringData = Object.fromEntries(Object.entries(SECRET_ENV).filter(([key]) => secrets.includes(key as SecretKey)).map(([key, name]) => [name, secretPlaceholder(key as SecretKey)]));
       write({ ...workloads.secret, stringData }, "secret");
     }
-    for (const volume of workloads.volumes) write(volume, `pvc-${volume.metadata.name}`);
+    for (const volume of workloads.volumes) write(volume.object, `pvc-${volume.id}`);
     for (const role of workloads.roles) {
       write(role.configMap, `${role.role}-configmap`);
       write(role.deployment, `${role.role}-deployment`);

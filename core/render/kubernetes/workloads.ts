@@ -45,7 +45,8 @@ export interface RoleWorkload {
 export interface KubernetesWorkloads {
   namespace: KubeObject;
   secret: KubeObject | null;
-  volumes: KubeObject[];
+  /** Volumes by a stable id (`weights`, `<role>-compile-cache`). */
+  volumes: { id: string; object: KubeObject }[];
   roles: RoleWorkload[];
   router: RouterIntent | null;
   /** The EPP Service the ranks' `<EPP_HOST>` resolves to. */
@@ -99,12 +100,12 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
   const secretEnv = Object.entries(SECRET_ENV).filter(([key]) => secrets.includes(key as SecretKey)).map(([, name]) => name!);
 
   const weights: KubeObject = pvc(`${names.instance}-weights`, ns, baseLabels, k8s.weightsVolumeSize, k8s.storageClass);
-  const volumes = [weights];
+  const volumes = [{ id: "weights", object: weights }];
 
   const roles: RoleWorkload[] = plan.roles.map((role) => {
     const labels = { ...baseLabels, "app.kubernetes.io/component": role.role };
     const compileCache = pvc(`${names.instance}-${role.role}-compile-cache`, ns, labels, k8s.compileCacheVolumeSize, k8s.storageClass);
-    volumes.push(compileCache);
+    volumes.push({ id: `${role.role}-compile-cache`, object: compileCache });
     const script = launchScript(role, plan.model, eppHost);
     const configMap: KubeObject = {
       apiVersion: "v1",

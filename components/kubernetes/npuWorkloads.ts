@@ -1,0 +1,65 @@
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import type { KubeObject, KubernetesWorkloads } from "../../core/render/kubernetes/workloads";
+
+export interface NpuWorkloadsArgs {
+  /** The objects, rendered by the core (`renderKubernetesWorkloads`). */
+  workloads: KubernetesWorkloads;
+  /** Secret environment (`HF_TOKEN`, `VLLM_API_KEY`) for the Secret the pods reference. */
+  secretEnv: Record<string, pulumi.Input<string>>;
+}
+
+export interface RoleDeployment {
+  role: string;
+  deployment: string;
+  namespace: string;
+  replicas: number;
+  ports: number[];
+}
+
+/** Wraps a rendered object's fields as resource args; the object itself is the source of truth. */
+function spec<T>(object: KubeObject): T {
+  const { apiVersion: _, kind: __, ...rest } = object;
+  return rest as T;
+}
+
+/**
+ * The vLLM roles of one model on NPU nodes: per role a launch ConfigMap, a Deployment and (for the
+ * aggregated strategies) a Service; the weights and compile caches on volumes that outlive it.
+ */
+export class NpuWorkloads extends pulumi.ComponentResource {
+  readonly deployments: pulumi.Output<RoleDeployment[]>;
+  readonly serviceEndpoints: pulumi.Output<string[]>;
+
+  constructor(name: string, args: NpuWorkloadsArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("rbln-serving:kubernetes:NpuWorkloads", name, {}, opts);
+    const { workloads } = args;
+    const child = { parent: this };
+    // The namespace and the caches stay when the serving resources go: deleting them would drop hours of compiled graphs.
+    const keep = { ...child, retainOnDelete: true };
+    const namespace = new k8s.core.v1.Namespace(`${name}-namespace`, spec(workloads.namespace), keep);
+    const inNamespace = { ...child, dependsOn: [namespace] };
+    const secret = workloads.secret
+      ? new k8s.core.v1.Secret(`${name}-secrets`, { ...spec<k8s.core.v1.SecretArgs>(workloads.secret), stringData: pulumi.secret(args.secretEnv) }, inNamespace)
+      : undefined;
+    const volumes = workloads.volumes.map((volume) => new k8s.core.v1.PersistentVolumeClaim(`${name}-${volume.id}`, spec(volume.object), { ...keep, dependsOn: [namespace] }));
+    const roleResources = workloads.roles.map((role) => {
+      const configMap = new k8s.core.v1.ConfigMap(`${name}-${role.role}-launch`, spec(role.configMap), { ...inNamespace, deleteBeforeReplace: false });
+      const deployment = new k8s.apps.v1.Deployment(`${name}-${role.role}`, spec(role.deployment), {
+        ...child,
+        dependsOn: [configMap, ...volumes, ...(secret ? [secret] : [])],
+        // Compilation on a cold cache takes hours; do not hold `pulumi up` on the rollout.
+        customTimeouts: { create: "30m", update: "30m" },
+      });
+      const service = role.service ? new k8s.core.v1.Service(`${name}-${role.role}`, spec(role.service), inNamespace) : undefined;
+      return { role, deployment, service };
+    });
+    this.deployments = pulumi.output(
+      workloads.roles.map((r) => ({ role: r.role, deployment: r.deployment.metadata.name, namespace: workloads.namespace.metadata.name, replicas: r.replicas, ports: r.ports })),
+    );
+    this.serviceEndpoints = pulumi.all(
+      roleResources.filter((r) => r.service).map(({ role, service }) => pulumi.interpolate`http://${service!.metadata.name}.${service!.metadata.namespace}.svc.cluster.local:${role.ports[0]}`),
+    );
+    this.registerOutputs({ deployments: this.deployments, serviceEndpoints: this.serviceEndpoints });
+  }
+}

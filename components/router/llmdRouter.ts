@@ -1,0 +1,50 @@
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import { LLM_D_CHART_REPOSITORY } from "../../core/router/chartValues";
+
+export interface LlmdRouterArgs {
+  release: string;
+  chart: string;
+  version: string;
+  namespace: pulumi.Input<string>;
+  /** Chart values in the llm-d-router-gateway layout (`routerChartValues`). */
+  values: Record<string, unknown>;
+  /** The Gateway the chart's HTTPRoute attaches to; its address is the endpoint. */
+  gateway?: { name: string; namespace?: string };
+}
+
+/**
+ * The llm-d router for prefill/decode disaggregation: the gateway chart (InferencePool, endpoint
+ * picker) from its OCI registry. helm.v4.Chart renders every object as its own resource, so
+ * preview shows per-object diffs.
+ */
+export class LlmdRouter extends pulumi.ComponentResource {
+  readonly endpoint: pulumi.Output<string | undefined>;
+
+  constructor(name: string, args: LlmdRouterArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("rbln-serving:router:LlmdRouter", name, {}, opts);
+    const chart = new k8s.helm.v4.Chart(
+      `${name}-chart`,
+      { chart: `${LLM_D_CHART_REPOSITORY}/${args.chart}`, version: args.version, name: args.release, namespace: args.namespace, values: args.values },
+      { parent: this },
+    );
+    if (args.gateway) {
+      const gatewayNamespace = args.gateway.namespace ?? args.namespace;
+      // Read, not managed: the Gateway belongs to the cluster's gateway installation. Naming
+      // `status` among the args makes the read return it.
+      const gateway = new k8s.apiextensions.CustomResource(
+        `${name}-gateway`,
+        { apiVersion: "gateway.networking.k8s.io/v1", kind: "Gateway", status: undefined },
+        { id: pulumi.interpolate`${gatewayNamespace}/${args.gateway.name}`, parent: this, dependsOn: [chart] },
+      );
+      const status = (gateway as unknown as { status: pulumi.Output<{ addresses?: { value: string }[] } | undefined> }).status;
+      this.endpoint = status.apply((s) => {
+        const address = s?.addresses?.[0]?.value;
+        return address ? `http://${address.includes(":") ? `[${address}]` : address}` : undefined;
+      });
+    } else {
+      this.endpoint = pulumi.output(undefined);
+    }
+    this.registerOutputs({ endpoint: this.endpoint });
+  }
+}

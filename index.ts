@@ -1,0 +1,10 @@
+import { runProgram } from "./program";
+
+const outputs = runProgram();
+
+export const endpoints = outputs.endpoints;
+export const curl = outputs.curl;
+export const units = outputs.units;
+export const deployments = outputs.deployments;
+export const selection = outputs.selection;
+export const warnings = outputs.warnings;

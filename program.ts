@@ -1,0 +1,42 @@
+import * as pulumi from "@pulumi/pulumi";
+import { CONFIG_NAMESPACE, SECRET_KEYS, type SecretKey } from "./core/config/stackConfig";
+import { ConfigError } from "./core/errors";
+import { ModelServing, type ModelServingArgs, type ServingSecrets } from "./components/modelServing";
+
+/** The one place the program reads stack config: every `rbln-serving:` key, secrets as secrets. */
+export function readStackConfig(): { settings: ModelServingArgs["settings"]; secrets: ServingSecrets } {
+  const prefix = `${CONFIG_NAMESPACE}:`;
+  // Validated by ModelServing (zod), which names the key path of any fault.
+  const settings = Object.fromEntries(
+    Object.entries(pulumi.runtime.allConfig())
+      .filter(([key]) => key.startsWith(prefix))
+      .map(([key, value]) => [key.slice(prefix.length), value]),
+  ) as ModelServingArgs["settings"];
+  const config = new pulumi.Config(CONFIG_NAMESPACE);
+  const secrets: ServingSecrets = {};
+  for (const key of SECRET_KEYS) {
+    const value = config.getSecret(key);
+    if (value !== undefined) secrets[key as SecretKey] = value;
+  }
+  return { settings, secrets };
+}
+
+/** The stack's resources and outputs. A bad config ends the run with one line and registers nothing. */
+export function runProgram() {
+  const { settings, secrets } = readStackConfig();
+  let serving: ModelServing;
+  try {
+    serving = new ModelServing("rbln-serving", { settings, secrets });
+  } catch (error) {
+    if (error instanceof ConfigError) throw new pulumi.RunError(`rbln-serving:${error.message}`);
+    throw error;
+  }
+  return {
+    endpoints: serving.endpoints,
+    curl: serving.curl,
+    units: serving.units,
+    deployments: serving.deployments,
+    selection: serving.selection,
+    warnings: serving.warnings,
+  };
+}

@@ -1,0 +1,119 @@
+import * as pulumi from "@pulumi/pulumi";
+
+/** One resource registration as the engine would see it, with the options tests care about. */
+export interface Registration {
+  type: string;
+  name: string;
+  urn: string;
+  parent: string;
+  custom: boolean;
+  /** Inputs with secrets unwrapped. */
+  inputs: Record<string, any>;
+  /** Inputs as sent to the engine: secret values wrapped in Pulumi's secret signature. */
+  wireInputs: Record<string, any>;
+  dependencies: string[];
+  deleteBeforeReplace: boolean;
+  retainOnDelete: boolean;
+  protect: boolean;
+  read: boolean;
+}
+
+export const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
+
+/** Mock provider state: inputs back, plus the computed fields the components read. */
+function mockState(args: pulumi.runtime.MockResourceArgs): Record<string, any> {
+  if (args.type === "command:remote:Command") return { ...args.inputs, stdout: "", stderr: "" };
+  if (args.type.includes("gateway.networking.k8s.io") && args.id) return { status: { addresses: [{ type: "IPAddress", value: "10.0.0.100" }] } };
+  if (args.type.startsWith("kubernetes:")) return { ...args.inputs, metadata: { ...args.inputs.metadata, name: args.inputs.metadata?.name ?? args.name } };
+  return args.inputs;
+}
+
+/**
+ * Runs `program` under Pulumi's mock runtime with the given `rbln-serving:` config, capturing every
+ * registration; returns once no registration has arrived for a while.
+ */
+export async function runUnderMocks(program: () => unknown, config: Record<string, unknown> = {}, secrets: Record<string, string> = {}): Promise<{ registrations: Registration[]; result: unknown; error?: unknown }> {
+  const registrations: Registration[] = [];
+  await pulumi.runtime.setMocks(
+    {
+      newResource: (args) => ({ id: args.custom === false ? undefined : `${args.name}-id`, state: mockState(args) }),
+      call: (args) => args.inputs,
+    },
+    "rbln-serving",
+    "test",
+    false,
+  );
+  const monitor = pulumi.runtime.getMonitor() as any;
+  for (const method of ["registerResource", "readResource"] as const) {
+    const original = monitor[method].bind(monitor);
+    monitor[method] = (req: any, callback: any) => {
+      const wireInputs = (method === "registerResource" ? req.getObject() : req.getProperties())?.toJavaScript() ?? {};
+      const record: Registration = {
+        type: req.getType(),
+        name: req.getName(),
+        urn: monitor.newUrn(req.getParent(), req.getType(), req.getName()),
+        parent: req.getParent(),
+        custom: method === "readResource" || req.getCustom(),
+        inputs: unwrapSecrets(wireInputs),
+        wireInputs,
+        dependencies: method === "registerResource" ? req.getDependenciesList() : [],
+        deleteBeforeReplace: method === "registerResource" ? req.getDeletebeforereplace() : false,
+        retainOnDelete: method === "registerResource" ? req.getRetainondelete() : false,
+        protect: method === "registerResource" ? req.getProtect() : false,
+        read: method === "readResource",
+      };
+      registrations.push(record);
+      return original(req, callback);
+    };
+  }
+  const all: Record<string, string> = {};
+  for (const [key, value] of Object.entries(config)) all[`rbln-serving:${key}`] = typeof value === "string" ? value : JSON.stringify(value);
+  for (const [key, value] of Object.entries(secrets)) all[`rbln-serving:${key}`] = value;
+  pulumi.runtime.setAllConfig(all, Object.keys(secrets).map((k) => `rbln-serving:${k}`));
+
+  let result: unknown;
+  let error: unknown;
+  try {
+    result = program();
+  } catch (e) {
+    error = e;
+  }
+  // Registrations arrive asynchronously; wait until none has come for a few turns of the loop.
+  let seen = -1;
+  let quiet = 0;
+  while (quiet < 20) {
+    await new Promise((r) => setTimeout(r, 5));
+    if (registrations.length === seen) quiet++;
+    else {
+      seen = registrations.length;
+      quiet = 0;
+    }
+  }
+  return { registrations, result, error };
+}
+
+function unwrapSecrets(value: any): any {
+  if (Array.isArray(value)) return value.map(unwrapSecrets);
+  if (value !== null && typeof value === "object") {
+    if (value["4dabf18193072939515e22adb298388d"] === SECRET_SIG) return unwrapSecrets(value.value);
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, unwrapSecrets(v)]));
+  }
+  return value;
+}
+
+/** True when `path` of the wire inputs is wrapped as a secret (or sits inside a secret). */
+export function isSecretAt(wire: any, path: readonly string[]): boolean {
+  let node = wire;
+  for (const key of path) {
+    if (node?.["4dabf18193072939515e22adb298388d"] === SECRET_SIG) return true;
+    node = node?.[key];
+  }
+  return node?.["4dabf18193072939515e22adb298388d"] === SECRET_SIG;
+}
+
+export const ofType = (registrations: readonly Registration[], type: string) => registrations.filter((r) => r.type === type);
+
+/** The value of an output (in a non-preview mock run every output resolves). */
+export function valueOf<T>(output: pulumi.Output<T>): Promise<T> {
+  return new Promise((resolve) => output.apply(resolve));
+}

@@ -1,0 +1,132 @@
+import { describe, expect, it } from "vitest";
+import { readStackFile } from "../core/config/stackFile";
+import { runProgram } from "../program";
+import { isSecretAt, ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
+
+const SECRETS = { sshPrivateKey: "MARKER-SSH-KEY-0001", pipPassword: "MARKER-PIP-PW-0002", hfToken: "MARKER-HF-TOKEN-0003", apiKey: "MARKER-API-KEY-0004" };
+
+const byName = (registrations: readonly Registration[], name: string) => {
+  const found = registrations.find((r) => r.name === name);
+  if (!found) throw new Error(`no resource ${name}; have ${registrations.map((r) => r.name).join(", ")}`);
+  return found;
+};
+
+describe("the program on platform hosts", async () => {
+  const { registrations, error, result } = await runUnderMocks(runProgram, readStackFile("dev").raw, SECRETS);
+
+  it("exports each rank's unit, host and URL, the endpoint and the curl", async () => {
+    const outputs = result as ReturnType<typeof runProgram>;
+    expect(await valueOf(outputs.units)).toEqual([{ unit: "rbln-serving-main-0.service", host: "npu-dev-0", role: "main", rank: 0, url: "http://10.20.0.11:8000" }]);
+    expect(await valueOf(outputs.endpoints)).toEqual(["http://10.20.0.11:8000"]);
+    expect(await valueOf(outputs.curl)).toContain("http://10.20.0.11:8000/v1/chat/completions");
+  });
+
+  it("runs without error", () => expect(error).toBeUndefined());
+
+  it("registers the components and one command per step and rank, named by host, role and rank", () => {
+    expect(registrations.filter((r) => !r.custom).map((r) => `${r.type} ${r.name}`).sort()).toEqual([
+      "rbln-serving:index:ModelServing rbln-serving",
+      "rbln-serving:hosts:NpuHost rbln-serving-npu-dev-0",
+    ].sort());
+    expect(ofType(registrations, "command:remote:Command").map((r) => r.name).sort()).toEqual([
+      "rbln-serving-npu-dev-0-preflight",
+      "rbln-serving-npu-dev-0-install",
+      "rbln-serving-npu-dev-0-weights",
+      "rbln-serving-npu-dev-0-main-0",
+      "rbln-serving-npu-dev-0-ready",
+    ].sort());
+  });
+
+  it("wires the steps in order: preflight, then install and weights, then units, then readiness", () => {
+    const urn = (suffix: string) => byName(registrations, `rbln-serving-npu-dev-0-${suffix}`).urn;
+    expect(byName(registrations, "rbln-serving-npu-dev-0-install").dependencies).toEqual([urn("preflight")]);
+    expect(byName(registrations, "rbln-serving-npu-dev-0-weights").dependencies).toEqual([urn("preflight")]);
+    expect(byName(registrations, "rbln-serving-npu-dev-0-main-0").dependencies.sort()).toEqual([urn("install"), urn("weights")].sort());
+    expect(byName(registrations, "rbln-serving-npu-dev-0-ready").dependencies).toEqual([urn("main-0")]);
+  });
+
+  it("connects to the stack's host, with the key as a secret and retries for a rebooting host", () => {
+    const unit = byName(registrations, "rbln-serving-npu-dev-0-main-0");
+    expect(unit.inputs.connection).toMatchObject({ host: "10.20.0.11", port: 22, user: "root", privateKey: SECRETS.sshPrivateKey, dialErrorLimit: 60 });
+    expect(isSecretAt(unit.wireInputs, ["connection", "privateKey"])).toBe(true);
+    expect(unit.inputs.delete).toContain("systemctl disable --now");
+    expect(unit.deleteBeforeReplace).toBe(true);
+  });
+
+  it("carries the rendered unit text in the command string, so preview shows the changed line", () => {
+    const unit = byName(registrations, "rbln-serving-npu-dev-0-main-0");
+    expect(unit.inputs.create).toContain("ExecStart=/opt/rbln-serving/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0/bin/vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\");
+    expect(unit.inputs.create).toContain("VLLM_ENGINE_READY_TIMEOUT_S='9600'");
+  });
+
+  it("sends secrets only on stdin, as secrets", () => {
+    expect(isSecretAt(byName(registrations, "rbln-serving-npu-dev-0-install").wireInputs, ["stdin"])).toBe(true);
+    expect(isSecretAt(byName(registrations, "rbln-serving-npu-dev-0-weights").wireInputs, ["stdin"])).toBe(true);
+    expect(isSecretAt(byName(registrations, "rbln-serving-npu-dev-0-main-0").wireInputs, ["stdin"])).toBe(true);
+    expect(byName(registrations, "rbln-serving-npu-dev-0-main-0").inputs.stdin).toBe(`HF_TOKEN='${SECRETS.hfToken}'\nVLLM_API_KEY='${SECRETS.apiKey}'\n`);
+    expect(byName(registrations, "rbln-serving-npu-dev-0-install").inputs.stdin).toContain(`https://rbln-portal-user:${SECRETS.pipPassword}@pypi.rbln.ai/simple`);
+  });
+});
+
+describe("the program on platform kubernetes", async () => {
+  const { registrations, error, result } = await runUnderMocks(runProgram, readStackFile("prod").raw, { hfToken: SECRETS.hfToken, apiKey: SECRETS.apiKey });
+
+  it("exports the gateway endpoint and a curl for the recipe's request that reads the API key from the environment", async () => {
+    const outputs = result as ReturnType<typeof runProgram>;
+    expect(await valueOf(outputs.endpoints)).toEqual(["http://10.0.0.100"]);
+    const curl = await valueOf(outputs.curl);
+    expect(curl).toMatch(/^curl -H "Authorization: Bearer \$VLLM_API_KEY" http:\/\/10\.0\.0\.100\/v1\/chat\/completions/);
+    expect(curl).not.toContain(SECRETS.apiKey);
+    expect(outputs.selection).toMatchObject({ strategy: "prefill-decode-disaggregated", target: "Throughput", spec_decode: "eagle3" });
+    expect(outputs.warnings).toHaveLength(2);
+  });
+
+  it("runs without error", () => expect(error).toBeUndefined());
+
+  it("registers workloads, caches that outlive destroy, the router chart and a read of the gateway", () => {
+    expect(registrations.map((r) => `${r.type} ${r.name}`).sort()).toEqual([
+      "rbln-serving:index:ModelServing rbln-serving",
+      "rbln-serving:kubernetes:NpuWorkloads rbln-serving-workloads",
+      "kubernetes:core/v1:Namespace rbln-serving-workloads-namespace",
+      "kubernetes:core/v1:Secret rbln-serving-workloads-secrets",
+      "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-weights",
+      "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-prefill-compile-cache",
+      "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-decode-compile-cache",
+      "kubernetes:core/v1:ConfigMap rbln-serving-workloads-prefill-launch",
+      "kubernetes:apps/v1:Deployment rbln-serving-workloads-prefill",
+      "kubernetes:core/v1:ConfigMap rbln-serving-workloads-decode-launch",
+      "kubernetes:apps/v1:Deployment rbln-serving-workloads-decode",
+      "rbln-serving:router:LlmdRouter rbln-serving-router",
+      "kubernetes:helm.sh/v4:Chart rbln-serving-router-chart",
+      "kubernetes:gateway.networking.k8s.io/v1:Gateway rbln-serving-router-gateway",
+    ].sort());
+    for (const r of ofType(registrations, "kubernetes:core/v1:PersistentVolumeClaim")) expect(r.retainOnDelete, r.name).toBe(true);
+    expect(byName(registrations, "rbln-serving-router-gateway").read).toBe(true);
+  });
+
+  it("installs the llm-d gateway chart v0.10.0 from its OCI registry with the generated values", () => {
+    const chart = byName(registrations, "rbln-serving-router-chart");
+    expect(chart.inputs).toMatchObject({ chart: "oci://ghcr.io/llm-d/charts/llm-d-router-gateway", version: "v0.10.0", name: "router", namespace: "llm-serving" });
+    expect(chart.inputs.values.router.modelServers.matchLabels).toEqual({ "llm-d.ai/guide": "pd-disaggregation" });
+  });
+
+  it("keeps the secrets in the Secret, marked secret", () => {
+    const secret = byName(registrations, "rbln-serving-workloads-secrets");
+    expect(secret.inputs.stringData).toEqual({ HF_TOKEN: SECRETS.hfToken, VLLM_API_KEY: SECRETS.apiKey });
+    expect(isSecretAt(secret.wireInputs, ["stringData"])).toBe(true);
+  });
+});
+
+describe("an invalid config", () => {
+  it("ends the run with one line naming the key, before any resource is registered", async () => {
+    const { registrations, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, axes: { spec_decode: "mtp" } }, SECRETS);
+    expect(registrations).toEqual([]);
+    expect((error as Error).message).toMatch(/^rbln-serving:axes\.spec_decode: "mtp" is not verified for .*; verified values: "off", "eagle3", "suffix"$/);
+  });
+
+  it("refuses platform hosts without the SSH key", async () => {
+    const { registrations, error } = await runUnderMocks(runProgram, readStackFile("dev").raw, { pipPassword: "x" });
+    expect(registrations).toEqual([]);
+    expect((error as Error).message).toMatch(/^rbln-serving:sshPrivateKey: required with platform: hosts/);
+  });
+});
