@@ -33,16 +33,14 @@ describe("the program on platform hosts", async () => {
       "rbln-serving-npu-dev-0-install",
       "rbln-serving-npu-dev-0-weights",
       "rbln-serving-npu-dev-0-main-0",
-      "rbln-serving-npu-dev-0-ready",
     ].sort());
   });
 
-  it("wires the steps in order: preflight, then install and weights, then units, then readiness", () => {
+  it("wires the steps in order: preflight, then install and weights, then the units", () => {
     const urn = (suffix: string) => byName(registrations, `rbln-serving-npu-dev-0-${suffix}`).urn;
     expect(byName(registrations, "rbln-serving-npu-dev-0-install").dependencies).toEqual([urn("preflight")]);
     expect(byName(registrations, "rbln-serving-npu-dev-0-weights").dependencies).toEqual([urn("preflight")]);
     expect(byName(registrations, "rbln-serving-npu-dev-0-main-0").dependencies.sort()).toEqual([urn("install"), urn("weights")].sort());
-    expect(byName(registrations, "rbln-serving-npu-dev-0-ready").dependencies).toEqual([urn("main-0")]);
   });
 
   it("connects to the stack's host, with the key as a secret and retries for a rebooting host", () => {

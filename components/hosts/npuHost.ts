@@ -33,11 +33,11 @@ function stdinOf(parts: readonly (pulumi.Input<string> | undefined)[], build: (v
 
 /**
  * One RBLN NPU server over SSH: preflight, then the pinned install and the weights download in
- * parallel, then one systemd unit per rank, then a readiness poll of every rank.
+ * parallel, then one systemd unit per rank, each step waiting until its rank serves.
  */
 export class NpuHost extends pulumi.ComponentResource {
   readonly units: pulumi.Output<RankUnit[]>;
-  readonly ready: command.remote.Command;
+  readonly unitCommands: command.remote.Command[];
 
   constructor(name: string, args: NpuHostArgs, opts?: pulumi.ComponentResourceOptions) {
     // Args carry the SSH key and secrets: keep them out of the component's recorded inputs.
@@ -77,21 +77,16 @@ export class NpuHost extends pulumi.ComponentResource {
     );
 
     const secretEnv = stdinOf([args.secrets.hfToken, args.secrets.apiKey], ([hfToken, apiKey]) => renderSecretEnv({ HF_TOKEN: hfToken, VLLM_API_KEY: apiKey }));
-    const units = rendered.ranks.map((rank) =>
+    // Each unit step waits until its rank serves: as long as the engine's own ready timeout, and then some.
+    const readyTimeout = `${Math.ceil(rendered.readyTimeoutSeconds / 60) + 10}m`;
+    this.unitCommands = rendered.ranks.map((rank) =>
       step(
         `${rank.role}-${rank.rank}`,
         rank.applyScript,
         { delete: remoteCommand(rank.removeScript, asRoot), stdin: secretEnv, logging: "stdoutAndStderr" },
         // Old and new share the unit name and port: remove the old one first.
-        { dependsOn: [install, weights], deleteBeforeReplace: true, customTimeouts: { create: STEP_TIMEOUTS.unit, update: STEP_TIMEOUTS.unit, delete: STEP_TIMEOUTS.unit } },
+        { dependsOn: [install, weights], deleteBeforeReplace: true, customTimeouts: { create: readyTimeout, update: readyTimeout, delete: STEP_TIMEOUTS.unit } },
       ),
-    );
-    const readyTimeout = `${Math.ceil(rendered.readyTimeoutSeconds / 60) + 10}m`;
-    this.ready = step(
-      "ready",
-      rendered.readinessScript,
-      { stdin: stdinOf([args.secrets.apiKey], ([apiKey]) => `${apiKey ?? ""}\n`), logging: "stdoutAndStderr" },
-      { dependsOn: units, customTimeouts: { create: readyTimeout, update: readyTimeout } },
     );
 
     this.units = pulumi.output(rendered.ranks.map((r) => ({ unit: r.unitName, host: host.name, role: r.role, rank: r.rank, url: r.url })));

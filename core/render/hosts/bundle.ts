@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import type { Deployment, HostPlacement } from "../../plan/deployment";
 import { bindRank } from "../../plan/bind";
 import type { PackagePlan } from "../../plan/types";
@@ -37,8 +36,9 @@ export interface RenderedHost {
   preflightScript: string;
   installScript: string;
   weightsScript: string;
+  /** Polls every rank of the host: for operators (`render`); each unit step polls its own rank. */
   readinessScript: string;
-  /** How long the readiness step waits: the engine's ready timeout from the recipe. */
+  /** How long a unit step waits for its rank: the engine's ready timeout from the recipe. */
   readyTimeoutSeconds: number;
   ranks: RenderedRank[];
   /** Index settings for the pip.conf the install and weights steps read from stdin. */
@@ -62,20 +62,6 @@ export function venvPath(installRoot: string, packages: readonly PackagePlan[]):
 
 function weightsMarker(cacheRoot: string, model: string): string {
   return `${cacheRoot}/huggingface/rbln-serving-complete/${model.replace(/\//g, "--")}`;
-}
-
-/** The model and, when speculative decoding names one, its draft model. */
-export function modelsToDownload(deployment: Deployment): string[] {
-  const models = new Set([deployment.plan.model]);
-  for (const role of deployment.plan.roles) {
-    for (const rank of role.ranks) {
-      const config = rank.flags.find((f) => f.name === "--speculative-config")?.values[0];
-      if (!config) continue;
-      const draft = (JSON.parse(config) as { model?: unknown }).model;
-      if (typeof draft === "string") models.add(draft);
-    }
-  }
-  return [...models];
 }
 
 /** The pip.conf for a host: index URLs, with the credentials only on the hosts that take them. */
@@ -117,8 +103,11 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
   const { host } = placement;
   const node = plan.nodes[placement.node]!;
   const venv = venvPath(settings.installRoot, plan.packages);
-  const models = modelsToDownload(deployment);
+  // Only the model: a draft model of speculative decoding is small and vLLM fetches it at start,
+  // so choosing one changes the launch units alone.
+  const models = [plan.model];
   const markers = models.map((m) => weightsMarker(settings.cacheRoot, m));
+  const intervalSeconds = options.readinessIntervalSeconds ?? 30;
   const cacheEnv = {
     HF_HOME: `${settings.cacheRoot}/huggingface`,
     VLLM_CACHE_ROOT: `${settings.cacheRoot}/vllm`,
@@ -136,6 +125,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
         const command = bound.argv.slice(0, bound.argv.length - flagWords);
         const execLines = [[`${venv}/bin/${command[0]}`, ...command.slice(1)], ...bound.flags.map((f) => [f.name, ...f.values])];
         const timeout = readyTimeoutSeconds(bound.env);
+        const port = rank.ports[0]!;
         const unitText = [
           "# Managed by rbln-serving (Pulumi); local edits are overwritten.",
           "[Unit]",
@@ -166,7 +156,6 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
           "",
         ].join("\n");
         const envText = renderEnvFile({ ...bound.env, ...cacheEnv });
-        const port = rank.ports[0]!;
         return {
           role: role.role,
           rank: rank.rank,
@@ -176,16 +165,21 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
           envText,
           port,
           url: `http://${host.address.includes(":") ? `[${host.address}]` : host.address}:${port}`,
-          applyScript: unitApplyScript({ hostName: host.name, unitName: name, unitText, envPath, envText }),
+          applyScript: unitApplyScript({
+            hostName: host.name,
+            unitName: name,
+            unitText,
+            envPath,
+            envText,
+            rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
+            timeoutSeconds: timeout,
+            intervalSeconds,
+          }),
           removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath }),
         };
       }),
     );
 
-  const unitsDigest = createHash("sha256")
-    .update(ranks.map((r) => r.unitText + r.envText).join("\0"))
-    .digest("hex")
-    .slice(0, 16);
   const firstRank = plan.roles.find((r) => r.node === placement.node)!.ranks[0]!;
   const readyTimeout = readyTimeoutSeconds(firstRank.env);
   const recipeIndexes = [...new Set(plan.packages.flatMap((p) => p.extraIndexUrls))];
@@ -219,8 +213,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
       hostName: host.name,
       ranks: ranks.map((r) => ({ unitName: r.unitName, label: `${r.role} rank ${r.rank}`, port: r.port })),
       timeoutSeconds: readyTimeout,
-      intervalSeconds: options.readinessIntervalSeconds ?? 30,
-      unitsDigest,
+      intervalSeconds,
     }),
     readyTimeoutSeconds: readyTimeout,
     ranks,

@@ -226,6 +226,10 @@ export interface UnitApplyInput {
   unitText: string;
   envPath: string;
   envText: string;
+  /** The rank this unit runs, polled after a (re)start. */
+  rank: ReadinessRank;
+  timeoutSeconds: number;
+  intervalSeconds: number;
 }
 
 const HEREDOC_UNIT = "RBLN_SERVING_UNIT";
@@ -237,15 +241,17 @@ function heredocBody(text: string, delimiter: string): string {
 }
 
 /**
- * Writes a rank's environment file (0600) and unit, then enables it and restarts it only when
- * either changed or it is not running. stdin: the secret variables, already in env-file syntax.
+ * Writes a rank's environment file (0600) and unit, enables it, restarts it only when either
+ * changed or it is not running, then waits until the rank serves. stdin: the secret variables,
+ * already in env-file syntax.
  */
 export function unitApplyScript(p: UnitApplyInput): string {
-  return `${header(`launch unit ${p.unitName} on ${p.hostName}`, {
+  return `${header(`launch unit ${p.unitName} on ${p.hostName}, then wait until it serves`, {
     host_name: p.hostName,
     unit: p.unitName,
     unit_path: `/etc/systemd/system/${p.unitName}`,
     env_path: p.envPath,
+    ...readinessVars([p.rank], p.timeoutSeconds, p.intervalSeconds),
   })}
 umask 077
 install -d -m 0700 "$(dirname "$env_path")"
@@ -270,7 +276,12 @@ if [ "$changed" = yes ] || ! systemctl is-active --quiet "$unit"; then
 else
   echo "unit \${host_name}: $unit unchanged and running"
 fi
-`;
+
+# The API key (if any) is in the env file just written; bash reads the env-file quoting as its own.
+# shellcheck source=/dev/null
+API_KEY=$(. "$env_path" && printf '%s' "\${VLLM_API_KEY:-}")
+export API_KEY
+${READINESS_BODY}`;
 }
 
 /** Stops, disables and removes a rank's unit and environment file; the caches stay. */
@@ -288,30 +299,31 @@ echo "unit \${host_name}: removed $unit"
 `;
 }
 
-export interface ReadinessInput {
-  hostName: string;
-  /** `unit port` pairs, one per rank on the host. */
-  ranks: readonly { unitName: string; label: string; port: number }[];
-  timeoutSeconds: number;
-  intervalSeconds: number;
-  /** Changes whenever a unit on the host changes, so the poll runs again after every restart. */
-  unitsDigest: string;
+export interface ReadinessRank {
+  unitName: string;
+  label: string;
+  port: number;
 }
 
-/** Polls every rank's /health and /v1/models until ready or the deadline. stdin: line 1 the API key (may be empty). */
-export function readinessScript(p: ReadinessInput): string {
-  return `${header(`wait until every rank on ${p.hostName} serves (units ${p.unitsDigest})`, {
-    host_name: p.hostName,
-    units: p.ranks.map((r) => r.unitName),
-    labels: p.ranks.map((r) => r.label),
-    ports: p.ranks.map((r) => String(r.port)),
-    timeout_s: p.timeoutSeconds,
-    interval_s: p.intervalSeconds,
-  })}
-api_key=
-IFS= read -r api_key || true
-export API_KEY=$api_key
+export interface ReadinessInput {
+  hostName: string;
+  ranks: readonly ReadinessRank[];
+  timeoutSeconds: number;
+  intervalSeconds: number;
+}
 
+function readinessVars(ranks: readonly ReadinessRank[], timeoutSeconds: number, intervalSeconds: number) {
+  return {
+    units: ranks.map((r) => r.unitName),
+    labels: ranks.map((r) => r.label),
+    ports: ranks.map((r) => String(r.port)),
+    timeout_s: timeoutSeconds,
+    interval_s: intervalSeconds,
+  };
+}
+
+/** Polls each rank's /health and /v1/models until both answer 200, printing progress; journal lines on timeout. */
+const READINESS_BODY = `
 # 0 when GET /health and GET /v1/models both answer 200.
 probe() {
   python3 - "$1" <<'PY'
@@ -330,7 +342,6 @@ PY
 
 start=$(date +%s)
 for i in "\${!ports[@]}"; do
-  last_report=-1
   until probe "\${ports[$i]}"; do
     elapsed=$(( $(date +%s) - start ))
     if [ "$elapsed" -ge "$timeout_s" ]; then
@@ -338,15 +349,20 @@ for i in "\${!ports[@]}"; do
       journalctl -u "\${units[$i]}" -n 50 --no-pager >&2 2>/dev/null || true
       exit 1
     fi
-    if [ $(( elapsed / (interval_s * 10) )) -ne "$last_report" ] || [ "$elapsed" -lt "$interval_s" ]; then
-      echo "ready \${host_name}: waiting for \${labels[$i]} on port \${ports[$i]} (\${elapsed}s)"
-      last_report=$(( elapsed / (interval_s * 10) ))
-    fi
+    echo "ready \${host_name}: waiting for \${labels[$i]} on port \${ports[$i]} (\${elapsed}s)"
     sleep "$interval_s"
   done
   echo "ready \${host_name}: \${labels[$i]} serves on port \${ports[$i]} after $(( $(date +%s) - start ))s"
 done
 `;
+
+/** Polls every rank of a host until it serves or the deadline. stdin: line 1 the API key (may be empty). */
+export function readinessScript(p: ReadinessInput): string {
+  return `${header(`wait until every rank on ${p.hostName} serves`, { host_name: p.hostName, ...readinessVars(p.ranks, p.timeoutSeconds, p.intervalSeconds) })}
+api_key=
+IFS= read -r api_key || true
+export API_KEY=$api_key
+${READINESS_BODY}`;
 }
 
 const SCRIPT_DELIMITER = "RBLN_SERVING_SCRIPT";
