@@ -31,10 +31,10 @@ export function planServing(args: ModelServingArgs): Deployment {
   if (settings.platform === "hosts" && !has("sshPrivateKey")) {
     throw new ConfigError("sshPrivateKey", "required with platform: hosts; set it with: pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519");
   }
-  if (settings.pip.username !== undefined && !has("pipPassword")) {
+  if (settings.platform === "hosts" && settings.pip.username !== undefined && !has("pipPassword")) {
     throw new ConfigError("pipPassword", "required when pip.username is set; set it with: pulumi config set --secret pipPassword");
   }
-  if (has("pipPassword") && settings.pip.username === undefined) {
+  if (settings.platform === "hosts" && has("pipPassword") && settings.pip.username === undefined) {
     throw new ConfigError("pip.username", "required when the pipPassword secret is set (the package index's user name)");
   }
   return deployment;

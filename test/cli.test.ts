@@ -41,6 +41,17 @@ describe("plan command", () => {
     expect(run.stdout).toContain("env \\\n  VLLM_ENGINE_READY_TIMEOUT_S=9600 \\\n  vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\");
   });
 
+  it("compares two stacks flag by flag, rank by rank (--diff)", () => {
+    const run = cli("plan", "--", "--stack", "dev", "--diff", "staging");
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain("selection:\n  ~ strategy aggregated-data-expert-parallel → aggregated-pipeline-parallel\n  ~ target Latency → Throughput\n");
+    expect(run.stdout).toContain("main rank 0:\n  - --data-parallel-size 4\n");
+    expect(run.stdout).toContain("  ~ --max-num-seqs 1 → 4\n");
+    expect(run.stdout).toContain("  + env LMCACHE_CHUNK_SIZE 256\n");
+    const json = JSON.parse(cli("diff", "--", "--stack", "dev", "--diff", "dev", "--format", "json").stdout);
+    expect(json).toEqual([]);
+  });
+
   for (const [args, message] of [
     [["--strategy", "nope", "--target", "Latency"], /^error: strategy: unknown strategy "nope"/],
     [["--strategy", "aggregated-pipeline-parallel", "--target", "Latency"], /^error: target: "Latency" is not offered/],
