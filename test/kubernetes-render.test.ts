@@ -6,6 +6,7 @@ import { parse as parseYaml } from "yaml";
 import { describe, expect, it } from "vitest";
 import { Namespace, PersistentVolumeClaim, Secret, Service, ConfigMap } from "kubernetes-models/v1";
 import { Deployment as DeploymentModel } from "kubernetes-models/apps/v1";
+import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { bindRank } from "../core/plan/bind";
@@ -23,6 +24,7 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   Service,
   ConfigMap,
   Deployment: DeploymentModel,
+  NetworkPolicy,
 };
 
 function kubernetesDeployment(overrides: Record<string, unknown> = {}) {
@@ -100,6 +102,24 @@ describe("rendered Kubernetes objects", () => {
     const pool = routerChartValues(workloads.router!, "prefill-decode-disaggregated", { provider: "none" }) as any;
     expect(pool.router.modelServers.targetPorts).toEqual([8000, 8001, 8002, 8003].map((number) => ({ number })));
     expect(Object.entries(pool.router.modelServers.matchLabels).every(([k, v]) => decodePod.metadata.labels[k] === v && prefillPod.metadata.labels[k] === v)).toBe(true);
+  });
+
+  it("lets only the gateway, the endpoint picker and the peer role reach the vLLM pods", () => {
+    const workloads = renderKubernetesWorkloads(variants[0]!, { instance: "rbln-serving", namespace: "llm-serving" }, []);
+    const policy = workloads.networkPolicy as any;
+    expect(policy.spec.podSelector).toEqual({ matchLabels: { "app.kubernetes.io/instance": "rbln-serving" } });
+    expect(policy.spec.ingress).toEqual([
+      { from: [{ podSelector: { matchLabels: { "app.kubernetes.io/instance": "rbln-serving" } } }] },
+      {
+        from: [{ podSelector: { matchLabels: { "llm-d-router-gateway": "router-epp" } } }, { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "gateway-system" } } }],
+        ports: [8000, 8001, 8002, 8003, 8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })),
+      },
+    ]);
+    expect(renderKubernetesWorkloads(variants[2]!, { instance: "x", namespace: "n" }, []).networkPolicy).toBeNull();
+  });
+
+  it("refuses an instance name that cannot prefix Kubernetes names", () => {
+    expect(() => renderKubernetesWorkloads(variants[0]!, { instance: "Bad_Name", namespace: "n" }, [])).toThrow(/^name: "Bad_Name" cannot prefix Kubernetes object names/);
   });
 
   it("scales roles separately: replicas for aggregated, prefillReplicas and decodeReplicas for xPyD", () => {

@@ -94,6 +94,7 @@ describe("the program on platform kubernetes", async () => {
       "kubernetes:apps/v1:Deployment rbln-serving-workloads-prefill",
       "kubernetes:core/v1:ConfigMap rbln-serving-workloads-decode-launch",
       "kubernetes:apps/v1:Deployment rbln-serving-workloads-decode",
+      "kubernetes:networking.k8s.io/v1:NetworkPolicy rbln-serving-workloads-network-policy",
       "rbln-serving:router:LlmdRouter rbln-serving-router",
       "kubernetes:helm.sh/v4:Chart rbln-serving-router-chart",
       "kubernetes:gateway.networking.k8s.io/v1:Gateway rbln-serving-router-gateway",

@@ -54,6 +54,7 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       const service = role.service ? new k8s.core.v1.Service(`${name}-${role.role}`, spec(role.service), inNamespace) : undefined;
       return { role, deployment, service };
     });
+    if (workloads.networkPolicy) new k8s.networking.v1.NetworkPolicy(`${name}-network-policy`, spec(workloads.networkPolicy), inNamespace);
     this.deployments = pulumi.output(
       workloads.roles.map((r) => ({ role: r.role, deployment: r.deployment.metadata.name, namespace: workloads.namespace.metadata.name, replicas: r.replicas, ports: r.ports })),
     );

@@ -36,6 +36,7 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
       write(role.deployment, `${role.role}-deployment`);
       if (role.service) write(role.service, `${role.role}-service`);
     }
+    if (workloads.networkPolicy) write(workloads.networkPolicy, "networkpolicy");
     if (workloads.router) {
       files["router/values.yaml"] = toYaml(routerChartValues(workloads.router, deployment.plan.strategy, deployment.settings.kubernetes));
     }

@@ -4,6 +4,7 @@ import type { Deployment } from "../../plan/deployment";
 import { bindRank } from "../../plan/bind";
 import type { RolePlan } from "../../plan/types";
 import { readRouterIntent, type RouterIntent } from "../../router/chartValues";
+import { ConfigError } from "../../errors";
 import { commandWords, shellCommandLines } from "../shellCommand";
 
 /** A Kubernetes object as plain data: what `render` writes as YAML and the components pass to Pulumi. */
@@ -49,6 +50,8 @@ export interface KubernetesWorkloads {
   volumes: { id: string; object: KubeObject }[];
   roles: RoleWorkload[];
   router: RouterIntent | null;
+  /** With a router: only the gateway, the endpoint picker and the peer role reach the vLLM pods. */
+  networkPolicy: KubeObject | null;
   /** The EPP Service the ranks' `<EPP_HOST>` resolves to. */
   eppHost: string | null;
 }
@@ -89,7 +92,12 @@ function readyTimeout(role: RolePlan): number {
   return Number.isFinite(value) && value > 0 ? value : DEFAULT_READY_TIMEOUT_S;
 }
 
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$/;
+
 export function renderKubernetesWorkloads(deployment: Deployment, names: KubernetesNames, secrets: readonly SecretKey[]): KubernetesWorkloads {
+  if (!DNS_LABEL.test(names.instance)) {
+    throw new ConfigError("name", `"${names.instance}" cannot prefix Kubernetes object names: use 1-40 lower-case letters, digits or '-'`);
+  }
   const { plan, settings } = deployment;
   const k8s = settings.kubernetes;
   const ns = names.namespace;
@@ -208,12 +216,39 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     return { role: role.role, replicas, launchScript: script, configMap, deployment: deploymentObject, service, ports: rankPorts };
   });
 
+  const servingPorts = [...new Set([...targetPorts, ...roles.flatMap((r) => r.ports)])].sort((a, b) => a - b);
+  const gatewayNamespace = k8s.gateway?.namespace ?? ns;
+  const networkPolicy: KubeObject | null = router
+    ? {
+        apiVersion: "networking.k8s.io/v1",
+        kind: "NetworkPolicy",
+        metadata: { name: `${names.instance}-vllm`, namespace: ns, labels: baseLabels },
+        spec: {
+          podSelector: { matchLabels: { "app.kubernetes.io/instance": names.instance } },
+          policyTypes: ["Ingress"],
+          ingress: [
+            // Peer roles: KV transfer (NIXL side channels), the routing sidecar, data-parallel RPC.
+            { from: [{ podSelector: { matchLabels: { "app.kubernetes.io/instance": names.instance } } }] },
+            // The endpoint picker (metrics) and the gateway (requests), on the serving ports only.
+            {
+              from: [
+                { podSelector: { matchLabels: { "llm-d-router-gateway": `${router.release}-epp` } } },
+                { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": gatewayNamespace } } },
+              ],
+              ports: servingPorts.map((port) => ({ protocol: "TCP", port })),
+            },
+          ],
+        },
+      }
+    : null;
+
   return {
     namespace: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: { "app.kubernetes.io/managed-by": "pulumi" } } },
     secret: secretEnv.length > 0 ? { apiVersion: "v1", kind: "Secret", metadata: { name: secretName(names), namespace: ns, labels: baseLabels }, type: "Opaque", stringData: {} } : null,
     volumes,
     roles,
     router,
+    networkPolicy,
     eppHost,
   };
 }
