@@ -136,7 +136,8 @@ export type StackSettings = z.infer<typeof StackSettings>;
 function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): ConfigError {
   if (issue.code === "unrecognized_keys") {
     const at = formatPath(issue.path);
-    return new ConfigError(at ? `${at}.${issue.keys[0]}` : issue.keys[0]!, "unknown key");
+    const allowed = at ? "" : `; allowed: ${Object.keys(StackSettings.shape).join(", ")} and the secrets ${SECRET_KEYS.join(", ")}`;
+    return new ConfigError(at ? `${at}.${issue.keys[0]}` : issue.keys[0]!, `unknown key${allowed}`);
   }
   const at = formatPath(issue.path) || "(config)";
   let value: unknown = raw;

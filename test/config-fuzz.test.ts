@@ -1,0 +1,170 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { planServing } from "../components/modelServing";
+import { ConfigError } from "../core/errors";
+import { allSelections } from "../core/plan/resolve";
+import { renderFiles } from "../core/render/files";
+import { isEnvFileValue } from "../core/render/hosts/systemd";
+import { runProgram } from "../program";
+import { hostileString } from "./helpers/arbitraries";
+import { runUnderMocks } from "./helpers/pulumiHarness";
+import { minimax } from "./helpers/recipes";
+
+const SECRETS = { sshPrivateKey: "k" };
+const selections = [...allSelections(minimax)];
+const nodesOf = (strategy: string) => (minimax.strategies.find((s) => s.slug === strategy)!.nodes === null ? 1 : 2);
+const rolesOf = (strategy: string) => minimax.strategies.find((s) => s.slug === strategy)!.options[0]!.grid.base.map((b) => b.role);
+
+/** Stack configs the program must accept: every verified selection, either platform where allowed, extras, replicas. */
+const validConfig = fc
+  .record({
+    selection: fc.constantFrom(...selections),
+    replicas: fc.integer({ min: 1, max: 3 }),
+    kubernetes: fc.boolean(),
+    preset: fc.boolean(),
+    extraEnvValue: fc.option(hostileString.filter((v) => isEnvFileValue(v) && !v.includes("\0")), { nil: undefined }),
+    extraArgs: fc.option(fc.constantFrom(["--max-log-len", "100"], ["--max-num-seqs", "2"], ["--disable-log-requests"]), { nil: undefined }),
+    version: fc.option(fc.constantFrom("0.12.1", "0.13.0rc1"), { nil: undefined }),
+    user: fc.option(fc.constantFrom("root", "ubuntu"), { nil: undefined }),
+  })
+  .map((v) => {
+    const { strategy, target, axes } = v.selection;
+    const platform = v.kubernetes || nodesOf(strategy) > 1 ? "kubernetes" : "hosts";
+    const role = rolesOf(strategy)[0]!;
+    const recommended = minimax.strategies.find((s) => s.slug === strategy)!.options.find((o) => o.target === target)!.grid.recommended;
+    const config: Record<string, unknown> = { strategy, target, axes, platform, replicas: v.replicas };
+    if (v.preset && recommended) config.preset = "recommended";
+    if (platform === "hosts") {
+      config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, ...(v.user ? { user: v.user } : {}) }));
+    } else {
+      config.kubernetes = { image: "registry.example.com/vllm-rbln:0.12.0", namespace: "serving" };
+    }
+    if (v.extraEnvValue !== undefined) config.extraEnv = { [role]: { EXTRA_NOTE: v.extraEnvValue } };
+    if (v.extraArgs) config.extraArgs = { [role]: v.extraArgs };
+    if (v.version) config.versions = { vllmRbln: v.version };
+    return config;
+  });
+
+type Mutation = [keyPrefix: string, mutate: (c: any) => void];
+const set = (path: string, value: unknown): ((c: any) => void) => (c) => {
+  const parts = path.split(".");
+  let node = c;
+  for (const part of parts.slice(0, -1)) node = node[part];
+  node[parts[parts.length - 1]!] = value;
+};
+
+/** Ways a stack config goes wrong, each with the key path the refusal must name. */
+const mutations: Mutation[] = [
+  ["strategy", set("strategy", 42)],
+  ["strategy", set("strategy", "")],
+  ["strategy", set("strategy", "tensor-parallel")],
+  ["strategy", (c) => delete c.strategy],
+  ["target", (c) => delete c.target],
+  ["target", set("target", "Fastest")],
+  ["target", set("target", ["Latency"])],
+  ["model", set("model", "")],
+  ["model", set("model", "acme/unknown")],
+  ["replicas", set("replicas", "many")],
+  ["replicas", set("replicas", 0)],
+  ["replicas", set("replicas", 1.5)],
+  ["platform", set("platform", "slurm")],
+  ["colour", set("colour", "blue")],
+  ["axes", set("axes", ["lmcache"])],
+  ["axes.lmcache", (c) => (c.axes = { ...c.axes, lmcache: "bogus" })],
+  ["axes.spec_decode", (c) => (c.axes = { ...c.axes, spec_decode: "mtp" })],
+  ["axes.kv_connector", (c) => (c.axes = { ...c.axes, kv_connector: "lmcache_cpu" })],
+  ["axes.colour", (c) => (c.axes = { ...c.axes, colour: "red" })],
+  ["preset", set("preset", "fastest")],
+  ["versions.vllm", set("versions", { vllm: "0.30.0" })],
+  ["versions.vllmRbln", set("versions", { vllmRbln: "1.0; rm -rf /" })],
+  ["installRoot", set("installRoot", "")],
+  ["installRoot", set("installRoot", "relative/path")],
+  ["cacheRoot", set("cacheRoot", "/var/lib/../../etc")],
+  ["minFreeDiskGb", set("minFreeDiskGb", -5)],
+  ["extraArgs", set("extraArgs", { nope: ["--x"] })],
+  ["extraEnv", set("extraEnv", { nope: { X: "1" } })],
+  ["pip.indexUrl", set("pip", { indexUrl: "ftp://mirror/simple" })],
+  ["pip.user", set("pip", { user: "alice" })],
+];
+const hostMutations: Mutation[] = [
+  ["hosts", set("hosts", "npu-0")],
+  ["hosts", (c) => c.hosts.pop()],
+  ["hosts", (c) => c.hosts.push({ name: "spare", address: "10.9.9.9" })],
+  ["hosts[0].port", (c) => (c.hosts[0].port = 0)],
+  ["hosts[0].port", (c) => (c.hosts[0].port = 70000)],
+  ["hosts[0].port", (c) => (c.hosts[0].port = "22")],
+  ["hosts[0].name", (c) => (c.hosts[0].name = "")],
+  ["hosts[0].name", (c) => (c.hosts[0].name = "Bad Name")],
+  ["hosts[0].address", (c) => delete c.hosts[0].address],
+  ["hosts[0].address", (c) => (c.hosts[0].address = "10.0.0.1; reboot")],
+  ["hosts[0].extra", (c) => (c.hosts[0].extra = true)],
+  ["hosts[0].user", (c) => (c.hosts[0].user = "")],
+  ["hosts[1].name", (c) => c.hosts.push({ ...c.hosts[0], address: "10.8.8.8" }) && c.hosts.splice(1, 0, c.hosts.pop())],
+  ["hosts[1].address", (c) => c.hosts.push({ ...c.hosts[0], name: "dup" }) && c.hosts.splice(1, 0, c.hosts.pop())],
+  ["extraArgs.main", (c) => (c.extraArgs = { main: ["--data-parallel-size", "8"] })],
+  ["extraArgs.main", (c) => (c.extraArgs = { main: ["--port=9000"] })],
+  ["extraEnv.main.RBLN_VISIBLE_DEVICES", (c) => (c.extraEnv = { main: { RBLN_VISIBLE_DEVICES: "0" } })],
+  ["prefillReplicas", set("prefillReplicas", 2)],
+];
+const kubernetesMutations: Mutation[] = [
+  ["kubernetes.image", (c) => delete c.kubernetes.image],
+  ["kubernetes.namespace", (c) => (c.kubernetes.namespace = "Not_A_Namespace")],
+  ["kubernetes.provider", (c) => (c.kubernetes.provider = "nginx")],
+  ["kubernetes.nodeSelector", (c) => (c.kubernetes.nodeSelector = { "bad key!": "x" })],
+  ["kubernetes.gateway.name", (c) => (c.kubernetes.gateway = { name: "" })],
+  ["kubernetes.storageClass", (c) => (c.kubernetes.storageClass = 7)],
+  ["kubernetes.extra", (c) => (c.kubernetes.extra = 1)],
+  ["platform", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1" }, { name: "b", address: "10.0.0.2" }])) : (c.platform = "nope"))],
+];
+
+const invalidConfig = validConfig.chain((config) =>
+  fc.constantFrom(...mutations, ...(config.platform === "hosts" ? hostMutations : kubernetesMutations)).map(([key, mutate]) => {
+    const broken = structuredClone(config);
+    mutate(broken);
+    return { config: broken, key };
+  }),
+);
+
+function refusal(config: Record<string, unknown>): ConfigError | null {
+  try {
+    planServing({ settings: config as never, secrets: SECRETS });
+    return null;
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+}
+
+describe("config fuzzing", () => {
+  it("accepts and renders every valid config; refuses every broken one with a one-line ConfigError naming the key path", () => {
+    let valid = 0;
+    let invalid = 0;
+    fc.assert(
+      fc.property(fc.oneof(validConfig.map((config) => ({ config, key: null as string | null })), invalidConfig), ({ config, key }) => {
+        const error = refusal(config);
+        if (key === null) {
+          expect(error).toBeNull();
+          const deployment = planServing({ settings: config as never, secrets: SECRETS });
+          expect(Object.keys(renderFiles(deployment, [])).length).toBeGreaterThan(0);
+          valid++;
+        } else {
+          expect(error, `${key}: ${JSON.stringify(config)}`).toBeInstanceOf(ConfigError);
+          expect(error!.key.startsWith(key) || key.startsWith(error!.key), `expected ${key}, got ${error!.message}`).toBe(true);
+          expect(error!.message).not.toContain("\n");
+          invalid++;
+        }
+      }),
+      { numRuns: 10_000, seed: 20261130 },
+    );
+    expect(valid).toBeGreaterThan(2000);
+    expect(invalid).toBeGreaterThan(2000);
+  });
+
+  it("registers no resource for a refused config", async () => {
+    for (const { config } of fc.sample(invalidConfig, { numRuns: 25, seed: 5 })) {
+      const { registrations, error } = await runUnderMocks(runProgram, config, SECRETS);
+      expect(error).toBeInstanceOf(Error);
+      expect(registrations).toEqual([]);
+    }
+  });
+});
