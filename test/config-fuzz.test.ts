@@ -85,6 +85,8 @@ const mutations: Mutation[] = [
   ["extraEnv", set("extraEnv", { nope: { X: "1" } })],
   ["pip.indexUrl", set("pip", { indexUrl: "ftp://mirror/simple" })],
   ["pip.user", set("pip", { user: "alice" })],
+  ["extraEnv", set("extraEnv", { main: { BELL: "ring\u0007" } })],
+  ["extraArgs", set("extraArgs", { main: ["--x", "nul\u0000byte"] })],
 ];
 const hostMutations: Mutation[] = [
   ["hosts", set("hosts", "npu-0")],

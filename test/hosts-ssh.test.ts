@@ -123,6 +123,20 @@ describe("install over SSH", () => {
   });
 });
 
+describe("credentials over SSH", () => {
+  it("pass the index password to pip on stdin and never print it", async () => {
+    const password = "MARKER-pip-p@ss:w0rd/%";
+    const host = hostFor({ installRoot: `${work}/opt-auth`, pip: { indexUrl: index.url, extraIndexUrls: [], username: "portal-user" } }, index.url);
+    const indexes = { ...host.pipIndexes, credentialHosts: [new URL(index.url).host] };
+    const pipConf = renderPipConfig(indexes, password);
+    expect(pipConf).toContain(`index-url = http://portal-user:${encodeURIComponent(password)}@127.0.0.1:`);
+    const result = await run(host.installScript, pipConf);
+    expect(result.status).toBe(0);
+    expect(result.stdout + result.stderr).not.toContain(password);
+    expect(result.stdout + result.stderr).not.toContain(encodeURIComponent(password));
+  });
+});
+
 describe("weights over SSH", () => {
   it("downloads the model once with the token from stdin, and not again", async () => {
     const host = hostFor({}, index.url);

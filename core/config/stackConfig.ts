@@ -89,9 +89,17 @@ export const TOPOLOGY_FLAGS = [
 ] as const;
 export const TOPOLOGY_ENVS = ["RBLN_VISIBLE_DEVICES", "RBLN_DEVICES", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_API_KEY", "HF_TOKEN"] as const;
 
+/** What an environment value may hold so every platform can carry it: no control characters but newline and tab. */
+export function isPortableEnvValue(value: string): boolean {
+  return !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(value);
+}
+
 const roleName = z.string().regex(/^[a-z][a-z0-9-]*$/, "a role name such as main, prefill or decode");
-const extraArgs = z.record(roleName, z.array(z.string().max(4096)));
-const extraEnv = z.record(roleName, z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name"), z.string().max(65536)));
+const extraArgs = z.record(roleName, z.array(z.string().max(4096).refine((word) => !word.includes("\0"), "a word without NUL bytes")));
+const extraEnv = z.record(
+  roleName,
+  z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name"), z.string().max(65536).refine(isPortableEnvValue, "a value without control characters other than newline and tab")),
+);
 
 export const StackSettings = z
   .strictObject({

@@ -1,3 +1,5 @@
+import { isPortableEnvValue } from "../../config/stackConfig";
+
 /**
  * systemd quoting. ExecStart words go in double quotes with C escapes (systemd unquotes them with
  * cunescape), `$` doubled (systemd substitutes `$VAR` at exec time) and `%` doubled (unit
@@ -38,9 +40,7 @@ export function execStartLine(lines: readonly (readonly string[])[]): string {
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Values systemd's EnvironmentFile can carry: no control characters but newline and tab. */
-export function isEnvFileValue(value: string): boolean {
-  return ![...value].some((ch) => CONTROL.test(ch) && ch !== "\n" && ch !== "\t");
-}
+export const isEnvFileValue = isPortableEnvValue;
 
 export function envFileLine(name: string, value: string): string {
   if (!ENV_NAME.test(name)) throw new UnitSyntaxError(`${JSON.stringify(name)} is not an environment variable name`);

@@ -1,0 +1,63 @@
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { readStackFile } from "../core/config/stackFile";
+import { bindRank } from "../core/plan/bind";
+import { planDeployment } from "../core/plan/deployment";
+import { renderHost } from "../core/render/hosts/bundle";
+import { isEnvFileValue } from "../core/render/hosts/systemd";
+import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
+import { hostileString } from "./helpers/arbitraries";
+import { shippedCatalog } from "./helpers/recipes";
+import { systemdEnvFile, systemdExecArgv } from "./helpers/systemdOracle";
+
+/**
+ * Values from stack config (extraArgs, extraEnv) full of quotes, $, backticks, %, newlines and
+ * JSON reach vLLM byte for byte: through systemd's ExecStart and EnvironmentFile parsers on hosts,
+ * and through the launch script under real bash on Kubernetes.
+ */
+const argValues = fc.sample(hostileString.filter((v) => !v.startsWith("-") && !v.includes("\0")), { numRuns: 40, seed: 11 });
+// The environment.d oracle drops empty values and expands $: those are covered by the bash path below.
+const envValues = fc.sample(hostileString.filter((v) => isEnvFileValue(v) && v !== "" && !v.includes("$")), { numRuns: 40, seed: 12 });
+const k8sEnvValues = fc.sample(hostileString.filter((v) => !v.includes("\0")), { numRuns: 40, seed: 13 });
+
+function config(platform: "hosts" | "kubernetes", env: string[]) {
+  return parseStackSettings({
+    ...readStackFile(platform === "hosts" ? "dev" : "prod").raw,
+    ...(platform === "hosts" ? {} : { strategy: "aggregated-data-expert-parallel", target: "Latency", preset: undefined }),
+    extraArgs: { main: argValues.flatMap((v, i) => [`--probe-${i}`, v]) },
+    extraEnv: { main: Object.fromEntries(env.map((v, i) => [`PROBE_${i}`, v])) },
+  });
+}
+
+describe("config values round-trip exactly", () => {
+  it("into a unit's ExecStart and EnvironmentFile, as systemd parses them", () => {
+    const deployment = planDeployment(config("hosts", envValues), shippedCatalog);
+    const host = renderHost(deployment, deployment.placements[0]!);
+    const [rank] = host.ranks;
+    const planRank = deployment.plan.roles[0]!.ranks[0]!;
+    const bound = bindRank(planRank, { POD_IP: "10.20.0.11" }, "hosts");
+    const argv = systemdExecArgv(rank!.unitText);
+    expect(argv).toEqual([`${host.venv}/bin/vllm`, ...bound.argv.slice(1)]);
+    expect(argv.slice(-argValues.length * 2)).toEqual(argValues.flatMap((v, i) => [`--probe-${i}`, v]));
+    const env = systemdEnvFile(rank!.envText);
+    envValues.forEach((v, i) => expect(env[`PROBE_${i}`], JSON.stringify(v)).toBe(v));
+  });
+
+  it("into a Kubernetes launch script, as bash runs it", () => {
+    const deployment = planDeployment(config("kubernetes", k8sEnvValues), shippedCatalog);
+    const [role] = renderKubernetesWorkloads(deployment, { instance: "rbln-serving", namespace: "ns" }, []).roles;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "quote-"));
+    fs.writeFileSync(path.join(dir, "vllm"), `#!/usr/bin/env bash\nprintf '%s\\0' "$@" > "$OUT/argv"\nenv -0 > "$OUT/env"\n`, { mode: 0o755 });
+    const result = spawnSync("bash", ["-c", role!.launchScript], { env: { PATH: `${dir}:${process.env.PATH}`, POD_IP: "10.1.1.1", OUT: dir }, encoding: "utf8" });
+    expect(result.status, result.stderr).toBe(0);
+    const argv = fs.readFileSync(path.join(dir, "argv"), "utf8").split("\0").slice(0, -1);
+    expect(argv.slice(-argValues.length * 2)).toEqual(argValues.flatMap((v, i) => [`--probe-${i}`, v]));
+    const env = new Map(fs.readFileSync(path.join(dir, "env"), "utf8").split("\0").filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
+    k8sEnvValues.forEach((v, i) => expect(env.get(`PROBE_${i}`), JSON.stringify(v)).toBe(v));
+  });
+});

@@ -1,0 +1,69 @@
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { describe, expect, it } from "vitest";
+import { readStackFile } from "../core/config/stackFile";
+import { runProgram } from "../program";
+import { runUnderMocks, SECRET_SIG, valueOf } from "./helpers/pulumiHarness";
+
+const MARKERS = { sshPrivateKey: "MARKER-SSH-7f3a", pipPassword: "MARKER-PIP-91bc", hfToken: "MARKER-HF-55de", apiKey: "MARKER-KEY-0a1f" };
+const markerPattern = new RegExp(Object.values(MARKERS).join("|"));
+
+/** The inputs with every secret-wrapped value blanked: what the engine may show and store in plain text. */
+function plainPart(value: any): any {
+  if (Array.isArray(value)) return value.map(plainPart);
+  if (value !== null && typeof value === "object") {
+    if (value["4dabf18193072939515e22adb298388d"] === SECRET_SIG) return "[secret]";
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, plainPart(v)]));
+  }
+  return value;
+}
+
+for (const [stack, secrets] of [
+  ["dev", MARKERS],
+  ["prod", { hfToken: MARKERS.hfToken, apiKey: MARKERS.apiKey }],
+] as const) {
+  describe(`secrets in the ${stack} stack's program`, async () => {
+    const { registrations, result, error } = await runUnderMocks(runProgram, readStackFile(stack).raw, secrets);
+
+    it("runs", () => expect(error).toBeUndefined());
+
+    it("reach resources only as secret values, never in plain inputs or command strings", () => {
+      let carried = 0;
+      for (const r of registrations) {
+        expect(JSON.stringify(plainPart(r.wireInputs)), `${r.type} ${r.name}`).not.toMatch(markerPattern);
+        for (const key of ["create", "update", "delete"]) expect(String(r.inputs[key] ?? ""), `${r.name}.${key}`).not.toMatch(markerPattern);
+        if (markerPattern.test(JSON.stringify(r.inputs))) carried++;
+      }
+      expect(carried).toBeGreaterThan(0);
+    });
+
+    it("never reach a ConfigMap", () => {
+      for (const r of registrations.filter((r) => r.type === "kubernetes:core/v1:ConfigMap")) expect(JSON.stringify(r.inputs)).not.toMatch(markerPattern);
+    });
+
+    it("never reach the stack outputs", async () => {
+      const outputs = result as ReturnType<typeof runProgram>;
+      const values = await Promise.all([valueOf(outputs.endpoints), valueOf(outputs.curl), valueOf(outputs.units), valueOf(outputs.deployments)]);
+      expect(JSON.stringify([values, outputs.selection, outputs.warnings])).not.toMatch(markerPattern);
+    });
+  });
+}
+
+describe("stack files read offline", () => {
+  function stackDir(config: string): string {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stacks-"));
+    fs.writeFileSync(path.join(dir, "Pulumi.t.yaml"), `config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n${config}`);
+    return dir;
+  }
+
+  it("note encrypted secrets by name only", () => {
+    const file = readStackFile("t", stackDir("  rbln-serving:hfToken:\n    secure: v1:AAAAciphertext\n"));
+    expect(file.secrets).toEqual(["hfToken"]);
+    expect(JSON.stringify(file.raw)).not.toContain("ciphertext");
+  });
+
+  it("refuse a secret stored in plain text", () => {
+    expect(() => readStackFile("t", stackDir("  rbln-serving:apiKey: hunter2\n"))).toThrow(/^apiKey: is stored in plain text in Pulumi\.t\.yaml; set it with: pulumi config set --secret apiKey$/);
+  });
+});
