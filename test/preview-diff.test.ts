@@ -119,6 +119,14 @@ describe("preview on Kubernetes, prefill/decode disaggregated", () => {
     });
   }
 
+  it("never changes or removes the namespace or the cache volumes, whatever the serving change", async () => {
+    for (const change of [{ axes: { spec_decode: "suffix", lmcache: "rds" } }, { target: "Latency" }, { preset: "recommended" }, { decodeReplicas: 4 }, { extraEnv: { decode: { X: "1" } } }]) {
+      const diff = await preview(pd, { ...pd, ...change });
+      const touched = [...Object.keys(diff.changed), ...diff.removed];
+      expect(touched.filter((name) => /-(namespace|weights|compile-cache)$/.test(name)), JSON.stringify(change)).toEqual([]);
+    }
+  });
+
   it("shows the changed flag as a changed line of the launch script", async () => {
     const diff = await preview(pd, { ...pd, target: "Latency" });
     expect(addedLines(diff, "rbln-serving-workloads-decode-launch", "data").filter((l) => l.includes("max-num-seqs"))).toEqual([expect.stringContaining("--max-num-seqs 1 \\\\")]);

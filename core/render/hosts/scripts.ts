@@ -220,8 +220,12 @@ echo "weights \${host_name}: done"
 `;
 }
 
+/** Where the units go on the hosts. */
+export const SYSTEMD_UNIT_DIR = "/etc/systemd/system";
+
 export interface UnitApplyInput {
   hostName: string;
+  unitDir?: string;
   unitName: string;
   unitText: string;
   envPath: string;
@@ -249,7 +253,7 @@ export function unitApplyScript(p: UnitApplyInput): string {
   return `${header(`launch unit ${p.unitName} on ${p.hostName}, then wait until it serves`, {
     host_name: p.hostName,
     unit: p.unitName,
-    unit_path: `/etc/systemd/system/${p.unitName}`,
+    unit_path: `${p.unitDir ?? SYSTEMD_UNIT_DIR}/${p.unitName}`,
     env_path: p.envPath,
     ...readinessVars([p.rank], p.timeoutSeconds, p.intervalSeconds),
   })}
@@ -285,11 +289,11 @@ ${READINESS_BODY}`;
 }
 
 /** Stops, disables and removes a rank's unit and environment file; the caches stay. */
-export function unitRemoveScript(p: { hostName: string; unitName: string; envPath: string }): string {
+export function unitRemoveScript(p: { hostName: string; unitDir?: string; unitName: string; envPath: string }): string {
   return `${header(`remove launch unit ${p.unitName} from ${p.hostName} (caches stay)`, {
     host_name: p.hostName,
     unit: p.unitName,
-    unit_path: `/etc/systemd/system/${p.unitName}`,
+    unit_path: `${p.unitDir ?? SYSTEMD_UNIT_DIR}/${p.unitName}`,
     env_path: p.envPath,
   })}
 systemctl disable --now --quiet "$unit" 2>/dev/null || true

@@ -1,0 +1,100 @@
+import { spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as http from "node:http";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { unitApplyScript, unitRemoveScript } from "../core/render/hosts/scripts";
+
+/**
+ * The unit step's script under real bash with a stand-in systemctl that records its calls: a
+ * second run with the same content restarts nothing, a changed secret restarts, removal leaves
+ * the caches alone.
+ */
+let dir: string;
+let server: http.Server;
+let port: number;
+
+beforeAll(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), "unit-apply-"));
+  fs.mkdirSync(path.join(dir, "bin"));
+  fs.mkdirSync(path.join(dir, "units"));
+  fs.writeFileSync(
+    path.join(dir, "bin", "systemctl"),
+    `#!/usr/bin/env bash\necho "$*" >> "$STATE/calls"\ncase "$1" in\n  is-active) [ -f "$STATE/active" ] ;;\n  restart) touch "$STATE/active" ;;\n  disable) rm -f "$STATE/active" ;;\nesac\n`,
+    { mode: 0o755 },
+  );
+  server = http.createServer((_, response) => response.writeHead(200).end("{}"));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  port = (server.address() as { port: number }).port;
+});
+
+afterAll(() => {
+  server?.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function apply(stdin: string, unitText = "[Service]\nExecStart=/bin/true\n"): Promise<{ status: number | null; stdout: string; calls: string[] }> {
+  const script = unitApplyScript({
+    hostName: "test-host",
+    unitDir: path.join(dir, "units"),
+    unitName: "rbln-serving-main-0.service",
+    unitText,
+    envPath: path.join(dir, "env", "main-0.env"),
+    envText: "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n",
+    rank: { unitName: "rbln-serving-main-0.service", label: "main rank 0", port },
+    timeoutSeconds: 30,
+    intervalSeconds: 1,
+  });
+  return runBash(script, stdin);
+}
+
+function runBash(script: string, stdin: string): Promise<{ status: number | null; stdout: string; calls: string[] }> {
+  fs.rmSync(path.join(dir, "calls"), { force: true });
+  const child = spawn("bash", ["-c", script], { env: { PATH: `${dir}/bin:${process.env.PATH}`, STATE: dir } });
+  let stdout = "";
+  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+  child.stdin.end(stdin);
+  return new Promise((resolve) =>
+    child.on("close", (status) => {
+      const calls = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n") : [];
+      resolve({ status, stdout, calls });
+    }),
+  );
+}
+
+describe("the unit step", () => {
+  const secrets = "HF_TOKEN='hf_1'\nVLLM_API_KEY='key-1'\n";
+
+  it("writes the env file (0600, secrets from stdin) and unit, enables and starts, then waits until the rank serves", async () => {
+    const run = await apply(secrets);
+    expect(run.status).toBe(0);
+    expect(run.calls).toEqual(["daemon-reload", "enable --quiet rbln-serving-main-0.service", "restart rbln-serving-main-0.service"]);
+    expect(fs.readFileSync(path.join(dir, "env", "main-0.env"), "utf8")).toBe(`VLLM_ENGINE_READY_TIMEOUT_S='9600'\n${secrets}`);
+    expect(fs.statSync(path.join(dir, "env", "main-0.env")).mode & 0o777).toBe(0o600);
+    expect(run.stdout).toMatch(/ready test-host: main rank 0 serves on port \d+/);
+  });
+
+  it("restarts nothing when run again with the same content", async () => {
+    const run = await apply(secrets);
+    expect(run.status).toBe(0);
+    expect(run.calls).toEqual(["enable --quiet rbln-serving-main-0.service", "is-active --quiet rbln-serving-main-0.service"]);
+    expect(run.stdout).toContain("unchanged and running");
+  });
+
+  it("restarts when a secret or the unit changes", async () => {
+    expect((await apply("HF_TOKEN='hf_2'\n")).calls).toContain("restart rbln-serving-main-0.service");
+    expect((await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/false\n")).calls).toContain("restart rbln-serving-main-0.service");
+  });
+
+  it("on removal stops, disables and deletes the unit and env file, and touches nothing else", async () => {
+    fs.mkdirSync(path.join(dir, "cache", "huggingface"), { recursive: true });
+    const script = unitRemoveScript({ hostName: "test-host", unitDir: path.join(dir, "units"), unitName: "rbln-serving-main-0.service", envPath: path.join(dir, "env", "main-0.env") });
+    const run = await runBash(script, "");
+    expect(run.status).toBe(0);
+    expect(run.calls).toEqual(["disable --now --quiet rbln-serving-main-0.service", "daemon-reload"]);
+    expect(fs.existsSync(path.join(dir, "units", "rbln-serving-main-0.service"))).toBe(false);
+    expect(fs.existsSync(path.join(dir, "env", "main-0.env"))).toBe(false);
+    expect(fs.existsSync(path.join(dir, "cache", "huggingface"))).toBe(true);
+  });
+});
