@@ -129,3 +129,30 @@ describe("an invalid config", () => {
     expect((error as Error).message).toMatch(/^rbln-serving:sshPrivateKey: required with platform: hosts/);
   });
 });
+
+describe("replicas", () => {
+  it("on hosts: one NpuHost per node of every copy, provisioned side by side, every endpoint listed", async () => {
+    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}` }));
+    const { registrations, result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts }, SECRETS);
+    expect(error).toBeUndefined();
+    expect(ofType(registrations, "rbln-serving:hosts:NpuHost").map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0", "rbln-serving-npu-1", "rbln-serving-npu-2"]);
+    // No host waits on another.
+    const hostOf = (r: Registration) => r.name.split("-")[3];
+    for (const r of ofType(registrations, "command:remote:Command")) {
+      for (const dependency of r.dependencies) expect(dependency.split("::").pop()!.split("-")[3]).toBe(hostOf(r));
+    }
+    expect(await valueOf((result as ReturnType<typeof runProgram>).endpoints)).toEqual(["http://10.0.1.1:8000", "http://10.0.1.2:8000", "http://10.0.1.3:8000"]);
+  });
+
+  it("refuses a host list that does not match nodes × replicas, saying how many are needed", async () => {
+    const { error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2 }, SECRETS);
+    expect((error as Error).message).toBe('rbln-serving:hosts: 1 given; strategy "aggregated-data-expert-parallel" with replicas: 2 needs exactly 2 (1 per replica)');
+  });
+
+  it("on Kubernetes: xPyD scales prefill and decode separately behind the one pool", async () => {
+    const { registrations } = await runUnderMocks(runProgram, { ...readStackFile("prod").raw, prefillReplicas: 3, decodeReplicas: 2 }, {});
+    const replicas = Object.fromEntries(ofType(registrations, "kubernetes:apps/v1:Deployment").map((r) => [r.name, r.inputs.spec.replicas]));
+    expect(replicas).toEqual({ "rbln-serving-workloads-prefill": 3, "rbln-serving-workloads-decode": 2 });
+    expect(ofType(registrations, "kubernetes:helm.sh/v4:Chart")).toHaveLength(1);
+  });
+});

@@ -1,4 +1,9 @@
 import * as pulumi from "@pulumi/pulumi";
+import * as runtimeSettings from "@pulumi/pulumi/runtime/settings";
+
+// Internal to the SDK (not in its typings), but the exact signal: resolves when every queued
+// registration RPC is done.
+const { waitForRPCs } = runtimeSettings as unknown as { waitForRPCs: () => Promise<void> };
 
 /** One resource registration as the engine would see it, with the options tests care about. */
 export interface Registration {
@@ -30,7 +35,7 @@ function mockState(args: pulumi.runtime.MockResourceArgs): Record<string, any> {
 
 /**
  * Runs `program` under Pulumi's mock runtime with the given `rbln-serving:` config, capturing every
- * registration; returns once no registration has arrived for a while.
+ * registration; returns once the runtime's RPC queue has drained.
  */
 export async function runUnderMocks(program: () => unknown, config: Record<string, unknown> = {}, secrets: Record<string, string> = {}): Promise<{ registrations: Registration[]; result: unknown; error?: unknown }> {
   const registrations: Registration[] = [];
@@ -78,17 +83,7 @@ export async function runUnderMocks(program: () => unknown, config: Record<strin
   } catch (e) {
     error = e;
   }
-  // Registrations arrive asynchronously; wait until none has come for a few turns of the loop.
-  let seen = -1;
-  let quiet = 0;
-  while (quiet < 20) {
-    await new Promise((r) => setTimeout(r, 5));
-    if (registrations.length === seen) quiet++;
-    else {
-      seen = registrations.length;
-      quiet = 0;
-    }
-  }
+  await waitForRPCs();
   return { registrations, result, error };
 }
 

@@ -1,0 +1,110 @@
+import { Bench } from "tinybench";
+import { allSelections, resolvePlan } from "../core/plan/resolve";
+import { RecipeCatalog } from "../core/recipe/catalog";
+import { runProgram } from "../program";
+import { runUnderMocks, type Registration } from "../test/helpers/pulumiHarness";
+
+/**
+ * `npm run bench [-- --json]`: plan cost over every recipe combination, and the Pulumi program's
+ * cost under the mock runtime as replicas grow, with resource counts and dependency depth.
+ */
+const REPLICAS = [1, 8, 64, 256];
+const json = process.argv.includes("--json");
+const recipe = RecipeCatalog.load().get("MiniMaxAI/MiniMax-M2.7");
+const selections = [...allSelections(recipe)];
+const secrets = { sshPrivateKey: "bench-key", pipPassword: "bench-pw", hfToken: "bench-token" };
+
+function configFor(platform: "hosts" | "kubernetes", replicas: number): Record<string, unknown> {
+  if (platform === "hosts") {
+    return {
+      strategy: "aggregated-data-expert-parallel",
+      target: "Throughput",
+      platform,
+      replicas,
+      // Addresses are only data here: the mock runtime connects nowhere.
+      hosts: Array.from({ length: replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.${(i >> 8) & 255}.${i & 255}.10` })),
+      pip: { username: "bench" },
+    };
+  }
+  return {
+    strategy: "prefill-decode-disaggregated",
+    target: "Throughput",
+    platform,
+    prefillReplicas: replicas,
+    decodeReplicas: replicas,
+    kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0", gateway: { name: "gw" } },
+  };
+}
+
+/** Longest chain of dependsOn edges in the registered graph. */
+function dependencyDepth(registrations: readonly Registration[]): number {
+  const deps = new Map(registrations.map((r) => [r.urn, r.dependencies]));
+  const memo = new Map<string, number>();
+  const depth = (urn: string): number => {
+    if (memo.has(urn)) return memo.get(urn)!;
+    const value = 1 + Math.max(0, ...(deps.get(urn) ?? []).map(depth));
+    memo.set(urn, value);
+    return value;
+  };
+  return Math.max(...registrations.map((r) => depth(r.urn)));
+}
+
+const median = (bench: Bench, name: string) => {
+  const result = bench.tasks.find((t) => t.name === name)!.result as { latency?: { p50: number } };
+  return result.latency!.p50;
+};
+
+async function main() {
+  const planBench = new Bench({ iterations: 20, time: 0, warmupIterations: 2 });
+  planBench.add("plan all combinations", () => {
+    for (const selection of selections) resolvePlan(recipe, selection);
+  });
+  await planBench.run();
+
+  const programBench = new Bench({ iterations: 5, time: 0, warmupIterations: 1 });
+  const shapes: { platform: "hosts" | "kubernetes"; replicas: number; resources: number; depth: number }[] = [];
+  for (const platform of ["hosts", "kubernetes"] as const) {
+    for (const replicas of REPLICAS) {
+      const config = configFor(platform, replicas);
+      const probe = await runUnderMocks(runProgram, config, secrets);
+      if (probe.error) throw probe.error;
+      shapes.push({ platform, replicas, resources: probe.registrations.length, depth: dependencyDepth(probe.registrations) });
+      programBench.add(`${platform} x${replicas}`, async () => {
+        const run = await runUnderMocks(runProgram, config, secrets);
+        if (run.error) throw run.error;
+      });
+    }
+  }
+  await programBench.run();
+
+  const planMs = median(planBench, "plan all combinations");
+  const programs = shapes.map((s) => ({ ...s, medianMs: median(programBench, `${s.platform} x${s.replicas}`) }));
+  const at = (platform: string, replicas: number) => programs.find((p) => p.platform === platform && p.replicas === replicas)!;
+  const targets = [
+    { target: `all ${selections.length} plans under 1 s`, value: planMs, met: planMs < 1000 },
+    ...(["hosts", "kubernetes"] as const).flatMap((platform) => {
+      const [p1, p64, p256] = [at(platform, 1), at(platform, 64), at(platform, 256)];
+      const perReplica = programs.filter((p) => p.platform === platform).map((p) => (p.resources - p1.resources) / Math.max(1, p.replicas - 1));
+      return [
+        { target: `${platform}: 64 replicas under 5 s`, value: p64.medianMs, met: p64.medianMs < 5000 },
+        { target: `${platform}: 256 replicas at most 4.5 x the time of 64`, value: p256.medianMs / p64.medianMs, met: p256.medianMs <= 4.5 * p64.medianMs },
+        { target: `${platform}: resources per replica constant`, value: perReplica[perReplica.length - 1]!, met: new Set(perReplica.slice(1).map((n) => n.toFixed(6))).size <= 1 },
+        { target: `${platform}: dependency depth constant in replicas`, value: p256.depth, met: new Set(programs.filter((p) => p.platform === platform).map((p) => p.depth)).size === 1 },
+      ];
+    }),
+  ];
+  const report = { node: process.version, planAllCombinations: { combinations: selections.length, medianMs: planMs }, programs, targets };
+
+  if (json) {
+    process.stdout.write(`${JSON.stringify(report)}\n`);
+  } else {
+    console.log(`plan all ${selections.length} combinations: median ${planMs.toFixed(1)} ms\n`);
+    console.log("platform    replicas  resources  depth  median ms");
+    for (const p of programs) console.log(`${p.platform.padEnd(10)}  ${String(p.replicas).padStart(8)}  ${String(p.resources).padStart(9)}  ${String(p.depth).padStart(5)}  ${p.medianMs.toFixed(1).padStart(9)}`);
+    console.log("\ntargets");
+    for (const t of targets) console.log(`  ${t.met ? "met   " : "MISSED"}  ${t.target} (${Number.isInteger(t.value) ? t.value : t.value.toFixed(2)})`);
+  }
+  process.exitCode = targets.every((t) => t.met) ? 0 : 1;
+}
+
+void main();
