@@ -202,3 +202,16 @@ describe("router chart values", () => {
     expect(kubernetes({ strategy: "aggregated-data-expert-parallel", target: "Latency" }).plan.warnings).toEqual([]);
   });
 });
+
+describe("the Dockerfile", () => {
+  it("pins exactly the recipe's packages, every one of them", () => {
+    const dockerfile = fs.readFileSync(path.resolve(__dirname, "../Dockerfile"), "utf8");
+    const recipe = shippedCatalog.get("MiniMaxAI/MiniMax-M2.7");
+    for (const install of recipe.installs) {
+      const arg = install.package.toUpperCase().replace(/-/g, "_") + "_VERSION";
+      expect(dockerfile).toContain(`ARG ${arg}=${install.version}\n`);
+      expect(dockerfile).toContain(`"${install.package}${install.extras.length ? `[${install.extras.join(",")}]` : ""}==\${${arg}}"`);
+      expect(dockerfile).toContain(install.import);
+    }
+  });
+});
