@@ -1,7 +1,6 @@
 import { ConfigError } from "../errors";
+import { PLACEHOLDER } from "./argv";
 import type { RankPlan } from "./types";
-
-const PLACEHOLDER = /<([A-Z][A-Z0-9_]*)>/g;
 
 /** A rank's argv and env with its placeholders (`<POD_IP>`, `<EPP_HOST>`) replaced by the platform's values. */
 export function bindRank(rank: RankPlan, values: Readonly<Record<string, string>>, platform: string): Pick<RankPlan, "argv" | "env" | "flags"> {

@@ -1,6 +1,7 @@
 import { ConfigError, listValues } from "../errors";
 import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS, type Host, type StackSettings } from "../config/stackConfig";
 import type { RecipeCatalog } from "../recipe/catalog";
+import { commandWords } from "./argv";
 import { resolvePlan } from "./resolve";
 import type { Flag, LaunchPlan, RolePlan } from "./types";
 
@@ -50,8 +51,7 @@ function withExtras(role: RolePlan, extraArgs: readonly string[] | undefined, ex
     ranks: role.ranks.map((rank) => {
       const flags = rank.flags.map((f) => extras.find((e) => e.name === f.name) ?? f);
       flags.push(...extras.filter((e) => !rank.flags.some((f) => f.name === e.name)));
-      const flagWordCount = rank.flags.reduce((n, f) => n + 1 + f.values.length, 0);
-      const launcherAndModel = rank.argv.slice(0, rank.argv.length - flagWordCount);
+      const launcherAndModel = commandWords(rank.argv, rank.flags);
       return {
         ...rank,
         flags,

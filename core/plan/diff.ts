@@ -1,3 +1,4 @@
+import { commandWords } from "./argv";
 import type { LaunchPlan, RankPlan } from "./types";
 
 /** One line of a flag-level plan comparison. */
@@ -24,7 +25,7 @@ function compareMaps(scope: string, before: ReadonlyMap<string, string>, after: 
 function rankItems(rank: RankPlan | undefined): Map<string, string> {
   if (!rank) return new Map();
   return new Map<string, string>([
-    ["command", rank.argv.slice(0, rank.argv.length - rank.flags.reduce((n, f) => n + 1 + f.values.length, 0)).join(" ")],
+    ["command", commandWords(rank.argv, rank.flags).join(" ")],
     ...rank.flags.map((f) => [f.name, f.values.join(" ")] as [string, string]),
     ...Object.entries(rank.env).map(([k, v]) => [`env ${k}`, v] as [string, string]),
   ]);

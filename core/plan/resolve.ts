@@ -1,11 +1,11 @@
 import { ConfigError, listValues } from "../errors";
+import { PLACEHOLDER } from "./argv";
 import type { Grid, Recipe, RoleTemplate, StrategyOption } from "../recipe/schema";
 import { readRouterIntent, routerWarnings } from "../router/chartValues";
 import { ShellSyntaxError, splitShellWords } from "../shell";
 import type { Flag, LaunchPlan, NodePlan, PackagePlan, RankPlan, RolePlan, Selection } from "./types";
 
 const DEFAULT_VLLM_PORT = 8000;
-const PLACEHOLDER = /<([A-Z][A-Z0-9_]*)>/g;
 /** PEP 440 versions and nothing a shell or pip option could read as more. */
 const VERSION = /^[0-9][0-9A-Za-z.+!-]*$/;
 

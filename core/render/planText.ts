@@ -1,5 +1,6 @@
 import type { LaunchPlan, RankPlan } from "../plan/types";
-import { commandWords, shellCommandLines } from "./shellCommand";
+import { commandWords } from "../plan/argv";
+import { shellCommandLines } from "./shellCommand";
 
 /** A rank's command as a paste-able shell command: `env NAME=value ... vllm serve ... \` one flag a line. */
 export function rankCommandLine(rank: RankPlan): string {

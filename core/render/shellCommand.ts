@@ -1,7 +1,6 @@
+import { PLACEHOLDER } from "../plan/argv";
 import type { Flag } from "../plan/types";
 import { quoteShellWord } from "../shell";
-
-const PLACEHOLDER = /<([A-Z][A-Z0-9_]*)>/g;
 
 /**
  * Quotes a word for bash, turning the placeholders named in `variables` into references to shell
@@ -26,12 +25,6 @@ export interface CommandParts {
   command: readonly string[];
   flags: readonly Flag[];
   env: Readonly<Record<string, string>>;
-}
-
-/** The launcher words of a rank's argv: everything before its flags. */
-export function commandWords(argv: readonly string[], flags: readonly Flag[]): string[] {
-  const flagWords = flags.reduce((n, f) => n + 1 + f.values.length, 0);
-  return argv.slice(0, argv.length - flagWords);
 }
 
 /** `env NAME=value ... vllm serve model --flag value ...`, one item a line, continued with `\`. */

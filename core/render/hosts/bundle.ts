@@ -1,4 +1,5 @@
 import type { Deployment, HostPlacement } from "../../plan/deployment";
+import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
 import type { PackagePlan } from "../../plan/types";
 import { envFileLine, execStartLine, renderEnvFile, unitName } from "./systemd";
@@ -7,7 +8,6 @@ import { installScript, preflightScript, readinessScript, unitApplyScript, unitR
 export const SERVICE_USER = "rbln-serving";
 /** The Hugging Face downloader the weights step installs into its own venv, apart from the serving stack. */
 export const DOWNLOADER_REQUIREMENT = "huggingface_hub==0.35.3";
-const DEFAULT_READY_TIMEOUT_S = 9600;
 
 export interface HostRenderOptions {
   readinessIntervalSeconds?: number;
@@ -93,11 +93,6 @@ function describe(text: string): string {
   return text.replace(/%/g, "%%");
 }
 
-function readyTimeoutSeconds(env: Readonly<Record<string, string>>): number {
-  const value = Number(env["VLLM_ENGINE_READY_TIMEOUT_S"]);
-  return Number.isFinite(value) && value > 0 ? value : DEFAULT_READY_TIMEOUT_S;
-}
-
 export function renderHost(deployment: Deployment, placement: HostPlacement, options: HostRenderOptions = {}): RenderedHost {
   const { settings, plan } = deployment;
   const { host } = placement;
@@ -121,10 +116,9 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
         const bound = bindRank(rank, { POD_IP: host.address }, "hosts");
         const name = unitName(role.role, rank.rank);
         const envPath = `${settings.installRoot}/env/${role.role}-${rank.rank}.env`;
-        const flagWords = bound.flags.reduce((n, f) => n + 1 + f.values.length, 0);
-        const command = bound.argv.slice(0, bound.argv.length - flagWords);
+        const command = commandWords(bound.argv, bound.flags);
         const execLines = [[`${venv}/bin/${command[0]}`, ...command.slice(1)], ...bound.flags.map((f) => [f.name, ...f.values])];
-        const timeout = readyTimeoutSeconds(bound.env);
+        const timeout = engineReadyTimeoutSeconds(bound.env);
         const port = rank.ports[0]!;
         const unitText = [
           "# Managed by rbln-serving (Pulumi); local edits are overwritten.",
@@ -181,7 +175,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
     );
 
   const firstRank = plan.roles.find((r) => r.node === placement.node)!.ranks[0]!;
-  const readyTimeout = readyTimeoutSeconds(firstRank.env);
+  const readyTimeout = engineReadyTimeoutSeconds(firstRank.env);
   const recipeIndexes = [...new Set(plan.packages.flatMap((p) => p.extraIndexUrls))];
   const credentialUrls = [...plan.credentialedIndexUrls, ...(settings.pip.indexUrl ? [settings.pip.indexUrl] : [])];
 

@@ -5,7 +5,8 @@ import { bindRank } from "../../plan/bind";
 import type { RolePlan } from "../../plan/types";
 import { readRouterIntent, type RouterIntent } from "../../router/chartValues";
 import { ConfigError } from "../../errors";
-import { commandWords, shellCommandLines } from "../shellCommand";
+import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
+import { shellCommandLines } from "../shellCommand";
 
 /** A Kubernetes object as plain data: what `render` writes as YAML and the components pass to Pulumi. */
 export type KubeObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> } } & Record<string, unknown>;
@@ -15,7 +16,6 @@ const LAUNCH_DIR = "/etc/rbln-serving";
 /** Budget for the first start on top of the engine's ready timeout: the weights download. */
 const DOWNLOAD_BUDGET_S = 3600;
 const PROBE_PERIOD_S = 60;
-const DEFAULT_READY_TIMEOUT_S = 9600;
 
 /** `python3 -c PROBE <path> <port>...`: 0 when every port answers 200 on the path (with the API key, if any). */
 const PROBE = [
@@ -87,11 +87,6 @@ export function launchScript(role: RolePlan, model: string, eppHost: string | nu
   ].join("\n");
 }
 
-function readyTimeout(role: RolePlan): number {
-  const value = Number(role.ranks[0]!.env["VLLM_ENGINE_READY_TIMEOUT_S"]);
-  return Number.isFinite(value) && value > 0 ? value : DEFAULT_READY_TIMEOUT_S;
-}
-
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$/;
 
 export function renderKubernetesWorkloads(deployment: Deployment, names: KubernetesNames, secrets: readonly SecretKey[]): KubernetesWorkloads {
@@ -129,7 +124,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     const activePorts = needsSidecar ? sidecarPorts : rankPorts.filter((p) => targetPorts.includes(p));
     const replicas = (role.role === "prefill" ? settings.prefillReplicas : role.role === "decode" ? settings.decodeReplicas : undefined) ?? settings.replicas;
     const node = plan.nodes[role.node]!;
-    const budget = readyTimeout(role) + DOWNLOAD_BUDGET_S;
+    const budget = engineReadyTimeoutSeconds(role.ranks[0]!.env) + DOWNLOAD_BUDGET_S;
     const probe = (path: string) => ({ exec: { command: ["python3", "-c", PROBE, path, ...rankPorts.map(String)] } });
     const podLabels = { ...labels, ...(router ? { ...router.values.inference_pool.match_labels, "llm-d.ai/role": role.role } : {}) };
     const env = [
