@@ -49,6 +49,8 @@ function dependencyDepth(registrations: readonly Registration[]): number {
   return Math.max(...registrations.map((r) => depth(r.urn)));
 }
 
+const collectGarbage = () => (globalThis as { gc?: () => void }).gc?.();
+
 const median = (bench: Bench, name: string) => {
   const result = bench.tasks.find((t) => t.name === name)!.result as { latency?: { p50: number } };
   return result.latency!.p50;
@@ -61,7 +63,7 @@ async function main() {
   });
   await planBench.run();
 
-  const programBench = new Bench({ iterations: 5, time: 0, warmupIterations: 1 });
+  const programBench = new Bench({ iterations: 7, time: 0, warmupIterations: 2 });
   const shapes: { platform: "hosts" | "kubernetes"; replicas: number; resources: number; depth: number }[] = [];
   for (const platform of ["hosts", "kubernetes"] as const) {
     for (const replicas of REPLICAS) {
@@ -69,10 +71,15 @@ async function main() {
       const probe = await runUnderMocks(runProgram, config, secrets);
       if (probe.error) throw probe.error;
       shapes.push({ platform, replicas, resources: probe.registrations.length, depth: dependencyDepth(probe.registrations) });
-      programBench.add(`${platform} x${replicas}`, async () => {
-        const run = await runUnderMocks(runProgram, config, secrets);
-        if (run.error) throw run.error;
-      });
+      programBench.add(
+        `${platform} x${replicas}`,
+        async () => {
+          const run = await runUnderMocks(runProgram, config, secrets);
+          if (run.error) throw run.error;
+        },
+        // Start each run from a collected heap, so one run's garbage is not billed to the next.
+        { beforeEach: collectGarbage },
+      );
     }
   }
   await programBench.run();

@@ -1,4 +1,6 @@
+import * as pulumi from "@pulumi/pulumi";
 import { describe, expect, it } from "vitest";
+import { ModelServing } from "../components";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
 import { isSecretAt, ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
@@ -154,5 +156,26 @@ describe("replicas", () => {
     const replicas = Object.fromEntries(ofType(registrations, "kubernetes:apps/v1:Deployment").map((r) => [r.name, r.inputs.spec.replicas]));
     expect(replicas).toEqual({ "rbln-serving-workloads-prefill": 3, "rbln-serving-workloads-decode": 2 });
     expect(ofType(registrations, "kubernetes:helm.sh/v4:Chart")).toHaveLength(1);
+  });
+});
+
+describe("ModelServing as a library", () => {
+  it("is built by another program with its own inputs, no stack config involved", async () => {
+    const { registrations, error, result } = await runUnderMocks(
+      () =>
+        new ModelServing("team-a", {
+          settings: { strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "cpu" }, hosts: [{ name: "box-1", address: "192.168.10.5", user: "ubuntu", port: 2222 }] },
+          secrets: { sshPrivateKey: pulumi.secret("library-key") },
+        }),
+      {},
+      {},
+    );
+    expect(error).toBeUndefined();
+    expect(ofType(registrations, "command:remote:Command").map((r) => r.name).sort()).toEqual(["team-a-box-1-install", "team-a-box-1-main-0", "team-a-box-1-preflight", "team-a-box-1-weights"]);
+    const unit = byName(registrations, "team-a-box-1-main-0");
+    expect(unit.inputs.connection).toMatchObject({ host: "192.168.10.5", port: 2222, user: "ubuntu" });
+    // Not root: the scripts run through sudo.
+    expect(unit.inputs.create.startsWith("sudo -n bash -c")).toBe(true);
+    expect(await valueOf((result as InstanceType<typeof ModelServing>).endpoints)).toEqual(["http://192.168.10.5:8000"]);
   });
 });

@@ -53,13 +53,17 @@ export async function runUnderMocks(program: () => unknown, config: Record<strin
     const original = monitor[method].bind(monitor);
     monitor[method] = (req: any, callback: any) => {
       const wireInputs = (method === "registerResource" ? req.getObject() : req.getProperties())?.toJavaScript() ?? {};
+      let inputs: Record<string, any> | undefined;
       const record: Registration = {
         type: req.getType(),
         name: req.getName(),
         urn: monitor.newUrn(req.getParent(), req.getType(), req.getName()),
         parent: req.getParent(),
         custom: method === "readResource" || req.getCustom(),
-        inputs: unwrapSecrets(wireInputs),
+        // Unwrapped on first use: large runs (the benchmark) keep one copy of the inputs.
+        get inputs() {
+          return (inputs ??= unwrapSecrets(wireInputs));
+        },
         wireInputs,
         dependencies: method === "registerResource" ? req.getDependenciesList() : [],
         deleteBeforeReplace: method === "registerResource" ? req.getDeletebeforereplace() : false,
