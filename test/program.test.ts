@@ -179,3 +179,14 @@ describe("ModelServing as a library", () => {
     expect(await valueOf((result as InstanceType<typeof ModelServing>).endpoints)).toEqual(["http://192.168.10.5:8000"]);
   });
 });
+
+describe("kubernetes outputs", () => {
+  it("list each role's Deployment with the ranks, ports and NPUs of its pods", async () => {
+    const { result } = await runUnderMocks(runProgram, readStackFile("prod").raw, {});
+    const deployments = await valueOf((result as ReturnType<typeof runProgram>).deployments);
+    expect(deployments).toEqual([
+      { role: "prefill", deployment: "rbln-serving-prefill", namespace: "llm-serving", replicas: 1, ranks: [{ rank: 0, port: 8000, devices: [0, 1, 2, 3] }] },
+      { role: "decode", deployment: "rbln-serving-decode", namespace: "llm-serving", replicas: 1, ranks: [0, 1, 2, 3].map((rank) => ({ rank, port: 8200 + rank, devices: [rank] })) },
+    ]);
+  });
+});

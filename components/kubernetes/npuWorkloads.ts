@@ -14,7 +14,8 @@ export interface RoleDeployment {
   deployment: string;
   namespace: string;
   replicas: number;
-  ports: number[];
+  /** The vLLM ranks each pod runs, with their ports and NPUs. */
+  ranks: { rank: number; port: number; devices: number[] }[];
 }
 
 /** Wraps a rendered object's fields as resource args; the object itself is the source of truth. */
@@ -48,15 +49,15 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       const deployment = new k8s.apps.v1.Deployment(`${name}-${role.role}`, spec(role.deployment), {
         ...child,
         dependsOn: [configMap, ...volumes, ...(secret ? [secret] : [])],
-        // Compilation on a cold cache takes hours; do not hold `pulumi up` on the rollout.
-        customTimeouts: { create: "30m", update: "30m" },
+        // Compilation on a cold cache takes hours: wait for the rollout as long as the startup budget allows.
+        customTimeouts: { create: `${Math.ceil(role.rolloutTimeoutSeconds / 60)}m`, update: `${Math.ceil(role.rolloutTimeoutSeconds / 60)}m` },
       });
       const service = role.service ? new k8s.core.v1.Service(`${name}-${role.role}`, spec(role.service), inNamespace) : undefined;
       return { role, deployment, service };
     });
     if (workloads.networkPolicy) new k8s.networking.v1.NetworkPolicy(`${name}-network-policy`, spec(workloads.networkPolicy), inNamespace);
     this.deployments = pulumi.output(
-      workloads.roles.map((r) => ({ role: r.role, deployment: r.deployment.metadata.name, namespace: workloads.namespace.metadata.name, replicas: r.replicas, ports: r.ports })),
+      workloads.roles.map((r) => ({ role: r.role, deployment: r.deployment.metadata.name, namespace: workloads.namespace.metadata.name, replicas: r.replicas, ranks: r.ranks })),
     );
     this.serviceEndpoints = pulumi.all(
       roleResources.filter((r) => r.service).map(({ role, service }) => pulumi.interpolate`http://${service!.metadata.name}.${service!.metadata.namespace}.svc.cluster.local:${role.ports[0]}`),

@@ -16,6 +16,8 @@ const LAUNCH_DIR = "/etc/rbln-serving";
 /** Budget for the first start on top of the engine's ready timeout: the weights download. */
 const DOWNLOAD_BUDGET_S = 3600;
 const PROBE_PERIOD_S = 60;
+/** Rollouts may run this long past the startup budget before Kubernetes and Pulumi call them failed. */
+const ROLLOUT_MARGIN_S = 1800;
 
 /** `python3 -c PROBE <path> <port>...`: 0 when every port answers 200 on the path (with the API key, if any). */
 const PROBE = [
@@ -36,6 +38,10 @@ export interface KubernetesNames {
 export interface RoleWorkload {
   role: string;
   replicas: number;
+  /** How long a rollout may take: the startup budget (compilation, download) and a margin. */
+  rolloutTimeoutSeconds: number;
+  /** The vLLM processes in each pod of the role. */
+  ranks: { rank: number; port: number; devices: number[] }[];
   launchScript: string;
   configMap: KubeObject;
   deployment: KubeObject;
@@ -143,7 +149,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
         replicas,
         // NPUs cannot be held by an old and a new pod at once.
         strategy: { type: "Recreate" },
-        progressDeadlineSeconds: budget + 1800,
+        progressDeadlineSeconds: budget + ROLLOUT_MARGIN_S,
         selector: { matchLabels: { "app.kubernetes.io/instance": names.instance, "app.kubernetes.io/component": role.role } },
         template: {
           metadata: { labels: podLabels, ...(router ? { annotations: { "llm-d.ai/active-ports": activePorts.join(",") } } : {}) },
@@ -208,7 +214,17 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
             ports: rankPorts.map((port, i) => ({ name: `http-${i}`, port, targetPort: port, protocol: "TCP" })),
           },
         };
-    return { role: role.role, replicas, launchScript: script, configMap, deployment: deploymentObject, service, ports: rankPorts };
+    return {
+      role: role.role,
+      replicas,
+      rolloutTimeoutSeconds: budget + ROLLOUT_MARGIN_S,
+      ranks: role.ranks.map((r) => ({ rank: r.rank, port: r.ports[0]!, devices: r.devices })),
+      launchScript: script,
+      configMap,
+      deployment: deploymentObject,
+      service,
+      ports: rankPorts,
+    };
   });
 
   const servingPorts = [...new Set([...targetPorts, ...roles.flatMap((r) => r.ports)])].sort((a, b) => a - b);
