@@ -32,3 +32,8 @@ export function quoteShellWord(word: string): string {
 export function joinShellWords(words: readonly string[]): string {
   return words.map(quoteShellWord).join(" ");
 }
+
+/** A `#` comment line for a script: control characters (a newline would end the comment) become spaces. */
+export function shellComment(text: string): string {
+  return `# ${text.replace(/[\u0000-\u001f\u007f]+/g, " ")}`;
+}

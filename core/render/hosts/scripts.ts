@@ -1,4 +1,4 @@
-import { quoteShellWord } from "../../shell";
+import { quoteShellWord, shellComment } from "../../shell";
 
 /**
  * Bash scripts that run on the NPU hosts over SSH. Each starts with its settings as shell
@@ -11,7 +11,7 @@ const array = (values: readonly string[]) => `(${values.map(q).join(" ")})`;
 
 function header(purpose: string, vars: Record<string, string | number | readonly string[]>): string {
   const lines = Object.entries(vars).map(([name, value]) => `${name}=${Array.isArray(value) ? array(value) : q(String(value))}`);
-  return ["#!/usr/bin/env bash", `# rbln-serving: ${purpose}`, "set -euo pipefail", ...lines, ""].join("\n");
+  return ["#!/usr/bin/env bash", shellComment(`rbln-serving: ${purpose}`), "set -euo pipefail", ...lines, ""].join("\n");
 }
 
 /** Python versions vllm-rbln 0.12 supports with the kv_connectors extra (lmcache stops at 3.13). */
@@ -21,6 +21,9 @@ export const MIN_GLIBC = "2.39";
 
 export interface PreflightInput {
   hostName: string;
+  /** Where the driver's sysfs and device nodes are: `/sys` and `/dev` on a host. */
+  sysRoot?: string;
+  devRoot?: string;
   npus: number;
   cacheRoot: string;
   minFreeDiskGb: number;
@@ -30,6 +33,8 @@ export interface PreflightInput {
 export function preflightScript(p: PreflightInput): string {
   return `${header(`preflight checks on ${p.hostName}; reads only, changes nothing`, {
     host_name: p.hostName,
+    sys_root: p.sysRoot ?? "/sys",
+    dev_root: p.devRoot ?? "/dev",
     npus_needed: p.npus,
     cache_root: p.cacheRoot,
     min_free_gb: p.minFreeDiskGb,
@@ -42,14 +47,15 @@ fail() {
   exit 1
 }
 
-[ -d /sys/module/rebellions ] || fail "kernel module rebellions: not loaded (install the RBLN driver)"
+[ -d "$sys_root/module/rebellions" ] || fail "kernel module rebellions: not loaded (install the RBLN driver)"
 
-devices=$(find /dev -maxdepth 1 -name 'rbln[0-9]*' | wc -l)
-[ "$devices" -ge "$npus_needed" ] || fail "NPU devices: found $devices /dev/rbln*, need $npus_needed"
+devices=$(find "$dev_root" -maxdepth 1 -name 'rbln[0-9]*' | wc -l)
+[ "$devices" -ge "$npus_needed" ] || fail "NPU devices: found $devices $dev_root/rbln*, need $npus_needed"
 
 command -v rbln-smi >/dev/null || fail "rbln-smi: not found (it ships with the RBLN driver)"
-seen=$(rbln-smi -j | python3 -c 'import json, sys; print(len(json.load(sys.stdin).get("devices", [])))') ||
-  fail "rbln-smi: 'rbln-smi -j' failed"
+smi_json=$(rbln-smi -j 2>/dev/null) || fail "rbln-smi: 'rbln-smi -j' failed"
+seen=$(printf '%s' "$smi_json" | python3 -c 'import json, sys; print(len(json.load(sys.stdin).get("devices", [])))' 2>/dev/null) ||
+  fail "rbln-smi: 'rbln-smi -j' printed no device list"
 [ "$seen" -ge "$npus_needed" ] || fail "rbln-smi: sees $seen NPUs, need $npus_needed"
 
 command -v python3 >/dev/null || fail "python: python3 not found"

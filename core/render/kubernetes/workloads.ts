@@ -6,6 +6,7 @@ import type { RolePlan } from "../../plan/types";
 import { readRouterIntent, type RouterIntent } from "../../router/chartValues";
 import { ConfigError } from "../../errors";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
+import { shellComment } from "../../shell";
 import { shellCommandLines } from "../shellCommand";
 
 /** A Kubernetes object as plain data: what `render` writes as YAML and the components pass to Pulumi. */
@@ -76,7 +77,7 @@ export function launchScript(role: RolePlan, model: string, eppHost: string | nu
     const bound = bindRank(rank, { ...(eppHost ? { EPP_HOST: eppHost } : {}), POD_IP: "<POD_IP>" }, "kubernetes");
     return shellCommandLines({ command: commandWords(bound.argv, bound.flags), flags: bound.flags, env: bound.env }, { POD_IP: "POD_IP" });
   });
-  const header = ["#!/usr/bin/env bash", `# rbln-serving: ${role.role} of ${model}, ${role.ranks.length} rank(s)`, "set -euo pipefail", `: "\${POD_IP:?POD_IP comes from the downward API}"`];
+  const header = ["#!/usr/bin/env bash", shellComment(`rbln-serving: ${role.role} of ${model}, ${role.ranks.length} rank(s)`), "set -euo pipefail", `: "\${POD_IP:?POD_IP comes from the downward API}"`];
   if (ranks.length === 1) return [...header, `exec ${ranks[0]!.join("\n")}`, ""].join("\n");
   return [
     ...header,
