@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as http from "node:http";
 import * as os from "node:os";
@@ -138,13 +139,16 @@ describe("credentials over SSH", () => {
 });
 
 describe("weights over SSH", () => {
-  it("downloads the model once with the token from stdin, and not again", async () => {
-    const host = hostFor({}, index.url);
+  it("downloads the model once with the token from stdin, into a cache the service user owns, and not again", async () => {
+    // Its own roots: the weights step must stand alone, since it runs beside the install.
+    const host = hostFor({ installRoot: `${work}/opt-w`, cacheRoot: `${work}/cache-w` }, index.url);
     const token = "hf_marker_token_1234";
     const first = await run(host.weightsScript, `${token}\n${renderPipConfig(host.pipIndexes, null)}`);
     expect(first.status).toBe(0);
     expect(first.stdout + first.stderr).not.toContain(token);
-    expect(fs.readFileSync(`${work}/cache/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7/token-length`, "utf8")).toBe(String(token.length));
+    expect(fs.readFileSync(`${work}/cache-w/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7/token-length`, "utf8")).toBe(String(token.length));
+    const owner = spawnSync("stat", ["-c", "%U", `${work}/cache-w/huggingface/hub`], { encoding: "utf8" }).stdout.trim();
+    expect(owner).toBe("rbln-serving");
     const second = await run(host.weightsScript, `${token}\n`);
     expect(second.status).toBe(0);
     expect(second.stdout).toMatch(/already in .*; nothing to download/);

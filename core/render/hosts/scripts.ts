@@ -86,6 +86,28 @@ echo "preflight \${host_name}: ok ($devices NPUs, python $python_version, glibc 
 `;
 }
 
+/**
+ * The service account, its cache folders and its NPU device group. Install and weights run side by
+ * side and both need them, so both run this, one at a time under a lock.
+ */
+const SERVICE_ACCOUNT_SETUP = `exec 9>/run/rbln-serving-setup.lock
+flock 9
+if ! id -u "$service_user" >/dev/null 2>&1; then
+  useradd --system --home-dir "$cache_root" --no-create-home --shell /usr/sbin/nologin "$service_user"
+fi
+install -d -m 0755 "$install_root" "$install_root/venvs"
+install -d -m 0700 "$install_root/env"
+install -d -o "$service_user" -g "$service_user" -m 0750 "$cache_root" "$cache_root/huggingface" "$cache_root/vllm" "$cache_root/offload"
+for device in /dev/rbln[0-9]*; do
+  [ -e "$device" ] || continue
+  group=$(stat -c %G "$device")
+  if [ "$group" != root ] && ! id -nG "$service_user" | tr ' ' '\\n' | grep -qx "$group"; then
+    usermod -aG "$group" "$service_user"
+  fi
+done
+flock -u 9
+`;
+
 export interface InstallInput {
   hostName: string;
   installRoot: string;
@@ -115,20 +137,7 @@ case "$venv" in
   *) echo "install \${host_name}: refusing venv path $venv outside $install_root/venvs" >&2; exit 1 ;;
 esac
 
-if ! id -u "$service_user" >/dev/null 2>&1; then
-  useradd --system --home-dir "$cache_root" --no-create-home --shell /usr/sbin/nologin "$service_user"
-fi
-install -d -m 0755 "$install_root" "$install_root/venvs"
-install -d -m 0700 "$install_root/env"
-install -d -o "$service_user" -g "$service_user" -m 0750 "$cache_root" "$cache_root/huggingface" "$cache_root/vllm" "$cache_root/offload"
-for device in /dev/rbln[0-9]*; do
-  [ -e "$device" ] || continue
-  group=$(stat -c %G "$device")
-  if [ "$group" != root ] && ! id -nG "$service_user" | tr ' ' '\\n' | grep -qx "$group"; then
-    usermod -aG "$group" "$service_user"
-  fi
-done
-
+${SERVICE_ACCOUNT_SETUP}
 previous=$(readlink "$install_root/current" 2>/dev/null || echo "nothing")
 if [ -f "$venv/.rbln-serving-complete" ]; then
   echo "install \${host_name}: $venv is complete; nothing to install"
@@ -167,7 +176,7 @@ export interface WeightsInput {
   installRoot: string;
   cacheRoot: string;
   serviceUser: string;
-  /** Hugging Face repos to fetch: the model and any draft model of speculative decoding. */
+  /** Hugging Face repos to fetch. */
   models: readonly string[];
   markers: readonly string[];
   downloaderVenv: string;
@@ -179,6 +188,7 @@ export function weightsScript(p: WeightsInput): string {
   return `${header(`download ${p.models.join(", ")} into the weights cache on ${p.hostName}`, {
     host_name: p.hostName,
     install_root: p.installRoot,
+    cache_root: p.cacheRoot,
     hf_home: `${p.cacheRoot}/huggingface`,
     service_user: p.serviceUser,
     models: p.models,
@@ -195,6 +205,7 @@ if [ "$missing" = no ]; then
   exit 0
 fi
 
+${SERVICE_ACCOUNT_SETUP}
 hf_token=
 IFS= read -r hf_token || true
 pip_conf=$(mktemp)
@@ -204,13 +215,11 @@ cat > "$pip_conf"
 
 if [ ! -f "$downloader_venv/.rbln-serving-complete" ]; then
   rm -rf "$downloader_venv"
-  install -d -m 0755 "$install_root/venvs"
   python3 -m venv "$downloader_venv"
   PIP_CONFIG_FILE="$pip_conf" "$downloader_venv/bin/pip" install --disable-pip-version-check --no-input "$downloader_requirement"
   touch "$downloader_venv/.rbln-serving-complete"
 fi
 
-install -d -m 0750 "$hf_home"
 for i in "\${!models[@]}"; do
   [ -f "\${markers[$i]}" ] && continue
   echo "weights \${host_name}: downloading \${models[$i]} into $hf_home"
@@ -219,9 +228,7 @@ for i in "\${!models[@]}"; do
   install -d -m 0755 "$(dirname "\${markers[$i]}")"
   touch "\${markers[$i]}"
 done
-if id -u "$service_user" >/dev/null 2>&1; then
-  chown -R "$service_user:$service_user" "$hf_home"
-fi
+chown -R "$service_user:$service_user" "$hf_home"
 echo "weights \${host_name}: done"
 `;
 }
