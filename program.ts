@@ -10,7 +10,9 @@ export function readStackConfig(): { settings: ModelServingArgs["settings"]; sec
   const settings = Object.fromEntries(
     Object.entries(pulumi.runtime.allConfig())
       .filter(([key]) => key.startsWith(prefix))
-      .map(([key, value]) => [key.slice(prefix.length), value]),
+      .map(([key, value]) => [key.slice(prefix.length), value] as const)
+      // Secrets are read below, as secrets.
+      .filter(([key]) => !(SECRET_KEYS as readonly string[]).includes(key)),
   ) as ModelServingArgs["settings"];
   const config = new pulumi.Config(CONFIG_NAMESPACE);
   const secrets: ServingSecrets = {};

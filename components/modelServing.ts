@@ -86,7 +86,8 @@ export class ModelServing extends pulumi.ComponentResource {
             values: routerChartValues(workloads.router, plan.strategy, settings.kubernetes),
             gateway: settings.kubernetes.gateway,
           },
-          { ...child, dependsOn: [npu] },
+          // Not after the workloads: their rollout can take hours of compilation, and the pool may exist first.
+          child,
         );
         endpoints = router.endpoint.apply((e) => (e ? [e] : []));
       } else {

@@ -1,5 +1,6 @@
 import type { LaunchPlan, RankPlan } from "../plan/types";
 import { commandWords } from "../plan/argv";
+import { readRouterIntent } from "../router/chartValues";
 import { shellCommandLines } from "./shellCommand";
 
 /** A rank's command as a paste-able shell command: `env NAME=value ... vllm serve ... \` one flag a line. */
@@ -33,7 +34,10 @@ export function renderPlanText(plan: LaunchPlan): string {
       out.push("", `# ${role.role} rank ${rank.rank} on node ${role.node}`, rankCommandLine(rank));
     }
   }
-  if (plan.router) out.push("", `router    ${plan.router.role}: ${plan.router.nodes.map((n) => n.node).join(", ")}`);
+  if (plan.router) {
+    const router = readRouterIntent(plan.router);
+    out.push("", `router    ${router.chart} ${router.version} (release ${router.release}), pool ports ${router.values.inference_pool.target_ports.join(",")}`);
+  }
   for (const warning of plan.warnings) out.push(`warning: ${warning}`);
   return `${out.join("\n")}\n`;
 }
