@@ -120,6 +120,8 @@ describe("rendered Kubernetes objects", () => {
 
   it("refuses an instance name that cannot prefix Kubernetes names", () => {
     expect(() => renderKubernetesWorkloads(variants[0]!, { instance: "Bad_Name", namespace: "n" }, [])).toThrow(/^name: "Bad_Name" cannot prefix Kubernetes object names/);
+    const long = "a".repeat(40);
+    expect(() => renderKubernetesWorkloads(variants[0]!, { instance: long, namespace: "n" }, [])).toThrow(/^name: "a{40}" makes the ConfigMap name "a{40}-prefill-launch-[0-9a-f]{10}" longer than 63 characters/);
   });
 
   it("scales roles separately: replicas for aggregated, prefillReplicas and decodeReplicas for xPyD", () => {

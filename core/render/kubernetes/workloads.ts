@@ -254,6 +254,13 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
       }
     : null;
 
+  const objects = [...volumes.map((v) => v.object), ...roles.flatMap((r) => [r.configMap, r.deployment, ...(r.service ? [r.service] : [])]), ...(networkPolicy ? [networkPolicy] : [])];
+  for (const object of objects) {
+    if (object.metadata.name.length > 63) {
+      throw new ConfigError("name", `"${names.instance}" makes the ${object.kind} name "${object.metadata.name}" longer than 63 characters; use a shorter name`);
+    }
+  }
+
   return {
     namespace: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: { "app.kubernetes.io/managed-by": "pulumi" } } },
     secret: secretEnv.length > 0 ? { apiVersion: "v1", kind: "Secret", metadata: { name: secretName(names), namespace: ns, labels: baseLabels }, type: "Opaque", stringData: {} } : null,
