@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { parseStackSettings, StackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
+import { renderHost } from "../core/render/hosts/bundle";
 import { catalogWithFixtures, shippedCatalog } from "./helpers/recipes";
 
 const project = parse(fs.readFileSync(path.resolve(__dirname, "../Pulumi.yaml"), "utf8"));
@@ -37,5 +38,27 @@ describe("stack files", () => {
     const { plan } = planDeployment(settings, catalogWithFixtures());
     expect(plan.roles.map((r) => [r.role, r.node, r.ranks.map((k) => k.ports[0])])).toEqual([["front", 0, [9000]], ["back", 1, [9100, 9101]]]);
     expect(plan.roles[0]!.ranks[0]!.env).toEqual({ GREETING: "hello world" });
+  });
+});
+
+describe("extraArgs and extraEnv", () => {
+  it("are literal text, but for the platform's <POD_IP>, which binds like the recipe's", () => {
+    const deployment = planDeployment(parseStackSettings({ ...readStackFile("dev").raw, extraEnv: { main: { NOTE: "<A> at <POD_IP>" } }, extraArgs: { main: ["--served-model-name", "<B>"] } }), shippedCatalog);
+    const [rank] = renderHost(deployment, deployment.placements[0]!).ranks;
+    expect(rank!.envText).toContain("NOTE='<A> at 10.20.0.11'\n");
+    expect(rank!.unitText).toContain('    --served-model-name "<B>"');
+    expect(deployment.plan.roles[0]!.ranks[0]!.placeholders).toEqual([]);
+  });
+
+  it("replace a flag the recipe sets, in place, and refuse topology flags and variables", () => {
+    const raw = readStackFile("dev").raw;
+    const { plan } = planDeployment(parseStackSettings({ ...raw, extraArgs: { main: ["--max-num-seqs", "2", "--enable-log-requests"] } }), shippedCatalog);
+    const flags = plan.roles[0]!.ranks[0]!.flags.map((f) => [f.name, ...f.values].join(" "));
+    expect(flags.indexOf("--max-num-seqs 2")).toBe(7);
+    expect(flags[flags.length - 1]).toBe("--enable-log-requests");
+    for (const flag of ["--data-parallel-size", "--pipeline-parallel-size", "--port", "--data-parallel-rank", "--kv-transfer-config"]) {
+      expect(() => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: [flag, "1"] } }), shippedCatalog)).toThrow(new RegExp(`^extraArgs\\.main: "${flag}" defines the serving topology`));
+    }
+    expect(() => planDeployment(parseStackSettings({ ...raw, extraEnv: { main: { RBLN_VISIBLE_DEVICES: "0" } } }), shippedCatalog)).toThrow(/^extraEnv\.main\.RBLN_VISIBLE_DEVICES: is set by the recipe/);
   });
 });

@@ -2,7 +2,7 @@ import { ConfigError, listValues } from "../errors";
 import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS, type Host, type StackSettings } from "../config/stackConfig";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { commandWords } from "./argv";
-import { placeholdersIn, resolvePlan } from "./resolve";
+import { resolvePlan } from "./resolve";
 import type { Flag, LaunchPlan, RolePlan } from "./types";
 
 /** One node of one replica, placed on a host (platform hosts only). */
@@ -52,8 +52,9 @@ function withExtras(role: RolePlan, extraArgs: readonly string[] | undefined, ex
       const flags = rank.flags.map((f) => extras.find((e) => e.name === f.name) ?? f);
       flags.push(...extras.filter((e) => !rank.flags.some((f) => f.name === e.name)));
       const argv = [...commandWords(rank.argv, rank.flags), ...flags.flatMap((f) => [f.name, ...f.values])];
-      const env = { ...rank.env, ...extraEnv };
-      return { ...rank, flags, argv, env, placeholders: placeholdersIn([...argv, ...Object.values(env)]) };
+      // `placeholders` stays the recipe's: the stack's own text is literal, but for a `<POD_IP>`
+      // the platform knows, which it binds like the recipe's.
+      return { ...rank, flags, argv, env: { ...rank.env, ...extraEnv } };
     }),
   };
 }

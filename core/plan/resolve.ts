@@ -95,8 +95,7 @@ function parseEnv(name: string, text: string): string {
   return parsed[0]!.slice(prefix.length);
 }
 
-/** The placeholder names in some texts, sorted. */
-export function placeholdersIn(texts: readonly string[]): string[] {
+function placeholdersIn(texts: readonly string[]): string[] {
   const found = new Set<string>();
   for (const text of texts) for (const match of text.matchAll(PLACEHOLDER)) found.add(match[1]!);
   return [...found].sort();
