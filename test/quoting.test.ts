@@ -20,10 +20,12 @@ import { systemdEnvFile, systemdExecArgv } from "./helpers/systemdOracle";
  * JSON reach vLLM byte for byte: through systemd's ExecStart and EnvironmentFile parsers on hosts,
  * and through the launch script under real bash on Kubernetes.
  */
-const argValues = fc.sample(hostileString.filter((v) => !v.startsWith("-") && !v.includes("\0")), { numRuns: 40, seed: 11 });
+/** Every character class that breaks naive quoting, whatever the generator draws. */
+const NASTY = ["$HOME", "${PATH}", "100%", "%n%%", "it's", 'say "hi"', "back\\slash", "`id`", "$(id)", "line1\nline2", "tab\there", '{"a": [1, "$x"]}', " lead and trail ", ""];
+const argValues = [...NASTY, ...fc.sample(hostileString.filter((v) => !v.startsWith("-") && !v.includes("\0")), { numRuns: 40, seed: 11 })];
 // The environment.d oracle drops empty values and expands $: those are covered by the bash path below.
-const envValues = fc.sample(hostileString.filter((v) => isEnvFileValue(v) && v !== "" && !v.includes("$")), { numRuns: 40, seed: 12 });
-const k8sEnvValues = fc.sample(hostileString.filter((v) => !v.includes("\0")), { numRuns: 40, seed: 13 });
+const envValues = [...NASTY.filter((v) => v !== "" && !v.includes("$")), ...fc.sample(hostileString.filter((v) => isEnvFileValue(v) && v !== "" && !v.includes("$")), { numRuns: 40, seed: 12 })];
+const k8sEnvValues = [...NASTY, ...fc.sample(hostileString.filter((v) => !v.includes("\0")), { numRuns: 40, seed: 13 })];
 
 function config(platform: "hosts" | "kubernetes", env: string[]) {
   return parseStackSettings({

@@ -41,6 +41,18 @@ export function splitSystemdPrinted(line: string): string[] {
   return words;
 }
 
+/**
+ * What systemd does to a loaded ExecStart word when it runs it: `$$` becomes `$`, and `$NAME` or
+ * `${NAME}` would become a variable's value, which no word of ours may ask for.
+ */
+function substituteAtExec(word: string): string {
+  return word.replace(/\$(\$|\{|[A-Za-z_])?/g, (match, next: string | undefined) => {
+    if (next === "$") return "$";
+    if (next !== undefined) throw new Error(`systemd would expand a variable in ${JSON.stringify(word)}`);
+    return match;
+  });
+}
+
 /** The argv systemd runs for a unit's ExecStart: `systemd --test` (as nobody) dumps the parsed unit. */
 export function systemdExecArgv(unitText: string): string[] {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "units-"));
@@ -55,8 +67,7 @@ export function systemdExecArgv(unitText: string): string[] {
   const section = dump.stdout.split(`-> Unit ${unit}:`)[1];
   if (!section) throw new Error(`systemd --test printed no ${unit}: ${dump.stderr}`);
   const line = /^\t+Command Line: (.*)$/m.exec(section)![1]!;
-  // systemd keeps `$$` in the loaded argv and turns it into `$` when it substitutes variables at exec.
-  return splitSystemdPrinted(line).map((word) => word.replace(/\$\$/g, "$"));
+  return splitSystemdPrinted(line).map(substituteAtExec);
 }
 
 /** What systemd reads from an env file: its environment.d generator uses the same env-file parser. */
