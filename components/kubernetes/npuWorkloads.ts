@@ -45,7 +45,7 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       : undefined;
     const volumes = workloads.volumes.map((volume) => new k8s.core.v1.PersistentVolumeClaim(`${name}-${volume.id}`, spec(volume.object), { ...keep, dependsOn: [namespace] }));
     const roleResources = workloads.roles.map((role) => {
-      const configMap = new k8s.core.v1.ConfigMap(`${name}-${role.role}-launch`, spec(role.configMap), { ...inNamespace, deleteBeforeReplace: false });
+      const configMap = new k8s.core.v1.ConfigMap(`${name}-${role.role}-launch`, spec(role.configMap), inNamespace);
       const deployment = new k8s.apps.v1.Deployment(`${name}-${role.role}`, spec(role.deployment), {
         ...child,
         dependsOn: [configMap, ...volumes, ...(secret ? [secret] : [])],
