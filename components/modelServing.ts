@@ -1,6 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
-import { SECRET_ENV, StackSettings, parseStackSettings, type SecretKey } from "../core/config/stackConfig";
+import { SECRET_KEYS, StackSettings, parseStackSettings, secretEnvironment, type SecretKey } from "../core/config/stackConfig";
 import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
@@ -69,9 +69,9 @@ export class ModelServing extends pulumi.ComponentResource {
       this.deployments = pulumi.output([]);
       endpoints = this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));
     } else {
-      const present = (Object.keys(SECRET_ENV) as SecretKey[]).filter((key) => secrets[key] !== undefined);
+      const present = SECRET_KEYS.filter((key) => secrets[key] !== undefined);
       const workloads = renderKubernetesWorkloads(deployment, { instance: name, namespace: settings.kubernetes.namespace }, present);
-      const secretEnv = Object.fromEntries(present.map((key) => [SECRET_ENV[key]!, secrets[key]!]));
+      const secretEnv = secretEnvironment(present, (key) => secrets[key]!);
       const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv }, child);
       this.units = pulumi.output([]);
       this.deployments = npu.deployments;

@@ -1,5 +1,5 @@
 import { stringify } from "yaml";
-import { SECRET_ENV, secretPlaceholder, type SecretKey } from "../config/stackConfig";
+import { secretEnvironment, secretPlaceholder, type SecretKey } from "../config/stackConfig";
 import type { Deployment } from "../plan/deployment";
 import { routerChartValues } from "../router/chartValues";
 import { renderHost } from "./hosts/bundle";
@@ -27,8 +27,7 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
     const write = (object: KubeObject, name: string) => (files[`kubernetes/${name}.yaml`] = toYaml(object));
     write(workloads.namespace, "namespace");
     if (workloads.secret) {
-      const stringData = Object.fromEntries(Object.entries(SECRET_ENV).filter(([key]) => secrets.includes(key as SecretKey)).map(([key, name]) => [name, secretPlaceholder(key as SecretKey)]));
-      write({ ...workloads.secret, stringData }, "secret");
+      write({ ...workloads.secret, stringData: secretEnvironment(secrets, secretPlaceholder) }, "secret");
     }
     for (const volume of workloads.volumes) write(volume.object, `pvc-${volume.id}`);
     for (const role of workloads.roles) {

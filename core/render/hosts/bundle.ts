@@ -32,7 +32,6 @@ export interface RenderedRank {
 export interface RenderedHost {
   placement: HostPlacement;
   venv: string;
-  packages: PackagePlan[];
   preflightScript: string;
   installScript: string;
   weightsScript: string;
@@ -182,7 +181,6 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
   return {
     placement,
     venv,
-    packages: plan.packages,
     preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers }),
     installScript: installScript({
       hostName: host.name,

@@ -1,11 +1,9 @@
-import { SECRET_ENV, secretPlaceholder, type SecretKey } from "../../config/stackConfig";
+import { secretEnvironment, secretPlaceholder, type SecretKey } from "../../config/stackConfig";
 import { renderPipConfig, renderSecretEnv, type RenderedHost } from "./bundle";
 
 /** A host's rendered files for review (`render`): the texts its resources carry, secrets as placeholders. */
 export function hostFiles(host: RenderedHost, secrets: readonly SecretKey[]): Record<string, string> {
-  const secretEnv = renderSecretEnv(
-    Object.fromEntries(Object.entries(SECRET_ENV).map(([key, name]) => [name, secrets.includes(key as SecretKey) ? secretPlaceholder(key as SecretKey) : undefined])),
-  );
+  const secretEnv = renderSecretEnv(secretEnvironment(secrets, secretPlaceholder));
   const files: Record<string, string> = {
     "preflight.sh": host.preflightScript,
     "install.sh": host.installScript,

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { SECRET_ENV, type SecretKey } from "../../config/stackConfig";
+import { secretEnvironment, type SecretKey } from "../../config/stackConfig";
 import type { Deployment } from "../../plan/deployment";
 import { bindRank } from "../../plan/bind";
 import type { RolePlan } from "../../plan/types";
@@ -107,7 +107,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
   const router = plan.router ? readRouterIntent(plan.router) : null;
   const eppHost = router ? `${router.release}-epp.${ns}.svc.cluster.local` : null;
   const targetPorts = router?.values.inference_pool.target_ports ?? [];
-  const secretEnv = Object.entries(SECRET_ENV).filter(([key]) => secrets.includes(key as SecretKey)).map(([, name]) => name!);
+  const secretEnv = Object.keys(secretEnvironment(secrets, () => true));
 
   const weights: KubeObject = pvc(`${names.instance}-weights`, ns, baseLabels, k8s.weightsVolumeSize, k8s.storageClass);
   const volumes = [{ id: "weights", object: weights }];
