@@ -50,13 +50,12 @@ function stackDeployment(options: CliOptions, catalog: RecipeCatalog, stack: str
 
 /** A stack's plan (flags override its keys), or a plan from flags alone. */
 export function planFor(options: CliOptions, catalog: RecipeCatalog, stack = options.stack): LaunchPlan {
-  const sets = parseSets(options.set);
   if (stack !== undefined) return stackDeployment(options, catalog, stack).deployment.plan;
   if (options.strategy === undefined) throw new ConfigError("--strategy", "required without --stack (or give --stack NAME)");
   if (options.target === undefined) throw new ConfigError("--target", "required without --stack, e.g. --target Throughput");
   if (options.preset !== undefined && options.preset !== "recommended") throw new ConfigError("--preset", `unknown preset "${options.preset}"; allowed: "recommended"`);
   const model = options.model ?? DEFAULT_MODEL;
-  return resolvePlan(catalog.get(model), { model, strategy: options.strategy, target: options.target, preset: options.preset, axes: sets });
+  return resolvePlan(catalog.get(model), { model, strategy: options.strategy, target: options.target, preset: options.preset, axes: parseSets(options.set) });
 }
 
 function format(options: CliOptions): "text" | "json" {

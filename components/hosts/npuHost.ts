@@ -28,7 +28,7 @@ const STEP_TIMEOUTS = { install: "2h", weights: "8h", unit: "10m" };
 
 /** Joins optional secret inputs into one stdin text; secret when any part is. */
 function stdinOf(parts: readonly (pulumi.Input<string> | undefined)[], build: (values: (string | undefined)[]) => string): pulumi.Output<string> {
-  return pulumi.all(parts.map((p) => (p === undefined ? pulumi.output(undefined) : pulumi.output(p)))).apply((values) => build(values as (string | undefined)[]));
+  return pulumi.all(parts.map((p) => pulumi.output(p))).apply(build);
 }
 
 /**
