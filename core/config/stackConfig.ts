@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { DEFAULT_MODEL } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage } from "../errors";
+import { DEFAULT_MAX_UNAVAILABLE, MaxUnavailable } from "../rollout/waves";
 
 /** The project's config namespace: stack keys are `rbln-serving:<key>`. */
 export const CONFIG_NAMESPACE = "rbln-serving";
@@ -127,6 +128,10 @@ export const StackSettings = z
     kubernetes: structured(Kubernetes).default(Kubernetes.parse({})),
     extraArgs: structured(extraArgs).default({}),
     extraEnv: structured(extraEnv).default({}),
+    /** How a change reaches the replicas: at most maxUnavailable of them down at once. */
+    /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
+    monitoring: structured(z.strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") })).default({ enabled: false, namespace: "monitoring" }),
+    rollout: structured(z.strictObject({ maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE) })).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE }),
   })
   .superRefine((s, ctx) => {
     const seen = new Map<string, number>();

@@ -1,0 +1,33 @@
+import { z } from "zod";
+
+/**
+ * How many replicas may be down at once during a change: a count, or a percentage of the replicas
+ * rounded up. Both platforms share it: host waves and Deployment/PodDisruptionBudget settings.
+ */
+export const MaxUnavailable = z.union([
+  z.number().int().min(1),
+  z.string().regex(/^([1-9][0-9]?|100)%$/, "a count such as 1 or a percentage such as 25% (1%-100%)"),
+]);
+export type MaxUnavailable = z.infer<typeof MaxUnavailable>;
+
+export const DEFAULT_MAX_UNAVAILABLE: MaxUnavailable = "25%";
+
+/**
+ * Replicas that may be down at once: a percentage rounds up (Kubernetes rounds a Deployment's
+ * percentage down, which at maxSurge 0 could reach 0 and stall), never below 1 or above replicas.
+ */
+export function unavailableCount(replicas: number, maxUnavailable: MaxUnavailable): number {
+  const count = typeof maxUnavailable === "number" ? maxUnavailable : Math.ceil((replicas * Number(maxUnavailable.slice(0, -1))) / 100);
+  return Math.max(1, Math.min(replicas, count));
+}
+
+/** Replica indices per wave, in order: wave k+1 changes only after wave k serves. */
+export function rolloutWaves(replicas: number, maxUnavailable: MaxUnavailable): number[][] {
+  const size = unavailableCount(replicas, maxUnavailable);
+  return Array.from({ length: Math.ceil(replicas / size) }, (_, wave) => Array.from({ length: Math.min(size, replicas - wave * size) }, (_, i) => wave * size + i));
+}
+
+/** The wave a replica belongs to. */
+export function waveOf(replica: number, replicas: number, maxUnavailable: MaxUnavailable): number {
+  return Math.floor(replica / unavailableCount(replicas, maxUnavailable));
+}
