@@ -5,7 +5,8 @@ import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { clientCommand } from "../core/render/client";
-import { renderHost } from "../core/render/hosts/bundle";
+import { renderHost, type HostRenderOptions } from "../core/render/hosts/bundle";
+import { hostWaves } from "../core/rollout/hostWaves";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import { routerChartValues } from "../core/router/chartValues";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
@@ -21,6 +22,8 @@ export interface ModelServingArgs {
   secrets?: ServingSecrets;
   /** Recipes to pick the model from; the package's own by default. */
   catalog?: RecipeCatalog;
+  /** Timings of the host steps (poll interval, restart delay, start limit): defaults suit real servers. */
+  hostOptions?: HostRenderOptions;
 }
 
 /** Validates settings and secrets together; throws a ConfigError before any resource exists. */
@@ -61,10 +64,14 @@ export class ModelServing extends pulumi.ComponentResource {
 
     let endpoints: pulumi.Output<string[]>;
     if (settings.platform === "hosts") {
-      const hosts = deployment.placements.map((placement) => {
-        const rendered = renderHost(deployment, placement);
-        return new NpuHost(`${name}-${placement.host.name}`, { rendered, sshPrivateKey: secrets.sshPrivateKey!, secrets }, child);
-      });
+      // Replicas change in waves: a wave's units start changing only after the previous wave's serve.
+      const hosts: NpuHost[] = [];
+      let previousWave: NpuHost[] = [];
+      for (const wave of hostWaves(deployment)) {
+        const afterUnits = previousWave.flatMap((h) => h.unitCommands);
+        previousWave = wave.map((placement) => new NpuHost(`${name}-${placement.host.name}`, { rendered: renderHost(deployment, placement, args.hostOptions), sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits }, child));
+        hosts.push(...previousWave);
+      }
       this.units = pulumi.all(hosts.map((h) => h.units)).apply((all) => all.flat());
       this.deployments = pulumi.output([]);
       endpoints = this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));

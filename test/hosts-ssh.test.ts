@@ -168,14 +168,14 @@ describe("readiness over SSH", () => {
   }
 
   const script = (port: number, timeoutSeconds: number) =>
-    readinessScript({ hostName: "test-host", ranks: [{ unitName: "rbln-serving-main-0.service", label: "main rank 0", port }], timeoutSeconds, intervalSeconds: 1 });
+    readinessScript({ hostName: "test-host", ranks: [{ unitName: "rbln-serving-main-0.service", label: "main rank 0", port }], wait: { probeHost: "127.0.0.1", timeoutSeconds, intervalSeconds: 1, startLimitBurst: 3 } });
 
   it("waits through 503s, printing the rank and elapsed time, until the rank serves", async () => {
     const stub = await stubServer(3);
     try {
       const result = await run(script(stub.port, 60));
       expect(result.status).toBe(0);
-      expect(result.stdout).toMatch(/ready test-host: waiting for main rank 0 on port \d+ \(\d+s\)/);
+      expect(result.stdout).toMatch(/ready test-host: waiting for main rank 0 on port \d+ \(\d+s, unit \S+\)/);
       expect(result.stdout).toMatch(/ready test-host: main rank 0 serves on port \d+ after \d+s/);
     } finally {
       stub.close();
@@ -187,7 +187,8 @@ describe("readiness over SSH", () => {
     try {
       const result = await run(script(stub.port, 2));
       expect(result.status).toBe(1);
-      expect(result.stderr).toMatch(/^ready test-host: main rank 0 \(port \d+\) not ready after \d+s; last journal lines of rbln-serving-main-0.service:/m);
+      expect(result.stderr).toMatch(/^last journal lines of rbln-serving-main-0.service:$/m);
+      expect(result.stderr.trim().split("\n").pop()).toMatch(/^ready test-host: main rank 0 \(port \d+\) does not serve: no ready answer within 2s, unit \S+$/);
     } finally {
       stub.close();
     }

@@ -133,17 +133,31 @@ describe("an invalid config", () => {
 });
 
 describe("replicas", () => {
-  it("on hosts: one NpuHost per node of every copy, provisioned side by side, every endpoint listed", async () => {
+  it("on hosts: one NpuHost per node of every copy, provisioned side by side, units changed one wave after another", async () => {
     const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}` }));
     const { registrations, result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts }, SECRETS);
     expect(error).toBeUndefined();
     expect(ofType(registrations, "rbln-serving:hosts:NpuHost").map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0", "rbln-serving-npu-1", "rbln-serving-npu-2"]);
-    // No host waits on another.
-    const hostOf = (r: Registration) => r.name.split("-")[3];
-    for (const r of ofType(registrations, "command:remote:Command")) {
-      for (const dependency of r.dependencies) expect(dependency.split("::").pop()!.split("-")[3]).toBe(hostOf(r));
-    }
+    const short = (urn: string) => urn.split("::").pop()!.replace("rbln-serving-", "");
+    const dependencies = Object.fromEntries(ofType(registrations, "command:remote:Command").map((r) => [short(r.urn), r.dependencies.map(short).sort()]));
+    // Preflight, install and weights of every host run side by side; with 25% of 3 replicas, one
+    // replica's units change at a time, each wave after the previous one serves.
+    expect(dependencies).toEqual({
+      ...Object.fromEntries(hosts.flatMap(({ name }) => [[`${name}-preflight`, []], [`${name}-install`, [`${name}-preflight`]], [`${name}-weights`, [`${name}-preflight`]]])),
+      "npu-0-main-0": ["npu-0-install", "npu-0-weights"],
+      "npu-1-main-0": ["npu-0-main-0", "npu-1-install", "npu-1-weights"],
+      "npu-2-main-0": ["npu-1-install", "npu-1-main-0", "npu-1-weights"].map((d) => d.replace(/npu-1-(install|weights)/, "npu-2-$1")).sort(),
+    });
     expect(await valueOf((result as ReturnType<typeof runProgram>).endpoints)).toEqual(["http://10.0.1.1:8000", "http://10.0.1.2:8000", "http://10.0.1.3:8000"]);
+  });
+
+  it("on hosts with rollout.maxUnavailable 100%: every replica's units change at once", async () => {
+    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}` }));
+    const { registrations } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts, rollout: { maxUnavailable: "100%" } }, SECRETS);
+    const hostOf = (urn: string) => urn.split("::").pop()!.split("-")[3];
+    for (const r of ofType(registrations, "command:remote:Command")) {
+      for (const dependency of r.dependencies) expect(hostOf(dependency)).toBe(hostOf(r.urn));
+    }
   });
 
   it("refuses a host list that does not match nodes × replicas, saying how many are needed", async () => {

@@ -42,9 +42,9 @@ function apply(stdin: string, unitText = "[Service]\nExecStart=/bin/true\n"): Pr
     unitText,
     envPath: path.join(dir, "env", "main-0.env"),
     envText: "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n",
+    stateDir: path.join(dir, "rollout"),
     rank: { unitName: "rbln-serving-main-0.service", label: "main rank 0", port },
-    timeoutSeconds: 30,
-    intervalSeconds: 1,
+    wait: { probeHost: "127.0.0.1", timeoutSeconds: 30, intervalSeconds: 1, startLimitBurst: 3 },
   });
   return runBash(script, stdin);
 }
@@ -69,7 +69,7 @@ describe("the unit step", () => {
   it("writes the env file (0600, secrets from stdin) and unit, enables and starts, then waits until the rank serves", async () => {
     const run = await apply(secrets);
     expect(run.status).toBe(0);
-    expect(run.calls).toEqual(["daemon-reload", "enable --quiet rbln-serving-main-0.service", "restart rbln-serving-main-0.service"]);
+    expect(run.calls).toEqual(["daemon-reload", "enable --quiet rbln-serving-main-0.service", "reset-failed rbln-serving-main-0.service", "restart rbln-serving-main-0.service"]);
     expect(fs.readFileSync(path.join(dir, "env", "main-0.env"), "utf8")).toBe(`VLLM_ENGINE_READY_TIMEOUT_S='9600'\n${secrets}`);
     expect(fs.statSync(path.join(dir, "env", "main-0.env")).mode & 0o777).toBe(0o600);
     expect(run.stdout).toMatch(/ready test-host: main rank 0 serves on port \d+/);
@@ -78,7 +78,7 @@ describe("the unit step", () => {
   it("restarts nothing when run again with the same content", async () => {
     const run = await apply(secrets);
     expect(run.status).toBe(0);
-    expect(run.calls).toEqual(["enable --quiet rbln-serving-main-0.service", "is-active --quiet rbln-serving-main-0.service"]);
+    expect(run.calls).toEqual(["is-active --quiet rbln-serving-main-0.service", "enable --quiet rbln-serving-main-0.service"]);
     expect(run.stdout).toContain("unchanged and running");
   });
 
@@ -89,7 +89,7 @@ describe("the unit step", () => {
 
   it("on removal stops, disables and deletes the unit and env file, and touches nothing else", async () => {
     fs.mkdirSync(path.join(dir, "cache", "huggingface"), { recursive: true });
-    const script = unitRemoveScript({ hostName: "test-host", unitDir: path.join(dir, "units"), unitName: "rbln-serving-main-0.service", envPath: path.join(dir, "env", "main-0.env") });
+    const script = unitRemoveScript({ hostName: "test-host", unitDir: path.join(dir, "units"), unitName: "rbln-serving-main-0.service", envPath: path.join(dir, "env", "main-0.env"), stateDir: path.join(dir, "rollout") });
     const run = await runBash(script, "");
     expect(run.status).toBe(0);
     expect(run.calls).toEqual(["disable --now --quiet rbln-serving-main-0.service", "daemon-reload"]);

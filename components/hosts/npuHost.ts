@@ -14,6 +14,8 @@ export interface NpuHostArgs {
   rendered: RenderedHost;
   sshPrivateKey: pulumi.Input<string>;
   secrets: HostSecrets;
+  /** The unit steps of the previous rollout wave: this host's units change only after those serve. */
+  afterUnits?: pulumi.Resource[];
 }
 
 export interface RankUnit {
@@ -33,7 +35,8 @@ function stdinOf(parts: readonly (pulumi.Input<string> | undefined)[], build: (v
 
 /**
  * One RBLN NPU server over SSH: preflight, then the pinned install and the weights download in
- * parallel, then one systemd unit per rank, each step waiting until its rank serves.
+ * parallel, then one systemd unit per rank, each step waiting until its rank serves (and rolling
+ * its unit back if it does not), after the previous rollout wave's units serve.
  */
 export class NpuHost extends pulumi.ComponentResource {
   readonly units: pulumi.Output<RankUnit[]>;
@@ -85,7 +88,7 @@ export class NpuHost extends pulumi.ComponentResource {
         rank.applyScript,
         { delete: remoteCommand(rank.removeScript, asRoot), stdin: secretEnv, logging: "stdoutAndStderr" },
         // Old and new share the unit name and port: remove the old one first.
-        { dependsOn: [install, weights], deleteBeforeReplace: true, customTimeouts: { create: readyTimeout, update: readyTimeout, delete: STEP_TIMEOUTS.unit } },
+        { dependsOn: [install, weights, ...(args.afterUnits ?? [])], deleteBeforeReplace: true, customTimeouts: { create: readyTimeout, update: readyTimeout, delete: STEP_TIMEOUTS.unit } },
       ),
     );
 

@@ -48,6 +48,8 @@ export const Host = z.strictObject({
     .max(253),
   user: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "a POSIX user name").default("root"),
   port: port.default(22),
+  /** The address vLLM listens on (`--host`); all interfaces when unset. */
+  listenAddress: z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).optional(),
 });
 export type Host = z.infer<typeof Host>;
 

@@ -13,7 +13,15 @@ export interface HostRenderOptions {
   readinessIntervalSeconds?: number;
   pipRetries?: number;
   pipTimeoutSeconds?: number;
+  /** systemd's RestartSec for a rank that exited. */
+  restartSeconds?: number;
+  /** A rank that starts this many times within the interval is failed for good (a crash loop). */
+  startLimitBurst?: number;
+  startLimitIntervalSeconds?: number;
 }
+
+/** Crash-loop bounds: 3 starts in 30 minutes. A compile takes hours, so a rank that crashes after one restarts; one that crashes at once is failed within minutes. */
+const RESTART_DEFAULTS = { restartSeconds: 30, startLimitBurst: 3, startLimitIntervalSeconds: 1800 };
 
 export interface RenderedRank {
   role: string;
@@ -39,6 +47,8 @@ export interface RenderedHost {
   readinessScript: string;
   /** How long a unit step waits for its rank: the engine's ready timeout from the recipe. */
   readyTimeoutSeconds: number;
+  /** Where the unit steps keep the previous config of each unit, for rolling back. */
+  rolloutStateDir: string;
   ranks: RenderedRank[];
   /** Index settings for the pip.conf the install and weights steps read from stdin. */
   pipIndexes: PipIndexes;
@@ -102,6 +112,10 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
   const models = [plan.model];
   const markers = models.map((m) => weightsMarker(settings.cacheRoot, m));
   const intervalSeconds = options.readinessIntervalSeconds ?? 30;
+  const restart = { ...RESTART_DEFAULTS, ...options };
+  const stateDir = `${settings.installRoot}/rollout`;
+  const probeHost = host.listenAddress && !["0.0.0.0", "::"].includes(host.listenAddress) ? host.listenAddress : "127.0.0.1";
+  const waitFor = (timeoutSeconds: number) => ({ probeHost, timeoutSeconds, intervalSeconds, startLimitBurst: restart.startLimitBurst });
   const cacheEnv = {
     HF_HOME: `${settings.cacheRoot}/huggingface`,
     VLLM_CACHE_ROOT: `${settings.cacheRoot}/vllm`,
@@ -116,7 +130,8 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
         const name = unitName(role.role, rank.rank);
         const envPath = `${settings.installRoot}/env/${role.role}-${rank.rank}.env`;
         const command = commandWords(bound.argv, bound.flags);
-        const execLines = [[`${venv}/bin/${command[0]}`, ...command.slice(1)], ...bound.flags.map((f) => [f.name, ...f.values])];
+        const flags = host.listenAddress ? [...bound.flags, { name: "--host", values: [host.listenAddress] }] : bound.flags;
+        const execLines = [[`${venv}/bin/${command[0]}`, ...command.slice(1)], ...flags.map((f) => [f.name, ...f.values])];
         const timeout = engineReadyTimeoutSeconds(bound.env);
         const port = rank.ports[0]!;
         const unitText = [
@@ -125,6 +140,9 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
           `Description=${describe(`rbln-serving ${plan.model} ${role.role} rank ${rank.rank}`)}`,
           "After=network-online.target",
           "Wants=network-online.target",
+          // A crash loop ends in `failed`, which the unit step sees and rolls back from.
+          `StartLimitIntervalSec=${restart.startLimitIntervalSeconds}s`,
+          `StartLimitBurst=${restart.startLimitBurst}`,
           "",
           "[Service]",
           "Type=exec",
@@ -134,10 +152,9 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
           `EnvironmentFile=${envPath}`,
           execStartLine(execLines),
           "Restart=on-failure",
-          "RestartSec=30s",
-          // vLLM does not notify systemd; the readiness step polls instead. The start timeout still
-          // bounds a hung exec, and is as long as the engine's own ready timeout plus a margin.
-          `TimeoutStartSec=${timeout + 300}s`,
+          `RestartSec=${restart.restartSeconds}s`,
+          // No TimeoutStartSec: with Type=exec it only bounds the exec itself. vLLM does not notify
+          // systemd, so the unit step polls the rank and bounds the wait with the engine's timeout.
           "TimeoutStopSec=120s",
           // Data-parallel ranks fork engine processes: SIGTERM the main process, then the group.
           "KillMode=mixed",
@@ -164,11 +181,11 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
             unitText,
             envPath,
             envText,
+            stateDir,
             rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
-            timeoutSeconds: timeout,
-            intervalSeconds,
+            wait: waitFor(timeout),
           }),
-          removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath }),
+          removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
         };
       }),
     );
@@ -204,10 +221,10 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
     readinessScript: readinessScript({
       hostName: host.name,
       ranks: ranks.map((r) => ({ unitName: r.unitName, label: `${r.role} rank ${r.rank}`, port: r.port })),
-      timeoutSeconds: readyTimeout,
-      intervalSeconds,
+      wait: waitFor(readyTimeout),
     }),
     readyTimeoutSeconds: readyTimeout,
+    rolloutStateDir: stateDir,
     ranks,
     pipIndexes: {
       indexUrl: settings.pip.indexUrl ?? null,

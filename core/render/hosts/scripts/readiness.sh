@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Waits until every rank of the host serves, or says which rank failed. stdin: line 1 the API key (may be empty).
+set -euo pipefail
+# --- settings (the renderer writes the real values here) ---
+host_name=npu-0
+units=(rbln-serving-main-0.service)
+labels=('main rank 0')
+ports=(8000)
+probe_host=127.0.0.1
+timeout_s=9600
+interval_s=30
+start_limit_burst=3
+# --- end of settings ---
+
+# shellcheck source=serving.sh
+. serving.sh
+
+api_key=
+IFS= read -r api_key || true
+export API_KEY=$api_key
+
+now=$(date +%s)
+for i in "${!ports[@]}"; do
+  if ! wait_serving "${units[$i]}" "${labels[$i]}" "${ports[$i]}" "$now"; then
+    journal_tail "${units[$i]}" "$now"
+    echo "ready ${host_name}: ${labels[$i]} (port ${ports[$i]}) does not serve: $failure" >&2
+    exit 1
+  fi
+done

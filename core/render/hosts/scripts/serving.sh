@@ -1,0 +1,80 @@
+# shellcheck shell=bash
+# Waiting for a rank to serve, and telling a rank that is still starting from one that has failed.
+# Reads: host_name, probe_host, timeout_s, interval_s, start_limit_burst; API_KEY from the environment.
+# shellcheck disable=SC2154
+
+# 0 when GET /health and GET /v1/models both answer 200 on the rank's port.
+probe() {
+  python3 - "$probe_host" "$1" <<'PY'
+import os, sys, urllib.request
+host = f"[{sys.argv[1]}]" if ":" in sys.argv[1] else sys.argv[1]
+base = f"http://{host}:{sys.argv[2]}"
+headers = {"Authorization": f"Bearer {os.environ['API_KEY']}"} if os.environ.get("API_KEY") else {}
+try:
+    for path in ("/health", "/v1/models"):
+        with urllib.request.urlopen(urllib.request.Request(base + path, headers=headers), timeout=10) as response:
+            if response.status != 200:
+                sys.exit(1)
+except Exception:
+    sys.exit(1)
+PY
+}
+
+# Sets active, sub, restarts, result and exit_status from systemd's view of the unit.
+unit_state() {
+  active=unknown sub=unknown restarts=0 result=success exit_status=0
+  local key value
+  while IFS='=' read -r key value; do
+    case "$key" in
+      ActiveState) active=$value ;;
+      SubState) sub=$value ;;
+      NRestarts) restarts=${value:-0} ;;
+      Result) result=$value ;;
+      ExecMainStatus) exit_status=${value:-0} ;;
+    esac
+  done < <(systemctl show -p ActiveState -p SubState -p NRestarts -p Result -p ExecMainStatus "$1" 2>/dev/null || true)
+}
+
+# The last line of the unit's log since $2 (epoch seconds) that reports an error, without the prefix.
+last_error() {
+  { journalctl -u "$1" --since "@$2" -o cat --no-pager 2>/dev/null || true; } |
+    { grep -iE 'error' || true; } | tail -n 1 | sed -E 's/^.*[Ee][Rr][Rr][Oo][Rr]:[[:space:]]*//' | cut -c 1-200
+}
+
+journal_tail() {
+  echo "last journal lines of $1:" >&2
+  journalctl -u "$1" --since "@$2" -n 40 --no-pager >&2 2>/dev/null || true
+}
+
+# Waits until the rank answers. Fails as soon as its unit has failed or restarted past the start
+# limit, or at the deadline, with the reason in `failure`. A rank that is still starting (its process
+# alive, compiling for hours) is waited for until the deadline, never called failed.
+# Args: unit, label, port, since (epoch seconds of the (re)start).
+wait_serving() {
+  local unit=$1 label=$2 port=$3 since=$4 start elapsed reason
+  start=$(date +%s)
+  while :; do
+    if probe "$port"; then
+      echo "ready ${host_name}: $label serves on port $port after $(( $(date +%s) - start ))s"
+      return 0
+    fi
+    unit_state "$unit"
+    if [ "$active" = failed ] || [ "$restarts" -ge "$start_limit_burst" ]; then
+      case "$result" in
+        signal | core-dump) failure="unit killed by signal $exit_status" ;;
+        *) failure="unit exited $exit_status" ;;
+      esac
+      [ "$active" = failed ] || failure="$failure, restarted $restarts times"
+      reason=$(last_error "$unit" "$since")
+      [ -z "$reason" ] || failure="$failure: $reason"
+      return 1
+    fi
+    elapsed=$(( $(date +%s) - start ))
+    if [ "$elapsed" -ge "$timeout_s" ]; then
+      failure="no ready answer within ${timeout_s}s, unit $active/$sub"
+      return 1
+    fi
+    echo "ready ${host_name}: waiting for $label on port $port (${elapsed}s, unit $active/$sub)"
+    sleep "$interval_s"
+  done
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Stops, disables and removes a rank's unit, environment file and rollback state; the caches stay.
+set -euo pipefail
+# --- settings (the renderer writes the real values here) ---
+host_name=npu-0
+unit=rbln-serving-main-0.service
+unit_path=/etc/systemd/system/rbln-serving-main-0.service
+env_path=/opt/rbln-serving/env/main-0.env
+state_dir=/opt/rbln-serving/rollout
+# --- end of settings ---
+
+systemctl disable --now --quiet "$unit" 2>/dev/null || true
+rm -f "$unit_path" "$env_path" "$state_dir/$unit.previous" "$state_dir/$unit.previous-env" "$state_dir/$unit.pending"
+systemctl daemon-reload
+echo "unit ${host_name}: removed $unit"

@@ -1,0 +1,61 @@
+import { createHash } from "node:crypto";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { quoteShellWord, shellComment } from "../../shell";
+
+/**
+ * Host scripts are bash files in `scripts/`, which editors and shellcheck read as they are. Each
+ * starts with a settings block of example values; rendering replaces that block with the real
+ * values (quoted), inlines the fragments it sources, and names its purpose in a comment. Secrets
+ * never pass through here: they reach the scripts on stdin.
+ */
+export const SCRIPT_DIR = path.join(__dirname, "scripts");
+
+const SETTINGS = /^# --- settings \(the renderer writes the real values here\) ---\n([\s\S]*?)^# --- end of settings ---\n/m;
+const INCLUDE = /^# shellcheck source=(\S+)\n\. \1\n/gm;
+const SETTING_NAME = /^([a-z_][a-z0-9_]*)=/gm;
+
+export type ScriptValue = string | number | readonly string[];
+
+const templates = new Map<string, string>();
+function readScript(file: string): string {
+  let text = templates.get(file);
+  if (text === undefined) {
+    text = fs.readFileSync(path.join(SCRIPT_DIR, file), "utf8");
+    templates.set(file, text);
+  }
+  return text;
+}
+
+/** A quoted heredoc delimiter that no line of `text` equals: the fixed one, or one named after the text's hash. */
+export function heredocDelimiter(base: string, text: string): string {
+  const lines = text.split("\n");
+  if (!lines.includes(base)) return base;
+  return `${base}_${createHash("sha256").update(text).digest("hex").slice(0, 16)}`;
+}
+
+function assignment(name: string, value: ScriptValue): string {
+  if (Array.isArray(value)) return `${name}=(${value.map(quoteShellWord).join(" ")})`;
+  const text = String(value);
+  if (!text.includes("\n")) return `${name}=${quoteShellWord(text)}`;
+  // Multi-line text (a unit file, an env file) stays readable in a preview: a quoted heredoc.
+  const body = text.endsWith("\n") ? text : `${text}\n`;
+  const delimiter = heredocDelimiter("RBLN_SERVING_TEXT", body);
+  return `${name}=$(cat <<'${delimiter}'\n${body}${delimiter}\n)`;
+}
+
+/** The script `file` with its settings block filled from `values`, which must name exactly the block's settings. */
+export function renderScript(file: string, purpose: string, values: Readonly<Record<string, ScriptValue>>): string {
+  const template = readScript(file);
+  const block = SETTINGS.exec(template);
+  if (!block) throw new Error(`${file} has no settings block`);
+  const declared = [...block[1]!.matchAll(SETTING_NAME)].map((m) => m[1]!);
+  const given = Object.keys(values);
+  if (declared.join(" ") !== given.join(" ")) throw new Error(`${file} declares settings ${declared.join(", ")}; the renderer gives ${given.join(", ")}`);
+  const settings = Object.entries(values).map(([name, value]) => `${assignment(name, value)}\n`).join("");
+  const [shebang, ...rest] = template
+    .replace(SETTINGS, () => `# --- settings ---\n${settings}# --- end of settings ---\n`)
+    .replace(INCLUDE, (_, fragment: string) => readScript(fragment).replace(/^# shellcheck (shell|disable)=.*\n/gm, ""))
+    .split("\n");
+  return [shebang, shellComment(`rbln-serving: ${purpose}`), ...rest].join("\n");
+}

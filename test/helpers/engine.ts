@@ -1,0 +1,79 @@
+import type { Registration } from "./pulumiHarness";
+
+/**
+ * A small stand-in for the Pulumi engine's `up`, for tests that run the program's commands for
+ * real: it takes the commands the program registered under the mock runtime and runs each whose
+ * inputs changed since the last run, over SSH, as the engine would: a command starts once all its
+ * dependencies are done, independent ones run side by side, and after the first failure no new
+ * command starts (the engine's default) while those already running finish. A failed update keeps
+ * the previous inputs in the state, so the next `up` tries it again.
+ */
+export interface CommandRun {
+  name: string;
+  status: number | null;
+  stdout: string;
+  stderr: string;
+  startedAt: number;
+  endedAt: number;
+}
+
+export interface UpResult {
+  runs: CommandRun[];
+  failed: CommandRun[];
+  /** Commands whose inputs changed but that never started, because something failed first. */
+  notStarted: string[];
+}
+
+export type Executor = (connection: { host: string; port: number }, command: string, stdin: string) => Promise<{ status: number | null; stdout: string; stderr: string }>;
+
+const COMMAND = "command:remote:Command";
+
+export class FakeEngine {
+  /** URN → the inputs the last successful run left in the state. */
+  private readonly state = new Map<string, string>();
+
+  constructor(
+    private readonly execute: Executor,
+    /** Commands taken as done without running (e.g. preflight on a host without NPUs). */
+    private readonly assumeDone: (name: string) => boolean = () => false,
+  ) {}
+
+  async up(registrations: readonly Registration[]): Promise<UpResult> {
+    const commands = registrations.filter((r) => r.type === COMMAND);
+    const byUrn = new Map(commands.map((r) => [r.urn, r]));
+    const fingerprint = (r: Registration) => JSON.stringify({ create: r.inputs.create, stdin: r.inputs.stdin, connection: r.inputs.connection });
+    const pending = new Set(commands.filter((r) => this.state.get(r.urn) !== fingerprint(r) && !this.assumeDone(r.name)).map((r) => r.urn));
+    const done = new Set(commands.filter((r) => !pending.has(r.urn)).map((r) => r.urn));
+    const runs: CommandRun[] = [];
+    const failed: CommandRun[] = [];
+    const running = new Map<string, Promise<void>>();
+
+    const start = (r: Registration) => {
+      pending.delete(r.urn);
+      const startedAt = Date.now();
+      const { host, port } = r.inputs.connection;
+      const promise = this.execute({ host, port }, r.inputs.create, r.inputs.stdin ?? "").then((result) => {
+        const run = { name: r.name, ...result, startedAt, endedAt: Date.now() };
+        runs.push(run);
+        running.delete(r.urn);
+        if (result.status === 0) {
+          done.add(r.urn);
+          this.state.set(r.urn, fingerprint(r));
+        } else failed.push(run);
+      });
+      running.set(r.urn, promise);
+    };
+
+    for (;;) {
+      if (failed.length === 0) {
+        for (const urn of [...pending]) {
+          const r = byUrn.get(urn)!;
+          if (r.dependencies.filter((d) => byUrn.has(d)).every((d) => done.has(d))) start(r);
+        }
+      }
+      if (running.size === 0) break;
+      await Promise.race(running.values());
+    }
+    return { runs, failed, notStarted: [...pending].map((urn) => byUrn.get(urn)!.name) };
+  }
+}

@@ -1,0 +1,150 @@
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ModelServing } from "../components/modelServing";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { planDeployment } from "../core/plan/deployment";
+import { FakeEngine, type UpResult } from "./helpers/engine";
+import { startHosts, type TestHost } from "./helpers/hostNamespace";
+import { runUnderMocks } from "./helpers/pulumiHarness";
+import { shippedCatalog } from "./helpers/recipes";
+
+/**
+ * Safe rollouts on three replicas, for real: three fake NPU hosts (real systemd as PID 1 and a real
+ * sshd each, test/helpers/hostNamespace.ts), the program's commands run over SSH in the order of its
+ * dependency graph (test/helpers/engine.ts), and a stand-in `vllm` (test/fixtures/fake-vllm) that
+ * serves after a delay, crashes, hangs, or refuses an unknown flag as vLLM's argparse does.
+ */
+const INSTALL_ROOT = "/opt/rbln-rollout-test";
+const CACHE_ROOT = "/var/lib/rbln-rollout-test";
+const VENV = `${INSTALL_ROOT}/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
+const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
+
+let hosts: TestHost[];
+let engine: FakeEngine;
+
+function settings(main: { extraArgs?: string[]; extraEnv?: Record<string, string> } = {}) {
+  return {
+    strategy: "aggregated-data-expert-parallel",
+    target: "Latency",
+    replicas: 3,
+    hosts: hosts.map((h, i) => ({ name: `npu-${i}`, address: h.address, port: h.port, listenAddress: h.address })),
+    installRoot: INSTALL_ROOT,
+    cacheRoot: CACHE_ROOT,
+    minFreeDiskGb: 0,
+    extraArgs: main.extraArgs ? { main: main.extraArgs } : {},
+    extraEnv: { main: { FAKE_VLLM_READY_AFTER: "2", ...main.extraEnv } },
+  };
+}
+
+async function up(config: ReturnType<typeof settings>): Promise<UpResult> {
+  const { registrations, error } = await runUnderMocks(() =>
+    new ModelServing("rbln-serving", {
+      settings: config,
+      secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key" },
+      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120 },
+    }),
+  );
+  if (error) throw error;
+  return engine.up(registrations);
+}
+
+/** Polls every replica's /health while `during` runs; returns the most replicas down at one time. */
+async function mostDownDuring(during: Promise<UpResult>): Promise<{ result: UpResult; mostDown: number }> {
+  let finished = false;
+  let mostDown = 0;
+  const watch = (async () => {
+    while (!finished) {
+      const up = await Promise.all(hosts.map((h) => fetch(`http://${h.address}:8000/health`, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false)));
+      mostDown = Math.max(mostDown, up.filter((ok) => !ok).length);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  const result = await during;
+  finished = true;
+  await watch;
+  return { result, mostDown };
+}
+
+const unitText = (host: TestHost) => host.run("cat /etc/systemd/system/rbln-serving-main-0.service").then((r) => r.stdout);
+
+beforeAll(async () => {
+  hosts = await startHosts(3, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] });
+  const knownFlags = new Set(["--host", "--max-log-len"]);
+  const plan = planDeployment(parseStackSettings(settings()), shippedCatalog).plan;
+  for (const rank of plan.roles.flatMap((r) => r.ranks)) for (const flag of rank.flags) knownFlags.add(flag.name);
+  // A complete venv holding the stand-in vllm, and cached weights: install and weights have nothing to do.
+  const marker = `${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`;
+  for (const host of hosts) {
+    const setup = await host.run(
+      `set -e; install -d -m 0755 ${VENV}/bin; cat > ${VENV}/bin/vllm; chmod 0755 ${VENV}/bin/vllm; printf '%s' '${JSON.stringify([...knownFlags])}' > ${VENV}/bin/known-flags.json; touch ${VENV}/.rbln-serving-complete; install -d $(dirname ${marker}); touch ${marker}`,
+      fs.readFileSync(FAKE_VLLM, "utf8"),
+    );
+    expect(setup.stderr).toBe("");
+  }
+  engine = new FakeEngine(
+    (connection, command, stdin) => hosts.find((h) => h.address === connection.host && h.port === connection.port)!.run(command, stdin),
+    (name) => name.endsWith("-preflight"),
+  );
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all((hosts ?? []).map((h) => h.stop()));
+});
+
+describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
+  it("first deploy: one replica at a time, each after the previous serves", async () => {
+    const result = await up(settings());
+    expect(result.failed.map((f) => f.stderr)).toEqual([]);
+    const unit = (i: number) => result.runs.find((r) => r.name === `rbln-serving-npu-${i}-main-0`)!;
+    expect(unit(1).startedAt).toBeGreaterThanOrEqual(unit(0).endedAt);
+    expect(unit(2).startedAt).toBeGreaterThanOrEqual(unit(1).endedAt);
+    for (const i of [0, 1, 2]) expect(unit(i).stdout).toMatch(/ready npu-\d: main rank 0 serves on port 8000/);
+  });
+
+  it("a one-flag change rolls one replica at a time: never more than one down", async () => {
+    const { result, mostDown } = await mostDownDuring(up(settings({ extraArgs: ["--max-log-len", "100"] })));
+    expect(result.failed).toEqual([]);
+    expect(result.runs.map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0-main-0", "rbln-serving-npu-1-main-0", "rbln-serving-npu-2-main-0"]);
+    expect(mostDown).toBe(1);
+    for (const host of hosts) expect(await unitText(host)).toContain("--max-log-len 100");
+  });
+
+  it("a bad flag rolls the first replica back; it serves the old config, the others are untouched, and the step fails with one line", async () => {
+    const before = await Promise.all(hosts.map(unitText));
+    const { result, mostDown } = await mostDownDuring(up(settings({ extraArgs: ["--max-log-len", "100", "--bogus"] })));
+    expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
+    expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
+      /^npu-0 main rank 0: the new config failed \(unit exited 2(, restarted \d+ times)?: unrecognized arguments: --bogus\); the previous config is restored and serving$/,
+    );
+    expect(result.failed[0]!.stderr).toContain("last journal lines of rbln-serving-main-0.service:");
+    expect(result.notStarted.sort()).toEqual(["rbln-serving-npu-1-main-0", "rbln-serving-npu-2-main-0"]);
+    expect(await Promise.all(hosts.map(unitText))).toEqual(before);
+    expect(mostDown).toBe(1);
+    for (const host of hosts) expect((await fetch(`http://${host.address}:8000/health`)).status).toBe(200);
+  });
+
+  it("running up again with the same bad config tries the change again; it never claims to be unchanged", async () => {
+    const result = await up(settings({ extraArgs: ["--max-log-len", "100", "--bogus"] }));
+    expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
+    expect(result.failed[0]!.stdout).not.toContain("unchanged and running");
+    expect(result.failed[0]!.stderr).toMatch(/the previous config is restored and serving\n$/);
+  });
+
+  it("a crash loop is reported as the crash, not at the end of the 9,600 s budget, and rolled back", async () => {
+    const result = await up(settings({ extraArgs: ["--max-log-len", "100"], extraEnv: { FAKE_VLLM_MODE: "crash" } }));
+    expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
+    expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
+      /^npu-0 main rank 0: the new config failed \(unit exited 1(, restarted \d+ times)?: fake engine core failed to start\); the previous config is restored and serving$/,
+    );
+  });
+
+  it("a rank that never answers is waited for until its budget, then rolled back", async () => {
+    const result = await up(settings({ extraArgs: ["--max-log-len", "100"], extraEnv: { FAKE_VLLM_MODE: "hang", VLLM_ENGINE_READY_TIMEOUT_S: "6" } }));
+    expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
+    const stdout = result.failed[0]!.stdout;
+    // Alive and logging: waited for, never called failed before the budget.
+    expect(stdout).toMatch(/waiting for main rank 0 on port 8000 \(\d+s, unit active\/running\)/);
+    expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(/^npu-0 main rank 0: the new config failed \(no ready answer within 6s, unit active\/running\); the previous config is restored and serving$/);
+  });
+});
