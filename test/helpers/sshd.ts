@@ -17,22 +17,24 @@ export interface TestSshServer {
   stop(): void;
 }
 
-export async function freePort(): Promise<number> {
+export async function freePort(address = "127.0.0.1"): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
+    server.listen(0, address, () => {
       const { port } = server.address() as net.AddressInfo;
       server.close(() => resolve(port));
     });
   });
 }
 
-async function waitForPort(port: number, child: ChildProcess, log: () => string): Promise<void> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    if (child.exitCode !== null) throw new Error(`sshd exited (${child.exitCode}): ${log()}`);
+/** Polls until address:port accepts connections; `failure` returns a reason to give up early (e.g. the server exited). */
+export async function waitForPort(address: string, port: number, failure: () => string | undefined, attempts = 100): Promise<void> {
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    const reason = failure();
+    if (reason) throw new Error(reason);
     const open = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, "127.0.0.1", () => {
+      const socket = net.connect(port, address, () => {
         socket.end();
         resolve(true);
       });
@@ -41,26 +43,27 @@ async function waitForPort(port: number, child: ChildProcess, log: () => string)
     if (open) return;
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`sshd did not listen on 127.0.0.1:${port}: ${log()}`);
+  throw new Error(`nothing listened on ${address}:${port}: ${failure() ?? ""}`);
 }
 
-/** A real OpenSSH server on loopback with a throwaway host key and client key; root logs in by key. */
-export async function startSshd(): Promise<TestSshServer> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sshd-"));
+/**
+ * Writes a throwaway host key, client key and sshd_config into `dir` for a server on address:port where root
+ * logs in by key only. `configDir` is where sshd will see `dir` (differs when sshd runs in another mount namespace).
+ */
+export function writeSshdFiles(dir: string, address: string, port: number, configDir = dir): string {
   for (const key of ["host_key", "client_key"]) {
     spawnSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", path.join(dir, key)], { stdio: "ignore" });
   }
   fs.copyFileSync(path.join(dir, "client_key.pub"), path.join(dir, "authorized_keys"));
-  const port = await freePort();
   const config = path.join(dir, "sshd_config");
   fs.writeFileSync(
     config,
     [
       `Port ${port}`,
-      "ListenAddress 127.0.0.1",
-      `HostKey ${dir}/host_key`,
-      `PidFile ${dir}/sshd.pid`,
-      `AuthorizedKeysFile ${dir}/authorized_keys`,
+      `ListenAddress ${address}`,
+      `HostKey ${configDir}/host_key`,
+      `PidFile ${configDir}/sshd.pid`,
+      `AuthorizedKeysFile ${configDir}/authorized_keys`,
       "PermitRootLogin prohibit-password",
       "PasswordAuthentication no",
       "KbdInteractiveAuthentication no",
@@ -69,23 +72,33 @@ export async function startSshd(): Promise<TestSshServer> {
       "",
     ].join("\n"),
   );
+  return config;
+}
+
+/** One SSH session as root running `command` with `stdin` attached. Asynchronous, so servers in this process keep answering. */
+export function runOverSsh(clientKey: string, address: string, port: number, command: string, stdin = ""): Promise<CommandResult> {
+  const ssh = spawn("ssh", ["-i", clientKey, "-p", String(port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", `root@${address}`, command]);
+  let stdout = "";
+  let stderr = "";
+  ssh.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  ssh.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  ssh.stdin.end(stdin);
+  return new Promise((resolve) => ssh.on("close", (status) => resolve({ status, stdout, stderr })));
+}
+
+/** A real OpenSSH server on loopback with a throwaway host key and client key; root logs in by key. */
+export async function startSshd(): Promise<TestSshServer> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sshd-"));
+  const port = await freePort();
+  const config = writeSshdFiles(dir, "127.0.0.1", port);
   fs.mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
   let log = "";
-  const child = spawn("/usr/sbin/sshd", ["-D", "-e", "-f", config], { stdio: ["ignore", "ignore", "pipe"] });
+  const child: ChildProcess = spawn("/usr/sbin/sshd", ["-D", "-e", "-f", config], { stdio: ["ignore", "ignore", "pipe"] });
   child.stderr!.on("data", (chunk: Buffer) => (log += chunk.toString()));
-  await waitForPort(port, child, () => log);
+  await waitForPort("127.0.0.1", port, () => (child.exitCode !== null ? `sshd exited (${child.exitCode}): ${log}` : undefined));
   return {
     port,
-    run(command, stdin = "") {
-      // Asynchronous, so servers in this test process keep answering while the command runs.
-      const ssh = spawn("ssh", ["-i", `${dir}/client_key`, "-p", String(port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "root@127.0.0.1", command]);
-      let stdout = "";
-      let stderr = "";
-      ssh.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-      ssh.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-      ssh.stdin.end(stdin);
-      return new Promise((resolve) => ssh.on("close", (status) => resolve({ status, stdout, stderr })));
-    },
+    run: (command, stdin) => runOverSsh(`${dir}/client_key`, "127.0.0.1", port, command, stdin),
     stop() {
       child.kill();
       fs.rmSync(dir, { recursive: true, force: true });
