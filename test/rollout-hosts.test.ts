@@ -147,4 +147,19 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
     expect(stdout).toMatch(/waiting for main rank 0 on port 8000 \(\d+s, unit active\/running\)/);
     expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(/^npu-0 main rank 0: the new config failed \(no ready answer within 6s, unit active\/running\); the previous config is restored and serving$/);
   });
+
+  it("a change cut off midway (a reboot, a lost connection) is resumed by the next run and still rolled back", async () => {
+    const { registrations } = await runUnderMocks(() =>
+      new ModelServing("rbln-serving", { settings: settings({ extraArgs: ["--max-log-len", "100", "--bogus"] }), secrets: { sshPrivateKey: "unused" }, hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1 } }),
+    );
+    const step = registrations.find((r) => r.name === "rbln-serving-npu-0-main-0")!;
+    const serving = await unitText(hosts[0]!);
+    const cut = await hosts[0]!.run(`timeout -s KILL 3 ${step.inputs.create}`, step.inputs.stdin);
+    expect(cut.status).not.toBe(0);
+    expect(await unitText(hosts[0]!)).toContain("--bogus");
+    const resumed = await hosts[0]!.run(step.inputs.create, step.inputs.stdin);
+    expect(resumed.stdout).toContain("resuming the unfinished change of rbln-serving-main-0.service");
+    expect(resumed.stderr.trim().split("\n").pop()).toMatch(/the previous config is restored and serving$/);
+    expect(await unitText(hosts[0]!)).toBe(serving);
+  });
 });
