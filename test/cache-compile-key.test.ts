@@ -8,6 +8,7 @@ import { allSelections, resolvePlan } from "../core/plan/resolve";
 import type { Selection } from "../core/plan/types";
 import { compareDeployLayouts, deployGraph, DEFAULT_DURATIONS, shapeOf, simulateDeploy } from "../bench/deployModel";
 import { shippedCatalog } from "./helpers/recipes";
+import { runCommand } from "../cli/commands";
 
 const minimax = shippedCatalog.get("MiniMaxAI/MiniMax-M2.7");
 const pd = (axes: Record<string, string>, target = "Throughput", versions?: Record<string, string>) =>
@@ -54,6 +55,21 @@ describe("compile keys", () => {
     const reordered = { ...decode, ranks: decode.ranks.map((rank) => ({ ...rank, flags: [...rank.flags].reverse() })) };
     expect(compileKey(plan, reordered)).toBe(decode.compileKey);
     expect(compileKey({ packages: [] }, decode)).not.toBe(decode.compileKey);
+  });
+});
+
+describe("the CLI", () => {
+  it("gives roles[].compileKey in the JSON plan, recompile per role in the JSON diff, and a warning line in the text diff", () => {
+    const plan = JSON.parse(runCommand("plan", { stack: "dev", format: "json" }, shippedCatalog));
+    expect(plan.roles[0].compileKey).toMatch(/^[0-9a-f]{16}$/);
+    expect(plan.revision).toBeNull();
+    const json = JSON.parse(runCommand("diff", { stack: "dev", diff: "staging", format: "json" }, shippedCatalog));
+    expect(json.filter((c: { item: string }) => c.item === "compileKey")).toEqual([
+      { scope: "main", kind: "changed", item: "compileKey", before: plan.roles[0].compileKey, after: expect.stringMatching(/^[0-9a-f]{16}$/), recompile: true },
+    ]);
+    const text = runCommand("diff", { stack: "dev", diff: "staging" }, shippedCatalog);
+    expect(text).toMatch(/^warning: recompiles main: .*--max-num-seqs 1 -> 4.* \(hours on first start\)$/m);
+    expect(runCommand("plan", { stack: "dev" }, shippedCatalog)).toContain("\nrevision  resolved at first download (stack output modelRevision)\n");
   });
 });
 
