@@ -111,6 +111,31 @@ describe("lease lock", () => {
     expect(fs.readFileSync(path.join(dir, "locks", "compile-0123abcd.done"), "utf8")).toMatch(new RegExp(`^${writers[0]} `));
   }, 30_000);
 
+  it("a stale lease left by a dead host is taken over by exactly one of five callers that see it at once", async () => {
+    const { dir, script } = scratch();
+    const stale = path.join(dir, "locks", "compile-0123abcd.lease", "1");
+    fs.mkdirSync(stale, { recursive: true });
+    fs.writeFileSync(path.join(stale, "owner"), "gone-host\n");
+    fs.writeFileSync(path.join(stale, "heartbeat"), "");
+    const old = new Date(Date.now() - 3600_000);
+    fs.utimesSync(path.join(stale, "heartbeat"), old, old);
+    const log = path.join(dir, "writes");
+    const go = path.join(dir, "go");
+    // A start barrier, so the five look at the expired lease together and race to take it over.
+    const runs = ["h0", "h1", "h2", "h3", "h4"].map((owner) => {
+      const child = spawn("bash", ["-c", `until [ -e ${go} ]; do sleep 0.01; done; exec bash ${script} run -- bash -c 'echo "$LEASE_OWNER" >> ${log}; sleep 1'`], { env: { ...process.env, LEASE_OWNER: owner }, stdio: ["ignore", "ignore", "pipe"] });
+      let stderr = "";
+      child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      return new Promise<{ code: number | null; stderr: string }>((resolve) => child.on("close", (code) => resolve({ code, stderr })));
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    fs.writeFileSync(go, "");
+    const results = await Promise.all(runs);
+    expect(results.map((r) => r.code)).toEqual([0, 0, 0, 0, 0]);
+    expect(lines(log)).toHaveLength(1);
+    expect(results.some((r) => /the lease of gone-host expired \d+s after its last heartbeat; taking over/.test(r.stderr))).toBe(true);
+  }, 30_000);
+
   it("a failed writer leaves no marker and hands over at once; the next caller writes", async () => {
     const { dir, script } = scratch();
     const failed = await start(script, "h0", ["--", "bash", "-c", "exit 7"]).done;
