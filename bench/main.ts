@@ -1,4 +1,6 @@
 import { Bench } from "tinybench";
+import { compareDeployLayouts, DEFAULT_DURATIONS } from "./deployModel";
+import { DEFAULT_MAX_UNAVAILABLE } from "../core/rollout/waves";
 import { allSelections, resolvePlan } from "../core/plan/resolve";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { runProgram } from "../program";
@@ -120,7 +122,12 @@ async function main() {
       ];
     }),
   ];
-  const report = { node: process.version, planAllCombinations: { combinations: selections.length, medianMs: planMs }, programs, rollouts, targets };
+  // Deploy model (issue 11): today's layout against compile-once/download-once, from the plan and the rollout waves.
+  const deployPlan = resolvePlan(recipe, { model: recipe.model, strategy: "aggregated-data-expert-parallel", target: "Throughput" });
+  const deploy = compareDeployLayouts(deployPlan, [1, 4, 8, 64], DEFAULT_MAX_UNAVAILABLE);
+  const cached8 = deploy.find((d) => d.replicas === 8 && d.layout === "cached")!.first;
+  targets.push({ target: "8 replicas: 1 hub download and 1 compile per compile key", value: Math.max(cached8.hubDownloads, ...Object.values(cached8.compilesPerKey)), met: cached8.hubDownloads === 1 && Object.values(cached8.compilesPerKey).every((n) => n === 1) });
+  const report = { node: process.version, planAllCombinations: { combinations: selections.length, medianMs: planMs }, programs, rollouts, deploy: { durations: DEFAULT_DURATIONS, layouts: deploy }, targets };
 
   if (json) {
     process.stdout.write(`${JSON.stringify(report)}\n`);
@@ -130,6 +137,9 @@ async function main() {
     for (const p of programs) console.log(`${p.platform.padEnd(10)}  ${String(p.replicas).padStart(8)}  ${String(p.resources).padStart(9)}  ${String(p.depth).padStart(5)}  ${p.medianMs.toFixed(1).padStart(9)}`);
     console.log("\nplatform    replicas  update waves  lowest share serving during a change");
     for (const r of rollouts) console.log(`${r.platform.padEnd(10)}  ${String(r.replicas).padStart(8)}  ${String(r.waves).padStart(12)}  ${(r.lowestServingShare * 100).toFixed(0).padStart(5)}%`);
+    console.log("\ndeploy model (hosts, aggregated-data-expert-parallel; defaults in bench/deployModel.ts)");
+    console.log("replicas  layout  hub downloads  compiles  internet GB  first deploy min  recompiling change min");
+    for (const d of deploy) console.log(`${String(d.replicas).padStart(8)}  ${d.layout.padEnd(6)}  ${String(d.first.hubDownloads).padStart(13)}  ${String(d.first.compiles).padStart(8)}  ${(d.first.internetBytes / 1e9).toFixed(0).padStart(11)}  ${d.first.minutesToFullCapacity.toFixed(0).padStart(16)}  ${d.recompile.minutesToFullCapacity.toFixed(0).padStart(22)}`);
     console.log("\ntargets");
     for (const t of targets) console.log(`  ${t.met ? "met   " : "MISSED"}  ${t.target} (${Number.isInteger(t.value) ? t.value : t.value.toFixed(2)})`);
   }

@@ -4,6 +4,7 @@ import { parseStackSettings, type SecretKey } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
+import { compareCompileKeys, compileKeyChanges, recompileLines } from "../core/cache/compileKey";
 import { diffPlans, renderPlanDiff } from "../core/plan/diff";
 import { resolvePlan } from "../core/plan/resolve";
 import type { LaunchPlan } from "../core/plan/types";
@@ -72,8 +73,11 @@ function planCommand(options: CliOptions, catalog: RecipeCatalog): string {
 
 function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.stack === undefined || options.diff === undefined) throw new ConfigError("--diff", "compares two stacks: --stack A --diff B");
-  const changes = diffPlans(planFor(options, catalog), planFor(options, catalog, options.diff));
-  return format(options) === "json" ? `${JSON.stringify(changes, null, 2)}\n` : renderPlanDiff(changes);
+  const [before, after] = [planFor(options, catalog), planFor(options, catalog, options.diff)];
+  const changes = diffPlans(before, after);
+  const recompiles = changes.length > 0 ? compareCompileKeys(before, after) : [];
+  if (format(options) === "json") return `${JSON.stringify([...changes, ...compileKeyChanges(recompiles)], null, 2)}\n`;
+  return renderPlanDiff(changes) + recompileLines(recompiles).map((line) => `warning: ${line}\n`).join("");
 }
 
 /** Writes the texts the stack's resources carry into `--out`, secrets as placeholders; returns a file list. */

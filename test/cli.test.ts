@@ -38,7 +38,7 @@ describe("plan command", () => {
     const run = cli("plan", "--", "--stack", "dev");
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/^strategy {2}aggregated-data-expert-parallel$/m);
-    expect(run.stdout).toContain("env \\\n  VLLM_ENGINE_READY_TIMEOUT_S=9600 \\\n  vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\");
+    expect(run.stdout).toContain("env \\\n  VLLM_ENGINE_READY_TIMEOUT_S=9600 \\\n  HF_HUB_OFFLINE=1 \\\n  vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\");
   });
 
   it("compares two stacks flag by flag, rank by rank (--diff)", () => {

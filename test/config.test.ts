@@ -37,7 +37,7 @@ describe("stack files", () => {
     const settings = parseStackSettings({ model: "example/tiny-moe", strategy: "two-role", target: "Latency", platform: "kubernetes", kubernetes: { image: "registry.example.com/x:1" } });
     const { plan } = planDeployment(settings, catalogWithFixtures());
     expect(plan.roles.map((r) => [r.role, r.node, r.ranks.map((k) => k.ports[0])])).toEqual([["front", 0, [9000]], ["back", 1, [9100, 9101]]]);
-    expect(plan.roles[0]!.ranks[0]!.env).toEqual({ GREETING: "hello world" });
+    expect(plan.roles[0]!.ranks[0]!.env).toEqual({ GREETING: "hello world", HF_HUB_OFFLINE: "1" });
   });
 });
 

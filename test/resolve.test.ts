@@ -48,7 +48,8 @@ describe("every combination the recipe verifies", () => {
           expect(rank.argv.slice(0, expected.launcher.length + 1)).toEqual([...expected.launcher, grid.model]);
           expect(Object.fromEntries(rank.flags.map((f) => [f.name, f.values]))).toEqual(expected.flags);
           expect(rank.argv.slice(expected.launcher.length + 1)).toEqual(rank.flags.flatMap((f) => [f.name, ...f.values]));
-          expect(rank.env).toEqual(expected.env);
+          // Serving never reaches the hub: every rank runs offline on top of the recipe's variables.
+          expect(rank.env).toEqual({ ...expected.env, HF_HUB_OFFLINE: "1" });
           const port = expected.flags["--port"]?.[0];
           expect(rank.ports).toEqual([port ? Number(port) : 8000]);
           const visible = expected.env["RBLN_VISIBLE_DEVICES"];

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { COMMIT_HASH } from "../cache/models";
 import { DEFAULT_MODEL } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage } from "../errors";
 import { DEFAULT_MAX_UNAVAILABLE, MaxUnavailable } from "../rollout/waves";
@@ -112,6 +113,8 @@ const extraEnv = z.record(
 export const StackSettings = z
   .strictObject({
     model: z.string().min(1).default(DEFAULT_MODEL),
+    /** The model's commit on the hub, used for the download and passed to vLLM; unset: the first download resolves and records it. */
+    revision: z.string().regex(COMMIT_HASH, "a 40-hex commit hash such as 0123456789abcdef0123456789abcdef01234567 (a branch or tag moves)").optional(),
     strategy: z.string().min(1),
     target: z.string().min(1),
     preset: z.literal("recommended").optional(),

@@ -1,3 +1,5 @@
+import { withCompileKeys } from "../cache/compileKey";
+import { REVISION_FLAGS, withRevision } from "../cache/models";
 import { ConfigError, listValues } from "../errors";
 import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS, type Host, type StackSettings } from "../config/stackConfig";
 import type { RecipeCatalog } from "../recipe/catalog";
@@ -30,6 +32,7 @@ function groupFlags(words: readonly string[], key: string): Flag[] {
   }
   for (const flag of flags) {
     const name = flag.name.split("=")[0]!;
+    if ((REVISION_FLAGS as readonly string[]).includes(name)) throw new ConfigError(key, `"${name}" comes from the revision setting; set revision to a commit hash instead`);
     if ((TOPOLOGY_FLAGS as readonly string[]).includes(name)) {
       throw new ConfigError(key, `"${name}" defines the serving topology and comes from the recipe; choose a strategy, target or axis instead`);
     }
@@ -75,10 +78,9 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
       if (!roleNames.includes(role)) throw new ConfigError(`${field}.${role}`, `strategy "${base.strategy}" has no role "${role}"; allowed: ${listValues(roleNames)}`);
     }
   }
-  const plan: LaunchPlan = {
-    ...base,
-    roles: base.roles.map((role) => withExtras(role, settings.extraArgs[role.role], settings.extraEnv[role.role])),
-  };
+  const plan: LaunchPlan = withCompileKeys(
+    withRevision({ ...base, roles: base.roles.map((role) => withExtras(role, settings.extraArgs[role.role], settings.extraEnv[role.role])) }, settings.revision),
+  );
 
   const roleReplicas = { prefillReplicas: settings.prefillReplicas, decodeReplicas: settings.decodeReplicas };
   for (const [key, value] of Object.entries(roleReplicas)) {

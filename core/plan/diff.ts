@@ -5,11 +5,13 @@ import type { LaunchPlan, RankPlan } from "./types";
 export interface PlanChange {
   /** `selection`, `packages`, `nodes` or `<role> rank <n>`. */
   scope: string;
-  kind: "added" | "removed" | "changed";
-  /** A flag (`--port`), `env NAME`, an axis or a package name. */
+  kind: "added" | "removed" | "changed" | "unchanged";
+  /** A flag (`--port`), `env NAME`, an axis, a package name, or `compileKey` (scope: the role). */
   item: string;
   before?: string;
   after?: string;
+  /** On `compileKey` items: whether the role compiles again (core/cache/compileKey.ts). */
+  recompile?: boolean;
 }
 
 function compareMaps(scope: string, before: ReadonlyMap<string, string>, after: ReadonlyMap<string, string>): PlanChange[] {
@@ -63,7 +65,7 @@ export function renderPlanDiff(changes: readonly PlanChange[]): string {
       scope = change.scope;
       lines.push(`${scope}:`);
     }
-    const mark = { added: "+", removed: "-", changed: "~" }[change.kind];
+    const mark = { added: "+", removed: "-", changed: "~", unchanged: "=" }[change.kind];
     const text = change.kind === "changed" ? `${change.before} → ${change.after}` : (change.after ?? change.before ?? "");
     lines.push(`  ${mark} ${change.item}${text ? ` ${text.replace(/\n/g, "\n      ")}` : ""}`);
   }

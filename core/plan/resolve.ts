@@ -1,3 +1,5 @@
+import { withCompileKeys } from "../cache/compileKey";
+import { OFFLINE_ENV, modelsOf } from "../cache/models";
 import { ConfigError, listValues } from "../errors";
 import { PLACEHOLDER } from "./argv";
 import type { Grid, Recipe, RoleTemplate, StrategyOption } from "../recipe/schema";
@@ -118,7 +120,7 @@ function roleTexts(grid: Grid, role: RoleTemplate, selected: Record<string, stri
 
 function resolveRank(model: string, launcher: string[], npus: number, rank: number, args: Map<string, string>, envs: Map<string, string>): RankPlan {
   const flags = [...args].map(([flag, text]) => parseFlag(flag, text));
-  const env = Object.fromEntries([...envs].map(([name, text]) => [name, parseEnv(name, text)]));
+  const env = { ...Object.fromEntries([...envs].map(([name, text]) => [name, parseEnv(name, text)])), ...OFFLINE_ENV };
   const argv = [...launcher, model, ...flags.flatMap((f) => [f.name, ...f.values])];
   const port = flags.find((f) => f.name === "--port")?.values[0];
   const visible = env["RBLN_VISIBLE_DEVICES"];
@@ -146,7 +148,7 @@ function resolveRoles(option: StrategyOption, selected: Record<string, string>, 
       for (const [key, text] of Object.entries(override.envs)) rankEnvs.set(key, text);
       return resolveRank(grid.model, launcher, option.npus, rank, rankArgs, rankEnvs);
     });
-    return { role: role.role, node: multiNode ? index : 0, ranks };
+    return { role: role.role, node: multiNode ? index : 0, ranks, compileKey: "" };
   });
 }
 
@@ -188,7 +190,7 @@ export function resolvePlan(recipe: Recipe, selection: Selection): LaunchPlan {
     npus: option.npus,
     skus: [...option.skus],
   }));
-  return {
+  return withCompileKeys({
     model: option.grid.model,
     strategy: strategy.slug,
     target: option.target,
@@ -198,11 +200,13 @@ export function resolvePlan(recipe: Recipe, selection: Selection): LaunchPlan {
     nodes,
     roles,
     packages: resolvePackages(recipe, selected, selection.versions ?? {}),
+    revision: null,
+    models: modelsOf(roles, null),
     credentialedIndexUrls: [...recipe.credentialedIndexUrls],
     router,
     client: recipe.client,
     warnings: router ? routerWarnings(readRouterIntent(router), { roles }) : [],
-  };
+  });
 }
 
 /** Every (strategy, target, axes) combination a recipe verifies. */

@@ -37,6 +37,8 @@ export interface RolePlan {
   /** Index into `nodes`. */
   node: number;
   ranks: RankPlan[];
+  /** Short hash of the settings RBLN's compile cache is keyed on, and the package versions (core/cache/compileKey.ts). */
+  compileKey: string;
 }
 
 export interface NodePlan {
@@ -59,6 +61,17 @@ export interface PackagePlan {
   importName: string;
 }
 
+/** A model the plan serves or drafts with: every one is downloaded before a unit starts (serving runs offline). */
+export interface ModelRef {
+  id: string;
+  /** `model` is served; `draft` is a speculative-decoding draft named in `--speculative-config`. */
+  use: "model" | "draft";
+  /** The pinned commit, or null: the first download resolves the hub's current commit and records it. */
+  revision: string | null;
+  /** Roles whose command line names it. */
+  roles: string[];
+}
+
 export interface LaunchPlan {
   model: string;
   strategy: string;
@@ -71,6 +84,10 @@ export interface LaunchPlan {
   nodes: NodePlan[];
   roles: RolePlan[];
   packages: PackagePlan[];
+  /** The model's pinned commit (`revision` setting); null until the first download resolves it. */
+  revision: string | null;
+  /** The served model and its draft models: what the download steps fetch. */
+  models: ModelRef[];
   /** Index URLs that take the package-index credentials. */
   credentialedIndexUrls: string[];
   /** The recipe's router block for strategies that need one, as written in the recipe. */

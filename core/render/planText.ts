@@ -21,6 +21,9 @@ export function renderPlanText(plan: LaunchPlan): string {
   out.push(`target    ${plan.target}${plan.preset ? ` (preset ${plan.preset})` : ""}, verified ${plan.verified}`);
   out.push(`axes      ${Object.entries(plan.selection).map(([a, v]) => `${a}=${v}`).join("  ")}`);
   out.push(`packages  ${plan.packages.map((p) => p.requirement).join("  ")}`);
+  out.push(`revision  ${plan.revision ?? "resolved at first download (stack output modelRevision)"}`);
+  out.push(`models    ${plan.models.map((m) => (m.use === "draft" ? `${m.id} (draft, ${m.roles.join(",")})` : m.id)).join("  ")}`);
+  out.push(`compile   ${plan.roles.map((r) => `${r.role}=${r.compileKey}`).join("  ")}`);
   out.push("");
   const rows = [["NODE", "ROLE", "RANK", "NPUS", "PORTS", "PLACEHOLDERS"]];
   for (const role of plan.roles) {
