@@ -18,11 +18,13 @@ const SETTING_NAME = /^([a-z_][a-z0-9_]*)=/gm;
 export type ScriptValue = string | number | readonly string[];
 
 const templates = new Map<string, string>();
+/** A script's text; `file` is absolute or relative to SCRIPT_DIR. */
 function readScript(file: string): string {
-  let text = templates.get(file);
+  const full = path.resolve(SCRIPT_DIR, file);
+  let text = templates.get(full);
   if (text === undefined) {
-    text = fs.readFileSync(path.join(SCRIPT_DIR, file), "utf8");
-    templates.set(file, text);
+    text = fs.readFileSync(full, "utf8");
+    templates.set(full, text);
   }
   return text;
 }
@@ -44,7 +46,7 @@ function assignment(name: string, value: ScriptValue): string {
   return `${name}=$(cat <<'${delimiter}'\n${body}${delimiter}\n)`;
 }
 
-/** The script `file` with its settings block filled from `values`, which must name exactly the block's settings. */
+/** The script `file` (absolute, or relative to SCRIPT_DIR) with its settings block filled from `values`, which must name exactly the block's settings; sourced fragments are read from beside it. */
 export function renderScript(file: string, purpose: string, values: Readonly<Record<string, ScriptValue>>): string {
   const template = readScript(file);
   const block = SETTINGS.exec(template);
@@ -55,7 +57,7 @@ export function renderScript(file: string, purpose: string, values: Readonly<Rec
   const settings = Object.entries(values).map(([name, value]) => `${assignment(name, value)}\n`).join("");
   const [shebang, ...rest] = template
     .replace(SETTINGS, () => `# --- settings ---\n${settings}# --- end of settings ---\n`)
-    .replace(INCLUDE, (_, fragment: string) => readScript(fragment).replace(/^# shellcheck (shell|disable)=.*\n/gm, ""))
+    .replace(INCLUDE, (_, fragment: string) => readScript(path.resolve(SCRIPT_DIR, path.dirname(file), fragment)).replace(/^# shellcheck (shell|disable)=.*\n/gm, ""))
     .split("\n");
   return [shebang, shellComment(`rbln-serving: ${purpose}`), ...rest].join("\n");
 }

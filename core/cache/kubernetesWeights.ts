@@ -1,0 +1,88 @@
+import { createHash } from "node:crypto";
+import * as path from "node:path";
+import type { Unwrap } from "@pulumi/pulumi";
+import type { types } from "@pulumi/kubernetes";
+import { renderScript } from "../render/hosts/template";
+import type { ModelRef } from "../plan/types";
+
+/** `@pulumi/kubernetes`'s input types with the Pulumi wrappers taken off: a misspelled field fails to compile. */
+type Job = Unwrap<types.input.batch.v1.Job> & { apiVersion: string; kind: string; metadata: { name: string; namespace: string; labels: Record<string, string> } };
+type PodSpec = Unwrap<types.input.core.v1.PodSpec>;
+type Container = Unwrap<types.input.core.v1.Container>;
+
+/** Where a model's completion marker lives under HF_HOME: named after the model and its pinned revision (`main` unpinned). */
+export function weightsMarker(hfHome: string, model: ModelRef): string {
+  return `${hfHome}/rbln-serving-complete/${model.id.replace(/\//g, "--")}--${model.revision ?? "main"}`;
+}
+
+export interface WeightsJobInput {
+  instance: string;
+  namespace: string;
+  labels: Record<string, string>;
+  image: string;
+  /** Every model the plan loads (served and draft), each with its revision. */
+  models: readonly ModelRef[];
+  hfHome: string;
+  weightsClaim: string;
+  /** Environment from the stack's Secret (HF_TOKEN) and the like. */
+  env?: Container["env"];
+  /** Pod-level settings shared with the serving pods: security context, pull secrets, placement. */
+  pod?: Omit<PodSpec, "containers" | "volumes" | "restartPolicy">;
+  /** The container's security context, as the serving containers have it. */
+  securityContext?: Container["securityContext"];
+  /** Seconds the download may take before Kubernetes gives up on the Job. */
+  activeDeadlineSeconds: number;
+}
+
+/**
+ * The one-shot Job that fills the weights volume. Its name carries a digest of the models and
+ * revisions, so it runs again only when they change; the serving pods never download (they run
+ * with HF_HUB_OFFLINE=1) and wait for its markers.
+ */
+export function weightsJob(input: WeightsJobInput): Job {
+  const script = renderScript(path.join(__dirname, "scripts", "fetch-weights.sh"), `fetch ${input.models.map((m) => m.id).join(", ")} into the weights volume`, {
+    models: input.models.map((m) => m.id),
+    revisions: input.models.map((m) => m.revision ?? ""),
+    markers: input.models.map((m) => weightsMarker(input.hfHome, m)),
+  });
+  const digest = createHash("sha256").update(JSON.stringify(input.models.map((m) => [m.id, m.revision]))).digest("hex").slice(0, 10);
+  const labels = { ...input.labels, "app.kubernetes.io/component": "weights" };
+  return {
+    apiVersion: "batch/v1",
+    kind: "Job",
+    metadata: { name: `${input.instance}-weights-${digest}`, namespace: input.namespace, labels },
+    spec: {
+      backoffLimit: 6,
+      activeDeadlineSeconds: input.activeDeadlineSeconds,
+      template: {
+        metadata: { labels },
+        spec: {
+          ...input.pod,
+          restartPolicy: "OnFailure",
+          containers: [
+            {
+              name: "fetch",
+              image: input.image,
+              command: ["bash", "-c", script],
+              env: [{ name: "HF_HOME", value: input.hfHome }, ...(input.env ?? [])],
+              volumeMounts: [{ name: "weights", mountPath: input.hfHome }],
+              ...(input.securityContext ? { securityContext: input.securityContext } : {}),
+            },
+          ],
+          volumes: [{ name: "weights", persistentVolumeClaim: { claimName: input.weightsClaim } }],
+        },
+      },
+    },
+  };
+}
+
+/** An init container that holds a serving pod until every model's marker exists: pods wait, they never download. */
+export function waitForWeights(image: string, hfHome: string, models: readonly ModelRef[], securityContext?: Container["securityContext"]): Container {
+  return {
+    name: "wait-for-weights",
+    image,
+    command: ["bash", "-c", 'for marker in "$@"; do until [ -f "$marker" ]; do echo "waiting for $marker"; sleep 10; done; done', "wait-for-weights", ...models.map((m) => weightsMarker(hfHome, m))],
+    volumeMounts: [{ name: "weights", mountPath: hfHome, readOnly: true }],
+    ...(securityContext ? { securityContext } : {}),
+  };
+}

@@ -1,0 +1,89 @@
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { Job } from "kubernetes-models/batch/v1";
+import { afterAll, describe, expect, it } from "vitest";
+import { waitForWeights, weightsJob, weightsMarker } from "../core/cache/kubernetesWeights";
+import type { ModelRef } from "../core/plan/types";
+
+/** The Kubernetes weights Job: its object against the API schema, and its script under real bash with a stub hub. */
+const MODELS: ModelRef[] = [
+  { id: "MiniMaxAI/MiniMax-M2.7", use: "model", revision: null, roles: ["main"] },
+  { id: "example/eagle3-draft", use: "draft", revision: "0123456789abcdef0123456789abcdef01234567", roles: ["main"] },
+];
+const input = { instance: "rbln-serving", namespace: "llm", labels: { "app.kubernetes.io/instance": "rbln-serving" }, image: "registry.example.com/vllm-rbln:0.12.0", models: MODELS, hfHome: "/data/hf", weightsClaim: "rbln-serving-weights", activeDeadlineSeconds: 28_800 };
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "weights-job-"));
+afterAll(() => fs.rmSync(work, { recursive: true, force: true }));
+
+/** A stub huggingface_hub: writes a snapshot like the hub's cache layout, counts calls, fails on request. */
+function stubHub(): string {
+  const dir = path.join(work, "stub", "huggingface_hub");
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(
+    path.join(dir, "__init__.py"),
+    [
+      "import os, pathlib",
+      "def snapshot_download(repo_id, revision=None):",
+      "    if os.environ.get('STUB_FAIL'): raise RuntimeError('hub unreachable')",
+      "    assert os.environ.get('HF_HUB_OFFLINE') == '0'",
+      "    commit = revision or 'f' * 40",
+      "    snap = pathlib.Path(os.environ['HF_HOME']) / 'hub' / ('models--' + repo_id.replace('/', '--')) / 'snapshots' / commit",
+      "    snap.mkdir(parents=True, exist_ok=True)",
+      "    with open(os.path.join(os.environ['HF_HOME'], 'calls'), 'a') as calls: calls.write(repo_id + '\\n')",
+      "    return str(snap)",
+      "",
+    ].join("\n"),
+  );
+  return path.dirname(dir);
+}
+
+function runJob(hfHome: string, extraEnv: Record<string, string> = {}) {
+  const job = weightsJob({ ...input, hfHome });
+  const container = job.spec!.template.spec!.containers[0]!;
+  const [shell, flag, script] = container.command as string[];
+  // stdin not a socket: bash reads ~/.bashrc when it thinks sshd started it.
+  return spawnSync(shell!, [flag!, script!], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], env: { PATH: process.env.PATH, HF_HUB_OFFLINE: "1", HF_HOME: hfHome, PYTHONPATH: stubHub(), ...extraEnv } });
+}
+
+describe("the weights Job", () => {
+  it("validates against the Kubernetes API schema, and its name follows the models and revisions only", () => {
+    const job = weightsJob(input);
+    expect(() => new Job(job as any).validate()).not.toThrow();
+    expect(job.metadata.name).toMatch(/^rbln-serving-weights-[0-9a-f]{10}$/);
+    expect(weightsJob({ ...input, image: "other:1" }).metadata.name).toBe(job.metadata.name);
+    expect(weightsJob({ ...input, models: [MODELS[0]!] }).metadata.name).not.toBe(job.metadata.name);
+    expect(job.spec!.template.spec!.restartPolicy).toBe("OnFailure");
+  });
+
+  it("downloads each model once at its revision, records the resolved commit, and skips what is complete", () => {
+    const hfHome = path.join(work, "hf");
+    const first = runJob(hfHome);
+    expect(first.stderr).toBe("");
+    expect(first.status).toBe(0);
+    expect(fs.readFileSync(weightsMarker(hfHome, MODELS[0]!), "utf8")).toBe(`${"f".repeat(40)}\n`);
+    expect(fs.readFileSync(weightsMarker(hfHome, MODELS[1]!), "utf8")).toBe(`${MODELS[1]!.revision}\n`);
+    const second = runJob(hfHome);
+    expect(second.status).toBe(0);
+    expect(second.stdout).toContain("already complete");
+    expect(fs.readFileSync(path.join(hfHome, "calls"), "utf8").trim().split("\n")).toEqual(MODELS.map((m) => m.id));
+  });
+
+  it("fails on a failed download and writes no marker", () => {
+    const hfHome = path.join(work, "hf-failing");
+    const result = runJob(hfHome, { STUB_FAIL: "1" });
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toContain("hub unreachable");
+    expect(fs.existsSync(weightsMarker(hfHome, MODELS[0]!))).toBe(false);
+  });
+
+  it("serving pods wait for every marker and mount the weights read-only", () => {
+    const wait = waitForWeights(input.image, input.hfHome, MODELS);
+    expect(wait.command!.slice(4)).toEqual(MODELS.map((m) => weightsMarker(input.hfHome, m)));
+    expect(wait.volumeMounts).toEqual([{ name: "weights", mountPath: "/data/hf", readOnly: true }]);
+    const hfHome = path.join(work, "hf");
+    const [shell, flag, script, ...args] = wait.command as string[];
+    expect(spawnSync(shell!, [flag!, script!, ...args.map((a) => a.replace("/data/hf", hfHome))], { encoding: "utf8" }).status).toBe(0);
+  });
+});
