@@ -142,6 +142,9 @@ describe("weights over SSH", () => {
   it("downloads the model once with the token from stdin, into a cache the service user owns, and not again", async () => {
     // Its own roots: the weights step must stand alone, since it runs beside the install.
     const host = hostFor({ installRoot: `${work}/opt-w`, cacheRoot: `${work}/cache-w` }, index.url);
+    // An existing folder keeps its owner and mode (here a sticky, world-writable one, like /tmp).
+    fs.mkdirSync(`${work}/cache-w`);
+    fs.chmodSync(`${work}/cache-w`, 0o1777);
     const token = "hf_marker_token_1234";
     const first = await run(host.weightsScript, `${token}\n${renderPipConfig(host.pipIndexes, null)}`);
     expect(first.status).toBe(0);
@@ -149,6 +152,8 @@ describe("weights over SSH", () => {
     expect(fs.readFileSync(`${work}/cache-w/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7/token-length`, "utf8")).toBe(String(token.length));
     const owner = spawnSync("stat", ["-c", "%U", `${work}/cache-w/huggingface/hub`], { encoding: "utf8" }).stdout.trim();
     expect(owner).toBe("rbln-serving");
+    expect(fs.statSync(`${work}/cache-w`).mode & 0o7777).toBe(0o1777);
+    expect(fs.statSync(`${work}/cache-w`).uid).toBe(0);
     const second = await run(host.weightsScript, `${token}\n`);
     expect(second.status).toBe(0);
     expect(second.stdout).toMatch(/already in .*; nothing to download/);
