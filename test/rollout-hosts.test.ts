@@ -19,6 +19,8 @@ const INSTALL_ROOT = "/opt/rbln-rollout-test";
 const CACHE_ROOT = "/var/lib/rbln-rollout-test";
 const VENV = `${INSTALL_ROOT}/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
 const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
+/** The hosts' NPU device nodes: plain files, which is all the units' device wait looks for. */
+const FAKE_DEV = `${INSTALL_ROOT}/dev`;
 
 let hosts: TestHost[];
 let engine: FakeEngine;
@@ -42,7 +44,7 @@ async function up(config: ReturnType<typeof settings>): Promise<UpResult> {
     new ModelServing("rbln-serving", {
       settings: config,
       secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key" },
-      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120 },
+      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120, devRoot: FAKE_DEV },
     }),
   );
   if (error) throw error;
@@ -77,7 +79,7 @@ beforeAll(async () => {
   const marker = `${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`;
   for (const host of hosts) {
     const setup = await host.run(
-      `set -e; install -d -m 0755 ${VENV}/bin; cat > ${VENV}/bin/vllm; chmod 0755 ${VENV}/bin/vllm; printf '%s' '${JSON.stringify([...knownFlags])}' > ${VENV}/bin/known-flags.json; touch ${VENV}/.rbln-serving-complete; install -d $(dirname ${marker}); touch ${marker}`,
+      `set -e; install -d -m 0755 ${VENV}/bin; cat > ${VENV}/bin/vllm; chmod 0755 ${VENV}/bin/vllm; printf '%s' '${JSON.stringify([...knownFlags])}' > ${VENV}/bin/known-flags.json; touch ${VENV}/.rbln-serving-complete; install -d $(dirname ${marker}); touch ${marker}; install -d ${FAKE_DEV}; touch ${FAKE_DEV}/rbln0 ${FAKE_DEV}/rbln1 ${FAKE_DEV}/rbln2 ${FAKE_DEV}/rbln3`,
       fs.readFileSync(FAKE_VLLM, "utf8"),
     );
     expect(setup.stderr).toBe("");
@@ -150,7 +152,7 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
 
   it("a change cut off midway (a reboot, a lost connection) is resumed by the next run and still rolled back", async () => {
     const { registrations } = await runUnderMocks(() =>
-      new ModelServing("rbln-serving", { settings: settings({ extraArgs: ["--max-log-len", "100", "--bogus"] }), secrets: { sshPrivateKey: "unused" }, hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1 } }),
+      new ModelServing("rbln-serving", { settings: settings({ extraArgs: ["--max-log-len", "100", "--bogus"] }), secrets: { sshPrivateKey: "unused" }, hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, devRoot: FAKE_DEV } }),
     );
     const step = registrations.find((r) => r.name === "rbln-serving-npu-0-main-0")!;
     const serving = await unitText(hosts[0]!);
@@ -161,5 +163,21 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
     expect(resumed.stdout).toContain("resuming the unfinished change of rbln-serving-main-0.service");
     expect(resumed.stderr.trim().split("\n").pop()).toMatch(/the previous config is restored and serving$/);
     expect(await unitText(hosts[0]!)).toBe(serving);
+  });
+
+  it("after a reboot a unit waits for its NPU device nodes before vLLM starts", async () => {
+    const host = hosts[1]!;
+    const unit = "rbln-serving-main-0.service";
+    await host.run(`rm ${FAKE_DEV}/rbln3; systemctl restart --no-block ${unit}`);
+    await new Promise((r) => setTimeout(r, 3000));
+    expect((await host.run(`systemctl show -p SubState --value ${unit}`)).stdout.trim()).toBe("start-pre");
+    expect((await fetch(`http://${host.address}:8000/health`).then((r) => r.status, () => 0))).not.toBe(200);
+    await host.run(`touch ${FAKE_DEV}/rbln3`);
+    let status = 0;
+    for (let i = 0; i < 60 && status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      status = await fetch(`http://${host.address}:8000/health`).then((r) => r.status, () => 0);
+    }
+    expect(status).toBe(200);
   });
 });

@@ -6,7 +6,8 @@ import { freePort, runOverSsh, waitForPort, writeSshdFiles, type CommandResult }
 
 /**
  * Fake NPU hosts on this machine: each is a pid + mount + cgroup + UTS namespace running the real systemd as
- * PID 1 and a real OpenSSH server on its own loopback address (127.0.0.2, .3, ...). The network and the root
+ * PID 1 and a real OpenSSH server on its own loopback address (127.A.B.2, .3, ..., A.B drawn per call, so test
+ * files running side by side, each with ranks on port 8000, never share an address). The network and the root
  * filesystem are shared with this machine; the namespace gets private /run, /tmp, /var/tmp, /dev/shm,
  * /etc/systemd/system, /var/lib/systemd and the caller's `privatePaths`. /etc/passwd is shared, so users the
  * scripts add with useradd appear on this machine too.
@@ -133,9 +134,9 @@ async function stopBooted(host: Booted): Promise<void> {
   await removeCgroups(host.cgroup);
 }
 
-async function startHost(index: number, privatePaths: string[]): Promise<TestHost> {
+async function startHost(index: number, network: string, privatePaths: string[]): Promise<TestHost> {
   const name = `host-${index}`;
-  const address = `127.0.0.${index + 2}`;
+  const address = `${network}.${index + 2}`;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `rbln-host-${index}-`));
   for (const sub of ["etc-systemd-system", "var-lib-systemd", "empty", "units", "ssh", "private"]) fs.mkdirSync(path.join(dir, sub));
   for (const [unit, text] of Object.entries(UNITS)) fs.writeFileSync(path.join(dir, "units", unit), text);
@@ -187,7 +188,9 @@ async function startHost(index: number, privatePaths: string[]): Promise<TestHos
 
 /** Boots `count` fake hosts in parallel; stop() each (process exit also kills any left running). */
 export async function startHosts(count: number, options: HostOptions = {}): Promise<TestHost[]> {
-  const results = await Promise.allSettled(Array.from({ length: count }, (_, i) => startHost(i, options.privatePaths ?? [])));
+  // 127.200.0.0-127.249.255.255: a band apart from the other tests' loopback servers.
+  const network = `127.${200 + Math.floor(Math.random() * 50)}.${Math.floor(Math.random() * 256)}`;
+  const results = await Promise.allSettled(Array.from({ length: count }, (_, i) => startHost(i, network, options.privatePaths ?? [])));
   const hosts = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
   const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
   if (failure) {

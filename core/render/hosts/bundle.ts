@@ -2,7 +2,7 @@ import type { Deployment, HostPlacement } from "../../plan/deployment";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
 import type { PackagePlan } from "../../plan/types";
-import { envFileLine, execStartLine, renderEnvFile, unitName } from "./systemd";
+import { envFileLine, execStartLine, quoteExecWord, renderEnvFile, unitName } from "./systemd";
 import { installScript, preflightScript, readinessScript, unitApplyScript, unitRemoveScript, weightsScript } from "./scripts";
 
 export const SERVICE_USER = "rbln-serving";
@@ -18,7 +18,12 @@ export interface HostRenderOptions {
   /** A rank that starts this many times within the interval is failed for good (a crash loop). */
   startLimitBurst?: number;
   startLimitIntervalSeconds?: number;
+  /** Where the NPU device nodes appear: `/dev` on a host. */
+  devRoot?: string;
 }
+
+/** How long a starting unit waits for its NPU device nodes (the driver loads late after a reboot). */
+const DEVICE_WAIT_SECONDS = 300;
 
 /** Crash-loop bounds: 3 starts in 30 minutes. A compile takes hours, so a rank that crashes after one restarts; one that crashes at once is failed within minutes. */
 const RESTART_DEFAULTS = { restartSeconds: 30, startLimitBurst: 3, startLimitIntervalSeconds: 1800 };
@@ -132,6 +137,8 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
         const command = commandWords(bound.argv, bound.flags);
         const flags = host.listenAddress ? [...bound.flags, { name: "--host", values: [host.listenAddress] }] : bound.flags;
         const execLines = [[`${venv}/bin/${command[0]}`, ...command.slice(1)], ...flags.map((f) => [f.name, ...f.values])];
+        const deviceNodes = rank.devices.map((i) => `${options.devRoot ?? "/dev"}/rbln${i}`);
+        const waitForDevices = ["/usr/bin/timeout", String(DEVICE_WAIT_SECONDS), "/bin/sh", "-c", `until ${deviceNodes.map((d) => `[ -e ${d} ]`).join(" && ")}; do sleep 2; done`];
         const timeout = engineReadyTimeoutSeconds(bound.env);
         const port = rank.ports[0]!;
         const unitText = [
@@ -150,6 +157,8 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
           `Group=${SERVICE_USER}`,
           `WorkingDirectory=${settings.cacheRoot}`,
           `EnvironmentFile=${envPath}`,
+          // After a reboot the unit may start before the RBLN driver has created the rank's NPUs.
+          `ExecStartPre=${waitForDevices.map(quoteExecWord).join(" ")}`,
           execStartLine(execLines),
           "Restart=on-failure",
           `RestartSec=${restart.restartSeconds}s`,
