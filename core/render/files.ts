@@ -5,6 +5,9 @@ import { routerChartValues } from "../router/chartValues";
 import { renderHost } from "./hosts/bundle";
 import { hostFiles } from "./hosts/files";
 import { renderKubernetesWorkloads, type KubeObject } from "./kubernetes/workloads";
+import { monitoringObjects, routerMonitoringValues } from "../monitoring/kubernetes";
+import { alertRules } from "../monitoring/rules";
+import { scrapeTargets } from "../monitoring/targets";
 
 /** The instance name `render` uses; the Pulumi program uses its component's name. */
 export const DEFAULT_INSTANCE = "rbln-serving";
@@ -22,6 +25,10 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
       files[`hosts/${placement.host.name}/${name}`] = content;
     }
   }
+  if (deployment.settings.platform === "hosts") {
+    files["prometheus/targets.json"] = `${JSON.stringify(scrapeTargets(deployment), null, 2)}\n`;
+    files["prometheus/rbln-serving-rules.yaml"] = toYaml(alertRules());
+  }
   if (deployment.settings.platform === "kubernetes") {
     const workloads = renderKubernetesWorkloads(deployment, { instance: DEFAULT_INSTANCE, namespace: deployment.settings.kubernetes.namespace }, secrets);
     const write = (object: KubeObject, name: string) => (files[`kubernetes/${name}.yaml`] = toYaml(object));
@@ -36,8 +43,14 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
       if (role.service) write(role.service, `${role.role}-service`);
     }
     if (workloads.networkPolicy) write(workloads.networkPolicy, "networkpolicy");
+    const monitoring = monitoringObjects(deployment, workloads, DEFAULT_INSTANCE);
+    if (monitoring) {
+      for (const { id, object } of monitoring.podMonitors) write(object, `podmonitor-${id}`);
+      write(monitoring.prometheusRule, "prometheusrule");
+      write(monitoring.dashboard, "dashboard-configmap");
+    }
     if (workloads.router) {
-      files["router/values.yaml"] = toYaml(routerChartValues(workloads.router, deployment.plan.strategy, deployment.settings.kubernetes));
+      files["router/values.yaml"] = toYaml(routerMonitoringValues(deployment, routerChartValues(workloads.router, deployment.plan.strategy, deployment.settings.kubernetes)));
     }
   }
   return files;
