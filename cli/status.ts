@@ -1,6 +1,7 @@
 import { ConfigError } from "../core/errors";
 import { histogramQuantile, meanOf, parseExposition, sumOf, type Sample } from "../core/monitoring/exposition";
 import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
+import type { Deployment } from "../core/plan/deployment";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { stackDeployment, type CliOptions } from "./commands";
 
@@ -27,9 +28,14 @@ export interface RankStatus {
 
 const REQUEST_TIMEOUT_MS = 5000;
 
-interface Rank {
+export interface Rank {
   url: string;
   labels: Partial<RankLabels>;
+}
+
+/** Every rank of a hosts deployment, at its metrics endpoint, with its labels. */
+export function ranksOfDeployment(deployment: Deployment): Rank[] {
+  return scrapeTargets(deployment).map((t) => ({ url: `http://${t.targets[0]}`, labels: t.labels }));
 }
 
 /** The ranks to ask: `--endpoint` URLs, or every rank of a hosts stack. */
@@ -47,8 +53,7 @@ function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[
   if (deployment.settings.platform !== "hosts") {
     throw new ConfigError("--endpoint", `stack "${options.stack}" runs on Kubernetes, where ranks have pod addresses: give each rank's URL with --endpoint (e.g. after kubectl port-forward)`);
   }
-  const ranks = scrapeTargets(deployment).map((t) => ({ url: `http://${t.targets[0]}`, labels: t.labels }));
-  return { ranks, plannedModel: deployment.plan.model };
+  return { ranks: ranksOfDeployment(deployment), plannedModel: deployment.plan.model };
 }
 
 function intervalSeconds(options: StatusOptions): number {
@@ -123,6 +128,12 @@ async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, 
   };
 }
 
+/** Asks every rank at once; `VLLM_API_KEY` from the environment goes to /v1/models, which wants it when vLLM has a key. */
+export async function probeRanks(ranks: readonly Rank[], plannedModel: string, intervalSeconds: number): Promise<RankStatus[]> {
+  const apiKey = process.env["VLLM_API_KEY"] || undefined;
+  return Promise.all(ranks.map((rank) => rankStatus(rank, plannedModel, intervalSeconds * 1000, apiKey)));
+}
+
 const fixed = (value: number | null, digits: number) => (value === null ? "-" : value.toFixed(digits));
 
 function table(statuses: readonly RankStatus[]): string {
@@ -156,9 +167,7 @@ export async function statusCommand(options: StatusOptions, catalog: RecipeCatal
   }
   const interval = intervalSeconds(options);
   const { ranks, plannedModel } = ranksOf(options, catalog);
-  // /metrics and /health need no key; /v1/models does when vLLM runs with one.
-  const apiKey = process.env["VLLM_API_KEY"] || undefined;
-  const statuses = await Promise.all(ranks.map((rank) => rankStatus(rank, plannedModel, interval * 1000, apiKey)));
+  const statuses = await probeRanks(ranks, plannedModel, interval);
   const exitCode = statuses.some((s) => s.problem) ? 1 : 0;
   const stdout = options.format === "json" ? `${JSON.stringify({ plannedModel, ranks: statuses }, null, 2)}\n` : table(statuses);
   return { stdout, exitCode };
