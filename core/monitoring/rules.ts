@@ -41,10 +41,11 @@ export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Ru
           },
           {
             alert: "RblnServingQueueGrowing",
-            expr: `min_over_time(vllm:num_requests_waiting{${OUR_RANKS}}[10m]) > 0 and deriv(vllm:num_requests_waiting{${OUR_RANKS}}[10m]) > 0`,
+            // The value is the queue now; the other terms say it never emptied and still grows.
+            expr: `vllm:num_requests_waiting{${OUR_RANKS}} > 0 and min_over_time(vllm:num_requests_waiting{${OUR_RANKS}}[10m]) > 0 and deriv(vllm:num_requests_waiting{${OUR_RANKS}}[10m]) > 0`,
             for: "5m",
             labels: { severity: "warning" },
-            annotations: { summary: "Requests keep queueing", description: `${RANK} has had waiting requests for 10 minutes and the queue is still growing ({{ $value }}/s).` },
+            annotations: { summary: "Requests keep queueing", description: `${RANK} has had waiting requests for 10 minutes and the queue keeps growing ({{ $value }} waiting).` },
           },
           {
             alert: "RblnServingKvCacheNearlyFull",
