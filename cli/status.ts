@@ -101,18 +101,20 @@ async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, 
     const models = await get(`${rank.url}/v1/models`, apiKey);
     if (!models.ok) return down(rank, `/v1/models answered ${models.status}${models.status === 401 ? " (set VLLM_API_KEY)" : ""}`);
     model = ((await models.json()) as { data?: { id?: string }[] }).data?.[0]?.id ?? null;
-    first = { samples: await metrics(rank.url, apiKey), at: performance.now() };
+    // Times are taken as each request leaves, so the interval is the one the server counted over.
+    const at = performance.now();
+    first = { samples: await metrics(rank.url, apiKey), at };
   } catch (error) {
     return down(rank, reason(error));
   }
   await new Promise((resolve) => setTimeout(resolve, intervalMs));
   let second: Sample[];
+  const seconds = (performance.now() - first.at) / 1000;
   try {
     second = await metrics(rank.url, apiKey);
   } catch (error) {
     return down(rank, `second /metrics sample: ${reason(error)}`);
   }
-  const seconds = (performance.now() - first.at) / 1000;
   const generated = [sumOf(first.samples, "vllm:generation_tokens_total"), sumOf(second, "vllm:generation_tokens_total")];
   const kv = meanOf(second, "vllm:kv_cache_usage_perc");
   return {
