@@ -9,7 +9,7 @@ const USAGE = `usage:
          [--set axis=value ...] [--model ID] [--format text|json] [--diff STACK]
   render --stack NAME --out DIR
   diff   --stack NAME --diff STACK [--format text|json]
-  status (--stack NAME | --endpoint URL ...) [--format text|json] [--interval SECONDS]`;
+  status (--stack NAME | --endpoint URL ...) [--model ID] [--format text|json] [--interval SECONDS]`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
