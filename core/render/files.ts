@@ -17,6 +17,9 @@ export function toYaml(value: unknown): string {
   return stringify(value, { lineWidth: 0 });
 }
 
+/** The alert rules file: the same for every stack, so written once (the config fuzzer renders thousands). */
+let alertRulesFile: string | undefined;
+
 /** Every file `render` writes for a stack, by path under the output folder. */
 export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[]): Record<string, string> {
   const files: Record<string, string> = {};
@@ -27,7 +30,7 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
   }
   if (deployment.settings.platform === "hosts") {
     files["prometheus/targets.json"] = `${JSON.stringify(scrapeTargets(deployment), null, 2)}\n`;
-    files["prometheus/rbln-serving-rules.yaml"] = toYaml(alertRules());
+    files["prometheus/rbln-serving-rules.yaml"] = alertRulesFile ??= toYaml(alertRules());
   }
   if (deployment.settings.platform === "kubernetes") {
     const workloads = renderKubernetesWorkloads(deployment, { instance: DEFAULT_INSTANCE, namespace: deployment.settings.kubernetes.namespace }, secrets);
