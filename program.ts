@@ -40,5 +40,6 @@ export function runProgram() {
     deployments: serving.deployments,
     selection: serving.selection,
     warnings: serving.warnings,
+    scrapeTargets: serving.scrapeTargets,
   };
 }

@@ -42,7 +42,7 @@ function flagOverrides(options: CliOptions): Record<string, unknown> {
 }
 
 /** A stack's deployment, with the selection flags overriding its keys. */
-function stackDeployment(options: CliOptions, catalog: RecipeCatalog, stack: string): { deployment: Deployment; secrets: SecretKey[] } {
+export function stackDeployment(options: CliOptions, catalog: RecipeCatalog, stack: string): { deployment: Deployment; secrets: SecretKey[] } {
   const { raw, secrets } = readStackFile(stack);
   const axes = typeof raw["axes"] === "object" && raw["axes"] !== null ? (raw["axes"] as Record<string, unknown>) : {};
   const merged = { ...raw, ...flagOverrides(options), axes: { ...axes, ...parseSets(options.set) } };
@@ -105,6 +105,6 @@ export function runCommand(command: string, options: CliOptions, catalog: Recipe
     case "render":
       return renderCommand(options, catalog);
     default:
-      throw new ConfigError("command", `unknown command "${command}"; allowed: "plan", "render", "diff"`);
+      throw new ConfigError("command", `unknown command "${command}"; allowed: "plan", "render", "diff", "status"`);
   }
 }

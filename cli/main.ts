@@ -2,14 +2,16 @@ import { parseArgs } from "node:util";
 import { ConfigError } from "../core/errors";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { runCommand } from "./commands";
+import { statusCommand } from "./status";
 
 const USAGE = `usage:
   plan   [--stack NAME] [--strategy SLUG] [--target Latency|Throughput] [--preset recommended]
          [--set axis=value ...] [--model ID] [--format text|json] [--diff STACK]
   render --stack NAME --out DIR
-  diff   --stack NAME --diff STACK [--format text|json]`;
+  diff   --stack NAME --diff STACK [--format text|json]
+  status (--stack NAME | --endpoint URL ...) [--model ID] [--format text|json] [--interval SECONDS]`;
 
-function main(argv: string[]): number {
+async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   let parsed;
   try {
@@ -25,6 +27,8 @@ function main(argv: string[]): number {
         format: { type: "string" },
         diff: { type: "string" },
         out: { type: "string" },
+        endpoint: { type: "string", multiple: true },
+        interval: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
@@ -39,6 +43,11 @@ function main(argv: string[]): number {
     return command ? 0 : 2;
   }
   try {
+    if (command === "status") {
+      const { stdout, exitCode } = await statusCommand(parsed.values, RecipeCatalog.load());
+      process.stdout.write(stdout);
+      return exitCode;
+    }
     process.stdout.write(runCommand(command, parsed.values, RecipeCatalog.load()));
     return 0;
   } catch (error) {
@@ -50,4 +59,4 @@ function main(argv: string[]): number {
   }
 }
 
-process.exitCode = main(process.argv.slice(2));
+void main(process.argv.slice(2)).then((code) => (process.exitCode = code));

@@ -9,6 +9,8 @@ import { renderHost, type HostRenderOptions } from "../core/render/hosts/bundle"
 import { hostWaves } from "../core/rollout/hostWaves";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import { routerChartValues } from "../core/router/chartValues";
+import { monitoringObjects, routerMonitoringValues } from "../core/monitoring/kubernetes";
+import { scrapeTargets, type ScrapeTarget } from "../core/monitoring/targets";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
 import { LlmdRouter } from "./router/llmdRouter";
@@ -54,6 +56,8 @@ export class ModelServing extends pulumi.ComponentResource {
   readonly deployments: pulumi.Output<RoleDeployment[]>;
   readonly selection: Record<string, string>;
   readonly warnings: string[];
+  /** Every rank's metrics endpoint with its labels (hosts; empty on Kubernetes): Prometheus `file_sd` groups. */
+  readonly scrapeTargets: ScrapeTarget[];
 
   constructor(name: string, args: ModelServingArgs, opts?: pulumi.ComponentResourceOptions) {
     const deployment = planServing(args);
@@ -79,7 +83,8 @@ export class ModelServing extends pulumi.ComponentResource {
       const present = SECRET_KEYS.filter((key) => secrets[key] !== undefined);
       const workloads = renderKubernetesWorkloads(deployment, { instance: name, namespace: settings.kubernetes.namespace }, present);
       const secretEnv = secretEnvironment(present, (key) => secrets[key]!);
-      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv }, child);
+      const monitoring = monitoringObjects(deployment, workloads, name);
+      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv, monitoring }, child);
       this.units = pulumi.output([]);
       this.deployments = npu.deployments;
       if (workloads.router) {
@@ -90,7 +95,7 @@ export class ModelServing extends pulumi.ComponentResource {
             chart: workloads.router.chart,
             version: workloads.router.version,
             namespace: settings.kubernetes.namespace,
-            values: routerChartValues(workloads.router, plan.strategy, settings.kubernetes),
+            values: routerMonitoringValues(deployment, routerChartValues(workloads.router, plan.strategy, settings.kubernetes)),
             gateway: settings.kubernetes.gateway,
           },
           // Not after the workloads: their rollout can take hours of compilation, and the pool may exist first.
@@ -105,6 +110,7 @@ export class ModelServing extends pulumi.ComponentResource {
     this.curl = endpoints.apply((list) => clientCommand(plan.client, list[0] ?? "http://<endpoint>", secrets.apiKey !== undefined));
     this.selection = { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
     this.warnings = plan.warnings;
-    this.registerOutputs({ endpoints: this.endpoints, curl: this.curl, units: this.units, deployments: this.deployments, selection: this.selection, warnings: this.warnings });
+    this.scrapeTargets = scrapeTargets(deployment);
+    this.registerOutputs({ endpoints: this.endpoints, curl: this.curl, units: this.units, deployments: this.deployments, selection: this.selection, warnings: this.warnings, scrapeTargets: this.scrapeTargets });
   }
 }

@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { Namespace, PersistentVolumeClaim, Secret, Service, ConfigMap } from "kubernetes-models/v1";
 import { Deployment as DeploymentModel } from "kubernetes-models/apps/v1";
 import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
+import { PodMonitor, PrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { bindRank } from "../core/plan/bind";
@@ -25,6 +26,8 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   ConfigMap,
   Deployment: DeploymentModel,
   NetworkPolicy,
+  PodMonitor,
+  PrometheusRule,
 };
 
 function kubernetesDeployment(overrides: Record<string, unknown> = {}) {
@@ -114,6 +117,8 @@ describe("rendered Kubernetes objects", () => {
         from: [{ podSelector: { matchLabels: { "llm-d-router-gateway": "router-epp" } } }, { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "gateway-system" } } }],
         ports: [8000, 8001, 8002, 8003, 8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })),
       },
+      // monitoring.enabled in the prod stack: the monitoring namespace, on the ranks' own ports (not the sidecar's).
+      { from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }], ports: [8000, 8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })) },
     ]);
     expect(renderKubernetesWorkloads(variants[2]!, { instance: "x", namespace: "n" }, []).networkPolicy).toBeNull();
   });

@@ -1,5 +1,6 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
+import type { MonitoringObjects } from "../../core/monitoring/kubernetes";
 import type { KubeObject, KubernetesWorkloads } from "../../core/render/kubernetes/workloads";
 
 export interface NpuWorkloadsArgs {
@@ -7,6 +8,8 @@ export interface NpuWorkloadsArgs {
   workloads: KubernetesWorkloads;
   /** Secret environment (`HF_TOKEN`, `VLLM_API_KEY`) for the Secret the pods reference. */
   secretEnv: Record<string, pulumi.Input<string>>;
+  /** PodMonitors, PrometheusRule and dashboard ConfigMap (`monitoringObjects`), when monitoring is on. */
+  monitoring?: MonitoringObjects | null;
 }
 
 export interface RoleDeployment {
@@ -56,6 +59,13 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       return { role, deployment, service };
     });
     if (workloads.networkPolicy) new k8s.networking.v1.NetworkPolicy(`${name}-network-policy`, spec(workloads.networkPolicy), inNamespace);
+    if (args.monitoring) {
+      const { podMonitors, prometheusRule, dashboard } = args.monitoring;
+      for (const { id, object } of podMonitors) new k8s.apiextensions.CustomResource(`${name}-${id}-monitor`, object, inNamespace);
+      new k8s.apiextensions.CustomResource(`${name}-alerts`, prometheusRule, inNamespace);
+      // In the monitoring namespace, where the Grafana sidecar looks; that namespace belongs to the monitoring stack.
+      new k8s.core.v1.ConfigMap(`${name}-dashboard`, spec(dashboard), child);
+    }
     this.deployments = pulumi.output(
       workloads.roles.map((r) => ({ role: r.role, deployment: r.deployment.metadata.name, namespace: workloads.namespace.metadata.name, replicas: r.replicas, ranks: r.ranks })),
     );

@@ -5,6 +5,9 @@ import { routerChartValues } from "../router/chartValues";
 import { renderHost } from "./hosts/bundle";
 import { hostFiles } from "./hosts/files";
 import { renderKubernetesWorkloads, type KubeObject } from "./kubernetes/workloads";
+import { monitoringObjects, routerMonitoringValues } from "../monitoring/kubernetes";
+import { alertRules } from "../monitoring/rules";
+import { scrapeTargets } from "../monitoring/targets";
 
 /** The instance name `render` uses; the Pulumi program uses its component's name. */
 export const DEFAULT_INSTANCE = "rbln-serving";
@@ -14,6 +17,9 @@ export function toYaml(value: unknown): string {
   return stringify(value, { lineWidth: 0 });
 }
 
+/** The alert rules file: the same for every stack, so written once (the config fuzzer renders thousands). */
+let alertRulesFile: string | undefined;
+
 /** Every file `render` writes for a stack, by path under the output folder. */
 export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[]): Record<string, string> {
   const files: Record<string, string> = {};
@@ -21,6 +27,10 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
     for (const [name, content] of Object.entries(hostFiles(renderHost(deployment, placement), secrets))) {
       files[`hosts/${placement.host.name}/${name}`] = content;
     }
+  }
+  if (deployment.settings.platform === "hosts") {
+    files["prometheus/targets.json"] = `${JSON.stringify(scrapeTargets(deployment), null, 2)}\n`;
+    files["prometheus/rbln-serving-rules.yaml"] = alertRulesFile ??= toYaml(alertRules());
   }
   if (deployment.settings.platform === "kubernetes") {
     const workloads = renderKubernetesWorkloads(deployment, { instance: DEFAULT_INSTANCE, namespace: deployment.settings.kubernetes.namespace }, secrets);
@@ -36,8 +46,14 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
       if (role.service) write(role.service, `${role.role}-service`);
     }
     if (workloads.networkPolicy) write(workloads.networkPolicy, "networkpolicy");
+    const monitoring = monitoringObjects(deployment, workloads, DEFAULT_INSTANCE);
+    if (monitoring) {
+      for (const { id, object } of monitoring.podMonitors) write(object, `podmonitor-${id}`);
+      write(monitoring.prometheusRule, "prometheusrule");
+      write(monitoring.dashboard, "dashboard-configmap");
+    }
     if (workloads.router) {
-      files["router/values.yaml"] = toYaml(routerChartValues(workloads.router, deployment.plan.strategy, deployment.settings.kubernetes));
+      files["router/values.yaml"] = toYaml(routerMonitoringValues(deployment, routerChartValues(workloads.router, deployment.plan.strategy, deployment.settings.kubernetes)));
     }
   }
   return files;

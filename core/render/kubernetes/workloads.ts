@@ -1,3 +1,4 @@
+import { monitoringIngress } from "../../monitoring/kubernetes";
 import { createHash } from "node:crypto";
 import { secretEnvironment, type SecretKey } from "../../config/stackConfig";
 import type { Deployment } from "../../plan/deployment";
@@ -249,6 +250,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
               ],
               ports: servingPorts.map((port) => ({ protocol: "TCP", port })),
             },
+            ...monitoringIngress(deployment, roles.flatMap((r) => r.ports)),
           ],
         },
       }

@@ -1,0 +1,176 @@
+import { ConfigError } from "../core/errors";
+import { histogramQuantile, meanOf, parseExposition, sumOf, type Sample } from "../core/monitoring/exposition";
+import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
+import type { Deployment } from "../core/plan/deployment";
+import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
+import { stackDeployment, type CliOptions } from "./commands";
+
+export interface StatusOptions extends CliOptions {
+  endpoint?: string[];
+  /** Seconds between the two /metrics samples that give tokens/s. */
+  interval?: string;
+}
+
+/** One rank as `status` reports it; numbers are null where the rank is down or has no data yet. */
+export interface RankStatus {
+  url: string;
+  labels: Partial<RankLabels>;
+  up: boolean;
+  model: string | null;
+  running: number | null;
+  waiting: number | null;
+  kvCachePercent: number | null;
+  generationTokensPerSecond: number | null;
+  ttftP50Seconds: number | null;
+  /** Why this rank makes the exit status non-zero, or null. */
+  problem: string | null;
+}
+
+const REQUEST_TIMEOUT_MS = 5000;
+
+export interface Rank {
+  url: string;
+  labels: Partial<RankLabels>;
+}
+
+/** Every rank of a hosts deployment, at its metrics endpoint, with its labels. */
+export function ranksOfDeployment(deployment: Deployment): Rank[] {
+  return scrapeTargets(deployment).map((t) => ({ url: `http://${t.targets[0]}`, labels: t.labels }));
+}
+
+/** The ranks to ask: `--endpoint` URLs, or every rank of a hosts stack. */
+function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[]; plannedModel: string } {
+  const endpoints = (options.endpoint ?? []).map((url) => {
+    if (!/^https?:\/\/[^/\s]+\/?$/.test(url)) throw new ConfigError("--endpoint", `"${url}" is not a base URL such as http://10.0.0.5:8000`);
+    return { url: url.replace(/\/$/, ""), labels: {} };
+  });
+  if (options.stack === undefined) {
+    if (endpoints.length === 0) throw new ConfigError("--stack", "required without --endpoint: status --stack NAME or --endpoint URL ...");
+    return { ranks: endpoints, plannedModel: options.model ?? DEFAULT_MODEL };
+  }
+  const { deployment } = stackDeployment(options, catalog, options.stack);
+  if (endpoints.length > 0) return { ranks: endpoints, plannedModel: deployment.plan.model };
+  if (deployment.settings.platform !== "hosts") {
+    throw new ConfigError("--endpoint", `stack "${options.stack}" runs on Kubernetes, where ranks have pod addresses: give each rank's URL with --endpoint (e.g. after kubectl port-forward)`);
+  }
+  return { ranks: ranksOfDeployment(deployment), plannedModel: deployment.plan.model };
+}
+
+function intervalSeconds(options: StatusOptions): number {
+  const text = options.interval ?? "5";
+  const value = Number(text);
+  if (!/^[0-9]+(\.[0-9]+)?$/.test(text) || value <= 0 || value > 300) throw new ConfigError("--interval", `"${text}" is not a number of seconds in (0, 300]`);
+  return value;
+}
+
+async function get(url: string, apiKey: string | undefined): Promise<Response> {
+  return fetch(url, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS), headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {} });
+}
+
+async function metrics(url: string, apiKey: string | undefined): Promise<Sample[]> {
+  const response = await get(`${url}/metrics`, apiKey);
+  if (!response.ok) throw new Error(`/metrics answered ${response.status}`);
+  return parseExposition(await response.text());
+}
+
+/** fetch says "fetch failed" and keeps the socket's reason (ECONNREFUSED, a timeout) in `cause`. */
+function reason(error: unknown): string {
+  const { message, cause } = error as Error;
+  return cause instanceof Error ? cause.message : message;
+}
+
+const down = (rank: Rank, problem: string): RankStatus => ({
+  ...rank,
+  up: false,
+  model: null,
+  running: null,
+  waiting: null,
+  kvCachePercent: null,
+  generationTokensPerSecond: null,
+  ttftP50Seconds: null,
+  problem,
+});
+
+/** Reads /health, /v1/models and two /metrics samples `intervalMs` apart from one rank. */
+async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, apiKey: string | undefined): Promise<RankStatus> {
+  let first: { samples: Sample[]; at: number };
+  let model: string | null;
+  try {
+    const health = await get(`${rank.url}/health`, apiKey);
+    if (!health.ok) return down(rank, `/health answered ${health.status}`);
+    const models = await get(`${rank.url}/v1/models`, apiKey);
+    if (!models.ok) return down(rank, `/v1/models answered ${models.status}${models.status === 401 ? " (set VLLM_API_KEY)" : ""}`);
+    model = ((await models.json()) as { data?: { id?: string }[] }).data?.[0]?.id ?? null;
+    // Times are taken as each request leaves, so the interval is the one the server counted over.
+    const at = performance.now();
+    first = { samples: await metrics(rank.url, apiKey), at };
+  } catch (error) {
+    return down(rank, reason(error));
+  }
+  await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  let second: Sample[];
+  const seconds = (performance.now() - first.at) / 1000;
+  try {
+    second = await metrics(rank.url, apiKey);
+  } catch (error) {
+    return down(rank, `second /metrics sample: ${reason(error)}`);
+  }
+  const generated = [sumOf(first.samples, "vllm:generation_tokens_total"), sumOf(second, "vllm:generation_tokens_total")];
+  const kv = meanOf(second, "vllm:kv_cache_usage_perc");
+  return {
+    ...rank,
+    up: true,
+    model,
+    running: sumOf(second, "vllm:num_requests_running") ?? null,
+    waiting: sumOf(second, "vllm:num_requests_waiting") ?? null,
+    kvCachePercent: kv === undefined ? null : kv * 100,
+    generationTokensPerSecond: generated[0] === undefined || generated[1] === undefined ? null : Math.max(0, generated[1] - generated[0]) / seconds,
+    ttftP50Seconds: histogramQuantile(second, "vllm:time_to_first_token_seconds", 0.5) ?? null,
+    problem: model === plannedModel ? null : `serves ${JSON.stringify(model)}, planned ${JSON.stringify(plannedModel)}`,
+  };
+}
+
+/** Asks every rank at once; `VLLM_API_KEY` from the environment goes to /v1/models, which wants it when vLLM has a key. */
+export async function probeRanks(ranks: readonly Rank[], plannedModel: string, intervalSeconds: number): Promise<RankStatus[]> {
+  const apiKey = process.env["VLLM_API_KEY"] || undefined;
+  return Promise.all(ranks.map((rank) => rankStatus(rank, plannedModel, intervalSeconds * 1000, apiKey)));
+}
+
+const fixed = (value: number | null, digits: number) => (value === null ? "-" : value.toFixed(digits));
+
+function table(statuses: readonly RankStatus[]): string {
+  const header = ["ENDPOINT", "HOST", "ROLE", "RANK", "STATE", "MODEL", "RUNNING", "WAITING", "KV%", "GEN_TOK/S", "TTFT_P50"];
+  const rows = statuses.map((s) => [
+    s.url,
+    s.labels.host ?? "-",
+    s.labels.role ?? "-",
+    s.labels.rank ?? "-",
+    s.up ? "up" : "down",
+    s.model ?? "-",
+    fixed(s.running, 0),
+    fixed(s.waiting, 0),
+    fixed(s.kvCachePercent, 1),
+    fixed(s.generationTokensPerSecond, 1),
+    s.ttftP50Seconds === null ? "-" : `${s.ttftP50Seconds.toFixed(3)}s`,
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
+  const problems = statuses.filter((s) => s.problem).map((s) => `${s.url}: ${s.problem}`);
+  return [line(header), ...rows.map(line), ...problems].join("\n") + "\n";
+}
+
+/**
+ * `status`: one line per rank (up/down, model, running/waiting, KV-cache %, generation tokens/s
+ * over `--interval` seconds, TTFT p50). Exit status 1 when a rank is down or serves another model.
+ */
+export async function statusCommand(options: StatusOptions, catalog: RecipeCatalog): Promise<{ stdout: string; exitCode: number }> {
+  if (options.format !== undefined && options.format !== "text" && options.format !== "json") {
+    throw new ConfigError("--format", `unknown format "${options.format}"; allowed: "text", "json"`);
+  }
+  const interval = intervalSeconds(options);
+  const { ranks, plannedModel } = ranksOf(options, catalog);
+  const statuses = await probeRanks(ranks, plannedModel, interval);
+  const exitCode = statuses.some((s) => s.problem) ? 1 : 0;
+  const stdout = options.format === "json" ? `${JSON.stringify({ plannedModel, ranks: statuses }, null, 2)}\n` : table(statuses);
+  return { stdout, exitCode };
+}

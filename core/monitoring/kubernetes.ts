@@ -1,0 +1,99 @@
+import * as fs from "node:fs";
+import * as path from "node:path";
+import type { Deployment } from "../plan/deployment";
+import type { KubeObject, KubernetesWorkloads } from "../render/kubernetes/workloads";
+import { alertRules } from "./rules";
+
+export const DASHBOARD_FILE = path.resolve(__dirname, "../../dashboards/rbln-serving.json");
+
+/** The endpoint picker's metrics port and path (llm-d-router-gateway v0.10.0, routerlib `_deployment.yaml`). */
+export const EPP_METRICS = { port: "metrics", path: "/metrics" } as const;
+
+/** The slice of a Deployment object this module reads: its containers' named ports. */
+interface PodOwner {
+  spec: { template: { spec: { containers: { ports?: { name?: string; containerPort: number }[] }[] } } };
+}
+
+/** The Prometheus Operator, PrometheusRule and Grafana-sidecar objects of a Kubernetes stack with monitoring on. */
+export interface MonitoringObjects {
+  /** By id (`vllm`, `epp`): resource names come from the id. */
+  podMonitors: { id: string; object: KubeObject }[];
+  prometheusRule: KubeObject;
+  dashboard: KubeObject;
+}
+
+/** The NetworkPolicy ingress rule that lets the monitoring namespace scrape the ranks' ports (none with monitoring off). */
+export function monitoringIngress(deployment: Deployment, rankPorts: readonly number[]): object[] {
+  const { monitoring } = deployment.settings;
+  if (!monitoring.enabled) return [];
+  return [
+    {
+      from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": monitoring.namespace } } }],
+      ports: [...new Set(rankPorts)].sort((a, b) => a - b).map((port) => ({ protocol: "TCP", port })),
+    },
+  ];
+}
+
+/** Chart values that let Prometheus scrape the endpoint picker without a bearer token (its default wants one). */
+export function routerMonitoringValues(deployment: Deployment, values: Record<string, unknown>): Record<string, unknown> {
+  if (!deployment.settings.monitoring.enabled) return values;
+  const router = (values["router"] ?? {}) as Record<string, unknown>;
+  return { ...values, router: { ...router, monitoring: { prometheus: { auth: { enabled: false } } } } };
+}
+
+/**
+ * A PodMonitor endpoint per role and rank (named container port, `/metrics`), relabelled with
+ * model, role, rank and strategy; one more for the endpoint picker when the router runs.
+ */
+export function monitoringObjects(deployment: Deployment, workloads: KubernetesWorkloads, instance: string): MonitoringObjects | null {
+  const { settings, plan } = deployment;
+  if (!settings.monitoring.enabled) return null;
+  const namespace = workloads.namespace.metadata.name;
+  const labels = { "app.kubernetes.io/name": "rbln-serving", "app.kubernetes.io/instance": instance, "app.kubernetes.io/managed-by": "pulumi" };
+  const staticLabel = (targetLabel: string, replacement: string) => ({ action: "replace", targetLabel, replacement });
+  const endpoints = workloads.roles.flatMap((role) => {
+    const rolePlan = plan.roles.find((r) => r.role === role.role)!;
+    const ports = (role.deployment as unknown as PodOwner).spec.template.spec.containers.flatMap((c) => c.ports ?? []);
+    return rolePlan.ranks.map((rank) => {
+      const port = ports.find((p) => p.containerPort === rank.ports[0] && p.name);
+      if (!port) throw new Error(`role ${role.role} rank ${rank.rank}: no named container port ${rank.ports[0]}`);
+      return {
+        port: port.name,
+        path: "/metrics",
+        relabelings: [
+          // Port names repeat across roles (each pod numbers its own ports): keep this role's pods only.
+          { action: "keep", sourceLabels: ["__meta_kubernetes_pod_label_app_kubernetes_io_component"], regex: role.role },
+          staticLabel("role", role.role),
+          staticLabel("rank", String(rank.rank)),
+          staticLabel("model", plan.model),
+          staticLabel("strategy", plan.strategy),
+        ],
+      };
+    });
+  });
+  const podMonitor = (name: string, matchLabels: Record<string, string>, podMetricsEndpoints: object[]): KubeObject => ({
+    apiVersion: "monitoring.coreos.com/v1",
+    kind: "PodMonitor",
+    metadata: { name, namespace, labels },
+    spec: { selector: { matchLabels }, podMetricsEndpoints },
+  });
+  const podMonitors = [{ id: "vllm", object: podMonitor(`${instance}-vllm`, { "app.kubernetes.io/instance": instance }, endpoints) }];
+  if (workloads.router) {
+    podMonitors.push({
+      id: "epp",
+      object: podMonitor(`${instance}-epp`, { "llm-d-router-gateway": `${workloads.router.release}-epp` }, [
+        { port: EPP_METRICS.port, path: EPP_METRICS.path, relabelings: [staticLabel("model", plan.model), staticLabel("strategy", plan.strategy)] },
+      ]),
+    });
+  }
+  return {
+    podMonitors,
+    prometheusRule: { apiVersion: "monitoring.coreos.com/v1", kind: "PrometheusRule", metadata: { name: `${instance}-alerts`, namespace, labels }, spec: alertRules() },
+    dashboard: {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: `${instance}-dashboard`, namespace: settings.monitoring.namespace, labels: { ...labels, grafana_dashboard: "1" } },
+      data: { "rbln-serving.json": fs.readFileSync(DASHBOARD_FILE, "utf8") },
+    },
+  };
+}

@@ -1,0 +1,137 @@
+import { spawn } from "node:child_process";
+import * as path from "node:path";
+import { Counter, Histogram, Registry } from "prom-client";
+import { afterEach, describe, expect, it } from "vitest";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { histogramQuantile, parseExposition, sumOf } from "../core/monitoring/exposition";
+import { planDeployment } from "../core/plan/deployment";
+import { probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
+import { startFakeVllm, type FakeVllm } from "./helpers/fakeVllm";
+import { shippedCatalog } from "./helpers/recipes";
+
+const ROOT = path.resolve(__dirname, "..");
+const MODEL = "MiniMaxAI/MiniMax-M2.7";
+const servers: FakeVllm[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.close()));
+});
+async function fake(options: Parameters<typeof startFakeVllm>[0]) {
+  const server = await startFakeVllm(options);
+  servers.push(server);
+  return server;
+}
+
+/** `npm run --silent status -- ...`, asynchronously so the fake servers in this process keep answering. */
+function statusCli(args: string[], env: Record<string, string> = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn("npm", ["run", "--silent", "status", "--", ...args], { cwd: ROOT, env: { ...process.env, VLLM_API_KEY: "", ...env } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+describe("the exposition format", () => {
+  it("reads what a Prometheus client writes: labels with escapes, counters, histograms, special values, timestamps", async () => {
+    const registry = new Registry();
+    const counter = new Counter({ name: "vllm:generation_tokens_total", help: "h", labelNames: ["model_name", "engine"], registers: [registry] });
+    counter.inc({ model_name: 'we"ird\\name\nx', engine: "0" }, 7);
+    counter.inc({ model_name: "m", engine: "1" }, 5);
+    const histogram = new Histogram({ name: "vllm:time_to_first_token_seconds", help: "h", buckets: [0.25, 0.5, 0.75, 5], registers: [registry] });
+    for (const v of [0.2, 0.3, 0.7, 3]) histogram.observe(v);
+    const samples = parseExposition(`${await registry.metrics()}\nnan_metric NaN\ninf_metric{le="+Inf"} +Inf 1700000000000\n`);
+    expect(samples.find((s) => s.labels["engine"] === "0")).toEqual({ name: "vllm:generation_tokens_total", labels: { model_name: 'we"ird\\name\nx', engine: "0" }, value: 7 });
+    expect(sumOf(samples, "vllm:generation_tokens_total")).toBe(12);
+    expect(sumOf(samples, "vllm:time_to_first_token_seconds_count")).toBe(4);
+    expect(samples.find((s) => s.name === "nan_metric")!.value).toBeNaN();
+    expect(samples.find((s) => s.name === "inf_metric")!.value).toBe(Infinity);
+    expect(sumOf(samples, "absent")).toBeUndefined();
+    // p50: the 2nd of 4 observations falls in (0.25, 0.5], which holds 1 of them: 0.25 + 0.25 * (2 - 1) / 1.
+    expect(histogramQuantile(samples, "vllm:time_to_first_token_seconds", 0.5)).toBeCloseTo(0.5);
+    // p25 in the first bucket, from 0: 0.25 * 1 / 1.
+    expect(histogramQuantile(samples, "vllm:time_to_first_token_seconds", 0.25)).toBeCloseTo(0.25);
+    // p90 lands in (0.75, 5]: 0.75 + 4.25 * (3.6 - 3) / 1.
+    expect(histogramQuantile(samples, "vllm:time_to_first_token_seconds", 0.9)).toBeCloseTo(3.3);
+    expect(histogramQuantile(parseExposition('h_bucket{le="+Inf"} 0\n'), "h", 0.5)).toBeUndefined();
+  });
+
+  it("refuses lines that are not the format", () => {
+    expect(() => parseExposition("1abc 3")).toThrow(/bad metric name/);
+    expect(() => parseExposition('m{a="x} 1')).toThrow(/unterminated/);
+    expect(() => parseExposition("m{a=x} 1")).toThrow(/bad label a/);
+    expect(() => parseExposition("m one")).toThrow(/bad sample value/);
+  });
+});
+
+describe("status against fake vLLM ranks on loopback", () => {
+  it("reports every rank of a hosts stack: a live one with its load, a dead one as down", async () => {
+    // Each host of the stack is its own loopback address; the ranks listen on the plan's port 8000.
+    const base = `127.${50 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250)}`;
+    const deployment = planDeployment(
+      parseStackSettings({
+        strategy: "aggregated-data-expert-parallel",
+        target: "Latency",
+        replicas: 2,
+        hosts: [{ name: "npu-live", address: `${base}.1` }, { name: "npu-dead", address: `${base}.2` }],
+      }),
+      shippedCatalog,
+    );
+    await fake({ host: `${base}.1`, port: 8000, model: MODEL, engines: 4, running: 3, waiting: 2, kvUsage: 0.25, tokensPerSecond: 400, ttftSeconds: [0.2, 0.3, 0.7, 3] });
+    const [live, dead] = await probeRanks(ranksOfDeployment(deployment), MODEL, 0.5);
+    expect(live).toMatchObject({ url: `http://${base}.1:8000`, labels: { host: "npu-live", role: "main", rank: "0" }, up: true, model: MODEL, running: 3, waiting: 2, problem: null });
+    expect(live!.kvCachePercent).toBeCloseTo(25);
+    expect(live!.ttftP50Seconds).toBeCloseTo(0.5);
+    // Tokens come from the server's clock, the interval from ours: close, not equal.
+    expect(live!.generationTokensPerSecond).toBeGreaterThan(250);
+    expect(live!.generationTokensPerSecond).toBeLessThan(550);
+    expect(dead).toMatchObject({ url: `http://${base}.2:8000`, labels: { host: "npu-dead" }, up: false, model: null, running: null, problem: expect.stringMatching(/ECONNREFUSED/) });
+  });
+
+  it("flags a rank that serves another model than planned", async () => {
+    const server = await fake({ model: "Qwen/Qwen3-0.6B" });
+    const [status] = await probeRanks([{ url: server.url, labels: {} }], MODEL, 0.05);
+    expect(status).toMatchObject({ up: true, model: "Qwen/Qwen3-0.6B", problem: `serves "Qwen/Qwen3-0.6B", planned "${MODEL}"` });
+  });
+
+  it("the CLI prints a table, or JSON, and exits non-zero when a rank is down", async () => {
+    const a = await fake({ model: MODEL, running: 1, tokensPerSecond: 50, ttftSeconds: [1.2] });
+    const b = await fake({ model: MODEL, waiting: 4, kvUsage: 0.9 });
+    const healthy = await statusCli(["--endpoint", a.url, "--endpoint", b.url, "--interval", "0.2"]);
+    expect(healthy.status, healthy.stderr).toBe(0);
+    const lines = healthy.stdout.trimEnd().split("\n");
+    expect(lines[0]).toMatch(/^ENDPOINT +HOST +ROLE +RANK +STATE +MODEL +RUNNING +WAITING +KV% +GEN_TOK\/S +TTFT_P50$/);
+    expect(lines[2]).toMatch(new RegExp(`^${b.url} +- +- +- +up +${MODEL} +0 +4 +90\\.0 +0\\.0 +-$`));
+    expect(lines).toHaveLength(3);
+
+    const closed = await fake({ model: MODEL });
+    await closed.close();
+    const broken = await statusCli(["--endpoint", a.url, "--endpoint", closed.url, "--interval", "0.1", "--format", "json"]);
+    expect(broken.status).toBe(1);
+    const report = JSON.parse(broken.stdout);
+    expect(report.plannedModel).toBe(MODEL);
+    expect(report.ranks.map((r: { up: boolean }) => r.up)).toEqual([true, false]);
+    // One observation of 1.2 s in the (1, 2.5] bucket: the midpoint, as histogram_quantile answers.
+    expect(report.ranks[0].ttftP50Seconds).toBeCloseTo(1.75);
+  });
+
+  it("reads /v1/models with VLLM_API_KEY when vLLM has a key; /health and /metrics need none", async () => {
+    const server = await fake({ model: MODEL, apiKey: "s3cret" });
+    const without = await statusCli(["--endpoint", server.url, "--interval", "0.1"]);
+    expect(without.status).toBe(1);
+    expect(without.stdout).toContain("/v1/models answered 401 (set VLLM_API_KEY)");
+    const withKey = await statusCli(["--endpoint", server.url, "--interval", "0.1", "--format", "json"], { VLLM_API_KEY: "s3cret" });
+    expect(withKey.status, withKey.stdout).toBe(0);
+    expect(JSON.parse(withKey.stdout).ranks[0]).toMatchObject({ up: true, model: MODEL });
+  });
+
+  it("refuses bad flags with one line naming the flag", async () => {
+    const run = await statusCli(["--endpoint", "localhost:8000"]);
+    expect([run.status, run.stderr]).toEqual([2, 'error: --endpoint: "localhost:8000" is not a base URL such as http://10.0.0.5:8000\n']);
+    const catalog = shippedCatalog;
+    await expect(statusCommand({ endpoint: ["http://127.0.0.1:9"], interval: "soon" }, catalog)).rejects.toThrow(/^--interval: "soon" is not a number of seconds/);
+    await expect(statusCommand({ stack: "prod" }, catalog)).rejects.toThrow(/^--endpoint: stack "prod" runs on Kubernetes/);
+    await expect(statusCommand({}, catalog)).rejects.toThrow(/^--stack: required without --endpoint/);
+  });
+});
