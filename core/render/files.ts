@@ -26,18 +26,21 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
     const workloads = renderKubernetesWorkloads(deployment, { instance: DEFAULT_INSTANCE, namespace: deployment.settings.kubernetes.namespace }, secrets);
     const write = (object: KubeObject, name: string) => (files[`kubernetes/${name}.yaml`] = toYaml(object));
     write(workloads.namespace, "namespace");
+    write(workloads.serviceAccount, "serviceaccount");
     if (workloads.secret) {
-      write({ ...workloads.secret, stringData: secretEnvironment(secrets, secretPlaceholder) }, "secret");
+      const secret: typeof workloads.secret = { ...workloads.secret, stringData: secretEnvironment(secrets, secretPlaceholder) };
+      write(secret, "secret");
     }
     for (const volume of workloads.volumes) write(volume.object, `pvc-${volume.id}`);
     for (const role of workloads.roles) {
       write(role.configMap, `${role.role}-configmap`);
       write(role.deployment, `${role.role}-deployment`);
       if (role.service) write(role.service, `${role.role}-service`);
+      write(role.podDisruptionBudget, `${role.role}-pdb`);
+      write(role.networkPolicy, `${role.role}-networkpolicy`);
     }
-    if (workloads.networkPolicy) write(workloads.networkPolicy, "networkpolicy");
     if (workloads.router) {
-      files["router/values.yaml"] = toYaml(routerChartValues(workloads.router, deployment.plan.strategy, deployment.settings.kubernetes));
+      files["router/values.yaml"] = toYaml(routerChartValues(workloads.router, deployment.plan.strategy, deployment.settings));
     }
   }
   return files;
