@@ -328,6 +328,13 @@ describe("router chart values", () => {
 });
 
 describe("the Dockerfile", () => {
+  it("ends as the non-root user the pods run as by default", () => {
+    const dockerfile = fs.readFileSync(path.resolve(__dirname, "../Dockerfile"), "utf8");
+    const { runAsUser, runAsGroup } = parseStackSettings(readStackFile("prod").raw).kubernetes.securityContext;
+    expect(dockerfile.trimEnd().split("\n").filter((line) => line.startsWith("USER ")).at(-1)).toBe(`USER ${runAsUser}:${runAsGroup}`);
+    expect(dockerfile).toContain(`useradd --uid ${runAsUser} --gid ${runAsGroup}`);
+  });
+
   it("pins exactly the recipe's packages, every one of them", () => {
     const dockerfile = fs.readFileSync(path.resolve(__dirname, "../Dockerfile"), "utf8");
     const recipe = shippedCatalog.get("MiniMaxAI/MiniMax-M2.7");
