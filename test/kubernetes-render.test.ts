@@ -1,4 +1,6 @@
-import { spawnSync } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -222,6 +224,30 @@ describe("rendered Kubernetes objects", () => {
     expect(prefill.livenessProbe.httpGet).toEqual({ path: "/health", port: 8000 });
     expect(prefill.startupProbe.httpGet).toEqual({ path: "/health", port: 8000 });
     expect(prefill.readinessProbe.exec.command.slice(3)).toEqual(["/v1/models", "5", "8000"]);
+  });
+
+  it("the exec probe passes only when every port answers 200, sending the API key", async () => {
+    const servers = await Promise.all(
+      [200, 200, 503].map(
+        (status) =>
+          new Promise<http.Server>((resolve) => {
+            const server = http.createServer((request, response) => response.writeHead(request.headers.authorization === "Bearer k3y" ? status : 401).end());
+            server.listen(0, "127.0.0.1", () => resolve(server));
+          }),
+      ),
+    );
+    const ports = servers.map((server) => (server.address() as AddressInfo).port);
+    const decode = (renderKubernetesWorkloads(variants[0]!, { instance: "x", namespace: "n" }, ["apiKey"]).roles[1]!.deployment.spec.template.spec as any).containers[0];
+    const [python, ...args] = decode.readinessProbe.exec.command.slice(0, 5) as string[];
+    const run = (probePorts: number[], key: string) =>
+      new Promise<number>((resolve) => execFile(python!, [...args, ...probePorts.map(String)], { env: { PATH: process.env.PATH, VLLM_API_KEY: key } }, (error) => resolve(error ? Number(error.code) : 0)));
+    try {
+      expect(await run(ports.slice(0, 2), "k3y")).toBe(0);
+      expect(await run(ports, "k3y")).not.toBe(0);
+      expect(await run(ports.slice(0, 2), "wrong")).not.toBe(0);
+    } finally {
+      for (const server of servers) server.close();
+    }
   });
 
   it("refuses an instance name that cannot prefix Kubernetes names", () => {
