@@ -54,6 +54,8 @@ describe("rendered Kubernetes objects", () => {
     for (const deployment of variants) {
       for (const [file, text] of Object.entries(renderFiles(deployment, ["hfToken", "apiKey"]))) {
         if (!file.startsWith("kubernetes/")) continue;
+        // Plain YAML a reader (or `kubectl apply -f`) takes as it is: no anchors for shared objects.
+        expect(text, file).not.toMatch(/: [&*]a\d+$/m);
         const object = parseYaml(text) as KubeObject;
         const Model = MODELS[object.kind];
         expect(Model, `${file}: ${object.kind}`).toBeDefined();

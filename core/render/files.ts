@@ -9,9 +9,9 @@ import { renderKubernetesWorkloads, type KubeObject } from "./kubernetes/workloa
 /** The instance name `render` uses; the Pulumi program uses its component's name. */
 export const DEFAULT_INSTANCE = "rbln-serving";
 
-/** YAML without folded lines, so scripts and JSON values read as they are. */
+/** YAML without folded lines or anchors, so scripts, JSON values and shared objects read as they are. */
 export function toYaml(value: unknown): string {
-  return stringify(value, { lineWidth: 0 });
+  return stringify(value, { lineWidth: 0, aliasDuplicateObjects: false });
 }
 
 /** Every file `render` writes for a stack, by path under the output folder. */
