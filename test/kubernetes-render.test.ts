@@ -179,6 +179,7 @@ describe("rendered Kubernetes objects", () => {
     expect(decode({})).toEqual({ requests: { cpu: "32", memory: "384Gi", "rebellions.ai/npu": "4" }, limits: { memory: "384Gi", "rebellions.ai/npu": "4" } });
     expect(decode({ decode: { requests: { memory: "512Gi" } }, prefill: { requests: { cpu: "8" } } })).toEqual({ requests: { cpu: "32", memory: "512Gi", "rebellions.ai/npu": "4" }, limits: { memory: "512Gi", "rebellions.ai/npu": "4" } });
     expect(decode({ decode: { limits: { memory: "256Gi", cpu: "48" } } }).requests).toMatchObject({ cpu: "32", memory: "256Gi" });
+    expect(() => kubernetesDeployment({ kubernetes: { ...k8s, resources: { main: { requests: { cpu: "8" } } } } })).toThrow(/^kubernetes\.resources\.main: strategy "prefill-decode-disaggregated" has no role "main"/);
     expect(() => parseStackSettings({ ...readStackFile("prod").raw, kubernetes: { ...k8s, resources: { decode: { requests: { cpu: "64" }, limits: { cpu: "32" } } } } })).toThrow(
       /^kubernetes\.resources\.decode\.requests\.cpu: more than limits\.cpu \(32\)/,
     );
