@@ -17,6 +17,7 @@ import { planDeployment } from "../core/plan/deployment";
 import { readRouterIntent, routerChartValues } from "../core/router/chartValues";
 import { renderFiles } from "../core/render/files";
 import { renderKubernetesWorkloads, type KubeObject } from "../core/render/kubernetes/workloads";
+import type * as k8s from "../core/render/kubernetes/objects";
 import { shippedCatalog } from "./helpers/recipes";
 import chartFacts from "./fixtures/llm-d-router-gateway-v0.10.0.json";
 
@@ -64,6 +65,19 @@ describe("rendered Kubernetes objects", () => {
       }
     }
     expect(count).toBeGreaterThan(20);
+  });
+
+  it("types the objects, so a misspelled field does not compile (checked by tsc)", () => {
+    const container: k8s.Container = {
+      name: "vllm",
+      // @ts-expect-error `imagee` is not a Container field; tsc fails on an unused expect-error if the types stop catching it.
+      imagee: "x",
+    };
+    const probe: k8s.Probe = {
+      // @ts-expect-error a misspelled nested field
+      httpGet: { path: "/health", prot: 8000 },
+    };
+    expect([container, probe]).toHaveLength(2);
   });
 
   it("puts the secrets only in the Secret, as references elsewhere", () => {
