@@ -7,6 +7,8 @@
 #   docker push registry.example.com/ml/vllm-rbln:0.12.0
 #
 # The RBLN driver and device nodes come from the node (RBLN NPU Operator / device plugin), not the image.
+# The pods run as UID/GID 10001 (rbln-serving:kubernetes.securityContext) with a read-only root
+# filesystem; they write only to mounted volumes (/tmp, /dev/shm, /var/lib/rbln-serving/*).
 
 # Ubuntu 24.04: glibc 2.39, which the vLLM 0.30 CPU wheel needs.
 FROM ubuntu:24.04
@@ -35,5 +37,10 @@ RUN --mount=type=secret,id=pip_conf,target=/etc/pip.conf \
       "arctic-inference==${ARCTIC_INFERENCE_VERSION}" \
  && python3 -c "import rebel, vllm_rbln, arctic_inference"
 
+# A fixed non-root user, so `runAsNonRoot` can be checked; its home is a scratch volume in the pod.
+RUN groupadd --gid 10001 vllm \
+ && useradd --uid 10001 --gid 10001 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin vllm
+
 # The launch script comes from a ConfigMap; bash and python3 (probes) are all it needs here.
 WORKDIR /var/lib/rbln-serving
+USER 10001:10001

@@ -95,7 +95,7 @@ export class ModelServing extends pulumi.ComponentResource {
             chart: workloads.router.chart,
             version: workloads.router.version,
             namespace: settings.kubernetes.namespace,
-            values: routerMonitoringValues(deployment, routerChartValues(workloads.router, plan.strategy, settings.kubernetes)),
+            values: routerMonitoringValues(deployment, routerChartValues(workloads.router, plan.strategy, settings)),
             gateway: settings.kubernetes.gateway,
           },
           // Not after the workloads: their rollout can take hours of compilation, and the pool may exist first.

@@ -1,13 +1,16 @@
-import { spawnSync } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { parse as parseYaml } from "yaml";
 import { describe, expect, it } from "vitest";
-import { Namespace, PersistentVolumeClaim, Secret, Service, ConfigMap } from "kubernetes-models/v1";
+import { Namespace, PersistentVolumeClaim, Secret, Service, ConfigMap, ServiceAccount } from "kubernetes-models/v1";
 import { Deployment as DeploymentModel } from "kubernetes-models/apps/v1";
 import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { PodMonitor, PrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
+import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { bindRank } from "../core/plan/bind";
@@ -15,6 +18,7 @@ import { planDeployment } from "../core/plan/deployment";
 import { readRouterIntent, routerChartValues } from "../core/router/chartValues";
 import { renderFiles } from "../core/render/files";
 import { renderKubernetesWorkloads, type KubeObject } from "../core/render/kubernetes/workloads";
+import type * as k8s from "../core/render/kubernetes/objects";
 import { shippedCatalog } from "./helpers/recipes";
 import chartFacts from "./fixtures/llm-d-router-gateway-v0.10.0.json";
 
@@ -28,6 +32,8 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   NetworkPolicy,
   PodMonitor,
   PrometheusRule,
+  ServiceAccount,
+  PodDisruptionBudget,
 };
 
 function kubernetesDeployment(overrides: Record<string, unknown> = {}) {
@@ -52,6 +58,8 @@ describe("rendered Kubernetes objects", () => {
     for (const deployment of variants) {
       for (const [file, text] of Object.entries(renderFiles(deployment, ["hfToken", "apiKey"]))) {
         if (!file.startsWith("kubernetes/")) continue;
+        // Plain YAML a reader (or `kubectl apply -f`) takes as it is: no anchors for shared objects.
+        expect(text, file).not.toMatch(/: [&*]a\d+$/m);
         const object = parseYaml(text) as KubeObject;
         const Model = MODELS[object.kind];
         expect(Model, `${file}: ${object.kind}`).toBeDefined();
@@ -60,6 +68,19 @@ describe("rendered Kubernetes objects", () => {
       }
     }
     expect(count).toBeGreaterThan(20);
+  });
+
+  it("types the objects, so a misspelled field does not compile (checked by tsc)", () => {
+    const container: k8s.Container = {
+      name: "vllm",
+      // @ts-expect-error `imagee` is not a Container field; tsc fails on an unused expect-error if the types stop catching it.
+      imagee: "x",
+    };
+    const probe: k8s.Probe = {
+      // @ts-expect-error a misspelled nested field
+      httpGet: { path: "/health", prot: 8000 },
+    };
+    expect([container, probe]).toHaveLength(2);
   });
 
   it("puts the secrets only in the Secret, as references elsewhere", () => {
@@ -91,27 +112,35 @@ describe("rendered Kubernetes objects", () => {
     expect(sidecar.ports.map((p: any) => p.containerPort)).toEqual([8000, 8001, 8002, 8003]);
     const vllm = decodePod.spec.containers[0];
     expect(vllm.ports.map((p: any) => p.containerPort)).toEqual([8200, 8201, 8202, 8203]);
-    expect(vllm.resources.limits).toEqual({ "rebellions.ai/npu": "4" });
+    expect(vllm.resources.limits).toMatchObject({ "rebellions.ai/npu": "4" });
     for (const deployment of [prefill, decode]) {
       expect(deployment.spec.strategy).toEqual({ type: "Recreate" });
       const container = deployment.spec.template.spec.containers[0];
       const startupBudget = container.startupProbe.periodSeconds * container.startupProbe.failureThreshold;
       expect(startupBudget).toBeGreaterThanOrEqual(9600);
       expect(deployment.spec.progressDeadlineSeconds).toBeGreaterThan(startupBudget);
-      expect(container.readinessProbe.exec.command.slice(3)).toEqual(["/v1/models", ...container.ports.map((p: any) => String(p.containerPort))]);
-      expect(container.livenessProbe.exec.command[3]).toBe("/health");
-      expect(deployment.spec.template.spec.volumes).toContainEqual({ name: "dshm", emptyDir: { medium: "Memory" } });
+      expect(deployment.spec.template.spec.volumes).toContainEqual({ name: "dshm", emptyDir: { medium: "Memory", sizeLimit: "16Gi" } });
     }
-    const pool = routerChartValues(workloads.router!, "prefill-decode-disaggregated", { provider: "none" }) as any;
+    // One port and no API key: plain HTTP probes (vLLM's key never guards /health).
+    const prefillVllm = prefillPod.spec.containers[0];
+    expect(prefillVllm.livenessProbe).toMatchObject({ httpGet: { path: "/health", port: 8000 } });
+    expect(prefillVllm.readinessProbe).toMatchObject({ httpGet: { path: "/v1/models", port: 8000 } });
+    // Four ports: one exec probe over all of them, its timeout covering each port's in turn.
+    for (const [probe, path] of [[vllm.readinessProbe, "/v1/models"], [vllm.livenessProbe, "/health"], [vllm.startupProbe, "/health"]] as const) {
+      const [, , , probePath, perPort, ...ports] = probe.exec.command;
+      expect([probePath, ports]).toEqual([path, ["8200", "8201", "8202", "8203"]]);
+      expect(probe.timeoutSeconds).toBeGreaterThan(Number(perPort) * ports.length);
+    }
+    const pool = routerChartValues(workloads.router!, "prefill-decode-disaggregated", variants[0]!.settings) as any;
     expect(pool.router.modelServers.targetPorts).toEqual([8000, 8001, 8002, 8003].map((number) => ({ number })));
     expect(Object.entries(pool.router.modelServers.matchLabels).every(([k, v]) => decodePod.metadata.labels[k] === v && prefillPod.metadata.labels[k] === v)).toBe(true);
   });
 
   it("lets only the gateway, the endpoint picker and the peer role reach the vLLM pods", () => {
     const workloads = renderKubernetesWorkloads(variants[0]!, { instance: "rbln-serving", namespace: "llm-serving" }, []);
-    const policy = workloads.networkPolicy as any;
-    expect(policy.spec.podSelector).toEqual({ matchLabels: { "app.kubernetes.io/instance": "rbln-serving" } });
-    expect(policy.spec.ingress).toEqual([
+    const [prefill, decode] = workloads.roles.map((r) => r.networkPolicy as any);
+    expect(decode.spec.podSelector).toEqual({ matchLabels: { "app.kubernetes.io/instance": "rbln-serving", "app.kubernetes.io/component": "decode" } });
+    expect(decode.spec.ingress).toEqual([
       { from: [{ podSelector: { matchLabels: { "app.kubernetes.io/instance": "rbln-serving" } } }] },
       {
         from: [{ podSelector: { matchLabels: { "llm-d-router-gateway": "router-epp" } } }, { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "gateway-system" } } }],
@@ -120,7 +149,127 @@ describe("rendered Kubernetes objects", () => {
       // monitoring.enabled in the prod stack: the monitoring namespace, on the ranks' own ports (not the sidecar's).
       { from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }], ports: [8000, 8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })) },
     ]);
-    expect(renderKubernetesWorkloads(variants[2]!, { instance: "x", namespace: "n" }, []).networkPolicy).toBeNull();
+    expect(prefill.spec.ingress[1].ports).toEqual([{ protocol: "TCP", port: 8000 }]);
+  });
+
+  it("gives every served role of the aggregated strategies a policy: the Service's clients and monitoring, on the rank ports", () => {
+    const ns = (name: string) => ({ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": name } } });
+    const policy = (overrides: Record<string, unknown>) => renderKubernetesWorkloads(kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", ...overrides }), { instance: "x", namespace: "llm-serving" }, []).roles[0]!.networkPolicy as any;
+    const ports = [{ protocol: "TCP", port: 8000 }];
+    expect(policy({}).spec.ingress).toEqual([{ from: [ns("gateway-system"), ns("llm-serving")], ports }]);
+    const k8s = { ...readStackFile("prod").raw["kubernetes"] as object };
+    expect(policy({ kubernetes: { ...k8s, gateway: undefined } }).spec.ingress).toEqual([{ from: [ns("llm-serving")], ports }]);
+    expect(policy({ kubernetes: { ...k8s, clients: { namespaces: ["apps"], podLabels: { app: "chat" } } } }).spec.ingress).toEqual([{ from: [{ ...ns("apps"), podSelector: { matchLabels: { app: "chat" } } }], ports }]);
+    expect(policy({ monitoring: { enabled: true, namespace: "observability" } }).spec.ingress[1]).toEqual({ from: [ns("observability")], ports });
+    const disaggregated = renderKubernetesWorkloads(kubernetesDeployment({ monitoring: { enabled: true } }), { instance: "x", namespace: "n" }, []).roles[1]!.networkPolicy as any;
+    expect(disaggregated.spec.ingress[2]).toEqual({ from: [ns("monitoring")], ports: [8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })) });
+  });
+
+  it("rolls more than one replica in waves of maxUnavailable pods (maxSurge 0), one replica by Recreate; each role on its own", () => {
+    const roles = (overrides: Record<string, unknown>) => Object.fromEntries(renderKubernetesWorkloads(kubernetesDeployment(overrides), { instance: "x", namespace: "n" }, []).roles.map((r) => [r.role, r]));
+    const { prefill, decode } = roles({ prefillReplicas: 1, decodeReplicas: 8 });
+    expect((prefill!.deployment.spec as any).strategy).toEqual({ type: "Recreate" });
+    // 25% of 8 is 2; an integer, since Kubernetes would round a percentage down (to 0 below 4 replicas).
+    expect((decode!.deployment.spec as any).strategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxSurge: 0, maxUnavailable: 2 } });
+    expect([prefill!.podDisruptionBudget.spec, decode!.podDisruptionBudget.spec]).toEqual([
+      { maxUnavailable: 1, selector: { matchLabels: { "app.kubernetes.io/instance": "x", "app.kubernetes.io/component": "prefill" } } },
+      { maxUnavailable: 2, selector: { matchLabels: { "app.kubernetes.io/instance": "x", "app.kubernetes.io/component": "decode" } } },
+    ]);
+    const three = roles({ prefillReplicas: 3, decodeReplicas: 2, rollout: { maxUnavailable: "50%" } });
+    expect([three.prefill!.maxUnavailable, three.decode!.maxUnavailable]).toEqual([2, 1]);
+    expect((three.prefill!.deployment.spec as any).strategy.rollingUpdate.maxUnavailable).toBe(2);
+    // Pulumi waits through every wave: the timeout grows with the waves, not with replicas.
+    expect(roles({ decodeReplicas: 8 }).decode!.rolloutTimeoutSeconds).toBeGreaterThan(4 * 9600);
+    expect(roles({ decodeReplicas: 8, rollout: { maxUnavailable: "100%" } }).decode!.rolloutTimeoutSeconds).toBeLessThan(2 * 9600);
+  });
+
+  it("gives every container CPU and memory requests, sized for the model by default and per role by settings", () => {
+    for (const deployment of variants) {
+      for (const role of renderKubernetesWorkloads(deployment, { instance: "x", namespace: "n" }, []).roles) {
+        const pod = role.deployment.spec.template.spec as any;
+        for (const container of [...pod.containers, ...(pod.initContainers ?? [])]) {
+          expect(Object.keys(container.resources.requests), `${role.role} ${container.name}`).toEqual(expect.arrayContaining(["cpu", "memory"]));
+          expect(container.resources.limits.memory, `${role.role} ${container.name}`).toBeDefined();
+        }
+      }
+    }
+    const k8s = readStackFile("prod").raw["kubernetes"] as object;
+    const decode = (resources: unknown) => (renderKubernetesWorkloads(kubernetesDeployment({ kubernetes: { ...k8s, resources } }), { instance: "x", namespace: "n" }, []).roles[1]!.deployment.spec.template.spec as any).containers[0].resources;
+    expect(decode({})).toEqual({ requests: { cpu: "32", memory: "384Gi", "rebellions.ai/npu": "4" }, limits: { memory: "384Gi", "rebellions.ai/npu": "4" } });
+    expect(decode({ decode: { requests: { memory: "512Gi" } }, prefill: { requests: { cpu: "8" } } })).toEqual({ requests: { cpu: "32", memory: "512Gi", "rebellions.ai/npu": "4" }, limits: { memory: "512Gi", "rebellions.ai/npu": "4" } });
+    expect(decode({ decode: { limits: { memory: "256Gi", cpu: "48" } } }).requests).toMatchObject({ cpu: "32", memory: "256Gi" });
+    expect(() => kubernetesDeployment({ kubernetes: { ...k8s, resources: { main: { requests: { cpu: "8" } } } } })).toThrow(/^kubernetes\.resources\.main: strategy "prefill-decode-disaggregated" has no role "main"/);
+    expect(() => parseStackSettings({ ...readStackFile("prod").raw, kubernetes: { ...k8s, resources: { decode: { requests: { cpu: "64" }, limits: { cpu: "32" } } } } })).toThrow(
+      /^kubernetes\.resources\.decode\.requests\.cpu: more than limits\.cpu \(32\)/,
+    );
+  });
+
+  it("runs every container as non-root with nothing to escalate to, and labels the namespace with the level the pods meet", () => {
+    for (const deployment of variants) {
+      const workloads = renderKubernetesWorkloads(deployment, { instance: "x", namespace: "n" }, []);
+      for (const role of workloads.roles) {
+        const pod = role.deployment.spec.template.spec as any;
+        expect(pod).toMatchObject({ serviceAccountName: "x-vllm", automountServiceAccountToken: false, securityContext: { runAsNonRoot: true, runAsUser: 10001, fsGroup: 10001, seccompProfile: { type: "RuntimeDefault" } } });
+        for (const container of [...pod.containers, ...(pod.initContainers ?? [])]) {
+          expect(container.securityContext).toMatchObject({ runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" }, readOnlyRootFilesystem: true });
+        }
+        // With a read-only root: home and temporary files on a scratch volume.
+        expect(pod.containers[0].volumeMounts).toContainEqual({ name: "scratch", mountPath: "/tmp" });
+      }
+      expect(workloads.serviceAccount.automountServiceAccountToken).toBe(false);
+      // The router chart's endpoint picker runs in the namespace without a security context: baseline only.
+      expect(workloads.namespace.metadata.labels!["pod-security.kubernetes.io/enforce"]).toBe(workloads.router ? "baseline" : "restricted");
+    }
+    const k8s = readStackFile("prod").raw["kubernetes"] as object;
+    const root = renderKubernetesWorkloads(kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", kubernetes: { ...k8s, securityContext: { runAsNonRoot: false } } }), { instance: "x", namespace: "n" }, []);
+    expect((root.roles[0]!.deployment.spec.template.spec as any).containers[0].securityContext).toMatchObject({ runAsNonRoot: false, runAsUser: 0, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } });
+    expect(root.namespace.metadata.labels!["pod-security.kubernetes.io/enforce"]).toBe("baseline");
+    const groups = renderKubernetesWorkloads(kubernetesDeployment({ kubernetes: { ...k8s, securityContext: { supplementalGroups: [993] } } }), { instance: "x", namespace: "n" }, []);
+    expect((groups.roles[0]!.deployment.spec.template.spec as any).securityContext.supplementalGroups).toEqual([993]);
+    expect(() => parseStackSettings({ ...readStackFile("prod").raw, kubernetes: { ...k8s, securityContext: { runAsUser: 0 } } })).toThrow(/^kubernetes\.securityContext\.runAsUser: 0 is root/);
+  });
+
+  it("places one pod of a role per node unless told otherwise, with the placement settings", () => {
+    const k8s = readStackFile("prod").raw["kubernetes"] as object;
+    const pod = (extra: Record<string, unknown>) => renderKubernetesWorkloads(kubernetesDeployment({ kubernetes: { ...k8s, ...extra } }), { instance: "x", namespace: "n" }, []).roles[1]!.deployment.spec.template.spec as any;
+    expect(pod({}).affinity).toEqual({
+      podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: { matchLabels: { "app.kubernetes.io/instance": "x", "app.kubernetes.io/component": "decode" } }, topologyKey: "kubernetes.io/hostname" }] },
+    });
+    const tolerations = [{ key: "rebellions.ai/npu", operator: "Exists", effect: "NoSchedule" }];
+    const placed = pod({ tolerations, affinity: {}, priorityClassName: "llm-serving", imagePullSecrets: ["rbln-registry"], topologySpreadConstraints: [{ maxSkew: 1, topologyKey: "topology.kubernetes.io/zone", whenUnsatisfiable: "ScheduleAnyway", labelSelector: { matchLabels: { a: "b" } } }] });
+    expect(placed).toMatchObject({ tolerations, affinity: {}, priorityClassName: "llm-serving", imagePullSecrets: [{ name: "rbln-registry" }] });
+    expect(placed.topologySpreadConstraints).toHaveLength(1);
+  });
+
+  it("probes with the API key only where vLLM asks for it: readiness on /v1/models", () => {
+    const prefill = (renderKubernetesWorkloads(variants[0]!, { instance: "x", namespace: "n" }, ["apiKey"]).roles[0]!.deployment.spec.template.spec as any).containers[0];
+    expect(prefill.livenessProbe.httpGet).toEqual({ path: "/health", port: 8000 });
+    expect(prefill.startupProbe.httpGet).toEqual({ path: "/health", port: 8000 });
+    expect(prefill.readinessProbe.exec.command.slice(3)).toEqual(["/v1/models", "5", "8000"]);
+  });
+
+  it("the exec probe passes only when every port answers 200, sending the API key", async () => {
+    const servers = await Promise.all(
+      [200, 200, 503].map(
+        (status) =>
+          new Promise<http.Server>((resolve) => {
+            const server = http.createServer((request, response) => response.writeHead(request.headers.authorization === "Bearer k3y" ? status : 401).end());
+            server.listen(0, "127.0.0.1", () => resolve(server));
+          }),
+      ),
+    );
+    const ports = servers.map((server) => (server.address() as AddressInfo).port);
+    const decode = (renderKubernetesWorkloads(variants[0]!, { instance: "x", namespace: "n" }, ["apiKey"]).roles[1]!.deployment.spec.template.spec as any).containers[0];
+    const [python, ...args] = decode.readinessProbe.exec.command.slice(0, 5) as string[];
+    const run = (probePorts: number[], key: string) =>
+      new Promise<number>((resolve) => execFile(python!, [...args, ...probePorts.map(String)], { env: { PATH: process.env.PATH, VLLM_API_KEY: key } }, (error) => resolve(error ? Number(error.code) : 0)));
+    try {
+      expect(await run(ports.slice(0, 2), "k3y")).toBe(0);
+      expect(await run(ports, "k3y")).not.toBe(0);
+      expect(await run(ports.slice(0, 2), "wrong")).not.toBe(0);
+    } finally {
+      for (const server of servers) server.close();
+    }
   });
 
   it("refuses an instance name that cannot prefix Kubernetes names", () => {
@@ -163,7 +312,12 @@ describe("rendered Kubernetes objects", () => {
 
 describe("router chart values", () => {
   const intent = readRouterIntent(variants[0]!.plan.router!);
-  const values = routerChartValues(intent, "prefill-decode-disaggregated", { provider: "istio", gateway: { name: "gw", namespace: "gw-ns" } }) as any;
+  const settings = parseStackSettings({
+    ...readStackFile("prod").raw,
+    kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0", provider: "istio", gateway: { name: "gw", namespace: "gw-ns" } },
+    router: { pickerResources: { requests: { cpu: "2", memory: "4Gi" }, limits: { memory: "8Gi" } } },
+  });
+  const values = routerChartValues(intent, "prefill-decode-disaggregated", settings) as any;
 
   function leafPaths(value: unknown, prefix = ""): string[] {
     if (value === null || typeof value !== "object" || Array.isArray(value)) return [prefix];
@@ -178,8 +332,19 @@ describe("router chart values", () => {
     expect(chartFacts.failureModes).toContain(values.router.inferencePool.failureMode);
     expect(chartFacts.providers).toContain(values.provider.name);
     expect(JSON.stringify(values)).not.toMatch(/endpoint_picker|ext_proc_port|scheduling_profiles|failure_mode|match_labels|target_ports|"ref"/);
-    expect(values.httpRoute).toEqual({ create: true, inferenceGatewayName: "gw", inferenceGatewayNamespace: "gw-ns" });
+    expect(values.httpRoute).toEqual({ create: true, inferenceGatewayName: "gw", inferenceGatewayNamespace: "gw-ns", requestTimeout: "1h" });
+    expect(values.router.epp.resources).toEqual({ requests: { cpu: "2", memory: "4Gi" }, limits: { memory: "8Gi" } });
     expect([`${chartFacts.chart.replace(/\/[^/]+$/, "")}/${intent.chart}`, intent.version]).toEqual([chartFacts.chart, chartFacts.version]);
+  });
+
+  it("sets the HTTPRoute's request timeout (one hour by default, not the chart's 300s) and the picker's resources only when asked", () => {
+    expect(chartFacts.keys).toHaveProperty(["httpRoute.requestTimeout"]);
+    expect(chartFacts.defaults["httpRoute.requestTimeout"]).toBe("300s");
+    const render = (router: Record<string, unknown>) => routerChartValues(intent, "prefill-decode-disaggregated", parseStackSettings({ ...readStackFile("prod").raw, router })) as any;
+    expect(render({}).httpRoute.requestTimeout).toBe("1h");
+    expect(render({ requestTimeout: "90m" }).httpRoute.requestTimeout).toBe("90m");
+    expect(render({}).router.epp).not.toHaveProperty("resources");
+    expect(() => parseStackSettings({ ...readStackFile("prod").raw, router: { requestTimeout: "1 hour" } })).toThrow(/^router\.requestTimeout: a Gateway API duration/);
   });
 
   it("holds an EndpointPickerConfig the v0.10.0 picker reads, with the recipe's plugins and weights", () => {
@@ -211,6 +376,13 @@ describe("router chart values", () => {
 });
 
 describe("the Dockerfile", () => {
+  it("ends as the non-root user the pods run as by default", () => {
+    const dockerfile = fs.readFileSync(path.resolve(__dirname, "../Dockerfile"), "utf8");
+    const { runAsUser, runAsGroup } = parseStackSettings(readStackFile("prod").raw).kubernetes.securityContext;
+    expect(dockerfile.trimEnd().split("\n").filter((line) => line.startsWith("USER ")).at(-1)).toBe(`USER ${runAsUser}:${runAsGroup}`);
+    expect(dockerfile).toContain(`useradd --uid ${runAsUser} --gid ${runAsGroup}`);
+  });
+
   it("pins exactly the recipe's packages, every one of them", () => {
     const dockerfile = fs.readFileSync(path.resolve(__dirname, "../Dockerfile"), "utf8");
     const recipe = shippedCatalog.get("MiniMaxAI/MiniMax-M2.7");

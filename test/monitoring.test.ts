@@ -118,7 +118,7 @@ describe("alert rules", () => {
     const files = renderFiles(hosts(), []);
     fs.writeFileSync(path.join(dir, "hosts.yaml"), files["prometheus/rbln-serving-rules.yaml"]!);
     const k8s = monitoringObjects(prod(), renderKubernetesWorkloads(prod(), { instance: "rbln-serving", namespace: "llm-serving" }, []), "rbln-serving")!;
-    fs.writeFileSync(path.join(dir, "kubernetes.yaml"), toYaml(k8s.prometheusRule["spec"]));
+    fs.writeFileSync(path.join(dir, "kubernetes.yaml"), toYaml(k8s.prometheusRule.spec));
     const run = promtool("check", "rules", path.join(dir, "hosts.yaml"), path.join(dir, "kubernetes.yaml"));
     expect(run.output.match(/SUCCESS: 5 rules found/g), run.output).toHaveLength(2);
     expect(run.status).toBe(0);
@@ -170,7 +170,7 @@ describe("scraping on Kubernetes", () => {
     const epp = monitoringObjects(prod(), workloadsOf(), "rbln-serving")!.podMonitors.find((m) => m.id === "epp")!.object as any;
     expect(epp.spec.selector).toEqual({ matchLabels: { "llm-d-router-gateway": "router-epp" } });
     expect(epp.spec.podMetricsEndpoints[0]).toMatchObject({ port: EPP_METRICS.port, path: "/metrics" });
-    const values = routerMonitoringValues(prod(), routerChartValues(readRouterIntent(prod().plan.router!), "prefill-decode-disaggregated", { provider: "none" })) as any;
+    const values = routerMonitoringValues(prod(), routerChartValues(readRouterIntent(prod().plan.router!), "prefill-decode-disaggregated", prod().settings)) as any;
     expect(values.router.monitoring).toEqual({ prometheus: { auth: { enabled: false } } });
     expect(Object.keys(chartFacts.keys)).toContain("router.monitoring.prometheus.auth.enabled");
     expect(values.router.epp.extProcPort).toBe(9002);
@@ -184,15 +184,13 @@ describe("scraping on Kubernetes", () => {
   });
 
   it("admits the monitoring namespace on exactly the rank ports, and adds nothing with monitoring off", () => {
-    const on = workloadsOf(prod({ monitoring: { enabled: true, namespace: "observability" } })).networkPolicy as any;
-    expect(on.spec.ingress.at(-1)).toEqual({
-      from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } } }],
-      ports: [8000, 8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })),
-    });
+    const lastRules = workloadsOf(prod({ monitoring: { enabled: true, namespace: "observability" } })).roles.map((r) => [r.role, (r.networkPolicy as any).spec.ingress.at(-1)]);
+    const monitoringRule = (ports: number[]) => ({ from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } } }], ports: ports.map((port) => ({ protocol: "TCP", port })) });
+    expect(Object.fromEntries(lastRules)).toEqual({ prefill: monitoringRule([8000]), decode: monitoringRule([8200, 8201, 8202, 8203]) });
     const offDeployment = prod({ monitoring: { enabled: false } });
-    expect((workloadsOf(offDeployment).networkPolicy as any).spec.ingress).toHaveLength(2);
+    for (const role of workloadsOf(offDeployment).roles) expect(JSON.stringify((role.networkPolicy as any).spec.ingress)).not.toMatch(/monitoring|observability/);
     expect(monitoringObjects(offDeployment, workloadsOf(offDeployment), "rbln-serving")).toBeNull();
-    const files = Object.keys(renderFiles(offDeployment, []));
+const files = Object.keys(renderFiles(offDeployment, []));
     expect(files.filter((f) => /podmonitor|prometheusrule|dashboard/.test(f))).toEqual([]);
     expect(parseYaml(renderFiles(offDeployment, [])["router/values.yaml"]!).router.monitoring).toBeUndefined();
   });

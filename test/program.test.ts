@@ -89,6 +89,7 @@ describe("the program on platform kubernetes", async () => {
       "rbln-serving:kubernetes:NpuWorkloads rbln-serving-workloads",
       "kubernetes:core/v1:Namespace rbln-serving-workloads-namespace",
       "kubernetes:core/v1:Secret rbln-serving-workloads-secrets",
+      "kubernetes:core/v1:ServiceAccount rbln-serving-workloads-service-account",
       "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-weights",
       "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-prefill-compile-cache",
       "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-decode-compile-cache",
@@ -96,7 +97,10 @@ describe("the program on platform kubernetes", async () => {
       "kubernetes:apps/v1:Deployment rbln-serving-workloads-prefill",
       "kubernetes:core/v1:ConfigMap rbln-serving-workloads-decode-launch",
       "kubernetes:apps/v1:Deployment rbln-serving-workloads-decode",
-      "kubernetes:networking.k8s.io/v1:NetworkPolicy rbln-serving-workloads-network-policy",
+      "kubernetes:policy/v1:PodDisruptionBudget rbln-serving-workloads-prefill-disruption-budget",
+      "kubernetes:policy/v1:PodDisruptionBudget rbln-serving-workloads-decode-disruption-budget",
+      "kubernetes:networking.k8s.io/v1:NetworkPolicy rbln-serving-workloads-prefill-network-policy",
+      "kubernetes:networking.k8s.io/v1:NetworkPolicy rbln-serving-workloads-decode-network-policy",
       "kubernetes:monitoring.coreos.com/v1:PodMonitor rbln-serving-workloads-vllm-monitor",
       "kubernetes:monitoring.coreos.com/v1:PodMonitor rbln-serving-workloads-epp-monitor",
       "kubernetes:monitoring.coreos.com/v1:PrometheusRule rbln-serving-workloads-alerts",
@@ -106,6 +110,8 @@ describe("the program on platform kubernetes", async () => {
       "kubernetes:gateway.networking.k8s.io/v1:Gateway rbln-serving-router-gateway",
     ].sort());
     for (const r of ofType(registrations, "kubernetes:core/v1:PersistentVolumeClaim")) expect(r.retainOnDelete, r.name).toBe(true);
+    // Launch ConfigMaps outlive their revision, so `kubectl rollout undo` finds the previous one.
+    for (const r of ofType(registrations, "kubernetes:core/v1:ConfigMap")) expect(r.retainOnDelete, r.name).toBe(true);
     expect(byName(registrations, "rbln-serving-router-gateway").read).toBe(true);
   });
 

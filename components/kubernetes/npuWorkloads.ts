@@ -1,7 +1,7 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import type { MonitoringObjects } from "../../core/monitoring/kubernetes";
-import type { KubeObject, KubernetesWorkloads } from "../../core/render/kubernetes/workloads";
+import type { KubernetesWorkloads } from "../../core/render/kubernetes/workloads";
 
 export interface NpuWorkloadsArgs {
   /** The objects, rendered by the core (`renderKubernetesWorkloads`). */
@@ -21,15 +21,10 @@ export interface RoleDeployment {
   ranks: { rank: number; port: number; devices: number[] }[];
 }
 
-/** Wraps a rendered object's fields as resource args; the object itself is the source of truth. */
-function spec<T>(object: KubeObject): T {
-  const { apiVersion: _, kind: __, ...rest } = object;
-  return rest as T;
-}
-
 /**
- * The vLLM roles of one model on NPU nodes: per role a launch ConfigMap, a Deployment and (for the
- * aggregated strategies) a Service; the weights and compile caches on volumes that outlive it.
+ * The vLLM roles of one model on NPU nodes: per role a launch ConfigMap, a Deployment, a
+ * PodDisruptionBudget, a NetworkPolicy and (for the aggregated strategies) a Service; the weights
+ * and compile caches on volumes that outlive it.
  */
 export class NpuWorkloads extends pulumi.ComponentResource {
   readonly deployments: pulumi.Output<RoleDeployment[]>;
@@ -41,30 +36,32 @@ export class NpuWorkloads extends pulumi.ComponentResource {
     const child = { parent: this };
     // The namespace and the caches stay when the serving resources go: deleting them would drop hours of compiled graphs.
     const keep = { ...child, retainOnDelete: true };
-    const namespace = new k8s.core.v1.Namespace(`${name}-namespace`, spec(workloads.namespace), keep);
+    const namespace = new k8s.core.v1.Namespace(`${name}-namespace`, workloads.namespace, keep);
     const inNamespace = { ...child, dependsOn: [namespace] };
-    const secret = workloads.secret
-      ? new k8s.core.v1.Secret(`${name}-secrets`, { ...spec<k8s.core.v1.SecretArgs>(workloads.secret), stringData: pulumi.secret(args.secretEnv) }, inNamespace)
-      : undefined;
-    const volumes = workloads.volumes.map((volume) => new k8s.core.v1.PersistentVolumeClaim(`${name}-${volume.id}`, spec(volume.object), { ...keep, dependsOn: [namespace] }));
+    const serviceAccount = new k8s.core.v1.ServiceAccount(`${name}-service-account`, workloads.serviceAccount, inNamespace);
+    const secret = workloads.secret ? new k8s.core.v1.Secret(`${name}-secrets`, { ...workloads.secret, stringData: pulumi.secret(args.secretEnv) }, inNamespace) : undefined;
+    const volumes = workloads.volumes.map((volume) => new k8s.core.v1.PersistentVolumeClaim(`${name}-${volume.id}`, volume.object, { ...keep, dependsOn: [namespace] }));
     const roleResources = workloads.roles.map((role) => {
-      const configMap = new k8s.core.v1.ConfigMap(`${name}-${role.role}-launch`, spec(role.configMap), inNamespace);
-      const deployment = new k8s.apps.v1.Deployment(`${name}-${role.role}`, spec(role.deployment), {
+      // Kept when replaced, so `kubectl rollout undo` finds the previous revision's launch script.
+      const configMap = new k8s.core.v1.ConfigMap(`${name}-${role.role}-launch`, role.configMap, { ...keep, dependsOn: [namespace] });
+      const rolloutTimeout = `${Math.ceil(role.rolloutTimeoutSeconds / 60)}m`;
+      const deployment = new k8s.apps.v1.Deployment(`${name}-${role.role}`, role.deployment, {
         ...child,
-        dependsOn: [configMap, ...volumes, ...(secret ? [secret] : [])],
-        // Compilation on a cold cache takes hours: wait for the rollout as long as the startup budget allows.
-        customTimeouts: { create: `${Math.ceil(role.rolloutTimeoutSeconds / 60)}m`, update: `${Math.ceil(role.rolloutTimeoutSeconds / 60)}m` },
+        dependsOn: [configMap, serviceAccount, ...volumes, ...(secret ? [secret] : [])],
+        // Compilation on a cold cache takes hours per wave: wait for the rollout as long as the startup budget allows.
+        customTimeouts: { create: rolloutTimeout, update: rolloutTimeout },
       });
-      const service = role.service ? new k8s.core.v1.Service(`${name}-${role.role}`, spec(role.service), inNamespace) : undefined;
+      new k8s.policy.v1.PodDisruptionBudget(`${name}-${role.role}-disruption-budget`, role.podDisruptionBudget, inNamespace);
+      new k8s.networking.v1.NetworkPolicy(`${name}-${role.role}-network-policy`, role.networkPolicy, inNamespace);
+      const service = role.service ? new k8s.core.v1.Service(`${name}-${role.role}`, role.service, inNamespace) : undefined;
       return { role, deployment, service };
     });
-    if (workloads.networkPolicy) new k8s.networking.v1.NetworkPolicy(`${name}-network-policy`, spec(workloads.networkPolicy), inNamespace);
     if (args.monitoring) {
       const { podMonitors, prometheusRule, dashboard } = args.monitoring;
       for (const { id, object } of podMonitors) new k8s.apiextensions.CustomResource(`${name}-${id}-monitor`, object, inNamespace);
       new k8s.apiextensions.CustomResource(`${name}-alerts`, prometheusRule, inNamespace);
       // In the monitoring namespace, where the Grafana sidecar looks; that namespace belongs to the monitoring stack.
-      new k8s.core.v1.ConfigMap(`${name}-dashboard`, spec(dashboard), child);
+      new k8s.core.v1.ConfigMap(`${name}-dashboard`, dashboard, child);
     }
     this.deployments = pulumi.output(
       workloads.roles.map((r) => ({ role: r.role, deployment: r.deployment.metadata.name, namespace: workloads.namespace.metadata.name, replicas: r.replicas, ranks: r.ranks })),

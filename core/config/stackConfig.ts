@@ -66,6 +66,49 @@ const Pip = z.strictObject({
 const labelKey = z.string().regex(/^([a-z0-9]([a-z0-9.-]*[a-z0-9])?\/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/, "a Kubernetes label key");
 const labelValue = z.string().regex(/^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$/, "a Kubernetes label value");
 
+const roleName = z.string().regex(/^[a-z][a-z0-9-]*$/, "a role name such as main, prefill or decode");
+const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$/, "a Kubernetes quantity such as 8, 500m or 64Gi");
+const dnsSubdomain = z.string().regex(/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/, "a DNS subdomain name: lower-case letters, digits, '-' and '.'");
+const QUANTITY_SUFFIX: Record<string, number> = { "": 1, m: 1e-3, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 };
+/** A quantity's value (cores or bytes), to compare requests with limits. */
+export function quantityValue(quantity: string): number {
+  const [, number, suffix] = /^([0-9.]+)(.*)$/.exec(quantity)!;
+  return Number(number) * QUANTITY_SUFFIX[suffix!]!;
+}
+const ResourceList = z.strictObject({ cpu: quantity.optional(), memory: quantity.optional() });
+const ContainerResources = z
+  .strictObject({ requests: ResourceList.optional(), limits: ResourceList.optional() })
+  .superRefine((r, ctx) => {
+    for (const name of ["cpu", "memory"] as const) {
+      const request = r.requests?.[name];
+      const limit = r.limits?.[name];
+      if (request && limit && quantityValue(request) > quantityValue(limit)) {
+        ctx.addIssue({ code: "custom", path: ["requests", name], message: `more than limits.${name} (${limit})` });
+      }
+    }
+  });
+export type ContainerResources = z.infer<typeof ContainerResources>;
+const Toleration = z.strictObject({
+  key: labelKey.optional(),
+  operator: z.enum(["Exists", "Equal"]).optional(),
+  value: labelValue.optional(),
+  effect: z.enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]).optional(),
+  tolerationSeconds: z.number().int().optional(),
+});
+const unixId = z.number().int().min(0).max(2147483647);
+/** Who the pods run as. Non-root needs the NPU device nodes to be reachable by that user (README, "NPU device access"). */
+const PodSecurity = z
+  .strictObject({
+    runAsNonRoot: z.boolean().default(true),
+    runAsUser: unixId.default(10001),
+    runAsGroup: unixId.default(10001),
+    fsGroup: unixId.default(10001),
+    /** Extra groups, e.g. the GID that owns /dev/rbln* on the nodes. */
+    supplementalGroups: z.array(unixId).default([]),
+    readOnlyRootFilesystem: z.boolean().default(true),
+  })
+  .refine((s) => !s.runAsNonRoot || s.runAsUser !== 0, { path: ["runAsUser"], message: "0 is root: set a non-zero UID, or runAsNonRoot: false" });
+
 const Kubernetes = z.strictObject({
   namespace: dnsLabel.default("rbln-serving"),
   /** A vllm-rbln image built from this project's Dockerfile; there is no public one. */
@@ -77,6 +120,29 @@ const Kubernetes = z.strictObject({
   compileCacheVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 200Gi").default("200Gi"),
   gateway: z.strictObject({ name: dnsLabel, namespace: dnsLabel.optional() }).optional(),
   provider: z.enum(["none", "istio", "gke"]).default("none"),
+  /** Per role (`main`, `prefill`, `decode`): CPU and memory of the vLLM container, over the defaults. */
+  resources: z.record(roleName, ContainerResources).default({}),
+  /** The routing sidecar's CPU and memory, over the defaults. */
+  sidecarResources: ContainerResources.default({}),
+  /** The memory-backed `/dev/shm`'s size limit (it counts against the container's memory). */
+  shmSizeLimit: quantity.default("16Gi"),
+  tolerations: z.array(Toleration).default([]),
+  /** Replaces the default: one pod of a role per node (each takes the node's NPUs). */
+  affinity: z.record(z.string(), z.unknown()).optional(),
+  topologySpreadConstraints: z.array(z.record(z.string(), z.unknown())).default([]),
+  priorityClassName: dnsSubdomain.optional(),
+  /** Secrets for pulling the image, e.g. a login to repo.rebellions.ai. */
+  imagePullSecrets: z.array(dnsSubdomain).default([]),
+  securityContext: PodSecurity.default(PodSecurity.parse({})),
+  /** Who may reach the aggregated strategies' pods; by default the gateway's namespace and the namespace itself. */
+  clients: z.strictObject({ namespaces: z.array(dnsLabel).min(1).optional(), podLabels: z.record(labelKey, labelValue).optional() }).default({}),
+});
+
+const Router = z.strictObject({
+  /** The HTTPRoute's request timeout (Gateway API duration); the chart's own default, 300s, cuts long generations. */
+  requestTimeout: z.string().regex(/^([0-9]{1,5}(h|m|s|ms)){1,4}$/, "a Gateway API duration such as 1h, 90m or 3600s").default("1h"),
+  /** The endpoint picker's container resources (the chart's router.epp.resources); unset keeps the chart's. */
+  pickerResources: ContainerResources.optional(),
 });
 
 /** Flags and variables that define the topology; `extraArgs`/`extraEnv` may not touch them. */
@@ -103,7 +169,6 @@ export function isPortableEnvValue(value: string): boolean {
   return !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(value);
 }
 
-const roleName = z.string().regex(/^[a-z][a-z0-9-]*$/, "a role name such as main, prefill or decode");
 const extraArgs = z.record(roleName, z.array(z.string().max(4096).refine((word) => !word.includes("\0"), "a word without NUL bytes")));
 const extraEnv = z.record(
   roleName,
@@ -135,6 +200,7 @@ export const StackSettings = z
     extraEnv: structured(extraEnv).default({}),
     /** How a change reaches the replicas: at most maxUnavailable of them down at once. */
     /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
+    router: structured(Router).default(Router.parse({})),
     monitoring: structured(z.strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") })).default({ enabled: false, namespace: "monitoring" }),
     rollout: structured(z.strictObject({ maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE) })).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE }),
   })

@@ -1,7 +1,11 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Deployment } from "../plan/deployment";
-import type { KubeObject, KubernetesWorkloads } from "../render/kubernetes/workloads";
+import type { ConfigMap, Named } from "../render/kubernetes/objects";
+import type { KubernetesWorkloads } from "../render/kubernetes/workloads";
+
+/** A Prometheus Operator object: no typed input in @pulumi/kubernetes (a CustomResource); tests validate it against the operator's schema. */
+type OperatorObject = Named<{ spec: object }>;
 import { alertRules } from "./rules";
 
 export const DASHBOARD_FILE = path.resolve(__dirname, "../../dashboards/rbln-serving.json");
@@ -17,21 +21,9 @@ interface PodOwner {
 /** The Prometheus Operator, PrometheusRule and Grafana-sidecar objects of a Kubernetes stack with monitoring on. */
 export interface MonitoringObjects {
   /** By id (`vllm`, `epp`): resource names come from the id. */
-  podMonitors: { id: string; object: KubeObject }[];
-  prometheusRule: KubeObject;
-  dashboard: KubeObject;
-}
-
-/** The NetworkPolicy ingress rule that lets the monitoring namespace scrape the ranks' ports (none with monitoring off). */
-export function monitoringIngress(deployment: Deployment, rankPorts: readonly number[]): object[] {
-  const { monitoring } = deployment.settings;
-  if (!monitoring.enabled) return [];
-  return [
-    {
-      from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": monitoring.namespace } } }],
-      ports: [...new Set(rankPorts)].sort((a, b) => a - b).map((port) => ({ protocol: "TCP", port })),
-    },
-  ];
+  podMonitors: { id: string; object: OperatorObject }[];
+  prometheusRule: OperatorObject;
+  dashboard: Named<ConfigMap>;
 }
 
 /** Chart values that let Prometheus scrape the endpoint picker without a bearer token (its default wants one). */
@@ -71,7 +63,7 @@ export function monitoringObjects(deployment: Deployment, workloads: KubernetesW
       };
     });
   });
-  const podMonitor = (name: string, matchLabels: Record<string, string>, podMetricsEndpoints: object[]): KubeObject => ({
+  const podMonitor = (name: string, matchLabels: Record<string, string>, podMetricsEndpoints: object[]): OperatorObject => ({
     apiVersion: "monitoring.coreos.com/v1",
     kind: "PodMonitor",
     metadata: { name, namespace, labels },

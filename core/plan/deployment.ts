@@ -73,7 +73,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
     versions: settings.versions,
   });
   const roleNames = base.roles.map((r) => r.role);
-  for (const [field, byRole] of [["extraArgs", settings.extraArgs], ["extraEnv", settings.extraEnv]] as const) {
+  for (const [field, byRole] of [["extraArgs", settings.extraArgs], ["extraEnv", settings.extraEnv], ["kubernetes.resources", settings.kubernetes.resources]] as const) {
     for (const role of Object.keys(byRole)) {
       if (!roleNames.includes(role)) throw new ConfigError(`${field}.${role}`, `strategy "${base.strategy}" has no role "${role}"; allowed: ${listValues(roleNames)}`);
     }

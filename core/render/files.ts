@@ -12,9 +12,9 @@ import { scrapeTargets } from "../monitoring/targets";
 /** The instance name `render` uses; the Pulumi program uses its component's name. */
 export const DEFAULT_INSTANCE = "rbln-serving";
 
-/** YAML without folded lines, so scripts and JSON values read as they are. */
+/** YAML without folded lines or anchors, so scripts, JSON values and shared objects read as they are. */
 export function toYaml(value: unknown): string {
-  return stringify(value, { lineWidth: 0 });
+  return stringify(value, { lineWidth: 0, aliasDuplicateObjects: false });
 }
 
 /** The alert rules file: the same for every stack, so written once (the config fuzzer renders thousands). */
@@ -36,16 +36,19 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
     const workloads = renderKubernetesWorkloads(deployment, { instance: DEFAULT_INSTANCE, namespace: deployment.settings.kubernetes.namespace }, secrets);
     const write = (object: KubeObject, name: string) => (files[`kubernetes/${name}.yaml`] = toYaml(object));
     write(workloads.namespace, "namespace");
+    write(workloads.serviceAccount, "serviceaccount");
     if (workloads.secret) {
-      write({ ...workloads.secret, stringData: secretEnvironment(secrets, secretPlaceholder) }, "secret");
+      const secret: typeof workloads.secret = { ...workloads.secret, stringData: secretEnvironment(secrets, secretPlaceholder) };
+      write(secret, "secret");
     }
     for (const volume of workloads.volumes) write(volume.object, `pvc-${volume.id}`);
     for (const role of workloads.roles) {
       write(role.configMap, `${role.role}-configmap`);
       write(role.deployment, `${role.role}-deployment`);
       if (role.service) write(role.service, `${role.role}-service`);
+      write(role.podDisruptionBudget, `${role.role}-pdb`);
+      write(role.networkPolicy, `${role.role}-networkpolicy`);
     }
-    if (workloads.networkPolicy) write(workloads.networkPolicy, "networkpolicy");
     const monitoring = monitoringObjects(deployment, workloads, DEFAULT_INSTANCE);
     if (monitoring) {
       for (const { id, object } of monitoring.podMonitors) write(object, `podmonitor-${id}`);
@@ -53,7 +56,7 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
       write(monitoring.dashboard, "dashboard-configmap");
     }
     if (workloads.router) {
-      files["router/values.yaml"] = toYaml(routerMonitoringValues(deployment, routerChartValues(workloads.router, deployment.plan.strategy, deployment.settings.kubernetes)));
+      files["router/values.yaml"] = toYaml(routerMonitoringValues(deployment, routerChartValues(workloads.router, deployment.plan.strategy, deployment.settings)));
     }
   }
   return files;

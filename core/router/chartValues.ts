@@ -1,6 +1,7 @@
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { z } from "zod";
 import { ConfigError } from "../errors";
+import type { StackSettings } from "../config/stackConfig";
 import type { LaunchPlan } from "../plan/types";
 import { splitShellWords } from "../shell";
 
@@ -57,10 +58,8 @@ export function readRouterIntent(router: NonNullable<LaunchPlan["router"]>): Rou
   return { release, chart, version, values: parsed.data };
 }
 
-export interface GatewayOptions {
-  provider: "none" | "istio" | "gke";
-  gateway?: { name: string; namespace?: string };
-}
+/** What the chart values take from the stack config. */
+export type RouterSettings = Pick<StackSettings, "kubernetes" | "router">;
 
 /** The EndpointPickerConfig file, as YAML text, with the recipe's plugins and profiles. */
 export function endpointPickerConfig(values: RecipeRouterValues): string {
@@ -77,8 +76,9 @@ export function endpointPickerConfig(values: RecipeRouterValues): string {
 }
 
 /** The chart values in the llm-d-router-gateway v0.10.0 layout (keys listed in test/fixtures). */
-export function routerChartValues(intent: RouterIntent, strategy: string, options: GatewayOptions): Record<string, unknown> {
+export function routerChartValues(intent: RouterIntent, strategy: string, settings: RouterSettings): Record<string, unknown> {
   const { values } = intent;
+  const { gateway, provider } = settings.kubernetes;
   const image = values.endpoint_picker.image;
   const slash = image.lastIndexOf("/");
   const colon = image.lastIndexOf(":");
@@ -90,6 +90,8 @@ export function routerChartValues(intent: RouterIntent, strategy: string, option
         extProcPort: values.endpoint_picker.ext_proc_port,
         pluginsConfigFile: configFile,
         pluginsCustomConfig: { [configFile]: endpointPickerConfig(values) },
+        // Helm merges these over the chart's requests (8 CPUs, 8Gi) and limit (16Gi), key by key.
+        ...(settings.router.pickerResources ? { resources: settings.router.pickerResources } : {}),
       },
       inferencePool: { create: true, failureMode: values.inference_pool.failure_mode },
       modelServers: {
@@ -99,9 +101,15 @@ export function routerChartValues(intent: RouterIntent, strategy: string, option
         targetPorts: values.inference_pool.target_ports.map((number) => ({ number })),
       },
     },
-    provider: { name: options.provider },
-    httpRoute: options.gateway
-      ? { create: true, inferenceGatewayName: options.gateway.name, ...(options.gateway.namespace ? { inferenceGatewayNamespace: options.gateway.namespace } : {}) }
+    provider: { name: provider },
+    httpRoute: gateway
+      ? {
+          create: true,
+          inferenceGatewayName: gateway.name,
+          ...(gateway.namespace ? { inferenceGatewayNamespace: gateway.namespace } : {}),
+          // The chart's default is 300s, which cuts a long streamed generation at 5 minutes.
+          requestTimeout: settings.router.requestTimeout,
+        }
       : { create: false },
   };
 }

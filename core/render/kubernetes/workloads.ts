@@ -1,4 +1,3 @@
-import { monitoringIngress } from "../../monitoring/kubernetes";
 import { createHash } from "node:crypto";
 import { secretEnvironment, type SecretKey } from "../../config/stackConfig";
 import type { Deployment } from "../../plan/deployment";
@@ -9,9 +8,12 @@ import { ConfigError } from "../../errors";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { shellComment } from "../../shell";
 import { shellCommandLines } from "../shellCommand";
+import { unavailableCount } from "../../rollout/waves";
+import type * as k8s from "./objects";
+import { DEFAULT_SIDECAR_RESOURCES, DEFAULT_VLLM_RESOURCES, containerSecurity, mergeResources, placement, podSecurity, rankProbe } from "./pod";
+import { podDisruptionBudget, roleNetworkPolicy } from "./policies";
 
-/** A Kubernetes object as plain data: what `render` writes as YAML and the components pass to Pulumi. */
-export type KubeObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> } } & Record<string, unknown>;
+export type { KubeObject } from "./objects";
 
 export const DATA_ROOT = "/var/lib/rbln-serving";
 const LAUNCH_DIR = "/etc/rbln-serving";
@@ -20,17 +22,8 @@ const DOWNLOAD_BUDGET_S = 3600;
 const PROBE_PERIOD_S = 60;
 /** Rollouts may run this long past the startup budget before Kubernetes and Pulumi call them failed. */
 const ROLLOUT_MARGIN_S = 1800;
-
-/** `python3 -c PROBE <path> <port>...`: 0 when every port answers 200 on the path (with the API key, if any). */
-const PROBE = [
-  "import os, sys, urllib.request",
-  "key = os.environ.get('VLLM_API_KEY')",
-  "headers = {'Authorization': 'Bearer ' + key} if key else {}",
-  "for port in sys.argv[2:]:",
-  "    request = urllib.request.Request(f'http://127.0.0.1:{port}{sys.argv[1]}', headers=headers)",
-  "    with urllib.request.urlopen(request, timeout=10) as response:",
-  "        assert response.status == 200",
-].join("\n");
+/** The processes' home and temporary files, with a read-only root filesystem. */
+const SCRATCH_DIR = "/tmp";
 
 export interface KubernetesNames {
   instance: string;
@@ -40,26 +33,30 @@ export interface KubernetesNames {
 export interface RoleWorkload {
   role: string;
   replicas: number;
-  /** How long a rollout may take: the startup budget (compilation, download) and a margin. */
+  /** Pods of the role that may be down at once: in a rollout (maxSurge 0) and in a drain. */
+  maxUnavailable: number;
+  /** How long a rollout may take: every wave's startup budget (compilation, download) and a margin. */
   rolloutTimeoutSeconds: number;
   /** The vLLM processes in each pod of the role. */
   ranks: { rank: number; port: number; devices: number[] }[];
   launchScript: string;
-  configMap: KubeObject;
-  deployment: KubeObject;
-  service: KubeObject | null;
+  configMap: k8s.Named<k8s.ConfigMap>;
+  deployment: k8s.Named<k8s.Deployment>;
+  service: k8s.Named<k8s.Service> | null;
+  podDisruptionBudget: k8s.Named<k8s.PodDisruptionBudget>;
+  networkPolicy: k8s.Named<k8s.NetworkPolicy>;
   ports: number[];
 }
 
 export interface KubernetesWorkloads {
-  namespace: KubeObject;
-  secret: KubeObject | null;
+  namespace: k8s.Named<k8s.Namespace>;
+  /** The pods' identity: no API token mounted, since nothing in them talks to the API server. */
+  serviceAccount: k8s.Named<k8s.ServiceAccount>;
+  secret: k8s.Named<k8s.Secret> | null;
   /** Volumes by a stable id (`weights`, `<role>-compile-cache`). */
-  volumes: { id: string; object: KubeObject }[];
+  volumes: { id: string; object: k8s.Named<k8s.PersistentVolumeClaim> }[];
   roles: RoleWorkload[];
   router: RouterIntent | null;
-  /** With a router: only the gateway, the endpoint picker and the peer role reach the vLLM pods. */
-  networkPolicy: KubeObject | null;
   /** The EPP Service the ranks' `<EPP_HOST>` resolves to. */
   eppHost: string | null;
 }
@@ -95,30 +92,45 @@ export function launchScript(role: RolePlan, model: string, eppHost: string | nu
   ].join("\n");
 }
 
+
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$/;
+
+/** The Pod Security level the namespace enforces: what every pod in it meets, the router chart's included. */
+function podSecurityLevel(deployment: Deployment, router: RouterIntent | null): "restricted" | "baseline" {
+  // The chart's endpoint picker sets no security context, so it meets only `baseline`.
+  return deployment.settings.kubernetes.securityContext.runAsNonRoot && router === null ? "restricted" : "baseline";
+}
 
 export function renderKubernetesWorkloads(deployment: Deployment, names: KubernetesNames, secrets: readonly SecretKey[]): KubernetesWorkloads {
   if (!DNS_LABEL.test(names.instance)) {
     throw new ConfigError("name", `"${names.instance}" cannot prefix Kubernetes object names: use 1-40 lower-case letters, digits or '-'`);
   }
   const { plan, settings } = deployment;
-  const k8s = settings.kubernetes;
+  const k8sSettings = settings.kubernetes;
   const ns = names.namespace;
   const baseLabels = { "app.kubernetes.io/name": "rbln-serving", "app.kubernetes.io/instance": names.instance, "app.kubernetes.io/managed-by": "pulumi" };
   const router = plan.router ? readRouterIntent(plan.router) : null;
   const eppHost = router ? `${router.release}-epp.${ns}.svc.cluster.local` : null;
   const targetPorts = router?.values.inference_pool.target_ports ?? [];
   const secretEnv = Object.keys(secretEnvironment(secrets, () => true));
+  const apiKey = secrets.includes("apiKey");
+  const serviceAccount: k8s.Named<k8s.ServiceAccount> = {
+    apiVersion: "v1",
+    kind: "ServiceAccount",
+    metadata: { name: `${names.instance}-vllm`, namespace: ns, labels: baseLabels },
+    automountServiceAccountToken: false,
+  };
 
-  const weights: KubeObject = pvc(`${names.instance}-weights`, ns, baseLabels, k8s.weightsVolumeSize, k8s.storageClass);
+  const weights = pvc(`${names.instance}-weights`, ns, baseLabels, k8sSettings.weightsVolumeSize, k8sSettings.storageClass);
   const volumes = [{ id: "weights", object: weights }];
 
   const roles: RoleWorkload[] = plan.roles.map((role) => {
     const labels = { ...baseLabels, "app.kubernetes.io/component": role.role };
-    const compileCache = pvc(`${names.instance}-${role.role}-compile-cache`, ns, labels, k8s.compileCacheVolumeSize, k8s.storageClass);
+    const selector = { "app.kubernetes.io/instance": names.instance, "app.kubernetes.io/component": role.role };
+    const compileCache = pvc(`${names.instance}-${role.role}-compile-cache`, ns, labels, k8sSettings.compileCacheVolumeSize, k8sSettings.storageClass);
     volumes.push({ id: `${role.role}-compile-cache`, object: compileCache });
     const script = launchScript(role, plan.model, eppHost);
-    const configMap: KubeObject = {
+    const configMap: k8s.Named<k8s.ConfigMap> = {
       apiVersion: "v1",
       kind: "ConfigMap",
       // Named after its content: a changed command is a new ConfigMap, and the Deployment rolls to it.
@@ -131,80 +143,90 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     const sidecarPorts = needsSidecar ? targetPorts.slice(0, role.ranks.length) : [];
     const activePorts = needsSidecar ? sidecarPorts : rankPorts.filter((p) => targetPorts.includes(p));
     const replicas = (role.role === "prefill" ? settings.prefillReplicas : role.role === "decode" ? settings.decodeReplicas : undefined) ?? settings.replicas;
+    // The unit of rollout is the pod (a decode pod holds its 4 ranks); each role rolls on its own replicas.
+    const maxUnavailable = unavailableCount(replicas, settings.rollout.maxUnavailable);
+    const waves = Math.ceil(replicas / maxUnavailable);
     const node = plan.nodes[role.node]!;
     const budget = engineReadyTimeoutSeconds(role.ranks[0]!.env) + DOWNLOAD_BUDGET_S;
-    const probe = (path: string) => ({ exec: { command: ["python3", "-c", PROBE, path, ...rankPorts.map(String)] } });
     const podLabels = { ...labels, ...(router ? { ...router.values.inference_pool.match_labels, "llm-d.ai/role": role.role } : {}) };
     const env = [
       { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+      { name: "HOME", value: SCRATCH_DIR },
       { name: "HF_HOME", value: `${DATA_ROOT}/huggingface` },
       { name: "VLLM_CACHE_ROOT", value: `${DATA_ROOT}/vllm` },
       { name: "RBLN_OFFLOAD_DIR", value: `${DATA_ROOT}/offload` },
       ...secretEnv.map((name) => ({ name, valueFrom: { secretKeyRef: { name: secretName(names), key: name } } })),
     ];
     const sidecarImage = router ? router.values.endpoint_picker.image.replace(/\/[^/:]+:/, "/llm-d-router-disagg-sidecar:") : "";
-    const deploymentObject: KubeObject = {
+    const npus = { [k8sSettings.npuResource]: String(node.npus) };
+    const vllmResources = mergeResources(DEFAULT_VLLM_RESOURCES, k8sSettings.resources[role.role]);
+    const security = containerSecurity(k8sSettings.securityContext);
+    const sidecar: k8s.Container = {
+      name: "routing-proxy",
+      image: sidecarImage,
+      // A native sidecar: starts before vLLM and lives as long as the pod.
+      restartPolicy: "Always",
+      args: [`--port=${targetPorts[0]}`, `--model-server-port=${rankPorts[0]}`, `--data-parallel-size=${role.ranks.length}`, "--kv-connector=nixlv2", "--secure-proxy=false"],
+      ports: sidecarPorts.map((port, i) => ({ name: `proxy-${i}`, containerPort: port, protocol: "TCP" })),
+      resources: mergeResources(DEFAULT_SIDECAR_RESOURCES, k8sSettings.sidecarResources),
+      securityContext: { ...security, readOnlyRootFilesystem: true },
+    };
+    const vllm: k8s.Container = {
+      name: "vllm",
+      image: k8sSettings.image,
+      command: ["bash", `${LAUNCH_DIR}/launch.sh`],
+      env,
+      ports: rankPorts.map((port, i) => ({ name: `vllm-${i}`, containerPort: port, protocol: "TCP" })),
+      resources: { requests: { ...vllmResources.requests, ...npus }, limits: { ...vllmResources.limits, ...npus } },
+      securityContext: security,
+      volumeMounts: [
+        { name: "launch", mountPath: LAUNCH_DIR, readOnly: true },
+        { name: "weights", mountPath: `${DATA_ROOT}/huggingface` },
+        { name: "compile-cache", mountPath: `${DATA_ROOT}/vllm` },
+        { name: "offload", mountPath: `${DATA_ROOT}/offload` },
+        { name: "scratch", mountPath: SCRATCH_DIR },
+        { name: "dshm", mountPath: "/dev/shm" },
+      ],
+      // Compilation takes hours on a cold cache: the startup probe holds the others off until then.
+      startupProbe: { ...rankProbe("/health", rankPorts, apiKey), periodSeconds: PROBE_PERIOD_S, failureThreshold: Math.ceil(budget / PROBE_PERIOD_S) },
+      readinessProbe: { ...rankProbe("/v1/models", rankPorts, apiKey), periodSeconds: 10, failureThreshold: 3 },
+      livenessProbe: { ...rankProbe("/health", rankPorts, apiKey), periodSeconds: 30, failureThreshold: 5 },
+    };
+    const deploymentObject: k8s.Named<k8s.Deployment> = {
       apiVersion: "apps/v1",
       kind: "Deployment",
       metadata: { name: `${names.instance}-${role.role}`, namespace: ns, labels },
       spec: {
         replicas,
-        // NPUs cannot be held by an old and a new pod at once.
-        strategy: { type: "Recreate" },
+        // maxSurge 0: NPUs cannot be held by an old and a new pod at once, so a new pod takes the NPUs an
+        // old one gave back. A single replica has nothing to keep serving: Recreate.
+        strategy: replicas > 1 ? { type: "RollingUpdate", rollingUpdate: { maxSurge: 0, maxUnavailable } } : { type: "Recreate" },
         progressDeadlineSeconds: budget + ROLLOUT_MARGIN_S,
-        selector: { matchLabels: { "app.kubernetes.io/instance": names.instance, "app.kubernetes.io/component": role.role } },
+        selector: { matchLabels: selector },
         template: {
           metadata: { labels: podLabels, ...(router ? { annotations: { "llm-d.ai/active-ports": activePorts.join(",") } } : {}) },
           spec: {
-            nodeSelector: k8s.nodeSelector,
+            serviceAccountName: serviceAccount.metadata.name,
+            automountServiceAccountToken: false,
+            ...(k8sSettings.imagePullSecrets.length > 0 ? { imagePullSecrets: k8sSettings.imagePullSecrets.map((name) => ({ name })) } : {}),
+            ...placement(k8sSettings, selector),
+            securityContext: podSecurity(k8sSettings.securityContext),
             terminationGracePeriodSeconds: 120,
-            ...(needsSidecar
-              ? {
-                  initContainers: [
-                    {
-                      name: "routing-proxy",
-                      image: sidecarImage,
-                      // A native sidecar: starts before vLLM and lives as long as the pod.
-                      restartPolicy: "Always",
-                      args: [`--port=${targetPorts[0]}`, `--model-server-port=${rankPorts[0]}`, `--data-parallel-size=${role.ranks.length}`, "--kv-connector=nixlv2", "--secure-proxy=false"],
-                      ports: sidecarPorts.map((port, i) => ({ name: `proxy-${i}`, containerPort: port, protocol: "TCP" })),
-                    },
-                  ],
-                }
-              : {}),
-            containers: [
-              {
-                name: "vllm",
-                image: k8s.image,
-                command: ["bash", `${LAUNCH_DIR}/launch.sh`],
-                env,
-                ports: rankPorts.map((port, i) => ({ name: `vllm-${i}`, containerPort: port, protocol: "TCP" })),
-                resources: { requests: { [k8s.npuResource]: String(node.npus) }, limits: { [k8s.npuResource]: String(node.npus) } },
-                volumeMounts: [
-                  { name: "launch", mountPath: LAUNCH_DIR, readOnly: true },
-                  { name: "weights", mountPath: `${DATA_ROOT}/huggingface` },
-                  { name: "compile-cache", mountPath: `${DATA_ROOT}/vllm` },
-                  { name: "offload", mountPath: `${DATA_ROOT}/offload` },
-                  { name: "dshm", mountPath: "/dev/shm" },
-                ],
-                // Compilation takes hours on a cold cache: the startup probe holds the others off until then.
-                startupProbe: { ...probe("/health"), periodSeconds: PROBE_PERIOD_S, timeoutSeconds: 30, failureThreshold: Math.ceil(budget / PROBE_PERIOD_S) },
-                readinessProbe: { ...probe("/v1/models"), periodSeconds: 10, timeoutSeconds: 30, failureThreshold: 3 },
-                livenessProbe: { ...probe("/health"), periodSeconds: 30, timeoutSeconds: 30, failureThreshold: 5 },
-              },
-            ],
+            ...(needsSidecar ? { initContainers: [sidecar] } : {}),
+            containers: [vllm],
             volumes: [
               { name: "launch", configMap: { name: configMap.metadata.name, defaultMode: 0o555 } },
               { name: "weights", persistentVolumeClaim: { claimName: weights.metadata.name } },
               { name: "compile-cache", persistentVolumeClaim: { claimName: compileCache.metadata.name } },
               { name: "offload", emptyDir: {} },
-              { name: "dshm", emptyDir: { medium: "Memory" } },
+              { name: "scratch", emptyDir: {} },
+              { name: "dshm", emptyDir: { medium: "Memory", sizeLimit: k8sSettings.shmSizeLimit } },
             ],
           },
         },
       },
     };
-    const service: KubeObject | null = router
+    const service: k8s.Named<k8s.Service> | null = router
       ? null
       : {
           apiVersion: "v1",
@@ -212,69 +234,72 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
           metadata: { name: `${names.instance}-${role.role}`, namespace: ns, labels },
           spec: {
             type: "ClusterIP",
-            selector: { "app.kubernetes.io/instance": names.instance, "app.kubernetes.io/component": role.role },
+            selector,
             ports: rankPorts.map((port, i) => ({ name: `http-${i}`, port, targetPort: port, protocol: "TCP" })),
           },
         };
+    const objectName = `${names.instance}-${role.role}`;
     return {
       role: role.role,
       replicas,
-      rolloutTimeoutSeconds: budget + ROLLOUT_MARGIN_S,
+      maxUnavailable,
+      rolloutTimeoutSeconds: waves * budget + ROLLOUT_MARGIN_S,
       ranks: role.ranks.map((r) => ({ rank: r.rank, port: r.ports[0]!, devices: r.devices })),
       launchScript: script,
       configMap,
       deployment: deploymentObject,
       service,
+      podDisruptionBudget: podDisruptionBudget(objectName, ns, labels, selector, maxUnavailable),
+      networkPolicy: roleNetworkPolicy({
+        name: objectName,
+        namespace: ns,
+        labels,
+        selector,
+        instance: names.instance,
+        rankPorts,
+        servingPorts: [...new Set([...activePorts, ...rankPorts])].sort((a, b) => a - b),
+        router: router ? { eppLabels: { "llm-d-router-gateway": `${router.release}-epp` } } : null,
+        gatewayNamespace: k8sSettings.gateway?.namespace ?? ns,
+        clients: k8sSettings.clients,
+        monitoring: settings.monitoring,
+      }),
       ports: rankPorts,
     };
   });
 
-  const servingPorts = [...new Set([...targetPorts, ...roles.flatMap((r) => r.ports)])].sort((a, b) => a - b);
-  const gatewayNamespace = k8s.gateway?.namespace ?? ns;
-  const networkPolicy: KubeObject | null = router
-    ? {
-        apiVersion: "networking.k8s.io/v1",
-        kind: "NetworkPolicy",
-        metadata: { name: `${names.instance}-vllm`, namespace: ns, labels: baseLabels },
-        spec: {
-          podSelector: { matchLabels: { "app.kubernetes.io/instance": names.instance } },
-          policyTypes: ["Ingress"],
-          ingress: [
-            // Peer roles: KV transfer (NIXL side channels), the routing sidecar, data-parallel RPC.
-            { from: [{ podSelector: { matchLabels: { "app.kubernetes.io/instance": names.instance } } }] },
-            // The endpoint picker (metrics) and the gateway (requests), on the serving ports only.
-            {
-              from: [
-                { podSelector: { matchLabels: { "llm-d-router-gateway": `${router.release}-epp` } } },
-                { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": gatewayNamespace } } },
-              ],
-              ports: servingPorts.map((port) => ({ protocol: "TCP", port })),
-            },
-            ...monitoringIngress(deployment, roles.flatMap((r) => r.ports)),
-          ],
-        },
-      }
-    : null;
-
-  const objects = [...volumes.map((v) => v.object), ...roles.flatMap((r) => [r.configMap, r.deployment, ...(r.service ? [r.service] : [])]), ...(networkPolicy ? [networkPolicy] : [])];
+  const objects = [serviceAccount, ...volumes.map((v) => v.object), ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])])];
   for (const object of objects) {
     if (object.metadata.name.length > 63) {
       throw new ConfigError("name", `"${names.instance}" makes the ${object.kind} name "${object.metadata.name}" longer than 63 characters; use a shorter name`);
     }
   }
 
+  const level = podSecurityLevel(deployment, router);
   return {
-    namespace: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: { "app.kubernetes.io/managed-by": "pulumi" } } },
+    namespace: {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: {
+        name: ns,
+        labels: {
+          "app.kubernetes.io/managed-by": "pulumi",
+          "pod-security.kubernetes.io/enforce": level,
+          // Say where the namespace falls short of `restricted`, without refusing its pods.
+          "pod-security.kubernetes.io/warn": "restricted",
+          "pod-security.kubernetes.io/audit": "restricted",
+        },
+      },
+    },
+    serviceAccount,
     secret: secretEnv.length > 0 ? { apiVersion: "v1", kind: "Secret", metadata: { name: secretName(names), namespace: ns, labels: baseLabels }, type: "Opaque", stringData: {} } : null,
     volumes,
     roles,
     router,
-    networkPolicy,
     eppHost,
   };
 }
 
-function pvc(name: string, namespace: string, labels: Record<string, string>, size: string, storageClass: string | undefined): KubeObject {
+function pvc(name: string, namespace: string, labels: Record<string, string>, size: string, storageClass: string | undefined): k8s.Named<k8s.PersistentVolumeClaim> {
   return {
     apiVersion: "v1",
     kind: "PersistentVolumeClaim",

@@ -1,0 +1,101 @@
+import { quantityValue, type ContainerResources, type StackSettings } from "../../config/stackConfig";
+import type { Container, PodSpec, Probe } from "./objects";
+
+/**
+ * Per vLLM container, sized for MiniMax-M2.7 (FP8, about 230 GB of weights): `--safetensors-load-strategy
+ * prefetch` reads the checkpoint into the page cache, which the kernel charges to the container's memory
+ * cgroup, on top of the engine's own host memory (and LMCache's CPU buffer, 10 GB per rank, with
+ * `lmcache: cpu`). The request equals the limit, so the pod is never among the first evicted under
+ * memory pressure; no CPU limit, so tokenization and the API servers are not throttled.
+ */
+export const DEFAULT_VLLM_RESOURCES = { requests: { cpu: "32", memory: "384Gi" }, limits: { memory: "384Gi" } } as const;
+/** The routing sidecar proxies requests: a small Go process. */
+export const DEFAULT_SIDECAR_RESOURCES = { requests: { cpu: "250m", memory: "256Mi" }, limits: { memory: "1Gi" } } as const;
+
+type ResourceName = "cpu" | "memory";
+type Resources = { requests: Record<string, string>; limits: Record<string, string> };
+
+/**
+ * The defaults under the settings, field by field. A value set on one side moves the default on the
+ * other side only as far as Kubernetes needs (requests never above limits).
+ */
+export function mergeResources(defaults: ContainerResources, settings: ContainerResources | undefined): Resources {
+  const merged: Resources = { requests: {}, limits: {} };
+  for (const name of ["cpu", "memory"] as ResourceName[]) {
+    const setRequest = settings?.requests?.[name];
+    const setLimit = settings?.limits?.[name];
+    let request = setRequest ?? defaults.requests?.[name];
+    let limit = setLimit ?? defaults.limits?.[name];
+    if (request && limit && quantityValue(request) > quantityValue(limit)) {
+      if (setRequest) limit = request;
+      else request = limit;
+    }
+    if (request) merged.requests[name] = request;
+    if (limit) merged.limits[name] = limit;
+  }
+  return merged;
+}
+
+/** Per-port timeout of the exec probe; the probe's own timeout covers every port in turn. */
+const PROBE_PORT_TIMEOUT_S = 5;
+
+/** `python3 -c PROBE <path> <per-port timeout> <port>...`: 0 when every port answers 200 on the path (with the API key, if any). */
+const PROBE = [
+  "import os, sys, urllib.request",
+  "key = os.environ.get('VLLM_API_KEY')",
+  "headers = {'Authorization': 'Bearer ' + key} if key else {}",
+  "for port in sys.argv[3:]:",
+  "    request = urllib.request.Request(f'http://127.0.0.1:{port}{sys.argv[1]}', headers=headers)",
+  "    with urllib.request.urlopen(request, timeout=float(sys.argv[2])) as response:",
+  "        assert response.status == 200",
+].join("\n");
+
+/**
+ * A probe on a path of every rank port. vLLM's API key guards only the API paths (/v1, ...), never
+ * /health, so one port and no key is a plain httpGet; several ports (a probe has one) or /v1/models
+ * under the key take the exec probe, whose timeout covers all its ports.
+ */
+export function rankProbe(path: "/health" | "/v1/models", ports: number[], apiKey: boolean): Probe {
+  if (ports.length === 1 && !(apiKey && path !== "/health")) return { httpGet: { path, port: ports[0]! }, timeoutSeconds: PROBE_PORT_TIMEOUT_S };
+  return {
+    exec: { command: ["python3", "-c", PROBE, path, String(PROBE_PORT_TIMEOUT_S), ...ports.map(String)] },
+    timeoutSeconds: PROBE_PORT_TIMEOUT_S * ports.length + PROBE_PORT_TIMEOUT_S,
+  };
+}
+
+/** The container security context every container gets: no privilege escalation, no capabilities. */
+export function containerSecurity(security: StackSettings["kubernetes"]["securityContext"]): NonNullable<Container["securityContext"]> {
+  return {
+    runAsNonRoot: security.runAsNonRoot,
+    ...(security.runAsNonRoot ? {} : { runAsUser: 0, runAsGroup: 0 }),
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ["ALL"] },
+    seccompProfile: { type: "RuntimeDefault" },
+    readOnlyRootFilesystem: security.readOnlyRootFilesystem,
+  };
+}
+
+/** The pod security context: who the processes run as and which groups reach the volumes and devices. */
+export function podSecurity(security: StackSettings["kubernetes"]["securityContext"]): NonNullable<PodSpec["securityContext"]> {
+  return {
+    ...(security.runAsNonRoot ? { runAsNonRoot: true, runAsUser: security.runAsUser, runAsGroup: security.runAsGroup } : {}),
+    fsGroup: security.fsGroup,
+    // The weights volume holds ~230 GB: chown it only when its root's group is not fsGroup yet.
+    fsGroupChangePolicy: "OnRootMismatch",
+    ...(security.supplementalGroups.length > 0 ? { supplementalGroups: security.supplementalGroups } : {}),
+    seccompProfile: { type: "RuntimeDefault" },
+  };
+}
+
+/** Scheduling: the settings, or by default one pod of a role per node, since each takes the node's NPUs. */
+export function placement(k8s: StackSettings["kubernetes"], roleSelector: Record<string, string>): Pick<PodSpec, "nodeSelector" | "tolerations" | "affinity" | "topologySpreadConstraints" | "priorityClassName"> {
+  return {
+    nodeSelector: k8s.nodeSelector,
+    ...(k8s.tolerations.length > 0 ? { tolerations: k8s.tolerations } : {}),
+    affinity: (k8s.affinity as PodSpec["affinity"]) ?? {
+      podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: { matchLabels: roleSelector }, topologyKey: "kubernetes.io/hostname" }] },
+    },
+    ...(k8s.topologySpreadConstraints.length > 0 ? { topologySpreadConstraints: k8s.topologySpreadConstraints as PodSpec["topologySpreadConstraints"] } : {}),
+    ...(k8s.priorityClassName ? { priorityClassName: k8s.priorityClassName } : {}),
+  };
+}
