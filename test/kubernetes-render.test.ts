@@ -146,15 +146,15 @@ describe("rendered Kubernetes objects", () => {
         from: [{ podSelector: { matchLabels: { "llm-d-router-gateway": "router-epp" } } }, { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "gateway-system" } } }],
         ports: [8000, 8001, 8002, 8003, 8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })),
       },
-      // monitoring.enabled in the prod stack: the monitoring namespace, on the ranks' own ports (not the sidecar's).
-      { from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }], ports: [8000, 8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })) },
+      // monitoring.enabled in the prod stack: the monitoring namespace, on the role's own rank ports (not the sidecar's).
+      { from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }], ports: [8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })) },
     ]);
     expect(prefill.spec.ingress[1].ports).toEqual([{ protocol: "TCP", port: 8000 }]);
   });
 
   it("gives every served role of the aggregated strategies a policy: the Service's clients and monitoring, on the rank ports", () => {
     const ns = (name: string) => ({ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": name } } });
-    const policy = (overrides: Record<string, unknown>) => renderKubernetesWorkloads(kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", ...overrides }), { instance: "x", namespace: "llm-serving" }, []).roles[0]!.networkPolicy as any;
+    const policy = (overrides: Record<string, unknown>) => renderKubernetesWorkloads(kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", monitoring: { enabled: false }, ...overrides }), { instance: "x", namespace: "llm-serving" }, []).roles[0]!.networkPolicy as any;
     const ports = [{ protocol: "TCP", port: 8000 }];
     expect(policy({}).spec.ingress).toEqual([{ from: [ns("gateway-system"), ns("llm-serving")], ports }]);
     const k8s = { ...readStackFile("prod").raw["kubernetes"] as object };

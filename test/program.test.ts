@@ -111,7 +111,7 @@ describe("the program on platform kubernetes", async () => {
     ].sort());
     for (const r of ofType(registrations, "kubernetes:core/v1:PersistentVolumeClaim")) expect(r.retainOnDelete, r.name).toBe(true);
     // Launch ConfigMaps outlive their revision, so `kubectl rollout undo` finds the previous one.
-    for (const r of ofType(registrations, "kubernetes:core/v1:ConfigMap")) expect(r.retainOnDelete, r.name).toBe(true);
+    for (const r of ofType(registrations, "kubernetes:core/v1:ConfigMap").filter((c) => c.name.endsWith("-launch"))) expect(r.retainOnDelete, r.name).toBe(true);
     expect(byName(registrations, "rbln-serving-router-gateway").read).toBe(true);
   });
 
