@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 import { parseArgs } from "node:util";
 import { ConfigError } from "../core/errors";
 import { RecipeCatalog } from "../core/recipe/catalog";
