@@ -3,6 +3,9 @@ import * as path from "node:path";
 import { Analyzer } from "@pulumi/pulumi/provider/experimental/analyzer";
 import { generateSchema } from "@pulumi/pulumi/provider/experimental/schema";
 import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { componentArgs, type ModelServingArgs } from "../provider/modelServing";
+import { planServing } from "../components/modelServing";
 
 // The schema `pulumi package add` would publish, inferred offline by Pulumi's own analyzer from
 // the TypeScript source the provider entry points it at (provider/).
@@ -47,5 +50,17 @@ describe("the component package schema", () => {
       warnings: { type: "array", items: { type: "string" } },
     });
     expect(schema.types["rbln-serving:index:RoleDeploymentOutput"]?.properties?.["ranks"]).toMatchObject({ type: "array", items: { $ref: "#/types/rbln-serving:index:RankPlacement" } });
+  });
+
+  it("accepts the example YAML program: its properties are inputs of the schema, and they plan", () => {
+    const program = parse(fs.readFileSync(path.resolve(__dirname, "../examples/yaml/Pulumi.yaml"), "utf8"));
+    const { type, properties } = program.resources.serving;
+    const resource = schema.resources[type];
+    expect(resource?.isComponent).toBe(true);
+    for (const key of Object.keys(properties)) expect(Object.keys(resource!.inputProperties!), key).toContain(key);
+    for (const key of resource!.requiredInputs!) expect(Object.keys(properties)).toContain(key);
+    // Secrets are interpolated config; any value stands in for them here.
+    const args = { ...properties, sshPrivateKey: "key", pipPassword: "pw" } as ModelServingArgs;
+    expect(planServing(componentArgs(args)).plan.selection).toMatchObject({ spec_decode: "suffix" });
   });
 });
