@@ -3,15 +3,18 @@ import { parseArgs } from "node:util";
 import { ConfigError } from "../core/errors";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { runCommand } from "./commands";
+import { recipeMain } from "./recipe";
 
 const USAGE = `usage:
   plan   [--stack NAME] [--strategy SLUG] [--target Latency|Throughput] [--preset recommended]
          [--set axis=value ...] [--model ID] [--format text|json] [--diff STACK]
   render --stack NAME --out DIR
-  diff   --stack NAME --diff STACK [--format text|json]`;
+  diff   --stack NAME --diff STACK [--format text|json]
+  recipe import PAGE.txt [--out DIR] | recipe list [--dir DIR]`;
 
 function main(argv: string[]): number {
   const [command, ...rest] = argv;
+  if (command === "recipe") return recipeMain(rest);
   let parsed;
   try {
     parsed = parseArgs({
