@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 const REPO = path.resolve(__dirname, "..");
 
 const PROGRAM = `import * as pulumi from "@pulumi/pulumi";
-import { ModelServing, planServing, type LaunchPlan } from "rbln-serving";
+import { ModelServing, planServing, RecipeCatalog, resolvePlan, DEFAULT_MODEL, type LaunchPlan } from "rbln-serving";
 
 const onHosts = new ModelServing("lab", {
   settings: { strategy: "aggregated-pipeline-parallel", target: "Throughput", hosts: [{ name: "box-1", address: "192.168.10.5" }] },
@@ -25,6 +25,7 @@ const plan: LaunchPlan = planServing({ settings: { strategy: "aggregated-data-ex
 export const hostEndpoints = onHosts.endpoints;
 export const clusterEndpoints = onCluster.endpoints;
 export const planned = plan.roles.map((role) => role.role);
+export const resolved = resolvePlan(RecipeCatalog.load().get(DEFAULT_MODEL), { model: DEFAULT_MODEL, strategy: "prefill-decode-disaggregated", target: "Latency" }).roles.map((role) => role.role);
 `;
 
 // Runs the program with the program's own @pulumi/pulumi (the one the package's components extend).
@@ -40,6 +41,7 @@ void (async () => {
     hostEndpoints: await valueOf(outputs.hostEndpoints),
     clusterEndpoints: await valueOf(outputs.clusterEndpoints),
     planned: outputs.planned,
+    resolved: outputs.resolved,
   }));
 })();
 `;
@@ -118,6 +120,7 @@ describe("the packed package in a new Pulumi program", () => {
     expect(result.hostEndpoints).toEqual(["http://192.168.10.5:8000"]);
     expect(result.clusterEndpoints).toEqual(["http://10.0.0.100"]);
     expect(result.planned).toEqual(["main"]);
+    expect(result.resolved).toEqual(["prefill", "decode"]);
   });
 
   it("runs `npx rbln-serving plan --stack dev` against the program's own stack file", () => {
