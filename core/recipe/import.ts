@@ -1,7 +1,7 @@
 import { ConfigError } from "../errors";
 import { ShellSyntaxError, splitShellWords } from "../shell";
 import { parseRecipe } from "./catalog";
-import type { PackageInstall, Recipe } from "./schema";
+import { Strategy, type PackageInstall, type Recipe } from "./schema";
 
 /**
  * Recipe import: a recipe page as published (a title line, the recipe's JSON object, then the
@@ -66,7 +66,7 @@ export function importRecipePage(page: string, source: string): ImportedRecipe {
     for (const word of words) {
       const match = REQUIREMENT.exec(word);
       if (!match) throw new ConfigError(source, `pip install ${JSON.stringify(word)} is not pinned: each package needs ==VERSION`);
-      const [, name, extras, version] = match as unknown as [string, string, string | undefined, string];
+      const [name, extras, version] = [match[1]!, match[2], match[3]!];
       const when = base.has(normalize(name)) ? null : featureCondition(name, json, warnings);
       installs.push({
         package: name,
@@ -177,14 +177,14 @@ function featureCondition(name: string, json: Record<string, unknown>, warnings:
     warnings.push(`${name}: not in the page's installLine and no known feature needs it; installed always`);
     return null;
   }
+  // A page whose strategies do not parse is refused by the schema check that follows.
+  const strategies = Strategy.array().safeParse(json["strategies"]).data ?? [];
   const keys = new Set<string>();
-  for (const strategy of (json["strategies"] as { options?: { grid?: { deltas?: Record<string, Record<string, { add_args?: Record<string, string> }>> } }[] }[] | undefined) ?? []) {
-    for (const option of strategy.options ?? []) {
-      for (const [key, roles] of Object.entries(option.grid?.deltas ?? {})) {
-        for (const delta of Object.values(roles)) {
-          const shellText = delta.add_args?.[feature.flag];
-          if (shellText !== undefined && switchesOn(shellText, feature)) keys.add(key);
-        }
+  for (const option of strategies.flatMap((strategy) => strategy.options)) {
+    for (const [key, roles] of Object.entries(option.grid.deltas)) {
+      for (const delta of Object.values(roles)) {
+        const shellText = delta.add_args[feature.flag];
+        if (shellText !== undefined && switchesOn(shellText, feature)) keys.add(key);
       }
     }
   }
