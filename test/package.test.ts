@@ -1,6 +1,7 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
+import { createRequire } from "node:module";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -128,5 +129,32 @@ describe("the packed package in a new Pulumi program", () => {
     const plan = JSON.parse(out);
     expect(plan.strategy).toBe("aggregated-pipeline-parallel");
     expect(plan.roles[0].ranks[0].argv).toContain("--pipeline-parallel-size");
+  });
+
+  it("serves the component package as Pulumi runs a plugin: run-plugin loads its main and answers GetSchema", async () => {
+    const installed = path.join(app, "node_modules/rbln-serving");
+    const fromApp = createRequire(path.join(app, "package.json"));
+    // The engine address is never dialled for GetSchema; loopback keeps it local either way.
+    const plugin = spawn(process.execPath, [fromApp.resolve("@pulumi/pulumi/cmd/run-plugin"), installed, "127.0.0.1:1"], { cwd: installed, stdio: ["ignore", "pipe", "pipe"] });
+    try {
+      const port = await new Promise<string>((resolve, reject) => {
+        plugin.stdout.once("data", (chunk: Buffer) => resolve(chunk.toString().trim()));
+        plugin.once("exit", (code) => reject(new Error(`plugin exited with ${code}`)));
+      });
+      const grpc = fromApp("@grpc/grpc-js");
+      const { ResourceProviderClient } = fromApp("@pulumi/pulumi/proto/provider_grpc_pb");
+      const { GetSchemaRequest } = fromApp("@pulumi/pulumi/proto/provider_pb");
+      const client = new ResourceProviderClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+      const schema = await new Promise<any>((resolve, reject) =>
+        client.getSchema(new GetSchemaRequest(), (error: Error | null, response: any) => (error ? reject(error) : resolve(JSON.parse(response.getSchema())))),
+      );
+      client.close();
+      expect(schema.name).toBe("rbln-serving");
+      expect(schema.version).toBe("0.1.0");
+      expect(Object.keys(schema.resources)).toEqual(["rbln-serving:index:ModelServing"]);
+      expect(schema.resources["rbln-serving:index:ModelServing"].isComponent).toBe(true);
+    } finally {
+      plugin.kill();
+    }
   });
 });
