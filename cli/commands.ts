@@ -1,7 +1,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseStackSettings, type SecretKey } from "../core/config/stackConfig";
-import { readStackFile } from "../core/config/stackFile";
+import { projectStackDir, readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { compareCompileKeys, compileKeyChanges, recompileLines } from "../core/cache/compileKey";
@@ -43,7 +43,8 @@ function flagOverrides(options: CliOptions): Record<string, unknown> {
 
 /** A stack's deployment, with the selection flags overriding its keys. */
 export function stackDeployment(options: CliOptions, catalog: RecipeCatalog, stack: string): { deployment: Deployment; secrets: SecretKey[] } {
-  const { raw, secrets } = readStackFile(stack);
+  // The stacks of the Pulumi project in the working directory: the repository's, or a user's project that installed the package.
+  const { raw, secrets } = readStackFile(stack, projectStackDir());
   const axes = typeof raw["axes"] === "object" && raw["axes"] !== null ? (raw["axes"] as Record<string, unknown>) : {};
   const merged = { ...raw, ...flagOverrides(options), axes: { ...axes, ...parseSets(options.set) } };
   return { deployment: planDeployment(parseStackSettings(merged), catalog), secrets };

@@ -1,18 +1,22 @@
+#!/usr/bin/env node
 import { parseArgs } from "node:util";
 import { ConfigError } from "../core/errors";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { runCommand } from "./commands";
 import { statusCommand } from "./status";
+import { recipeMain } from "./recipe";
 
 const USAGE = `usage:
   plan   [--stack NAME] [--strategy SLUG] [--target Latency|Throughput] [--preset recommended]
          [--set axis=value ...] [--model ID] [--format text|json] [--diff STACK]
   render --stack NAME --out DIR
   diff   --stack NAME --diff STACK [--format text|json]
-  status (--stack NAME | --endpoint URL ...) [--model ID] [--format text|json] [--interval SECONDS]`;
+  status (--stack NAME | --endpoint URL ...) [--model ID] [--format text|json] [--interval SECONDS]
+  recipe import PAGE.txt [--out DIR] | recipe list [--dir DIR]`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command === "recipe") return recipeMain(rest);
   let parsed;
   try {
     parsed = parseArgs({

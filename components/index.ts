@@ -1,7 +1,22 @@
+// The package's public API, in one place: what `import ... from "rbln-serving"` gives.
+
+// Components (type tokens in the `index` module: rbln-serving:index:<Name>).
 export { ModelServing, planServing, type ModelServingArgs, type ServingSecrets } from "./modelServing";
 export { NpuHost, type NpuHostArgs, type RankUnit } from "./hosts/npuHost";
 export { NpuWorkloads, type NpuWorkloadsArgs, type RoleDeployment } from "./kubernetes/npuWorkloads";
 export { LlmdRouter, type LlmdRouterArgs } from "./router/llmdRouter";
-export { RecipeCatalog } from "../core/recipe/catalog";
+
+// Recipes: the catalog, the format, and importing a published recipe page.
+export { RecipeCatalog, DEFAULT_MODEL, DEFAULT_RECIPE_DIR, parseRecipe } from "../core/recipe/catalog";
+export type { Recipe, Strategy, StrategyOption, PackageInstall } from "../core/recipe/schema";
+export { importRecipePage, type ImportedRecipe } from "../core/recipe/import";
+
+// Plans: selection → launch plan, and the plan types.
 export { resolvePlan } from "../core/plan/resolve";
-export type { LaunchPlan, Selection } from "../core/plan/types";
+export { planDeployment, type Deployment, type HostPlacement } from "../core/plan/deployment";
+export { diffPlans, type PlanChange } from "../core/plan/diff";
+export type { LaunchPlan, Selection, Flag, RankPlan, RolePlan, NodePlan, PackagePlan } from "../core/plan/types";
+
+// Settings: the stack config's schema and its errors.
+export { parseStackSettings, type StackSettings } from "../core/config/stackConfig";
+export { ConfigError } from "../core/errors";

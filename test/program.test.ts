@@ -28,7 +28,7 @@ describe("the program on platform hosts", async () => {
   it("registers the components and one command per step and rank, named by host, role and rank", () => {
     expect(registrations.filter((r) => !r.custom).map((r) => `${r.type} ${r.name}`).sort()).toEqual([
       "rbln-serving:index:ModelServing rbln-serving",
-      "rbln-serving:hosts:NpuHost rbln-serving-npu-dev-0",
+      "rbln-serving:index:NpuHost rbln-serving-npu-dev-0",
     ].sort());
     expect(ofType(registrations, "command:remote:Command").map((r) => r.name).sort()).toEqual([
       "rbln-serving-npu-dev-0-preflight",
@@ -86,7 +86,7 @@ describe("the program on platform kubernetes", async () => {
   it("registers workloads, caches that outlive destroy, the router chart and a read of the gateway", () => {
     expect(registrations.map((r) => `${r.type} ${r.name}`).sort()).toEqual([
       "rbln-serving:index:ModelServing rbln-serving",
-      "rbln-serving:kubernetes:NpuWorkloads rbln-serving-workloads",
+      "rbln-serving:index:NpuWorkloads rbln-serving-workloads",
       "kubernetes:core/v1:Namespace rbln-serving-workloads-namespace",
       "kubernetes:core/v1:Secret rbln-serving-workloads-secrets",
       "kubernetes:core/v1:ServiceAccount rbln-serving-workloads-service-account",
@@ -105,7 +105,7 @@ describe("the program on platform kubernetes", async () => {
       "kubernetes:monitoring.coreos.com/v1:PodMonitor rbln-serving-workloads-epp-monitor",
       "kubernetes:monitoring.coreos.com/v1:PrometheusRule rbln-serving-workloads-alerts",
       "kubernetes:core/v1:ConfigMap rbln-serving-workloads-dashboard",
-      "rbln-serving:router:LlmdRouter rbln-serving-router",
+      "rbln-serving:index:LlmdRouter rbln-serving-router",
       "kubernetes:helm.sh/v4:Chart rbln-serving-router-chart",
       "kubernetes:gateway.networking.k8s.io/v1:Gateway rbln-serving-router-gateway",
     ].sort());
@@ -147,7 +147,7 @@ describe("replicas", () => {
     const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}` }));
     const { registrations, result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts }, SECRETS);
     expect(error).toBeUndefined();
-    expect(ofType(registrations, "rbln-serving:hosts:NpuHost").map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0", "rbln-serving-npu-1", "rbln-serving-npu-2"]);
+    expect(ofType(registrations, "rbln-serving:index:NpuHost").map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0", "rbln-serving-npu-1", "rbln-serving-npu-2"]);
     const short = (urn: string) => urn.split("::").pop()!.replace("rbln-serving-", "");
     const dependencies = Object.fromEntries(ofType(registrations, "command:remote:Command").map((r) => [short(r.urn), r.dependencies.map(short).sort()]));
     // Preflight, install and weights of every host run side by side; with 25% of 3 replicas, one

@@ -2,6 +2,7 @@ import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import { renderPipConfig, renderSecretEnv, type RenderedHost } from "../../core/render/hosts/bundle";
 import { remoteCommand } from "../../core/render/hosts/scripts";
+import { renamedFrom } from "../renamed";
 
 export interface HostSecrets {
   pipPassword?: pulumi.Input<string>;
@@ -44,7 +45,7 @@ export class NpuHost extends pulumi.ComponentResource {
 
   constructor(name: string, args: NpuHostArgs, opts?: pulumi.ComponentResourceOptions) {
     // Args carry the SSH key and secrets: keep them out of the component's recorded inputs.
-    super("rbln-serving:hosts:NpuHost", name, {}, opts);
+    super("rbln-serving:index:NpuHost", name, {}, renamedFrom("rbln-serving:hosts:NpuHost", opts));
     const { rendered } = args;
     const host = rendered.placement.host;
     const asRoot = host.user === "root";

@@ -2,6 +2,7 @@ import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import type { MonitoringObjects } from "../../core/monitoring/kubernetes";
 import type { KubernetesWorkloads } from "../../core/render/kubernetes/workloads";
+import { renamedFrom } from "../renamed";
 
 export interface NpuWorkloadsArgs {
   /** The objects, rendered by the core (`renderKubernetesWorkloads`). */
@@ -31,7 +32,7 @@ export class NpuWorkloads extends pulumi.ComponentResource {
   readonly serviceEndpoints: pulumi.Output<string[]>;
 
   constructor(name: string, args: NpuWorkloadsArgs, opts?: pulumi.ComponentResourceOptions) {
-    super("rbln-serving:kubernetes:NpuWorkloads", name, {}, opts);
+    super("rbln-serving:index:NpuWorkloads", name, {}, renamedFrom("rbln-serving:kubernetes:NpuWorkloads", opts));
     const { workloads } = args;
     const child = { parent: this };
     // The namespace and the caches stay when the serving resources go: deleting them would drop hours of compiled graphs.

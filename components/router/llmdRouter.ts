@@ -1,6 +1,7 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { LLM_D_CHART_REPOSITORY } from "../../core/router/chartValues";
+import { renamedFrom } from "../renamed";
 
 export interface LlmdRouterArgs {
   release: string;
@@ -22,7 +23,7 @@ export class LlmdRouter extends pulumi.ComponentResource {
   readonly endpoint: pulumi.Output<string | undefined>;
 
   constructor(name: string, args: LlmdRouterArgs, opts?: pulumi.ComponentResourceOptions) {
-    super("rbln-serving:router:LlmdRouter", name, {}, opts);
+    super("rbln-serving:index:LlmdRouter", name, {}, renamedFrom("rbln-serving:router:LlmdRouter", opts));
     const chart = new k8s.helm.v4.Chart(
       `${name}-chart`,
       { chart: `${LLM_D_CHART_REPOSITORY}/${args.chart}`, version: args.version, name: args.release, namespace: args.namespace, values: args.values },

@@ -1,9 +1,10 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { quoteShellWord } from "../shell";
+import { packageRoot } from "../packageRoot";
 
 /** The script as shipped: shellcheck reads this file itself; renderLeaseLock only replaces its settings. */
-export const LEASE_LOCK_PATH = path.resolve(__dirname, "scripts/lease-lock.sh");
+export const LEASE_LOCK_PATH = path.join(packageRoot(), "core", "cache", "scripts", "lease-lock.sh");
 
 export interface LeaseLockSettings {
   /** A directory on the shared filesystem (NFS, a ReadWriteMany volume) holding leases and markers. */

@@ -2,9 +2,18 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { parse } from "yaml";
 import { ConfigError } from "../errors";
+import { packageRoot } from "../packageRoot";
 import { CONFIG_NAMESPACE, SECRET_KEYS, type SecretKey } from "./stackConfig";
 
-export const DEFAULT_STACK_DIR = path.resolve(__dirname, "../../stacks");
+export const DEFAULT_STACK_DIR = path.join(packageRoot(), "stacks");
+
+/** Where Pulumi keeps the stack files of the project in `dir`: its Pulumi.yaml's `stackConfigDir`, else `dir` itself. */
+export function projectStackDir(dir: string = process.cwd()): string {
+  const project = path.join(dir, "Pulumi.yaml");
+  if (!fs.existsSync(project)) return dir;
+  const { stackConfigDir } = (parse(fs.readFileSync(project, "utf8")) ?? {}) as { stackConfigDir?: unknown };
+  return typeof stackConfigDir === "string" ? path.resolve(dir, stackConfigDir) : dir;
+}
 
 /** A stack file read offline: the project's keys (prefix removed) and which secrets it holds encrypted. */
 export interface StackFile {

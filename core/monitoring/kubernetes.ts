@@ -7,8 +7,9 @@ import type { KubernetesWorkloads } from "../render/kubernetes/workloads";
 /** A Prometheus Operator object: no typed input in @pulumi/kubernetes (a CustomResource); tests validate it against the operator's schema. */
 type OperatorObject = Named<{ spec: object }>;
 import { alertRules } from "./rules";
+import { packageRoot } from "../packageRoot";
 
-export const DASHBOARD_FILE = path.resolve(__dirname, "../../dashboards/rbln-serving.json");
+export const DASHBOARD_FILE = path.join(packageRoot(), "dashboards", "rbln-serving.json");
 
 /** The endpoint picker's metrics port and path (llm-d-router-gateway v0.10.0, routerlib `_deployment.yaml`). */
 export const EPP_METRICS = { port: "metrics", path: "/metrics" } as const;

@@ -1,10 +1,11 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { ConfigError, formatPath, issueMessage, listValues } from "../errors";
+import { packageRoot } from "../packageRoot";
 import { Recipe } from "./schema";
 
 /** The recipes shipped with the package. */
-export const DEFAULT_RECIPE_DIR = path.resolve(__dirname, "../../recipes");
+export const DEFAULT_RECIPE_DIR = path.join(packageRoot(), "recipes");
 export const DEFAULT_MODEL = "MiniMaxAI/MiniMax-M2.7";
 
 /** Parses and validates one recipe; a fault is refused with the file and the JSON path. */

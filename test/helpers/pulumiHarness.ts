@@ -21,6 +21,8 @@ export interface Registration {
   retainOnDelete: boolean;
   protect: boolean;
   read: boolean;
+  /** The types of the resource's alias specs (an old type token it used to have). */
+  aliasTypes: string[];
 }
 
 export const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
@@ -70,6 +72,7 @@ export async function runUnderMocks(program: () => unknown, config: Record<strin
         retainOnDelete: method === "registerResource" ? req.getRetainondelete() : false,
         protect: method === "registerResource" ? req.getProtect() : false,
         read: method === "readResource",
+        aliasTypes: method === "registerResource" ? req.getAliasesList().flatMap((alias: any) => (alias.getSpec()?.getType() ? [alias.getSpec().getType()] : [])) : [],
       };
       registrations.push(record);
       return original(req, callback);

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { quoteShellWord, shellComment } from "../../shell";
+import { packageRoot } from "../../packageRoot";
 
 /**
  * Host scripts are bash files in `scripts/`, which editors and shellcheck read as they are. Each
@@ -9,7 +10,7 @@ import { quoteShellWord, shellComment } from "../../shell";
  * values (quoted), inlines the fragments it sources, and names its purpose in a comment. Secrets
  * never pass through here: they reach the scripts on stdin.
  */
-export const SCRIPT_DIR = path.join(__dirname, "scripts");
+export const SCRIPT_DIR = path.join(packageRoot(), "core", "render", "hosts", "scripts");
 
 const SETTINGS = /^# --- settings \(the renderer writes the real values here\) ---\n([\s\S]*?)^# --- end of settings ---\n/m;
 const INCLUDE = /^# shellcheck source=(\S+)\n\. \1\n/gm;

@@ -1,0 +1,73 @@
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { parseArgs } from "node:util";
+import { ConfigError } from "../core/errors";
+import { DEFAULT_RECIPE_DIR, RecipeCatalog } from "../core/recipe/catalog";
+import { importRecipePage } from "../core/recipe/import";
+import type { Recipe } from "../core/recipe/schema";
+
+const USAGE = `usage:
+  recipe import PAGE.txt [--out DIR]   write DIR/<model>.json from a recipe page (DIR: recipes/)
+  recipe list [--dir DIR]              every model: strategies, targets, NPUs, verified dates, pins`;
+
+function importCommand(page: string | undefined, out: string): string {
+  if (page === undefined) throw new ConfigError("PAGE", "required: recipe import PAGE.txt [--out DIR]");
+  if (!fs.existsSync(page)) throw new ConfigError("PAGE", `no file ${page}`);
+  const imported = importRecipePage(fs.readFileSync(page, "utf8"), page);
+  for (const warning of imported.warnings) process.stderr.write(`warning: ${warning}\n`);
+  const target = path.join(out, imported.fileName);
+  fs.mkdirSync(out, { recursive: true });
+  fs.writeFileSync(target, imported.text);
+  return `${target}\n`;
+}
+
+function describeInstall(install: Recipe["installs"][number]): string {
+  const extras = install.extras.length ? `[${install.extras.join(",")}]` : "";
+  const when = install.when ? ` (${Object.entries(install.when).map(([axis, value]) => `${axis}=${value}`).join(", ")})` : "";
+  return `${install.package}${extras}==${install.version}${when}`;
+}
+
+function listCommand(dir: string): string {
+  const catalog = RecipeCatalog.load(dir);
+  return catalog.models
+    .sort()
+    .map((model) => {
+      const recipe = catalog.get(model);
+      const rows = recipe.strategies.flatMap((s) => s.options.map((o) => [s.slug, o.target, String(o.npus), o.verified]));
+      const header = ["strategy", "target", "NPUs", "verified"];
+      const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+      const table = [header, ...rows].map((row) => `  ${row.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()}`);
+      return [model, ...table, `  packages: ${recipe.installs.map(describeInstall).join(", ")}`].join("\n");
+    })
+    .join("\n\n")
+    .concat("\n");
+}
+
+export function recipeMain(argv: string[]): number {
+  const [command, ...rest] = argv;
+  let parsed;
+  try {
+    parsed = parseArgs({ args: rest, options: { out: { type: "string" }, dir: { type: "string" }, help: { type: "boolean", short: "h" } }, strict: true, allowPositionals: true });
+  } catch (error) {
+    process.stderr.write(`error: ${(error as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  if (parsed.values.help || !command) {
+    process.stdout.write(`${USAGE}\n`);
+    return command ? 0 : 2;
+  }
+  try {
+    if (command === "import") process.stdout.write(importCommand(parsed.positionals[0], parsed.values.out ?? "recipes"));
+    else if (command === "list") process.stdout.write(listCommand(parsed.values.dir ?? DEFAULT_RECIPE_DIR));
+    else throw new ConfigError("command", `unknown recipe command "${command}"; allowed: "import", "list"`);
+    return 0;
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`error: ${error.message}\n`);
+      return 2;
+    }
+    throw error;
+  }
+}
+
+if (require.main === module) process.exitCode = recipeMain(process.argv.slice(2));
