@@ -11,6 +11,7 @@ import { Deployment as DeploymentModel } from "kubernetes-models/apps/v1";
 import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { PodMonitor, PrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
+import { Job } from "kubernetes-models/batch/v1";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { bindRank } from "../core/plan/bind";
@@ -34,6 +35,7 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   PrometheusRule,
   ServiceAccount,
   PodDisruptionBudget,
+  Job,
 };
 
 function kubernetesDeployment(overrides: Record<string, unknown> = {}) {
@@ -98,11 +100,12 @@ describe("rendered Kubernetes objects", () => {
     const decodePod = decode.spec.template;
     expect(prefillPod.metadata.labels).toMatchObject({ "llm-d.ai/guide": "pd-disaggregation", "llm-d.ai/role": "prefill" });
     expect(prefillPod.metadata.annotations).toEqual({ "llm-d.ai/active-ports": "8000" });
-    expect(prefillPod.spec.initContainers).toBeUndefined();
+    // Only the wait for the weights Job's markers: prefill listens on a pool port, with no sidecar.
+    expect(prefillPod.spec.initContainers.map((c: { name: string }) => c.name)).toEqual(["wait-for-weights"]);
     expect(prefillPod.spec.containers[0].ports.map((p: any) => p.containerPort)).toEqual([8000]);
     expect(decodePod.metadata.labels).toMatchObject({ "llm-d.ai/guide": "pd-disaggregation", "llm-d.ai/role": "decode" });
     expect(decodePod.metadata.annotations).toEqual({ "llm-d.ai/active-ports": "8000,8001,8002,8003" });
-    const [sidecar] = decodePod.spec.initContainers;
+    const [, sidecar] = decodePod.spec.initContainers;
     expect(sidecar).toMatchObject({
       name: "routing-proxy",
       image: "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0",
@@ -192,6 +195,8 @@ describe("rendered Kubernetes objects", () => {
           expect(container.resources.limits.memory, `${role.role} ${container.name}`).toBeDefined();
         }
       }
+      const job = renderKubernetesWorkloads(deployment, { instance: "x", namespace: "n" }, []).weightsJob.spec!.template.spec!.containers[0]!;
+      expect(Object.keys(job.resources!.requests!)).toEqual(["cpu", "memory"]);
     }
     const k8s = readStackFile("prod").raw["kubernetes"] as object;
     const decode = (resources: unknown) => (renderKubernetesWorkloads(kubernetesDeployment({ kubernetes: { ...k8s, resources } }), { instance: "x", namespace: "n" }, []).roles[1]!.deployment.spec.template.spec as any).containers[0].resources;

@@ -105,17 +105,19 @@ describe("preview on Kubernetes, prefill/decode disaggregated", () => {
     expect({ added: diff.added, removed: diff.removed, changed: diff.changed }).toEqual({ added: [], removed: [], changed: {} });
   });
 
-  for (const [what, change, roles] of [
-    ["spec_decode off → eagle3", { axes: { spec_decode: "eagle3" } }, ["decode", "prefill"]],
-    ["target Throughput → Latency (decode only)", { target: "Latency" }, ["decode"]],
-    ["lmcache off → cpu (prefill only)", { axes: { lmcache: "cpu" } }, ["prefill"]],
+  // eagle3 brings a draft model: the weights Job (named after the models) fetches it before the roles roll.
+  const draftDownload = { "rbln-serving-workloads-weights-download": ["metadata", "spec"] };
+  for (const [what, change, roles, others] of [
+    ["spec_decode off → eagle3", { axes: { spec_decode: "eagle3" } }, ["decode", "prefill"], draftDownload],
+    ["target Throughput → Latency (decode only)", { target: "Latency" }, ["decode"], {}],
+    ["lmcache off → cpu (prefill only)", { axes: { lmcache: "cpu" } }, ["prefill"], {}],
   ] as const) {
     it(`${what} changes only the launch ConfigMap and Deployment of the roles it touches`, async () => {
       const after = { ...pd, ...change };
       expect(rolesChanged(pd, after)).toEqual([...roles].sort());
       const diff = await preview(pd, after);
       expect([diff.added, diff.removed]).toEqual([[], []]);
-      expect(diff.changed).toEqual(launchResources([...roles]));
+      expect(diff.changed).toEqual({ ...launchResources([...roles]), ...others });
     });
   }
 

@@ -93,6 +93,7 @@ describe("the program on platform kubernetes", async () => {
       "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-weights",
       "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-prefill-compile-cache",
       "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-decode-compile-cache",
+      "kubernetes:batch/v1:Job rbln-serving-workloads-weights-download",
       "kubernetes:core/v1:ConfigMap rbln-serving-workloads-prefill-launch",
       "kubernetes:apps/v1:Deployment rbln-serving-workloads-prefill",
       "kubernetes:core/v1:ConfigMap rbln-serving-workloads-decode-launch",
@@ -110,6 +111,9 @@ describe("the program on platform kubernetes", async () => {
       "kubernetes:gateway.networking.k8s.io/v1:Gateway rbln-serving-router-gateway",
     ].sort());
     for (const r of ofType(registrations, "kubernetes:core/v1:PersistentVolumeClaim")) expect(r.retainOnDelete, r.name).toBe(true);
+    // One Job downloads; the Deployments start after it, so no pod ever downloads.
+    const job = byName(registrations, "rbln-serving-workloads-weights-download");
+    for (const r of ofType(registrations, "kubernetes:apps/v1:Deployment")) expect(r.dependencies, r.name).toContain(job.urn);
     // Launch ConfigMaps outlive their revision, so `kubectl rollout undo` finds the previous one.
     for (const r of ofType(registrations, "kubernetes:core/v1:ConfigMap").filter((c) => c.name.endsWith("-launch"))) expect(r.retainOnDelete, r.name).toBe(true);
     expect(byName(registrations, "rbln-serving-router-gateway").read).toBe(true);

@@ -42,13 +42,20 @@ export class NpuWorkloads extends pulumi.ComponentResource {
     const serviceAccount = new k8s.core.v1.ServiceAccount(`${name}-service-account`, workloads.serviceAccount, inNamespace);
     const secret = workloads.secret ? new k8s.core.v1.Secret(`${name}-secrets`, { ...workloads.secret, stringData: pulumi.secret(args.secretEnv) }, inNamespace) : undefined;
     const volumes = workloads.volumes.map((volume) => new k8s.core.v1.PersistentVolumeClaim(`${name}-${volume.id}`, volume.object, { ...keep, dependsOn: [namespace] }));
+    const weightsTimeout = `${Math.ceil(workloads.weightsJobTimeoutSeconds / 60)}m`;
+    // Named in Kubernetes after the models and revisions: a new pair is a new Job (a Job's spec cannot change).
+    const weightsJob = new k8s.batch.v1.Job(`${name}-weights-download`, workloads.weightsJob, {
+      ...child,
+      dependsOn: [serviceAccount, ...volumes, ...(secret ? [secret] : [])],
+      customTimeouts: { create: weightsTimeout, update: weightsTimeout },
+    });
     const roleResources = workloads.roles.map((role) => {
       // Kept when replaced, so `kubectl rollout undo` finds the previous revision's launch script.
       const configMap = new k8s.core.v1.ConfigMap(`${name}-${role.role}-launch`, role.configMap, { ...keep, dependsOn: [namespace] });
       const rolloutTimeout = `${Math.ceil(role.rolloutTimeoutSeconds / 60)}m`;
       const deployment = new k8s.apps.v1.Deployment(`${name}-${role.role}`, role.deployment, {
         ...child,
-        dependsOn: [configMap, serviceAccount, ...volumes, ...(secret ? [secret] : [])],
+        dependsOn: [configMap, serviceAccount, weightsJob, ...volumes, ...(secret ? [secret] : [])],
         // Compilation on a cold cache takes hours per wave: wait for the rollout as long as the startup budget allows.
         customTimeouts: { create: rolloutTimeout, update: rolloutTimeout },
       });

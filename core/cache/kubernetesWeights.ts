@@ -11,6 +11,10 @@ type Job = Unwrap<types.input.batch.v1.Job> & { apiVersion: string; kind: string
 type PodSpec = Unwrap<types.input.core.v1.PodSpec>;
 type Container = Unwrap<types.input.core.v1.Container>;
 
+/** A download is network-bound: a few CPUs for hashing, a little memory for buffers. */
+const FETCH_RESOURCES = { requests: { cpu: "2", memory: "4Gi" }, limits: { memory: "8Gi" } };
+const WAIT_RESOURCES = { requests: { cpu: "10m", memory: "32Mi" }, limits: { memory: "64Mi" } };
+
 /** Where a model's completion marker lives under HF_HOME: named after the model and its pinned revision (`main` unpinned). */
 export function weightsMarker(hfHome: string, model: ModelRef): string {
   return `${hfHome}/rbln-serving-complete/${model.id.replace(/\//g, "--")}--${model.revision ?? "main"}`;
@@ -65,12 +69,20 @@ export function weightsJob(input: WeightsJobInput): Job {
               name: "fetch",
               image: input.image,
               command: ["bash", "-c", script],
-              env: [{ name: "HF_HOME", value: input.hfHome }, ...(input.env ?? [])],
-              volumeMounts: [{ name: "weights", mountPath: input.hfHome }],
+              resources: FETCH_RESOURCES,
+              // HOME on a scratch folder: the root filesystem may be read-only.
+              env: [{ name: "HF_HOME", value: input.hfHome }, { name: "HOME", value: "/tmp" }, ...(input.env ?? [])],
+              volumeMounts: [
+                { name: "weights", mountPath: input.hfHome },
+                { name: "scratch", mountPath: "/tmp" },
+              ],
               ...(input.securityContext ? { securityContext: input.securityContext } : {}),
             },
           ],
-          volumes: [{ name: "weights", persistentVolumeClaim: { claimName: input.weightsClaim } }],
+          volumes: [
+            { name: "weights", persistentVolumeClaim: { claimName: input.weightsClaim } },
+            { name: "scratch", emptyDir: {} },
+          ],
         },
       },
     },
@@ -84,6 +96,7 @@ export function waitForWeights(image: string, hfHome: string, models: readonly M
     image,
     command: ["bash", "-c", 'for marker in "$@"; do until [ -f "$marker" ]; do echo "waiting for $marker"; sleep 10; done; done', "wait-for-weights", ...models.map((m) => weightsMarker(hfHome, m))],
     volumeMounts: [{ name: "weights", mountPath: hfHome, readOnly: true }],
+    resources: WAIT_RESOURCES,
     ...(securityContext ? { securityContext } : {}),
   };
 }

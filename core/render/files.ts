@@ -42,6 +42,7 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
       write(secret, "secret");
     }
     for (const volume of workloads.volumes) write(volume.object, `pvc-${volume.id}`);
+    write(workloads.weightsJob, "job-weights");
     for (const role of workloads.roles) {
       write(role.configMap, `${role.role}-configmap`);
       write(role.deployment, `${role.role}-deployment`);

@@ -66,7 +66,8 @@ export function systemdExecArgv(unitText: string): string[] {
   fs.rmSync(dir, { recursive: true, force: true });
   const section = dump.stdout.split(`-> Unit ${unit}:`)[1];
   if (!section) throw new Error(`systemd --test printed no ${unit}: ${dump.stderr}`);
-  const line = /^\t+Command Line: (.*)$/m.exec(section)![1]!;
+  // The dump lists each Exec*= setting under its own header; take ExecStart's, not ExecStartPre's.
+  const line = /^\t+-> ExecStart:\n\t+Command Line: (.*)$/m.exec(section)![1]!;
   return splitSystemdPrinted(line).map(substituteAtExec);
 }
 

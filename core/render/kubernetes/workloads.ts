@@ -9,6 +9,8 @@ import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { shellComment } from "../../shell";
 import { shellCommandLines } from "../shellCommand";
 import { unavailableCount } from "../../rollout/waves";
+import { compileLock } from "../../cache/kubernetesCompile";
+import { waitForWeights, weightsJob } from "../../cache/kubernetesWeights";
 import type * as k8s from "./objects";
 import { DEFAULT_SIDECAR_RESOURCES, DEFAULT_VLLM_RESOURCES, containerSecurity, mergeResources, placement, podSecurity, rankProbe } from "./pod";
 import { podDisruptionBudget, roleNetworkPolicy } from "./policies";
@@ -17,8 +19,13 @@ export type { KubeObject } from "./objects";
 
 export const DATA_ROOT = "/var/lib/rbln-serving";
 const LAUNCH_DIR = "/etc/rbln-serving";
-/** Budget for the first start on top of the engine's ready timeout: the weights download. */
-const DOWNLOAD_BUDGET_S = 3600;
+/**
+ * Budget for a start on top of the engine's ready timeout: a pod may first wait for another pod's
+ * compile of the same key, then load (the weights are already there: the Job fetched them).
+ */
+const START_MARGIN_S = 3600;
+/** How long the weights Job may download (about 230 GB). */
+const WEIGHTS_JOB_DEADLINE_S = 8 * 3600;
 const PROBE_PERIOD_S = 60;
 /** Rollouts may run this long past the startup budget before Kubernetes and Pulumi call them failed. */
 const ROLLOUT_MARGIN_S = 1800;
@@ -55,6 +62,10 @@ export interface KubernetesWorkloads {
   secret: k8s.Named<k8s.Secret> | null;
   /** Volumes by a stable id (`weights`, `<role>-compile-cache`). */
   volumes: { id: string; object: k8s.Named<k8s.PersistentVolumeClaim> }[];
+  /** Fills the weights volume once per model and revision; the Deployments start after it. */
+  weightsJob: ReturnType<typeof weightsJob>;
+  /** How long the weights Job may take. */
+  weightsJobTimeoutSeconds: number;
   roles: RoleWorkload[];
   router: RouterIntent | null;
   /** The EPP Service the ranks' `<EPP_HOST>` resolves to. */
@@ -123,6 +134,23 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
 
   const weights = pvc(`${names.instance}-weights`, ns, baseLabels, k8sSettings.weightsVolumeSize, k8sSettings.storageClass);
   const volumes = [{ id: "weights", object: weights }];
+  const hfHome = `${DATA_ROOT}/huggingface`;
+  const imagePullSecrets = k8sSettings.imagePullSecrets.length > 0 ? { imagePullSecrets: k8sSettings.imagePullSecrets.map((name) => ({ name })) } : {};
+  const secretRef = (name: string) => ({ name, valueFrom: { secretKeyRef: { name: secretName(names), key: name } } });
+  // One download per model and revision, before any pod starts; the pods never reach the hub.
+  const weightsDownload = weightsJob({
+    instance: names.instance,
+    namespace: ns,
+    labels: baseLabels,
+    image: k8sSettings.image!,
+    models: plan.models,
+    hfHome,
+    weightsClaim: weights.metadata.name,
+    env: secretEnv.filter((name) => name === "HF_TOKEN").map(secretRef),
+    pod: { serviceAccountName: serviceAccount.metadata.name, automountServiceAccountToken: false, ...imagePullSecrets, securityContext: podSecurity(k8sSettings.securityContext) },
+    securityContext: containerSecurity(k8sSettings.securityContext),
+    activeDeadlineSeconds: WEIGHTS_JOB_DEADLINE_S,
+  });
 
   const roles: RoleWorkload[] = plan.roles.map((role) => {
     const labels = { ...baseLabels, "app.kubernetes.io/component": role.role };
@@ -130,14 +158,16 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     const compileCache = pvc(`${names.instance}-${role.role}-compile-cache`, ns, labels, k8sSettings.compileCacheVolumeSize, k8sSettings.storageClass);
     volumes.push({ id: `${role.role}-compile-cache`, object: compileCache });
     const script = launchScript(role, plan.model, eppHost);
+    const rankPorts = role.ranks.flatMap((r) => r.ports);
+    // Replicas starting together share the compile cache: one compiles per compile key, the rest load.
+    const lock = compileLock(role.compileKey, `${DATA_ROOT}/vllm`, rankPorts, LAUNCH_DIR);
     const configMap: k8s.Named<k8s.ConfigMap> = {
       apiVersion: "v1",
       kind: "ConfigMap",
       // Named after its content: a changed command is a new ConfigMap, and the Deployment rolls to it.
-      metadata: { name: `${names.instance}-${role.role}-launch-${digest(script)}`, namespace: ns, labels },
-      data: { "launch.sh": script },
+      metadata: { name: `${names.instance}-${role.role}-launch-${digest(script + lock.text)}`, namespace: ns, labels },
+      data: { "launch.sh": script, [lock.file]: lock.text },
     };
-    const rankPorts = role.ranks.flatMap((r) => r.ports);
     // A role whose ranks listen off the pool's ports is reached through the routing sidecar.
     const needsSidecar = router !== null && rankPorts.some((p) => !targetPorts.includes(p));
     const sidecarPorts = needsSidecar ? targetPorts.slice(0, role.ranks.length) : [];
@@ -147,15 +177,15 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     const maxUnavailable = unavailableCount(replicas, settings.rollout.maxUnavailable);
     const waves = Math.ceil(replicas / maxUnavailable);
     const node = plan.nodes[role.node]!;
-    const budget = engineReadyTimeoutSeconds(role.ranks[0]!.env) + DOWNLOAD_BUDGET_S;
+    const budget = engineReadyTimeoutSeconds(role.ranks[0]!.env) + START_MARGIN_S;
     const podLabels = { ...labels, ...(router ? { ...router.values.inference_pool.match_labels, "llm-d.ai/role": role.role } : {}) };
     const env = [
       { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
       { name: "HOME", value: SCRATCH_DIR },
-      { name: "HF_HOME", value: `${DATA_ROOT}/huggingface` },
+      { name: "HF_HOME", value: hfHome },
       { name: "VLLM_CACHE_ROOT", value: `${DATA_ROOT}/vllm` },
       { name: "RBLN_OFFLOAD_DIR", value: `${DATA_ROOT}/offload` },
-      ...secretEnv.map((name) => ({ name, valueFrom: { secretKeyRef: { name: secretName(names), key: name } } })),
+      ...secretEnv.map(secretRef),
     ];
     const sidecarImage = router ? router.values.endpoint_picker.image.replace(/\/[^/:]+:/, "/llm-d-router-disagg-sidecar:") : "";
     const npus = { [k8sSettings.npuResource]: String(node.npus) };
@@ -174,14 +204,14 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     const vllm: k8s.Container = {
       name: "vllm",
       image: k8sSettings.image,
-      command: ["bash", `${LAUNCH_DIR}/launch.sh`],
+      command: lock.command,
       env,
       ports: rankPorts.map((port, i) => ({ name: `vllm-${i}`, containerPort: port, protocol: "TCP" })),
       resources: { requests: { ...vllmResources.requests, ...npus }, limits: { ...vllmResources.limits, ...npus } },
       securityContext: security,
       volumeMounts: [
         { name: "launch", mountPath: LAUNCH_DIR, readOnly: true },
-        { name: "weights", mountPath: `${DATA_ROOT}/huggingface` },
+        { name: "weights", mountPath: hfHome },
         { name: "compile-cache", mountPath: `${DATA_ROOT}/vllm` },
         { name: "offload", mountPath: `${DATA_ROOT}/offload` },
         { name: "scratch", mountPath: SCRATCH_DIR },
@@ -208,11 +238,11 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
           spec: {
             serviceAccountName: serviceAccount.metadata.name,
             automountServiceAccountToken: false,
-            ...(k8sSettings.imagePullSecrets.length > 0 ? { imagePullSecrets: k8sSettings.imagePullSecrets.map((name) => ({ name })) } : {}),
+            ...imagePullSecrets,
             ...placement(k8sSettings, selector),
             securityContext: podSecurity(k8sSettings.securityContext),
             terminationGracePeriodSeconds: 120,
-            ...(needsSidecar ? { initContainers: [sidecar] } : {}),
+            initContainers: [waitForWeights(k8sSettings.image!, hfHome, plan.models, security), ...(needsSidecar ? [sidecar] : [])],
             containers: [vllm],
             volumes: [
               { name: "launch", configMap: { name: configMap.metadata.name, defaultMode: 0o555 } },
@@ -267,7 +297,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     };
   });
 
-  const objects = [serviceAccount, ...volumes.map((v) => v.object), ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])])];
+  const objects = [serviceAccount, weightsDownload, ...volumes.map((v) => v.object), ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])])];
   for (const object of objects) {
     if (object.metadata.name.length > 63) {
       throw new ConfigError("name", `"${names.instance}" makes the ${object.kind} name "${object.metadata.name}" longer than 63 characters; use a shorter name`);
@@ -293,6 +323,8 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     serviceAccount,
     secret: secretEnv.length > 0 ? { apiVersion: "v1", kind: "Secret", metadata: { name: secretName(names), namespace: ns, labels: baseLabels }, type: "Opaque", stringData: {} } : null,
     volumes,
+    weightsJob: weightsDownload,
+    weightsJobTimeoutSeconds: WEIGHTS_JOB_DEADLINE_S,
     roles,
     router,
     eppHost,
