@@ -73,6 +73,7 @@ export function renderCopy(deployment: Deployment, copy: CopySource, options: Ho
     sourcePort: source.host.port,
     bindAddress: dest.host.address,
     sourceHostKey: source.host.hostKey ?? null,
+    installRoot: settings.installRoot,
     cacheRoot,
     serviceUser: SERVICE_USER,
     what,

@@ -229,6 +229,7 @@ export interface CopyInput {
   bindAddress: string;
   /** The source's public host key line; null only with insecureSkipHostKeyCheck. */
   sourceHostKey: string | null;
+  installRoot: string;
   cacheRoot: string;
   serviceUser: string;
   /** What is copied, in words; for a compile cache it names the compile keys, so a changed key copies again. */
@@ -250,6 +251,7 @@ export function copyScript(p: CopyInput): string {
     source_port: p.sourcePort,
     bind_address: p.bindAddress,
     source_host_key: p.sourceHostKey ?? "",
+    install_root: p.installRoot,
     cache_root: p.cacheRoot,
     service_user: p.serviceUser,
     what: p.what,

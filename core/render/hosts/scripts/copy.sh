@@ -11,6 +11,7 @@ source_address=10.0.0.1
 source_port=22
 bind_address=10.0.0.2
 source_host_key='ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleExampleExampleExampleExampleExample'
+install_root=/opt/rbln-serving
 cache_root=/var/lib/rbln-serving
 service_user=rbln-serving
 what='weights MiniMaxAI/MiniMax-M2.7'
