@@ -103,7 +103,7 @@ export class NpuHost extends pulumi.ComponentResource {
       const kind = copy.kind === "weights" ? "" : "compile-";
       const revoke = remoteCommand(copy.revokeScript, source.user === "root");
       const allow = stepOn(source, `${sourceName}-allow-${kind}${host.name}`, copy.allowScript, { delete: revoke, logging: "none" }, { dependsOn: after, additionalSecretOutputs: ["stdout"] });
-      const copied = step(`copy-${kind}${source.name}`, copy.copyScript, { stdin: allow.stdout, logging: "stdoutAndStderr" }, { dependsOn: [preflight, allow], customTimeouts: copyTimeouts });
+      const copied = step(`copy-${kind}${source.name}`, copy.copyScript, { stdin: pulumi.secret(allow.stdout), logging: "stdoutAndStderr" }, { dependsOn: [preflight, allow], customTimeouts: copyTimeouts });
       stepOn(source, `${sourceName}-revoke-${kind}${host.name}`, copy.revokeScript, { logging: "stdoutAndStderr" }, { dependsOn: [copied] });
       return copied;
     });
