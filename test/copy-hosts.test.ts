@@ -138,6 +138,8 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
     expect(run("npu-2-copy-compile-npu-1").startedAt).toBeGreaterThanOrEqual(run("npu-1-main-0").endedAt);
     expect(run("npu-2-main-0").startedAt).toBeGreaterThanOrEqual(run("npu-2-copy-compile-npu-1").endedAt);
     expect((await hosts[2]!.run(`cat ${CACHE_ROOT}/vllm/rbln/graph.bin`)).stdout).toBe(`compiled for ${MODEL}\n`);
+    // A unit start never reaches the hub.
+    expect((await hosts[2]!.run(`cat ${INSTALL_ROOT}/env/main-0.env`)).stdout).toMatch(/^HF_HUB_OFFLINE='1'$/m);
   });
 
   it("leaves no private key on any host and no grant in authorized_keys", async () => {

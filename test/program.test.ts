@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { describe, expect, it } from "vitest";
 import { ModelServing } from "../components";
+import { reportedRevision } from "../components/modelServing";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
 import { isSecretAt, ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
@@ -176,6 +177,15 @@ describe("replicas", () => {
     expect(copy.inputs.connection.host).toBe("10.0.1.2");
     expect(copy.inputs.create).toContain(`source_host_key='${HOST_KEY}'`);
     expect(registrations.filter((r) => r.name.endsWith("-weights")).map((r) => r.name)).toEqual(["rbln-serving-npu-0-weights"]);
+  });
+
+  it("on hosts: modelRevision is the pinned revision, or the commit the seed's download reports", async () => {
+    const pinned = "0123456789abcdef0123456789abcdef01234567";
+    const { registrations, result } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, revision: pinned }, SECRETS);
+    expect(await valueOf((result as ReturnType<typeof runProgram>).modelRevision)).toBe(pinned);
+    expect(registrations.find((r) => r.name === "rbln-serving-npu-dev-0-weights")!.inputs.create).toContain(`revisions=(${pinned})`);
+    expect(reportedRevision(`weights npu-0: done\nrevision MiniMaxAI/MiniMax-M2.7 ${pinned}\nrevision some/draft ${"f".repeat(40)}`, "MiniMaxAI/MiniMax-M2.7")).toBe(pinned);
+    expect(reportedRevision("weights npu-0: done", "MiniMaxAI/MiniMax-M2.7")).toBeNull();
   });
 
   it("on hosts: refuses copying from a host whose host key is unknown, unless insecureSkipHostKeyCheck is set", async () => {
