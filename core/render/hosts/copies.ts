@@ -50,7 +50,7 @@ export interface HostCopyOptions {
   instance: string;
   /** root's authorized_keys on a source host. */
   authorizedKeysFile?: string;
-  /** A grant left behind by a failed copy stops working after this many hours. */
+  /** A grant left behind by a failed copy stops working after this many hours: longer than a copy may take (8 h). */
   grantExpiryHours?: number;
 }
 
@@ -97,7 +97,7 @@ export function renderCopy(deployment: Deployment, copy: CopySource, options: Ho
     cacheRoot,
     authorizedKeys: options.authorizedKeysFile ?? "/root/.ssh/authorized_keys",
     tag: `rbln-serving-copy ${options.instance} ${copy.kind}-${dest.host.name}`,
-    expiryHours: options.grantExpiryHours ?? 8,
+    expiryHours: options.grantExpiryHours ?? 12,
     copyId: createHash("sha256").update(script).digest("hex").slice(0, 16),
   };
   return { ...copy, copyScript: script, allowScript: copyAllowScript(access), revokeScript: copyRevokeScript(access) };
