@@ -37,6 +37,7 @@ export function runProgram() {
     endpoints: serving.endpoints,
     curl: serving.curl,
     units: serving.units,
+    modelRevision: serving.modelRevision,
     deployments: serving.deployments,
     selection: serving.selection,
     warnings: serving.warnings,

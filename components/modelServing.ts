@@ -6,6 +6,7 @@ import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { clientCommand } from "../core/render/client";
 import { renderHost, type HostRenderOptions } from "../core/render/hosts/bundle";
+import { copySources, renderCopy, type HostCopyOptions } from "../core/render/hosts/copies";
 import { hostWaves } from "../core/rollout/hostWaves";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import { routerChartValues } from "../core/router/chartValues";
@@ -26,6 +27,15 @@ export interface ModelServingArgs {
   catalog?: RecipeCatalog;
   /** Timings of the host steps (poll interval, restart delay, start limit): defaults suit real servers. */
   hostOptions?: HostRenderOptions;
+  /** Where the copy grants go on a source host (root's authorized_keys) and how long one left behind lasts. */
+  copyOptions?: Omit<HostCopyOptions, "instance">;
+}
+
+/** The commit a seed's weights step reports for the served model: its stdout's `revision <model> <commit>` line. */
+export function reportedRevision(stdout: string | undefined, model: string): string | null {
+  const line = (stdout ?? "").split("\n").reverse().find((l) => l.startsWith(`revision ${model} `));
+  const commit = line?.split(" ")[2];
+  return commit && /^[0-9a-f]{40}$/.test(commit) ? commit : null;
 }
 
 /** Validates settings and secrets together; throws a ConfigError before any resource exists. */
@@ -42,6 +52,16 @@ export function planServing(args: ModelServingArgs): Deployment {
   if (settings.platform === "hosts" && has("pipPassword") && settings.pip.username === undefined) {
     throw new ConfigError("pip.username", "required when the pipPassword secret is set (the package index's user name)");
   }
+  if (settings.platform === "hosts" && !settings.insecureSkipHostKeyCheck) {
+    for (const { source } of copySources(deployment, hostWaves(deployment))) {
+      if (source.host.hostKey !== undefined) continue;
+      const index = settings.hosts.findIndex((h) => h.name === source.host.name);
+      throw new ConfigError(
+        `hosts[${index}].hostKey`,
+        `unset: other hosts copy the weights or compiled cache from ${source.host.name} and verify its host key; set it to the server's public host key line ('ssh-ed25519 AAAA...', from: ssh-keyscan -t ed25519 ${source.host.address}), or set insecureSkipHostKeyCheck: true on a network you trust`,
+      );
+    }
+  }
   return deployment;
 }
 
@@ -53,6 +73,8 @@ export class ModelServing extends pulumi.ComponentResource {
   readonly endpoints: pulumi.Output<string[]>;
   readonly curl: pulumi.Output<string>;
   readonly units: pulumi.Output<RankUnit[]>;
+  /** The commit every host serves: the pinned revision, or the one the seed's download resolved. */
+  readonly modelRevision: pulumi.Output<string | null>;
   readonly deployments: pulumi.Output<RoleDeployment[]>;
   readonly selection: Record<string, string>;
   readonly warnings: string[];
@@ -69,13 +91,35 @@ export class ModelServing extends pulumi.ComponentResource {
     let endpoints: pulumi.Output<string[]>;
     if (settings.platform === "hosts") {
       // Replicas change in waves: a wave's units start changing only after the previous wave's serve.
+      // The seed downloads from the hub; the others copy from it, and later waves copy compiled caches.
+      const waves = hostWaves(deployment);
+      const copyOptions = { ...args.copyOptions, instance: `${pulumi.getStack()}/${name}` };
+      const copies = copySources(deployment, waves).map((c) => renderCopy(deployment, c, copyOptions));
       const hosts: NpuHost[] = [];
+      const byHost = new Map<string, NpuHost>();
       let previousWave: NpuHost[] = [];
-      for (const wave of hostWaves(deployment)) {
+      for (const wave of waves) {
         const afterUnits = previousWave.flatMap((h) => h.unitCommands);
-        previousWave = wave.map((placement) => new NpuHost(`${name}-${placement.host.name}`, { rendered: renderHost(deployment, placement, args.hostOptions), sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits }, child));
+        previousWave = wave.map((placement) => {
+          const host = placement.host.name;
+          const peerCopies = copies
+            .filter((c) => c.dest === placement)
+            .map((rendered) => {
+              const source = byHost.get(rendered.source.host.name)!;
+              return { rendered, sourceName: `${name}-${rendered.source.host.name}`, after: rendered.kind === "weights" ? [source.weights!] : source.unitCommands };
+            });
+          const npuHost = new NpuHost(
+            `${name}-${host}`,
+            { rendered: renderHost(deployment, placement, args.hostOptions), sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: placement === waves[0]![0], copies: peerCopies },
+            child,
+          );
+          byHost.set(host, npuHost);
+          return npuHost;
+        });
         hosts.push(...previousWave);
       }
+      const seedWeights = hosts[0]!.weights!;
+      this.modelRevision = settings.revision !== undefined ? pulumi.output(settings.revision) : seedWeights.stdout.apply((stdout) => reportedRevision(stdout, plan.model));
       this.units = pulumi.all(hosts.map((h) => h.units)).apply((all) => all.flat());
       this.deployments = pulumi.output([]);
       endpoints = this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));
@@ -86,6 +130,7 @@ export class ModelServing extends pulumi.ComponentResource {
       const monitoring = monitoringObjects(deployment, workloads, name);
       const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv, monitoring }, child);
       this.units = pulumi.output([]);
+      this.modelRevision = pulumi.output(settings.revision ?? null);
       this.deployments = npu.deployments;
       if (workloads.router) {
         const router = new LlmdRouter(
@@ -111,6 +156,6 @@ export class ModelServing extends pulumi.ComponentResource {
     this.selection = { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
     this.warnings = plan.warnings;
     this.scrapeTargets = scrapeTargets(deployment);
-    this.registerOutputs({ endpoints: this.endpoints, curl: this.curl, units: this.units, deployments: this.deployments, selection: this.selection, warnings: this.warnings, scrapeTargets: this.scrapeTargets });
+    this.registerOutputs({ endpoints: this.endpoints, curl: this.curl, units: this.units, modelRevision: this.modelRevision, deployments: this.deployments, selection: this.selection, warnings: this.warnings, scrapeTargets: this.scrapeTargets });
   }
 }

@@ -22,6 +22,9 @@ function renderedVariants(): Record<string, string> {
       variants.push({ strategy, target: "Throughput", axes, hosts: [{ name: "npu-a", address: "10.1.2.3" }], extraEnv: { main: { NOTE: "it's 100% $HOME `x`" } } });
     }
   }
+  // Three replicas: weights and compiled-cache copies, with and without a host key.
+  const three = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.1.2.${i + 1}`, hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITest" }));
+  variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three }, { ...readStackFile("dev").raw, replicas: 3, hosts: three.map(({ hostKey: _, ...h }) => h), insecureSkipHostKeyCheck: true });
   const files: Record<string, string> = {};
   variants.forEach((raw, i) => {
     const deployment = planDeployment(parseStackSettings(raw), shippedCatalog);
@@ -46,6 +49,7 @@ describe("rendered host artifacts", () => {
   it("every script passes shellcheck", () => {
     const scripts = Object.keys(files).filter((f) => f.endsWith(".sh"));
     expect(scripts.length).toBeGreaterThan(40);
+    expect(scripts.filter((f) => /\/(allow|copy|revoke)-(weights|compile)-/.test(f))).toHaveLength(24);
     const result = spawnSync("shellcheck", ["--severity=style", ...scripts], { cwd: dir, encoding: "utf8" });
     expect(result.stdout).toBe("");
     expect(result.status).toBe(0);

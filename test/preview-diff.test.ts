@@ -68,10 +68,13 @@ describe("preview on platform hosts: each single change touches exactly what car
     expect({ added: diff.added, removed: diff.removed, changed: diff.changed }).toEqual({ added: [], removed: [], changed: {} });
   });
 
-  it("spec_decode off → eagle3 changes only the main unit, in place, and installs nothing", async () => {
+  it("spec_decode off → eagle3 changes the main unit in place and downloads the draft model, installing nothing", async () => {
     const diff = await preview(dev, { ...dev, axes: { spec_decode: "eagle3" } });
     expect([diff.added, diff.removed]).toEqual([[], []]);
-    expect(diff.changed).toEqual({ "rbln-serving-npu-dev-0-main-0": ["create"] });
+    // Units run offline (HF_HUB_OFFLINE=1): the weights step fetches the draft model beforehand.
+    // Preflight reads the weights markers (to skip its disk check once they exist): one more marker.
+    expect(diff.changed).toEqual({ "rbln-serving-npu-dev-0-preflight": ["create"], "rbln-serving-npu-dev-0-weights": ["create"], "rbln-serving-npu-dev-0-main-0": ["create"] });
+    expect(addedLines(diff, "rbln-serving-npu-dev-0-weights", "create")).toContainEqual("models=(MiniMaxAI/MiniMax-M2.7 asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k)");
     expect(addedLines(diff, "rbln-serving-npu-dev-0-main-0", "create")).toEqual([
       expect.stringMatching(/^ {4}--trust-remote-code \\$/),
       expect.stringMatching(/^ {4}--speculative-config "\{\\n {6}\\"method\\": \\"eagle3\\",/),

@@ -1,11 +1,13 @@
 import * as pulumi from "@pulumi/pulumi";
 import { describe, expect, it } from "vitest";
 import { ModelServing } from "../components";
+import { reportedRevision } from "../components/modelServing";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
 import { isSecretAt, ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
 
 const SECRETS = { sshPrivateKey: "MARKER-SSH-KEY-0001", pipPassword: "MARKER-PIP-PW-0002", hfToken: "MARKER-HF-TOKEN-0003", apiKey: "MARKER-API-KEY-0004" };
+const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfTheSeedForTestsOnly0000000000000";
 
 const byName = (registrations: readonly Registration[], name: string) => {
   const found = registrations.find((r) => r.name === name);
@@ -147,31 +149,80 @@ describe("an invalid config", () => {
 });
 
 describe("replicas", () => {
-  it("on hosts: one NpuHost per node of every copy, provisioned side by side, units changed one wave after another", async () => {
-    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}` }));
+  it("on hosts: one NpuHost per node of every copy, provisioned side by side, units changed one wave after another; the seed downloads, the others copy", async () => {
+    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: HOST_KEY }));
     const { registrations, result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts }, SECRETS);
     expect(error).toBeUndefined();
     expect(ofType(registrations, "rbln-serving:index:NpuHost").map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0", "rbln-serving-npu-1", "rbln-serving-npu-2"]);
     const short = (urn: string) => urn.split("::").pop()!.replace("rbln-serving-", "");
     const dependencies = Object.fromEntries(ofType(registrations, "command:remote:Command").map((r) => [short(r.urn), r.dependencies.map(short).sort()]));
-    // Preflight, install and weights of every host run side by side; with 25% of 3 replicas, one
-    // replica's units change at a time, each wave after the previous one serves.
+    // Preflight and install of every host run side by side; only the seed (npu-0) downloads from the hub.
+    // Each other host copies the weights from it: grant on the seed after its download, copy, revoke.
+    // With 25% of 3 replicas, one replica's units change at a time, each wave after the previous one
+    // serves, and each later wave first copies the compiled cache from the previous wave's host.
+    const copy = (i: number, from: number, kind: string, after: string[]) => ({
+      [`npu-${from}-allow-${kind}npu-${i}`]: after,
+      [`npu-${i}-copy-${kind}npu-${from}`]: [`npu-${from}-allow-${kind}npu-${i}`, `npu-${i}-preflight`],
+      [`npu-${from}-revoke-${kind}npu-${i}`]: [`npu-${i}-copy-${kind}npu-${from}`],
+    });
     expect(dependencies).toEqual({
-      ...Object.fromEntries(hosts.flatMap(({ name }) => [[`${name}-preflight`, []], [`${name}-install`, [`${name}-preflight`]], [`${name}-weights`, [`${name}-preflight`]]])),
+      ...Object.fromEntries(hosts.flatMap(({ name }) => [[`${name}-preflight`, []], [`${name}-install`, [`${name}-preflight`]]])),
+      "npu-0-weights": ["npu-0-preflight"],
+      ...copy(1, 0, "", ["npu-0-weights"]),
+      ...copy(2, 0, "", ["npu-0-weights"]),
+      ...copy(1, 0, "compile-", ["npu-0-main-0"]),
+      ...copy(2, 1, "compile-", ["npu-1-main-0"]),
       "npu-0-main-0": ["npu-0-install", "npu-0-weights"],
-      "npu-1-main-0": ["npu-0-main-0", "npu-1-install", "npu-1-weights"],
-      "npu-2-main-0": ["npu-1-main-0", "npu-2-install", "npu-2-weights"],
+      "npu-1-main-0": ["npu-0-main-0", "npu-1-copy-compile-npu-0", "npu-1-copy-npu-0", "npu-1-install"],
+      "npu-2-main-0": ["npu-1-main-0", "npu-2-copy-compile-npu-1", "npu-2-copy-npu-0", "npu-2-install"],
     });
     expect(await valueOf((result as ReturnType<typeof runProgram>).endpoints)).toEqual(["http://10.0.1.1:8000", "http://10.0.1.2:8000", "http://10.0.1.3:8000"]);
   });
 
-  it("on hosts with rollout.maxUnavailable 100%: every replica's units change at once", async () => {
-    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}` }));
-    const { registrations } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts, rollout: { maxUnavailable: "100%" } }, SECRETS);
+  it("on hosts: a grant's private key is a secret output, never logged, and reaches only its copy's stdin; the copy verifies the seed's host key", async () => {
+    const hosts = [0, 1].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: HOST_KEY }));
+    const { registrations } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2, hosts, rollout: { maxUnavailable: "100%" } }, SECRETS);
+    const grant = registrations.find((r) => r.name === "rbln-serving-npu-0-allow-npu-1")!;
+    expect(grant.inputs.logging).toBe("none");
+    expect(grant.inputs.connection.host).toBe("10.0.1.1");
+    expect(grant.inputs.delete).toContain("remove npu-1's copy access from npu-0");
+    const copy = registrations.find((r) => r.name === "rbln-serving-npu-1-copy-npu-0")!;
+    expect(isSecretAt(copy.wireInputs, ["stdin"])).toBe(true);
+    expect(copy.inputs.connection.host).toBe("10.0.1.2");
+    expect(copy.inputs.create).toContain(`source_host_key='${HOST_KEY}'`);
+    expect(registrations.filter((r) => r.name.endsWith("-weights")).map((r) => r.name)).toEqual(["rbln-serving-npu-0-weights"]);
+  });
+
+  it("on hosts: modelRevision is the pinned revision, or the commit the seed's download reports", async () => {
+    const pinned = "0123456789abcdef0123456789abcdef01234567";
+    const { registrations, result } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, revision: pinned }, SECRETS);
+    expect(await valueOf((result as ReturnType<typeof runProgram>).modelRevision)).toBe(pinned);
+    expect(registrations.find((r) => r.name === "rbln-serving-npu-dev-0-weights")!.inputs.create).toContain(`revisions=(${pinned})`);
+    expect(reportedRevision(`weights npu-0: done\nrevision MiniMaxAI/MiniMax-M2.7 ${pinned}\nrevision some/draft ${"f".repeat(40)}`, "MiniMaxAI/MiniMax-M2.7")).toBe(pinned);
+    expect(reportedRevision("weights npu-0: done", "MiniMaxAI/MiniMax-M2.7")).toBeNull();
+  });
+
+  it("on hosts: refuses copying from a host whose host key is unknown, unless insecureSkipHostKeyCheck is set", async () => {
+    const hosts = [0, 1].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}` }));
+    const refused = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2, hosts }, SECRETS);
+    expect((refused.error as Error).message).toMatch(/^rbln-serving:hosts\[0\]\.hostKey: unset: other hosts copy the weights or compiled cache from npu-0 and verify its host key;/);
+    expect(refused.registrations).toEqual([]);
+    const insecure = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2, hosts, insecureSkipHostKeyCheck: true }, SECRETS);
+    expect(insecure.error).toBeUndefined();
+    expect(insecure.registrations.find((r) => r.name === "rbln-serving-npu-1-copy-npu-0")!.inputs.create).toContain("source_host_key=''");
+  });
+
+  it("on hosts with rollout.maxUnavailable 100%: every replica's units change at once; only the weights copies link hosts", async () => {
+    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: HOST_KEY }));
+    const { registrations, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts, rollout: { maxUnavailable: "100%" } }, SECRETS);
+    expect(error).toBeUndefined();
     const hostOf = (urn: string) => urn.split("::").pop()!.split("-")[3];
-    for (const r of ofType(registrations, "command:remote:Command")) {
-      for (const dependency of r.dependencies) expect(hostOf(dependency)).toBe(hostOf(r.urn));
+    const commands = ofType(registrations, "command:remote:Command");
+    expect(commands.length).toBeGreaterThan(0);
+    for (const r of commands.filter((c) => !/-(allow|copy|revoke)-/.test(c.name))) {
+      for (const dependency of r.dependencies) if (!/-copy-npu-0$/.test(dependency)) expect(hostOf(dependency)).toBe(hostOf(r.urn));
     }
+    expect(commands.filter((c) => c.name.includes("compile"))).toEqual([]);
   });
 
   it("refuses a host list that does not match nodes × replicas, saying how many are needed", async () => {

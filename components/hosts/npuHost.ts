@@ -1,6 +1,8 @@
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
+import type { Host } from "../../core/config/stackConfig";
 import { renderPipConfig, renderSecretEnv, type RenderedHost } from "../../core/render/hosts/bundle";
+import type { RenderedCopy } from "../../core/render/hosts/copies";
 import { remoteCommand } from "../../core/render/hosts/scripts";
 import { renamedFrom } from "../renamed";
 
@@ -17,6 +19,18 @@ export interface NpuHostArgs {
   secrets: HostSecrets;
   /** The unit steps of the previous rollout wave: this host's units change only after those serve. */
   afterUnits?: pulumi.Resource[];
+  /** The seed downloads from the hub; every other host copies (`copies`). */
+  downloads: boolean;
+  /** What this host copies from peers, each after the peer's steps that produce it. */
+  copies?: PeerCopy[];
+}
+
+export interface PeerCopy {
+  rendered: RenderedCopy;
+  /** Resource name of the source's NpuHost: its grant and revoke steps are named after it. */
+  sourceName: string;
+  /** The source's steps that finish what is copied: its download, or its unit steps (compiled and serving). */
+  after: pulumi.Resource[];
 }
 
 export interface RankUnit {
@@ -27,7 +41,12 @@ export interface RankUnit {
   url: string;
 }
 
-const STEP_TIMEOUTS = { install: "2h", weights: "8h", unit: "10m" };
+const STEP_TIMEOUTS = { install: "2h", weights: "8h", unit: "10m", copy: "8h" };
+
+/** How the engine reaches a host: the deployer's key; a rebooting host refuses connections for a while, so keep dialing. */
+export function hostConnection(host: Host, sshPrivateKey: pulumi.Input<string>): command.types.input.remote.ConnectionArgs {
+  return { host: host.address, port: host.port, user: host.user, privateKey: pulumi.secret(sshPrivateKey), dialErrorLimit: 60, perDialTimeout: 30 };
+}
 
 /** Joins optional secret inputs into one stdin text; secret when any part is. */
 function stdinOf(parts: readonly (pulumi.Input<string> | undefined)[], build: (values: (string | undefined)[]) => string): pulumi.Output<string> {
@@ -35,13 +54,16 @@ function stdinOf(parts: readonly (pulumi.Input<string> | undefined)[], build: (v
 }
 
 /**
- * One RBLN NPU server over SSH: preflight, then the pinned install and the weights download in
- * parallel, then one systemd unit per rank, each step waiting until its rank serves (and rolling
+ * One RBLN NPU server over SSH: preflight, then the pinned install and the weights (the seed
+ * downloads them from the hub, every other host copies them from the seed) in parallel, the compiled
+ * cache copied from a host of an earlier wave, then one systemd unit per rank, each step waiting until its rank serves (and rolling
  * its unit back if it does not), after the previous rollout wave's units serve.
  */
 export class NpuHost extends pulumi.ComponentResource {
   readonly units: pulumi.Output<RankUnit[]>;
   readonly unitCommands: command.remote.Command[];
+  /** The hub download, on the seed host only. */
+  readonly weights: command.remote.Command | undefined;
 
   constructor(name: string, args: NpuHostArgs, opts?: pulumi.ComponentResourceOptions) {
     // Args carry the SSH key and secrets: keep them out of the component's recorded inputs.
@@ -49,28 +71,21 @@ export class NpuHost extends pulumi.ComponentResource {
     const { rendered } = args;
     const host = rendered.placement.host;
     const asRoot = host.user === "root";
-    const connection = {
-      host: host.address,
-      port: host.port,
-      user: host.user,
-      privateKey: pulumi.secret(args.sshPrivateKey),
-      // A rebooting host refuses connections for a while: keep dialing.
-      dialErrorLimit: 60,
-      perDialTimeout: 30,
-    };
-    const step = (suffix: string, script: string, extra: Partial<command.remote.CommandArgs>, options: pulumi.CustomResourceOptions = {}) =>
+    const connection = hostConnection(host, args.sshPrivateKey);
+    const stepOn = (target: Host, fullName: string, script: string, extra: Partial<command.remote.CommandArgs>, options: pulumi.CustomResourceOptions = {}) =>
       new command.remote.Command(
-        `${name}-${suffix}`,
-        { connection, create: remoteCommand(script, asRoot), addPreviousOutputInEnv: false, ...extra },
+        fullName,
+        { connection: target === host ? connection : hostConnection(target, args.sshPrivateKey), create: remoteCommand(script, target.user === "root"), addPreviousOutputInEnv: false, ...extra },
         { parent: this, ...options },
       );
+    const step = (suffix: string, script: string, extra: Partial<command.remote.CommandArgs>, options: pulumi.CustomResourceOptions = {}) => stepOn(host, `${name}-${suffix}`, script, extra, options);
 
     const preflight = step("preflight", rendered.preflightScript, { logging: "stdoutAndStderr" });
     const pipConfig = stdinOf([args.secrets.pipPassword], ([password]) => renderPipConfig(rendered.pipIndexes, password ?? null));
     // pip and huggingface_hub print index URLs and progress; logs stay off where credentials are in play.
     const withCredentials = args.secrets.pipPassword !== undefined ? "none" : "stdoutAndStderr";
     const install = step("install", rendered.installScript, { stdin: pipConfig, logging: withCredentials }, { dependsOn: [preflight], customTimeouts: { create: STEP_TIMEOUTS.install, update: STEP_TIMEOUTS.install } });
-    const weights = step(
+    const weights = args.downloads ? step(
       "weights",
       rendered.weightsScript,
       {
@@ -78,7 +93,21 @@ export class NpuHost extends pulumi.ComponentResource {
         logging: args.secrets.hfToken !== undefined || args.secrets.pipPassword !== undefined ? "none" : "stdoutAndStderr",
       },
       { dependsOn: [preflight], customTimeouts: { create: STEP_TIMEOUTS.weights, update: STEP_TIMEOUTS.weights } },
-    );
+    ) : undefined;
+    this.weights = weights;
+
+    // Each copy: a one-time grant on the source (its stdout, the private key, is secret and never
+    // logged), the copy here with that key on stdin, then the grant's removal.
+    const copyTimeouts = { create: STEP_TIMEOUTS.copy, update: STEP_TIMEOUTS.copy };
+    const copies = (args.copies ?? []).map(({ rendered: copy, sourceName, after }) => {
+      const source = copy.source.host;
+      const kind = copy.kind === "weights" ? "" : "compile-";
+      const revoke = remoteCommand(copy.revokeScript, source.user === "root");
+      const allow = stepOn(source, `${sourceName}-allow-${kind}${host.name}`, copy.allowScript, { delete: revoke, logging: "none" }, { dependsOn: after, additionalSecretOutputs: ["stdout"] });
+      const copied = step(`copy-${kind}${source.name}`, copy.copyScript, { stdin: pulumi.secret(allow.stdout), logging: "stdoutAndStderr" }, { dependsOn: [preflight, allow], customTimeouts: copyTimeouts });
+      stepOn(source, `${sourceName}-revoke-${kind}${host.name}`, copy.revokeScript, { logging: "stdoutAndStderr" }, { dependsOn: [copied] });
+      return copied;
+    });
 
     const secretEnv = stdinOf([args.secrets.hfToken, args.secrets.apiKey], ([hfToken, apiKey]) => renderSecretEnv({ HF_TOKEN: hfToken, VLLM_API_KEY: apiKey }));
     // Each unit step waits until its rank serves: as long as the engine's own ready timeout, and then some.
@@ -89,7 +118,7 @@ export class NpuHost extends pulumi.ComponentResource {
         rank.applyScript,
         { delete: remoteCommand(rank.removeScript, asRoot), stdin: secretEnv, logging: "stdoutAndStderr" },
         // Old and new share the unit name and port: remove the old one first.
-        { dependsOn: [install, weights, ...(args.afterUnits ?? [])], deleteBeforeReplace: true, customTimeouts: { create: readyTimeout, update: readyTimeout, delete: STEP_TIMEOUTS.unit } },
+        { dependsOn: [install, ...(weights ? [weights] : []), ...copies, ...(args.afterUnits ?? [])], deleteBeforeReplace: true, customTimeouts: { create: readyTimeout, update: readyTimeout, delete: STEP_TIMEOUTS.unit } },
       ),
     );
 

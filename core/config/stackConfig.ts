@@ -51,6 +51,11 @@ export const Host = z.strictObject({
   port: port.default(22),
   /** The address vLLM listens on (`--host`); all interfaces when unset. */
   listenAddress: z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).optional(),
+  /** The server's public host key line (`ssh-keyscan -t ed25519 <address>` without the address): other hosts verify it when they copy from this one. */
+  hostKey: z
+    .string()
+    .regex(/^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\n]*)?$/, "a public host key line such as 'ssh-ed25519 AAAAC3Nza...'")
+    .optional(),
 });
 export type Host = z.infer<typeof Host>;
 
@@ -202,6 +207,8 @@ export const StackSettings = z
     /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
     router: structured(Router).default(Router.parse({})),
     monitoring: structured(z.strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") })).default({ enabled: false, namespace: "monitoring" }),
+    /** Copy between hosts without verifying the source's host key (hosts[].hostKey unset). Only for a trusted network. */
+    insecureSkipHostKeyCheck: structured(z.boolean()).default(false),
     rollout: structured(z.strictObject({ maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE) })).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE }),
   })
   .superRefine((s, ctx) => {

@@ -2,7 +2,9 @@ import { stringify } from "yaml";
 import { secretEnvironment, secretPlaceholder, type SecretKey } from "../config/stackConfig";
 import type { Deployment } from "../plan/deployment";
 import { routerChartValues } from "../router/chartValues";
+import { hostWaves } from "../rollout/hostWaves";
 import { renderHost } from "./hosts/bundle";
+import { copySources, renderCopy } from "./hosts/copies";
 import { hostFiles } from "./hosts/files";
 import { renderKubernetesWorkloads, type KubeObject } from "./kubernetes/workloads";
 import { monitoringObjects, routerMonitoringValues } from "../monitoring/kubernetes";
@@ -27,6 +29,13 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
     for (const [name, content] of Object.entries(hostFiles(renderHost(deployment, placement), secrets))) {
       files[`hosts/${placement.host.name}/${name}`] = content;
     }
+  }
+  // Copies between hosts: the grant and revoke run on the source, the copy on the destination.
+  for (const copy of copySources(deployment, hostWaves(deployment)).map((c) => renderCopy(deployment, c, { instance: `<stack>/${DEFAULT_INSTANCE}` }))) {
+    const [source, dest, kind] = [copy.source.host.name, copy.dest.host.name, copy.kind];
+    files[`hosts/${source}/allow-${kind}-${dest}.sh`] = copy.allowScript;
+    files[`hosts/${source}/revoke-${kind}-${dest}.sh`] = copy.revokeScript;
+    files[`hosts/${dest}/copy-${kind}-from-${source}.sh`] = copy.copyScript;
   }
   if (deployment.settings.platform === "hosts") {
     files["prometheus/targets.json"] = `${JSON.stringify(scrapeTargets(deployment), null, 2)}\n`;

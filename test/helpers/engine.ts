@@ -1,4 +1,4 @@
-import type { Registration } from "./pulumiHarness";
+import { STDOUT_REF, type Registration } from "./pulumiHarness";
 
 /**
  * A small stand-in for the Pulumi engine's `up`, for tests that run the program's commands for
@@ -6,7 +6,9 @@ import type { Registration } from "./pulumiHarness";
  * inputs changed since the last run, over SSH, as the engine would: a command starts once all its
  * dependencies are done, independent ones run side by side, and after the first failure no new
  * command starts (the engine's default) while those already running finish. A failed update keeps
- * the previous inputs in the state, so the next `up` tries it again.
+ * the previous inputs in the state, so the next `up` tries it again. A command whose stdin is another
+ * command's stdout (under mocks a reference, see `stdoutRef`) gets what that command printed, in this
+ * run or, when it did not run again, as kept in the state: the engine passes outputs the same way.
  */
 export interface CommandRun {
   name: string;
@@ -31,6 +33,8 @@ const COMMAND = "command:remote:Command";
 export class FakeEngine {
   /** URN → the inputs the last successful run left in the state. */
   private readonly state = new Map<string, string>();
+  /** Command name → its stdout in the state (trimmed at the end, as @pulumi/command does). */
+  private readonly stdouts = new Map<string, string>();
 
   constructor(
     private readonly execute: Executor,
@@ -52,13 +56,19 @@ export class FakeEngine {
       pending.delete(r.urn);
       const startedAt = Date.now();
       const { host, port } = r.inputs.connection;
-      const promise = this.execute({ host, port }, r.inputs.create, r.inputs.stdin ?? "").then((result) => {
+      const stdin = String(r.inputs.stdin ?? "").replace(STDOUT_REF, (_, name: string) => {
+        const stdout = this.stdouts.get(name);
+        if (stdout === undefined) throw new Error(`${r.name} reads the stdout of ${name}, which has not run`);
+        return stdout;
+      });
+      const promise = this.execute({ host, port }, r.inputs.create, stdin).then((result) => {
         const run = { name: r.name, ...result, startedAt, endedAt: Date.now() };
         runs.push(run);
         running.delete(r.urn);
         if (result.status === 0) {
           done.add(r.urn);
           this.state.set(r.urn, fingerprint(r));
+          this.stdouts.set(r.name, result.stdout.trimEnd());
         } else failed.push(run);
       });
       running.set(r.urn, promise);

@@ -27,9 +27,16 @@ export interface Registration {
 
 export const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
 
+/**
+ * A command's `stdout` under mocks: a reference the engine stand-in (test/helpers/engine.ts) replaces
+ * with what that command really printed when another command takes it as input.
+ */
+export const stdoutRef = (name: string) => `<<stdout of ${name}>>`;
+export const STDOUT_REF = /<<stdout of ([^>]+)>>/g;
+
 /** Mock provider state: inputs back, plus the computed fields the components read. */
 function mockState(args: pulumi.runtime.MockResourceArgs): Record<string, any> {
-  if (args.type === "command:remote:Command") return { ...args.inputs, stdout: "", stderr: "" };
+  if (args.type === "command:remote:Command") return { ...args.inputs, stdout: stdoutRef(args.name), stderr: "" };
   if (args.type.includes("gateway.networking.k8s.io") && args.id) return { status: { addresses: [{ type: "IPAddress", value: "10.0.0.100" }] } };
   if (args.type.startsWith("kubernetes:")) return { ...args.inputs, metadata: { ...args.inputs.metadata, name: args.inputs.metadata?.name ?? args.name } };
   return args.inputs;

@@ -74,8 +74,19 @@ export function venvPath(installRoot: string, packages: readonly PackagePlan[]):
   return `${installRoot}/venvs/${packages.map((p) => `${p.name}-${p.version}`).join("_")}`;
 }
 
-function weightsMarker(cacheRoot: string, model: string): string {
+/** A model's completion marker; it holds the commit that was downloaded. */
+export function weightsMarker(cacheRoot: string, model: string): string {
   return `${cacheRoot}/huggingface/rbln-serving-complete/${model.replace(/\//g, "--")}`;
+}
+
+/** Where huggingface_hub keeps a model under `$HF_HOME/hub`. */
+export function modelCacheDir(model: string): string {
+  return `models--${model.replace(/\//g, "--")}`;
+}
+
+/** Written once a host holds the compiled cache of these compile keys, copied from a peer. */
+export function compileMarker(cacheRoot: string, keys: string): string {
+  return `${cacheRoot}/vllm/rbln-serving-complete/compile-${keys}`;
 }
 
 /** The pip.conf for a host: index URLs, with the credentials only on the hosts that take them. */
@@ -112,9 +123,8 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
   const { host } = placement;
   const node = plan.nodes[placement.node]!;
   const venv = venvPath(settings.installRoot, plan.packages);
-  // Only the model: a draft model of speculative decoding is small and vLLM fetches it at start,
-  // so choosing one changes the launch units alone.
-  const models = [plan.model];
+  // The served model and its draft models: units run offline (HF_HUB_OFFLINE=1) and fetch nothing.
+  const models = plan.models.map((m) => m.id);
   const markers = models.map((m) => weightsMarker(settings.cacheRoot, m));
   const intervalSeconds = options.readinessIntervalSeconds ?? 30;
   const restart = { ...RESTART_DEFAULTS, ...options };
@@ -223,6 +233,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
       cacheRoot: settings.cacheRoot,
       serviceUser: SERVICE_USER,
       models,
+      revisions: plan.models.map((m) => m.revision ?? ""),
       markers,
       downloaderVenv: `${settings.installRoot}/venvs/${DOWNLOADER_REQUIREMENT.replace("==", "-")}`,
       downloaderRequirement: DOWNLOADER_REQUIREMENT,

@@ -65,6 +65,8 @@ export interface WeightsInput {
   serviceUser: string;
   /** Hugging Face repos to fetch. */
   models: readonly string[];
+  /** The pinned commit of each model, "" where the hub's current commit is resolved and recorded. */
+  revisions: readonly string[];
   markers: readonly string[];
   downloaderVenv: string;
   downloaderRequirement: string;
@@ -79,6 +81,7 @@ export function weightsScript(p: WeightsInput): string {
     hf_home: `${p.cacheRoot}/huggingface`,
     service_user: p.serviceUser,
     models: p.models,
+    revisions: p.revisions,
     markers: p.markers,
     downloader_venv: p.downloaderVenv,
     downloader_requirement: p.downloaderRequirement,
@@ -177,4 +180,83 @@ export function remoteCommand(script: string, asRoot: boolean): string {
   const body = script.endsWith("\n") ? script : `${script}\n`;
   const delimiter = heredocDelimiter("RBLN_SERVING_SCRIPT", body);
   return `${asRoot ? "" : "sudo -n "}bash -c "$(cat <<'${delimiter}'\n${body}${delimiter}\n)" rbln-serving`;
+}
+
+/** One host's one-time read access to another's cache root: the grant and revoke steps run on the source. */
+export interface CopyAccessInput {
+  sourceName: string;
+  destName: string;
+  destAddress: string;
+  cacheRoot: string;
+  /** root's authorized_keys on the source. */
+  authorizedKeys: string;
+  /** Ends the grant's authorized_keys line, naming the deployment and the destination, so exactly it is removed. */
+  tag: string;
+  expiryHours: number;
+  /** A hash of the copy script: a changed copy gets a new key, and its revoke runs again. */
+  copyId: string;
+}
+
+export function copyAllowScript(p: CopyAccessInput): string {
+  return renderScript("copy-allow.sh", `let ${p.destName} read ${p.cacheRoot} on ${p.sourceName} once (read-only, from ${p.destAddress}); stdout: the one-time private key`, {
+    host_name: p.sourceName,
+    dest_name: p.destName,
+    dest_address: p.destAddress,
+    cache_root: p.cacheRoot,
+    authorized_keys: p.authorizedKeys,
+    tag: p.tag,
+    expiry_hours: p.expiryHours,
+    copy_id: p.copyId,
+  });
+}
+
+export function copyRevokeScript(p: CopyAccessInput): string {
+  return renderScript("copy-revoke.sh", `remove ${p.destName}'s copy access from ${p.sourceName}`, {
+    host_name: p.sourceName,
+    dest_name: p.destName,
+    authorized_keys: p.authorizedKeys,
+    tag: p.tag,
+    copy_id: p.copyId,
+  });
+}
+
+export interface CopyInput {
+  hostName: string;
+  sourceName: string;
+  sourceAddress: string;
+  sourcePort: number;
+  /** This host's own address, the one the source's grant accepts (`from=`). */
+  bindAddress: string;
+  /** The source's public host key line; null only with insecureSkipHostKeyCheck. */
+  sourceHostKey: string | null;
+  installRoot: string;
+  cacheRoot: string;
+  serviceUser: string;
+  /** What is copied, in words; for a compile cache it names the compile keys, so a changed key copies again. */
+  what: string;
+  /** Directories under the cache root. */
+  dirs: readonly string[];
+  /** The source's completion marker of each directory, under its cache root ("" when the graph alone orders it). */
+  sourceMarkers: readonly string[];
+  /** This host's marker of each directory, written last. */
+  markers: readonly string[];
+}
+
+/** Copies cache directories from a peer with rsync over SSH, checked. stdin: the one-time private key. */
+export function copyScript(p: CopyInput): string {
+  return renderScript("copy.sh", `copy ${p.what} from ${p.sourceName} to ${p.hostName}, checked`, {
+    host_name: p.hostName,
+    source_name: p.sourceName,
+    source_address: p.sourceAddress,
+    source_port: p.sourcePort,
+    bind_address: p.bindAddress,
+    source_host_key: p.sourceHostKey ?? "",
+    install_root: p.installRoot,
+    cache_root: p.cacheRoot,
+    service_user: p.serviceUser,
+    what: p.what,
+    dirs: p.dirs,
+    source_markers: p.sourceMarkers,
+    markers: p.markers,
+  });
 }

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Downloads the models into HF_HOME once per host. stdin: line 1 the HF token (may be empty), then a pip.conf.
+# Downloads the models into HF_HOME from the hub (on the seed host; the others copy from it), each at
+# its pinned revision or, when none is pinned, at the hub's current commit. Each model's completion
+# marker holds the commit; the last lines of stdout name it: `revision <model> <commit>`.
+# stdin: line 1 the HF token (may be empty), then a pip.conf.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=npu-0
@@ -8,17 +11,26 @@ cache_root=/var/lib/rbln-serving
 hf_home=/var/lib/rbln-serving/huggingface
 service_user=rbln-serving
 models=(MiniMaxAI/MiniMax-M2.7)
+revisions=('')
 markers=(/var/lib/rbln-serving/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7)
 downloader_venv=/opt/rbln-serving/venvs/huggingface_hub-0.35.3
 downloader_requirement=huggingface_hub==0.35.3
 # --- end of settings ---
 
+# A marker counts when it exists and, for a pinned revision, holds that commit.
+have() {
+  [ -f "${markers[$1]}" ] && { [ -z "${revisions[$1]}" ] || [ "$(cat "${markers[$1]}")" = "${revisions[$1]}" ]; }
+}
+report() {
+  for i in "${!models[@]}"; do echo "revision ${models[$i]} $(cat "${markers[$i]}")"; done
+}
 missing=no
-for marker in "${markers[@]}"; do
-  [ -f "$marker" ] || missing=yes
+for i in "${!models[@]}"; do
+  have "$i" || missing=yes
 done
 if [ "$missing" = no ]; then
   echo "weights ${host_name}: ${models[*]} already in $hf_home; nothing to download"
+  report
   exit 0
 fi
 
@@ -39,12 +51,16 @@ if [ ! -f "$downloader_venv/.rbln-serving-complete" ]; then
 fi
 
 for i in "${!models[@]}"; do
-  [ -f "${markers[$i]}" ] && continue
-  echo "weights ${host_name}: downloading ${models[$i]} into $hf_home"
-  HF_HOME="$hf_home" HF_TOKEN="$hf_token" "$downloader_venv/bin/python" -c \
-    'import sys; from huggingface_hub import snapshot_download; snapshot_download(repo_id=sys.argv[1])' "${models[$i]}"
+  have "$i" && continue
+  echo "weights ${host_name}: downloading ${models[$i]}${revisions[$i]:+ at ${revisions[$i]}} into $hf_home"
+  # snapshot_download returns .../snapshots/<commit>: the commit the hub resolved, recorded in the marker.
+  snapshot=$(HF_HOME="$hf_home" HF_TOKEN="$hf_token" "$downloader_venv/bin/python" -c \
+    'import sys; from huggingface_hub import snapshot_download; print(snapshot_download(repo_id=sys.argv[1], revision=sys.argv[2] or None))' "${models[$i]}" "${revisions[$i]}" | tail -n 1)
+  commit=$(basename "$snapshot")
   install -d -m 0755 "$(dirname "${markers[$i]}")"
-  touch "${markers[$i]}"
+  printf '%s\n' "$commit" > "${markers[$i]}.tmp"
+  mv "${markers[$i]}.tmp" "${markers[$i]}"
 done
 chown -R "$service_user:$service_user" "$hf_home"
 echo "weights ${host_name}: done"
+report

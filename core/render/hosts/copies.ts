@@ -1,0 +1,104 @@
+import { createHash } from "node:crypto";
+import type { Deployment, HostPlacement } from "../../plan/deployment";
+import { SERVICE_USER, compileMarker, modelCacheDir, weightsMarker } from "./bundle";
+import { copyAllowScript, copyRevokeScript, copyScript, type CopyAccessInput } from "./scripts";
+
+/**
+ * Download once, compile once: the seed host (the first of the first rollout wave) downloads the
+ * models from the hub and every other host copies them from it; a host of a later wave copies the
+ * compiled cache of its roles' compile keys from a host of the nearest earlier wave that compiled
+ * (or copied) them. Each copy is three steps: a one-time grant on the source, the copy on the
+ * destination (stdin: the grant's private key), then the revoke on the source.
+ */
+export interface CopySource {
+  kind: "weights" | "compile";
+  source: HostPlacement;
+  dest: HostPlacement;
+  /** compile: the compile keys the source has for the destination's roles. */
+  compileKeys: string[];
+}
+
+/** The compile keys a host's ranks run with. */
+function compileKeysOf(deployment: Deployment, placement: HostPlacement): string[] {
+  return [...new Set(deployment.plan.roles.filter((r) => r.node === placement.node).map((r) => r.compileKey))];
+}
+
+/** Who copies what from whom, given the rollout waves (core/rollout/hostWaves.ts). */
+export function copySources(deployment: Deployment, waves: readonly HostPlacement[][]): CopySource[] {
+  const seed = waves[0]?.[0];
+  if (!seed) return [];
+  const weights: CopySource[] = waves.flat().filter((p) => p !== seed).map((dest) => ({ kind: "weights", source: seed, dest, compileKeys: [] }));
+  const compile: CopySource[] = [];
+  waves.forEach((wave, k) => {
+    wave.forEach((dest, position) => {
+      const bySource = new Map<HostPlacement, string[]>();
+      for (const key of compileKeysOf(deployment, dest)) {
+        // The nearest earlier wave that has the key; spread the destinations over its hosts.
+        const earlier = waves.slice(0, k).reverse().map((w) => w.filter((p) => compileKeysOf(deployment, p).includes(key))).find((w) => w.length > 0);
+        if (!earlier) continue;
+        const source = earlier[position % earlier.length]!;
+        bySource.set(source, [...(bySource.get(source) ?? []), key]);
+      }
+      for (const [source, compileKeys] of bySource) compile.push({ kind: "compile", source, dest, compileKeys });
+    });
+  });
+  return [...weights, ...compile];
+}
+
+export interface HostCopyOptions {
+  /** Names the deployment in each grant's authorized_keys line, e.g. `<stack>/<instance>`. */
+  instance: string;
+  /** root's authorized_keys on a source host. */
+  authorizedKeysFile?: string;
+  /** A grant left behind by a failed copy stops working after this many hours: longer than a copy may take (8 h). */
+  grantExpiryHours?: number;
+}
+
+export interface RenderedCopy extends CopySource {
+  allowScript: string;
+  copyScript: string;
+  revokeScript: string;
+}
+
+export function renderCopy(deployment: Deployment, copy: CopySource, options: HostCopyOptions): RenderedCopy {
+  const { settings, plan } = deployment;
+  const { source, dest } = copy;
+  const { cacheRoot } = settings;
+  const models = plan.models.map((m) => m.id);
+  const what = copy.kind === "weights" ? `weights ${models.join(", ")}` : `compiled cache ${copy.compileKeys.join(", ")}`;
+  const script = copyScript({
+    hostName: dest.host.name,
+    sourceName: source.host.name,
+    sourceAddress: source.host.address,
+    sourcePort: source.host.port,
+    bindAddress: dest.host.address,
+    sourceHostKey: source.host.hostKey ?? null,
+    installRoot: settings.installRoot,
+    cacheRoot,
+    serviceUser: SERVICE_USER,
+    what,
+    ...(copy.kind === "weights"
+      ? {
+          dirs: models.map((m) => `huggingface/hub/${modelCacheDir(m)}`),
+          sourceMarkers: models.map((m) => weightsMarker("", m).slice(1)),
+          markers: models.map((m) => weightsMarker(cacheRoot, m)),
+        }
+      : {
+          // RBLN's cache layout is its own: the whole directory, once per set of keys.
+          dirs: ["vllm/rbln"],
+          sourceMarkers: [""],
+          markers: [compileMarker(cacheRoot, copy.compileKeys.join("-"))],
+        }),
+  });
+  const access: CopyAccessInput = {
+    sourceName: source.host.name,
+    destName: dest.host.name,
+    destAddress: dest.host.address,
+    cacheRoot,
+    authorizedKeys: options.authorizedKeysFile ?? "/root/.ssh/authorized_keys",
+    tag: `rbln-serving-copy ${options.instance} ${copy.kind}-${dest.host.name}`,
+    expiryHours: options.grantExpiryHours ?? 12,
+    copyId: createHash("sha256").update(script).digest("hex").slice(0, 16),
+  };
+  return { ...copy, copyScript: script, allowScript: copyAllowScript(access), revokeScript: copyRevokeScript(access) };
+}

@@ -1,0 +1,193 @@
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ModelServing, reportedRevision } from "../components/modelServing";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { planDeployment } from "../core/plan/deployment";
+import { FakeEngine, type UpResult } from "./helpers/engine";
+import { startHosts, type TestHost } from "./helpers/hostNamespace";
+import { startPackageIndex, type PackageIndex } from "./helpers/packageIndex";
+import { runUnderMocks, type Registration } from "./helpers/pulumiHarness";
+import { shippedCatalog } from "./helpers/recipes";
+
+/**
+ * Download once, compile once, for real: three fake NPU hosts (real systemd and sshd each), the
+ * program's commands run over SSH in the order of its graph. A stub huggingface_hub (from a package
+ * index on loopback) writes a hub-style cache (blobs named by sha256, a snapshot, refs/main) and
+ * logs each download; the stand-in `vllm` saves a "compiled" graph once ready and logs each compile.
+ */
+const INSTALL_ROOT = "/opt/rbln-copy-test";
+const CACHE_ROOT = "/var/lib/rbln-copy-test";
+const VENV = `${INSTALL_ROOT}/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
+const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
+const AUTHORIZED_KEYS = "/run/rbln-host/ssh/authorized_keys";
+const MODEL = "MiniMaxAI/MiniMax-M2.7";
+const COMMIT = "c0ffee0000000000000000000000000000000001";
+// Shared by every host (the namespaces share this machine's root filesystem outside their private paths).
+const LOGS = fs.mkdtempSync("/var/lib/rbln-copy-test-logs-");
+const HUB_LOG = `${LOGS}/hub-downloads`;
+const COMPILE_LOG = `${LOGS}/compiles`;
+
+const HUB_STUB = [
+  "import hashlib, os, pathlib",
+  "def snapshot_download(repo_id, revision=None, **kwargs):",
+  "    repo = pathlib.Path(os.environ['HF_HOME']) / 'hub' / ('models--' + repo_id.replace('/', '--'))",
+  `    commit = revision or '${COMMIT}'`,
+  "    snapshot = repo / 'snapshots' / commit",
+  "    for d in (repo / 'blobs', repo / 'refs', snapshot): d.mkdir(parents=True, exist_ok=True)",
+  "    for name, data in (('model.safetensors', b'weights of ' + repo_id.encode() * 1000), ('config.json', b'{}')):",
+  "        digest = hashlib.sha256(data).hexdigest() if name.endswith('.safetensors') else hashlib.sha1(data).hexdigest()",
+  "        (repo / 'blobs' / digest).write_bytes(data)",
+  "        link = snapshot / name",
+  "        if not link.is_symlink(): link.symlink_to('../../blobs/' + digest)",
+  "    (repo / 'refs' / 'main').write_text(commit)",
+  `    with open('${HUB_LOG}', 'a') as log: log.write(repo_id + '\\n')`,
+  "    return str(snapshot)",
+  "",
+].join("\n");
+
+let hosts: TestHost[];
+let index: PackageIndex;
+let engine: FakeEngine;
+let registrations: Registration[];
+
+function settings() {
+  return {
+    strategy: "aggregated-data-expert-parallel",
+    target: "Latency",
+    replicas: 3,
+    hosts: hosts.map((h, i) => ({ name: `npu-${i}`, address: h.address, port: h.port, listenAddress: h.address, hostKey: h.hostPublicKey })),
+    installRoot: INSTALL_ROOT,
+    cacheRoot: CACHE_ROOT,
+    minFreeDiskGb: 0,
+    pip: { indexUrl: index.url, extraIndexUrls: [] },
+    extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
+  };
+}
+
+async function register(): Promise<Registration[]> {
+  const { registrations, error } = await runUnderMocks(() =>
+    new ModelServing("rbln-serving", {
+      settings: settings(),
+      secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key" },
+      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5 },
+      copyOptions: { authorizedKeysFile: AUTHORIZED_KEYS },
+    }),
+  );
+  if (error) throw error;
+  return registrations;
+}
+
+const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : []);
+const command = (name: string) => registrations.find((r) => r.name === name)!;
+const on = (i: number, r: Registration, stdin = "") => hosts[i]!.run(r.inputs.create, stdin);
+const copyGrants = () => hosts[0]!.run(`grep -c rbln-serving-copy ${AUTHORIZED_KEYS} || true`).then((r) => Number(r.stdout.trim()));
+const keysLeft = (host: TestHost) => host.run("ls /run/rbln-serving-copy.* /dev/shm/rbln-serving-allow.* 2>/dev/null; grep -rls 'OPENSSH PRIVATE KEY' /run /dev/shm /tmp /var/tmp 2>/dev/null | grep -v '^/run/rbln-host/' || true").then((r) => r.stdout.trim());
+
+beforeAll(async () => {
+  fs.chmodSync(LOGS, 0o1777);
+  [hosts, index] = await Promise.all([
+    startHosts(3, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] }),
+    startPackageIndex([{ name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: HUB_STUB }]),
+  ]);
+  const knownFlags = new Set(["--host"]);
+  for (const rank of planDeployment(parseStackSettings(settings()), shippedCatalog).plan.roles.flatMap((r) => r.ranks)) for (const flag of rank.flags) knownFlags.add(flag.name);
+  // A complete venv holding the stand-in vllm: install has nothing to do. No weights anywhere.
+  for (const host of hosts) {
+    const setup = await host.run(
+      `set -e; install -d -m 0755 ${VENV}/bin; cat > ${VENV}/bin/vllm; chmod 0755 ${VENV}/bin/vllm; printf '%s' '${JSON.stringify([...knownFlags])}' > ${VENV}/bin/known-flags.json; touch ${VENV}/.rbln-serving-complete`,
+      fs.readFileSync(FAKE_VLLM, "utf8"),
+    );
+    expect(setup.stderr).toBe("");
+  }
+  engine = new FakeEngine(
+    (connection, cmd, stdin) => hosts.find((h) => h.address === connection.host && h.port === connection.port)!.run(cmd, stdin),
+    (name) => name.endsWith("-preflight"),
+  );
+  registrations = await register();
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all((hosts ?? []).map((h) => h.stop()));
+  index?.stop();
+  fs.rmSync(LOGS, { recursive: true, force: true });
+});
+
+describe("download once, compile once, on three hosts over SSH", { timeout: 240_000 }, () => {
+  let first: UpResult;
+
+  it("first up: the seed downloads from the hub, the others copy from it; only the first wave compiles", async () => {
+    first = await engine.up(registrations);
+    expect(first.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
+    // Every model of the plan (the served model; this recipe names no draft), exactly once, on the seed.
+    expect(lines(HUB_LOG)).toEqual([MODEL]);
+    expect(lines(COMPILE_LOG)).toEqual([hosts[0]!.address]);
+    const run = (name: string) => first.runs.find((r) => r.name === `rbln-serving-${name}`)!;
+    expect(reportedRevision(run("npu-0-weights").stdout, MODEL)).toBe(COMMIT);
+    for (const i of [1, 2]) {
+      // Grant after the seed's download, copy after the grant, revoke after the copy.
+      expect(run(`npu-0-allow-npu-${i}`).startedAt).toBeGreaterThanOrEqual(run("npu-0-weights").endedAt);
+      expect(run(`npu-${i}-copy-npu-0`).startedAt).toBeGreaterThanOrEqual(run(`npu-0-allow-npu-${i}`).endedAt);
+      expect(run(`npu-0-revoke-npu-${i}`).startedAt).toBeGreaterThanOrEqual(run(`npu-${i}-copy-npu-0`).endedAt);
+      expect(run(`npu-${i}-copy-npu-0`).stdout).toContain(`copy npu-${i} <- npu-0: weights ${MODEL} copied and checked`);
+      const marker = await hosts[i]!.run(`cat ${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7; readlink ${CACHE_ROOT}/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7/snapshots/${COMMIT}/model.safetensors`);
+      expect(marker.stdout).toMatch(new RegExp(`^${COMMIT}\\n\\.\\./\\.\\./blobs/[0-9a-f]{64}\\n$`));
+    }
+    // Compiled caches come from the previous wave once its unit serves.
+    expect(run("npu-1-copy-compile-npu-0").startedAt).toBeGreaterThanOrEqual(run("npu-0-main-0").endedAt);
+    expect(run("npu-2-copy-compile-npu-1").startedAt).toBeGreaterThanOrEqual(run("npu-1-main-0").endedAt);
+    expect(run("npu-2-main-0").startedAt).toBeGreaterThanOrEqual(run("npu-2-copy-compile-npu-1").endedAt);
+    expect((await hosts[2]!.run(`cat ${CACHE_ROOT}/vllm/rbln/graph.bin`)).stdout).toBe(`compiled for ${MODEL}\n`);
+    // A unit start never reaches the hub.
+    expect((await hosts[2]!.run(`cat ${INSTALL_ROOT}/env/main-0.env`)).stdout).toMatch(/^HF_HUB_OFFLINE='1'$/m);
+  });
+
+  it("leaves no private key on any host and no grant in authorized_keys", async () => {
+    expect(await copyGrants()).toBe(0);
+    for (const host of hosts) expect(await keysLeft(host)).toBe("");
+  });
+
+  it("the second up changes nothing", async () => {
+    const again = await engine.up(await register());
+    expect(again.runs.map((r) => r.name)).toEqual([]);
+  });
+
+  it("a grant is read-only, only for the cache root, only from its destination", async () => {
+    const grant = await on(0, command("rbln-serving-npu-0-allow-npu-1"));
+    expect(grant.status).toBe(0);
+    expect(await copyGrants()).toBe(1);
+    const rsync = (bind: string, args: string) =>
+      hosts[1]!.run(
+        `k=$(mktemp); trap 'rm -f $k' EXIT; cat > $k; rsync -e "ssh -i $k -p ${hosts[0]!.port} -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BindAddress=${bind}" ${args}`,
+        `${grant.stdout.trimEnd()}\n`,
+      );
+    const seed = `root@${hosts[0]!.address}`;
+    expect(await rsync(hosts[1]!.address, `${seed}:huggingface/rbln-serving-complete/ /tmp/read/`)).toMatchObject({ status: 0 });
+    const write = await rsync(hosts[1]!.address, `/etc/hostname ${seed}:huggingface/`);
+    expect(write.status).not.toBe(0);
+    expect(write.stderr).toMatch(/sending to read-only server is not allowed/);
+    const outside = await rsync(hosts[1]!.address, `${seed}:../../../etc/passwd /tmp/passwd`);
+    expect(outside.status).not.toBe(0);
+    expect((await hosts[1]!.run("test -e /tmp/passwd")).status).not.toBe(0);
+    const otherHost = await rsync(hosts[2]!.address, `${seed}:huggingface/rbln-serving-complete/ /tmp/read2/`);
+    expect(otherHost.status).not.toBe(0);
+    expect(otherHost.stderr).toMatch(/Permission denied/);
+    expect(await on(0, command("rbln-serving-npu-0-revoke-npu-1"))).toMatchObject({ status: 0 });
+    expect(await copyGrants()).toBe(0);
+    expect((await rsync(hosts[1]!.address, `${seed}:huggingface/rbln-serving-complete/ /tmp/read3/`)).status).not.toBe(0);
+  });
+
+  it("a corrupt blob on the seed is caught by the check, and no marker is written", async () => {
+    const repo = `${CACHE_ROOT}/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7`;
+    // Same size, other bytes: only the hash can tell.
+    await hosts[0]!.run(`for b in ${repo}/blobs/*; do n=\$(basename "\$b"); [ \${#n} -eq 64 ] && printf X | dd of="$b" bs=1 seek=3 conv=notrunc status=none; done; true`);
+    await hosts[2]!.run(`rm -rf ${repo} ${CACHE_ROOT}/huggingface/rbln-serving-complete`);
+    const grant = await on(0, command("rbln-serving-npu-0-allow-npu-2"));
+    const copy = await on(2, command("rbln-serving-npu-2-copy-npu-0"), grant.stdout);
+    await on(0, command("rbln-serving-npu-0-revoke-npu-2"));
+    expect(copy.status).not.toBe(0);
+    expect(copy.stderr).toMatch(/blobs\/[0-9a-f]{64}: sha256 [0-9a-f]{64} does not match its name \(corrupt on npu-0, or in transit; removed here\)/);
+    expect((await hosts[2]!.run(`test -e ${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`)).status).not.toBe(0);
+    expect(await keysLeft(hosts[2]!)).toBe("");
+  });
+});
