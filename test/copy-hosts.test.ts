@@ -1,5 +1,4 @@
 import * as fs from "node:fs";
-import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ModelServing, reportedRevision } from "../components/modelServing";
 import { parseStackSettings } from "../core/config/stackConfig";
@@ -9,6 +8,7 @@ import { startHosts, type TestHost } from "./helpers/hostNamespace";
 import { startPackageIndex, type PackageIndex } from "./helpers/packageIndex";
 import { runUnderMocks, type Registration } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
+import { prepareStandInServer } from "./helpers/standInServer";
 
 /**
  * Download once, compile once, for real: three fake NPU hosts (real systemd and sshd each), the
@@ -19,9 +19,10 @@ import { shippedCatalog } from "./helpers/recipes";
 const INSTALL_ROOT = "/opt/rbln-copy-test";
 const CACHE_ROOT = "/var/lib/rbln-copy-test";
 const VENV = `${INSTALL_ROOT}/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
-const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
 const AUTHORIZED_KEYS = "/run/rbln-host/ssh/authorized_keys";
 const MODEL = "MiniMaxAI/MiniMax-M2.7";
+/** The hosts' NPU device nodes: plain files, which is all the units' device wait looks for. */
+const FAKE_DEV = `${INSTALL_ROOT}/dev`;
 const COMMIT = "c0ffee0000000000000000000000000000000001";
 // Shared by every host (the namespaces share this machine's root filesystem outside their private paths).
 const LOGS = fs.mkdtempSync("/var/lib/rbln-copy-test-logs-");
@@ -70,7 +71,7 @@ async function register(): Promise<Registration[]> {
     new ModelServing("rbln-serving", {
       settings: settings(),
       secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key" },
-      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5 },
+      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV },
       copyOptions: { authorizedKeysFile: AUTHORIZED_KEYS },
     }),
   );
@@ -93,13 +94,7 @@ beforeAll(async () => {
   const knownFlags = new Set(["--host"]);
   for (const rank of planDeployment(parseStackSettings(settings()), shippedCatalog).plan.roles.flatMap((r) => r.ranks)) for (const flag of rank.flags) knownFlags.add(flag.name);
   // A complete venv holding the stand-in vllm: install has nothing to do. No weights anywhere.
-  for (const host of hosts) {
-    const setup = await host.run(
-      `set -e; install -d -m 0755 ${VENV}/bin; cat > ${VENV}/bin/vllm; chmod 0755 ${VENV}/bin/vllm; printf '%s' '${JSON.stringify([...knownFlags])}' > ${VENV}/bin/known-flags.json; touch ${VENV}/.rbln-serving-complete`,
-      fs.readFileSync(FAKE_VLLM, "utf8"),
-    );
-    expect(setup.stderr).toBe("");
-  }
+  for (const host of hosts) await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
   engine = new FakeEngine(
     (connection, cmd, stdin) => hosts.find((h) => h.address === connection.host && h.port === connection.port)!.run(cmd, stdin),
     (name) => name.endsWith("-preflight"),

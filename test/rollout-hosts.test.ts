@@ -1,5 +1,3 @@
-import * as fs from "node:fs";
-import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ModelServing } from "../components/modelServing";
 import { parseStackSettings } from "../core/config/stackConfig";
@@ -8,6 +6,7 @@ import { FakeEngine, type UpResult } from "./helpers/engine";
 import { startHosts, type TestHost } from "./helpers/hostNamespace";
 import { runUnderMocks } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
+import { prepareStandInServer } from "./helpers/standInServer";
 
 /**
  * Safe rollouts on three replicas, for real: three fake NPU hosts (real systemd as PID 1 and a real
@@ -18,7 +17,6 @@ import { shippedCatalog } from "./helpers/recipes";
 const INSTALL_ROOT = "/opt/rbln-rollout-test";
 const CACHE_ROOT = "/var/lib/rbln-rollout-test";
 const VENV = `${INSTALL_ROOT}/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
-const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
 /** The hosts' NPU device nodes: plain files, which is all the units' device wait looks for. */
 const FAKE_DEV = `${INSTALL_ROOT}/dev`;
 
@@ -79,11 +77,8 @@ beforeAll(async () => {
   // A complete venv holding the stand-in vllm, and cached weights: install and weights have nothing to do.
   const marker = `${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`;
   for (const host of hosts) {
-    const setup = await host.run(
-      `set -e; install -d -m 0755 ${VENV}/bin; cat > ${VENV}/bin/vllm; chmod 0755 ${VENV}/bin/vllm; printf '%s' '${JSON.stringify([...knownFlags])}' > ${VENV}/bin/known-flags.json; touch ${VENV}/.rbln-serving-complete; install -d $(dirname ${marker}); touch ${marker}; install -d ${FAKE_DEV}; touch ${FAKE_DEV}/rbln0 ${FAKE_DEV}/rbln1 ${FAKE_DEV}/rbln2 ${FAKE_DEV}/rbln3`,
-      fs.readFileSync(FAKE_VLLM, "utf8"),
-    );
-    expect(setup.stderr).toBe("");
+    await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
+    expect((await host.run(`install -d $(dirname ${marker}) && touch ${marker}`)).status).toBe(0);
   }
   engine = new FakeEngine(
     (connection, command, stdin) => hosts.find((h) => h.address === connection.host && h.port === connection.port)!.run(command, stdin),

@@ -172,8 +172,10 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
           execStartLine(execLines),
           "Restart=on-failure",
           `RestartSec=${restart.restartSeconds}s`,
-          // No TimeoutStartSec: with Type=exec it only bounds the exec itself. vLLM does not notify
-          // systemd, so the unit step polls the rank and bounds the wait with the engine's timeout.
+          // With Type=exec the start timeout bounds only ExecStartPre and the exec, not vLLM's
+          // readiness (vLLM does not notify systemd; the unit step polls the rank instead): enough
+          // for the device wait, which systemd's 90 s default would cut short.
+          `TimeoutStartSec=${DEVICE_WAIT_SECONDS + 60}s`,
           "TimeoutStopSec=120s",
           // Data-parallel ranks fork engine processes: SIGTERM the main process, then the group.
           "KillMode=mixed",
