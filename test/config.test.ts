@@ -61,4 +61,42 @@ describe("extraArgs and extraEnv", () => {
     }
     expect(() => planDeployment(parseStackSettings({ ...raw, extraEnv: { main: { RBLN_VISIBLE_DEVICES: "0" } } }), shippedCatalog)).toThrow(/^extraEnv\.main\.RBLN_VISIBLE_DEVICES: is set by the recipe/);
   });
+
+  it("refuse topology flags under vLLM's other spellings: short aliases, underscores, --flag=value, abbreviations, negations, JSON keys", () => {
+    const raw = readStackFile("dev").raw;
+    const plan = (words: string[]) => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: words } }), shippedCatalog);
+    for (const words of [
+      ["-dp", "8"],
+      ["-dpn", "1"],
+      ["-tp", "2"],
+      ["-pp", "2"],
+      ["-ep"],
+      ["-dpa", "10.0.0.1"],
+      ["-dp=8"],
+      ["-d", "8"],
+      ["--data_parallel_size", "8"],
+      ["--data-parallel-size=8"],
+      ["--data_parallel_size=8"],
+      ["--pipeline-parallel", "2"],
+      ["--no-enable-expert-parallel"],
+      ["--kv-transfer-config.kv_role", "kv_both"],
+      ["--kv_transfer_config.kv_role=kv_both"],
+      ["--port=9000"],
+      ["--config", "extra.yaml"],
+      ["--headless"],
+    ]) {
+      expect(() => plan(words), words.join(" ")).toThrow(/^extraArgs\.main: "[^"]+"( \(vLLM reads it as --[a-z-]+\))? defines the serving topology/);
+    }
+    expect(() => plan(["-dpn", "1"])).toThrow('extraArgs.main: "-dpn" (vLLM reads it as --data-parallel-rank) defines the serving topology');
+  });
+
+  it("replace a recipe flag given as --flag=value or with underscores, instead of adding a second", () => {
+    const raw = readStackFile("dev").raw;
+    for (const words of [["--max-num-seqs=8"], ["--max_num_seqs", "8"], ["--max_num_seqs=8"]]) {
+      const { plan } = planDeployment(parseStackSettings({ ...raw, extraArgs: { main: words } }), shippedCatalog);
+      const argv = plan.roles[0]!.ranks[0]!.argv;
+      expect(argv.filter((w) => /^--max[-_]num[-_]seqs/.test(w)), words.join(" ")).toEqual(["--max-num-seqs"]);
+      expect(argv[argv.indexOf("--max-num-seqs") + 1]).toBe("8");
+    }
+  });
 });

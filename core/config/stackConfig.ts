@@ -76,7 +76,11 @@ const Kubernetes = z.strictObject({
   provider: z.enum(["none", "istio", "gke"]).default("none"),
 });
 
-/** Flags and variables that define the topology; `extraArgs`/`extraEnv` may not touch them. */
+/**
+ * Flags and variables that define the topology; `extraArgs`/`extraEnv` may not touch them. The
+ * list follows vLLM's own parser (vllm/engine/arg_utils.py, vllm/entrypoints/cli/serve.py):
+ * parallelism, ranks, addresses, ports, connectors, and `--config`, which reads any flag from a file.
+ */
 export const TOPOLOGY_FLAGS = [
   "--data-parallel-rank",
   "--data-parallel-size",
@@ -84,15 +88,53 @@ export const TOPOLOGY_FLAGS = [
   "--data-parallel-address",
   "--data-parallel-rpc-port",
   "--data-parallel-start-rank",
+  "--data-parallel-backend",
+  "--data-parallel-hybrid-lb",
+  "--data-parallel-external-lb",
+  "--data-parallel-multi-port-external-lb",
   "--pipeline-parallel-size",
   "--tensor-parallel-size",
+  "--decode-context-parallel-size",
+  "--prefill-context-parallel-size",
+  "--distributed-executor-backend",
   "--enable-expert-parallel",
+  "--api-server-count",
+  "--headless",
+  "--nnodes",
+  "--node-rank",
   "--port",
   "--host",
+  "--uds",
   "--kv-transfer-config",
   "--kv-events-config",
   "--api-key",
+  "--config",
 ] as const;
+
+/** vLLM's short aliases of long flags (argparse multi-character single-dash options). */
+export const VLLM_SHORT_ALIASES: Readonly<Record<string, string>> = {
+  "-pp": "--pipeline-parallel-size",
+  "-tp": "--tensor-parallel-size",
+  "-dcp": "--decode-context-parallel-size",
+  "-pcp": "--prefill-context-parallel-size",
+  "-dp": "--data-parallel-size",
+  "-dpn": "--data-parallel-rank",
+  "-dpr": "--data-parallel-start-rank",
+  "-dpl": "--data-parallel-size-local",
+  "-dpa": "--data-parallel-address",
+  "-dpp": "--data-parallel-rpc-port",
+  "-dpb": "--data-parallel-backend",
+  "-dph": "--data-parallel-hybrid-lb",
+  "-dpe": "--data-parallel-external-lb",
+  "-dpm": "--data-parallel-multi-port-external-lb",
+  "-ep": "--enable-expert-parallel",
+  "-asc": "--api-server-count",
+  "-n": "--nnodes",
+  "-r": "--node-rank",
+  "-cc": "--compilation-config",
+  "-ac": "--attention-config",
+};
+
 export const TOPOLOGY_ENVS = ["RBLN_VISIBLE_DEVICES", "RBLN_DEVICES", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_API_KEY", "HF_TOKEN"] as const;
 
 /** What an environment value may hold so every platform can carry it: no control characters but newline and tab. */

@@ -1,5 +1,5 @@
 import { ConfigError, listValues } from "../errors";
-import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS, type Host, type StackSettings } from "../config/stackConfig";
+import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES, type Host, type StackSettings } from "../config/stackConfig";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { commandWords } from "./argv";
 import { resolvePlan } from "./resolve";
@@ -20,19 +20,45 @@ export interface Deployment {
   placements: HostPlacement[];
 }
 
-/** `--flag value value --other` → grouped flags; a word that starts with `-` opens a flag. */
+/**
+ * The flag vLLM reads a word as: a short alias as its long name, and `_` as `-` up to any `.`
+ * (FlexibleArgumentParser's normalisation; `--json-flag.key` sets one key of a JSON flag).
+ */
+export function canonicalFlag(name: string): string {
+  if (!name.startsWith("--")) return VLLM_SHORT_ALIASES[name] ?? name;
+  const dot = name.indexOf(".");
+  return dot < 0 ? name.replace(/_/g, "-") : name.slice(0, dot).replace(/_/g, "-") + name.slice(dot);
+}
+
+/**
+ * The topology flag a canonical flag would set in vLLM, if any: the flag itself, its `--no-`
+ * negation, one `.key` of it, or an abbreviation argparse expands to it (argparse takes any
+ * unambiguous prefix of a long flag, and of a multi-character short one).
+ */
+function topologyFlagOf(canonical: string): string | undefined {
+  const base = canonical.split(".")[0]!;
+  if (base.startsWith("--")) {
+    const positive = base.startsWith("--no-") ? `--${base.slice(5)}` : base;
+    return TOPOLOGY_FLAGS.find((flag) => flag === positive || (base.length > 2 && flag.startsWith(base)));
+  }
+  const alias = Object.keys(VLLM_SHORT_ALIASES).find((short) => short.startsWith(base) && (TOPOLOGY_FLAGS as readonly string[]).includes(VLLM_SHORT_ALIASES[short]!));
+  return alias === undefined ? undefined : VLLM_SHORT_ALIASES[alias];
+}
+
+/** `--flag value value --other --name=value` → grouped flags under vLLM's spelling; a word that starts with `-` opens a flag. */
 function groupFlags(words: readonly string[], key: string): Flag[] {
   const flags: Flag[] = [];
   for (const word of words) {
-    if (word.startsWith("-")) flags.push({ name: word, values: [] });
-    else if (flags.length === 0) throw new ConfigError(key, `"${word}" comes before any flag; give flags such as ["--max-log-len", "100"]`);
+    if (word.startsWith("-")) {
+      const equals = word.indexOf("=");
+      const given = equals < 0 ? word : word.slice(0, equals);
+      const topology = topologyFlagOf(canonicalFlag(given));
+      if (topology !== undefined) {
+        throw new ConfigError(key, `"${given}"${given === topology ? "" : ` (vLLM reads it as ${topology})`} defines the serving topology and comes from the recipe; choose a strategy, target or axis instead`);
+      }
+      flags.push({ name: canonicalFlag(given), values: equals < 0 ? [] : [word.slice(equals + 1)] });
+    } else if (flags.length === 0) throw new ConfigError(key, `"${word}" comes before any flag; give flags such as ["--max-log-len", "100"]`);
     else flags[flags.length - 1]!.values.push(word);
-  }
-  for (const flag of flags) {
-    const name = flag.name.split("=")[0]!;
-    if ((TOPOLOGY_FLAGS as readonly string[]).includes(name)) {
-      throw new ConfigError(key, `"${name}" defines the serving topology and comes from the recipe; choose a strategy, target or axis instead`);
-    }
   }
   return flags;
 }
