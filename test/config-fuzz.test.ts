@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { planServing } from "../components/modelServing";
 import { ConfigError } from "../core/errors";
 import { allSelections } from "../core/plan/resolve";
@@ -35,7 +36,7 @@ const validConfig = fc
     const config: Record<string, unknown> = { strategy, target, axes, platform, replicas: v.replicas };
     if (v.preset && recommended) config.preset = "recommended";
     if (platform === "hosts") {
-      config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, ...(v.user ? { user: v.user } : {}) }));
+      config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY, ...(v.user ? { user: v.user } : {}) }));
     } else {
       config.kubernetes = { image: "registry.example.com/vllm-rbln:0.12.0", namespace: "serving" };
     }
@@ -91,7 +92,7 @@ const mutations: Mutation[] = [
 const hostMutations: Mutation[] = [
   ["hosts", set("hosts", "npu-0")],
   ["hosts", (c) => c.hosts.pop()],
-  ["hosts", (c) => c.hosts.push({ name: "spare", address: "10.9.9.9" })],
+  ["hosts", (c) => c.hosts.push({ name: "spare", address: "10.9.9.9", hostKey: EXAMPLE_HOST_KEY })],
   ["hosts[0].port", (c) => (c.hosts[0].port = 0)],
   ["hosts[0].port", (c) => (c.hosts[0].port = 70000)],
   ["hosts[0].port", (c) => (c.hosts[0].port = "22")],
@@ -116,7 +117,7 @@ const kubernetesMutations: Mutation[] = [
   ["kubernetes.gateway.name", (c) => (c.kubernetes.gateway = { name: "" })],
   ["kubernetes.storageClass", (c) => (c.kubernetes.storageClass = 7)],
   ["kubernetes.extra", (c) => (c.kubernetes.extra = 1)],
-  ["platform", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1" }, { name: "b", address: "10.0.0.2" }])) : (c.platform = "nope"))],
+  ["platform", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY }])) : (c.platform = "nope"))],
 ];
 
 const invalidConfig = validConfig.chain((config) =>

@@ -2,6 +2,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { parseStackSettings, StackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
@@ -16,7 +17,7 @@ describe("Pulumi.yaml", () => {
   });
 
   it("declares the same defaults the program applies", () => {
-    const defaults = StackSettings.parse({ strategy: "s", target: "t", hosts: [{ name: "h", address: "127.0.0.1" }] }) as Record<string, unknown>;
+    const defaults = StackSettings.parse({ strategy: "s", target: "t", hosts: [{ name: "h", address: "127.0.0.1", hostKey: EXAMPLE_HOST_KEY }] }) as Record<string, unknown>;
     for (const [key, declaration] of Object.entries(project.config as Record<string, { type: string; default?: unknown; description: string }>)) {
       expect(declaration.description, key).toBeTruthy();
       if (declaration.default !== undefined) expect(defaults[key], key).toEqual(declaration.default);
@@ -98,5 +99,14 @@ describe("extraArgs and extraEnv", () => {
       expect(argv.filter((w) => /^--max[-_]num[-_]seqs/.test(w)), words.join(" ")).toEqual(["--max-num-seqs"]);
       expect(argv[argv.indexOf("--max-num-seqs") + 1]).toBe("8");
     }
+  });
+});
+
+describe("hosts[].hostKey", () => {
+  const raw = () => readStackFile("dev").raw as Record<string, any>;
+  it("takes a key line as ssh-keyscan prints it without the host name, and refuses a known_hosts line", () => {
+    const host = raw().hosts[0];
+    expect(() => parseStackSettings({ ...raw(), hosts: [{ ...host, hostKey: `10.20.0.11 ${host.hostKey}` }] })).toThrow(/^hosts\[0\]\.hostKey: a public host key line such as "ssh-ed25519 AAAAC3\.\.\." \(ssh-keyscan's output without the host name\)/);
+    expect(parseStackSettings({ ...raw(), hosts: [{ ...host, hostKey: `${host.hostKey} root@npu` }] }).hosts[0]!.hostKey).toBe(`${host.hostKey} root@npu`);
   });
 });

@@ -46,7 +46,7 @@ function hostFor(settings: Record<string, unknown>, indexUrl: string): RenderedH
     parseStackSettings({
       strategy: "aggregated-data-expert-parallel",
       target: "Latency",
-      hosts: [{ name: "test-host", address: "127.0.0.1", port: sshd.port }],
+      hosts: [{ name: "test-host", address: "127.0.0.1", port: sshd.port, hostKey: sshd.hostKey }],
       installRoot: `${work}/opt`,
       cacheRoot: `${work}/cache`,
       minFreeDiskGb: 0,

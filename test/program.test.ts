@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import { describe, expect, it } from "vitest";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ModelServing } from "../components";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
@@ -48,6 +49,7 @@ describe("the program on platform hosts", async () => {
   it("connects to the stack's host, with the key as a secret and retries for a rebooting host", () => {
     const unit = byName(registrations, "rbln-serving-npu-dev-0-main-0");
     expect(unit.inputs.connection).toMatchObject({ host: "10.20.0.11", port: 22, user: "root", privateKey: SECRETS.sshPrivateKey, dialErrorLimit: 60 });
+    expect(unit.inputs.connection.hostKey).toBe((readStackFile("dev").raw.hosts as { hostKey: string }[])[0]!.hostKey);
     expect(isSecretAt(unit.wireInputs, ["connection", "privateKey"])).toBe(true);
     expect(unit.inputs.delete).toContain("systemctl disable --now");
     expect(unit.deleteBeforeReplace).toBe(true);
@@ -125,6 +127,18 @@ describe("an invalid config", () => {
     expect((error as Error).message).toMatch(/^rbln-serving:axes\.spec_decode: "mtp" is not verified for .*; verified values: "off", "eagle3", "suffix"$/);
   });
 
+  it("refuses a host without its SSH host key, unless insecureSkipHostKeyCheck says so, which then warns", async () => {
+    const raw = readStackFile("dev").raw;
+    const hosts = (raw.hosts as Record<string, unknown>[]).map(({ hostKey: _, ...host }) => host);
+    const refused = await runUnderMocks(runProgram, { ...raw, hosts }, SECRETS);
+    expect(refused.registrations).toEqual([]);
+    expect((refused.error as Error).message).toMatch(/^rbln-serving:hosts\[0\]\.hostKey: required: the server's public SSH host key, read with ssh-keyscan/);
+    const insecure = await runUnderMocks(runProgram, { ...raw, hosts, insecureSkipHostKeyCheck: true }, SECRETS);
+    expect(insecure.error).toBeUndefined();
+    expect(byName(insecure.registrations, "rbln-serving-npu-dev-0-main-0").inputs.connection.hostKey).toBeUndefined();
+    expect((insecure.result as ReturnType<typeof runProgram>).warnings).toContainEqual(expect.stringMatching(/^insecureSkipHostKeyCheck: true: SSH host keys are not checked/));
+  });
+
   it("refuses platform hosts without the SSH key", async () => {
     const { registrations, error } = await runUnderMocks(runProgram, readStackFile("dev").raw, { pipPassword: "x" });
     expect(registrations).toEqual([]);
@@ -134,7 +148,7 @@ describe("an invalid config", () => {
 
 describe("replicas", () => {
   it("on hosts: one NpuHost per node of every copy, provisioned side by side, every endpoint listed", async () => {
-    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}` }));
+    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
     const { registrations, result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts }, SECRETS);
     expect(error).toBeUndefined();
     expect(ofType(registrations, "rbln-serving:hosts:NpuHost").map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0", "rbln-serving-npu-1", "rbln-serving-npu-2"]);
@@ -164,7 +178,7 @@ describe("ModelServing as a library", () => {
     const { registrations, error, result } = await runUnderMocks(
       () =>
         new ModelServing("team-a", {
-          settings: { strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "cpu" }, hosts: [{ name: "box-1", address: "192.168.10.5", user: "ubuntu", port: 2222 }] },
+          settings: { strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "cpu" }, hosts: [{ name: "box-1", address: "192.168.10.5", user: "ubuntu", port: 2222, hostKey: EXAMPLE_HOST_KEY }] },
           secrets: { sshPrivateKey: pulumi.secret("library-key") },
         }),
       {},

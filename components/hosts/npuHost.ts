@@ -50,6 +50,8 @@ export class NpuHost extends pulumi.ComponentResource {
       port: host.port,
       user: host.user,
       privateKey: pulumi.secret(args.sshPrivateKey),
+      // Without it the provider accepts any server key; the config refuses that unless insecureSkipHostKeyCheck.
+      ...(host.hostKey ? { hostKey: host.hostKey } : {}),
       // A rebooting host refuses connections for a while: keep dialing.
       dialErrorLimit: 60,
       perDialTimeout: 30,

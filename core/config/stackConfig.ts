@@ -40,14 +40,37 @@ const absolutePath = z.string().regex(/^\/[A-Za-z0-9._/-]*$/, "an absolute path 
 const port = z.number().int().min(1).max(65535);
 const url = z.url({ protocol: /^https?$/ });
 
+/** A server's public host key as `ssh-keyscan` prints it, without the host name: `ssh-ed25519 AAAA...`. */
+const hostKey = z
+  .string()
+  .regex(
+    /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) AAAA[A-Za-z0-9+/]+={0,3}( [^\n]*)?$/,
+    "a public host key line such as \"ssh-ed25519 AAAAC3...\" (ssh-keyscan's output without the host name)",
+  );
+const address = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9.:-]*$/, "a host name or IP address")
+  .max(253);
+const posixUser = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "a POSIX user name");
+
+/** A bastion (jump host) the SSH connection goes through; it gets the same private key. */
+const SshProxy = z.strictObject({
+  address,
+  user: posixUser.default("root"),
+  port: port.default(22),
+  hostKey: hostKey.optional(),
+});
+export type SshProxy = z.infer<typeof SshProxy>;
+
 export const Host = z.strictObject({
   name: dnsLabel,
-  address: z
-    .string()
-    .regex(/^[A-Za-z0-9][A-Za-z0-9.:-]*$/, "a host name or IP address")
-    .max(253),
-  user: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "a POSIX user name").default("root"),
+  address,
+  user: posixUser.default("root"),
   port: port.default(22),
+  /** The server's public SSH host key; the connection refuses any other server. */
+  hostKey: hostKey.optional(),
+  /** A bastion for this host; overrides the stack-wide `sshProxy`. */
+  proxy: SshProxy.optional(),
 });
 export type Host = z.infer<typeof Host>;
 
@@ -162,6 +185,10 @@ export const StackSettings = z
     prefillReplicas: structured(z.number().int().min(1).max(1024)).optional(),
     decodeReplicas: structured(z.number().int().min(1).max(1024)).optional(),
     hosts: structured(z.array(Host)).default([]),
+    /** A bastion every host is reached through, unless the host names its own `proxy`. */
+    sshProxy: structured(SshProxy).optional(),
+    /** Connect without checking the servers' host keys (a warning says so). */
+    insecureSkipHostKeyCheck: structured(z.boolean()).default(false),
     pip: structured(Pip).default({}),
     installRoot: absolutePath.default("/opt/rbln-serving"),
     cacheRoot: absolutePath.default("/var/lib/rbln-serving"),
@@ -188,7 +215,16 @@ export const StackSettings = z
       ctx.addIssue({ code: "custom", path: ["kubernetes", "image"], message: "required with platform: kubernetes (build it from the project's Dockerfile)" });
     }
     if (s.platform === "hosts" && s.hosts.length === 0) {
-      ctx.addIssue({ code: "custom", path: ["hosts"], message: "required with platform: hosts: a list of {name, address, user, port}" });
+      ctx.addIssue({ code: "custom", path: ["hosts"], message: "required with platform: hosts: a list of {name, address, user, port, hostKey}" });
+    }
+    if (s.platform === "hosts" && !s.insecureSkipHostKeyCheck) {
+      const unchecked = [
+        ...s.hosts.flatMap((host, i) => [...(host.hostKey ? [] : [["hosts", i, "hostKey"]]), ...(host.proxy && !host.proxy.hostKey ? [["hosts", i, "proxy", "hostKey"]] : [])]),
+        ...(s.sshProxy && !s.sshProxy.hostKey ? [["sshProxy", "hostKey"]] : []),
+      ];
+      for (const path of unchecked) {
+        ctx.addIssue({ code: "custom", path, message: `required: the server's public SSH host key, read with ssh-keyscan and checked out of band (or set insecureSkipHostKeyCheck: true to connect to whatever answers)` });
+      }
     }
   });
 export type StackSettings = z.infer<typeof StackSettings>;

@@ -85,6 +85,15 @@ function withExtras(role: RolePlan, extraArgs: readonly string[] | undefined, ex
   };
 }
 
+/** Where the stack's own settings weaken or do nothing, for people to read (the plan's and the stack's `warnings`). */
+function settingsWarnings(settings: StackSettings): string[] {
+  const warnings: string[] = [];
+  if (settings.platform === "hosts" && settings.insecureSkipHostKeyCheck) {
+    warnings.push("insecureSkipHostKeyCheck: true: SSH host keys are not checked, so whatever answers at a host's address runs the scripts as root and receives the secrets");
+  }
+  return warnings;
+}
+
 export function planDeployment(settings: StackSettings, catalog: RecipeCatalog): Deployment {
   const recipe = catalog.get(settings.model);
   const base = resolvePlan(recipe, {
@@ -104,6 +113,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
   const plan: LaunchPlan = {
     ...base,
     roles: base.roles.map((role) => withExtras(role, settings.extraArgs[role.role], settings.extraEnv[role.role])),
+    warnings: [...base.warnings, ...settingsWarnings(settings)],
   };
 
   const roleReplicas = { prefillReplicas: settings.prefillReplicas, decodeReplicas: settings.decodeReplicas };

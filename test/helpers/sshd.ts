@@ -12,6 +12,8 @@ export interface CommandResult {
 
 export interface TestSshServer {
   port: number;
+  /** The server's public host key line (`ssh-ed25519 AAAA...`), which `run` insists on. */
+  hostKey: string;
   /** Runs a command string the way @pulumi/command's remote.Command does: one SSH session, stdin attached. */
   run(command: string, stdin?: string): Promise<CommandResult>;
   stop(): void;
@@ -74,11 +76,14 @@ export async function startSshd(): Promise<TestSshServer> {
   const child = spawn("/usr/sbin/sshd", ["-D", "-e", "-f", config], { stdio: ["ignore", "ignore", "pipe"] });
   child.stderr!.on("data", (chunk: Buffer) => (log += chunk.toString()));
   await waitForPort(port, child, () => log);
+  const hostKey = fs.readFileSync(path.join(dir, "host_key.pub"), "utf8").split(" ").slice(0, 2).join(" ");
+  fs.writeFileSync(path.join(dir, "known_hosts"), `[127.0.0.1]:${port} ${hostKey}\n`);
   return {
     port,
+    hostKey,
     run(command, stdin = "") {
       // Asynchronous, so servers in this test process keep answering while the command runs.
-      const ssh = spawn("ssh", ["-i", `${dir}/client_key`, "-p", String(port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "root@127.0.0.1", command]);
+      const ssh = spawn("ssh", ["-i", `${dir}/client_key`, "-p", String(port), "-o", "StrictHostKeyChecking=yes", "-o", `UserKnownHostsFile=${dir}/known_hosts`, "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "root@127.0.0.1", command]);
       let stdout = "";
       let stderr = "";
       ssh.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
