@@ -139,6 +139,20 @@ describe("an invalid config", () => {
     expect((insecure.result as ReturnType<typeof runProgram>).warnings).toContainEqual(expect.stringMatching(/^insecureSkipHostKeyCheck: true: SSH host keys are not checked/));
   });
 
+  it("reaches hosts through a bastion: the stack-wide sshProxy, or a host's own proxy, with the same key as a secret", async () => {
+    const raw = readStackFile("dev").raw;
+    const [host] = raw.hosts as Record<string, unknown>[];
+    const bastion = { address: "bastion.example.com", user: "jump", hostKey: EXAMPLE_HOST_KEY };
+    const viaStack = await runUnderMocks(runProgram, { ...raw, sshProxy: bastion }, SECRETS);
+    const unit = byName(viaStack.registrations, "rbln-serving-npu-dev-0-main-0");
+    expect(unit.inputs.connection.proxy).toEqual({ host: "bastion.example.com", port: 22, user: "jump", privateKey: SECRETS.sshPrivateKey, hostKey: EXAMPLE_HOST_KEY, dialErrorLimit: 60, perDialTimeout: 30 });
+    expect(isSecretAt(unit.wireInputs, ["connection", "proxy", "privateKey"])).toBe(true);
+    const own = await runUnderMocks(runProgram, { ...raw, sshProxy: bastion, hosts: [{ ...host, proxy: { ...bastion, address: "10.20.0.1", port: 2200 } }] }, SECRETS);
+    expect(byName(own.registrations, "rbln-serving-npu-dev-0-preflight").inputs.connection.proxy).toMatchObject({ host: "10.20.0.1", port: 2200 });
+    const unchecked = await runUnderMocks(runProgram, { ...raw, sshProxy: { address: "bastion.example.com" } }, SECRETS);
+    expect((unchecked.error as Error).message).toMatch(/^rbln-serving:sshProxy\.hostKey: required/);
+  });
+
   it("refuses platform hosts without the SSH key", async () => {
     const { registrations, error } = await runUnderMocks(runProgram, readStackFile("dev").raw, { pipPassword: "x" });
     expect(registrations).toEqual([]);

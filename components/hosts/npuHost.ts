@@ -45,16 +45,19 @@ export class NpuHost extends pulumi.ComponentResource {
     const { rendered } = args;
     const host = rendered.placement.host;
     const asRoot = host.user === "root";
+    const privateKey = pulumi.secret(args.sshPrivateKey);
+    // A rebooting host refuses connections for a while: keep dialing.
+    const retries = { dialErrorLimit: 60, perDialTimeout: 30 };
     const connection = {
       host: host.address,
       port: host.port,
       user: host.user,
-      privateKey: pulumi.secret(args.sshPrivateKey),
+      privateKey,
       // Without it the provider accepts any server key; the config refuses that unless insecureSkipHostKeyCheck.
       ...(host.hostKey ? { hostKey: host.hostKey } : {}),
-      // A rebooting host refuses connections for a while: keep dialing.
-      dialErrorLimit: 60,
-      perDialTimeout: 30,
+      // The bastion takes the same key.
+      ...(host.proxy ? { proxy: { host: host.proxy.address, port: host.proxy.port, user: host.proxy.user, privateKey, ...(host.proxy.hostKey ? { hostKey: host.proxy.hostKey } : {}), ...retries } } : {}),
+      ...retries,
     };
     const step = (suffix: string, script: string, extra: Partial<command.remote.CommandArgs>, options: pulumi.CustomResourceOptions = {}) =>
       new command.remote.Command(

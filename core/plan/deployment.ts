@@ -135,7 +135,10 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
   }
   const placements =
     settings.platform === "hosts"
-      ? settings.hosts.map((host, i) => ({ replica: Math.floor(i / plan.nodes.length), node: i % plan.nodes.length, host }))
+      ? settings.hosts.map((host, i) => {
+          const proxy = host.proxy ?? settings.sshProxy;
+          return { replica: Math.floor(i / plan.nodes.length), node: i % plan.nodes.length, host: proxy ? { ...host, proxy } : host };
+        })
       : [];
   return { settings, plan, placements };
 }
