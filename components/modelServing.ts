@@ -56,7 +56,8 @@ export class ModelServing extends pulumi.ComponentResource {
     const deployment = planServing(args);
     super("rbln-serving:index:ModelServing", name, {}, opts);
     const { plan, settings } = deployment;
-    const secrets = args.secrets ?? {};
+    // A library caller may pass plain strings: every secret is a secret from here on, whatever came in.
+    const secrets: ServingSecrets = Object.fromEntries(Object.entries(args.secrets ?? {}).filter(([, value]) => value !== undefined).map(([key, value]) => [key, pulumi.secret(value)]));
     const child = { parent: this };
 
     let endpoints: pulumi.Output<string[]>;
