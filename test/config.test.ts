@@ -110,3 +110,34 @@ describe("hosts[].hostKey", () => {
     expect(parseStackSettings({ ...raw(), hosts: [{ ...host, hostKey: `${host.hostKey} root@npu` }] }).hosts[0]!.hostKey).toBe(`${host.hostKey} root@npu`);
   });
 });
+
+describe("plain-text credentials in the stack config", () => {
+  const raw = () => readStackFile("dev").raw as Record<string, any>;
+  it("refuses extraEnv names that hold credentials, naming the secret to use and never echoing the value", () => {
+    for (const [name, secret] of [
+      ["HUGGING_FACE_HUB_TOKEN", /set the hfToken secret instead: pulumi config set --secret hfToken$/],
+      ["HF_HUB_TOKEN", /hfToken/],
+      ["OPENAI_API_KEY", /set the apiKey secret instead/],
+      ["AWS_SECRET_ACCESS_KEY", /the project's secrets are pipPassword|hfToken/],
+      ["DB_PASSWORD", /pulumi config set --secret/],
+      ["MY_SECRET_THING", /pulumi config set --secret/],
+      ["GITHUB_TOKEN", /pulumi config set --secret/],
+    ] as const) {
+      const attempt = () => parseStackSettings({ ...raw(), extraEnv: { main: { [name]: "s3cr3t-value" } } });
+      expect(attempt, name).toThrow(new RegExp(`^extraEnv\\.main\\.${name}: holds a credential, which would sit in the stack config in plain text; `));
+      expect(attempt, name).toThrow(secret);
+      expect(attempt, name).not.toThrow(/s3cr3t-value/);
+    }
+    for (const name of ["TOKENIZERS_PARALLELISM", "VLLM_MAX_TOKENS_PER_BATCH", "PYTHONHASHSEED", "KEYBOARD"]) {
+      expect(() => parseStackSettings({ ...raw(), extraEnv: { main: { [name]: "1" } } }), name).not.toThrow();
+    }
+  });
+
+  it("refuses index URLs with user:password@, naming the key and the pipPassword secret", () => {
+    expect(() => parseStackSettings({ ...raw(), pip: { indexUrl: "https://me:hunter2@mirror.example.com/simple" } })).toThrow(
+      /^pip\.indexUrl: a URL without user:password@; give the user as pip\.username and the password as the pipPassword secret \(pulumi config set --secret pipPassword\)$/,
+    );
+    expect(() => parseStackSettings({ ...raw(), pip: { extraIndexUrls: ["https://a.example.com/simple", "https://me:hunter2@b.example.com/simple"] } })).toThrow(/^pip\.extraIndexUrls\[1\]: a URL without user:password@/);
+    expect(() => parseStackSettings({ ...raw(), pip: { indexUrl: "https://mirror.example.com/simple" } })).not.toThrow();
+  });
+});

@@ -74,11 +74,17 @@ export const Host = z.strictObject({
 });
 export type Host = z.infer<typeof Host>;
 
+/** An index URL without credentials: they would sit in the stack file in plain text. */
+const indexUrl = url.refine((value) => {
+  const parsed = new URL(value);
+  return parsed.username === "" && parsed.password === "";
+}, { message: "a URL without user:password@; give the user as pip.username and the password as the pipPassword secret (pulumi config set --secret pipPassword)", params: { hideValue: true } });
+
 const Pip = z.strictObject({
   /** Replaces PyPI, e.g. a mirror for air-gapped sites. */
-  indexUrl: url.optional(),
+  indexUrl: indexUrl.optional(),
   /** Replaces the recipe's extra index URLs when set. */
-  extraIndexUrls: z.array(url).optional(),
+  extraIndexUrls: z.array(indexUrl).optional(),
   /** The user name for the index's basic auth; the password is the `pipPassword` secret. */
   username: z.string().regex(/^[^\s:@/]+$/, "a user name without spaces, ':', '@' or '/'").optional(),
 });
@@ -160,6 +166,18 @@ export const VLLM_SHORT_ALIASES: Readonly<Record<string, string>> = {
 
 export const TOPOLOGY_ENVS = ["RBLN_VISIBLE_DEVICES", "RBLN_DEVICES", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_API_KEY", "HF_TOKEN"] as const;
 
+/** Variable names that hold credentials (`HUGGING_FACE_HUB_TOKEN`, `*_PASSWORD`, `*_SECRET*`, `AWS_SECRET_ACCESS_KEY`, ...). */
+const CREDENTIAL_NAME = /(^|_)(TOKEN|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)(_|$)|(^|_)SECRET/i;
+
+/** Why a credential variable may not be set in plain text, and the secret that carries it instead. */
+function credentialRefusal(name: string): string {
+  const secret = /HF|HUGGING/i.test(name) ? "hfToken" : /API_?KEY/i.test(name) ? "apiKey" : /PIP|PYPI|INDEX/i.test(name) ? "pipPassword" : undefined;
+  const instead = secret
+    ? `set the ${secret} secret instead: pulumi config set --secret ${secret}`
+    : `the project's secrets are ${SECRET_KEYS.filter((k) => k !== "sshPrivateKey").join(", ")} (pulumi config set --secret); keep other credentials in the host's or cluster's own secret store`;
+  return `holds a credential, which would sit in the stack config in plain text; ${instead}`;
+}
+
 /** What an environment value may hold so every platform can carry it: no control characters but newline and tab. */
 export function isPortableEnvValue(value: string): boolean {
   return !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(value);
@@ -217,6 +235,11 @@ export const StackSettings = z
     if (s.platform === "hosts" && s.hosts.length === 0) {
       ctx.addIssue({ code: "custom", path: ["hosts"], message: "required with platform: hosts: a list of {name, address, user, port, hostKey}" });
     }
+    for (const [role, variables] of Object.entries(s.extraEnv)) {
+      for (const name of Object.keys(variables)) {
+        if (CREDENTIAL_NAME.test(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: credentialRefusal(name), params: { hideValue: true } });
+      }
+    }
     if (s.platform === "hosts" && !s.insecureSkipHostKeyCheck) {
       const unchecked = [
         ...s.hosts.flatMap((host, i) => [...(host.hostKey ? [] : [["hosts", i, "hostKey"]]), ...(host.proxy && !host.proxy.hostKey ? [["hosts", i, "proxy", "hostKey"]] : [])]),
@@ -238,6 +261,8 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
   const at = formatPath(issue.path) || "(config)";
   let value: unknown = raw;
   for (const part of issue.path) value = value === null || typeof value !== "object" ? undefined : (value as Record<PropertyKey, unknown>)[part];
+  // A refused credential is not repeated in the error, which ends up in terminals and CI logs.
+  if (issue.code === "custom" && issue.params?.["hideValue"]) return new ConfigError(at, issueMessage(issue));
   const shown = value === undefined ? "missing" : `got ${JSON.stringify(value)?.slice(0, 80)}`;
   return new ConfigError(at, `${issueMessage(issue)} (${shown})`);
 }
