@@ -141,3 +141,13 @@ describe("plain-text credentials in the stack config", () => {
     expect(() => parseStackSettings({ ...raw(), pip: { indexUrl: "https://mirror.example.com/simple" } })).not.toThrow();
   });
 });
+
+describe("extraEnv names bash keeps for itself", () => {
+  it("are refused before anything is planned", () => {
+    const raw = readStackFile("dev").raw;
+    for (const name of ["UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_ENV", "BASH_XTRACEFD", "BASH_VERSINFO", "GROUPS", "RANDOM", "IFS"]) {
+      expect(() => parseStackSettings({ ...raw, extraEnv: { main: { [name]: "1" } } }), name).toThrow(new RegExp(`^extraEnv\\.main\\.${name}: a name bash keeps read-only or special`));
+    }
+    expect(() => parseStackSettings({ ...raw, extraEnv: { main: { BASHFUL: "1", MY_UID: "1" } } })).not.toThrow();
+  });
+});

@@ -178,6 +178,13 @@ function credentialRefusal(name: string): string {
   return `holds a credential, which would sit in the stack config in plain text; ${instead}`;
 }
 
+/**
+ * Names bash keeps read-only or gives a meaning of its own (assignments fail, are ignored, or run
+ * code, as BASH_ENV does): the unit step reads env files with bash, after the unit has restarted.
+ */
+const BASH_SPECIAL_NAMES = new Set(["UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "GROUPS", "FUNCNAME", "HISTCMD", "RANDOM", "SRANDOM", "SECONDS", "LINENO", "EPOCHSECONDS", "EPOCHREALTIME", "DIRSTACK", "PIPESTATUS", "OPTIND", "OPTARG", "OPTERR", "IFS", "PS4", "CDPATH", "GLOBIGNORE", "ENV", "POSIXLY_CORRECT", "SHELL", "_"]);
+const isBashSpecial = (name: string) => BASH_SPECIAL_NAMES.has(name) || name.startsWith("BASH_") || name === "BASH";
+
 /** What an environment value may hold so every platform can carry it: no control characters but newline and tab. */
 export function isPortableEnvValue(value: string): boolean {
   return !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(value);
@@ -237,7 +244,8 @@ export const StackSettings = z
     }
     for (const [role, variables] of Object.entries(s.extraEnv)) {
       for (const name of Object.keys(variables)) {
-        if (CREDENTIAL_NAME.test(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: credentialRefusal(name), params: { hideValue: true } });
+        if (isBashSpecial(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: "a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name" });
+        else if (CREDENTIAL_NAME.test(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: credentialRefusal(name), params: { hideValue: true } });
       }
     }
     if (s.platform === "hosts" && !s.insecureSkipHostKeyCheck) {
