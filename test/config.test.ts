@@ -151,3 +151,23 @@ describe("extraEnv names bash keeps for itself", () => {
     expect(() => parseStackSettings({ ...raw, extraEnv: { main: { BASHFUL: "1", MY_UID: "1" } } })).not.toThrow();
   });
 });
+
+describe("installRoot and cacheRoot", () => {
+  const raw = () => readStackFile("dev").raw;
+  it("refuse system directories, however spelled", () => {
+    for (const dir of ["/", "/tmp", "/tmp/", "//var", "/var/lib", "/usr", "/etc", "/home", "/root", "/boot", "/proc", "/sys", "/dev", "/run", "/opt", "/srv", "/var/./lib/", "/dev/shm/cache", "/run/rbln"]) {
+      for (const key of ["installRoot", "cacheRoot"]) {
+        const other = key === "cacheRoot" ? { installRoot: "/opt/rbln-serving" } : { cacheRoot: "/var/lib/rbln-serving" };
+        expect(() => parseStackSettings({ ...raw(), ...other, [key]: dir }), `${key} ${dir}`).toThrow(new RegExp(`^${key}: ".*" is (a system directory|on a kernel or runtime file system)`));
+      }
+    }
+  });
+
+  it("refuse one inside the other, and the two being equal", () => {
+    expect(() => parseStackSettings({ ...raw(), installRoot: "/srv/rbln", cacheRoot: "/srv/rbln" })).toThrow('cacheRoot: "/srv/rbln" is the same directory as installRoot "/srv/rbln"; the two must be separate directories');
+    expect(() => parseStackSettings({ ...raw(), installRoot: "/srv/rbln", cacheRoot: "/srv/rbln/cache/" })).toThrow('cacheRoot: "/srv/rbln/cache" is inside installRoot "/srv/rbln"');
+    expect(() => parseStackSettings({ ...raw(), installRoot: "/data/rbln/install", cacheRoot: "/data/rbln" })).toThrow('cacheRoot: "/data/rbln" is around installRoot "/data/rbln/install"');
+    expect(parseStackSettings({ ...raw(), installRoot: "/srv/rbln", cacheRoot: "/srv/rbln-cache" }).cacheRoot).toBe("/srv/rbln-cache");
+    expect(parseStackSettings({ ...raw(), cacheRoot: "/tmp/rbln-test/cache" }).cacheRoot).toBe("/tmp/rbln-test/cache");
+  });
+});

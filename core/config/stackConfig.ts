@@ -1,3 +1,4 @@
+import * as path from "node:path";
 import { z } from "zod";
 import { DEFAULT_MODEL } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage } from "../errors";
@@ -36,7 +37,24 @@ function structured<T extends z.ZodType>(schema: T) {
 }
 
 const dnsLabel = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, "a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'");
-const absolutePath = z.string().regex(/^\/[A-Za-z0-9._/-]*$/, "an absolute path of letters, digits, '.', '_', '-' and '/'").refine((p) => !p.split("/").includes(".."), "a path without '..'");
+const absolutePath = z
+  .string()
+  .regex(/^\/[A-Za-z0-9._/-]*$/, "an absolute path of letters, digits, '.', '_', '-' and '/'")
+  .refine((p) => !p.split("/").includes(".."), "a path without '..'")
+  .transform((p) => path.posix.normalize(p).replace(/(.)\/$/, "$1"));
+
+/** Directories the system owns: the scripts chown what they use, and destroy keeps cacheRoot, so neither may be one of these. */
+const SYSTEM_DIRECTORIES = ["/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/local", "/usr/local/bin", "/usr/local/lib", "/usr/sbin", "/usr/share", "/var", "/var/cache", "/var/lib", "/var/log", "/var/opt", "/var/run", "/var/spool", "/var/tmp"];
+/** Kernel and runtime file systems: nothing there survives a reboot or is meant for files. */
+const VIRTUAL_TREES = ["/dev/", "/proc/", "/run/", "/sys/", "/var/run/"];
+
+/** Why a directory may not be an install or cache root, or undefined when it may. */
+function systemDirectoryRefusal(dir: string): string | undefined {
+  if (SYSTEM_DIRECTORIES.includes(dir)) return `"${dir}" is a system directory; give the project a directory of its own, such as /var/lib/rbln-serving`;
+  if (VIRTUAL_TREES.some((tree) => dir.startsWith(tree))) return `"${dir}" is on a kernel or runtime file system; give a directory on disk, such as /var/lib/rbln-serving`;
+  return undefined;
+}
+const within = (inner: string, outer: string) => inner === outer || inner.startsWith(outer === "/" ? "/" : `${outer}/`);
 const port = z.number().int().min(1).max(65535);
 const url = z.url({ protocol: /^https?$/ });
 
@@ -247,6 +265,14 @@ export const StackSettings = z
         if (isBashSpecial(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: "a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name" });
         else if (CREDENTIAL_NAME.test(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: credentialRefusal(name), params: { hideValue: true } });
       }
+    }
+    for (const key of ["installRoot", "cacheRoot"] as const) {
+      const refusal = systemDirectoryRefusal(s[key]);
+      if (refusal) ctx.addIssue({ code: "custom", path: [key], message: refusal });
+    }
+    if (within(s.cacheRoot, s.installRoot) || within(s.installRoot, s.cacheRoot)) {
+      const relation = s.cacheRoot === s.installRoot ? "the same directory as" : within(s.cacheRoot, s.installRoot) ? "inside" : "around";
+      ctx.addIssue({ code: "custom", path: ["cacheRoot"], message: `"${s.cacheRoot}" is ${relation} installRoot "${s.installRoot}"; the two must be separate directories (cacheRoot outlives installs and destroy)` });
     }
     if (s.platform === "hosts" && !s.insecureSkipHostKeyCheck) {
       const unchecked = [
