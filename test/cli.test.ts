@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 
@@ -67,6 +68,31 @@ describe("plan command", () => {
       expect(run.stdout).toBe("");
       expect(run.stderr).toMatch(message);
       expect(run.stderr).not.toMatch(/\n\s+at /);
+    });
+  }
+});
+
+describe("a malformed stack file", () => {
+  const stackDir = path.join(ROOT, "stacks");
+  for (const [what, yaml, where, reason] of [
+    ["a bad indent", "config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n   rbln-serving:target: Latency\n", ":2:", /invalid YAML: /],
+    ["a duplicate key", "config:\n  rbln-serving:target: Latency\n  rbln-serving:target: Throughput\n", ":3:3", /invalid YAML: Map keys must be unique$/],
+    ["a list instead of a mapping", "- config\n", "", /not a Pulumi stack file/],
+  ] as const) {
+    it(`(${what}) is one line naming the file, line and column, exit status 2`, () => {
+      const name = `malformed-${process.pid}-${what.replace(/\W+/g, "-")}`;
+      const file = path.join(stackDir, `Pulumi.${name}.yaml`);
+      fs.writeFileSync(file, yaml);
+      try {
+        const run = cli("plan", "--", "--stack", name);
+        expect(run.status).toBe(2);
+        expect(run.stdout).toBe("");
+        expect(run.stderr.trimEnd().split("\n")).toHaveLength(1);
+        expect(run.stderr.startsWith(`error: stacks/Pulumi.${name}.yaml${where}`)).toBe(true);
+        expect(run.stderr.trimEnd()).toMatch(reason);
+      } finally {
+        fs.rmSync(file);
+      }
     });
   }
 });
