@@ -76,6 +76,29 @@ function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
   return format(options) === "json" ? `${JSON.stringify(changes, null, 2)}\n` : renderPlanDiff(changes);
 }
 
+/** The list of files `render` wrote into a folder: the next render replaces exactly these. */
+export const RENDER_MANIFEST = ".rbln-serving-render";
+
+/** The output folder, checked: a new or empty folder, or one a previous render wrote (its files are removed first). */
+function prepareOutputFolder(out: string): void {
+  if (out.trim() === "") throw new ConfigError("--out", 'empty; give a folder such as --out rendered/');
+  if (!fs.existsSync(out)) return;
+  if (!fs.statSync(out).isDirectory()) throw new ConfigError("--out", `"${out}" is a file; give a folder (new, empty, or written by an earlier render)`);
+  const manifest = path.join(out, RENDER_MANIFEST);
+  if (!fs.existsSync(manifest)) {
+    if (fs.readdirSync(out).length > 0) throw new ConfigError("--out", `"${out}" holds files render did not write; give a new or empty folder`);
+    return;
+  }
+  // Only what the earlier render wrote goes, so no host of another stack's render stays behind.
+  for (const relative of fs.readFileSync(manifest, "utf8").split("\n").filter(Boolean)) {
+    const file = path.resolve(out, relative);
+    if (!file.startsWith(path.resolve(out) + path.sep)) continue;
+    fs.rmSync(file, { force: true });
+    for (let dir = path.dirname(file); dir !== path.resolve(out) && fs.existsSync(dir) && fs.readdirSync(dir).length === 0; dir = path.dirname(dir)) fs.rmdirSync(dir);
+  }
+  fs.rmSync(manifest);
+}
+
 /** Writes the texts the stack's resources carry into `--out`, secrets as placeholders; returns a file list. */
 function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.stack === undefined) throw new ConfigError("--stack", "required: render --stack NAME --out DIR");
@@ -83,16 +106,36 @@ function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
   const out = options.out;
   const { deployment, secrets } = stackDeployment(options, catalog, options.stack);
   const files = renderFiles(deployment, secrets);
+  prepareOutputFolder(out);
   for (const [relative, content] of Object.entries(files)) {
     const target = path.join(out, relative);
     fs.mkdirSync(path.dirname(target), { recursive: true });
     fs.writeFileSync(target, content, { mode: relative.endsWith(".sh") ? 0o755 : 0o644 });
   }
+  fs.writeFileSync(path.join(out, RENDER_MANIFEST), `${Object.keys(files).join("\n")}\n`);
   return Object.keys(files).map((f) => `${path.join(out, f)}\n`).join("");
+}
+
+/** The options each command reads; any other given option is refused rather than ignored. */
+const COMMAND_OPTIONS: Record<string, readonly (keyof CliOptions)[]> = {
+  plan: ["stack", "strategy", "target", "preset", "set", "model", "format", "diff"],
+  diff: ["stack", "strategy", "target", "preset", "set", "model", "format", "diff"],
+  render: ["stack", "strategy", "target", "preset", "set", "model", "out"],
+};
+
+function refuseUnusedOptions(command: string, options: CliOptions): void {
+  const allowed = COMMAND_OPTIONS[command];
+  if (!allowed) return;
+  for (const [key, value] of Object.entries(options)) {
+    if (value !== undefined && !(allowed as readonly string[]).includes(key)) {
+      throw new ConfigError(`--${key}`, `not an option of ${command}${command === "render" && key === "format" ? " (render writes files; --format is for plan and diff)" : ""}; ${command} takes ${allowed.map((o) => `--${o}`).join(", ")}`);
+    }
+  }
 }
 
 /** Runs one CLI command and returns what it prints on stdout. */
 export function runCommand(command: string, options: CliOptions, catalog: RecipeCatalog): string {
+  refuseUnusedOptions(command, options);
   switch (command) {
     case "plan":
       return planCommand(options, catalog);

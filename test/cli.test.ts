@@ -1,7 +1,10 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { runCommand, type CliOptions } from "../cli/commands";
+import { RecipeCatalog } from "../core/recipe/catalog";
 
 const ROOT = path.resolve(__dirname, "..");
 
@@ -95,4 +98,39 @@ describe("a malformed stack file", () => {
       }
     });
   }
+});
+
+describe("render --out", () => {
+  const catalog = RecipeCatalog.load();
+  const render = (stack: string, out: string, extra: CliOptions = {}) => runCommand("render", { stack, out, ...extra }, catalog);
+  const fresh = () => fs.mkdtempSync(path.join(os.tmpdir(), "render-"));
+
+  it("refuses an empty folder name and a file", () => {
+    expect(() => render("dev", "")).toThrow(/^--out: empty; give a folder/);
+    const file = path.join(fresh(), "file.txt");
+    fs.writeFileSync(file, "x");
+    expect(() => render("dev", file)).toThrow(/^--out: ".*file\.txt" is a file; give a folder/);
+  });
+
+  it("replaces what an earlier render wrote, so no host of another stack stays", () => {
+    const out = path.join(fresh(), "rendered");
+    render("dev", out);
+    expect(fs.existsSync(path.join(out, "hosts/npu-dev-0/install.sh"))).toBe(true);
+    render("staging", out);
+    expect(fs.readdirSync(path.join(out, "hosts"))).toEqual(["npu-stg-0"]);
+    render("prod", out);
+    expect(fs.readdirSync(out).sort()).toEqual([".rbln-serving-render", "kubernetes", "router"]);
+  });
+
+  it("refuses a folder holding files it did not write, and leaves them", () => {
+    const out = fresh();
+    fs.writeFileSync(path.join(out, "notes.txt"), "mine");
+    expect(() => render("dev", out)).toThrow(/holds files render did not write; give a new or empty folder$/);
+    expect(fs.readdirSync(out)).toEqual(["notes.txt"]);
+  });
+
+  it("refuses --format and other options it does not read", () => {
+    expect(() => render("dev", fresh(), { format: "json" })).toThrow(/^--format: not an option of render \(render writes files; --format is for plan and diff\)/);
+    expect(() => runCommand("plan", { stack: "dev", out: "x" }, catalog)).toThrow(/^--out: not an option of plan/);
+  });
 });
