@@ -4,7 +4,7 @@ import { parseStackSettings, type SecretKey } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
-import { diffPlans, renderPlanDiff } from "../core/plan/diff";
+import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 import { resolvePlan } from "../core/plan/resolve";
 import type { LaunchPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
@@ -72,7 +72,9 @@ function planCommand(options: CliOptions, catalog: RecipeCatalog): string {
 
 function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.stack === undefined || options.diff === undefined) throw new ConfigError("--diff", "compares two stacks: --stack A --diff B");
-  const changes = diffPlans(planFor(options, catalog), planFor(options, catalog, options.diff));
+  const a = stackDeployment(options, catalog, options.stack);
+  const b = stackDeployment(options, catalog, options.diff);
+  const changes = diffDeployments(a.deployment, b.deployment, a.secrets, b.secrets);
   return format(options) === "json" ? `${JSON.stringify(changes, null, 2)}\n` : renderPlanDiff(changes);
 }
 

@@ -5,6 +5,10 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { runCommand, type CliOptions } from "../cli/commands";
 import { RecipeCatalog } from "../core/recipe/catalog";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { readStackFile } from "../core/config/stackFile";
+import { planDeployment } from "../core/plan/deployment";
+import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 
 const ROOT = path.resolve(__dirname, "..");
 
@@ -132,5 +136,25 @@ describe("render --out", () => {
   it("refuses --format and other options it does not read", () => {
     expect(() => render("dev", fresh(), { format: "json" })).toThrow(/^--format: not an option of render \(render writes files; --format is for plan and diff\)/);
     expect(() => runCommand("plan", { stack: "dev", out: "x" }, catalog)).toThrow(/^--out: not an option of plan/);
+  });
+});
+
+describe("diff between stacks", () => {
+  const catalog = RecipeCatalog.load();
+  const dev = readStackFile("dev").raw as Record<string, any>;
+  const deploy = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), catalog);
+  const diff = (b: Record<string, unknown>, secretsA: string[] = [], secretsB: string[] = []) => renderPlanDiff(diffDeployments(deploy(dev), deploy(b), secretsA, secretsB));
+
+  it("shows every setting that changes what is deployed, not only flags", () => {
+    expect(diff(dev)).toBe("no changes\n");
+    expect(diff({ ...dev, hosts: [{ ...dev.hosts[0], address: "10.20.0.12" }] })).toBe("settings:\n  ~ hosts[0].address 10.20.0.11 → 10.20.0.12\n");
+    expect(diff({ ...dev, cacheRoot: "/data/rbln", installRoot: "/srv/rbln" })).toBe("settings:\n  ~ installRoot /opt/rbln-serving → /srv/rbln\n  ~ cacheRoot /var/lib/rbln-serving → /data/rbln\n");
+    expect(diff({ ...dev, minFreeDiskGb: 400 })).toContain("  ~ minFreeDiskGb 300 → 400\n");
+    expect(diff({ ...dev, hosts: [...dev.hosts, { ...dev.hosts[0], name: "npu-dev-1", address: "10.20.0.12" }], replicas: 2 })).toContain("  + hosts[1].name npu-dev-1\n");
+    expect(diff({ ...dev, versions: { vllmRbln: "0.12.1" } })).toMatch(/^packages:\n  ~ vllm-rbln vllm-rbln\S*==0\.12\.0 → vllm-rbln\S*==0\.12\.1\n/);
+    expect(diff(dev, ["sshPrivateKey"], ["sshPrivateKey", "apiKey"])).toBe("secrets:\n  + apiKey set\n");
+    const platform = diff({ ...dev, platform: "kubernetes", kubernetes: { image: "registry.example.com/x:1" } });
+    expect(platform).toContain("  ~ platform hosts → kubernetes\n");
+    expect(platform).toContain("  - hosts[0].address 10.20.0.11\n");
   });
 });

@@ -286,6 +286,17 @@ export const StackSettings = z
   });
 export type StackSettings = z.infer<typeof StackSettings>;
 
+/** Settings that only one platform reads: on the other they do nothing. */
+export const PLATFORM_ONLY_KEYS: Readonly<Record<StackSettings["platform"], readonly (keyof StackSettings)[]>> = {
+  hosts: ["hosts", "sshProxy", "insecureSkipHostKeyCheck", "pip", "versions", "installRoot", "cacheRoot", "minFreeDiskGb"],
+  kubernetes: ["kubernetes", "prefillReplicas", "decodeReplicas"],
+};
+
+/** The keys the chosen platform ignores. */
+export function otherPlatformKeys(platform: StackSettings["platform"]): readonly string[] {
+  return platform === "hosts" ? PLATFORM_ONLY_KEYS.kubernetes : PLATFORM_ONLY_KEYS.hosts;
+}
+
 function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): ConfigError {
   if (issue.code === "unrecognized_keys") {
     const at = formatPath(issue.path);
