@@ -6,11 +6,20 @@ import { DEFAULT_RECIPE_DIR, parseRecipe } from "../core/recipe/catalog";
 import { splitShellWords } from "../core/shell";
 import { catalogWithFixtures } from "./helpers/recipes";
 
-const SEED = path.resolve(__dirname, "../../shared/seed/000_a2ed4c79c4de85ae.txt");
+/** The recipe page the shipped recipe was taken from, kept in the repository so every checkout compares against it. */
+const SEED_FIXTURE = path.resolve(__dirname, "fixtures/seed/000_a2ed4c79c4de85ae.txt");
+/** The shared seed on the development machines, when there is one. */
+const SHARED_SEED = ["../../shared/seed", "/work/shared/seed"].map((dir) => path.resolve(__dirname, dir, "000_a2ed4c79c4de85ae.txt")).find((file) => fs.existsSync(file));
 const shippedText = fs.readFileSync(path.join(DEFAULT_RECIPE_DIR, "minimax-m2.7.json"), "utf8");
 
-describe.skipIf(!fs.existsSync(SEED))("the shipped recipe against the seed", () => {
-  const seed = fs.readFileSync(SEED, "utf8");
+describe("the seed fixture", () => {
+  it.skipIf(SHARED_SEED === undefined)("is an exact copy of the shared seed", () => {
+    expect(fs.readFileSync(SEED_FIXTURE)).toEqual(fs.readFileSync(SHARED_SEED!));
+  });
+});
+
+describe("the shipped recipe against the seed", () => {
+  const seed = fs.readFileSync(SEED_FIXTURE, "utf8");
   const start = seed.indexOf("{");
   // The seed is a JSON object followed by the page's pip lines; find where the object ends.
   let end = seed.lastIndexOf("}");
