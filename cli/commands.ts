@@ -24,13 +24,15 @@ export interface CliOptions {
 }
 
 function parseSets(sets: readonly string[] = []): Record<string, string> {
-  return Object.fromEntries(
-    sets.map((pair) => {
-      const match = /^([A-Za-z_][A-Za-z0-9_]*)=(.+)$/.exec(pair);
-      if (!match) throw new ConfigError("--set", `"${pair}" is not axis=value, e.g. --set spec_decode=eagle3`);
-      return [match[1]!, match[2]!];
-    }),
-  );
+  const axes: Record<string, string> = {};
+  for (const pair of sets) {
+    const match = /^([A-Za-z_][A-Za-z0-9_]*)=(.+)$/.exec(pair);
+    if (!match) throw new ConfigError("--set", `"${pair}" is not axis=value, e.g. --set spec_decode=eagle3`);
+    const [, axis, value] = match as unknown as [string, string, string];
+    if (axis in axes) throw new ConfigError("--set", `axis "${axis}" given twice ("${axes[axis]}", "${value}"); give each axis once`);
+    axes[axis] = value;
+  }
+  return axes;
 }
 
 /** The flags that choose what to serve, as stack keys; only the flags given. */
@@ -42,7 +44,8 @@ function flagOverrides(options: CliOptions): Record<string, unknown> {
 
 /** A stack's deployment, with the selection flags overriding its keys. */
 function stackDeployment(options: CliOptions, catalog: RecipeCatalog, stack: string): { deployment: Deployment; secrets: SecretKey[] } {
-  const { raw, secrets } = readStackFile(stack);
+  const { raw, secrets, warnings } = readStackFile(stack);
+  for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
   const axes = typeof raw["axes"] === "object" && raw["axes"] !== null ? (raw["axes"] as Record<string, unknown>) : {};
   const merged = { ...raw, ...flagOverrides(options), axes: { ...axes, ...parseSets(options.set) } };
   return { deployment: planDeployment(parseStackSettings(merged), catalog), secrets };

@@ -68,6 +68,7 @@ describe("plan command", () => {
     [["--stack", "nope"], /^error: --stack: no stack file stacks\/Pulumi\.nope\.yaml; stacks: dev, prod, staging$/m],
     [["--strategy", "aggregated-pipeline-parallel", "--target", "Throughput", "--format", "xml"], /^error: --format: unknown format "xml"/],
     [["--bogus"], /^error: Unknown option '--bogus'/],
+    [["--stack", "dev", "--set", "lmcache=cpu", "--set", "lmcache=off"], /^error: --set: axis "lmcache" given twice \("cpu", "off"\); give each axis once$/m],
   ] as const) {
     it(`refuses ${args.join(" ")} with one line and exit status 2`, () => {
       const run = cli("plan", "--", ...args);

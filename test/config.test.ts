@@ -1,4 +1,5 @@
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
@@ -169,5 +170,29 @@ describe("installRoot and cacheRoot", () => {
     expect(() => parseStackSettings({ ...raw(), installRoot: "/data/rbln/install", cacheRoot: "/data/rbln" })).toThrow('cacheRoot: "/data/rbln" is around installRoot "/data/rbln/install"');
     expect(parseStackSettings({ ...raw(), installRoot: "/srv/rbln", cacheRoot: "/srv/rbln-cache" }).cacheRoot).toBe("/srv/rbln-cache");
     expect(parseStackSettings({ ...raw(), cacheRoot: "/tmp/rbln-test/cache" }).cacheRoot).toBe("/tmp/rbln-test/cache");
+  });
+});
+
+describe("host addresses", () => {
+  it("accept IPv6, bracketed in URLs, and refuse what is no address", () => {
+    const raw = readStackFile("dev").raw as Record<string, any>;
+    for (const address of ["::1", "fd00::5", "2001:db8::10", "10.0.0.1", "npu-1.example.com"]) {
+      const deployment = planDeployment(parseStackSettings({ ...raw, hosts: [{ ...raw.hosts[0], address }] }), shippedCatalog);
+      expect(renderHost(deployment, deployment.placements[0]!).ranks[0]!.url, address).toBe(`http://${address.includes(":") ? `[${address}]` : address}:8000`);
+    }
+    for (const address of ["not an address", "a:b", "-x", "::g"]) {
+      expect(() => parseStackSettings({ ...raw, hosts: [{ ...raw.hosts[0], address }] }), address).toThrow(/^hosts\[0\]\.address: a host name or IP address/);
+    }
+  });
+});
+
+describe("keys under another namespace", () => {
+  it("warn, naming the key, when read from a stack file", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stacks-"));
+    fs.writeFileSync(path.join(dir, "Pulumi.t.yaml"), "config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n  rbln_serving:target: Latency\n  other:hosts: []\n  aws:region: eu-west-1\n");
+    expect(readStackFile("t", dir).warnings).toEqual([
+      'Pulumi.t.yaml: rbln_serving:target: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:target?',
+      'Pulumi.t.yaml: other:hosts: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:hosts?',
+    ]);
   });
 });

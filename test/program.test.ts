@@ -153,6 +153,12 @@ describe("an invalid config", () => {
     expect((unchecked.error as Error).message).toMatch(/^rbln-serving:sshProxy\.hostKey: required/);
   });
 
+  it("warns about keys under another namespace, naming them, in the stack's warnings", async () => {
+    const { result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, "rbln_serving:target": "Throughput" }, SECRETS);
+    expect(error).toBeUndefined();
+    expect((result as ReturnType<typeof runProgram>).warnings).toContain('rbln_serving:target: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:target?');
+  });
+
   it("refuses platform hosts without the SSH key", async () => {
     const { registrations, error } = await runUnderMocks(runProgram, readStackFile("dev").raw, { pipPassword: "x" });
     expect(registrations).toEqual([]);

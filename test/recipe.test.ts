@@ -1,8 +1,9 @@
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../core/errors";
-import { DEFAULT_RECIPE_DIR, parseRecipe } from "../core/recipe/catalog";
+import { DEFAULT_RECIPE_DIR, parseRecipe, RecipeCatalog } from "../core/recipe/catalog";
 import { splitShellWords } from "../core/shell";
 import { catalogWithFixtures } from "./helpers/recipes";
 
@@ -86,6 +87,18 @@ describe("recipe loading", () => {
       expect(attempt).toThrow(message);
     });
   }
+
+  it("names the file of a recipe whose shell text does not parse", () => {
+    const recipe = JSON.parse(shippedText);
+    recipe.strategies[0].options[0].grid.base[0].args["--max-num-seqs"] = "--max-num-seqs $SEQS";
+    expect(() => parseRecipe(JSON.stringify(recipe), "recipes/bad.json")).toThrow(/^recipes\/bad\.json: strategies\[0\]\.options\[0\]\.grid\.base\[0\]\.args\.--max-num-seqs: /);
+  });
+
+  it("names both files when two recipes define one model", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "recipes-"));
+    for (const name of ["a.json", "b.json"]) fs.writeFileSync(path.join(dir, name), shippedText);
+    expect(() => RecipeCatalog.load(dir)).toThrow(`${path.join(dir, "b.json")}: two recipes define model "MiniMaxAI/MiniMax-M2.7": ${path.join(dir, "a.json")} and ${path.join(dir, "b.json")}`);
+  });
 
   it("refuses text that is not JSON", () => {
     expect(() => parseRecipe("{", "broken.json")).toThrow(/^broken.json: not valid JSON/);

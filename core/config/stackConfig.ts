@@ -1,3 +1,4 @@
+import * as net from "node:net";
 import * as path from "node:path";
 import { z } from "zod";
 import { DEFAULT_MODEL } from "../recipe/catalog";
@@ -65,10 +66,11 @@ const hostKey = z
     /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) AAAA[A-Za-z0-9+/]+={0,3}( [^\n]*)?$/,
     "a public host key line such as \"ssh-ed25519 AAAAC3...\" (ssh-keyscan's output without the host name)",
   );
+/** A host name, an IPv4 address, or an IPv6 address (`::1`, `fd00::5`). */
 const address = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9.:-]*$/, "a host name or IP address")
-  .max(253);
+  .max(253)
+  .refine((value) => /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(value) || net.isIPv6(value), "a host name or IP address");
 const posixUser = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "a POSIX user name");
 
 /** A bastion (jump host) the SSH connection goes through; it gets the same private key. */
@@ -285,6 +287,23 @@ export const StackSettings = z
     }
   });
 export type StackSettings = z.infer<typeof StackSettings>;
+
+/**
+ * Warnings for config keys under another namespace that the project would have read under its
+ * own (`rbln_serving:strategy`, `rbln:hosts`): Pulumi keeps them, and nothing reads them.
+ */
+export function foreignKeyWarnings(fullKeys: readonly string[]): string[] {
+  const ours = new Set<string>([...Object.keys(StackSettings.shape), ...SECRET_KEYS]);
+  return fullKeys.flatMap((fullKey) => {
+    const colon = fullKey.indexOf(":");
+    if (colon < 0) return [];
+    const [namespace, key] = [fullKey.slice(0, colon), fullKey.slice(colon + 1)];
+    if (namespace === CONFIG_NAMESPACE) return [];
+    const lookalike = namespace.toLowerCase().replace(/[_.\s]/g, "-") === CONFIG_NAMESPACE;
+    if (!lookalike && !ours.has(key)) return [];
+    return [`${fullKey}: not read: the project reads keys under "${CONFIG_NAMESPACE}:" only; did you mean ${CONFIG_NAMESPACE}:${key}?`];
+  });
+}
 
 /** Settings that only one platform reads: on the other they do nothing. */
 export const PLATFORM_ONLY_KEYS: Readonly<Record<StackSettings["platform"], readonly (keyof StackSettings)[]>> = {

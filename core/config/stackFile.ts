@@ -2,7 +2,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { parse, YAMLParseError } from "yaml";
 import { ConfigError } from "../errors";
-import { CONFIG_NAMESPACE, SECRET_KEYS, type SecretKey } from "./stackConfig";
+import { CONFIG_NAMESPACE, foreignKeyWarnings, SECRET_KEYS, type SecretKey } from "./stackConfig";
 
 export const DEFAULT_STACK_DIR = path.resolve(__dirname, "../../stacks");
 
@@ -11,6 +11,8 @@ export interface StackFile {
   name: string;
   raw: Record<string, unknown>;
   secrets: SecretKey[];
+  /** Keys the file holds that nothing reads (another namespace), one line each. */
+  warnings: string[];
 }
 
 export function stackFilePath(name: string, dir: string = DEFAULT_STACK_DIR): string {
@@ -57,5 +59,5 @@ export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): St
     }
     raw[key] = value;
   }
-  return { name, raw, secrets };
+  return { name, raw, secrets, warnings: foreignKeyWarnings(Object.keys(document.config ?? {})).map((w) => `${path.basename(file)}: ${w}`) };
 }
