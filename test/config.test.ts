@@ -196,3 +196,20 @@ describe("keys under another namespace", () => {
     ]);
   });
 });
+
+describe("settings the chosen platform does not read", () => {
+  const warningsOf = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog).plan.warnings.filter((w) => w.includes("does nothing"));
+  it("warn in the plan, naming the key and the platform", () => {
+    const prod = readStackFile("prod").raw;
+    const dev = readStackFile("dev").raw as Record<string, any>;
+    expect(warningsOf(prod)).toEqual([]);
+    expect(warningsOf(dev)).toEqual([]);
+    expect(warningsOf({ ...prod, hosts: dev.hosts, pip: { username: "u" }, versions: { vllmRbln: "0.12.1" }, cacheRoot: "/data/rbln" })).toEqual([
+      "hosts: does nothing with platform: kubernetes; remove it or choose the platform that reads it",
+      "pip: does nothing with platform: kubernetes; remove it or choose the platform that reads it",
+      "versions: does nothing with platform: kubernetes (the image fixes the versions); remove it or choose the platform that reads it",
+      "cacheRoot: does nothing with platform: kubernetes; remove it or choose the platform that reads it",
+    ]);
+    expect(warningsOf({ ...dev, kubernetes: { namespace: "x" } })).toEqual(["kubernetes: does nothing with platform: hosts; remove it or choose the platform that reads it"]);
+  });
+});

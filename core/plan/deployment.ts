@@ -1,5 +1,6 @@
 import { ConfigError, listValues } from "../errors";
-import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES, type Host, type StackSettings } from "../config/stackConfig";
+import type { z } from "zod";
+import { otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES, type Host } from "../config/stackConfig";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { commandWords } from "./argv";
 import { resolvePlan } from "./resolve";
@@ -85,11 +86,20 @@ function withExtras(role: RolePlan, extraArgs: readonly string[] | undefined, ex
   };
 }
 
+/** Each setting's value when left out, to tell the ones a stack sets. */
+const SETTING_DEFAULTS: Readonly<Record<string, unknown>> = Object.fromEntries(Object.entries(StackSettings.shape).map(([key, schema]) => [key, (schema as z.ZodType).safeParse(undefined).data]));
+
 /** Where the stack's own settings weaken or do nothing, for people to read (the plan's and the stack's `warnings`). */
 function settingsWarnings(settings: StackSettings): string[] {
   const warnings: string[] = [];
   if (settings.platform === "hosts" && settings.insecureSkipHostKeyCheck) {
     warnings.push("insecureSkipHostKeyCheck: true: SSH host keys are not checked, so whatever answers at a host's address runs the scripts as root and receives the secrets");
+  }
+  for (const key of otherPlatformKeys(settings.platform)) {
+    if (JSON.stringify(settings[key as keyof StackSettings]) !== JSON.stringify(SETTING_DEFAULTS[key])) {
+      const why = settings.platform === "kubernetes" && key === "versions" ? " (the image fixes the versions)" : "";
+      warnings.push(`${key}: does nothing with platform: ${settings.platform}${why}; remove it or choose the platform that reads it`);
+    }
   }
   return warnings;
 }
