@@ -7,6 +7,7 @@ import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { parseStackSettings, StackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
+import { weightsStorageGib } from "../core/plan/storage";
 import { renderHost } from "../core/render/hosts/bundle";
 import { catalogWithFixtures, shippedCatalog } from "./helpers/recipes";
 
@@ -211,5 +212,25 @@ describe("settings the chosen platform does not read", () => {
       "cacheRoot: does nothing with platform: kubernetes; remove it or choose the platform that reads it",
     ]);
     expect(warningsOf({ ...dev, kubernetes: { namespace: "x" } })).toEqual(["kubernetes: does nothing with platform: hosts; remove it or choose the platform that reads it"]);
+  });
+});
+
+describe("storage for the weights", () => {
+  it("is checked against the model's size with its margin, on the platform that uses it", () => {
+    const dev = readStackFile("dev").raw;
+    const prod = readStackFile("prod").raw as Record<string, any>;
+    const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
+    expect(weightsStorageGib("MiniMaxAI/MiniMax-M2.7")).toBe(268);
+    expect(() => plan({ ...dev, minFreeDiskGb: 0 })).toThrow("minFreeDiskGb: 0 is too small: the weights of MiniMaxAI/MiniMax-M2.7 are about 230 GB; with a 25% margin they need 268 GiB (default 500)");
+    expect(() => plan({ ...dev, minFreeDiskGb: 267 })).toThrow(/^minFreeDiskGb: 267 is too small/);
+    expect(() => plan({ ...dev, minFreeDiskGb: 268 })).not.toThrow();
+    expect(() => plan({ ...prod, kubernetes: { ...prod.kubernetes, weightsVolumeSize: "10Gi" } })).toThrow('kubernetes.weightsVolumeSize: "10Gi" is too small: the weights of MiniMaxAI/MiniMax-M2.7 are about 230 GB; with a 25% margin they need 268 GiB (default 500Gi)');
+    expect(() => plan({ ...prod, kubernetes: { ...prod.kubernetes, weightsVolumeSize: "274432Mi" } })).not.toThrow();
+  });
+
+  it("defaults to the same figure on hosts and on Kubernetes, enough for the model", () => {
+    const defaults = StackSettings.parse({ strategy: "s", target: "t", hosts: [{ name: "h", address: "127.0.0.1", hostKey: EXAMPLE_HOST_KEY }] });
+    expect(`${defaults.minFreeDiskGb}Gi`).toBe(defaults.kubernetes.weightsVolumeSize);
+    expect(defaults.minFreeDiskGb).toBeGreaterThanOrEqual(weightsStorageGib("MiniMaxAI/MiniMax-M2.7")!);
   });
 });

@@ -3,6 +3,7 @@ import * as path from "node:path";
 import { z } from "zod";
 import { DEFAULT_MODEL } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage } from "../errors";
+import { DEFAULT_WEIGHTS_STORAGE_GIB } from "../plan/storage";
 import { DEFAULT_MAX_UNAVAILABLE, MaxUnavailable } from "../rollout/waves";
 
 /** The project's config namespace: stack keys are `rbln-serving:<key>`. */
@@ -119,7 +120,7 @@ const Kubernetes = z.strictObject({
   npuResource: z.string().regex(/^[a-z0-9.-]+\/[A-Za-z0-9._-]+$/, "an extended resource name such as rebellions.ai/npu").default("rebellions.ai/npu"),
   nodeSelector: z.record(labelKey, labelValue).default({ "rebellions.ai/npu.product": "RBLN-CR13" }),
   storageClass: dnsLabel.optional(),
-  weightsVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 500Gi").default("500Gi"),
+  weightsVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 500Gi").default(`${DEFAULT_WEIGHTS_STORAGE_GIB}Gi`),
   compileCacheVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 200Gi").default("200Gi"),
   gateway: z.strictObject({ name: dnsLabel, namespace: dnsLabel.optional() }).optional(),
   provider: z.enum(["none", "istio", "gke"]).default("none"),
@@ -237,8 +238,8 @@ export const StackSettings = z
     pip: structured(Pip).default({}),
     installRoot: absolutePath.default("/opt/rbln-serving"),
     cacheRoot: absolutePath.default("/var/lib/rbln-serving"),
-    /** Free disk preflight wants under cacheRoot before the weights are cached. */
-    minFreeDiskGb: structured(z.number().int().min(0)).default(300),
+    /** Free disk (GiB, as df counts) preflight wants under cacheRoot before the weights are cached; the same default as the Kubernetes weights volume. */
+    minFreeDiskGb: structured(z.number().int().min(0)).default(DEFAULT_WEIGHTS_STORAGE_GIB),
     kubernetes: structured(Kubernetes).default(Kubernetes.parse({})),
     extraArgs: structured(extraArgs).default({}),
     extraEnv: structured(extraEnv).default({}),

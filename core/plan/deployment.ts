@@ -4,6 +4,7 @@ import { otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_S
 import type { RecipeCatalog } from "../recipe/catalog";
 import { commandWords } from "./argv";
 import { resolvePlan } from "./resolve";
+import { checkWeightsStorage } from "./storage";
 import type { Flag, LaunchPlan, RolePlan } from "./types";
 
 /** One node of one replica, placed on a host (platform hosts only). */
@@ -106,6 +107,7 @@ function settingsWarnings(settings: StackSettings): string[] {
 
 export function planDeployment(settings: StackSettings, catalog: RecipeCatalog): Deployment {
   const recipe = catalog.get(settings.model);
+  checkWeightsStorage(settings);
   const base = resolvePlan(recipe, {
     model: settings.model,
     strategy: settings.strategy,
