@@ -88,6 +88,9 @@ const mutations: Mutation[] = [
   ["pip.user", set("pip", { user: "alice" })],
   ["extraEnv", set("extraEnv", { main: { BELL: "ring\u0007" } })],
   ["extraArgs", set("extraArgs", { main: ["--x", "nul\u0000byte"] })],
+  ["cacheRoot", set("cacheRoot", "/tmp")],
+  ["cacheRoot", (c) => (c.installRoot = "/var/lib/rbln-serving/install")],
+  ["pip.indexUrl", set("pip", { indexUrl: "https://alice:hunter2@mirror.example.com/simple" })],
 ];
 const hostMutations: Mutation[] = [
   ["hosts", set("hosts", "npu-0")],
@@ -108,6 +111,13 @@ const hostMutations: Mutation[] = [
   ["extraArgs.main", (c) => (c.extraArgs = { main: ["--port=9000"] })],
   ["extraEnv.main.RBLN_VISIBLE_DEVICES", (c) => (c.extraEnv = { main: { RBLN_VISIBLE_DEVICES: "0" } })],
   ["prefillReplicas", set("prefillReplicas", 2)],
+  ["hosts[0].hostKey", (c) => delete c.hosts[0].hostKey],
+  ["hosts[0].hostKey", (c) => (c.hosts[0].hostKey = `10.0.0.1 ${c.hosts[0].hostKey}`)],
+  ["extraArgs.main", (c) => (c.extraArgs = { main: ["-dp", "8"] })],
+  ["extraArgs.main", (c) => (c.extraArgs = { main: ["--tensor_parallel_size=2"] })],
+  ["extraEnv.main.HF_HUB_TOKEN", (c) => (c.extraEnv = { main: { HF_HUB_TOKEN: "hf_x" } })],
+  ["extraEnv.main.BASH_ENV", (c) => (c.extraEnv = { main: { BASH_ENV: "/tmp/x" } })],
+  ["minFreeDiskGb", set("minFreeDiskGb", 10)],
 ];
 const kubernetesMutations: Mutation[] = [
   ["kubernetes.image", (c) => delete c.kubernetes.image],
@@ -116,6 +126,7 @@ const kubernetesMutations: Mutation[] = [
   ["kubernetes.nodeSelector", (c) => (c.kubernetes.nodeSelector = { "bad key!": "x" })],
   ["kubernetes.gateway.name", (c) => (c.kubernetes.gateway = { name: "" })],
   ["kubernetes.storageClass", (c) => (c.kubernetes.storageClass = 7)],
+  ["kubernetes.weightsVolumeSize", (c) => (c.kubernetes.weightsVolumeSize = "10Gi")],
   ["kubernetes.extra", (c) => (c.kubernetes.extra = 1)],
   ["platform", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY }])) : (c.platform = "nope"))],
 ];

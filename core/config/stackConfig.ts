@@ -271,11 +271,11 @@ export const StackSettings = z
     }
     for (const key of ["installRoot", "cacheRoot"] as const) {
       const refusal = systemDirectoryRefusal(s[key]);
-      if (refusal) ctx.addIssue({ code: "custom", path: [key], message: refusal });
+      if (refusal) ctx.addIssue({ code: "custom", path: [key], message: refusal, params: { hideValue: true } });
     }
     if (within(s.cacheRoot, s.installRoot) || within(s.installRoot, s.cacheRoot)) {
       const relation = s.cacheRoot === s.installRoot ? "the same directory as" : within(s.cacheRoot, s.installRoot) ? "inside" : "around";
-      ctx.addIssue({ code: "custom", path: ["cacheRoot"], message: `"${s.cacheRoot}" is ${relation} installRoot "${s.installRoot}"; the two must be separate directories (cacheRoot outlives installs and destroy)` });
+      ctx.addIssue({ code: "custom", path: ["cacheRoot"], message: `"${s.cacheRoot}" is ${relation} installRoot "${s.installRoot}"; the two must be separate directories (cacheRoot outlives installs and destroy)`, params: { hideValue: true } });
     }
     if (s.platform === "hosts" && !s.insecureSkipHostKeyCheck) {
       const unchecked = [
@@ -326,7 +326,8 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
   const at = formatPath(issue.path) || "(config)";
   let value: unknown = raw;
   for (const part of issue.path) value = value === null || typeof value !== "object" ? undefined : (value as Record<PropertyKey, unknown>)[part];
-  // A refused credential is not repeated in the error, which ends up in terminals and CI logs.
+  // A refused credential is not repeated in the error, which ends up in terminals and CI logs; other
+  // messages with this mark name the value themselves.
   if (issue.code === "custom" && issue.params?.["hideValue"]) return new ConfigError(at, issueMessage(issue));
   const shown = value === undefined ? "missing" : `got ${JSON.stringify(value)?.slice(0, 80)}`;
   return new ConfigError(at, `${issueMessage(issue)} (${shown})`);
