@@ -4,7 +4,7 @@ import * as path from "node:path";
 import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
-import { parseStackSettings, StackSettings } from "../core/config/stackConfig";
+import { foreignKeyWarnings, parseStackSettings, StackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
 import { weightsStorageGib } from "../core/plan/storage";
@@ -232,5 +232,68 @@ describe("storage for the weights", () => {
     const defaults = StackSettings.parse({ strategy: "s", target: "t", hosts: [{ name: "h", address: "127.0.0.1", hostKey: EXAMPLE_HOST_KEY }] });
     expect(`${defaults.minFreeDiskGb}Gi`).toBe(defaults.kubernetes.weightsVolumeSize);
     expect(defaults.minFreeDiskGb).toBeGreaterThanOrEqual(weightsStorageGib("MiniMaxAI/MiniMax-M2.7")!);
+  });
+});
+
+describe("refusals and warnings of the deployment (fast checks, also for mutation testing)", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
+  const keyless = () => dev().hosts.map(({ hostKey: _, ...host }: Record<string, unknown>) => host);
+
+  it("requires host keys for hosts and bastions on platform hosts only, and warns when told to skip them", () => {
+    expect(() => parseStackSettings({ ...dev(), hosts: keyless() })).toThrow(/^hosts\[0\]\.hostKey: required/);
+    expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.1" } }] })).toThrow(/^hosts\[0\]\.proxy\.hostKey: required/);
+    expect(() => parseStackSettings({ ...dev(), sshProxy: { address: "10.0.0.1" } })).toThrow(/^sshProxy\.hostKey: required/);
+    expect(plan({ ...dev(), hosts: keyless(), insecureSkipHostKeyCheck: true }).plan.warnings).toContainEqual(expect.stringMatching(/^insecureSkipHostKeyCheck: true: SSH host keys are not checked/));
+    expect(plan(dev()).plan.warnings).toEqual([]);
+    const prod = readStackFile("prod").raw;
+    expect(() => parseStackSettings({ ...prod, sshProxy: { address: "10.0.0.1" } })).not.toThrow();
+    expect(plan({ ...prod, insecureSkipHostKeyCheck: true }).plan.warnings.filter((w) => w.startsWith("insecureSkipHostKeyCheck: true: SSH"))).toEqual([]);
+  });
+
+  it("places each host behind its own proxy, else the stack's sshProxy", () => {
+    const bastion = { address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY };
+    expect(plan({ ...dev(), sshProxy: bastion }).placements[0]!.host.proxy).toMatchObject({ address: "10.0.0.1", user: "root", port: 22 });
+    expect(plan({ ...dev(), sshProxy: bastion, hosts: [{ ...dev().hosts[0], proxy: { ...bastion, address: "10.0.0.2" } }] }).placements[0]!.host.proxy!.address).toBe("10.0.0.2");
+    expect(plan(dev()).placements[0]!.host.proxy).toBeUndefined();
+  });
+
+  it("refuses an index URL with only a user name, too", () => {
+    expect(() => parseStackSettings({ ...dev(), pip: { indexUrl: "https://token@mirror.example.com/simple" } })).toThrow(/^pip\.indexUrl: a URL without user:password@/);
+  });
+
+  it("keeps a JSON flag's key as given, normalising the flag name only", () => {
+    const { plan: p } = plan({ ...dev(), extraArgs: { main: ["--speculative_config.num_speculative_tokens", "3", "--max-log-len=10"] } });
+    expect(p.roles[0]!.ranks[0]!.flags.slice(-2)).toEqual([
+      { name: "--speculative-config.num_speculative_tokens", values: ["3"] },
+      { name: "--max-log-len", values: ["10"] },
+    ]);
+    expect(() => plan({ ...dev(), extraArgs: { main: ["100", "--max-log-len"] } })).toThrow('extraArgs.main: "100" comes before any flag');
+    expect(() => plan({ ...dev(), extraArgs: { main: ["-O", "3"] } })).not.toThrow();
+  });
+
+  it("refuses extras for a role the strategy lacks, a host count that does not fit, per-role replicas and the router on hosts", () => {
+    expect(() => plan({ ...dev(), extraArgs: { decode: ["--x"] } })).toThrow('extraArgs.decode: strategy "aggregated-data-expert-parallel" has no role "decode"; allowed: "main"');
+    expect(() => plan({ ...dev(), extraEnv: { decode: { X: "1" } } })).toThrow(/^extraEnv\.decode: strategy/);
+    expect(() => plan({ ...dev(), replicas: 2 })).toThrow('hosts: 1 given; strategy "aggregated-data-expert-parallel" with replicas: 2 needs exactly 2 (1 per replica)');
+    expect(() => plan({ ...dev(), prefillReplicas: 2 })).toThrow('prefillReplicas: applies only to a strategy with a "prefill" role on platform: kubernetes; use replicas');
+    expect(() => plan({ ...readStackFile("prod").raw, platform: "hosts", hosts: [dev().hosts[0], { ...dev().hosts[0], name: "b", address: "10.20.0.12" }] })).toThrow(/^platform: strategy "prefill-decode-disaggregated" needs the llm-d router/);
+    const two = plan({ ...dev(), replicas: 2, hosts: [dev().hosts[0], { ...dev().hosts[0], name: "b", address: "10.20.0.12" }] });
+    expect(two.placements.map((p) => [p.replica, p.node, p.host.name])).toEqual([[0, 0, "npu-dev-0"], [1, 0, "b"]]);
+  });
+
+  it("names the value it refuses, or says it is missing, and lists the allowed keys for an unknown one", () => {
+    expect(() => parseStackSettings({ ...dev(), replicas: "many" })).toThrow(/^replicas: .*\(got "many"\)$/);
+    expect(() => parseStackSettings({ ...dev(), strategy: undefined })).toThrow(/^strategy: .*\(missing\)$/);
+    expect(() => parseStackSettings({ ...dev(), colour: "blue" })).toThrow(/^colour: unknown key; allowed: model, strategy, .* and the secrets sshPrivateKey, hfToken, pipPassword, apiKey$/);
+    expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], colour: "blue" }] })).toThrow(/^hosts\[0\]\.colour: unknown key$/);
+    expect(() => parseStackSettings({ ...dev(), platform: "kubernetes" })).toThrow(/^kubernetes\.image: required with platform: kubernetes/);
+    expect(() => parseStackSettings({ ...dev(), hosts: [] })).toThrow(/^hosts: required with platform: hosts/);
+    expect(() => parseStackSettings({ ...dev(), hosts: [dev().hosts[0], { ...dev().hosts[0], address: "10.0.0.9" }], replicas: 2 })).toThrow(/^hosts\[1\]\.name: duplicate of hosts\[0\]\.name "npu-dev-0"/);
+    expect(() => parseStackSettings({ ...dev(), cacheRoot: "/var/lib/../x" })).toThrow(/^cacheRoot: a path without '\.\.'/);
+  });
+
+  it("warns about a lookalike namespace whatever the key, and not about keys without one", () => {
+    expect(foreignKeyWarnings(["RBLN_Serving:colour", "plain", "aws:region"])).toEqual(['RBLN_Serving:colour: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:colour?']);
   });
 });
