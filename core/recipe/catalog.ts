@@ -30,6 +30,9 @@ export function parseRecipe(text: string, source: string): Recipe {
 const SHELL_TEXT = new Set(["launcher"]);
 const SHELL_MAPS = new Set(["args", "envs", "add_args", "add_envs"]);
 
+/** Shell texts already split once: every load (one per program run, one per library call) reads the same recipes. */
+const wellFormedShellTexts = new Set<string>();
+
 /** The first shell text of a recipe that does not split into words, as `path: reason`; checked once at load, so the file is named. */
 function firstShellFault(value: unknown, at: PropertyKey[] = []): string | undefined {
   if (value === null || typeof value !== "object") return undefined;
@@ -37,8 +40,10 @@ function firstShellFault(value: unknown, at: PropertyKey[] = []): string | undef
     const here = [...at, Array.isArray(value) ? Number(key) : key];
     const texts = SHELL_TEXT.has(key) && typeof child === "string" ? [[here, child] as const] : SHELL_MAPS.has(key) && child !== null && typeof child === "object" && !Array.isArray(child) ? Object.entries(child).map(([name, text]) => [[...here, name], text] as const) : [];
     for (const [where, text] of texts) {
+      if (typeof text !== "string" || wellFormedShellTexts.has(text)) continue;
       try {
-        if (typeof text === "string") splitShellWords(text);
+        splitShellWords(text);
+        wellFormedShellTexts.add(text);
       } catch (error) {
         if (error instanceof ShellSyntaxError) return `${formatPath(where)}: ${error.message}`;
         throw error;
