@@ -9,7 +9,7 @@ import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
 import { renderHost } from "../core/render/hosts/bundle";
-import { renderEnvFile } from "../core/render/hosts/systemd";
+import { envFileLine, quoteExecWord, renderEnvFile } from "../core/render/hosts/systemd";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import { runProgram } from "../program";
 import { isSecretAt, ofType, runUnderMocks } from "./helpers/pulumiHarness";
@@ -93,5 +93,14 @@ describe("the Kubernetes startup probe", () => {
       const ready = Number(deployment.plan.roles.find((r) => r.role === role.role)!.ranks[0]!.env["VLLM_ENGINE_READY_TIMEOUT_S"]);
       expect(container.startupProbe.periodSeconds * container.startupProbe.failureThreshold, role.role).toBeGreaterThanOrEqual(ready + 3600);
     }
+  });
+});
+
+describe("systemd quoting refuses what it cannot carry", () => {
+  it("escapes line breaks in ExecStart words, refuses NUL, bad names and control characters in env files", () => {
+    expect(quoteExecWord("a\nb\tc\rd\u0001")).toBe('"a\\nb\\tc\\rd\\x01"');
+    expect(() => quoteExecWord("a\u0000b")).toThrow(/contains a NUL byte/);
+    expect(() => envFileLine("1BAD", "x")).toThrow(/"1BAD" is not an environment variable name/);
+    expect(() => envFileLine("GOOD", "bell\u0007")).toThrow(/^GOOD: value has control characters/);
   });
 });
