@@ -1,11 +1,12 @@
 import * as pulumi from "@pulumi/pulumi";
-import { CONFIG_NAMESPACE, SECRET_KEYS, type SecretKey } from "./core/config/stackConfig";
+import { CONFIG_NAMESPACE, foreignKeyWarnings, SECRET_KEYS, type SecretKey } from "./core/config/stackConfig";
 import { ConfigError } from "./core/errors";
 import { ModelServing, type ModelServingArgs, type ServingSecrets } from "./components/modelServing";
 
 /** The one place the program reads stack config: every `rbln-serving:` key, secrets as secrets. */
-export function readStackConfig(): { settings: ModelServingArgs["settings"]; secrets: ServingSecrets } {
+export function readStackConfig(): { settings: ModelServingArgs["settings"]; secrets: ServingSecrets; warnings: string[] } {
   const prefix = `${CONFIG_NAMESPACE}:`;
+  const warnings = foreignKeyWarnings(Object.keys(pulumi.runtime.allConfig()));
   // Validated by ModelServing (zod), which names the key path of any fault.
   const settings = Object.fromEntries(
     Object.entries(pulumi.runtime.allConfig())
@@ -20,12 +21,13 @@ export function readStackConfig(): { settings: ModelServingArgs["settings"]; sec
     const value = config.getSecret(key);
     if (value !== undefined) secrets[key as SecretKey] = value;
   }
-  return { settings, secrets };
+  return { settings, secrets, warnings };
 }
 
 /** The stack's resources and outputs. A bad config ends the run with one line and registers nothing. */
 export function runProgram() {
-  const { settings, secrets } = readStackConfig();
+  const { settings, secrets, warnings } = readStackConfig();
+  for (const warning of warnings) pulumi.log.warn(warning);
   let serving: ModelServing;
   try {
     serving = new ModelServing("rbln-serving", { settings, secrets });
@@ -40,7 +42,7 @@ export function runProgram() {
     modelRevision: serving.modelRevision,
     deployments: serving.deployments,
     selection: serving.selection,
-    warnings: serving.warnings,
+    warnings: [...warnings, ...serving.warnings],
     scrapeTargets: serving.scrapeTargets,
   };
 }

@@ -6,6 +6,7 @@ import { RecipeCatalog } from "../core/recipe/catalog";
 import { runProgram } from "../program";
 import { runUnderMocks, type Registration } from "../test/helpers/pulumiHarness";
 import { hostsRollout, kubernetesRollout, type RolloutShape } from "./rollout";
+import { EXAMPLE_HOST_KEY } from "../test/helpers/hostKeys";
 
 /**
  * `npm run bench [-- --json]`: plan cost over every recipe combination, and the Pulumi program's
@@ -27,7 +28,7 @@ function configFor(platform: "hosts" | "kubernetes", replicas: number): Record<s
       platform,
       replicas,
       // Addresses are only data here: the mock runtime connects nowhere.
-      hosts: Array.from({ length: replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.${(i >> 8) & 255}.${i & 255}.10` })),
+      hosts: Array.from({ length: replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.${(i >> 8) & 255}.${i & 255}.10`, hostKey: EXAMPLE_HOST_KEY })),
       pip: { username: "bench" },
     };
   }

@@ -5,7 +5,7 @@ import { projectStackDir, readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { compareCompileKeys, compileKeyChanges, recompileLines } from "../core/cache/compileKey";
-import { diffPlans, renderPlanDiff } from "../core/plan/diff";
+import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 import { resolvePlan } from "../core/plan/resolve";
 import type { LaunchPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
@@ -25,13 +25,15 @@ export interface CliOptions {
 }
 
 function parseSets(sets: readonly string[] = []): Record<string, string> {
-  return Object.fromEntries(
-    sets.map((pair) => {
-      const match = /^([A-Za-z_][A-Za-z0-9_]*)=(.+)$/.exec(pair);
-      if (!match) throw new ConfigError("--set", `"${pair}" is not axis=value, e.g. --set spec_decode=eagle3`);
-      return [match[1]!, match[2]!];
-    }),
-  );
+  const axes: Record<string, string> = {};
+  for (const pair of sets) {
+    const match = /^([A-Za-z_][A-Za-z0-9_]*)=(.+)$/.exec(pair);
+    if (!match) throw new ConfigError("--set", `"${pair}" is not axis=value, e.g. --set spec_decode=eagle3`);
+    const [, axis, value] = match as unknown as [string, string, string];
+    if (axis in axes) throw new ConfigError("--set", `axis "${axis}" given twice ("${axes[axis]}", "${value}"); give each axis once`);
+    axes[axis] = value;
+  }
+  return axes;
 }
 
 /** The flags that choose what to serve, as stack keys; only the flags given. */
@@ -44,7 +46,8 @@ function flagOverrides(options: CliOptions): Record<string, unknown> {
 /** A stack's deployment, with the selection flags overriding its keys. */
 export function stackDeployment(options: CliOptions, catalog: RecipeCatalog, stack: string): { deployment: Deployment; secrets: SecretKey[] } {
   // The stacks of the Pulumi project in the working directory: the repository's, or a user's project that installed the package.
-  const { raw, secrets } = readStackFile(stack, projectStackDir());
+  const { raw, secrets, warnings } = readStackFile(stack, projectStackDir());
+  for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
   const axes = typeof raw["axes"] === "object" && raw["axes"] !== null ? (raw["axes"] as Record<string, unknown>) : {};
   const merged = { ...raw, ...flagOverrides(options), axes: { ...axes, ...parseSets(options.set) } };
   return { deployment: planDeployment(parseStackSettings(merged), catalog), secrets };
@@ -74,11 +77,35 @@ function planCommand(options: CliOptions, catalog: RecipeCatalog): string {
 
 function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.stack === undefined || options.diff === undefined) throw new ConfigError("--diff", "compares two stacks: --stack A --diff B");
-  const [before, after] = [planFor(options, catalog), planFor(options, catalog, options.diff)];
-  const changes = diffPlans(before, after);
-  const recompiles = changes.length > 0 ? compareCompileKeys(before, after) : [];
+  const a = stackDeployment(options, catalog, options.stack);
+  const b = stackDeployment(options, catalog, options.diff);
+  const changes = diffDeployments(a.deployment, b.deployment, a.secrets, b.secrets);
+  const recompiles = changes.length > 0 ? compareCompileKeys(a.deployment.plan, b.deployment.plan) : [];
   if (format(options) === "json") return `${JSON.stringify([...changes, ...compileKeyChanges(recompiles)], null, 2)}\n`;
   return renderPlanDiff(changes) + recompileLines(recompiles).map((line) => `warning: ${line}\n`).join("");
+}
+
+/** The list of files `render` wrote into a folder: the next render replaces exactly these. */
+export const RENDER_MANIFEST = ".rbln-serving-render";
+
+/** The output folder, checked: a new or empty folder, or one a previous render wrote (its files are removed first). */
+function prepareOutputFolder(out: string): void {
+  if (out.trim() === "") throw new ConfigError("--out", 'empty; give a folder such as --out rendered/');
+  if (!fs.existsSync(out)) return;
+  if (!fs.statSync(out).isDirectory()) throw new ConfigError("--out", `"${out}" is a file; give a folder (new, empty, or written by an earlier render)`);
+  const manifest = path.join(out, RENDER_MANIFEST);
+  if (!fs.existsSync(manifest)) {
+    if (fs.readdirSync(out).length > 0) throw new ConfigError("--out", `"${out}" holds files render did not write; give a new or empty folder`);
+    return;
+  }
+  // Only what the earlier render wrote goes, so no host of another stack's render stays behind.
+  for (const relative of fs.readFileSync(manifest, "utf8").split("\n").filter(Boolean)) {
+    const file = path.resolve(out, relative);
+    if (!file.startsWith(path.resolve(out) + path.sep)) continue;
+    fs.rmSync(file, { force: true });
+    for (let dir = path.dirname(file); dir !== path.resolve(out) && fs.existsSync(dir) && fs.readdirSync(dir).length === 0; dir = path.dirname(dir)) fs.rmdirSync(dir);
+  }
+  fs.rmSync(manifest);
 }
 
 /** Writes the texts the stack's resources carry into `--out`, secrets as placeholders; returns a file list. */
@@ -88,16 +115,36 @@ function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
   const out = options.out;
   const { deployment, secrets } = stackDeployment(options, catalog, options.stack);
   const files = renderFiles(deployment, secrets);
+  prepareOutputFolder(out);
   for (const [relative, content] of Object.entries(files)) {
     const target = path.join(out, relative);
     fs.mkdirSync(path.dirname(target), { recursive: true });
     fs.writeFileSync(target, content, { mode: relative.endsWith(".sh") ? 0o755 : 0o644 });
   }
+  fs.writeFileSync(path.join(out, RENDER_MANIFEST), `${Object.keys(files).join("\n")}\n`);
   return Object.keys(files).map((f) => `${path.join(out, f)}\n`).join("");
+}
+
+/** The options each command reads; any other given option is refused rather than ignored. */
+const COMMAND_OPTIONS: Record<string, readonly (keyof CliOptions)[]> = {
+  plan: ["stack", "strategy", "target", "preset", "set", "model", "format", "diff"],
+  diff: ["stack", "strategy", "target", "preset", "set", "model", "format", "diff"],
+  render: ["stack", "strategy", "target", "preset", "set", "model", "out"],
+};
+
+function refuseUnusedOptions(command: string, options: CliOptions): void {
+  const allowed = COMMAND_OPTIONS[command];
+  if (!allowed) return;
+  for (const [key, value] of Object.entries(options)) {
+    if (value !== undefined && !(allowed as readonly string[]).includes(key)) {
+      throw new ConfigError(`--${key}`, `not an option of ${command}${command === "render" && key === "format" ? " (render writes files; --format is for plan and diff)" : ""}; ${command} takes ${allowed.map((o) => `--${o}`).join(", ")}`);
+    }
+  }
 }
 
 /** Runs one CLI command and returns what it prints on stdout. */
 export function runCommand(command: string, options: CliOptions, catalog: RecipeCatalog): string {
+  refuseUnusedOptions(command, options);
   switch (command) {
     case "plan":
       return planCommand(options, catalog);

@@ -52,16 +52,6 @@ export function planServing(args: ModelServingArgs): Deployment {
   if (settings.platform === "hosts" && has("pipPassword") && settings.pip.username === undefined) {
     throw new ConfigError("pip.username", "required when the pipPassword secret is set (the package index's user name)");
   }
-  if (settings.platform === "hosts" && !settings.insecureSkipHostKeyCheck) {
-    for (const { source } of copySources(deployment, hostWaves(deployment))) {
-      if (source.host.hostKey !== undefined) continue;
-      const index = settings.hosts.findIndex((h) => h.name === source.host.name);
-      throw new ConfigError(
-        `hosts[${index}].hostKey`,
-        `unset: other hosts copy the weights or compiled cache from ${source.host.name} and verify its host key; set it to the server's public host key line ('ssh-ed25519 AAAA...', from: ssh-keyscan -t ed25519 ${source.host.address}), or set insecureSkipHostKeyCheck: true on a network you trust`,
-      );
-    }
-  }
   return deployment;
 }
 
@@ -85,7 +75,8 @@ export class ModelServing extends pulumi.ComponentResource {
     const deployment = planServing(args);
     super("rbln-serving:index:ModelServing", name, {}, opts);
     const { plan, settings } = deployment;
-    const secrets = args.secrets ?? {};
+    // A library caller may pass plain strings: every secret is a secret from here on, whatever came in.
+    const secrets: ServingSecrets = Object.fromEntries(Object.entries(args.secrets ?? {}).filter(([, value]) => value !== undefined).map(([key, value]) => [key, pulumi.secret(value)]));
     const child = { parent: this };
 
     let endpoints: pulumi.Output<string[]>;

@@ -1,6 +1,14 @@
 import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { runCommand, type CliOptions } from "../cli/commands";
+import { RecipeCatalog } from "../core/recipe/catalog";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { readStackFile } from "../core/config/stackFile";
+import { planDeployment } from "../core/plan/deployment";
+import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 
 const ROOT = path.resolve(__dirname, "..");
 
@@ -60,6 +68,7 @@ describe("plan command", () => {
     [["--stack", "nope"], /^error: --stack: no stack file stacks\/Pulumi\.nope\.yaml; stacks: dev, prod, staging$/m],
     [["--strategy", "aggregated-pipeline-parallel", "--target", "Throughput", "--format", "xml"], /^error: --format: unknown format "xml"/],
     [["--bogus"], /^error: Unknown option '--bogus'/],
+    [["--stack", "dev", "--set", "lmcache=cpu", "--set", "lmcache=off"], /^error: --set: axis "lmcache" given twice \("cpu", "off"\); give each axis once$/m],
   ] as const) {
     it(`refuses ${args.join(" ")} with one line and exit status 2`, () => {
       const run = cli("plan", "--", ...args);
@@ -69,4 +78,84 @@ describe("plan command", () => {
       expect(run.stderr).not.toMatch(/\n\s+at /);
     });
   }
+});
+
+describe("a malformed stack file", () => {
+  const stackDir = path.join(ROOT, "stacks");
+  for (const [what, yaml, where, reason] of [
+    ["a bad indent", "config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n   rbln-serving:target: Latency\n", ":2:", /invalid YAML: /],
+    ["a duplicate key", "config:\n  rbln-serving:target: Latency\n  rbln-serving:target: Throughput\n", ":3:3", /invalid YAML: Map keys must be unique$/],
+    ["a list instead of a mapping", "- config\n", "", /not a Pulumi stack file/],
+  ] as const) {
+    it(`(${what}) is one line naming the file, line and column, exit status 2`, () => {
+      const name = `malformed-${process.pid}-${what.replace(/\W+/g, "-")}`;
+      const file = path.join(stackDir, `Pulumi.${name}.yaml`);
+      fs.writeFileSync(file, yaml);
+      try {
+        const run = cli("plan", "--", "--stack", name);
+        expect(run.status).toBe(2);
+        expect(run.stdout).toBe("");
+        expect(run.stderr.trimEnd().split("\n")).toHaveLength(1);
+        expect(run.stderr.startsWith(`error: stacks/Pulumi.${name}.yaml${where}`)).toBe(true);
+        expect(run.stderr.trimEnd()).toMatch(reason);
+      } finally {
+        fs.rmSync(file);
+      }
+    });
+  }
+});
+
+describe("render --out", () => {
+  const catalog = RecipeCatalog.load();
+  const render = (stack: string, out: string, extra: CliOptions = {}) => runCommand("render", { stack, out, ...extra }, catalog);
+  const fresh = () => fs.mkdtempSync(path.join(os.tmpdir(), "render-"));
+
+  it("refuses an empty folder name and a file", () => {
+    expect(() => render("dev", "")).toThrow(/^--out: empty; give a folder/);
+    const file = path.join(fresh(), "file.txt");
+    fs.writeFileSync(file, "x");
+    expect(() => render("dev", file)).toThrow(/^--out: ".*file\.txt" is a file; give a folder/);
+  });
+
+  it("replaces what an earlier render wrote, so no host of another stack stays", () => {
+    const out = path.join(fresh(), "rendered");
+    render("dev", out);
+    expect(fs.existsSync(path.join(out, "hosts/npu-dev-0/install.sh"))).toBe(true);
+    render("staging", out);
+    expect(fs.readdirSync(path.join(out, "hosts"))).toEqual(["npu-stg-0"]);
+    render("prod", out);
+    expect(fs.readdirSync(out).sort()).toEqual([".rbln-serving-render", "kubernetes", "router"]);
+  });
+
+  it("refuses a folder holding files it did not write, and leaves them", () => {
+    const out = fresh();
+    fs.writeFileSync(path.join(out, "notes.txt"), "mine");
+    expect(() => render("dev", out)).toThrow(/holds files render did not write; give a new or empty folder$/);
+    expect(fs.readdirSync(out)).toEqual(["notes.txt"]);
+  });
+
+  it("refuses --format and other options it does not read", () => {
+    expect(() => render("dev", fresh(), { format: "json" })).toThrow(/^--format: not an option of render \(render writes files; --format is for plan and diff\)/);
+    expect(() => runCommand("plan", { stack: "dev", out: "x" }, catalog)).toThrow(/^--out: not an option of plan/);
+  });
+});
+
+describe("diff between stacks", () => {
+  const catalog = RecipeCatalog.load();
+  const dev = readStackFile("dev").raw as Record<string, any>;
+  const deploy = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), catalog);
+  const diff = (b: Record<string, unknown>, secretsA: string[] = [], secretsB: string[] = []) => renderPlanDiff(diffDeployments(deploy(dev), deploy(b), secretsA, secretsB));
+
+  it("shows every setting that changes what is deployed, not only flags", () => {
+    expect(diff(dev)).toBe("no changes\n");
+    expect(diff({ ...dev, hosts: [{ ...dev.hosts[0], address: "10.20.0.12" }] })).toBe("settings:\n  ~ hosts[0].address 10.20.0.11 → 10.20.0.12\n");
+    expect(diff({ ...dev, cacheRoot: "/data/rbln", installRoot: "/srv/rbln" })).toBe("settings:\n  ~ installRoot /opt/rbln-serving → /srv/rbln\n  ~ cacheRoot /var/lib/rbln-serving → /data/rbln\n");
+    expect(diff({ ...dev, minFreeDiskGb: 600 })).toContain("  ~ minFreeDiskGb 500 → 600\n");
+    expect(diff({ ...dev, hosts: [...dev.hosts, { ...dev.hosts[0], name: "npu-dev-1", address: "10.20.0.12" }], replicas: 2 })).toContain("  + hosts[1].name npu-dev-1\n");
+    expect(diff({ ...dev, versions: { vllmRbln: "0.12.1" } })).toMatch(/^packages:\n  ~ vllm-rbln vllm-rbln\S*==0\.12\.0 → vllm-rbln\S*==0\.12\.1\n/);
+    expect(diff(dev, ["sshPrivateKey"], ["sshPrivateKey", "apiKey"])).toBe("secrets:\n  + apiKey set\n");
+    const platform = diff({ ...dev, platform: "kubernetes", kubernetes: { image: "registry.example.com/x:1" } });
+    expect(platform).toContain("  ~ platform hosts → kubernetes\n");
+    expect(platform).toContain("  - hosts[0].address 10.20.0.11\n");
+  });
 });

@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { planServing } from "../components/modelServing";
 import { ConfigError } from "../core/errors";
 import { allSelections } from "../core/plan/resolve";
@@ -35,7 +36,7 @@ const validConfig = fc
     const config: Record<string, unknown> = { strategy, target, axes, platform, replicas: v.replicas };
     if (v.preset && recommended) config.preset = "recommended";
     if (platform === "hosts") {
-      config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: `ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFuzzHostKey${i}`, ...(v.user ? { user: v.user } : {}) }));
+      config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY, ...(v.user ? { user: v.user } : {}) }));
     } else {
       config.kubernetes = { image: "registry.example.com/vllm-rbln:0.12.0", namespace: "serving" };
     }
@@ -87,11 +88,14 @@ const mutations: Mutation[] = [
   ["pip.user", set("pip", { user: "alice" })],
   ["extraEnv", set("extraEnv", { main: { BELL: "ring\u0007" } })],
   ["extraArgs", set("extraArgs", { main: ["--x", "nul\u0000byte"] })],
+  ["cacheRoot", set("cacheRoot", "/tmp")],
+  ["cacheRoot", (c) => (c.installRoot = "/var/lib/rbln-serving/install")],
+  ["pip.indexUrl", set("pip", { indexUrl: "https://alice:hunter2@mirror.example.com/simple" })],
 ];
 const hostMutations: Mutation[] = [
   ["hosts", set("hosts", "npu-0")],
   ["hosts", (c) => c.hosts.pop()],
-  ["hosts", (c) => c.hosts.push({ name: "spare", address: "10.9.9.9" })],
+  ["hosts", (c) => c.hosts.push({ name: "spare", address: "10.9.9.9", hostKey: EXAMPLE_HOST_KEY })],
   ["hosts[0].port", (c) => (c.hosts[0].port = 0)],
   ["hosts[0].port", (c) => (c.hosts[0].port = 70000)],
   ["hosts[0].port", (c) => (c.hosts[0].port = "22")],
@@ -109,6 +113,13 @@ const hostMutations: Mutation[] = [
   ["extraArgs.main", (c) => (c.extraArgs = { main: ["--port=9000"] })],
   ["extraEnv.main.RBLN_VISIBLE_DEVICES", (c) => (c.extraEnv = { main: { RBLN_VISIBLE_DEVICES: "0" } })],
   ["prefillReplicas", set("prefillReplicas", 2)],
+  ["hosts[0].hostKey", (c) => delete c.hosts[0].hostKey],
+  ["hosts[0].hostKey", (c) => (c.hosts[0].hostKey = `10.0.0.1 ${c.hosts[0].hostKey}`)],
+  ["extraArgs.main", (c) => (c.extraArgs = { main: ["-dp", "8"] })],
+  ["extraArgs.main", (c) => (c.extraArgs = { main: ["--tensor_parallel_size=2"] })],
+  ["extraEnv.main.HF_HUB_TOKEN", (c) => (c.extraEnv = { main: { HF_HUB_TOKEN: "hf_x" } })],
+  ["extraEnv.main.BASH_ENV", (c) => (c.extraEnv = { main: { BASH_ENV: "/tmp/x" } })],
+  ["minFreeDiskGb", set("minFreeDiskGb", 10)],
 ];
 const kubernetesMutations: Mutation[] = [
   ["kubernetes.image", (c) => delete c.kubernetes.image],
@@ -117,8 +128,9 @@ const kubernetesMutations: Mutation[] = [
   ["kubernetes.nodeSelector", (c) => (c.kubernetes.nodeSelector = { "bad key!": "x" })],
   ["kubernetes.gateway.name", (c) => (c.kubernetes.gateway = { name: "" })],
   ["kubernetes.storageClass", (c) => (c.kubernetes.storageClass = 7)],
+  ["kubernetes.weightsVolumeSize", (c) => (c.kubernetes.weightsVolumeSize = "10Gi")],
   ["kubernetes.extra", (c) => (c.kubernetes.extra = 1)],
-  ["platform", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1" }, { name: "b", address: "10.0.0.2" }])) : (c.platform = "nope"))],
+  ["platform", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY }])) : (c.platform = "nope"))],
 ];
 
 const invalidConfig = validConfig.chain((config) =>

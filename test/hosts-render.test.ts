@@ -4,6 +4,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
@@ -19,7 +20,7 @@ function renderedVariants(): Record<string, string> {
   const variants: Record<string, unknown>[] = [readStackFile("dev").raw, readStackFile("staging").raw];
   for (const strategy of ["aggregated-data-expert-parallel", "aggregated-pipeline-parallel"]) {
     for (const axes of [{ lmcache: "rds", spec_decode: "eagle3" }, { lmcache: "cpu", prefix_caching: "on", spec_decode: "suffix", tool_calling: "off" }, { prefix_caching: "on_sub_block", reasoning_parser: "off" }]) {
-      variants.push({ strategy, target: "Throughput", axes, hosts: [{ name: "npu-a", address: "10.1.2.3" }], extraEnv: { main: { NOTE: "it's 100% $HOME `x`" } } });
+      variants.push({ strategy, target: "Throughput", axes, hosts: [{ name: "npu-a", address: "10.1.2.3", hostKey: EXAMPLE_HOST_KEY }], extraEnv: { main: { NOTE: "it's 100% $HOME `x`" } } });
     }
   }
   // Three replicas: weights and compiled-cache copies, with and without a host key.

@@ -46,16 +46,16 @@ function hostFor(settings: Record<string, unknown>, indexUrl: string): RenderedH
     parseStackSettings({
       strategy: "aggregated-data-expert-parallel",
       target: "Latency",
-      hosts: [{ name: "test-host", address: "127.0.0.1", port: sshd.port }],
+      hosts: [{ name: "test-host", address: "127.0.0.1", port: sshd.port, hostKey: sshd.hostKey }],
       installRoot: `${work}/opt`,
       cacheRoot: `${work}/cache`,
-      minFreeDiskGb: 0,
       pip: { indexUrl, extraIndexUrls: [] },
       ...settings,
     }),
     shippedCatalog,
   );
-  return renderHost(deployment, deployment.placements[0]!, { pipRetries: 0, pipTimeoutSeconds: 5 });
+  // This machine has no room for real weights; the stub model needs none.
+  return renderHost({ ...deployment, settings: { ...deployment.settings, minFreeDiskGb: 0 } }, deployment.placements[0]!, { pipRetries: 0, pipTimeoutSeconds: 5 });
 }
 
 const run = (script: string, stdin = "") => sshd.run(remoteCommand(script, true), stdin);

@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import { describe, expect, it } from "vitest";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ModelServing } from "../components";
 import { reportedRevision } from "../components/modelServing";
 import { readStackFile } from "../core/config/stackFile";
@@ -7,7 +8,6 @@ import { runProgram } from "../program";
 import { isSecretAt, ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
 
 const SECRETS = { sshPrivateKey: "MARKER-SSH-KEY-0001", pipPassword: "MARKER-PIP-PW-0002", hfToken: "MARKER-HF-TOKEN-0003", apiKey: "MARKER-API-KEY-0004" };
-const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyOfTheSeedForTestsOnly0000000000000";
 
 const byName = (registrations: readonly Registration[], name: string) => {
   const found = registrations.find((r) => r.name === name);
@@ -50,6 +50,7 @@ describe("the program on platform hosts", async () => {
   it("connects to the stack's host, with the key as a secret and retries for a rebooting host", () => {
     const unit = byName(registrations, "rbln-serving-npu-dev-0-main-0");
     expect(unit.inputs.connection).toMatchObject({ host: "10.20.0.11", port: 22, user: "root", privateKey: SECRETS.sshPrivateKey, dialErrorLimit: 60 });
+    expect(unit.inputs.connection.hostKey).toBe((readStackFile("dev").raw.hosts as { hostKey: string }[])[0]!.hostKey);
     expect(isSecretAt(unit.wireInputs, ["connection", "privateKey"])).toBe(true);
     expect(unit.inputs.delete).toContain("systemctl disable --now");
     expect(unit.deleteBeforeReplace).toBe(true);
@@ -141,6 +142,38 @@ describe("an invalid config", () => {
     expect((error as Error).message).toMatch(/^rbln-serving:axes\.spec_decode: "mtp" is not verified for .*; verified values: "off", "eagle3", "suffix"$/);
   });
 
+  it("refuses a host without its SSH host key, unless insecureSkipHostKeyCheck says so, which then warns", async () => {
+    const raw = readStackFile("dev").raw;
+    const hosts = (raw.hosts as Record<string, unknown>[]).map(({ hostKey: _, ...host }) => host);
+    const refused = await runUnderMocks(runProgram, { ...raw, hosts }, SECRETS);
+    expect(refused.registrations).toEqual([]);
+    expect((refused.error as Error).message).toMatch(/^rbln-serving:hosts\[0\]\.hostKey: required: the server's public SSH host key, read with ssh-keyscan/);
+    const insecure = await runUnderMocks(runProgram, { ...raw, hosts, insecureSkipHostKeyCheck: true }, SECRETS);
+    expect(insecure.error).toBeUndefined();
+    expect(byName(insecure.registrations, "rbln-serving-npu-dev-0-main-0").inputs.connection.hostKey).toBeUndefined();
+    expect((insecure.result as ReturnType<typeof runProgram>).warnings).toContainEqual(expect.stringMatching(/^insecureSkipHostKeyCheck: true: SSH host keys are not checked/));
+  });
+
+  it("reaches hosts through a bastion: the stack-wide sshProxy, or a host's own proxy, with the same key as a secret", async () => {
+    const raw = readStackFile("dev").raw;
+    const [host] = raw.hosts as Record<string, unknown>[];
+    const bastion = { address: "bastion.example.com", user: "jump", hostKey: EXAMPLE_HOST_KEY };
+    const viaStack = await runUnderMocks(runProgram, { ...raw, sshProxy: bastion }, SECRETS);
+    const unit = byName(viaStack.registrations, "rbln-serving-npu-dev-0-main-0");
+    expect(unit.inputs.connection.proxy).toEqual({ host: "bastion.example.com", port: 22, user: "jump", privateKey: SECRETS.sshPrivateKey, hostKey: EXAMPLE_HOST_KEY, dialErrorLimit: 60, perDialTimeout: 30 });
+    expect(isSecretAt(unit.wireInputs, ["connection", "proxy", "privateKey"])).toBe(true);
+    const own = await runUnderMocks(runProgram, { ...raw, sshProxy: bastion, hosts: [{ ...host, proxy: { ...bastion, address: "10.20.0.1", port: 2200 } }] }, SECRETS);
+    expect(byName(own.registrations, "rbln-serving-npu-dev-0-preflight").inputs.connection.proxy).toMatchObject({ host: "10.20.0.1", port: 2200 });
+    const unchecked = await runUnderMocks(runProgram, { ...raw, sshProxy: { address: "bastion.example.com" } }, SECRETS);
+    expect((unchecked.error as Error).message).toMatch(/^rbln-serving:sshProxy\.hostKey: required/);
+  });
+
+  it("warns about keys under another namespace, naming them, in the stack's warnings", async () => {
+    const { result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, "rbln_serving:target": "Throughput" }, SECRETS);
+    expect(error).toBeUndefined();
+    expect((result as ReturnType<typeof runProgram>).warnings).toContain('rbln_serving:target: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:target?');
+  });
+
   it("refuses platform hosts without the SSH key", async () => {
     const { registrations, error } = await runUnderMocks(runProgram, readStackFile("dev").raw, { pipPassword: "x" });
     expect(registrations).toEqual([]);
@@ -150,7 +183,7 @@ describe("an invalid config", () => {
 
 describe("replicas", () => {
   it("on hosts: one NpuHost per node of every copy, provisioned side by side, units changed one wave after another; the seed downloads, the others copy", async () => {
-    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: HOST_KEY }));
+    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
     const { registrations, result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts }, SECRETS);
     expect(error).toBeUndefined();
     expect(ofType(registrations, "rbln-serving:index:NpuHost").map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0", "rbln-serving-npu-1", "rbln-serving-npu-2"]);
@@ -180,7 +213,7 @@ describe("replicas", () => {
   });
 
   it("on hosts: a grant's private key is a secret output, never logged, and reaches only its copy's stdin; the copy verifies the seed's host key", async () => {
-    const hosts = [0, 1].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: HOST_KEY }));
+    const hosts = [0, 1].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
     const { registrations } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2, hosts, rollout: { maxUnavailable: "100%" } }, SECRETS);
     const grant = registrations.find((r) => r.name === "rbln-serving-npu-0-allow-npu-1")!;
     expect(grant.inputs.logging).toBe("none");
@@ -189,7 +222,7 @@ describe("replicas", () => {
     const copy = registrations.find((r) => r.name === "rbln-serving-npu-1-copy-npu-0")!;
     expect(isSecretAt(copy.wireInputs, ["stdin"])).toBe(true);
     expect(copy.inputs.connection.host).toBe("10.0.1.2");
-    expect(copy.inputs.create).toContain(`source_host_key='${HOST_KEY}'`);
+    expect(copy.inputs.create).toContain(`source_host_key='${EXAMPLE_HOST_KEY}'`);
     expect(registrations.filter((r) => r.name.endsWith("-weights")).map((r) => r.name)).toEqual(["rbln-serving-npu-0-weights"]);
   });
 
@@ -213,7 +246,7 @@ describe("replicas", () => {
   });
 
   it("on hosts with rollout.maxUnavailable 100%: every replica's units change at once; only the weights copies link hosts", async () => {
-    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: HOST_KEY }));
+    const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
     const { registrations, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts, rollout: { maxUnavailable: "100%" } }, SECRETS);
     expect(error).toBeUndefined();
     const hostOf = (urn: string) => urn.split("::").pop()!.split("-")[3];
@@ -243,7 +276,7 @@ describe("ModelServing as a library", () => {
     const { registrations, error, result } = await runUnderMocks(
       () =>
         new ModelServing("team-a", {
-          settings: { strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "cpu" }, hosts: [{ name: "box-1", address: "192.168.10.5", user: "ubuntu", port: 2222 }] },
+          settings: { strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "cpu" }, hosts: [{ name: "box-1", address: "192.168.10.5", user: "ubuntu", port: 2222, hostKey: EXAMPLE_HOST_KEY }] },
           secrets: { sshPrivateKey: pulumi.secret("library-key") },
         }),
       {},

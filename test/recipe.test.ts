@@ -1,16 +1,26 @@
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../core/errors";
-import { DEFAULT_RECIPE_DIR, parseRecipe } from "../core/recipe/catalog";
+import { DEFAULT_RECIPE_DIR, parseRecipe, RecipeCatalog } from "../core/recipe/catalog";
 import { splitShellWords } from "../core/shell";
 import { catalogWithFixtures } from "./helpers/recipes";
 
-const SEED = path.resolve(__dirname, "../../shared/seed/000_a2ed4c79c4de85ae.txt");
+/** The recipe page the shipped recipe was taken from, kept in the repository so every checkout compares against it. */
+const SEED_FIXTURE = path.resolve(__dirname, "fixtures/seed/000_a2ed4c79c4de85ae.txt");
+/** The shared seed on the development machines, when there is one. */
+const SHARED_SEED = ["../../shared/seed", "/work/shared/seed"].map((dir) => path.resolve(__dirname, dir, "000_a2ed4c79c4de85ae.txt")).find((file) => fs.existsSync(file));
 const shippedText = fs.readFileSync(path.join(DEFAULT_RECIPE_DIR, "minimax-m2.7.json"), "utf8");
 
-describe.skipIf(!fs.existsSync(SEED))("the shipped recipe against the seed", () => {
-  const seed = fs.readFileSync(SEED, "utf8");
+describe("the seed fixture", () => {
+  it.skipIf(SHARED_SEED === undefined)("is an exact copy of the shared seed", () => {
+    expect(fs.readFileSync(SEED_FIXTURE)).toEqual(fs.readFileSync(SHARED_SEED!));
+  });
+});
+
+describe("the shipped recipe against the seed", () => {
+  const seed = fs.readFileSync(SEED_FIXTURE, "utf8");
   const start = seed.indexOf("{");
   // The seed is a JSON object followed by the page's pip lines; find where the object ends.
   let end = seed.lastIndexOf("}");
@@ -77,6 +87,18 @@ describe("recipe loading", () => {
       expect(attempt).toThrow(message);
     });
   }
+
+  it("names the file of a recipe whose shell text does not parse", () => {
+    const recipe = JSON.parse(shippedText);
+    recipe.strategies[0].options[0].grid.base[0].args["--max-num-seqs"] = "--max-num-seqs $SEQS";
+    expect(() => parseRecipe(JSON.stringify(recipe), "recipes/bad.json")).toThrow(/^recipes\/bad\.json: strategies\[0\]\.options\[0\]\.grid\.base\[0\]\.args\.--max-num-seqs: /);
+  });
+
+  it("names both files when two recipes define one model", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "recipes-"));
+    for (const name of ["a.json", "b.json"]) fs.writeFileSync(path.join(dir, name), shippedText);
+    expect(() => RecipeCatalog.load(dir)).toThrow(`${path.join(dir, "b.json")}: two recipes define model "MiniMaxAI/MiniMax-M2.7": ${path.join(dir, "a.json")} and ${path.join(dir, "b.json")}`);
+  });
 
   it("refuses text that is not JSON", () => {
     expect(() => parseRecipe("{", "broken.json")).toThrow(/^broken.json: not valid JSON/);

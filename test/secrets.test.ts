@@ -3,6 +3,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { readStackFile } from "../core/config/stackFile";
+import { ModelServing, type ModelServingArgs } from "../components/modelServing";
 import { runProgram } from "../program";
 import { runUnderMocks, SECRET_SIG, valueOf } from "./helpers/pulumiHarness";
 
@@ -49,6 +50,23 @@ for (const [stack, secrets] of [
     });
   });
 }
+
+describe("secrets passed to ModelServing as plain strings (library use)", () => {
+  for (const stack of ["dev", "prod"]) {
+    it(`are still secret values in every input (${stack})`, async () => {
+      const settings = readStackFile(stack).raw as ModelServingArgs["settings"];
+      const secrets = stack === "dev" ? MARKERS : { hfToken: MARKERS.hfToken, apiKey: MARKERS.apiKey };
+      const { registrations, error } = await runUnderMocks(() => new ModelServing("lib", { settings, secrets }));
+      expect(error).toBeUndefined();
+      let carried = 0;
+      for (const r of registrations) {
+        expect(JSON.stringify(plainPart(r.wireInputs)), `${r.type} ${r.name}`).not.toMatch(markerPattern);
+        if (markerPattern.test(JSON.stringify(r.inputs))) carried++;
+      }
+      expect(carried).toBeGreaterThan(0);
+    });
+  }
+});
 
 describe("stack files read offline", () => {
   function stackDir(config: string): string {

@@ -45,7 +45,20 @@ const STEP_TIMEOUTS = { install: "2h", weights: "8h", unit: "10m", copy: "8h" };
 
 /** How the engine reaches a host: the deployer's key; a rebooting host refuses connections for a while, so keep dialing. */
 export function hostConnection(host: Host, sshPrivateKey: pulumi.Input<string>): command.types.input.remote.ConnectionArgs {
-  return { host: host.address, port: host.port, user: host.user, privateKey: pulumi.secret(sshPrivateKey), dialErrorLimit: 60, perDialTimeout: 30 };
+  const privateKey = pulumi.secret(sshPrivateKey);
+  // A rebooting host refuses connections for a while: keep dialing.
+  const retries = { dialErrorLimit: 60, perDialTimeout: 30 };
+  return {
+    host: host.address,
+    port: host.port,
+    user: host.user,
+    privateKey,
+    // Without it the provider accepts any server key; the config refuses that unless insecureSkipHostKeyCheck.
+    ...(host.hostKey ? { hostKey: host.hostKey } : {}),
+    // The bastion takes the same key.
+    ...(host.proxy ? { proxy: { host: host.proxy.address, port: host.proxy.port, user: host.proxy.user, privateKey, ...(host.proxy.hostKey ? { hostKey: host.proxy.hostKey } : {}), ...retries } } : {}),
+    ...retries,
+  };
 }
 
 /** Joins optional secret inputs into one stdin text; secret when any part is. */

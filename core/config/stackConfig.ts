@@ -1,7 +1,10 @@
+import * as net from "node:net";
+import * as path from "node:path";
 import { z } from "zod";
 import { COMMIT_HASH } from "../cache/models";
 import { DEFAULT_MODEL } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage } from "../errors";
+import { DEFAULT_WEIGHTS_STORAGE_GIB } from "../plan/storage";
 import { DEFAULT_MAX_UNAVAILABLE, MaxUnavailable } from "../rollout/waves";
 
 /** The project's config namespace: stack keys are `rbln-serving:<key>`. */
@@ -37,33 +40,75 @@ function structured<T extends z.ZodType>(schema: T) {
 }
 
 const dnsLabel = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, "a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'");
-const absolutePath = z.string().regex(/^\/[A-Za-z0-9._/-]*$/, "an absolute path of letters, digits, '.', '_', '-' and '/'").refine((p) => !p.split("/").includes(".."), "a path without '..'");
+const absolutePath = z
+  .string()
+  .regex(/^\/[A-Za-z0-9._/-]*$/, "an absolute path of letters, digits, '.', '_', '-' and '/'")
+  .refine((p) => !p.split("/").includes(".."), "a path without '..'")
+  .transform((p) => path.posix.normalize(p).replace(/(.)\/$/, "$1"));
+
+/** Directories the system owns: the scripts chown what they use, and destroy keeps cacheRoot, so neither may be one of these. */
+const SYSTEM_DIRECTORIES = ["/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/local", "/usr/local/bin", "/usr/local/lib", "/usr/sbin", "/usr/share", "/var", "/var/cache", "/var/lib", "/var/log", "/var/opt", "/var/run", "/var/spool", "/var/tmp"];
+/** Kernel and runtime file systems: nothing there survives a reboot or is meant for files. */
+const VIRTUAL_TREES = ["/dev/", "/proc/", "/run/", "/sys/", "/var/run/"];
+
+/** Why a directory may not be an install or cache root, or undefined when it may. */
+function systemDirectoryRefusal(dir: string): string | undefined {
+  if (SYSTEM_DIRECTORIES.includes(dir)) return `"${dir}" is a system directory; give the project a directory of its own, such as /var/lib/rbln-serving`;
+  if (VIRTUAL_TREES.some((tree) => dir.startsWith(tree))) return `"${dir}" is on a kernel or runtime file system; give a directory on disk, such as /var/lib/rbln-serving`;
+  return undefined;
+}
+const within = (inner: string, outer: string) => inner === outer || inner.startsWith(outer === "/" ? "/" : `${outer}/`);
 const port = z.number().int().min(1).max(65535);
 const url = z.url({ protocol: /^https?$/ });
 
+/** A server's public host key as `ssh-keyscan` prints it, without the host name: `ssh-ed25519 AAAA...`. */
+const hostKey = z
+  .string()
+  .regex(
+    /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) AAAA[A-Za-z0-9+/]+={0,3}( [^\n]*)?$/,
+    "a public host key line such as \"ssh-ed25519 AAAAC3...\" (ssh-keyscan's output without the host name)",
+  );
+/** A host name, an IPv4 address, or an IPv6 address (`::1`, `fd00::5`). */
+const address = z
+  .string()
+  .max(253)
+  .refine((value) => /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(value) || net.isIPv6(value), "a host name or IP address");
+const posixUser = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "a POSIX user name");
+
+/** A bastion (jump host) the SSH connection goes through; it gets the same private key. */
+const SshProxy = z.strictObject({
+  address,
+  user: posixUser.default("root"),
+  port: port.default(22),
+  hostKey: hostKey.optional(),
+});
+export type SshProxy = z.infer<typeof SshProxy>;
+
 export const Host = z.strictObject({
   name: dnsLabel,
-  address: z
-    .string()
-    .regex(/^[A-Za-z0-9][A-Za-z0-9.:-]*$/, "a host name or IP address")
-    .max(253),
-  user: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "a POSIX user name").default("root"),
+  address,
+  user: posixUser.default("root"),
   port: port.default(22),
   /** The address vLLM listens on (`--host`); all interfaces when unset. */
   listenAddress: z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).optional(),
-  /** The server's public host key line (`ssh-keyscan -t ed25519 <address>` without the address): other hosts verify it when they copy from this one. */
-  hostKey: z
-    .string()
-    .regex(/^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\n]*)?$/, "a public host key line such as 'ssh-ed25519 AAAAC3Nza...'")
-    .optional(),
+  /** The server's public SSH host key; the connection refuses any other server. */
+  hostKey: hostKey.optional(),
+  /** A bastion for this host; overrides the stack-wide `sshProxy`. */
+  proxy: SshProxy.optional(),
 });
 export type Host = z.infer<typeof Host>;
 
+/** An index URL without credentials: they would sit in the stack file in plain text. */
+const indexUrl = url.refine((value) => {
+  const parsed = new URL(value);
+  return parsed.username === "" && parsed.password === "";
+}, { message: "a URL without user:password@; give the user as pip.username and the password as the pipPassword secret (pulumi config set --secret pipPassword)", params: { hideValue: true } });
+
 const Pip = z.strictObject({
   /** Replaces PyPI, e.g. a mirror for air-gapped sites. */
-  indexUrl: url.optional(),
+  indexUrl: indexUrl.optional(),
   /** Replaces the recipe's extra index URLs when set. */
-  extraIndexUrls: z.array(url).optional(),
+  extraIndexUrls: z.array(indexUrl).optional(),
   /** The user name for the index's basic auth; the password is the `pipPassword` secret. */
   username: z.string().regex(/^[^\s:@/]+$/, "a user name without spaces, ':', '@' or '/'").optional(),
 });
@@ -121,7 +166,7 @@ const Kubernetes = z.strictObject({
   npuResource: z.string().regex(/^[a-z0-9.-]+\/[A-Za-z0-9._-]+$/, "an extended resource name such as rebellions.ai/npu").default("rebellions.ai/npu"),
   nodeSelector: z.record(labelKey, labelValue).default({ "rebellions.ai/npu.product": "RBLN-CR13" }),
   storageClass: dnsLabel.optional(),
-  weightsVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 500Gi").default("500Gi"),
+  weightsVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 500Gi").default(`${DEFAULT_WEIGHTS_STORAGE_GIB}Gi`),
   compileCacheVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 200Gi").default("200Gi"),
   gateway: z.strictObject({ name: dnsLabel, namespace: dnsLabel.optional() }).optional(),
   provider: z.enum(["none", "istio", "gke"]).default("none"),
@@ -150,7 +195,11 @@ const Router = z.strictObject({
   pickerResources: ContainerResources.optional(),
 });
 
-/** Flags and variables that define the topology; `extraArgs`/`extraEnv` may not touch them. */
+/**
+ * Flags and variables that define the topology; `extraArgs`/`extraEnv` may not touch them. The
+ * list follows vLLM's own parser (vllm/engine/arg_utils.py, vllm/entrypoints/cli/serve.py):
+ * parallelism, ranks, addresses, ports, connectors, and `--config`, which reads any flag from a file.
+ */
 export const TOPOLOGY_FLAGS = [
   "--data-parallel-rank",
   "--data-parallel-size",
@@ -158,16 +207,73 @@ export const TOPOLOGY_FLAGS = [
   "--data-parallel-address",
   "--data-parallel-rpc-port",
   "--data-parallel-start-rank",
+  "--data-parallel-backend",
+  "--data-parallel-hybrid-lb",
+  "--data-parallel-external-lb",
+  "--data-parallel-multi-port-external-lb",
   "--pipeline-parallel-size",
   "--tensor-parallel-size",
+  "--decode-context-parallel-size",
+  "--prefill-context-parallel-size",
+  "--distributed-executor-backend",
   "--enable-expert-parallel",
+  "--api-server-count",
+  "--headless",
+  "--nnodes",
+  "--node-rank",
   "--port",
   "--host",
+  "--uds",
   "--kv-transfer-config",
   "--kv-events-config",
   "--api-key",
+  "--config",
 ] as const;
+
+/** vLLM's short aliases of long flags (argparse multi-character single-dash options). */
+export const VLLM_SHORT_ALIASES: Readonly<Record<string, string>> = {
+  "-pp": "--pipeline-parallel-size",
+  "-tp": "--tensor-parallel-size",
+  "-dcp": "--decode-context-parallel-size",
+  "-pcp": "--prefill-context-parallel-size",
+  "-dp": "--data-parallel-size",
+  "-dpn": "--data-parallel-rank",
+  "-dpr": "--data-parallel-start-rank",
+  "-dpl": "--data-parallel-size-local",
+  "-dpa": "--data-parallel-address",
+  "-dpp": "--data-parallel-rpc-port",
+  "-dpb": "--data-parallel-backend",
+  "-dph": "--data-parallel-hybrid-lb",
+  "-dpe": "--data-parallel-external-lb",
+  "-dpm": "--data-parallel-multi-port-external-lb",
+  "-ep": "--enable-expert-parallel",
+  "-asc": "--api-server-count",
+  "-n": "--nnodes",
+  "-r": "--node-rank",
+  "-cc": "--compilation-config",
+  "-ac": "--attention-config",
+};
+
 export const TOPOLOGY_ENVS = ["RBLN_VISIBLE_DEVICES", "RBLN_DEVICES", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_API_KEY", "HF_TOKEN"] as const;
+
+/** Variable names that hold credentials (`HUGGING_FACE_HUB_TOKEN`, `*_PASSWORD`, `*_SECRET*`, `AWS_SECRET_ACCESS_KEY`, ...). */
+const CREDENTIAL_NAME = /(^|_)(TOKEN|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)(_|$)|(^|_)SECRET/i;
+
+/** Why a credential variable may not be set in plain text, and the secret that carries it instead. */
+function credentialRefusal(name: string): string {
+  const secret = /HF|HUGGING/i.test(name) ? "hfToken" : /API_?KEY/i.test(name) ? "apiKey" : /PIP|PYPI|INDEX/i.test(name) ? "pipPassword" : undefined;
+  const instead = secret
+    ? `set the ${secret} secret instead: pulumi config set --secret ${secret}`
+    : `the project's secrets are ${SECRET_KEYS.filter((k) => k !== "sshPrivateKey").join(", ")} (pulumi config set --secret); keep other credentials in the host's or cluster's own secret store`;
+  return `holds a credential, which would sit in the stack config in plain text; ${instead}`;
+}
+
+/**
+ * Names bash keeps read-only or gives a meaning of its own (assignments fail, are ignored, or run
+ * code, as BASH_ENV does): the unit step reads env files with bash, after the unit has restarted.
+ */
+const BASH_SPECIAL_NAMES = new Set(["UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "GROUPS", "FUNCNAME", "HISTCMD", "RANDOM", "SRANDOM", "SECONDS", "LINENO", "EPOCHSECONDS", "EPOCHREALTIME", "DIRSTACK", "PIPESTATUS", "OPTIND", "OPTARG", "OPTERR", "IFS", "PS4", "CDPATH", "GLOBIGNORE", "ENV", "POSIXLY_CORRECT", "SHELL", "_"]);
+const isBashSpecial = (name: string) => BASH_SPECIAL_NAMES.has(name) || name.startsWith("BASH_") || name === "BASH";
 
 /** What an environment value may hold so every platform can carry it: no control characters but newline and tab. */
 export function isPortableEnvValue(value: string): boolean {
@@ -195,20 +301,22 @@ export const StackSettings = z
     prefillReplicas: structured(z.number().int().min(1).max(1024)).optional(),
     decodeReplicas: structured(z.number().int().min(1).max(1024)).optional(),
     hosts: structured(z.array(Host)).default([]),
+    /** A bastion every host is reached through, unless the host names its own `proxy`. */
+    sshProxy: structured(SshProxy).optional(),
+    /** Connect without checking the servers' host keys (a warning says so). */
+    insecureSkipHostKeyCheck: structured(z.boolean()).default(false),
     pip: structured(Pip).default({}),
     installRoot: absolutePath.default("/opt/rbln-serving"),
     cacheRoot: absolutePath.default("/var/lib/rbln-serving"),
-    /** Free disk preflight wants under cacheRoot before the weights are cached. */
-    minFreeDiskGb: structured(z.number().int().min(0)).default(300),
+    /** Free disk (GiB, as df counts) preflight wants under cacheRoot before the weights are cached; the same default as the Kubernetes weights volume. */
+    minFreeDiskGb: structured(z.number().int().min(0)).default(DEFAULT_WEIGHTS_STORAGE_GIB),
     kubernetes: structured(Kubernetes).default(Kubernetes.parse({})),
     extraArgs: structured(extraArgs).default({}),
     extraEnv: structured(extraEnv).default({}),
-    /** How a change reaches the replicas: at most maxUnavailable of them down at once. */
-    /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
     router: structured(Router).default(Router.parse({})),
+    /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
     monitoring: structured(z.strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") })).default({ enabled: false, namespace: "monitoring" }),
-    /** Copy between hosts without verifying the source's host key (hosts[].hostKey unset). Only for a trusted network. */
-    insecureSkipHostKeyCheck: structured(z.boolean()).default(false),
+    /** How a change reaches the replicas: at most maxUnavailable of them down at once. */
     rollout: structured(z.strictObject({ maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE) })).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE }),
   })
   .superRefine((s, ctx) => {
@@ -224,10 +332,61 @@ export const StackSettings = z
       ctx.addIssue({ code: "custom", path: ["kubernetes", "image"], message: "required with platform: kubernetes (build it from the project's Dockerfile)" });
     }
     if (s.platform === "hosts" && s.hosts.length === 0) {
-      ctx.addIssue({ code: "custom", path: ["hosts"], message: "required with platform: hosts: a list of {name, address, user, port}" });
+      ctx.addIssue({ code: "custom", path: ["hosts"], message: "required with platform: hosts: a list of {name, address, user, port, hostKey}" });
+    }
+    for (const [role, variables] of Object.entries(s.extraEnv)) {
+      for (const name of Object.keys(variables)) {
+        if (isBashSpecial(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: "a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name" });
+        else if (CREDENTIAL_NAME.test(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: credentialRefusal(name), params: { hideValue: true } });
+      }
+    }
+    for (const key of ["installRoot", "cacheRoot"] as const) {
+      const refusal = systemDirectoryRefusal(s[key]);
+      if (refusal) ctx.addIssue({ code: "custom", path: [key], message: refusal, params: { hideValue: true } });
+    }
+    if (within(s.cacheRoot, s.installRoot) || within(s.installRoot, s.cacheRoot)) {
+      const relation = s.cacheRoot === s.installRoot ? "the same directory as" : within(s.cacheRoot, s.installRoot) ? "inside" : "around";
+      ctx.addIssue({ code: "custom", path: ["cacheRoot"], message: `"${s.cacheRoot}" is ${relation} installRoot "${s.installRoot}"; the two must be separate directories (cacheRoot outlives installs and destroy)`, params: { hideValue: true } });
+    }
+    if (s.platform === "hosts" && !s.insecureSkipHostKeyCheck) {
+      const unchecked = [
+        ...s.hosts.flatMap((host, i) => [...(host.hostKey ? [] : [["hosts", i, "hostKey"]]), ...(host.proxy && !host.proxy.hostKey ? [["hosts", i, "proxy", "hostKey"]] : [])]),
+        ...(s.sshProxy && !s.sshProxy.hostKey ? [["sshProxy", "hostKey"]] : []),
+      ];
+      for (const path of unchecked) {
+        ctx.addIssue({ code: "custom", path, message: `required: the server's public SSH host key, read with ssh-keyscan and checked out of band (or set insecureSkipHostKeyCheck: true to connect to whatever answers)` });
+      }
     }
   });
 export type StackSettings = z.infer<typeof StackSettings>;
+
+/**
+ * Warnings for config keys under another namespace that the project would have read under its
+ * own (`rbln_serving:strategy`, `rbln:hosts`): Pulumi keeps them, and nothing reads them.
+ */
+export function foreignKeyWarnings(fullKeys: readonly string[]): string[] {
+  const ours = new Set<string>([...Object.keys(StackSettings.shape), ...SECRET_KEYS]);
+  return fullKeys.flatMap((fullKey) => {
+    const colon = fullKey.indexOf(":");
+    if (colon < 0) return [];
+    const [namespace, key] = [fullKey.slice(0, colon), fullKey.slice(colon + 1)];
+    if (namespace === CONFIG_NAMESPACE) return [];
+    const lookalike = namespace.toLowerCase().replace(/[_.\s]/g, "-") === CONFIG_NAMESPACE;
+    if (!lookalike && !ours.has(key)) return [];
+    return [`${fullKey}: not read: the project reads keys under "${CONFIG_NAMESPACE}:" only; did you mean ${CONFIG_NAMESPACE}:${key}?`];
+  });
+}
+
+/** Settings that only one platform reads: on the other they do nothing. */
+export const PLATFORM_ONLY_KEYS: Readonly<Record<StackSettings["platform"], readonly (keyof StackSettings)[]>> = {
+  hosts: ["hosts", "sshProxy", "insecureSkipHostKeyCheck", "pip", "versions", "installRoot", "cacheRoot", "minFreeDiskGb"],
+  kubernetes: ["kubernetes", "prefillReplicas", "decodeReplicas"],
+};
+
+/** The keys the chosen platform ignores. */
+export function otherPlatformKeys(platform: StackSettings["platform"]): readonly string[] {
+  return platform === "hosts" ? PLATFORM_ONLY_KEYS.kubernetes : PLATFORM_ONLY_KEYS.hosts;
+}
 
 function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): ConfigError {
   if (issue.code === "unrecognized_keys") {
@@ -238,6 +397,9 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
   const at = formatPath(issue.path) || "(config)";
   let value: unknown = raw;
   for (const part of issue.path) value = value === null || typeof value !== "object" ? undefined : (value as Record<PropertyKey, unknown>)[part];
+  // A refused credential is not repeated in the error, which ends up in terminals and CI logs; other
+  // messages with this mark name the value themselves.
+  if (issue.code === "custom" && issue.params?.["hideValue"]) return new ConfigError(at, issueMessage(issue));
   const shown = value === undefined ? "missing" : `got ${JSON.stringify(value)?.slice(0, 80)}`;
   return new ConfigError(at, `${issueMessage(issue)} (${shown})`);
 }

@@ -1,9 +1,9 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { parse } from "yaml";
+import { parse, YAMLParseError } from "yaml";
 import { ConfigError } from "../errors";
 import { packageRoot } from "../packageRoot";
-import { CONFIG_NAMESPACE, SECRET_KEYS, type SecretKey } from "./stackConfig";
+import { CONFIG_NAMESPACE, foreignKeyWarnings, SECRET_KEYS, type SecretKey } from "./stackConfig";
 
 export const DEFAULT_STACK_DIR = path.join(packageRoot(), "stacks");
 
@@ -20,11 +20,31 @@ export interface StackFile {
   name: string;
   raw: Record<string, unknown>;
   secrets: SecretKey[];
+  /** Keys the file holds that nothing reads (another namespace), one line each. */
+  warnings: string[];
 }
 
 export function stackFilePath(name: string, dir: string = DEFAULT_STACK_DIR): string {
   if (!/^[A-Za-z0-9._-]+$/.test(name)) throw new ConfigError("--stack", `"${name}" is not a stack name (letters, digits, '.', '_', '-')`);
   return path.join(dir, `Pulumi.${name}.yaml`);
+}
+
+/** The stack file's YAML; a syntax fault (bad indent, duplicate key) is one line naming the file, line and column. */
+function parseStackYaml(text: string, shownPath: string): { config?: Record<string, unknown> } {
+  let document: unknown;
+  try {
+    document = parse(text);
+  } catch (error) {
+    if (!(error instanceof YAMLParseError)) throw error;
+    const at = error.linePos?.[0];
+    const reason = error.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "");
+    throw new ConfigError(at ? `${shownPath}:${at.line}:${at.col}` : shownPath, `invalid YAML: ${reason}`);
+  }
+  const config = (document as { config?: unknown } | null)?.config;
+  if ((document !== null && (typeof document !== "object" || Array.isArray(document))) || (config != null && (typeof config !== "object" || Array.isArray(config)))) {
+    throw new ConfigError(shownPath, "not a Pulumi stack file: expected a mapping with a config: mapping of keys");
+  }
+  return (document ?? {}) as { config?: Record<string, unknown> };
 }
 
 export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): StackFile {
@@ -33,7 +53,7 @@ export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): St
     const known = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^Pulumi\..+\.yaml$/.test(f)).map((f) => f.slice(7, -5)) : [];
     throw new ConfigError("--stack", `no stack file ${path.relative(process.cwd(), file)}; stacks: ${known.join(", ") || "(none)"}`);
   }
-  const document = (parse(fs.readFileSync(file, "utf8")) ?? {}) as { config?: Record<string, unknown> };
+  const document = parseStackYaml(fs.readFileSync(file, "utf8"), path.relative(process.cwd(), file));
   const raw: Record<string, unknown> = {};
   const secrets: SecretKey[] = [];
   for (const [fullKey, value] of Object.entries(document.config ?? {})) {
@@ -48,5 +68,5 @@ export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): St
     }
     raw[key] = value;
   }
-  return { name, raw, secrets };
+  return { name, raw, secrets, warnings: foreignKeyWarnings(Object.keys(document.config ?? {})).map((w) => `${path.basename(file)}: ${w}`) };
 }

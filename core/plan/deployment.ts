@@ -1,10 +1,12 @@
 import { withCompileKeys } from "../cache/compileKey";
 import { REVISION_FLAGS, withRevision } from "../cache/models";
 import { ConfigError, listValues } from "../errors";
-import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS, type Host, type StackSettings } from "../config/stackConfig";
+import type { z } from "zod";
+import { otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES, type Host } from "../config/stackConfig";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { commandWords } from "./argv";
 import { resolvePlan } from "./resolve";
+import { checkWeightsStorage } from "./storage";
 import type { Flag, LaunchPlan, RolePlan } from "./types";
 
 /** One node of one replica, placed on a host (platform hosts only). */
@@ -22,20 +24,48 @@ export interface Deployment {
   placements: HostPlacement[];
 }
 
-/** `--flag value value --other` → grouped flags; a word that starts with `-` opens a flag. */
+/**
+ * The flag vLLM reads a word as: a short alias as its long name, and `_` as `-` up to any `.`
+ * (FlexibleArgumentParser's normalisation; `--json-flag.key` sets one key of a JSON flag).
+ */
+export function canonicalFlag(name: string): string {
+  if (!name.startsWith("--")) return VLLM_SHORT_ALIASES[name] ?? name;
+  const dot = name.indexOf(".");
+  return dot < 0 ? name.replace(/_/g, "-") : name.slice(0, dot).replace(/_/g, "-") + name.slice(dot);
+}
+
+/**
+ * The topology flag a canonical flag would set in vLLM, if any: the flag itself, its `--no-`
+ * negation, one `.key` of it, or an abbreviation argparse expands to it (argparse takes any
+ * unambiguous prefix of a long flag, and of a multi-character short one).
+ */
+function topologyFlagOf(canonical: string): string | undefined {
+  const base = canonical.split(".")[0]!;
+  if (base.startsWith("--")) {
+    const positive = base.startsWith("--no-") ? `--${base.slice(5)}` : base;
+    return TOPOLOGY_FLAGS.find((flag) => flag === positive || (base.length > 2 && flag.startsWith(base)));
+  }
+  const alias = Object.keys(VLLM_SHORT_ALIASES).find((short) => short.startsWith(base) && (TOPOLOGY_FLAGS as readonly string[]).includes(VLLM_SHORT_ALIASES[short]!));
+  return alias === undefined ? undefined : VLLM_SHORT_ALIASES[alias];
+}
+
+/** `--flag value value --other --name=value` → grouped flags under vLLM's spelling; a word that starts with `-` opens a flag. */
 function groupFlags(words: readonly string[], key: string): Flag[] {
   const flags: Flag[] = [];
   for (const word of words) {
-    if (word.startsWith("-")) flags.push({ name: word, values: [] });
-    else if (flags.length === 0) throw new ConfigError(key, `"${word}" comes before any flag; give flags such as ["--max-log-len", "100"]`);
+    if (word.startsWith("-")) {
+      const equals = word.indexOf("=");
+      const given = equals < 0 ? word : word.slice(0, equals);
+      const topology = topologyFlagOf(canonicalFlag(given));
+      if (topology !== undefined) {
+        throw new ConfigError(key, `"${given}"${given === topology ? "" : ` (vLLM reads it as ${topology})`} defines the serving topology and comes from the recipe; choose a strategy, target or axis instead`);
+      }
+      if ((REVISION_FLAGS as readonly string[]).includes(canonicalFlag(given))) {
+        throw new ConfigError(key, `"${given}" comes from the revision setting; set revision to a commit hash instead`);
+      }
+      flags.push({ name: canonicalFlag(given), values: equals < 0 ? [] : [word.slice(equals + 1)] });
+    } else if (flags.length === 0) throw new ConfigError(key, `"${word}" comes before any flag; give flags such as ["--max-log-len", "100"]`);
     else flags[flags.length - 1]!.values.push(word);
-  }
-  for (const flag of flags) {
-    const name = flag.name.split("=")[0]!;
-    if ((REVISION_FLAGS as readonly string[]).includes(name)) throw new ConfigError(key, `"${name}" comes from the revision setting; set revision to a commit hash instead`);
-    if ((TOPOLOGY_FLAGS as readonly string[]).includes(name)) {
-      throw new ConfigError(key, `"${name}" defines the serving topology and comes from the recipe; choose a strategy, target or axis instead`);
-    }
   }
   return flags;
 }
@@ -62,8 +92,27 @@ function withExtras(role: RolePlan, extraArgs: readonly string[] | undefined, ex
   };
 }
 
+/** Each setting's value when left out, to tell the ones a stack sets. */
+const SETTING_DEFAULTS: Readonly<Record<string, unknown>> = Object.fromEntries(Object.entries(StackSettings.shape).map(([key, schema]) => [key, (schema as z.ZodType).safeParse(undefined).data]));
+
+/** Where the stack's own settings weaken or do nothing, for people to read (the plan's and the stack's `warnings`). */
+function settingsWarnings(settings: StackSettings): string[] {
+  const warnings: string[] = [];
+  if (settings.platform === "hosts" && settings.insecureSkipHostKeyCheck) {
+    warnings.push("insecureSkipHostKeyCheck: true: SSH host keys are not checked, so whatever answers at a host's address runs the scripts as root and receives the secrets");
+  }
+  for (const key of otherPlatformKeys(settings.platform)) {
+    if (JSON.stringify(settings[key as keyof StackSettings]) !== JSON.stringify(SETTING_DEFAULTS[key])) {
+      const why = settings.platform === "kubernetes" && key === "versions" ? " (the image fixes the versions)" : "";
+      warnings.push(`${key}: does nothing with platform: ${settings.platform}${why}; remove it or choose the platform that reads it`);
+    }
+  }
+  return warnings;
+}
+
 export function planDeployment(settings: StackSettings, catalog: RecipeCatalog): Deployment {
   const recipe = catalog.get(settings.model);
+  checkWeightsStorage(settings);
   const base = resolvePlan(recipe, {
     model: settings.model,
     strategy: settings.strategy,
@@ -79,7 +128,14 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
     }
   }
   const plan: LaunchPlan = withCompileKeys(
-    withRevision({ ...base, roles: base.roles.map((role) => withExtras(role, settings.extraArgs[role.role], settings.extraEnv[role.role])) }, settings.revision),
+    withRevision(
+      {
+        ...base,
+        roles: base.roles.map((role) => withExtras(role, settings.extraArgs[role.role], settings.extraEnv[role.role])),
+        warnings: [...base.warnings, ...settingsWarnings(settings)],
+      },
+      settings.revision,
+    ),
   );
 
   const roleReplicas = { prefillReplicas: settings.prefillReplicas, decodeReplicas: settings.decodeReplicas };
@@ -101,7 +157,10 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
   }
   const placements =
     settings.platform === "hosts"
-      ? settings.hosts.map((host, i) => ({ replica: Math.floor(i / plan.nodes.length), node: i % plan.nodes.length, host }))
+      ? settings.hosts.map((host, i) => {
+          const proxy = host.proxy ?? settings.sshProxy;
+          return { replica: Math.floor(i / plan.nodes.length), node: i % plan.nodes.length, host: proxy ? { ...host, proxy } : host };
+        })
       : [];
   return { settings, plan, placements };
 }

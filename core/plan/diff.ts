@@ -1,9 +1,12 @@
+import { otherPlatformKeys, type StackSettings } from "../config/stackConfig";
+import { formatPath } from "../errors";
 import { commandWords } from "./argv";
+import type { Deployment } from "./deployment";
 import type { LaunchPlan, RankPlan } from "./types";
 
 /** One line of a flag-level plan comparison. */
 export interface PlanChange {
-  /** `selection`, `packages`, `nodes` or `<role> rank <n>`. */
+  /** `selection`, `settings`, `packages`, `nodes` or `<role> rank <n>`. */
   scope: string;
   kind: "added" | "removed" | "changed" | "unchanged";
   /** A flag (`--port`), `env NAME`, an axis, a package name, or `compileKey` (scope: the role). */
@@ -54,6 +57,37 @@ export function diffPlans(a: LaunchPlan, b: LaunchPlan): PlanChange[] {
     }
   }
   return changes;
+}
+
+/** Settings the plan already shows (selection, packages, each rank's flags and environment). */
+const IN_THE_PLAN = new Set(["model", "strategy", "target", "preset", "axes", "versions", "extraArgs", "extraEnv"]);
+
+/** `hosts[0].address` → `"10.0.0.1"`: every leaf of the settings the platform reads and the plan does not show. */
+function settingLeaves(settings: StackSettings): Map<string, string> {
+  const ignored = otherPlatformKeys(settings.platform);
+  const top = Object.fromEntries(Object.entries(settings).filter(([key]) => !IN_THE_PLAN.has(key) && !ignored.includes(key)));
+  return leaves(top);
+}
+
+function leaves(value: unknown, at: PropertyKey[] = [], found = new Map<string, string>()): Map<string, string> {
+  if (value !== null && typeof value === "object" && (Array.isArray(value) ? value.length > 0 : Object.keys(value).length > 0)) {
+    for (const [key, child] of Object.entries(value)) leaves(child, [...at, Array.isArray(value) ? Number(key) : key], found);
+  } else if (value !== undefined) {
+    found.set(formatPath(at), typeof value === "string" ? value : JSON.stringify(value));
+  }
+  return found;
+}
+
+/** Everything that changes what is deployed from stack `a` to stack `b`: the plan's changes, and every other setting and the set secrets. */
+export function diffDeployments(a: Deployment, b: Deployment, secretsA: readonly string[] = [], secretsB: readonly string[] = []): PlanChange[] {
+  const plan = diffPlans(a.plan, b.plan);
+  const secrets = (names: readonly string[]) => new Map(names.map((name) => [name, "set"]));
+  return [
+    ...plan.filter((c) => c.scope === "selection"),
+    ...compareMaps("settings", settingLeaves(a.settings), settingLeaves(b.settings)),
+    ...compareMaps("secrets", secrets(secretsA), secrets(secretsB)),
+    ...plan.filter((c) => c.scope !== "selection"),
+  ];
 }
 
 export function renderPlanDiff(changes: readonly PlanChange[]): string {

@@ -2,6 +2,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { ConfigError, formatPath, issueMessage, listValues } from "../errors";
 import { packageRoot } from "../packageRoot";
+import { ShellSyntaxError, splitShellWords } from "../shell";
 import { Recipe } from "./schema";
 
 /** The recipes shipped with the package. */
@@ -21,7 +22,40 @@ export function parseRecipe(text: string, source: string): Recipe {
     const issue = result.error.issues[0]!;
     throw new ConfigError(source, `${formatPath(issue.path) || "(root)"}: ${issueMessage(issue)}`);
   }
+  const shellFault = firstShellFault(result.data);
+  if (shellFault) throw new ConfigError(source, shellFault);
   return result.data;
+}
+
+/** Keys whose string (`launcher`) or map values (`args`, `envs`, ...) are shell text. */
+const SHELL_TEXT = new Set(["launcher"]);
+const SHELL_MAPS = new Set(["args", "envs", "add_args", "add_envs"]);
+
+/** Shell texts already split once: every load (one per program run, one per library call) reads the same recipes. */
+const wellFormedShellTexts = new Set<string>();
+
+/** The first shell text of a recipe that does not split into words, as `path: reason`; checked once at load, so the file is named. */
+function firstShellFault(value: unknown, at: PropertyKey[] = []): string | undefined {
+  if (value === null || typeof value !== "object") return undefined;
+  for (const [key, child] of Object.entries(value)) {
+    const here = [...at, Array.isArray(value) ? Number(key) : key];
+    const texts = SHELL_TEXT.has(key) && typeof child === "string" ? [[here, child] as const] : SHELL_MAPS.has(key) && child !== null && typeof child === "object" && !Array.isArray(child) ? Object.entries(child).map(([name, text]) => [[...here, name], text] as const) : [];
+    for (const [where, text] of texts) {
+      if (typeof text !== "string" || wellFormedShellTexts.has(text)) continue;
+      try {
+        splitShellWords(text);
+        wellFormedShellTexts.add(text);
+      } catch (error) {
+        if (error instanceof ShellSyntaxError) return `${formatPath(where)}: ${error.message}`;
+        throw error;
+      }
+    }
+    if (texts.length === 0) {
+      const fault = firstShellFault(child, here);
+      if (fault) return fault;
+    }
+  }
+  return undefined;
 }
 
 /** Every recipe in a folder, by model id. */
@@ -30,15 +64,20 @@ export class RecipeCatalog {
 
   static load(dir: string = DEFAULT_RECIPE_DIR): RecipeCatalog {
     const files = fs.readdirSync(dir).filter((f) => f.endsWith(".json")).sort();
-    return RecipeCatalog.of(files.map((f) => parseRecipe(fs.readFileSync(path.join(dir, f), "utf8"), path.join(dir, f))));
+    const sources = files.map((f) => path.join(dir, f));
+    return RecipeCatalog.of(sources.map((source) => parseRecipe(fs.readFileSync(source, "utf8"), source)), sources);
   }
 
-  static of(recipes: readonly Recipe[]): RecipeCatalog {
+  /** `sources[i]` names where `recipes[i]` came from, for the error when two define one model. */
+  static of(recipes: readonly Recipe[], sources: readonly string[] = []): RecipeCatalog {
     const byModel = new Map<string, Recipe>();
-    for (const recipe of recipes) {
-      if (byModel.has(recipe.model)) throw new ConfigError("recipes", `two recipes define model "${recipe.model}"`);
+    const sourceOf = new Map<string, string>();
+    recipes.forEach((recipe, i) => {
+      const source = sources[i] ?? `recipe ${i}`;
+      if (byModel.has(recipe.model)) throw new ConfigError(source, `two recipes define model "${recipe.model}": ${sourceOf.get(recipe.model)} and ${source}`);
       byModel.set(recipe.model, recipe);
-    }
+      sourceOf.set(recipe.model, source);
+    });
     return new RecipeCatalog(byModel);
   }
 

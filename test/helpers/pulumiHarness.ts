@@ -86,7 +86,8 @@ export async function runUnderMocks(program: () => unknown, config: Record<strin
     };
   }
   const all: Record<string, string> = {};
-  for (const [key, value] of Object.entries(config)) all[`rbln-serving:${key}`] = typeof value === "string" ? value : JSON.stringify(value);
+  // A key with its own namespace (`other:key`) goes in as it is.
+  for (const [key, value] of Object.entries(config)) all[key.includes(":") ? key : `rbln-serving:${key}`] = typeof value === "string" ? value : JSON.stringify(value);
   for (const [key, value] of Object.entries(secrets)) all[`rbln-serving:${key}`] = value;
   pulumi.runtime.setAllConfig(all, Object.keys(secrets).map((k) => `rbln-serving:${k}`));
 

@@ -12,6 +12,8 @@ export interface CommandResult {
 
 export interface TestSshServer {
   port: number;
+  /** The server's public host key line (`ssh-ed25519 AAAA...`), which `run` insists on. */
+  hostKey: string;
   /** Runs a command string the way @pulumi/command's remote.Command does: one SSH session, stdin attached. */
   run(command: string, stdin?: string): Promise<CommandResult>;
   stop(): void;
@@ -76,8 +78,10 @@ export function writeSshdFiles(dir: string, address: string, port: number, confi
 }
 
 /** One SSH session as root running `command` with `stdin` attached. Asynchronous, so servers in this process keep answering. */
-export function runOverSsh(clientKey: string, address: string, port: number, command: string, stdin = ""): Promise<CommandResult> {
-  const ssh = spawn("ssh", ["-i", clientKey, "-p", String(port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", `root@${address}`, command]);
+/** One SSH session as root; with `knownHosts`, the server must present the host key it lists. */
+export function runOverSsh(clientKey: string, address: string, port: number, command: string, stdin = "", knownHosts?: string): Promise<CommandResult> {
+  const hostKeyCheck = knownHosts ? ["-o", "StrictHostKeyChecking=yes", "-o", `UserKnownHostsFile=${knownHosts}`] : ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"];
+  const ssh = spawn("ssh", ["-i", clientKey, "-p", String(port), ...hostKeyCheck, "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", `root@${address}`, command]);
   let stdout = "";
   let stderr = "";
   ssh.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
@@ -96,9 +100,12 @@ export async function startSshd(): Promise<TestSshServer> {
   const child: ChildProcess = spawn("/usr/sbin/sshd", ["-D", "-e", "-f", config], { stdio: ["ignore", "ignore", "pipe"] });
   child.stderr!.on("data", (chunk: Buffer) => (log += chunk.toString()));
   await waitForPort("127.0.0.1", port, () => (child.exitCode !== null ? `sshd exited (${child.exitCode}): ${log}` : undefined));
+  const hostKey = fs.readFileSync(path.join(dir, "host_key.pub"), "utf8").split(" ").slice(0, 2).join(" ");
+  fs.writeFileSync(path.join(dir, "known_hosts"), `[127.0.0.1]:${port} ${hostKey}\n`);
   return {
     port,
-    run: (command, stdin) => runOverSsh(`${dir}/client_key`, "127.0.0.1", port, command, stdin),
+    hostKey,
+    run: (command, stdin) => runOverSsh(`${dir}/client_key`, "127.0.0.1", port, command, stdin, `${dir}/known_hosts`),
     stop() {
       child.kill();
       fs.rmSync(dir, { recursive: true, force: true });

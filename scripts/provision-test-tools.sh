@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# `npm test`'s pretest step: the real tools the suite checks rendered artifacts with, from Debian.
+# As root it installs what is missing; otherwise it prints the one apt-get line to run and fails.
+set -euo pipefail
+
+need=()
+command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v shellcheck >/dev/null || need+=(shellcheck)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh >/dev/null || need+=(openssh-client)
+command -v runuser >/dev/null || need+=(util-linux)
+# promtool checks and unit-tests the alert rules and parses the dashboard's queries; a real prometheus scrapes fake ranks.
+{ command -v promtool && command -v prometheus; } >/dev/null || need+=(prometheus)
+# Host-to-host copies: rsync, and rrsync (Debian ships it in the rsync package) on the source.
+[ -x /usr/bin/rrsync ] || need+=(rsync)
+# The fake NPU hosts (test/helpers/hostNamespace.ts) need unshare and setpriv.
+{ command -v unshare && command -v setpriv; } >/dev/null || need+=(util-linux)
+# The host scripts run over SSH with the system python3; its venv module is a separate package.
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+
+[ "${#need[@]}" -eq 0 ] && exit 0
+
+line="apt-get install -y --no-install-recommends ${need[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "npm test needs: ${need[*]}; run as root: apt-get update && $line" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
