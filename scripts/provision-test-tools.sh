@@ -8,13 +8,12 @@ command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v shellcheck >/dev/null || need+=(shellcheck)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
-command -v runuser >/dev/null || need+=(util-linux)
+# runuser, and unshare and setpriv for the fake NPU hosts (test/helpers/hostNamespace.ts).
+{ command -v runuser && command -v unshare && command -v setpriv; } >/dev/null || need+=(util-linux)
 # promtool checks and unit-tests the alert rules and parses the dashboard's queries; a real prometheus scrapes fake ranks.
 { command -v promtool && command -v prometheus; } >/dev/null || need+=(prometheus)
 # Host-to-host copies: rsync, and rrsync (Debian ships it in the rsync package) on the source.
 [ -x /usr/bin/rrsync ] || need+=(rsync)
-# The fake NPU hosts (test/helpers/hostNamespace.ts) need unshare and setpriv.
-{ command -v unshare && command -v setpriv; } >/dev/null || need+=(util-linux)
 # The host scripts run over SSH with the system python3; its venv module is a separate package.
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 

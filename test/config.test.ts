@@ -285,7 +285,7 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
   it("names the value it refuses, or says it is missing, and lists the allowed keys for an unknown one", () => {
     expect(() => parseStackSettings({ ...dev(), replicas: "many" })).toThrow(/^replicas: .*\(got "many"\)$/);
     expect(() => parseStackSettings({ ...dev(), strategy: undefined })).toThrow(/^strategy: .*\(missing\)$/);
-    expect(() => parseStackSettings({ ...dev(), colour: "blue" })).toThrow(/^colour: unknown key; allowed: model, strategy, .* and the secrets sshPrivateKey, hfToken, pipPassword, apiKey$/);
+    expect(() => parseStackSettings({ ...dev(), colour: "blue" })).toThrow(/^colour: unknown key; allowed: model, revision, strategy, .* and the secrets sshPrivateKey, hfToken, pipPassword, apiKey$/);
     expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], colour: "blue" }] })).toThrow(/^hosts\[0\]\.colour: unknown key$/);
     expect(() => parseStackSettings({ ...dev(), platform: "kubernetes" })).toThrow(/^kubernetes\.image: required with platform: kubernetes/);
     expect(() => parseStackSettings({ ...dev(), hosts: [] })).toThrow(/^hosts: required with platform: hosts/);

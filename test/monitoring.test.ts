@@ -18,6 +18,7 @@ import exporterFixture from "./fixtures/rbln-metrics-exporter-v0.2.5.json";
 import vllmFixture from "./fixtures/vllm-metrics-v0.30.0.json";
 import { knownSeries, seriesNames } from "./helpers/promql";
 import { shippedCatalog } from "./helpers/recipes";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 
 const RULES_TEST = path.resolve(__dirname, "fixtures/prometheus/rbln-serving-rules.test.yaml");
 const dashboard = JSON.parse(fs.readFileSync(DASHBOARD_FILE, "utf8"));
@@ -27,7 +28,7 @@ const ruleExprs = () => alertRules().groups.flatMap((g) => g.rules.map((r) => ({
 const prod = (overrides: Record<string, unknown> = {}) => planDeployment(parseStackSettings({ ...readStackFile("prod").raw, ...overrides }), shippedCatalog);
 const hosts = (overrides: Record<string, unknown> = {}) =>
   planDeployment(
-    parseStackSettings({ strategy: "aggregated-pipeline-parallel", target: "Throughput", hosts: [{ name: "npu-a", address: "127.0.0.1" }, { name: "npu-b", address: "0:0:0:0:0:0:0:1" }], replicas: 2, ...overrides }),
+    parseStackSettings({ strategy: "aggregated-pipeline-parallel", target: "Throughput", hosts: [{ name: "npu-a", address: "127.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "npu-b", address: "0:0:0:0:0:0:0:1", hostKey: EXAMPLE_HOST_KEY }], replicas: 2, ...overrides }),
     shippedCatalog,
   );
 

@@ -15,13 +15,13 @@ const PROGRAM = `import * as pulumi from "@pulumi/pulumi";
 import { ModelServing, planServing, RecipeCatalog, resolvePlan, DEFAULT_MODEL, type LaunchPlan } from "rbln-serving";
 
 const onHosts = new ModelServing("lab", {
-  settings: { strategy: "aggregated-pipeline-parallel", target: "Throughput", hosts: [{ name: "box-1", address: "192.168.10.5" }] },
+  settings: { strategy: "aggregated-pipeline-parallel", target: "Throughput", hosts: [{ name: "box-1", address: "192.168.10.5", hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII1GI7+3R49Q9T3kRWVrxat8JwYNEnkkdZU3QYoOokEG" }] },
   secrets: { sshPrivateKey: pulumi.secret("not-a-key") },
 });
 const onCluster = new ModelServing("cluster", {
   settings: { platform: "kubernetes", strategy: "prefill-decode-disaggregated", target: "Throughput", kubernetes: { image: "registry.example.com/ml/vllm-rbln:0.12.0", gateway: { name: "inference-gateway" } } },
 });
-const plan: LaunchPlan = planServing({ settings: { strategy: "aggregated-data-expert-parallel", target: "Latency", hosts: [{ name: "box-2", address: "192.168.10.6" }] }, secrets: { sshPrivateKey: "k" } }).plan;
+const plan: LaunchPlan = planServing({ settings: { strategy: "aggregated-data-expert-parallel", target: "Latency", hosts: [{ name: "box-2", address: "192.168.10.6", hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII1GI7+3R49Q9T3kRWVrxat8JwYNEnkkdZU3QYoOokEG" }] }, secrets: { sshPrivateKey: "k" } }).plan;
 
 export const hostEndpoints = onHosts.endpoints;
 export const clusterEndpoints = onCluster.endpoints;
@@ -32,6 +32,7 @@ export const resolved = resolvePlan(RecipeCatalog.load().get(DEFAULT_MODEL), { m
 // Runs the program with the program's own @pulumi/pulumi (the one the package's components extend).
 const RUNNER = `import * as fs from "node:fs";
 import { runUnderMocks, valueOf } from "./pulumiHarness";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 
 void (async () => {
   const { registrations, result, error } = await runUnderMocks(() => require("./index"));
@@ -83,7 +84,7 @@ describe("the packed package in a new Pulumi program", () => {
     fs.writeFileSync(path.join(app, "package-lock.json"), JSON.stringify(lock, null, 2));
     execFileSync("npm", ["ci", "--offline", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: app, stdio: "pipe" });
     fs.writeFileSync(path.join(app, "Pulumi.yaml"), "name: consumer\nruntime:\n  name: nodejs\n  options:\n    typescript: true\n");
-    fs.writeFileSync(path.join(app, "Pulumi.dev.yaml"), "config:\n  consumer:unrelated: 1\n  rbln-serving:strategy: aggregated-pipeline-parallel\n  rbln-serving:target: Throughput\n  rbln-serving:hosts:\n    - name: box-1\n      address: 192.168.10.5\n");
+    fs.writeFileSync(path.join(app, "Pulumi.dev.yaml"), "config:\n  consumer:unrelated: 1\n  rbln-serving:strategy: aggregated-pipeline-parallel\n  rbln-serving:target: Throughput\n  rbln-serving:hosts:\n    - name: box-1\n      address: 192.168.10.5\n      hostKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII1GI7+3R49Q9T3kRWVrxat8JwYNEnkkdZU3QYoOokEG\n");
     fs.writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify({ compilerOptions: { strict: true, target: "ES2022", module: "nodenext", moduleResolution: "nodenext", esModuleInterop: true, skipLibCheck: true }, files: ["index.ts", "run.ts"] }));
     fs.writeFileSync(path.join(app, "index.ts"), PROGRAM);
     fs.writeFileSync(path.join(app, "run.ts"), RUNNER);

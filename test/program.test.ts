@@ -238,7 +238,8 @@ describe("replicas", () => {
   it("on hosts: refuses copying from a host whose host key is unknown, unless insecureSkipHostKeyCheck is set", async () => {
     const hosts = [0, 1].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}` }));
     const refused = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2, hosts }, SECRETS);
-    expect((refused.error as Error).message).toMatch(/^rbln-serving:hosts\[0\]\.hostKey: unset: other hosts copy the weights or compiled cache from npu-0 and verify its host key;/);
+    // Every host's key is required (the deployer checks it, and the copies check the source's).
+    expect((refused.error as Error).message).toMatch(/^rbln-serving:hosts\[0\]\.hostKey: required: the server's public SSH host key/);
     expect(refused.registrations).toEqual([]);
     const insecure = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2, hosts, insecureSkipHostKeyCheck: true }, SECRETS);
     expect(insecure.error).toBeUndefined();

@@ -9,6 +9,7 @@ import { planDeployment } from "../core/plan/deployment";
 import { renderFiles } from "../core/render/files";
 import { startFakeVllm, type FakeVllm } from "./helpers/fakeVllm";
 import { shippedCatalog } from "./helpers/recipes";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 
 const MODEL = "MiniMaxAI/MiniMax-M2.7";
 const cleanup: (() => Promise<void> | void)[] = [];
@@ -41,7 +42,7 @@ describe("a real Prometheus pointed at the rendered files", () => {
     const base = `127.${50 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250)}`;
     const names = ["npu-a", "npu-b", "npu-c"];
     const deployment = planDeployment(
-      parseStackSettings({ strategy: "aggregated-pipeline-parallel", target: "Throughput", replicas: 3, hosts: names.map((name, i) => ({ name, address: `${base}.${i + 1}` })) }),
+      parseStackSettings({ strategy: "aggregated-pipeline-parallel", target: "Throughput", replicas: 3, hosts: names.map((name, i) => ({ name, address: `${base}.${i + 1}`, hostKey: EXAMPLE_HOST_KEY })) }),
       shippedCatalog,
     );
     const ranks: FakeVllm[] = [];

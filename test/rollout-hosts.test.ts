@@ -31,7 +31,6 @@ function settings(main: { extraArgs?: string[]; extraEnv?: Record<string, string
     hosts: hosts.map((h, i) => ({ name: `npu-${i}`, address: h.address, port: h.port, listenAddress: h.address, hostKey: h.hostPublicKey })),
     installRoot: INSTALL_ROOT,
     cacheRoot: CACHE_ROOT,
-    minFreeDiskGb: 0,
     extraArgs: main.extraArgs ? { main: main.extraArgs } : {},
     extraEnv: { main: { FAKE_VLLM_READY_AFTER: "2", ...main.extraEnv } },
   };

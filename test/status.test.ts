@@ -8,6 +8,7 @@ import { planDeployment } from "../core/plan/deployment";
 import { probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
 import { startFakeVllm, type FakeVllm } from "./helpers/fakeVllm";
 import { shippedCatalog } from "./helpers/recipes";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 
 const ROOT = path.resolve(__dirname, "..");
 const MODEL = "MiniMaxAI/MiniMax-M2.7";
@@ -74,7 +75,7 @@ describe("status against fake vLLM ranks on loopback", () => {
         strategy: "aggregated-data-expert-parallel",
         target: "Latency",
         replicas: 2,
-        hosts: [{ name: "npu-live", address: `${base}.1` }, { name: "npu-dead", address: `${base}.2` }],
+        hosts: [{ name: "npu-live", address: `${base}.1`, hostKey: EXAMPLE_HOST_KEY }, { name: "npu-dead", address: `${base}.2`, hostKey: EXAMPLE_HOST_KEY }],
       }),
       shippedCatalog,
     );
