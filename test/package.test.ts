@@ -32,7 +32,6 @@ export const resolved = resolvePlan(RecipeCatalog.load().get(DEFAULT_MODEL), { m
 // Runs the program with the program's own @pulumi/pulumi (the one the package's components extend).
 const RUNNER = `import * as fs from "node:fs";
 import { runUnderMocks, valueOf } from "./pulumiHarness";
-import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 
 void (async () => {
   const { registrations, result, error } = await runUnderMocks(() => require("./index"));
