@@ -12,23 +12,29 @@ export interface RolloutShape {
   lowestServingShare: number;
 }
 
-const HOST_STEP = /-(preflight|install|weights)$/;
-
-/** Hosts: unit steps at the same depth of the unit-to-unit graph change at once; a replica is down while any of its units restarts. */
-export function hostsRollout(registrations: readonly Registration[], replicaOfHost: (hostComponent: string) => number, replicas: number): RolloutShape {
-  const units = registrations.filter((r) => r.type === "command:remote:Command" && !HOST_STEP.test(r.name));
-  const unitUrns = new Set(units.map((u) => u.urn));
-  const byUrn = new Map(units.map((u) => [u.urn, u]));
-  const level = new Map<string, number>();
-  const levelOf = (urn: string): number => {
-    if (!level.has(urn)) level.set(urn, 1 + Math.max(-1, ...byUrn.get(urn)!.dependencies.filter((d) => unitUrns.has(d)).map(levelOf)));
-    return level.get(urn)!;
+/**
+ * Hosts: a replica is down while one of its unit steps restarts its unit. A unit step starts after
+ * every unit step it depends on, directly or through the copies between them; the unit steps that
+ * depend on the same number of earlier unit steps change at the same time.
+ */
+export function hostsRollout(registrations: readonly Registration[], roles: readonly string[], replicaOfHost: (hostComponent: string) => number, replicas: number): RolloutShape {
+  const commands = new Map(registrations.filter((r) => r.type === "command:remote:Command").map((r) => [r.urn, r]));
+  const unitName = new RegExp(`-(${roles.join("|")})-\\d+$`);
+  const isUnit = (urn: string) => unitName.test(commands.get(urn)!.name) && !/-(copy|allow|revoke)-/.test(commands.get(urn)!.name);
+  const waveMemo = new Map<string, number>();
+  // The number of unit steps on the longest chain that ends at `urn` (its own unit step included).
+  const unitsBefore = (urn: string): number => {
+    if (!waveMemo.has(urn)) {
+      const upstream = Math.max(0, ...commands.get(urn)!.dependencies.filter((d) => commands.has(d)).map(unitsBefore));
+      waveMemo.set(urn, upstream + (isUnit(urn) ? 1 : 0));
+    }
+    return waveMemo.get(urn)!;
   };
   const downPerWave = new Map<number, Set<number>>();
-  for (const unit of units) {
-    const wave = levelOf(unit.urn);
+  for (const urn of [...commands.keys()].filter(isUnit)) {
+    const wave = unitsBefore(urn);
     if (!downPerWave.has(wave)) downPerWave.set(wave, new Set());
-    downPerWave.get(wave)!.add(replicaOfHost(unit.parent));
+    downPerWave.get(wave)!.add(replicaOfHost(commands.get(urn)!.parent));
   }
   const mostDown = Math.max(...[...downPerWave.values()].map((s) => s.size));
   return { waves: downPerWave.size, lowestServingShare: (replicas - mostDown) / replicas };
