@@ -26,8 +26,3 @@ export function rolloutWaves(replicas: number, maxUnavailable: MaxUnavailable): 
   const size = unavailableCount(replicas, maxUnavailable);
   return Array.from({ length: Math.ceil(replicas / size) }, (_, wave) => Array.from({ length: Math.min(size, replicas - wave * size) }, (_, i) => wave * size + i));
 }
-
-/** The wave a replica belongs to. */
-export function waveOf(replica: number, replicas: number, maxUnavailable: MaxUnavailable): number {
-  return Math.floor(replica / unavailableCount(replicas, maxUnavailable));
-}

@@ -52,8 +52,6 @@ export interface RenderedHost {
   readinessScript: string;
   /** How long a unit step waits for its rank: the engine's ready timeout from the recipe. */
   readyTimeoutSeconds: number;
-  /** Where the unit steps keep the previous config of each unit, for rolling back. */
-  rolloutStateDir: string;
   ranks: RenderedRank[];
   /** Index settings for the pip.conf the install and weights steps read from stdin. */
   pipIndexes: PipIndexes;
@@ -246,7 +244,6 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
       wait: waitFor(readyTimeout),
     }),
     readyTimeoutSeconds: readyTimeout,
-    rolloutStateDir: stateDir,
     ranks,
     pipIndexes: {
       indexUrl: settings.pip.indexUrl ?? null,
