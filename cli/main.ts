@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from "node:util";
-import { ConfigError } from "../core/errors";
 import { RecipeCatalog } from "../core/recipe/catalog";
+import { commandLine } from "./commandLine";
 import { runCommand } from "./commands";
 import { statusCommand } from "./status";
 import { recipeMain } from "./recipe";
@@ -17,50 +17,39 @@ const USAGE = `usage:
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === "recipe") return recipeMain(rest);
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: rest,
-      options: {
-        stack: { type: "string" },
-        strategy: { type: "string" },
-        target: { type: "string" },
-        preset: { type: "string" },
-        set: { type: "string", multiple: true },
-        model: { type: "string" },
-        format: { type: "string" },
-        diff: { type: "string" },
-        out: { type: "string" },
-        endpoint: { type: "string", multiple: true },
-        interval: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-      strict: true,
-      allowPositionals: false,
-    });
-  } catch (error) {
-    process.stderr.write(`error: ${(error as Error).message}\n${USAGE}\n`);
-    return 2;
-  }
-  if (parsed.values.help || !command) {
-    process.stdout.write(`${USAGE}\n`);
-    return command ? 0 : 2;
-  }
-  try {
-    if (command === "status") {
-      const { stdout, exitCode } = await statusCommand(parsed.values, RecipeCatalog.load());
-      process.stdout.write(stdout);
-      return exitCode;
-    }
-    process.stdout.write(runCommand(command, parsed.values, RecipeCatalog.load()));
-    return 0;
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`error: ${error.message}\n`);
-      return 2;
-    }
-    throw error;
-  }
+  return commandLine(
+    USAGE,
+    command,
+    () =>
+      parseArgs({
+        args: rest,
+        options: {
+          stack: { type: "string" },
+          strategy: { type: "string" },
+          target: { type: "string" },
+          preset: { type: "string" },
+          set: { type: "string", multiple: true },
+          model: { type: "string" },
+          format: { type: "string" },
+          diff: { type: "string" },
+          out: { type: "string" },
+          endpoint: { type: "string", multiple: true },
+          interval: { type: "string" },
+          help: { type: "boolean", short: "h" },
+        },
+        strict: true,
+        allowPositionals: false,
+      }),
+    async (parsed) => {
+      if (command === "status") {
+        const { stdout, exitCode } = await statusCommand(parsed.values, RecipeCatalog.load());
+        process.stdout.write(stdout);
+        return exitCode;
+      }
+      process.stdout.write(runCommand(command!, parsed.values, RecipeCatalog.load()));
+      return 0;
+    },
+  );
 }
 
 void main(process.argv.slice(2)).then((code) => (process.exitCode = code));

@@ -4,6 +4,7 @@ import { parseArgs } from "node:util";
 import { ConfigError } from "../core/errors";
 import { DEFAULT_RECIPE_DIR, RecipeCatalog } from "../core/recipe/catalog";
 import { importRecipePage } from "../core/recipe/import";
+import { commandLine } from "./commandLine";
 import type { Recipe } from "../core/recipe/schema";
 
 const USAGE = `usage:
@@ -43,31 +44,19 @@ function listCommand(dir: string): string {
     .concat("\n");
 }
 
-export function recipeMain(argv: string[]): number {
+export function recipeMain(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  let parsed;
-  try {
-    parsed = parseArgs({ args: rest, options: { out: { type: "string" }, dir: { type: "string" }, help: { type: "boolean", short: "h" } }, strict: true, allowPositionals: true });
-  } catch (error) {
-    process.stderr.write(`error: ${(error as Error).message}\n${USAGE}\n`);
-    return 2;
-  }
-  if (parsed.values.help || !command) {
-    process.stdout.write(`${USAGE}\n`);
-    return command ? 0 : 2;
-  }
-  try {
-    if (command === "import") process.stdout.write(importCommand(parsed.positionals[0], parsed.values.out ?? "recipes"));
-    else if (command === "list") process.stdout.write(listCommand(parsed.values.dir ?? DEFAULT_RECIPE_DIR));
-    else throw new ConfigError("command", `unknown recipe command "${command}"; allowed: "import", "list"`);
-    return 0;
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`error: ${error.message}\n`);
-      return 2;
-    }
-    throw error;
-  }
+  return commandLine(
+    USAGE,
+    command,
+    () => parseArgs({ args: rest, options: { out: { type: "string" }, dir: { type: "string" }, help: { type: "boolean", short: "h" } }, strict: true, allowPositionals: true }),
+    (parsed) => {
+      if (command === "import") process.stdout.write(importCommand(parsed.positionals[0], parsed.values.out ?? "recipes"));
+      else if (command === "list") process.stdout.write(listCommand(parsed.values.dir ?? DEFAULT_RECIPE_DIR));
+      else throw new ConfigError("command", `unknown recipe command "${command}"; allowed: "import", "list"`);
+      return 0;
+    },
+  );
 }
 
-if (require.main === module) process.exitCode = recipeMain(process.argv.slice(2));
+if (require.main === module) void recipeMain(process.argv.slice(2)).then((code) => (process.exitCode = code));
