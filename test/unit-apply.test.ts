@@ -87,6 +87,22 @@ describe("the unit step", () => {
     expect((await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/false\n")).calls).toContain("restart rbln-serving-main-0.service");
   });
 
+  it("refuses to change a unit another deploy is changing, and touches nothing", async () => {
+    const lock = path.join(dir, "rollout", "rbln-serving-main-0.service.lock");
+    const holder = spawn("flock", [lock, "sleep", "30"]);
+    try {
+      for (let i = 0; i < 50 && !fs.existsSync(lock); i++) await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 200));
+      const before = fs.readFileSync(path.join(dir, "units", "rbln-serving-main-0.service"), "utf8");
+      const run = await apply("HF_TOKEN='hf_3'\n", "[Service]\nExecStart=/bin/sleep 1\n");
+      expect(run.status).toBe(1);
+      expect(run.calls).toEqual([]);
+      expect(fs.readFileSync(path.join(dir, "units", "rbln-serving-main-0.service"), "utf8")).toBe(before);
+    } finally {
+      holder.kill();
+    }
+  });
+
   it("on removal stops, disables and deletes the unit and env file, and touches nothing else", async () => {
     fs.mkdirSync(path.join(dir, "cache", "huggingface"), { recursive: true });
     const script = unitRemoveScript({ hostName: "test-host", unitDir: path.join(dir, "units"), unitName: "rbln-serving-main-0.service", envPath: path.join(dir, "env", "main-0.env"), stateDir: path.join(dir, "rollout") });
