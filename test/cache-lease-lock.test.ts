@@ -92,6 +92,32 @@ describe("lease lock", () => {
     expect(seen[0]).toMatch(/^compile /);
   }, 30_000);
 
+  it("--name locks another resource with the same script: one writer per name", async () => {
+    const { dir, script } = scratch();
+    const log = path.join(dir, "writes");
+    const write = `echo "$LEASE_OWNER" >> ${log}`;
+    const runs = [["a0", "compile-aaaa"], ["a1", "compile-aaaa"], ["b0", "compile-bbbb"], ["b1", "compile-bbbb"]].map(([owner, name]) => start(script, owner!, ["--name", name!, "--", "bash", "-c", write]));
+    const results = await Promise.all(runs.map((r) => r.done));
+    expect(results.map((r) => r.code)).toEqual([0, 0, 0, 0]);
+    expect(lines(log).map((owner) => owner[0]).sort()).toEqual(["a", "b"]);
+    expect(fs.readdirSync(path.join(dir, "locks")).sort()).toEqual(["compile-aaaa.done", "compile-bbbb.done"]);
+  }, 30_000);
+
+  it("a writer told to stop after it is ready waits for the server's graceful shutdown before it exits", async () => {
+    const { dir, script } = scratch();
+    const events = path.join(dir, "events");
+    // A server that is ready at once and takes a second to shut down on SIGTERM.
+    const serve = `trap 'sleep 1; echo shut-down >> ${events}; exit 0' TERM; touch ${path.join(dir, "ready")}; while :; do sleep 0.1; done`;
+    const writer = start(script, "pod-0", ["--ready", `test -e ${path.join(dir, "ready")}`, "--", "bash", "-c", serve]);
+    await until(() => fs.existsSync(path.join(dir, "locks", "compile-0123abcd.done")), "the writer to mark the compile complete");
+    // `exit`, not `close`: the server holds the script's stderr open until it is gone itself.
+    const exited = new Promise((resolve) => writer.child.on("exit", resolve));
+    writer.child.kill("SIGTERM");
+    await exited;
+    // Without the second wait the script exits at once and the unit's remaining processes are killed mid-shutdown.
+    expect(lines(events)).toEqual(["shut-down"]);
+  }, 30_000);
+
   it("takes over from a writer killed with SIGKILL once its lease expires; one waiter of three writes", async () => {
     const { dir, script } = scratch();
     const log = path.join(dir, "writes");

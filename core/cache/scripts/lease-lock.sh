@@ -11,6 +11,8 @@
 #                                               the lease until `bash -c CHECK` succeeds (the
 #                                               compile cache is saved once warm-up succeeds);
 #                                               the others start CMD after the marker and load.
+#   --name NAME                                 the resource, instead of LOCK_NAME: one script file
+#                                               serves every compile key of a host.
 #
 # Sourced with LEASE_LOCK_LIBRARY=1 it defines the lease_* functions and runs nothing.
 # Exit status: CMD's; 3 when the wait limit passes without a marker.
@@ -165,11 +167,12 @@ lease_run() {
   while (($# > 0)); do
     case $1 in
       --ready) ready=$2; shift 2 ;;
+      --name) LOCK_NAME=$2; shift 2 ;;
       --) shift; break ;;
       *) lease_log "unknown option $1"; return 2 ;;
     esac
   done
-  if (($# == 0)); then lease_log "usage: lease-lock.sh run [--ready CHECK] -- CMD..."; return 2; fi
+  if (($# == 0)); then lease_log "usage: lease-lock.sh run [--name NAME] [--ready CHECK] -- CMD..."; return 2; fi
 
   if ! lease_acquire_or_wait; then
     if [[ -z $ready ]]; then
@@ -187,6 +190,7 @@ lease_run() {
   lease_heartbeat_start "$worker"
   if [[ -z $ready ]]; then
     wait "$worker" || status=$?
+    trap - TERM INT
     if ((status == 0)); then lease_complete || status=1; else lease_release; fi
     return "$status"
   fi
@@ -200,13 +204,16 @@ lease_run() {
     sleep "$POLL_SECONDS"
   done
   lease_complete || true
+  # A stop signal interrupts `wait`: wait again, so the server finishes its graceful shutdown
+  # before this script (a unit's main process) exits and the rest of its group is killed.
   wait "$worker" || status=$?
+  while kill -0 "$worker" 2>/dev/null; do status=0; wait "$worker" || status=$?; done
   return "$status"
 }
 
 if [[ ${LEASE_LOCK_LIBRARY:-0} != 1 ]]; then
   case ${1:-} in
     run) shift; lease_run "$@" ;;
-    *) lease_log "usage: lease-lock.sh run [--ready CHECK] -- CMD..."; exit 2 ;;
+    *) lease_log "usage: lease-lock.sh run [--name NAME] [--ready CHECK] -- CMD..."; exit 2 ;;
   esac
 fi
