@@ -6,7 +6,7 @@ import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { clientCommand } from "../core/render/client";
 import { renderHost, type HostRenderOptions } from "../core/render/hosts/bundle";
-import { copySources, renderCopy, type HostCopyOptions } from "../core/render/hosts/copies";
+import { copySources, renderCopy, weightsHosts, type HostCopyOptions } from "../core/render/hosts/copies";
 import { hostWaves } from "../core/rollout/hostWaves";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import { routerChartValues } from "../core/router/chartValues";
@@ -82,10 +82,12 @@ export class ModelServing extends pulumi.ComponentResource {
     let endpoints: pulumi.Output<string[]>;
     if (settings.platform === "hosts") {
       // Replicas change in waves: a wave's units start changing only after the previous wave's serve.
-      // The seed downloads from the hub; the others copy from it, and later waves copy compiled caches.
+      // The seed downloads from the hub; the others copy from it, and later waves copy compiled caches
+      // (with cache.shared, every host's weights step takes the download's lease and nothing is copied).
       const waves = hostWaves(deployment);
       const copyOptions = { ...args.copyOptions, instance: `${pulumi.getStack()}/${name}` };
       const copies = copySources(deployment, waves).map((c) => renderCopy(deployment, c, copyOptions));
+      const downloading = weightsHosts(deployment, waves);
       const hosts: NpuHost[] = [];
       const byHost = new Map<string, NpuHost>();
       let previousWave: NpuHost[] = [];
@@ -101,7 +103,7 @@ export class ModelServing extends pulumi.ComponentResource {
             });
           const npuHost = new NpuHost(
             `${name}-${host}`,
-            { rendered: renderHost(deployment, placement, args.hostOptions), sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: placement === waves[0]![0], copies: peerCopies },
+            { rendered: renderHost(deployment, placement, args.hostOptions), sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: downloading.includes(placement), copies: peerCopies },
             child,
           );
           byHost.set(host, npuHost);

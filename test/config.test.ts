@@ -174,6 +174,26 @@ describe("installRoot and cacheRoot", () => {
   });
 });
 
+describe("cache.shared", () => {
+  const raw = () => readStackFile("dev").raw;
+  it("takes a folder of its own: not a system directory, apart from installRoot and cacheRoot", () => {
+    expect(parseStackSettings({ ...raw(), cache: { shared: "/mnt/rbln-cache/" } }).cache.shared).toBe("/mnt/rbln-cache");
+    expect(parseStackSettings(raw()).cache.shared).toBeUndefined();
+    expect(() => parseStackSettings({ ...raw(), cache: { shared: "/mnt" } })).toThrow('cache.shared: "/mnt" is a system directory; give the project a directory of its own, such as /mnt/rbln-cache, where the shared filesystem is mounted');
+    expect(() => parseStackSettings({ ...raw(), cache: { shared: "/var/lib/rbln-serving/shared" } })).toThrow('cache.shared: "/var/lib/rbln-serving/shared" overlaps cacheRoot "/var/lib/rbln-serving"; the shared cache must be a folder of its own, apart from the hosts\' local roots');
+    expect(() => parseStackSettings({ ...raw(), cache: { shared: "/opt" } })).toThrow(/^cache\.shared: "\/opt" is a system directory/);
+    expect(() => parseStackSettings({ ...raw(), installRoot: "/srv/rbln/install", cache: { shared: "/srv/rbln" } })).toThrow(/^cache\.shared: "\/srv\/rbln" overlaps installRoot "\/srv\/rbln\/install"/);
+    expect(() => parseStackSettings({ ...raw(), cache: { shared: "relative/path" } })).toThrow(/^cache\.shared: /);
+    expect(() => parseStackSettings({ ...raw(), cache: { nfs: "/mnt/x" } })).toThrow(/^cache\.nfs: unknown key/);
+  });
+
+  it("on Kubernetes does nothing, and says so", () => {
+    const prod = readStackFile("prod").raw;
+    const warnings = planDeployment(parseStackSettings({ ...prod, cache: { shared: "/mnt/rbln-cache" } }), shippedCatalog).plan.warnings;
+    expect(warnings).toContain("cache: does nothing with platform: kubernetes; remove it or choose the platform that reads it");
+  });
+});
+
 describe("host addresses", () => {
   it("accept IPv6, bracketed in URLs, and refuse what is no address", () => {
     const raw = readStackFile("dev").raw as Record<string, any>;

@@ -4,6 +4,7 @@ import { ModelServing, reportedRevision } from "../components/modelServing";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { planDeployment } from "../core/plan/deployment";
 import { FakeEngine, type UpResult } from "./helpers/engine";
+import { hubStubSource } from "./helpers/hubStub";
 import { startHosts, type TestHost } from "./helpers/hostNamespace";
 import { startPackageIndex, type PackageIndex } from "./helpers/packageIndex";
 import { runUnderMocks, type Registration } from "./helpers/pulumiHarness";
@@ -13,8 +14,8 @@ import { prepareStandInServer } from "./helpers/standInServer";
 /**
  * Download once, compile once, for real: three fake NPU hosts (real systemd and sshd each), the
  * program's commands run over SSH in the order of its graph. A stub huggingface_hub (from a package
- * index on loopback) writes a hub-style cache (blobs named by sha256, a snapshot, refs/main) and
- * logs each download; the stand-in `vllm` saves a "compiled" graph once ready and logs each compile.
+ * index on loopback, test/helpers/hubStub.ts) logs each download; the stand-in `vllm` saves a
+ * "compiled" graph once ready and logs each compile.
  */
 const INSTALL_ROOT = "/opt/rbln-copy-test";
 const CACHE_ROOT = "/var/lib/rbln-copy-test";
@@ -29,23 +30,7 @@ const LOGS = fs.mkdtempSync("/var/lib/rbln-copy-test-logs-");
 const HUB_LOG = `${LOGS}/hub-downloads`;
 const COMPILE_LOG = `${LOGS}/compiles`;
 
-const HUB_STUB = [
-  "import hashlib, os, pathlib",
-  "def snapshot_download(repo_id, revision=None, **kwargs):",
-  "    repo = pathlib.Path(os.environ['HF_HOME']) / 'hub' / ('models--' + repo_id.replace('/', '--'))",
-  `    commit = revision or '${COMMIT}'`,
-  "    snapshot = repo / 'snapshots' / commit",
-  "    for d in (repo / 'blobs', repo / 'refs', snapshot): d.mkdir(parents=True, exist_ok=True)",
-  "    for name, data in (('model.safetensors', b'weights of ' + repo_id.encode() * 1000), ('config.json', b'{}')):",
-  "        digest = hashlib.sha256(data).hexdigest() if name.endswith('.safetensors') else hashlib.sha1(data).hexdigest()",
-  "        (repo / 'blobs' / digest).write_bytes(data)",
-  "        link = snapshot / name",
-  "        if not link.is_symlink(): link.symlink_to('../../blobs/' + digest)",
-  "    (repo / 'refs' / 'main').write_text(commit)",
-  `    with open('${HUB_LOG}', 'a') as log: log.write(repo_id + '\\n')`,
-  "    return str(snapshot)",
-  "",
-].join("\n");
+const HUB_STUB = hubStubSource({ commit: COMMIT, log: HUB_LOG });
 
 let hosts: TestHost[];
 let index: PackageIndex;

@@ -26,6 +26,8 @@ function renderedVariants(): Record<string, string> {
   // Three replicas: weights and compiled-cache copies, with and without a host key.
   const three = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.1.2.${i + 1}`, hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITest" }));
   variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three }, { ...readStackFile("dev").raw, replicas: 3, hosts: three.map(({ hostKey: _, ...h }) => h), insecureSkipHostKeyCheck: true });
+  // A shared cache: no copies, leases in the weights step and around each rank.
+  variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three, cache: { shared: "/mnt/rbln-cache" } });
   const files: Record<string, string> = {};
   variants.forEach((raw, i) => {
     const deployment = planDeployment(parseStackSettings(raw), shippedCatalog);
@@ -78,6 +80,23 @@ describe("rendered host artifacts", () => {
     const result = spawnSync("systemd-analyze", ["verify", ...names], { cwd: flat, encoding: "utf8" });
     const problems = (result.stdout + result.stderr).split("\n").filter((line) => line.trim() && !/Command .*\/bin\/vllm is not executable: No such file or directory/.test(line));
     expect(problems).toEqual([]);
+  });
+
+  it("with cache.shared a rank starts under the compile lease, from the lock script install writes, and nothing is copied", () => {
+    const shared = Object.keys(files).filter((f) => f.startsWith("v10/"));
+    expect(shared.filter((f) => /\/(allow|copy|revoke)-/.test(f))).toEqual([]);
+    const argv = systemdExecArgv(files["v10/hosts/npu-2/systemd/rbln-serving-main-0.service"]!);
+    const lockPath = argv[1]!;
+    expect(argv.slice(0, 5)).toEqual(["/bin/bash", lockPath, "run", "--name", argv[4]!]);
+    expect(lockPath).toMatch(/^\/opt\/rbln-serving\/bin\/lease-lock-[0-9a-f]{12}\.sh$/);
+    expect(argv[4]).toMatch(/^compile-[0-9a-f]+$/);
+    expect(argv[5]).toBe("--ready");
+    expect(argv.slice(7, 10)).toEqual(["--", "/opt/rbln-serving/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0/bin/vllm", "serve"]);
+    // The readiness check is valid bash, and the lock script the unit names is the one install and weights write.
+    expect(spawnSync("bash", ["-n", "-c", argv[6]!], { encoding: "utf8" }).stderr).toBe("");
+    for (const step of ["install.sh", "weights.sh"]) expect(files[`v10/hosts/npu-2/${step}`]).toContain(`lease_lock_path=${lockPath}\n`);
+    expect(files["v10/hosts/npu-2/systemd/rbln-serving-main-0.service"]).not.toContain("/var/lib/rbln-serving/vllm");
+    expect(files["v10/hosts/npu-2/env/main-0.env"]).toContain("VLLM_CACHE_ROOT='/mnt/rbln-cache/vllm'");
   });
 
   it("env files are mode-0600 material: secrets only as placeholders offline", () => {

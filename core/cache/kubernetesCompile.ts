@@ -1,13 +1,7 @@
-import { renderLeaseLock, type LeaseLockSettings } from "./leaseLock";
+import { healthCheck, renderLeaseLock, type LeaseLockSettings } from "./leaseLock";
 
 /** The file name of the compile lock in a role's launch ConfigMap. */
 export const COMPILE_LOCK_FILE = "compile-lock.sh";
-
-/** `bash -c` text: 0 when every rank port answers /health (not behind vLLM's API key) with 200. */
-function healthCheck(ports: readonly number[]): string {
-  const probe = "import sys, urllib.request\nfor port in sys.argv[1:]:\n    urllib.request.urlopen(f'http://127.0.0.1:{port}/health', timeout=5)";
-  return `python3 -c "${probe.replace(/"/g, '\\"')}" ${ports.join(" ")}`;
-}
 
 /**
  * One compiler per compile key on a role's shared compile-cache volume. The pod that takes the
@@ -25,6 +19,6 @@ export function compileLock(
   return {
     file: COMPILE_LOCK_FILE,
     text: renderLeaseLock({ lockRoot: `${compileCacheRoot}/rbln-serving-locks`, lockName: `compile-${compileKey}`, ...timing }),
-    command: ["bash", `${launchDir}/${COMPILE_LOCK_FILE}`, "run", "--ready", healthCheck(ports), "--", "bash", `${launchDir}/launch.sh`],
+    command: ["bash", `${launchDir}/${COMPILE_LOCK_FILE}`, "run", "--ready", healthCheck("127.0.0.1", ports), "--", "bash", `${launchDir}/launch.sh`],
   };
 }

@@ -30,6 +30,17 @@ export function lockNameOf(...parts: string[]): string {
   return parts.map((p) => p.replace(/[^A-Za-z0-9._-]+/g, "-")).join("-").slice(0, 200);
 }
 
+/**
+ * `bash -c` text for `run --ready`: 0 when every port answers /health with 200 on `host`. /health
+ * is not behind vLLM's API key, and it answers once the engine is up, after the compiled graphs
+ * are saved.
+ */
+export function healthCheck(host: string, ports: readonly number[]): string {
+  const probe = "import sys, urllib.request\nhost = sys.argv[1]\nfor port in sys.argv[2:]:\n    urllib.request.urlopen(f'http://{host}:{port}/health', timeout=5)";
+  const address = host.includes(":") ? `[${host}]` : host;
+  return `python3 -c "${probe.replace(/"/g, '\\"')}" ${address} ${ports.join(" ")}`;
+}
+
 /** The lease-lock script with its settings block filled in; the body stays the shipped file's. */
 export function renderLeaseLock(settings: LeaseLockSettings): string {
   const s = { ...LEASE_DEFAULTS, ...settings };

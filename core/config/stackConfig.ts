@@ -310,6 +310,8 @@ export const StackSettings = z
     cacheRoot: absolutePath.default("/var/lib/rbln-serving"),
     /** Free disk (GiB, as df counts) preflight wants under cacheRoot before the weights are cached; the same default as the Kubernetes weights volume. */
     minFreeDiskGb: structured(z.number().int().min(0)).default(DEFAULT_WEIGHTS_STORAGE_GIB),
+    /** `shared`: a folder on a filesystem every host mounts (NFS): the weights and compiled caches live there once, instead of being copied between hosts. */
+    cache: structured(z.strictObject({ shared: absolutePath.optional() })).default({}),
     kubernetes: structured(Kubernetes).default(Kubernetes.parse({})),
     extraArgs: structured(extraArgs).default({}),
     extraEnv: structured(extraEnv).default({}),
@@ -343,6 +345,13 @@ export const StackSettings = z
     for (const key of ["installRoot", "cacheRoot"] as const) {
       const refusal = systemDirectoryRefusal(s[key]);
       if (refusal) ctx.addIssue({ code: "custom", path: [key], message: refusal, params: { hideValue: true } });
+    }
+    if (s.cache.shared !== undefined) {
+      const shared = s.cache.shared;
+      const refusal = systemDirectoryRefusal(shared);
+      const overlaps = (["installRoot", "cacheRoot"] as const).find((key) => within(shared, s[key]) || within(s[key], shared));
+      if (refusal) ctx.addIssue({ code: "custom", path: ["cache", "shared"], message: refusal.replace("such as /var/lib/rbln-serving", "such as /mnt/rbln-cache, where the shared filesystem is mounted"), params: { hideValue: true } });
+      else if (overlaps) ctx.addIssue({ code: "custom", path: ["cache", "shared"], message: `"${shared}" overlaps ${overlaps} "${s[overlaps]}"; the shared cache must be a folder of its own, apart from the hosts' local roots`, params: { hideValue: true } });
     }
     if (within(s.cacheRoot, s.installRoot) || within(s.installRoot, s.cacheRoot)) {
       const relation = s.cacheRoot === s.installRoot ? "the same directory as" : within(s.cacheRoot, s.installRoot) ? "inside" : "around";
@@ -379,7 +388,7 @@ export function foreignKeyWarnings(fullKeys: readonly string[]): string[] {
 
 /** Settings that only one platform reads: on the other they do nothing. */
 export const PLATFORM_ONLY_KEYS: Readonly<Record<StackSettings["platform"], readonly (keyof StackSettings)[]>> = {
-  hosts: ["hosts", "sshProxy", "insecureSkipHostKeyCheck", "pip", "versions", "installRoot", "cacheRoot", "minFreeDiskGb"],
+  hosts: ["hosts", "sshProxy", "insecureSkipHostKeyCheck", "pip", "versions", "installRoot", "cacheRoot", "minFreeDiskGb", "cache"],
   kubernetes: ["kubernetes", "prefillReplicas", "decodeReplicas"],
 };
 

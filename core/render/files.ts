@@ -4,7 +4,7 @@ import type { Deployment } from "../plan/deployment";
 import { routerChartValues } from "../router/chartValues";
 import { hostWaves } from "../rollout/hostWaves";
 import { renderHost } from "./hosts/bundle";
-import { copySources, renderCopy } from "./hosts/copies";
+import { copySources, renderCopy, weightsHosts } from "./hosts/copies";
 import { hostFiles } from "./hosts/files";
 import { renderKubernetesWorkloads, type KubeObject } from "./kubernetes/workloads";
 import { monitoringObjects, routerMonitoringValues } from "../monitoring/kubernetes";
@@ -25,13 +25,15 @@ let alertRulesFile: string | undefined;
 /** Every file `render` writes for a stack, by path under the output folder. */
 export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[]): Record<string, string> {
   const files: Record<string, string> = {};
+  const waves = hostWaves(deployment);
+  const downloading = weightsHosts(deployment, waves);
   for (const placement of deployment.placements) {
-    for (const [name, content] of Object.entries(hostFiles(renderHost(deployment, placement), secrets))) {
+    for (const [name, content] of Object.entries(hostFiles(renderHost(deployment, placement), secrets, downloading.includes(placement)))) {
       files[`hosts/${placement.host.name}/${name}`] = content;
     }
   }
   // Copies between hosts: the grant and revoke run on the source, the copy on the destination.
-  for (const copy of copySources(deployment, hostWaves(deployment)).map((c) => renderCopy(deployment, c, { instance: `<stack>/${DEFAULT_INSTANCE}` }))) {
+  for (const copy of copySources(deployment, waves).map((c) => renderCopy(deployment, c, { instance: `<stack>/${DEFAULT_INSTANCE}` }))) {
     const [source, dest, kind] = [copy.source.host.name, copy.dest.host.name, copy.kind];
     files[`hosts/${source}/allow-${kind}-${dest}.sh`] = copy.allowScript;
     files[`hosts/${source}/revoke-${kind}-${dest}.sh`] = copy.revokeScript;

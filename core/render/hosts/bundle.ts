@@ -3,6 +3,7 @@ import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
 import type { PackagePlan } from "../../plan/types";
 import { envFileLine, execStartLine, quoteExecWord, renderEnvFile, unitName } from "./systemd";
+import { compileLockWords, hostCacheLayout, weightsLockName } from "../../cache/hostCache";
 import { installScript, preflightScript, readinessScript, unitApplyScript, unitRemoveScript, weightsScript } from "./scripts";
 
 export const SERVICE_USER = "rbln-serving";
@@ -123,15 +124,19 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
   const venv = venvPath(settings.installRoot, plan.packages);
   // The served model and its draft models: units run offline (HF_HUB_OFFLINE=1) and fetch nothing.
   const models = plan.models.map((m) => m.id);
-  const markers = models.map((m) => weightsMarker(settings.cacheRoot, m));
+  const cache = hostCacheLayout(settings);
+  const markers = models.map((m) => weightsMarker(cache.root, m));
+  const shared = { sharedRoot: settings.cache.shared ?? "", leaseLockPath: cache.leaseLock?.path ?? "", leaseLockText: cache.leaseLock?.text ?? "" };
   const intervalSeconds = options.readinessIntervalSeconds ?? 30;
   const restart = { ...RESTART_DEFAULTS, ...options };
   const stateDir = `${settings.installRoot}/rollout`;
   const probeHost = host.listenAddress && !["0.0.0.0", "::"].includes(host.listenAddress) ? host.listenAddress : "127.0.0.1";
+  // With a shared cache a rank of the first wave may wait for another host's compile, then load.
+  const readyTimeoutOf = (env: Readonly<Record<string, string>>) => engineReadyTimeoutSeconds(env) * (cache.leaseLock ? 2 : 1);
   const waitFor = (timeoutSeconds: number) => ({ probeHost, timeoutSeconds, intervalSeconds, startLimitBurst: restart.startLimitBurst });
   const cacheEnv = {
-    HF_HOME: `${settings.cacheRoot}/huggingface`,
-    VLLM_CACHE_ROOT: `${settings.cacheRoot}/vllm`,
+    HF_HOME: `${cache.root}/huggingface`,
+    VLLM_CACHE_ROOT: `${cache.root}/vllm`,
     RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
   };
 
@@ -144,11 +149,12 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
         const envPath = `${settings.installRoot}/env/${role.role}-${rank.rank}.env`;
         const command = commandWords(bound.argv, bound.flags);
         const flags = host.listenAddress ? [...bound.flags, { name: "--host", values: [host.listenAddress] }] : bound.flags;
-        const execLines = [[`${venv}/bin/${command[0]}`, ...command.slice(1)], ...flags.map((f) => [f.name, ...f.values])];
+        const port = rank.ports[0]!;
+        const compileLock = compileLockWords(cache, role.compileKey, probeHost, port);
+        const execLines = [...(compileLock.length > 0 ? [compileLock] : []), [`${venv}/bin/${command[0]}`, ...command.slice(1)], ...flags.map((f) => [f.name, ...f.values])];
         const deviceNodes = rank.devices.map((i) => `${options.devRoot ?? "/dev"}/rbln${i}`);
         const waitForDevices = ["/usr/bin/timeout", String(DEVICE_WAIT_SECONDS), "/bin/sh", "-c", `until ${deviceNodes.map((d) => `[ -e ${d} ]`).join(" && ")}; do sleep 2; done`];
-        const timeout = engineReadyTimeoutSeconds(bound.env);
-        const port = rank.ports[0]!;
+        const timeout = readyTimeoutOf(bound.env);
         const unitText = [
           "# Managed by rbln-serving (Pulumi); local edits are overwritten.",
           "[Unit]",
@@ -210,14 +216,14 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
     );
 
   const firstRank = plan.roles.find((r) => r.node === placement.node)!.ranks[0]!;
-  const readyTimeout = engineReadyTimeoutSeconds(firstRank.env);
+  const readyTimeout = readyTimeoutOf(firstRank.env);
   const recipeIndexes = [...new Set(plan.packages.flatMap((p) => p.extraIndexUrls))];
   const credentialUrls = [...plan.credentialedIndexUrls, ...(settings.pip.indexUrl ? [settings.pip.indexUrl] : [])];
 
   return {
     placement,
     venv,
-    preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers }),
+    preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, sharedRoot: shared.sharedRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers }),
     installScript: installScript({
       hostName: host.name,
       installRoot: settings.installRoot,
@@ -226,6 +232,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
       requirements: plan.packages.map((p) => p.requirement),
       imports: plan.packages.map((p) => p.importName),
       serviceUser: SERVICE_USER,
+      ...shared,
     }),
     weightsScript: weightsScript({
       hostName: host.name,
@@ -237,6 +244,8 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
       markers,
       downloaderVenv: `${settings.installRoot}/venvs/${DOWNLOADER_REQUIREMENT.replace("==", "-")}`,
       downloaderRequirement: DOWNLOADER_REQUIREMENT,
+      ...shared,
+      lockNames: plan.models.map((m) => weightsLockName(m.id, m.revision)),
     }),
     readinessScript: readinessScript({
       hostName: host.name,

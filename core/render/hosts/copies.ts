@@ -23,10 +23,19 @@ function compileKeysOf(deployment: Deployment, placement: HostPlacement): string
   return [...new Set(deployment.plan.roles.filter((r) => r.node === placement.node).map((r) => r.compileKey))];
 }
 
-/** Who copies what from whom, given the rollout waves (core/rollout/hostWaves.ts). */
+/**
+ * The hosts that run the weights step: the seed alone, or with cache.shared every host, whose
+ * lease lock on the shared folder lets exactly one of them download.
+ */
+export function weightsHosts(deployment: Deployment, waves: readonly HostPlacement[][]): HostPlacement[] {
+  if (deployment.settings.cache.shared !== undefined) return waves.flat();
+  return waves[0]?.[0] ? [waves[0][0]] : [];
+}
+
+/** Who copies what from whom, given the rollout waves (core/rollout/hostWaves.ts); nothing with a shared cache. */
 export function copySources(deployment: Deployment, waves: readonly HostPlacement[][]): CopySource[] {
   const seed = waves[0]?.[0];
-  if (!seed) return [];
+  if (!seed || deployment.settings.cache.shared !== undefined) return [];
   const weights: CopySource[] = waves.flat().filter((p) => p !== seed).map((dest) => ({ kind: "weights", source: seed, dest, compileKeys: [] }));
   const compile: CopySource[] = [];
   waves.forEach((wave, k) => {

@@ -1,13 +1,13 @@
 import { secretEnvironment, secretPlaceholder, type SecretKey } from "../../config/stackConfig";
 import { renderPipConfig, renderSecretEnv, type RenderedHost } from "./bundle";
 
-/** A host's rendered files for review (`render`): the texts its resources carry, secrets as placeholders. */
-export function hostFiles(host: RenderedHost, secrets: readonly SecretKey[]): Record<string, string> {
+/** A host's rendered files for review (`render`): the texts its resources carry, secrets as placeholders; `weights.sh` where the host runs it. */
+export function hostFiles(host: RenderedHost, secrets: readonly SecretKey[], downloads: boolean): Record<string, string> {
   const secretEnv = renderSecretEnv(secretEnvironment(secrets, secretPlaceholder));
   const files: Record<string, string> = {
     "preflight.sh": host.preflightScript,
     "install.sh": host.installScript,
-    "weights.sh": host.weightsScript,
+    ...(downloads ? { "weights.sh": host.weightsScript } : {}),
     "readiness.sh": host.readinessScript,
     "pip.conf": renderPipConfig(host.pipIndexes, secrets.includes("pipPassword") ? secretPlaceholder("pipPassword") : null),
   };

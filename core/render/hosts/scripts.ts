@@ -17,6 +17,8 @@ export interface PreflightInput {
   devRoot?: string;
   npus: number;
   cacheRoot: string;
+  /** cache.shared: where the weights go instead of cacheRoot; none by default. */
+  sharedRoot?: string;
   minFreeDiskGb: number;
   weightsMarkers: readonly string[];
 }
@@ -28,6 +30,7 @@ export function preflightScript(p: PreflightInput): string {
     dev_root: p.devRoot ?? "/dev",
     npus_needed: p.npus,
     cache_root: p.cacheRoot,
+    shared_root: p.sharedRoot ?? "",
     min_free_gb: p.minFreeDiskGb,
     weights_markers: p.weightsMarkers,
     python_versions: PYTHON_VERSIONS,
@@ -35,7 +38,18 @@ export function preflightScript(p: PreflightInput): string {
   });
 }
 
-export interface InstallInput {
+/** The shared cache's folder and lease-lock script, written by install and weights (all "" without cache.shared). */
+export interface SharedCacheInput {
+  sharedRoot: string;
+  leaseLockPath: string;
+  leaseLockText: string;
+}
+
+function sharedSettings(p: SharedCacheInput) {
+  return { shared_root: p.sharedRoot, lease_lock_path: p.leaseLockPath, lease_lock_text: p.leaseLockText };
+}
+
+export interface InstallInput extends SharedCacheInput {
   hostName: string;
   installRoot: string;
   cacheRoot: string;
@@ -55,10 +69,11 @@ export function installScript(p: InstallInput): string {
     requirements: p.requirements,
     imports: p.imports,
     service_user: p.serviceUser,
+    ...sharedSettings(p),
   });
 }
 
-export interface WeightsInput {
+export interface WeightsInput extends SharedCacheInput {
   hostName: string;
   installRoot: string;
   cacheRoot: string;
@@ -70,21 +85,25 @@ export interface WeightsInput {
   markers: readonly string[];
   downloaderVenv: string;
   downloaderRequirement: string;
+  /** With a shared cache, each model's download lease. */
+  lockNames: readonly string[];
 }
 
-/** Downloads the models into HF_HOME once per host. stdin: line 1 the HF token (may be empty), then a pip.conf. */
+/** Downloads the models into HF_HOME once per host, or once for all with a shared cache. stdin: line 1 the HF token (may be empty), then a pip.conf. */
 export function weightsScript(p: WeightsInput): string {
   return renderScript("weights.sh", `download ${p.models.join(", ")} into the weights cache on ${p.hostName}`, {
     host_name: p.hostName,
     install_root: p.installRoot,
     cache_root: p.cacheRoot,
-    hf_home: `${p.cacheRoot}/huggingface`,
+    hf_home: `${p.sharedRoot || p.cacheRoot}/huggingface`,
     service_user: p.serviceUser,
     models: p.models,
     revisions: p.revisions,
     markers: p.markers,
     downloader_venv: p.downloaderVenv,
     downloader_requirement: p.downloaderRequirement,
+    ...sharedSettings(p),
+    lock_names: p.lockNames,
   });
 }
 

@@ -10,6 +10,9 @@ venv=/opt/rbln-serving/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0
 requirements=(rebel-compiler==0.12.0 'vllm-rbln[kv_connectors]==0.12.0')
 imports=(rebel vllm_rbln)
 service_user=rbln-serving
+shared_root=''
+lease_lock_path=''
+lease_lock_text=''
 # --- end of settings ---
 
 case "$venv" in
@@ -19,6 +22,8 @@ esac
 
 # shellcheck source=service-account.sh
 . service-account.sh
+# shellcheck source=shared-cache.sh
+. shared-cache.sh
 previous=$(readlink "$install_root/current" 2>/dev/null || echo "nothing")
 if [ -f "$venv/.rbln-serving-complete" ]; then
   echo "install ${host_name}: $venv is complete; nothing to install"

@@ -7,6 +7,7 @@ sys_root=/sys
 dev_root=/dev
 npus_needed=4
 cache_root=/var/lib/rbln-serving
+shared_root=''
 min_free_gb=300
 weights_markers=(/var/lib/rbln-serving/huggingface/rbln-serving-complete/example)
 python_versions=(3.10 3.11 3.12 3.13)
@@ -42,11 +43,17 @@ glibc=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
 oldest=$(printf '%s\n%s\n' "$min_glibc" "$glibc" | sort -V | head -n 1)
 [ "$oldest" = "$min_glibc" ] || fail "glibc: $glibc is older than $min_glibc (the vLLM CPU wheel needs it; use Ubuntu 24.04)"
 
+# With cache.shared the weights go to the shared folder: it must be there (mounted) already.
+weights_root=$cache_root
+if [ -n "$shared_root" ]; then
+  [ -d "$shared_root" ] || fail "cache.shared: $shared_root is not a directory (mount the shared filesystem there on every host first)"
+  weights_root=$shared_root
+fi
 cached=yes
 for marker in "${weights_markers[@]}"; do
   [ -f "$marker" ] || cached=no
 done
-existing=$cache_root
+existing=$weights_root
 while [ ! -d "$existing" ]; do existing=$(dirname "$existing"); done
 free_gb=$(( $(df -Pk "$existing" | awk 'NR == 2 {print $4}') / 1048576 ))
 if [ "$cached" = no ] && [ "$free_gb" -lt "$min_free_gb" ]; then

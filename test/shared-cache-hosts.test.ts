@@ -1,0 +1,136 @@
+import * as fs from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ModelServing, reportedRevision } from "../components/modelServing";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { planDeployment } from "../core/plan/deployment";
+import { FakeEngine, type UpResult } from "./helpers/engine";
+import { startHosts, type TestHost } from "./helpers/hostNamespace";
+import { hubStubSource } from "./helpers/hubStub";
+import { startPackageIndex, type PackageIndex } from "./helpers/packageIndex";
+import { runUnderMocks, type Registration } from "./helpers/pulumiHarness";
+import { shippedCatalog } from "./helpers/recipes";
+import { prepareStandInServer } from "./helpers/standInServer";
+
+/**
+ * `cache.shared` for real: three fake NPU hosts (real systemd and sshd each) that all see one
+ * folder, as hosts see an NFS mount. Two replicas start together in the first wave, so without the
+ * leases two hosts would download at once and two units would compile into one cache at once.
+ */
+const INSTALL_ROOT = "/opt/rbln-shared-test";
+const CACHE_ROOT = "/var/lib/rbln-shared-test";
+const VENV = `${INSTALL_ROOT}/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
+const MODEL = "MiniMaxAI/MiniMax-M2.7";
+const FAKE_DEV = `${INSTALL_ROOT}/dev`;
+const COMMIT = "c0ffee0000000000000000000000000000000002";
+// Outside the hosts' private paths: every host sees the same folder.
+const SHARED = fs.mkdtempSync("/var/lib/rbln-shared-test-nfs-");
+const LOGS = fs.mkdtempSync("/var/lib/rbln-shared-test-logs-");
+const HUB_LOG = `${LOGS}/hub-downloads`;
+const COMPILE_LOG = `${LOGS}/compiles`;
+
+let hosts: TestHost[];
+let index: PackageIndex;
+let engine: FakeEngine;
+
+function settings() {
+  return {
+    strategy: "aggregated-data-expert-parallel",
+    target: "Latency",
+    replicas: 3,
+    // Waves [npu-0, npu-1], [npu-2].
+    rollout: { maxUnavailable: 2 },
+    hosts: hosts.map((h, i) => ({ name: `npu-${i}`, address: h.address, port: h.port, listenAddress: h.address, hostKey: h.hostPublicKey })),
+    installRoot: INSTALL_ROOT,
+    cacheRoot: CACHE_ROOT,
+    cache: { shared: SHARED },
+    pip: { indexUrl: index.url, extraIndexUrls: [] },
+    // Ready (and compiled) 8 s after start: the two first-wave units overlap whatever the order.
+    extraEnv: { main: { FAKE_VLLM_READY_AFTER: "8", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
+  };
+}
+
+async function register(): Promise<Registration[]> {
+  const { registrations, error } = await runUnderMocks(() =>
+    new ModelServing("rbln-serving", {
+      settings: settings(),
+      secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key" },
+      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV },
+    }),
+  );
+  if (error) throw error;
+  return registrations;
+}
+
+const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : []);
+
+beforeAll(async () => {
+  fs.chmodSync(LOGS, 0o1777);
+  // A mount point the operator made: the service user may enter it.
+  fs.chmodSync(SHARED, 0o755);
+  [hosts, index] = await Promise.all([
+    startHosts(3, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] }),
+    // A download that takes 2 s: the three weights steps run side by side.
+    startPackageIndex([{ name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: hubStubSource({ commit: COMMIT, log: HUB_LOG, seconds: 2 }) }]),
+  ]);
+  const knownFlags = new Set(["--host"]);
+  for (const rank of planDeployment(parseStackSettings(settings()), shippedCatalog).plan.roles.flatMap((r) => r.ranks)) for (const flag of rank.flags) knownFlags.add(flag.name);
+  for (const host of hosts) await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
+  engine = new FakeEngine(
+    (connection, cmd, stdin) => hosts.find((h) => h.address === connection.host && h.port === connection.port)!.run(cmd, stdin),
+    (name) => name.endsWith("-preflight"),
+  );
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all((hosts ?? []).map((h) => h.stop()));
+  index?.stop();
+  for (const dir of [LOGS, SHARED]) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe("cache.shared on three hosts over SSH", { timeout: 240_000 }, () => {
+  let registrations: Registration[];
+  let first: UpResult;
+
+  it("registers no copies: every host's weights step takes the download's lease instead", async () => {
+    registrations = await register();
+    const names = registrations.filter((r) => r.type === "command:remote:Command").map((r) => r.name);
+    expect(names.filter((n) => /-(allow|copy|revoke)-/.test(n))).toEqual([]);
+    expect(names.filter((n) => n.endsWith("-weights")).sort()).toEqual(["rbln-serving-npu-0-weights", "rbln-serving-npu-1-weights", "rbln-serving-npu-2-weights"]);
+  });
+
+  it("first up: exactly one host downloads and exactly one unit compiles, into the shared folder", async () => {
+    first = await engine.up(registrations);
+    expect(first.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
+    expect(lines(HUB_LOG)).toEqual([MODEL]);
+    expect(lines(COMPILE_LOG)).toHaveLength(1);
+    const weights = first.runs.filter((r) => r.name.endsWith("-weights"));
+    expect(weights.filter((r) => r.stdout.includes(`downloading ${MODEL}`))).toHaveLength(1);
+    // Every host reports the one commit, read from the shared marker.
+    for (const run of weights) expect(reportedRevision(run.stdout, MODEL)).toBe(COMMIT);
+    expect(fs.readFileSync(`${SHARED}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`, "utf8")).toBe(`${COMMIT}\n`);
+    expect(fs.readFileSync(`${SHARED}/vllm/rbln/graph.bin`, "utf8")).toBe(`compiled for ${MODEL}\n`);
+    // The first wave's other unit waited for the compile's marker, then loaded.
+    const journals = await Promise.all(hosts.slice(0, 2).map((h) => h.run("journalctl -u 'rbln-serving-*' -o cat --no-pager")));
+    const text = journals.map((j) => j.stdout).join("\n");
+    expect(text).toMatch(/lease-lock compile-[0-9a-f]+: writing as /);
+    expect(text).toMatch(/lease-lock compile-[0-9a-f]+: complete; starting, loading what the writer made/);
+    // Units read and write the shared folder; a start never reaches the hub.
+    const env = (await hosts[2]!.run(`cat ${INSTALL_ROOT}/env/main-0.env`)).stdout;
+    expect(env).toContain(`HF_HOME='${SHARED}/huggingface'`);
+    expect(env).toContain(`VLLM_CACHE_ROOT='${SHARED}/vllm'`);
+    expect(env).toMatch(/^HF_HUB_OFFLINE='1'$/m);
+  });
+
+  it("the second up changes nothing", async () => {
+    const again = await engine.up(await register());
+    expect(again.runs.map((r) => r.name)).toEqual([]);
+  });
+
+  it("weights removed from the shared folder are downloaded again, once, despite the lease's old marker", async () => {
+    fs.rmSync(`${SHARED}/huggingface/rbln-serving-complete`, { recursive: true });
+    const weights = registrations.filter((r) => r.name.endsWith("-weights"));
+    const runs = await Promise.all(weights.map((r, i) => hosts[i]!.run(r.inputs.create, String(r.inputs.stdin))));
+    expect(runs.map((r) => r.status)).toEqual([0, 0, 0]);
+    expect(lines(HUB_LOG)).toEqual([MODEL, MODEL]);
+  });
+});
