@@ -1,14 +1,13 @@
-import type { LaunchPlan } from "../core/plan/types";
-import { rolloutWaves, type MaxUnavailable } from "../core/rollout/waves";
+import type { Registration } from "../test/helpers/pulumiHarness";
 
 /**
- * A deploy-time model: a dependency graph of stages (install, hub download, LAN copy, compile,
- * load) with stage durations, evaluated as earliest finish times. `simulateDeploy` takes any such
- * graph, so the program's registered graph can be fed to it; `deployGraph` builds one from a
- * plan and the rollout waves, today's layout or the compile-once/download-once one.
+ * A deploy-time model: the program's own dependency graph (what it registers under the mock
+ * runtime), its steps taken as stages (install, hub download, LAN copy, compile, load) with stated
+ * durations, evaluated as earliest finish times.
  */
 
-export type StageKind = "install" | "hubDownload" | "lanCopy" | "compile" | "load";
+/** `check`: a step that takes no time worth modelling (preflight, a grant, a step that does not run again). */
+export type StageKind = "check" | "install" | "hubDownload" | "lanCopy" | "compile" | "load";
 
 export interface DeployStep {
   id: string;
@@ -48,59 +47,74 @@ export const DEFAULT_DURATIONS: StageDurations = {
   loadSeconds: 900,
 };
 
-export type Layout = "today" | "cached";
+/** `today`: every host downloads and compiles (the layout before issue 11). `copies`: the seed downloads, the others copy. `shared`: `cache.shared`. */
+export type Layout = "today" | "copies" | "shared";
 /** `first`: nothing on the hosts yet. `recompile`: installed, weights present, a change alters every compile key. */
 export type Scenario = "first" | "recompile";
 
-export interface DeployShape {
-  /** Per role its compile key (roles of one replica run on their own node). */
-  roles: readonly { role: string; compileKey: string }[];
-  replicas: number;
-  maxUnavailable: MaxUnavailable;
-}
-
-export function shapeOf(plan: LaunchPlan, replicas: number, maxUnavailable: MaxUnavailable): DeployShape {
-  return { roles: plan.roles.map((r) => ({ role: r.role, compileKey: r.compileKey })), replicas, maxUnavailable };
-}
+const COMMAND = "command:remote:Command";
 
 /**
- * The graph of a deploy. Both layouts roll units out in waves (a unit of wave k+1 starts after
- * every unit of wave k serves). Today every node downloads from the hub and compiles. Cached: the
- * first node of the first wave downloads, the others copy from it; the first unit of each compile
- * key compiles, the others copy its cache and load.
+ * The deploy graph read from what the program registered: each command a step, its `dependsOn`
+ * edges its dependencies, its kind from its name (`<host>-install`, `-weights`, `-copy-<src>`,
+ * `-copy-compile-<src>`, `-allow-`/`-revoke-`, `-<role>-<rank>` unit steps). Registered with
+ * copies, it is the `copies` layout, or `today` with each weights copy taken as a hub download and
+ * every unit compiling; registered with `cache.shared`, the `shared` layout, where the leases add
+ * what the graph does not show: one weights step downloads and the others wait for it, and of the
+ * first units of a compile key one compiles and the others wait for it, then load.
  */
-export function deployGraph(shape: DeployShape, layout: Layout, scenario: Scenario, durations: StageDurations = DEFAULT_DURATIONS): DeployStep[] {
-  const steps: DeployStep[] = [];
-  const waves = rolloutWaves(shape.replicas, shape.maxUnavailable);
-  const compiledBy = new Map<string, string>();
-  let previousWave: string[] = [];
-  for (const wave of waves) {
-    const units: string[] = [];
-    for (const replica of wave) {
-      for (const { role, compileKey } of shape.roles) {
-        const node = `${role}-${replica}`;
-        const ready: string[] = [];
-        if (scenario === "first") {
-          steps.push({ id: `install ${node}`, kind: "install", deps: [] });
-          const seed = `weights ${shape.roles[0]!.role}-0`;
-          const weights = `weights ${node}`;
-          if (layout === "today" || weights === seed) steps.push({ id: weights, kind: "hubDownload", deps: [], bytes: durations.weightsBytes });
-          else steps.push({ id: weights, kind: "lanCopy", deps: [seed], bytes: durations.weightsBytes });
-          ready.push(`install ${node}`, weights);
-        }
-        const unit = `unit ${node}`;
-        const compiler = compiledBy.get(compileKey);
-        if (layout === "today" || !compiler) {
-          steps.push({ id: unit, kind: "compile", deps: [...ready, ...previousWave], serves: true });
-          compiledBy.set(compileKey, unit);
-        } else {
-          steps.push({ id: `compiled cache ${node}`, kind: "lanCopy", deps: [compiler], bytes: durations.compiledCacheBytes });
-          steps.push({ id: unit, kind: "load", deps: [...ready, `compiled cache ${node}`, ...previousWave], serves: true });
-        }
-        units.push(unit);
-      }
+export function programDeployGraph(
+  registrations: readonly Registration[],
+  compileKeyOfRole: Readonly<Record<string, string>>,
+  layout: Layout,
+  scenario: Scenario,
+  durations: StageDurations = DEFAULT_DURATIONS,
+): DeployStep[] {
+  const commands = registrations.filter((r) => r.type === COMMAND);
+  const nameOf = new Map(commands.map((r) => [r.urn, r.name]));
+  const unitName = new RegExp(`-(${Object.keys(compileKeyOfRole).join("|")})-\\d+$`);
+  const first = scenario === "first";
+  const steps: DeployStep[] = commands.map((r) => {
+    const id = r.name;
+    const deps = r.dependencies.filter((d) => nameOf.has(d)).map((d) => nameOf.get(d)!);
+    if (/-preflight$|-(allow|revoke)-/.test(id)) return { id, kind: "check", deps };
+    if (id.endsWith("-install")) return { id, kind: first ? "install" : "check", deps };
+    if (id.endsWith("-weights")) return { id, kind: first ? "hubDownload" : "check", deps, bytes: durations.weightsBytes };
+    // Today nothing is copied: a copy neither takes time nor waits for its source.
+    if (/-copy-compile-/.test(id)) return layout === "today" ? { id, kind: "check", deps: [] } : { id, kind: "lanCopy", deps, bytes: durations.compiledCacheBytes };
+    if (/-copy-/.test(id)) {
+      if (!first) return { id, kind: "check", deps };
+      return layout === "today" ? { id, kind: "hubDownload", deps: deps.filter((d) => d.endsWith("-preflight")), bytes: durations.weightsBytes } : { id, kind: "lanCopy", deps, bytes: durations.weightsBytes };
     }
-    previousWave = units;
+    if (unitName.test(id)) return { id, kind: "compile", deps, serves: true };
+    throw new Error(`deploy graph: no stage for command ${id}`);
+  });
+  const byId = new Map(steps.map((s) => [s.id, s]));
+  const upstreamMemo = new Map<string, Set<string>>();
+  const upstream = (id: string): Set<string> => {
+    let all = upstreamMemo.get(id);
+    if (!all) {
+      all = new Set(byId.get(id)!.deps.flatMap((d) => [d, ...upstream(d)]));
+      upstreamMemo.set(id, all);
+    }
+    return all;
+  };
+  const keyOf = (id: string) => compileKeyOfRole[unitName.exec(id)![1]!]!;
+  if (layout === "shared") {
+    // The download's lease: the first weights step downloads, the others wait for its marker.
+    const [downloader, ...waiters] = steps.filter((s) => s.id.endsWith("-weights"));
+    for (const waiter of first ? waiters : []) Object.assign(waiter, { kind: "check", deps: [...waiter.deps, downloader!.id] });
+  }
+  const compilers = new Map<string, string>();
+  for (const unit of steps.filter((s) => s.kind === "compile")) {
+    if (layout === "today") continue;
+    const above = [...upstream(unit.id)];
+    // Copies: a unit that got a compiled cache loads it. Shared: a unit after one of its key loads.
+    const cached = layout === "copies" ? above.some((d) => /-copy-compile-/.test(d)) : above.some((d) => unitName.test(d) && !/-(copy|allow|revoke)-/.test(d) && keyOf(d) === keyOf(unit.id));
+    const compiler = compilers.get(keyOf(unit.id));
+    if (cached) unit.kind = "load";
+    else if (layout === "shared" && compiler) Object.assign(unit, { kind: "load", deps: [...unit.deps, compiler] });
+    else compilers.set(keyOf(unit.id), unit.id);
   }
   return steps;
 }
@@ -124,6 +138,8 @@ export function simulateDeploy(steps: readonly DeployStep[], durations: StageDur
   const hubDownloads = steps.filter((s) => s.kind === "hubDownload");
   const seconds = (step: DeployStep): number => {
     switch (step.kind) {
+      case "check":
+        return 0;
       case "install":
         return durations.installSeconds;
       case "hubDownload":
@@ -166,16 +182,24 @@ export interface LayoutComparison {
   recompile: DeployEstimate;
 }
 
-/** Today's layout against the cached one, for each replica count. */
-export function compareDeployLayouts(plan: LaunchPlan, replicaCounts: readonly number[], maxUnavailable: MaxUnavailable, durations: StageDurations = DEFAULT_DURATIONS): LayoutComparison[] {
-  return replicaCounts.flatMap((replicas) => {
-    const shape = shapeOf(plan, replicas, maxUnavailable);
-    const keyOf = (unitId: string) => shape.roles.find((r) => unitId.startsWith(`unit ${r.role}-`))!.compileKey;
-    return (["today", "cached"] as const).map((layout) => ({
-      replicas,
-      layout,
-      first: simulateDeploy(deployGraph(shape, layout, "first", durations), durations, keyOf),
-      recompile: simulateDeploy(deployGraph(shape, layout, "recompile", durations), durations, keyOf),
-    }));
-  });
+/** The three layouts for each replica count, from the program registered with copies and with `cache.shared`. */
+export async function compareDeployLayouts(
+  replicaCounts: readonly number[],
+  register: (replicas: number, shared: boolean) => Promise<readonly Registration[]>,
+  compileKeyOfRole: Readonly<Record<string, string>>,
+  durations: StageDurations = DEFAULT_DURATIONS,
+): Promise<LayoutComparison[]> {
+  const unitRole = new RegExp(`-(${Object.keys(compileKeyOfRole).join("|")})-\\d+$`);
+  const keyOf = (id: string) => compileKeyOfRole[unitRole.exec(id)![1]!]!;
+  const comparisons: LayoutComparison[] = [];
+  for (const replicas of replicaCounts) {
+    const withCopies = await register(replicas, false);
+    const withShared = await register(replicas, true);
+    for (const layout of ["today", "copies", "shared"] as const) {
+      const registrations = layout === "shared" ? withShared : withCopies;
+      const estimate = (scenario: Scenario) => simulateDeploy(programDeployGraph(registrations, compileKeyOfRole, layout, scenario, durations), durations, keyOf);
+      comparisons.push({ replicas, layout, first: estimate("first"), recompile: estimate("recompile") });
+    }
+  }
+  return comparisons;
 }

@@ -6,7 +6,10 @@ import { planDeployment } from "../core/plan/deployment";
 import { diffPlans } from "../core/plan/diff";
 import { allSelections, resolvePlan } from "../core/plan/resolve";
 import type { Selection } from "../core/plan/types";
-import { compareDeployLayouts, deployGraph, DEFAULT_DURATIONS, shapeOf, simulateDeploy } from "../bench/deployModel";
+import { compareDeployLayouts, DEFAULT_DURATIONS, programDeployGraph, simulateDeploy } from "../bench/deployModel";
+import { runProgram } from "../program";
+import { runUnderMocks } from "./helpers/pulumiHarness";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { shippedCatalog } from "./helpers/recipes";
 import { runCommand } from "../cli/commands";
 
@@ -101,16 +104,29 @@ describe("revision and offline serving", () => {
 
 describe("deploy model", () => {
   const plan = resolvePlan(minimax, { model: minimax.model, strategy: "aggregated-data-expert-parallel", target: "Throughput" } satisfies Selection);
-  it("8 replicas: today 8 downloads and 8 compiles; cached 1 and 1 per compile key", () => {
-    const [today, cached] = compareDeployLayouts(plan, [8], "25%");
+  const keys = { main: plan.roles[0]!.compileKey };
+  const register = async (replicas: number, shared: boolean) => {
+    const hosts = Array.from({ length: replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
+    const run = await runUnderMocks(runProgram, { strategy: "aggregated-data-expert-parallel", target: "Throughput", replicas, hosts, ...(shared ? { cache: { shared: "/mnt/rbln-cache" } } : {}) }, { sshPrivateKey: "k" });
+    if (run.error) throw run.error;
+    return run.registrations;
+  };
+
+  it("8 replicas, from the program's graph: today 8 downloads and 8 compiles; copies and shared 1 and 1 per compile key", async () => {
+    const [today, copies, shared] = await compareDeployLayouts([8], register, keys);
     expect([today!.first.hubDownloads, today!.first.compiles, today!.first.internetBytes]).toEqual([8, 8, 8 * 230e9]);
-    expect([cached!.first.hubDownloads, cached!.first.compilesPerKey, cached!.first.internetBytes]).toEqual([1, { [plan.roles[0]!.compileKey]: 1 }, 230e9]);
-    expect(cached!.first.minutesToFullCapacity).toBeLessThan(today!.first.minutesToFullCapacity);
-    expect(cached!.recompile.compiles).toBe(1);
+    for (const cached of [copies!, shared!]) {
+      expect([cached.layout, cached.first.hubDownloads, cached.first.compilesPerKey, cached.first.internetBytes]).toEqual([cached.layout, 1, { [keys.main]: 1 }, 230e9]);
+      expect(cached.first.minutesToFullCapacity).toBeLessThan(today!.first.minutesToFullCapacity);
+      expect(cached.recompile.compiles).toBe(1);
+    }
+    // Shared: no LAN copies, so the later waves start sooner than with copies.
+    expect(shared!.first.minutesToFullCapacity).toBeLessThan(copies!.first.minutesToFullCapacity);
   });
 
-  it("evaluates earliest finish times: one replica is install/download, then compile", () => {
-    const steps = deployGraph(shapeOf(plan, 1, "25%"), "cached", "first");
+  it("evaluates earliest finish times: one replica is install/download, then compile", async () => {
+    const steps = programDeployGraph(await register(1, false), keys, "copies", "first");
+    expect(steps.map((s) => `${s.id} ${s.kind}`).sort()).toEqual(["rbln-serving-npu-0-install install", "rbln-serving-npu-0-main-0 compile", "rbln-serving-npu-0-preflight check", "rbln-serving-npu-0-weights hubDownload"]);
     const d = DEFAULT_DURATIONS;
     const download = (d.weightsBytes * 8) / (d.internetGbitPerS * 1e9);
     expect(simulateDeploy(steps).minutesToFullCapacity).toBeCloseTo((Math.max(download, d.installSeconds) + d.compileSeconds) / 60, 6);

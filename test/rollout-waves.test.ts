@@ -2,6 +2,11 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { rolloutWaves, unavailableCount } from "../core/rollout/waves";
+import { hostWaves } from "../core/rollout/hostWaves";
+import { planDeployment } from "../core/plan/deployment";
+import { copySources } from "../core/render/hosts/copies";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
+import { shippedCatalog } from "./helpers/recipes";
 
 describe("rollout waves", () => {
   it("default 25% rounds up, at least 1", () => {
@@ -31,5 +36,23 @@ describe("rollout waves", () => {
     for (const bad of [0, "0%", "101%", "25", -1, 1.5]) {
       expect(() => parseStackSettings({ ...base, rollout: { maxUnavailable: bad } })).toThrow(/^rollout\.maxUnavailable: /);
     }
+  });
+});
+
+describe("who copies a compiled cache from whom", () => {
+  const hosts = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
+  const compileCopies = (raw: Record<string, unknown>) => {
+    const deployment = planDeployment(parseStackSettings({ strategy: "aggregated-data-expert-parallel", target: "Throughput", ...raw }), shippedCatalog);
+    return copySources(deployment, hostWaves(deployment))
+      .filter((c) => c.kind === "compile")
+      .map((c) => `${c.source.host.name} -> ${c.dest.host.name}`);
+  };
+
+  it("one compile per key: the first host of the first wave compiles, every other host copies, from the nearest earlier wave", () => {
+    // 8 replicas, 25%: waves [0,1] [2,3] [4,5] [6,7]; npu-1 waits for npu-0's compile instead of compiling too.
+    expect(compileCopies({ replicas: 8, hosts: hosts(8) })).toEqual(["npu-0 -> npu-1", "npu-0 -> npu-2", "npu-1 -> npu-3", "npu-2 -> npu-4", "npu-3 -> npu-5", "npu-4 -> npu-6", "npu-5 -> npu-7"]);
+    expect(compileCopies({ replicas: 3, hosts: hosts(3), rollout: { maxUnavailable: 3 } })).toEqual(["npu-0 -> npu-1", "npu-0 -> npu-2"]);
+    // A shared cache copies nothing: the compile lease makes one writer.
+    expect(compileCopies({ replicas: 8, hosts: hosts(8), cache: { shared: "/mnt/rbln-cache" } })).toEqual([]);
   });
 });

@@ -7,7 +7,8 @@ import { copyAllowScript, copyRevokeScript, copyScript, type CopyAccessInput } f
  * Download once, compile once: the seed host (the first of the first rollout wave) downloads the
  * models from the hub and every other host copies them from it; a host of a later wave copies the
  * compiled cache of its roles' compile keys from a host of the nearest earlier wave that compiled
- * (or copied) them. Each copy is three steps: a one-time grant on the source, the copy on the
+ * (or copied) them, and a host of the wave where a key first appears from the first host of that
+ * wave that runs it. Each copy is three steps: a one-time grant on the source, the copy on the
  * destination (stdin: the grant's private key), then the revoke on the source.
  */
 export interface CopySource {
@@ -44,8 +45,11 @@ export function copySources(deployment: Deployment, waves: readonly HostPlacemen
       for (const key of compileKeysOf(deployment, dest)) {
         // The nearest earlier wave that has the key; spread the destinations over its hosts.
         const earlier = waves.slice(0, k).reverse().map((w) => w.filter((p) => compileKeysOf(deployment, p).includes(key))).find((w) => w.length > 0);
-        if (!earlier) continue;
-        const source = earlier[position % earlier.length]!;
+        // A key no earlier wave has is compiled by the first host of this wave that runs it; the
+        // others copy from it, and keep serving their previous config while it compiles.
+        const compiler = wave.slice(0, position).find((p) => compileKeysOf(deployment, p).includes(key));
+        const source = earlier ? earlier[position % earlier.length] : compiler;
+        if (!source) continue;
         bySource.set(source, [...(bySource.get(source) ?? []), key]);
       }
       for (const [source, compileKeys] of bySource) compile.push({ kind: "compile", source, dest, compileKeys });
