@@ -246,7 +246,7 @@ describe("replicas", () => {
     expect(insecure.registrations.find((r) => r.name === "rbln-serving-npu-1-copy-npu-0")!.inputs.create).toContain("source_host_key=''");
   });
 
-  it("on hosts with rollout.maxUnavailable 100%: every replica's units change at once; only the weights copies link hosts", async () => {
+  it("on hosts with rollout.maxUnavailable 100%: the first host's units change first, then every other replica's at once; only the copies link hosts", async () => {
     const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
     const { registrations, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts, rollout: { maxUnavailable: "100%" } }, SECRETS);
     expect(error).toBeUndefined();
@@ -254,9 +254,14 @@ describe("replicas", () => {
     const commands = ofType(registrations, "command:remote:Command");
     expect(commands.length).toBeGreaterThan(0);
     for (const r of commands.filter((c) => !/-(allow|copy|revoke)-/.test(c.name))) {
-      for (const dependency of r.dependencies) if (!/-copy-npu-0$/.test(dependency)) expect(hostOf(dependency)).toBe(hostOf(r.urn));
+      for (const dependency of r.dependencies) if (!/-copy-(compile-)?npu-0$/.test(dependency)) expect(hostOf(dependency)).toBe(hostOf(r.urn));
     }
-    expect(commands.filter((c) => c.name.includes("compile"))).toEqual([]);
+    // npu-1 and npu-2 copy npu-0's compiled cache once its unit serves, so their units change together after it.
+    const unitDeps = (host: string) => commands.find((c) => c.name === `rbln-serving-npu-${host}-main-0`)!.dependencies.map((d) => d.split("::").pop());
+    expect(unitDeps("1")).toContain("rbln-serving-npu-1-copy-compile-npu-0");
+    expect(unitDeps("2")).toContain("rbln-serving-npu-2-copy-compile-npu-0");
+    expect(commands.find((c) => c.name === "rbln-serving-npu-0-allow-compile-npu-1")!.dependencies.map((d) => d.split("::").pop())).toEqual(["rbln-serving-npu-0-main-0"]);
+    expect(commands.filter((c) => c.name.includes("copy-compile")).map((c) => c.name).sort()).toEqual(["rbln-serving-npu-1-copy-compile-npu-0", "rbln-serving-npu-2-copy-compile-npu-0"]);
   });
 
   it("refuses a host list that does not match nodes × replicas, saying how many are needed", async () => {
