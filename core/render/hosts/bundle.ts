@@ -217,7 +217,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
   return {
     placement,
     venv,
-    preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers }),
+    preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers, serviceUser: SERVICE_USER }),
     installScript: installScript({
       hostName: host.name,
       installRoot: settings.installRoot,

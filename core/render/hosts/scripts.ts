@@ -1,3 +1,4 @@
+import { UNIT_NAME_GLOB } from "./systemd";
 import { heredocDelimiter, renderScript } from "./template";
 
 /**
@@ -19,6 +20,8 @@ export interface PreflightInput {
   cacheRoot: string;
   minFreeDiskGb: number;
   weightsMarkers: readonly string[];
+  /** The units' user: it must be able to open the RSD group nodes. */
+  serviceUser: string;
 }
 
 export function preflightScript(p: PreflightInput): string {
@@ -32,6 +35,8 @@ export function preflightScript(p: PreflightInput): string {
     weights_markers: p.weightsMarkers,
     python_versions: PYTHON_VERSIONS,
     min_glibc: MIN_GLIBC,
+    service_user: p.serviceUser,
+    own_units: UNIT_NAME_GLOB,
   });
 }
 

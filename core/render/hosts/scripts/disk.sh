@@ -1,0 +1,12 @@
+# shellcheck shell=bash
+# Free disk under the cache root, where the weights, the compile cache and offload files grow.
+# Reads: cache_root.
+# shellcheck disable=SC2154
+
+# Sets free_under (the cache root, or its nearest existing parent before the install creates it)
+# and free_gb (GiB available there, as df counts for an unprivileged writer).
+free_space() {
+  free_under=$cache_root
+  while [ ! -d "$free_under" ]; do free_under=$(dirname "$free_under"); done
+  free_gb=$(( $(df -Pk "$free_under" | awk 'NR == 2 {print $4}') / 1048576 ))
+}
