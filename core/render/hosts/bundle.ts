@@ -201,6 +201,8 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
             envPath,
             envText,
             stateDir,
+            cacheRoot: settings.cacheRoot,
+            minFreeDiskGbToRestart: settings.minFreeDiskGbToRestart,
             rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
             wait: waitFor(timeout),
           }),

@@ -115,6 +115,9 @@ export interface UnitApplyInput {
   envText: string;
   /** Keeps the previous unit and env file of each unit, for rolling back. */
   stateDir: string;
+  /** Free disk under it (GiB) a (re)start needs: the compile cache grows there. */
+  cacheRoot: string;
+  minFreeDiskGbToRestart: number;
   rank: ReadinessRank;
   wait: ServingWait;
 }
@@ -138,6 +141,8 @@ export function unitApplyScript(p: UnitApplyInput): string {
     unit_path: unitPath,
     env_path: p.envPath,
     state_dir: p.stateDir,
+    cache_root: p.cacheRoot,
+    restart_free_gb: p.minFreeDiskGbToRestart,
     port: p.rank.port,
     probe_host,
     timeout_s,

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Free disk under the cache root, where the weights, the compile cache and offload files grow.
-# Reads: cache_root.
-# shellcheck disable=SC2154
+# Reads: cache_root; sets free_under and free_gb for the script that sources it.
+# shellcheck disable=SC2154,SC2034
 
 # Sets free_under (the cache root, or its nearest existing parent before the install creates it)
 # and free_gb (GiB available there, as df counts for an unprivileged writer).
