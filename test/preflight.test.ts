@@ -84,6 +84,7 @@ function host(
     serviceUser: options.serviceUser ?? "nobody",
   });
   const result = spawnSync("bash", ["-c", script], { env: { PATH: `${root}/bin:${process.env.PATH}` }, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  fs.rmSync(root, { recursive: true, force: true });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr.trim() };
 }
 
@@ -195,8 +196,8 @@ describe("preflight: idle NPUs, from rbln-smi -j", () => {
 
   it("ignores what it does not know: unknown fields, entries that are not contexts; a context without a pid still counts", () => {
     const idle = JSON.parse(fixture("idle.json"));
-    const odd = { ...idle, schema: 2, contexts: [42, "x", { npu: 1, memalloc: "1GiB", hint: { nested: true } }] };
-    expect(host({ ...ok, smi: JSON.stringify(odd) }).stderr).toBe(inUse("pid ? (?) on npu 1"));
+    const odd = { ...idle, schema: 2, contexts: [42, "x", { npu: 1, memalloc: "1GiB", hint: { nested: true } }, { pid: null, process: "p" }] };
+    expect(host({ ...ok, smi: JSON.stringify(odd) }).stderr).toBe(inUse("pid ? (?) on npu 1; pid ? (p) on an NPU"));
   });
 
   it("warns on stdout and passes when this rbln-smi lists no contexts at all", () => {

@@ -100,7 +100,7 @@ for device, contexts in listed:
     for context in contexts:
         if not isinstance(context, dict):
             continue
-        pid = str(context.get("pid", "")).strip()
+        pid = str(context.get("pid") or "").strip()
         if pid.isdigit() and ours(pid):
             continue
         comm = read(f"/proc/{pid}/comm") if pid.isdigit() else None
@@ -112,7 +112,7 @@ for device, contexts in listed:
 print("; ".join(f"{who} on {', '.join(dict.fromkeys(where))}" for who, where in users.items()))
 PY
 )
-busy=$(printf '%s' "$smi_json" | python3 -c "$idle_check" "$own_units") || fail "rbln-smi: could not read the contexts in 'rbln-smi -j'"
+busy=$(printf '%s' "$smi_json" | python3 -c "$idle_check" "$own_units" 2>/dev/null) || fail "rbln-smi: could not read the contexts in 'rbln-smi -j'"
 if [ "$busy" = unknown ]; then
   echo "preflight ${host_name}: warning: this rbln-smi lists no contexts, so whether other processes use the NPUs is not checked"
 elif [ -n "$busy" ]; then
