@@ -78,6 +78,7 @@ export interface ModelServingArgs {
   installRoot?: string;
   cacheRoot?: string;
   minFreeDiskGb?: number;
+  minFreeDiskGbToRestart?: number;
   kubernetes?: KubernetesArgs;
   /** Extra vllm serve words per role. */
   extraArgs?: { [role: string]: string[] };

@@ -232,6 +232,7 @@ describe("settings the chosen platform does not read", () => {
       "cacheRoot: does nothing with platform: kubernetes; remove it or choose the platform that reads it",
     ]);
     expect(warningsOf({ ...dev, kubernetes: { namespace: "x" } })).toEqual(["kubernetes: does nothing with platform: hosts; remove it or choose the platform that reads it"]);
+    expect(warningsOf({ ...prod, minFreeDiskGbToRestart: 10 })).toEqual(["minFreeDiskGbToRestart: does nothing with platform: kubernetes; remove it or choose the platform that reads it"]);
   });
 });
 
@@ -276,6 +277,14 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
     expect(plan({ ...dev(), sshProxy: bastion }).placements[0]!.host.proxy).toMatchObject({ address: "10.0.0.1", user: "root", port: 22 });
     expect(plan({ ...dev(), sshProxy: bastion, hosts: [{ ...dev().hosts[0], proxy: { ...bastion, address: "10.0.0.2" } }] }).placements[0]!.host.proxy!.address).toBe("10.0.0.2");
     expect(plan(dev()).placements[0]!.host.proxy).toBeUndefined();
+  });
+
+  it("takes minFreeDiskGbToRestart as whole GiB from 0 (default 50: one compiled cache) into every unit step", () => {
+    expect(() => parseStackSettings({ ...dev(), minFreeDiskGbToRestart: -1 })).toThrow("minFreeDiskGbToRestart: Too small: expected number to be >=0 (got -1)");
+    expect(() => parseStackSettings({ ...dev(), minFreeDiskGbToRestart: 1.5 })).toThrow(/^minFreeDiskGbToRestart: .*expected int.*\(got 1\.5\)$/);
+    expect(parseStackSettings(dev()).minFreeDiskGbToRestart).toBe(50);
+    const deployment = plan({ ...dev(), cacheRoot: "/data/rbln", minFreeDiskGbToRestart: 0 });
+    expect(renderHost(deployment, deployment.placements[0]!).ranks[0]!.applyScript).toContain("\ncache_root=/data/rbln\nrestart_free_gb=0\n");
   });
 
   it("refuses an index URL with only a user name, too", () => {

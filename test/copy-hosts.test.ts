@@ -45,6 +45,8 @@ function settings() {
     hosts: hosts.map((h, i) => ({ name: `npu-${i}`, address: h.address, port: h.port, listenAddress: h.address, hostKey: h.hostPublicKey })),
     installRoot: INSTALL_ROOT,
     cacheRoot: CACHE_ROOT,
+    // The hosts share this machine's disk: the unit steps' disk check is tested in unit-apply.test.ts.
+    minFreeDiskGbToRestart: 0,
     pip: { indexUrl: index.url, extraIndexUrls: [] },
     extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
   };

@@ -1,24 +1,71 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { describe, expect, it } from "vitest";
-import { preflightScript } from "../core/render/hosts/scripts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { preflightScript, remoteCommand } from "../core/render/hosts/scripts";
+import { SERVICE_USER } from "../core/render/hosts/bundle";
+import { startHosts, type TestHost } from "./helpers/hostNamespace";
 
 /**
  * Every preflight check, in order, against a made-up driver tree (sysfs, device nodes, rbln-smi)
  * under real bash: each failure is one line naming the host and the check.
+ *
+ * The rbln-smi outputs in test/fixtures/rbln-smi/ are made here for 4 × RBLN-CR13 (140 GiB each,
+ * KMD 3.5.1 as on docs.rbln.ai v0.12.0), in the shapes public code reads `rbln-smi -j`/`rbln-stat
+ * --json` in: `busy.json` and `idle.json` with the field names and JSON types of a captured
+ * `rbln-stat` 3.0.0 output (lablup/all-smi `src/device/readers/rebellions.rs` and
+ * `tests/fixtures/rbln-stat-loaded.json`: top-level `contexts` of `{ctx_id, npu (number), process,
+ * pid (string), memalloc, ...}`); `sdk1-busy.json` with what that reader also accepts from older
+ * SDKs (`npu` a string, `cmd` for `process`); `no-contexts.json` with the fields
+ * RBLN-SW/rblnlib-go `pkg/rblnsmi/rblnsmi.go` declares (no contexts at all);
+ * `per-device-contexts.json` with `devices[].contexts`, as the project notes describe it (unconfirmed).
  */
-function host(options: { module?: boolean; devices?: number; smiDevices?: number | "fail"; minFreeGb?: number; cached?: boolean; glibc?: string } = {}) {
+const FIXTURES = path.join(__dirname, "fixtures", "rbln-smi");
+const fixture = (name: string, pids: Record<string, string | number> = {}) =>
+  Object.entries(pids).reduce((text, [from, to]) => text.replaceAll(from, String(to)), fs.readFileSync(path.join(FIXTURES, name), "utf8"));
+/** The fixtures' process ids, replaced per test by live or impossible ones. */
+const ENGINE_PID = "3100417";
+const OTHER_PID = "3100988";
+/** Above the kernel's PID_MAX_LIMIT (2^22): no process has it. */
+const EXITED_PID = 4194304;
+
+type Access = { mode: number; group: string };
+
+function host(
+  options: {
+    module?: boolean;
+    devices?: number;
+    smiDevices?: number | "fail";
+    smi?: string;
+    minFreeGb?: number;
+    cached?: boolean;
+    glibc?: string;
+    serviceUser?: string;
+    rbln?: Access;
+    rsd?: Access;
+  } = {},
+) {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "preflight-"));
   fs.mkdirSync(path.join(root, "sys", "module"), { recursive: true });
   fs.mkdirSync(path.join(root, "dev"));
   fs.mkdirSync(path.join(root, "bin"));
   if (options.module ?? true) fs.mkdirSync(path.join(root, "sys", "module", "rebellions"));
-  for (let i = 0; i < (options.devices ?? 4); i++) fs.writeFileSync(path.join(root, "dev", `rbln${i}`), "");
+  const node = (name: string, access?: Access) => {
+    const file = path.join(root, "dev", name);
+    fs.writeFileSync(file, "");
+    if (!access) return;
+    fs.chmodSync(file, access.mode);
+    spawnSync("chgrp", [access.group, file]);
+  };
+  for (let i = 0; i < (options.devices ?? 4); i++) node(`rbln${i}`, options.rbln);
+  if (options.rsd) node("rsd0", options.rsd);
+  // The root of the temporary tree is 0700: let a service user reach the device nodes under it.
+  fs.chmodSync(root, 0o755);
   const smi = options.smiDevices ?? 4;
-  const devices = JSON.stringify({ devices: Array.from({ length: smi === "fail" ? 0 : smi }, (_, i) => ({ npu: i, name: "RBLN-CR13", status: "normal" })) });
-  fs.writeFileSync(path.join(root, "bin", "rbln-smi"), smi === "fail" ? "#!/bin/sh\nexit 3\n" : `#!/bin/sh\necho '${devices}'\n`, { mode: 0o755 });
+  const devices = JSON.stringify({ devices: Array.from({ length: smi === "fail" ? 0 : smi }, (_, i) => ({ npu: i, name: "RBLN-CR13", status: "normal" })), contexts: [] });
+  fs.writeFileSync(path.join(root, "smi.json"), options.smi ?? devices);
+  fs.writeFileSync(path.join(root, "bin", "rbln-smi"), smi === "fail" ? "#!/bin/sh\nexit 3\n" : `#!/bin/sh\ncat '${root}/smi.json'\n`, { mode: 0o755 });
   // A stand-in getconf reports a glibc, where the test says which.
   if (options.glibc) fs.writeFileSync(path.join(root, "bin", "getconf"), `#!/bin/sh\necho 'glibc ${options.glibc}'\n`, { mode: 0o755 });
   const marker = path.join(root, "cache", "huggingface", "rbln-serving-complete", "MiniMaxAI--MiniMax-M2.7");
@@ -34,8 +81,10 @@ function host(options: { module?: boolean; devices?: number; smiDevices?: number
     cacheRoot: path.join(root, "cache"),
     minFreeDiskGb: options.minFreeGb ?? 0,
     weightsMarkers: [marker],
+    serviceUser: options.serviceUser ?? "nobody",
   });
   const result = spawnSync("bash", ["-c", script], { env: { PATH: `${root}/bin:${process.env.PATH}` }, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  fs.rmSync(root, { recursive: true, force: true });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr.trim() };
 }
 
@@ -66,5 +115,155 @@ describe("preflight", () => {
   it("fails on too little disk until the weights are cached", () => {
     expect(host({ glibc: "2.39", minFreeGb: 10 ** 9 }).stderr).toMatch(/^preflight npu-7: disk: \d+ GB free under .*, need 1000000000 GB for the weights and caches$/);
     expect(host({ glibc: "2.39", minFreeGb: 10 ** 9, cached: true }).status).toBe(0);
+  });
+});
+
+describe("preflight: the service user opens /dev/rsd*", () => {
+  const ok = { glibc: "2.39" };
+  const rsdLine = (user: string) => new RegExp(`^preflight npu-7: device access: ${user} cannot open \\S+/dev/rsd0 read-write `);
+
+  it("skips the check where no RSD node exists", () => {
+    expect(host({ ...ok, serviceUser: "nobody", rbln: { mode: 0o600, group: "root" } }).status).toBe(0);
+  });
+
+  it("asks the kernel as the user once it exists: world or own group read-write passes", () => {
+    expect(host({ ...ok, serviceUser: "nobody", rsd: { mode: 0o666, group: "root" } }).status).toBe(0);
+    expect(host({ ...ok, serviceUser: "nobody", rsd: { mode: 0o660, group: "nogroup" } }).status).toBe(0);
+  });
+
+  it("names the node, its mode and group, and the fix when the existing user cannot open it", () => {
+    const otherGroup = host({ ...ok, serviceUser: "nobody", rsd: { mode: 0o660, group: "disk" } });
+    expect(otherGroup.status).toBe(1);
+    expect(otherGroup.stderr).toMatch(rsdLine("nobody"));
+    expect(otherGroup.stderr).toMatch(/ \(-rw-rw---- root:disk\); add it to group disk \(usermod -aG disk nobody\)$/);
+    const rootOnly = host({ ...ok, serviceUser: "nobody", rsd: { mode: 0o660, group: "root" } });
+    expect(rootOnly.stderr).toMatch(/ \(-rw-rw---- root:root\); give rsd devices a group it is in and mode 0660 with a udev rule: KERNEL=="rsd\[0-9\]\*", GROUP="nogroup", MODE="0660"$/);
+  });
+
+  it("before the install creates the user, judges by the groups the install will give it (those of /dev/rbln*)", () => {
+    const fresh = { ...ok, serviceUser: "rbln-preflight-no-such-user", rbln: { mode: 0o660, group: "disk" } };
+    expect(host({ ...fresh, rsd: { mode: 0o660, group: "disk" } }).status).toBe(0);
+    expect(host({ ...fresh, rsd: { mode: 0o666, group: "root" } }).status).toBe(0);
+    const rootGroup = host({ ...fresh, rsd: { mode: 0o660, group: "root" } });
+    expect(rootGroup.status).toBe(1);
+    expect(rootGroup.stderr).toMatch(rsdLine("rbln-preflight-no-such-user"));
+    expect(rootGroup.stderr).toMatch(
+      /\(-rw-rw---- root:root\) \(not created yet; the install puts it in the groups of \S+\/dev\/rbln\*: disk\); give rsd devices a group it is in and mode 0660 with a udev rule: KERNEL=="rsd\[0-9\]\*", GROUP="disk", MODE="0660"$/,
+    );
+    expect(host({ ...fresh, rsd: { mode: 0o600, group: "disk" } }).stderr).toMatch(/\(-rw------- root:disk\) .*GROUP="disk", MODE="0660"$/);
+    expect(host({ ...fresh, rbln: { mode: 0o600, group: "root" }, rsd: { mode: 0o660, group: "disk" } }).stderr).toContain("(not created yet; the install puts it in the groups of");
+  });
+});
+
+describe("preflight: idle NPUs, from rbln-smi -j", () => {
+  const ok = { glibc: "2.39" };
+  let processes: ChildProcess[] = [];
+  const live = () => {
+    const child = spawn("sleep", ["300"], { stdio: "ignore" });
+    processes.push(child);
+    return child.pid!;
+  };
+  afterAll(() => {
+    for (const child of processes) child.kill();
+    processes = [];
+  });
+  const inUse = (uses: string) => `preflight npu-7: NPUs in use by other processes: ${uses}; stop them (or wait until rbln-smi -j lists no contexts) and run again`;
+
+  it("passes with an empty context list, without a warning", () => {
+    expect(host({ ...ok, smi: fixture("idle.json") })).toMatchObject({ status: 0, stdout: expect.stringMatching(/^preflight npu-7: ok \(4 NPUs, /) });
+  });
+
+  it("fails naming each other process, its name and the NPUs it holds", () => {
+    const [engine, other] = [live(), live()];
+    expect(host({ ...ok, smi: fixture("busy.json", { [ENGINE_PID]: engine, [OTHER_PID]: other }) })).toMatchObject({
+      status: 1,
+      stderr: inUse(`pid ${engine} (VLLM::EngineCore) on npu 0, npu 1, npu 2, npu 3; pid ${other} (python3) on npu 0`),
+    });
+  });
+
+  it("counts a context whose process has exited: its memory is still held", () => {
+    const other = live();
+    expect(host({ ...ok, smi: fixture("busy.json", { [ENGINE_PID]: EXITED_PID, [OTHER_PID]: other }) }).stderr).toBe(
+      inUse(`pid ${EXITED_PID} (VLLM::EngineCore, exited) on npu 0, npu 1, npu 2, npu 3; pid ${other} (python3) on npu 0`),
+    );
+  });
+
+  it("reads older and other shapes: npu as a string, pid as a number, cmd; contexts per device", () => {
+    const other = live();
+    expect(host({ ...ok, smi: fixture("sdk1-busy.json", { [OTHER_PID]: other }) }).stderr).toBe(inUse(`pid ${other} (python3 bench.py) on npu 0`));
+    expect(host({ ...ok, smi: fixture("per-device-contexts.json", { [OTHER_PID]: other }) }).stderr).toBe(inUse(`pid ${other} (python3) on rbln2`));
+  });
+
+  it("ignores what it does not know: unknown fields, entries that are not contexts; a context without a pid still counts", () => {
+    const idle = JSON.parse(fixture("idle.json"));
+    const odd = { ...idle, schema: 2, contexts: [42, "x", { npu: 1, memalloc: "1GiB", hint: { nested: true } }, { pid: null, process: "p" }] };
+    expect(host({ ...ok, smi: JSON.stringify(odd) }).stderr).toBe(inUse("pid ? (?) on npu 1; pid ? (p) on an NPU"));
+  });
+
+  it("warns on stdout and passes when this rbln-smi lists no contexts at all", () => {
+    const run = host({ ...ok, smi: fixture("no-contexts.json") });
+    expect(run.status).toBe(0);
+    expect(run.stdout).toMatch(/^preflight npu-7: warning: this rbln-smi lists no contexts, so whether other processes use the NPUs is not checked\npreflight npu-7: ok /);
+  });
+});
+
+/**
+ * A re-run while this deployment serves: rbln-smi then lists the contexts of its own units, which
+ * are not another process's. On a fake host with the real systemd (test/helpers/hostNamespace.ts),
+ * a unit named like ours forks a child, as vLLM's engines do; another unit, and one named like ours
+ * outside system.slice, hold NPUs too.
+ */
+describe("preflight while this deployment's units hold the NPUs (real systemd)", { timeout: 120_000 }, () => {
+  const ROOT = "/opt/rbln-preflight-test";
+  let testHost: TestHost;
+  const sh = async (command: string) => {
+    const result = await testHost.run(command);
+    expect(result, command).toMatchObject({ status: 0 });
+    return result.stdout.trim();
+  };
+
+  beforeAll(async () => {
+    [testHost] = await startHosts(1, { privatePaths: [ROOT] });
+    await sh(
+      [
+        `install -d ${ROOT}/sys/module/rebellions ${ROOT}/dev ${ROOT}/bin`,
+        `touch ${ROOT}/dev/rbln0 ${ROOT}/dev/rbln1 ${ROOT}/dev/rbln2 ${ROOT}/dev/rbln3`,
+        `printf '#!/bin/sh\\ncat ${ROOT}/smi.json\\n' > ${ROOT}/bin/rbln-smi`,
+        `printf '#!/bin/sh\\necho glibc 2.39\\n' > ${ROOT}/bin/getconf`,
+        `chmod 755 ${ROOT}/bin/*`,
+        `printf '[Service]\\nExecStart=/bin/sh -c "sleep 600 & echo $$! > /run/engine.pid; exec sleep 600"\\n' > /etc/systemd/system/rbln-serving-main-0.service`,
+        "systemctl daemon-reload",
+        "systemctl start rbln-serving-main-0.service",
+        "systemd-run --quiet --unit=other-tenant sleep 600",
+        // Named like ours outside system.slice, as a user's own systemd could name a unit.
+        "systemd-run --quiet --slice=user-like.slice --unit=rbln-serving-impostor-0 sleep 600",
+        "for i in $(seq 100); do [ -s /run/engine.pid ] && exit 0; sleep 0.05; done; exit 1",
+      ].join(" && "),
+    );
+  }, 120_000);
+
+  afterAll(async () => {
+    await testHost?.stop();
+  });
+
+  async function preflight(pids: Record<string, string>) {
+    await testHost.run(`cat > ${ROOT}/smi.json`, fixture("busy.json", pids));
+    const script = preflightScript({ hostName: "npu-7", sysRoot: `${ROOT}/sys`, devRoot: `${ROOT}/dev`, npus: 4, cacheRoot: `${ROOT}/cache`, minFreeDiskGb: 0, weightsMarkers: [], serviceUser: SERVICE_USER });
+    return testHost.run(`PATH=${ROOT}/bin:$PATH ${remoteCommand(script, true)}`);
+  }
+
+  it("does not count the processes of its own units, in their cgroups, and names the others", async () => {
+    const main = await sh("systemctl show -p MainPID --value rbln-serving-main-0.service");
+    const engine = await sh("cat /run/engine.pid");
+    const other = await sh("systemctl show -p MainPID --value other-tenant.service");
+    expect(await sh(`cat /proc/${engine}/cgroup`)).toContain("/system.slice/rbln-serving-main-0.service");
+    const own = await preflight({ [ENGINE_PID]: engine, [OTHER_PID]: main });
+    expect(own).toMatchObject({ status: 0, stdout: expect.stringMatching(/^preflight npu-7: ok \(4 NPUs, /) });
+    const shared = await preflight({ [ENGINE_PID]: engine, [OTHER_PID]: other });
+    expect(shared.status).toBe(1);
+    expect(shared.stderr.trim()).toBe(`preflight npu-7: NPUs in use by other processes: pid ${other} (python3) on npu 0; stop them (or wait until rbln-smi -j lists no contexts) and run again`);
+    const impostor = await sh("systemctl show -p MainPID --value rbln-serving-impostor-0.service");
+    expect(await sh(`cat /proc/${impostor}/cgroup`)).toContain("/user-like.slice/rbln-serving-impostor-0.service");
+    expect((await preflight({ [ENGINE_PID]: engine, [OTHER_PID]: impostor })).stderr).toContain(`NPUs in use by other processes: pid ${impostor} (python3) on npu 0;`);
   });
 });

@@ -31,6 +31,8 @@ function settings(main: { extraArgs?: string[]; extraEnv?: Record<string, string
     hosts: hosts.map((h, i) => ({ name: `npu-${i}`, address: h.address, port: h.port, listenAddress: h.address, hostKey: h.hostPublicKey })),
     installRoot: INSTALL_ROOT,
     cacheRoot: CACHE_ROOT,
+    // The hosts share this machine's disk: the unit steps' disk check is tested in unit-apply.test.ts.
+    minFreeDiskGbToRestart: 0,
     extraArgs: main.extraArgs ? { main: main.extraArgs } : {},
     extraEnv: { main: { FAKE_VLLM_READY_AFTER: "2", ...main.extraEnv } },
   };

@@ -34,7 +34,9 @@ afterAll(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-function apply(stdin: string, unitText = "[Service]\nExecStart=/bin/true\n"): Promise<{ status: number | null; stdout: string; calls: string[] }> {
+type Run = { status: number | null; stdout: string; stderr: string; calls: string[] };
+
+function apply(stdin: string, unitText = "[Service]\nExecStart=/bin/true\n", minFreeDiskGbToRestart = 0): Promise<Run> {
   const script = unitApplyScript({
     hostName: "test-host",
     unitDir: path.join(dir, "units"),
@@ -43,22 +45,26 @@ function apply(stdin: string, unitText = "[Service]\nExecStart=/bin/true\n"): Pr
     envPath: path.join(dir, "env", "main-0.env"),
     envText: "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n",
     stateDir: path.join(dir, "rollout"),
+    cacheRoot: path.join(dir, "cache"),
+    minFreeDiskGbToRestart,
     rank: { unitName: "rbln-serving-main-0.service", label: "main rank 0", port },
     wait: { probeHost: "127.0.0.1", timeoutSeconds: 30, intervalSeconds: 1, startLimitBurst: 3 },
   });
   return runBash(script, stdin);
 }
 
-function runBash(script: string, stdin: string): Promise<{ status: number | null; stdout: string; calls: string[] }> {
+function runBash(script: string, stdin: string): Promise<Run> {
   fs.rmSync(path.join(dir, "calls"), { force: true });
   const child = spawn("bash", ["-c", script], { env: { PATH: `${dir}/bin:${process.env.PATH}`, STATE: dir } });
   let stdout = "";
+  let stderr = "";
   child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
   child.stdin.end(stdin);
   return new Promise((resolve) =>
     child.on("close", (status) => {
       const calls = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n") : [];
-      resolve({ status, stdout, calls });
+      resolve({ status, stdout, stderr, calls });
     }),
   );
 }
@@ -85,6 +91,31 @@ describe("the unit step", () => {
   it("restarts when a secret or the unit changes", async () => {
     expect((await apply("HF_TOKEN='hf_2'\n")).calls).toContain("restart rbln-serving-main-0.service");
     expect((await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/false\n")).calls).toContain("restart rbln-serving-main-0.service");
+  });
+
+  it("checks free disk under the cache root before a (re)start, and on too little changes nothing", async () => {
+    fs.mkdirSync(path.join(dir, "cache"), { recursive: true });
+    // Every file of the fake host but the harness's record of systemctl calls, with its content.
+    const files = () =>
+      fs.readdirSync(dir, { recursive: true }).map(String).filter((f) => f !== "calls").sort().map((f) => [f, fs.statSync(path.join(dir, f)).isFile() ? fs.readFileSync(path.join(dir, f), "utf8") : ""]);
+    const tooLittle = new RegExp(`^test-host main rank 0: only \\d+ GiB free under ${dir}/cache, need 1000000000 GiB to restart \\(the compile cache grows on a start\\); nothing changed$`);
+    // The step's own line is the last (bash may print the machine's ~/.bashrc noise before it).
+    const lastLine = (run: Run) => run.stderr.trim().split("\n").pop();
+    const before = files();
+    // A changed unit: refused before its files are moved into place; the running rank is not touched.
+    const change = await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/sleep 2\n", 10 ** 9);
+    expect(change).toMatchObject({ status: 1, calls: [] });
+    expect(lastLine(change)).toMatch(tooLittle);
+    expect(files()).toEqual(before);
+    // Unchanged and running: nothing restarts, so nothing is checked.
+    expect(await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/false\n", 10 ** 9)).toMatchObject({ status: 0, calls: ["is-active --quiet rbln-serving-main-0.service", "enable --quiet rbln-serving-main-0.service"] });
+    // Unchanged but stopped: the start is refused.
+    fs.rmSync(path.join(dir, "active"));
+    const start = await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/false\n", 10 ** 9);
+    expect(start).toMatchObject({ status: 1, calls: ["is-active --quiet rbln-serving-main-0.service"] });
+    expect(lastLine(start)).toMatch(tooLittle);
+    // With the room there, the same start goes ahead.
+    expect((await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/false\n", 1)).calls).toContain("restart rbln-serving-main-0.service");
   });
 
   it("refuses to change a unit another deploy is changing, and touches nothing", async () => {

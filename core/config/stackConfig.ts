@@ -4,7 +4,7 @@ import { z } from "zod";
 import { COMMIT_HASH } from "../cache/models";
 import { DEFAULT_MODEL } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage } from "../errors";
-import { DEFAULT_WEIGHTS_STORAGE_GIB } from "../plan/storage";
+import { DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "../plan/storage";
 import { DEFAULT_MAX_UNAVAILABLE, MaxUnavailable } from "../rollout/waves";
 
 /** The project's config namespace: stack keys are `rbln-serving:<key>`. */
@@ -310,6 +310,8 @@ export const StackSettings = z
     cacheRoot: absolutePath.default("/var/lib/rbln-serving"),
     /** Free disk (GiB, as df counts) preflight wants under cacheRoot before the weights are cached; the same default as the Kubernetes weights volume. */
     minFreeDiskGb: structured(z.number().int().min(0)).default(DEFAULT_WEIGHTS_STORAGE_GIB),
+    /** Free disk (GiB) the unit step wants under cacheRoot before every (re)start of a rank: a start grows the compile cache. */
+    minFreeDiskGbToRestart: structured(z.number().int().min(0)).default(DEFAULT_RESTART_FREE_GIB),
     /** `shared`: a folder on a filesystem every host mounts (NFS): the weights and compiled caches live there once, instead of being copied between hosts. */
     cache: structured(z.strictObject({ shared: absolutePath.optional() })).default({}),
     kubernetes: structured(Kubernetes).default(Kubernetes.parse({})),
@@ -388,7 +390,7 @@ export function foreignKeyWarnings(fullKeys: readonly string[]): string[] {
 
 /** Settings that only one platform reads: on the other they do nothing. */
 export const PLATFORM_ONLY_KEYS: Readonly<Record<StackSettings["platform"], readonly (keyof StackSettings)[]>> = {
-  hosts: ["hosts", "sshProxy", "insecureSkipHostKeyCheck", "pip", "versions", "installRoot", "cacheRoot", "minFreeDiskGb", "cache"],
+  hosts: ["hosts", "sshProxy", "insecureSkipHostKeyCheck", "pip", "versions", "installRoot", "cacheRoot", "minFreeDiskGb", "minFreeDiskGbToRestart", "cache"],
   kubernetes: ["kubernetes", "prefillReplicas", "decodeReplicas"],
 };
 

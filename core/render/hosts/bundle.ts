@@ -207,6 +207,9 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
             envPath,
             envText,
             stateDir,
+            // Where a start compiles into: the shared folder with cache.shared.
+            cacheRoot: cache.root,
+            minFreeDiskGbToRestart: settings.minFreeDiskGbToRestart,
             rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
             wait: waitFor(timeout),
           }),
@@ -223,7 +226,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
   return {
     placement,
     venv,
-    preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, sharedRoot: shared.sharedRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers }),
+    preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, sharedRoot: shared.sharedRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers, serviceUser: SERVICE_USER }),
     installScript: installScript({
       hostName: host.name,
       installRoot: settings.installRoot,

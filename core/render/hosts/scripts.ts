@@ -1,3 +1,4 @@
+import { UNIT_NAME_GLOB } from "./systemd";
 import { heredocDelimiter, renderScript } from "./template";
 
 /**
@@ -21,6 +22,8 @@ export interface PreflightInput {
   sharedRoot?: string;
   minFreeDiskGb: number;
   weightsMarkers: readonly string[];
+  /** The units' user: it must be able to open the RSD group nodes. */
+  serviceUser: string;
 }
 
 export function preflightScript(p: PreflightInput): string {
@@ -35,6 +38,8 @@ export function preflightScript(p: PreflightInput): string {
     weights_markers: p.weightsMarkers,
     python_versions: PYTHON_VERSIONS,
     min_glibc: MIN_GLIBC,
+    service_user: p.serviceUser,
+    own_units: UNIT_NAME_GLOB,
   });
 }
 
@@ -129,6 +134,9 @@ export interface UnitApplyInput {
   envText: string;
   /** Keeps the previous unit and env file of each unit, for rolling back. */
   stateDir: string;
+  /** Free disk under it (GiB) a (re)start needs: the compile cache grows there. */
+  cacheRoot: string;
+  minFreeDiskGbToRestart: number;
   rank: ReadinessRank;
   wait: ServingWait;
 }
@@ -152,6 +160,8 @@ export function unitApplyScript(p: UnitApplyInput): string {
     unit_path: unitPath,
     env_path: p.envPath,
     state_dir: p.stateDir,
+    cache_root: p.cacheRoot,
+    restart_free_gb: p.minFreeDiskGbToRestart,
     port: p.rank.port,
     probe_host,
     timeout_s,

@@ -59,3 +59,6 @@ export function renderEnvFile(env: Readonly<Record<string, string>>): string {
 export function unitName(role: string, rank: number): string {
   return `rbln-serving-${role}-${rank}.service`;
 }
+
+/** Every name unitName gives: preflight does not count the NPU contexts of these units' processes as another's. */
+export const UNIT_NAME_GLOB = "rbln-serving-*.service";

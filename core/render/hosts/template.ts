@@ -47,6 +47,13 @@ function assignment(name: string, value: ScriptValue): string {
   return `${name}=$(cat <<'${delimiter}'\n${body}${delimiter}\n)`;
 }
 
+/** A sourced fragment's text without its shellcheck directives, with the fragments it sources in turn inlined. */
+function inlineFragment(file: string): string {
+  return readScript(file)
+    .replace(/^# shellcheck (shell|disable)=.*\n/gm, "")
+    .replace(INCLUDE, (_, fragment: string) => inlineFragment(path.resolve(path.dirname(file), fragment)));
+}
+
 /** The script `file` (absolute, or relative to SCRIPT_DIR) with its settings block filled from `values`, which must name exactly the block's settings; sourced fragments are read from beside it. */
 export function renderScript(file: string, purpose: string, values: Readonly<Record<string, ScriptValue>>): string {
   const template = readScript(file);
@@ -58,7 +65,7 @@ export function renderScript(file: string, purpose: string, values: Readonly<Rec
   const settings = Object.entries(values).map(([name, value]) => `${assignment(name, value)}\n`).join("");
   const [shebang, ...rest] = template
     .replace(SETTINGS, () => `# --- settings ---\n${settings}# --- end of settings ---\n`)
-    .replace(INCLUDE, (_, fragment: string) => readScript(path.resolve(SCRIPT_DIR, path.dirname(file), fragment)).replace(/^# shellcheck (shell|disable)=.*\n/gm, ""))
+    .replace(INCLUDE, (_, fragment: string) => inlineFragment(path.resolve(SCRIPT_DIR, path.dirname(file), fragment)))
     .split("\n");
   return [shebang, shellComment(`rbln-serving: ${purpose}`), ...rest].join("\n");
 }

@@ -11,6 +11,8 @@ label='main rank 0'
 unit_path=/etc/systemd/system/rbln-serving-main-0.service
 env_path=/opt/rbln-serving/env/main-0.env
 state_dir=/opt/rbln-serving/rollout
+cache_root=/var/lib/rbln-serving
+restart_free_gb=50
 port=8000
 probe_host=127.0.0.1
 timeout_s=9600
@@ -23,6 +25,8 @@ ExecStart=/bin/true'
 
 # shellcheck source=serving.sh
 . serving.sh
+# shellcheck source=restart-disk.sh
+. restart-disk.sh
 
 umask 077
 install -d -m 0700 "$(dirname "$env_path")" "$state_dir"
@@ -54,8 +58,10 @@ if cmp -s "$env_new" "$env_path" && cmp -s "$unit_new" "$unit_path"; then
   else
     mode=start
   fi
+  [ "$mode" = none ] || check_restart_disk
 else
   mode=change
+  check_restart_disk
   # Keep what serves now, unless it is itself a change that never served.
   if [ ! -f "$pending" ] && [ -f "$unit_path" ] && [ -f "$env_path" ]; then
     cp -p "$unit_path" "$previous_unit"
