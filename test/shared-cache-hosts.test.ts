@@ -43,6 +43,8 @@ function settings() {
     installRoot: INSTALL_ROOT,
     cacheRoot: CACHE_ROOT,
     cache: { shared: SHARED },
+    // The fake hosts share this machine's disk: no restart is refused for it.
+    minFreeDiskGbToRestart: 0,
     pip: { indexUrl: index.url, extraIndexUrls: [] },
     // Ready (and compiled) 8 s after start: the two first-wave units overlap whatever the order.
     extraEnv: { main: { FAKE_VLLM_READY_AFTER: "8", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
