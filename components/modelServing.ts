@@ -6,6 +6,7 @@ import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { clientCommand } from "../core/render/client";
 import { renderHost, type HostRenderOptions } from "../core/render/hosts/bundle";
+import { deploymentId } from "../core/render/hosts/names";
 import { copySources, renderCopy, type HostCopyOptions } from "../core/render/hosts/copies";
 import { hostWaves } from "../core/rollout/hostWaves";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
@@ -85,6 +86,8 @@ export class ModelServing extends pulumi.ComponentResource {
       // The seed downloads from the hub; the others copy from it, and later waves copy compiled caches.
       const waves = hostWaves(deployment);
       const copyOptions = { ...args.copyOptions, instance: `${pulumi.getStack()}/${name}` };
+      // Names the units, env files and venvs on the hosts, which other stacks and instances may share.
+      const id = deploymentId(pulumi.getStack(), name);
       const copies = copySources(deployment, waves).map((c) => renderCopy(deployment, c, copyOptions));
       const hosts: NpuHost[] = [];
       const byHost = new Map<string, NpuHost>();
@@ -101,7 +104,7 @@ export class ModelServing extends pulumi.ComponentResource {
             });
           const npuHost = new NpuHost(
             `${name}-${host}`,
-            { rendered: renderHost(deployment, placement, args.hostOptions), sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: placement === waves[0]![0], copies: peerCopies },
+            { rendered: renderHost(deployment, placement, id, args.hostOptions), sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: placement === waves[0]![0], copies: peerCopies },
             child,
           );
           byHost.set(host, npuHost);

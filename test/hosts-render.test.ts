@@ -29,7 +29,7 @@ function renderedVariants(): Record<string, string> {
   const files: Record<string, string> = {};
   variants.forEach((raw, i) => {
     const deployment = planDeployment(parseStackSettings(raw), shippedCatalog);
-    for (const [name, content] of Object.entries(renderFiles(deployment, ["hfToken", "apiKey", "pipPassword"]))) files[`v${i}/${name}`] = content;
+    for (const [name, content] of Object.entries(renderFiles(deployment, ["hfToken", "apiKey", "pipPassword"], "dev"))) files[`v${i}/${name}`] = content;
   });
   return files;
 }
@@ -81,7 +81,7 @@ describe("rendered host artifacts", () => {
   });
 
   it("env files are mode-0600 material: secrets only as placeholders offline", () => {
-    const env = files["v0/hosts/npu-dev-0/env/main-0.env"]!;
+    const env = files["v0/hosts/npu-dev-0/env/dev.main-0.env"]!;
     expect(env).toContain("HF_TOKEN='<secret:hfToken>'\n");
     expect(env).toContain("VLLM_API_KEY='<secret:apiKey>'\n");
     expect(files["v0/hosts/npu-dev-0/unit-main-0.sh"]).not.toContain("<secret:");

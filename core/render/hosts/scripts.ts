@@ -110,9 +110,18 @@ export interface UnitApplyInput {
   envText: string;
   /** Keeps the previous unit and env file of each unit, for rolling back. */
   stateDir: string;
+  /** The same rank's unit and env file as versions before deployment ids named them: the step takes their place. */
+  legacy: { unitName: string; envPath: string };
+  /** The host-wide lock deploys take turns at switching units under; tests give their own. */
+  hostLock?: string;
+  /** How long the step waits for that lock before it fails. */
+  hostLockWaitSeconds: number;
   rank: ReadinessRank;
   wait: ServingWait;
 }
+
+/** Host-wide: every deployment on the host, whatever its install root, switches units under it. */
+export const HOST_LOCK = "/run/rbln-serving-units.lock";
 
 function waitSettings(w: ServingWait) {
   return { probe_host: w.probeHost, timeout_s: w.timeoutSeconds, interval_s: w.intervalSeconds, start_limit_burst: w.startLimitBurst };
@@ -133,6 +142,10 @@ export function unitApplyScript(p: UnitApplyInput): string {
     unit_path: unitPath,
     env_path: p.envPath,
     state_dir: p.stateDir,
+    legacy_unit: p.legacy.unitName,
+    legacy_env_path: p.legacy.envPath,
+    host_lock: p.hostLock ?? HOST_LOCK,
+    host_lock_wait_s: p.hostLockWaitSeconds,
     port: p.rank.port,
     probe_host,
     timeout_s,

@@ -54,8 +54,3 @@ export function renderEnvFile(env: Readonly<Record<string, string>>): string {
     .map(([name, value]) => `${envFileLine(name, value)}\n`)
     .join("");
 }
-
-/** `rbln-serving-decode-0.service`; role names are validated DNS-label-like, so this is a valid unit name. */
-export function unitName(role: string, rank: number): string {
-  return `rbln-serving-${role}-${rank}.service`;
-}
