@@ -176,9 +176,25 @@ describe("the unit step", () => {
     for (const file of [path.join(dir, "units", LEGACY), envFile("main-0.env"), ...legacyState]) expect(fs.existsSync(file), file).toBe(false);
   });
 
+  it("leaves it alone when it listens on another address: it belongs to another deployment on the host", async () => {
+    fs.writeFileSync(path.join(dir, "units", LEGACY), "# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true \\\n    --host 10.0.0.2\n");
+    const run = await apply("HF_TOKEN='hf_7'\n", { unitText: "[Service]\nExecStart=/bin/true \\\n    --host 10.0.0.1 \\\n    --port 8000\n" });
+    expect(run.status).toBe(0);
+    expect(run.calls.filter((call) => call.includes(LEGACY))).toEqual([]);
+    expect(fs.existsSync(path.join(dir, "units", LEGACY))).toBe(true);
+    // The same address, or all interfaces on either side, is in the way.
+    for (const [ours, theirs] of [["10.0.0.2", "10.0.0.2"], ["0.0.0.0", "10.0.0.2"], [null, "10.0.0.2"], ["10.0.0.1", null]]) {
+      const host = (address: string | null) => (address ? ` \\\n    --host ${address}` : "");
+      fs.writeFileSync(path.join(dir, "units", LEGACY), `# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true${host(theirs)}\n`);
+      const takeover = await apply(`HF_TOKEN='hf_${ours}_${theirs}'\n`, { unitText: `[Service]\nExecStart=/bin/true${host(ours)}\n` });
+      expect(takeover.calls, `${ours} ${theirs}`).toContain(`disable --now --quiet ${LEGACY}`);
+      expect(fs.existsSync(path.join(dir, "units", LEGACY))).toBe(false);
+    }
+  });
+
   it("leaves a unit of that name alone when rbln-serving did not write it", async () => {
     fs.writeFileSync(path.join(dir, "units", LEGACY), "[Service]\nExecStart=/bin/true\n");
-    const run = await apply("HF_TOKEN='hf_7'\n");
+    const run = await apply("HF_TOKEN='hf_8'\n");
     expect(run.status).toBe(0);
     expect(run.calls.filter((call) => call.includes(LEGACY))).toEqual([]);
     expect(fs.existsSync(path.join(dir, "units", LEGACY))).toBe(true);
