@@ -132,6 +132,20 @@ describe("moving a running stack to the names with deployment ids", { timeout: 1
     expect(await sh(`systemctl is-active ${UNIT}`)).not.toBe("active");
   });
 
+  it("a new unit whose start fails outright (its vllm cannot run): the old unit serves again too", async () => {
+    const vllm = `${INSTALL_ROOT}/venvs/test/${VERSIONS}/bin/vllm`;
+    expect((await host.run(`chmod a-x ${vllm}`)).status).toBe(0);
+    try {
+      const result = await engine.up(await registrations("rbln-serving", settings(host.address)));
+      expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
+      expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(/^npu-0 main rank 0: the new config failed \(unit exited \d+.*\); the previous config is restored and serving$/);
+      expect(await sh(`systemctl is-active ${LEGACY}; systemctl is-enabled ${LEGACY}`)).toBe("active\nenabled");
+      for (const file of UNIT_FILES) expect(await exists(file), file).toBe(false);
+    } finally {
+      await host.run(`chmod a+x ${vllm}`);
+    }
+  });
+
   it("a new config that serves: the new unit takes the port in one stretch down, and the old unit, env file and state are gone", async () => {
     const { result, downStretches } = await upWatching("rbln-serving", settings(host.address), host.address);
     expect(result.failed).toEqual([]);

@@ -95,7 +95,9 @@ export API_KEY
 restart() {
   started=$(date +%s)
   systemctl reset-failed "$unit" 2>/dev/null || true
-  systemctl restart "$unit"
+  # A start that fails outright (vllm cannot run, the device wait ends) leaves the unit failed, which
+  # wait_serving reports: rolled back like any other failure, never left half-switched.
+  systemctl restart "$unit" || true
   echo "unit ${host_name}: (re)started $unit"
 }
 
