@@ -2,6 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { CONFIG_NAMESPACE, foreignKeyWarnings, SECRET_KEYS, type SecretKey } from "./core/config/stackConfig";
 import { ConfigError } from "./core/errors";
 import { ModelServing, type ModelServingArgs, type ServingSecrets } from "./components/modelServing";
+import { DEFAULT_INSTANCE } from "./core/render/hosts/names";
 
 /** The one place the program reads stack config: every `rbln-serving:` key, secrets as secrets. */
 export function readStackConfig(): { settings: ModelServingArgs["settings"]; secrets: ServingSecrets; warnings: string[] } {
@@ -30,7 +31,8 @@ export function runProgram() {
   for (const warning of warnings) pulumi.log.warn(warning);
   let serving: ModelServing;
   try {
-    serving = new ModelServing("rbln-serving", { settings, secrets });
+    // The offline commands assume this name, so `render` shows the unit names this creates.
+    serving = new ModelServing(DEFAULT_INSTANCE, { settings, secrets });
   } catch (error) {
     if (error instanceof ConfigError) throw new pulumi.RunError(`rbln-serving:${error.message}`);
     throw error;

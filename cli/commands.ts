@@ -114,7 +114,7 @@ function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.out === undefined) throw new ConfigError("--out", "required: render --stack NAME --out DIR");
   const out = options.out;
   const { deployment, secrets } = stackDeployment(options, catalog, options.stack);
-  const files = renderFiles(deployment, secrets);
+  const files = renderFiles(deployment, secrets, options.stack);
   prepareOutputFolder(out);
   for (const [relative, content] of Object.entries(files)) {
     const target = path.join(out, relative);

@@ -6,6 +6,7 @@ import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { clientCommand } from "../core/render/client";
 import { renderHost, type HostRenderOptions } from "../core/render/hosts/bundle";
+import { deploymentId } from "../core/render/hosts/names";
 import { copySources, renderCopy, weightsHosts, type HostCopyOptions } from "../core/render/hosts/copies";
 import { hostWaves } from "../core/rollout/hostWaves";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
@@ -86,6 +87,8 @@ export class ModelServing extends pulumi.ComponentResource {
       // (with cache.shared, every host's weights step takes the download's lease and nothing is copied).
       const waves = hostWaves(deployment);
       const copyOptions = { ...args.copyOptions, instance: `${pulumi.getStack()}/${name}` };
+      // Names the units, env files and venvs on the hosts, which other stacks and instances may share.
+      const id = deploymentId(pulumi.getStack(), name);
       const copies = copySources(deployment, waves).map((c) => renderCopy(deployment, c, copyOptions));
       const downloading = weightsHosts(deployment, waves);
       const hosts: NpuHost[] = [];
@@ -103,7 +106,7 @@ export class ModelServing extends pulumi.ComponentResource {
             });
           const npuHost = new NpuHost(
             `${name}-${host}`,
-            { rendered: renderHost(deployment, placement, args.hostOptions), sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: downloading.includes(placement), copies: peerCopies },
+            { rendered: renderHost(deployment, placement, id, args.hostOptions), sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: downloading.includes(placement), copies: peerCopies },
             child,
           );
           byHost.set(host, npuHost);

@@ -127,6 +127,15 @@ describe("render --out", () => {
     expect(fs.readdirSync(out).sort()).toEqual([".rbln-serving-render", "kubernetes", "router"]);
   });
 
+  it("names units, env files and venvs after the stack, as the program's instance on it gets them", () => {
+    const out = path.join(fresh(), "rendered");
+    render("staging", out);
+    const host = path.join(out, "hosts/npu-stg-0");
+    expect([...fs.readdirSync(path.join(host, "systemd")), ...fs.readdirSync(path.join(host, "env"))]).toEqual(["rbln-serving-staging.main-0.service", "staging.main-0.env"]);
+    expect(fs.readFileSync(path.join(host, "systemd/rbln-serving-staging.main-0.service"), "utf8")).toMatch(/^EnvironmentFile=\/opt\/rbln-serving\/env\/staging\.main-0\.env$/m);
+    expect(fs.readFileSync(path.join(host, "install.sh"), "utf8")).toMatch(/^venv=\/opt\/rbln-serving\/venvs\/staging\/rebel-compiler-/m);
+  });
+
   it("refuses a folder holding files it did not write, and leaves them", () => {
     const out = fresh();
     fs.writeFileSync(path.join(out, "notes.txt"), "mine");

@@ -161,7 +161,7 @@ describe("config fuzzing", () => {
         if (key === null) {
           expect(error).toBeNull();
           const deployment = planServing({ settings: config as never, secrets: SECRETS });
-          expect(Object.keys(renderFiles(deployment, [])).length).toBeGreaterThan(0);
+          expect(Object.keys(renderFiles(deployment, [], "dev")).length).toBeGreaterThan(0);
           valid++;
         } else {
           expect(error, `${key}: ${JSON.stringify(config)}`).toBeInstanceOf(ConfigError);

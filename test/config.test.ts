@@ -47,7 +47,7 @@ describe("stack files", () => {
 describe("extraArgs and extraEnv", () => {
   it("are literal text, but for the platform's <POD_IP>, which binds like the recipe's", () => {
     const deployment = planDeployment(parseStackSettings({ ...readStackFile("dev").raw, extraEnv: { main: { NOTE: "<A> at <POD_IP>" } }, extraArgs: { main: ["--served-model-name", "<B>"] } }), shippedCatalog);
-    const [rank] = renderHost(deployment, deployment.placements[0]!).ranks;
+    const [rank] = renderHost(deployment, deployment.placements[0]!, "test").ranks;
     expect(rank!.envText).toContain("NOTE='<A> at 10.20.0.11'\n");
     expect(rank!.unitText).toContain('    --served-model-name "<B>"');
     expect(deployment.plan.roles[0]!.ranks[0]!.placeholders).toEqual([]);
@@ -199,7 +199,7 @@ describe("host addresses", () => {
     const raw = readStackFile("dev").raw as Record<string, any>;
     for (const address of ["::1", "fd00::5", "2001:db8::10", "10.0.0.1", "npu-1.example.com"]) {
       const deployment = planDeployment(parseStackSettings({ ...raw, hosts: [{ ...raw.hosts[0], address }] }), shippedCatalog);
-      expect(renderHost(deployment, deployment.placements[0]!).ranks[0]!.url, address).toBe(`http://${address.includes(":") ? `[${address}]` : address}:8000`);
+      expect(renderHost(deployment, deployment.placements[0]!, "test").ranks[0]!.url, address).toBe(`http://${address.includes(":") ? `[${address}]` : address}:8000`);
     }
     for (const address of ["not an address", "a:b", "-x", "::g"]) {
       expect(() => parseStackSettings({ ...raw, hosts: [{ ...raw.hosts[0], address }] }), address).toThrow(/^hosts\[0\]\.address: a host name or IP address/);
@@ -284,7 +284,7 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
     expect(() => parseStackSettings({ ...dev(), minFreeDiskGbToRestart: 1.5 })).toThrow(/^minFreeDiskGbToRestart: .*expected int.*\(got 1\.5\)$/);
     expect(parseStackSettings(dev()).minFreeDiskGbToRestart).toBe(50);
     const deployment = plan({ ...dev(), cacheRoot: "/data/rbln", minFreeDiskGbToRestart: 0 });
-    expect(renderHost(deployment, deployment.placements[0]!).ranks[0]!.applyScript).toContain("\ncache_root=/data/rbln\nrestart_free_gb=0\n");
+    expect(renderHost(deployment, deployment.placements[0]!, "dev").ranks[0]!.applyScript).toContain("\ncache_root=/data/rbln\nrestart_free_gb=0\n");
   });
 
   it("refuses an index URL with only a user name, too", () => {

@@ -19,7 +19,7 @@ import { prepareStandInServer } from "./helpers/standInServer";
  */
 const INSTALL_ROOT = "/opt/rbln-copy-test";
 const CACHE_ROOT = "/var/lib/rbln-copy-test";
-const VENV = `${INSTALL_ROOT}/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
+const VENV = `${INSTALL_ROOT}/venvs/test/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
 const AUTHORIZED_KEYS = "/run/rbln-host/ssh/authorized_keys";
 const MODEL = "MiniMaxAI/MiniMax-M2.7";
 /** The hosts' NPU device nodes: plain files, which is all the units' device wait looks for. */
@@ -120,7 +120,7 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
     expect(run("npu-2-main-0").startedAt).toBeGreaterThanOrEqual(run("npu-2-copy-compile-npu-1").endedAt);
     expect((await hosts[2]!.run(`cat ${CACHE_ROOT}/vllm/rbln/graph.bin`)).stdout).toBe(`compiled for ${MODEL}\n`);
     // A unit start never reaches the hub.
-    expect((await hosts[2]!.run(`cat ${INSTALL_ROOT}/env/main-0.env`)).stdout).toMatch(/^HF_HUB_OFFLINE='1'$/m);
+    expect((await hosts[2]!.run(`cat ${INSTALL_ROOT}/env/test.main-0.env`)).stdout).toMatch(/^HF_HUB_OFFLINE='1'$/m);
   });
 
   it("leaves no private key on any host and no grant in authorized_keys", async () => {

@@ -31,7 +31,7 @@ function renderedVariants(): Record<string, string> {
   const files: Record<string, string> = {};
   variants.forEach((raw, i) => {
     const deployment = planDeployment(parseStackSettings(raw), shippedCatalog);
-    for (const [name, content] of Object.entries(renderFiles(deployment, ["hfToken", "apiKey", "pipPassword"]))) files[`v${i}/${name}`] = content;
+    for (const [name, content] of Object.entries(renderFiles(deployment, ["hfToken", "apiKey", "pipPassword"], "dev"))) files[`v${i}/${name}`] = content;
   });
   return files;
 }
@@ -85,22 +85,22 @@ describe("rendered host artifacts", () => {
   it("with cache.shared a rank starts under the compile lease, from the lock script install writes, and nothing is copied", () => {
     const shared = Object.keys(files).filter((f) => f.startsWith("v10/"));
     expect(shared.filter((f) => /\/(allow|copy|revoke)-/.test(f))).toEqual([]);
-    const argv = systemdExecArgv(files["v10/hosts/npu-2/systemd/rbln-serving-main-0.service"]!);
+    const argv = systemdExecArgv(files["v10/hosts/npu-2/systemd/rbln-serving-dev.main-0.service"]!);
     const lockPath = argv[1]!;
     expect(argv.slice(0, 5)).toEqual(["/bin/bash", lockPath, "run", "--name", argv[4]!]);
     expect(lockPath).toMatch(/^\/opt\/rbln-serving\/bin\/lease-lock-[0-9a-f]{12}\.sh$/);
     expect(argv[4]).toMatch(/^compile-[0-9a-f]+$/);
     expect(argv[5]).toBe("--ready");
-    expect(argv.slice(7, 10)).toEqual(["--", "/opt/rbln-serving/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0/bin/vllm", "serve"]);
+    expect(argv.slice(7, 10)).toEqual(["--", "/opt/rbln-serving/venvs/dev/rebel-compiler-0.12.0_vllm-rbln-0.12.0/bin/vllm", "serve"]);
     // The readiness check is valid bash, and the lock script the unit names is the one install and weights write.
     expect(spawnSync("bash", ["-n", "-c", argv[6]!], { encoding: "utf8" }).stderr).toBe("");
     for (const step of ["install.sh", "weights.sh"]) expect(files[`v10/hosts/npu-2/${step}`]).toContain(`lease_lock_path=${lockPath}\n`);
-    expect(files["v10/hosts/npu-2/systemd/rbln-serving-main-0.service"]).not.toContain("/var/lib/rbln-serving/vllm");
-    expect(files["v10/hosts/npu-2/env/main-0.env"]).toContain("VLLM_CACHE_ROOT='/mnt/rbln-cache/vllm'");
+    expect(files["v10/hosts/npu-2/systemd/rbln-serving-dev.main-0.service"]).not.toContain("/var/lib/rbln-serving/vllm");
+    expect(files["v10/hosts/npu-2/env/dev.main-0.env"]).toContain("VLLM_CACHE_ROOT='/mnt/rbln-cache/vllm'");
   });
 
   it("env files are mode-0600 material: secrets only as placeholders offline", () => {
-    const env = files["v0/hosts/npu-dev-0/env/main-0.env"]!;
+    const env = files["v0/hosts/npu-dev-0/env/dev.main-0.env"]!;
     expect(env).toContain("HF_TOKEN='<secret:hfToken>'\n");
     expect(env).toContain("VLLM_API_KEY='<secret:apiKey>'\n");
     expect(files["v0/hosts/npu-dev-0/unit-main-0.sh"]).not.toContain("<secret:");

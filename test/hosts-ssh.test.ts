@@ -41,7 +41,7 @@ let sshd: TestSshServer;
 let index: PackageIndex;
 let work: string;
 
-function hostFor(settings: Record<string, unknown>, indexUrl: string): RenderedHost {
+function hostFor(settings: Record<string, unknown>, indexUrl: string, id = "test"): RenderedHost {
   const deployment = planDeployment(
     parseStackSettings({
       strategy: "aggregated-data-expert-parallel",
@@ -55,10 +55,12 @@ function hostFor(settings: Record<string, unknown>, indexUrl: string): RenderedH
     shippedCatalog,
   );
   // This machine has no room for real weights; the stub model needs none.
-  return renderHost({ ...deployment, settings: { ...deployment.settings, minFreeDiskGb: 0 } }, deployment.placements[0]!, { pipRetries: 0, pipTimeoutSeconds: 5 });
+  return renderHost({ ...deployment, settings: { ...deployment.settings, minFreeDiskGb: 0 } }, deployment.placements[0]!, id, { pipRetries: 0, pipTimeoutSeconds: 5 });
 }
 
 const run = (script: string, stdin = "") => sshd.run(remoteCommand(script, true), stdin);
+/** The deployment's link to the venv its units run. */
+const current = (id: string) => `${work}/opt/venvs/${id}/current`;
 
 beforeAll(async () => {
   [sshd, index] = await Promise.all([startSshd(), startPackageIndex(STUBS)]);
@@ -87,9 +89,9 @@ describe("install over SSH", () => {
     const result = await run(host.installScript, renderPipConfig(host.pipIndexes, null));
     expect(result.stderr).not.toMatch(/ERROR/);
     expect(result.status).toBe(0);
-    expect(host.venv).toBe(`${work}/opt/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0`);
+    expect(host.venv).toBe(`${work}/opt/venvs/test/rebel-compiler-0.12.0_vllm-rbln-0.12.0`);
     expect(result.stdout).toContain(`install test-host: installed rebel-compiler==0.12.0 vllm-rbln[kv_connectors]==0.12.0 into ${host.venv}`);
-    expect(fs.readlinkSync(`${work}/opt/current`)).toBe(host.venv);
+    expect(fs.readlinkSync(current("test"))).toBe(host.venv);
     expect(fs.readFileSync(`${host.venv}/.rbln-serving-complete`, "utf8")).toBe("rebel-compiler==0.12.0\nvllm-rbln[kv_connectors]==0.12.0\n");
     expect(fs.statSync(`${work}/opt/env`).mode & 0o777).toBe(0o700);
   });
@@ -104,15 +106,15 @@ describe("install over SSH", () => {
   });
 
   it("fails with pip's reason on an unreachable index and leaves current as it was", async () => {
-    const previous = fs.readlinkSync(`${work}/opt/current`);
+    const previous = fs.readlinkSync(current("test"));
     const dead = `http://127.0.0.1:${await freePort()}/simple`;
     const host = hostFor({ axes: { spec_decode: "suffix" } }, dead);
-    expect(host.venv).toBe(`${work}/opt/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0_arctic-inference-0.1.1`);
+    expect(host.venv).toBe(`${work}/opt/venvs/test/rebel-compiler-0.12.0_vllm-rbln-0.12.0_arctic-inference-0.1.1`);
     const result = await run(host.installScript, renderPipConfig(host.pipIndexes, null));
     expect(result.status).not.toBe(0);
     expect(result.stderr).toMatch(/ERROR: (Could not find a version|No matching distribution)/);
     expect(result.stderr).toContain(`install test-host: pip install failed (its reason is above); current still points to ${previous}`);
-    expect(fs.readlinkSync(`${work}/opt/current`)).toBe(previous);
+    expect(fs.readlinkSync(current("test"))).toBe(previous);
   });
 
   it("converges on the next run once the index is back, installing arctic-inference for suffix decoding", async () => {
@@ -120,7 +122,18 @@ describe("install over SSH", () => {
     const result = await run(host.installScript, renderPipConfig(host.pipIndexes, null));
     expect(result.status).toBe(0);
     expect(result.stdout).toContain("arctic-inference==0.1.1");
-    expect(fs.readlinkSync(`${work}/opt/current`)).toBe(host.venv);
+    expect(fs.readlinkSync(current("test"))).toBe(host.venv);
+  });
+
+  it("installs another deployment on the host into its own venvs: neither moves the other's current", async () => {
+    const first = fs.readlinkSync(current("test"));
+    const other = hostFor({}, index.url, "test.team-b");
+    const result = await run(other.installScript, renderPipConfig(other.pipIndexes, null));
+    expect(result.status).toBe(0);
+    expect(other.venv).toBe(`${work}/opt/venvs/test.team-b/rebel-compiler-0.12.0_vllm-rbln-0.12.0`);
+    expect(fs.readlinkSync(current("test.team-b"))).toBe(other.venv);
+    expect(fs.readlinkSync(current("test"))).toBe(first);
+    expect(first).toContain("arctic-inference");
   });
 });
 

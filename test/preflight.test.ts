@@ -82,6 +82,7 @@ function host(
     minFreeDiskGb: options.minFreeGb ?? 0,
     weightsMarkers: [marker],
     serviceUser: options.serviceUser ?? "nobody",
+    ownUnits: ["rbln-serving-dev.main-0.service"],
   });
   const result = spawnSync("bash", ["-c", script], { env: { PATH: `${root}/bin:${process.env.PATH}` }, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
   fs.rmSync(root, { recursive: true, force: true });
@@ -248,7 +249,7 @@ describe("preflight while this deployment's units hold the NPUs (real systemd)",
 
   async function preflight(pids: Record<string, string>) {
     await testHost.run(`cat > ${ROOT}/smi.json`, fixture("busy.json", pids));
-    const script = preflightScript({ hostName: "npu-7", sysRoot: `${ROOT}/sys`, devRoot: `${ROOT}/dev`, npus: 4, cacheRoot: `${ROOT}/cache`, minFreeDiskGb: 0, weightsMarkers: [], serviceUser: SERVICE_USER });
+    const script = preflightScript({ hostName: "npu-7", sysRoot: `${ROOT}/sys`, devRoot: `${ROOT}/dev`, npus: 4, cacheRoot: `${ROOT}/cache`, minFreeDiskGb: 0, weightsMarkers: [], serviceUser: SERVICE_USER, ownUnits: ["rbln-serving-main-0.service"] });
     return testHost.run(`PATH=${ROOT}/bin:$PATH ${remoteCommand(script, true)}`);
   }
 

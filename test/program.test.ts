@@ -5,6 +5,9 @@ import { ModelServing } from "../components";
 import { reportedRevision } from "../components/modelServing";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
+import { stackDeployment } from "../cli/commands";
+import { renderFiles } from "../core/render/files";
+import { shippedCatalog } from "./helpers/recipes";
 import { isSecretAt, ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
 
 const SECRETS = { sshPrivateKey: "MARKER-SSH-KEY-0001", pipPassword: "MARKER-PIP-PW-0002", hfToken: "MARKER-HF-TOKEN-0003", apiKey: "MARKER-API-KEY-0004" };
@@ -20,7 +23,7 @@ describe("the program on platform hosts", async () => {
 
   it("exports each rank's unit, host and URL, the endpoint and the curl", async () => {
     const outputs = result as ReturnType<typeof runProgram>;
-    expect(await valueOf(outputs.units)).toEqual([{ unit: "rbln-serving-main-0.service", host: "npu-dev-0", role: "main", rank: 0, url: "http://10.20.0.11:8000" }]);
+    expect(await valueOf(outputs.units)).toEqual([{ unit: "rbln-serving-test.main-0.service", host: "npu-dev-0", role: "main", rank: 0, url: "http://10.20.0.11:8000" }]);
     expect(await valueOf(outputs.endpoints)).toEqual(["http://10.20.0.11:8000"]);
     expect(await valueOf(outputs.curl)).toContain("http://10.20.0.11:8000/v1/chat/completions");
   });
@@ -58,8 +61,18 @@ describe("the program on platform hosts", async () => {
 
   it("carries the rendered unit text in the command string, so preview shows the changed line", () => {
     const unit = byName(registrations, "rbln-serving-npu-dev-0-main-0");
-    expect(unit.inputs.create).toContain("ExecStart=/opt/rbln-serving/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0/bin/vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\");
+    expect(unit.inputs.create).toContain("ExecStart=/opt/rbln-serving/venvs/test/rebel-compiler-0.12.0_vllm-rbln-0.12.0/bin/vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\");
     expect(unit.inputs.create).toContain("VLLM_ENGINE_READY_TIMEOUT_S='9600'");
+  });
+
+  it("runs the scripts `render` writes for the same stack: the same unit, env file and venv names", () => {
+    const { deployment, secrets } = stackDeployment({}, shippedCatalog, "dev");
+    // Under the mock runtime the stack is called "test".
+    const files = renderFiles(deployment, secrets, "test");
+    expect(Object.keys(files).filter((f) => /\/(systemd|env)\//.test(f))).toEqual(["hosts/npu-dev-0/systemd/rbln-serving-test.main-0.service", "hosts/npu-dev-0/env/test.main-0.env"]);
+    for (const [step, file] of [["main-0", "unit-main-0.sh"], ["install", "install.sh"], ["weights", "weights.sh"]]) {
+      expect(byName(registrations, `rbln-serving-npu-dev-0-${step}`).inputs.create).toContain(files[`hosts/npu-dev-0/${file}`]);
+    }
   });
 
   it("sends secrets only on stdin, as secrets", () => {

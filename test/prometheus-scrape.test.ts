@@ -50,7 +50,7 @@ describe("a real Prometheus pointed at the rendered files", () => {
     cleanup.push(() => Promise.all(ranks.map((r) => r.close())).then(() => undefined));
 
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "prometheus-"));
-    const files = renderFiles(deployment, []);
+    const files = renderFiles(deployment, [], "dev");
     fs.writeFileSync(path.join(dir, "targets.json"), files["prometheus/targets.json"]!);
     fs.writeFileSync(path.join(dir, "rbln-serving-rules.yaml"), files["prometheus/rbln-serving-rules.yaml"]!);
     // The README's prometheus.yml lines, with a short interval for the test.

@@ -39,7 +39,7 @@ function config(platform: "hosts" | "kubernetes", env: string[]) {
 describe("config values round-trip exactly", () => {
   it("into a unit's ExecStart and EnvironmentFile, as systemd parses them", () => {
     const deployment = planDeployment(config("hosts", envValues), shippedCatalog);
-    const host = renderHost(deployment, deployment.placements[0]!);
+    const host = renderHost(deployment, deployment.placements[0]!, "test");
     const [rank] = host.ranks;
     const planRank = deployment.plan.roles[0]!.ranks[0]!;
     const bound = bindRank(planRank, { POD_IP: "10.20.0.11" }, "hosts");

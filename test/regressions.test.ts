@@ -37,7 +37,7 @@ describe("host scripts stop at the first failure (set -euo pipefail)", () => {
   it.skipIf(process.getuid?.() !== 0)("a weights download that fails exits non-zero and writes no completion marker", () => {
     const work = fs.mkdtempSync(path.join(os.tmpdir(), "rbln-weights-"));
     const deployment = devDeployment({ installRoot: `${work}/opt`, cacheRoot: `${work}/cache` });
-    const { weightsScript } = renderHost(deployment, deployment.placements[0]!);
+    const { weightsScript } = renderHost(deployment, deployment.placements[0]!, "test");
     // Every python3 fails, as a broken download or index would.
     const stubs = path.join(work, "bin");
     fs.mkdirSync(stubs);
@@ -65,7 +65,7 @@ describe("env files read by bash (the unit step sources them)", () => {
 describe("NpuHost", () => {
   it("keeps the SSH key a secret even when given as a plain string", async () => {
     const deployment = devDeployment();
-    const rendered = renderHost(deployment, deployment.placements[0]!);
+    const rendered = renderHost(deployment, deployment.placements[0]!, "test");
     const { registrations, error } = await runUnderMocks(() => new NpuHost("h", { rendered, sshPrivateKey: "MARKER-PLAIN-KEY", secrets: {}, downloads: true }));
     expect(error).toBeUndefined();
     const commands = ofType(registrations, "command:remote:Command");

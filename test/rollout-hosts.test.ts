@@ -16,7 +16,7 @@ import { prepareStandInServer } from "./helpers/standInServer";
  */
 const INSTALL_ROOT = "/opt/rbln-rollout-test";
 const CACHE_ROOT = "/var/lib/rbln-rollout-test";
-const VENV = `${INSTALL_ROOT}/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
+const VENV = `${INSTALL_ROOT}/venvs/test/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
 /** The hosts' NPU device nodes: plain files, which is all the units' device wait looks for. */
 const FAKE_DEV = `${INSTALL_ROOT}/dev`;
 
@@ -68,7 +68,7 @@ async function mostDownDuring(during: Promise<UpResult>): Promise<{ result: UpRe
   return { result, mostDown };
 }
 
-const unitText = (host: TestHost) => host.run("cat /etc/systemd/system/rbln-serving-main-0.service").then((r) => r.stdout);
+const unitText = (host: TestHost) => host.run("cat /etc/systemd/system/rbln-serving-test.main-0.service").then((r) => r.stdout);
 
 beforeAll(async () => {
   hosts = await startHosts(3, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] });
@@ -116,7 +116,7 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
     expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
       /^npu-0 main rank 0: the new config failed \(unit exited 2(, restarted \d+ times)?: unrecognized arguments: --bogus\); the previous config is restored and serving$/,
     );
-    expect(result.failed[0]!.stderr).toContain("last journal lines of rbln-serving-main-0.service:");
+    expect(result.failed[0]!.stderr).toContain("last journal lines of rbln-serving-test.main-0.service:");
     // --bogus is part of the compile key: the later waves' compiled-cache copies wait too.
     expect(result.notStarted.filter((n) => n.endsWith("-main-0")).sort()).toEqual(["rbln-serving-npu-1-main-0", "rbln-serving-npu-2-main-0"]);
     expect(await Promise.all(hosts.map(unitText))).toEqual(before);
@@ -163,14 +163,14 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
     expect(cut.status).not.toBe(0);
     expect(await unitText(hosts[0]!)).toContain("--bogus");
     const resumed = await hosts[0]!.run(step.inputs.create, step.inputs.stdin);
-    expect(resumed.stdout).toContain("resuming the unfinished change of rbln-serving-main-0.service");
+    expect(resumed.stdout).toContain("resuming the unfinished change of rbln-serving-test.main-0.service");
     expect(resumed.stderr.trim().split("\n").pop()).toMatch(/the previous config is restored and serving$/);
     expect(await unitText(hosts[0]!)).toBe(serving);
   });
 
   it("after a reboot a unit waits for its NPU device nodes before vLLM starts", async () => {
     const host = hosts[1]!;
-    const unit = "rbln-serving-main-0.service";
+    const unit = "rbln-serving-test.main-0.service";
     await host.run(`rm ${FAKE_DEV}/rbln3; systemctl restart --no-block ${unit}`);
     await new Promise((r) => setTimeout(r, 3000));
     expect((await host.run(`systemctl show -p SubState --value ${unit}`)).stdout.trim()).toBe("start-pre");

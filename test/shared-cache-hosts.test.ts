@@ -18,7 +18,7 @@ import { prepareStandInServer } from "./helpers/standInServer";
  */
 const INSTALL_ROOT = "/opt/rbln-shared-test";
 const CACHE_ROOT = "/var/lib/rbln-shared-test";
-const VENV = `${INSTALL_ROOT}/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
+const VENV = `${INSTALL_ROOT}/venvs/test/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
 const MODEL = "MiniMaxAI/MiniMax-M2.7";
 const FAKE_DEV = `${INSTALL_ROOT}/dev`;
 const COMMIT = "c0ffee0000000000000000000000000000000002";
@@ -117,7 +117,7 @@ describe("cache.shared on three hosts over SSH", { timeout: 240_000 }, () => {
     expect(text).toMatch(/lease-lock compile-[0-9a-f]+: writing as /);
     expect(text).toMatch(/lease-lock compile-[0-9a-f]+: complete; starting, loading what the writer made/);
     // Units read and write the shared folder; a start never reaches the hub.
-    const env = (await hosts[2]!.run(`cat ${INSTALL_ROOT}/env/main-0.env`)).stdout;
+    const env = (await hosts[2]!.run(`cat ${INSTALL_ROOT}/env/test.main-0.env`)).stdout;
     expect(env).toContain(`HF_HOME='${SHARED}/huggingface'`);
     expect(env).toContain(`VLLM_CACHE_ROOT='${SHARED}/vllm'`);
     expect(env).toMatch(/^HF_HUB_OFFLINE='1'$/m);

@@ -9,8 +9,10 @@ import { unitApplyScript, unitRemoveScript } from "../core/render/hosts/scripts"
 /**
  * The unit step's script under real bash with a stand-in systemctl that records its calls: a
  * second run with the same content restarts nothing, a changed secret restarts, removal leaves
- * the caches alone.
+ * the caches alone; the locks; taking over a unit of the names before deployment ids.
  */
+const UNIT = "rbln-serving-test.main-0.service";
+const LEGACY = "rbln-serving-main-0.service";
 let dir: string;
 let server: http.Server;
 let port: number;
@@ -34,31 +36,52 @@ afterAll(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-type Run = { status: number | null; stdout: string; stderr: string; calls: string[] };
+const hostLock = () => path.join(dir, "units.lock");
+const envFile = (name: string) => path.join(dir, "env", name);
 
-function apply(stdin: string, unitText = "[Service]\nExecStart=/bin/true\n", minFreeDiskGbToRestart = 0): Promise<Run> {
+interface ApplyOptions {
+  unitText?: string;
+  hostLockWaitSeconds?: number;
+  minFreeDiskGbToRestart?: number;
+  onStdout?: (stdout: string) => void;
+}
+
+function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, onStdout }: ApplyOptions = {}): Promise<Run> {
   const script = unitApplyScript({
     hostName: "test-host",
     unitDir: path.join(dir, "units"),
-    unitName: "rbln-serving-main-0.service",
+    unitName: UNIT,
     unitText,
-    envPath: path.join(dir, "env", "main-0.env"),
+    envPath: envFile("test.main-0.env"),
     envText: "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n",
     stateDir: path.join(dir, "rollout"),
     cacheRoot: path.join(dir, "cache"),
     minFreeDiskGbToRestart,
-    rank: { unitName: "rbln-serving-main-0.service", label: "main rank 0", port },
+    legacy: { unitName: LEGACY, envPath: envFile("main-0.env") },
+    hostLock: hostLock(),
+    hostLockWaitSeconds,
+    rank: { unitName: UNIT, label: "main rank 0", port },
     wait: { probeHost: "127.0.0.1", timeoutSeconds: 30, intervalSeconds: 1, startLimitBurst: 3 },
   });
-  return runBash(script, stdin);
+  return runBash(script, stdin, onStdout);
 }
 
-function runBash(script: string, stdin: string): Promise<Run> {
+interface Run {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+  calls: string[];
+}
+
+function runBash(script: string, stdin: string, onStdout?: (stdout: string) => void): Promise<Run> {
   fs.rmSync(path.join(dir, "calls"), { force: true });
   const child = spawn("bash", ["-c", script], { env: { PATH: `${dir}/bin:${process.env.PATH}`, STATE: dir } });
   let stdout = "";
   let stderr = "";
-  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+  child.stdout.on("data", (c: Buffer) => {
+    stdout += c.toString();
+    onStdout?.(stdout);
+  });
   child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
   child.stdin.end(stdin);
   return new Promise((resolve) =>
@@ -69,28 +92,36 @@ function runBash(script: string, stdin: string): Promise<Run> {
   );
 }
 
+/** Holds `lock` as another deploy would (one process, so killing it lets go); resolves once it holds it. */
+async function holdLock(lock: string): Promise<{ release: () => void }> {
+  fs.mkdirSync(path.dirname(lock), { recursive: true });
+  const holder = spawn("bash", ["-c", 'exec 9>"$1"; flock 9; echo held; exec sleep 60', "holder", lock]);
+  await new Promise<void>((resolve) => holder.stdout.once("data", () => resolve()));
+  return { release: () => holder.kill() };
+}
+
 describe("the unit step", () => {
   const secrets = "HF_TOKEN='hf_1'\nVLLM_API_KEY='key-1'\n";
 
   it("writes the env file (0600, secrets from stdin) and unit, enables and starts, then waits until the rank serves", async () => {
     const run = await apply(secrets);
     expect(run.status).toBe(0);
-    expect(run.calls).toEqual(["daemon-reload", "enable --quiet rbln-serving-main-0.service", "reset-failed rbln-serving-main-0.service", "restart rbln-serving-main-0.service"]);
-    expect(fs.readFileSync(path.join(dir, "env", "main-0.env"), "utf8")).toBe(`VLLM_ENGINE_READY_TIMEOUT_S='9600'\n${secrets}`);
-    expect(fs.statSync(path.join(dir, "env", "main-0.env")).mode & 0o777).toBe(0o600);
+    expect(run.calls).toEqual(["daemon-reload", `enable --quiet ${UNIT}`, `reset-failed ${UNIT}`, `restart ${UNIT}`]);
+    expect(fs.readFileSync(envFile("test.main-0.env"), "utf8")).toBe(`VLLM_ENGINE_READY_TIMEOUT_S='9600'\n${secrets}`);
+    expect(fs.statSync(envFile("test.main-0.env")).mode & 0o777).toBe(0o600);
     expect(run.stdout).toMatch(/ready test-host: main rank 0 serves on port \d+/);
   });
 
   it("restarts nothing when run again with the same content", async () => {
     const run = await apply(secrets);
     expect(run.status).toBe(0);
-    expect(run.calls).toEqual(["is-active --quiet rbln-serving-main-0.service", "enable --quiet rbln-serving-main-0.service"]);
+    expect(run.calls).toEqual([`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`]);
     expect(run.stdout).toContain("unchanged and running");
   });
 
   it("restarts when a secret or the unit changes", async () => {
-    expect((await apply("HF_TOKEN='hf_2'\n")).calls).toContain("restart rbln-serving-main-0.service");
-    expect((await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/false\n")).calls).toContain("restart rbln-serving-main-0.service");
+    expect((await apply("HF_TOKEN='hf_2'\n")).calls).toContain(`restart ${UNIT}`);
+    expect((await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n" })).calls).toContain(`restart ${UNIT}`);
   });
 
   it("checks free disk under the cache root before a (re)start, and on too little changes nothing", async () => {
@@ -103,45 +134,108 @@ describe("the unit step", () => {
     const lastLine = (run: Run) => run.stderr.trim().split("\n").pop();
     const before = files();
     // A changed unit: refused before its files are moved into place; the running rank is not touched.
-    const change = await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/sleep 2\n", 10 ** 9);
+    const change = await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/sleep 2\n", minFreeDiskGbToRestart: 10 ** 9 });
     expect(change).toMatchObject({ status: 1, calls: [] });
     expect(lastLine(change)).toMatch(tooLittle);
     expect(files()).toEqual(before);
     // Unchanged and running: nothing restarts, so nothing is checked.
-    expect(await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/false\n", 10 ** 9)).toMatchObject({ status: 0, calls: ["is-active --quiet rbln-serving-main-0.service", "enable --quiet rbln-serving-main-0.service"] });
+    expect(await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 10 ** 9 })).toMatchObject({ status: 0, calls: [`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`] });
     // Unchanged but stopped: the start is refused.
     fs.rmSync(path.join(dir, "active"));
-    const start = await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/false\n", 10 ** 9);
-    expect(start).toMatchObject({ status: 1, calls: ["is-active --quiet rbln-serving-main-0.service"] });
+    const start = await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 10 ** 9 });
+    expect(start).toMatchObject({ status: 1, calls: [`is-active --quiet ${UNIT}`] });
     expect(lastLine(start)).toMatch(tooLittle);
     // With the room there, the same start goes ahead.
-    expect((await apply("HF_TOKEN='hf_2'\n", "[Service]\nExecStart=/bin/false\n", 1)).calls).toContain("restart rbln-serving-main-0.service");
+    expect((await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 1 })).calls).toContain(`restart ${UNIT}`);
   });
 
   it("refuses to change a unit another deploy is changing, and touches nothing", async () => {
-    const lock = path.join(dir, "rollout", "rbln-serving-main-0.service.lock");
-    const holder = spawn("flock", [lock, "sleep", "30"]);
+    const holder = await holdLock(path.join(dir, "rollout", `${UNIT}.lock`));
     try {
-      for (let i = 0; i < 50 && !fs.existsSync(lock); i++) await new Promise((r) => setTimeout(r, 50));
-      await new Promise((r) => setTimeout(r, 200));
-      const before = fs.readFileSync(path.join(dir, "units", "rbln-serving-main-0.service"), "utf8");
-      const run = await apply("HF_TOKEN='hf_3'\n", "[Service]\nExecStart=/bin/sleep 1\n");
+      const before = fs.readFileSync(path.join(dir, "units", UNIT), "utf8");
+      const run = await apply("HF_TOKEN='hf_3'\n", { unitText: "[Service]\nExecStart=/bin/sleep 1\n" });
       expect(run.status).toBe(1);
       expect(run.calls).toEqual([]);
-      expect(fs.readFileSync(path.join(dir, "units", "rbln-serving-main-0.service"), "utf8")).toBe(before);
+      expect(fs.readFileSync(path.join(dir, "units", UNIT), "utf8")).toBe(before);
     } finally {
-      holder.kill();
+      holder.release();
     }
+  });
+
+  it("waits while another deploy switches units on the host, then goes on", async () => {
+    const other = await holdLock(hostLock());
+    let released = false;
+    const run = await apply("HF_TOKEN='hf_4'\n", {
+      onStdout: (stdout) => {
+        if (!released && stdout.includes("waiting up to 60s for another rbln-serving deploy to finish switching units on this host")) {
+          released = true;
+          other.release();
+        }
+      },
+    });
+    expect(released).toBe(true);
+    expect(run.status).toBe(0);
+    expect(run.calls).toContain(`restart ${UNIT}`);
+  });
+
+  it("fails with one line when the host lock stays taken past its bound, and touches nothing", async () => {
+    const other = await holdLock(hostLock());
+    try {
+      const before = fs.readFileSync(path.join(dir, "units", UNIT), "utf8");
+      const run = await apply("HF_TOKEN='hf_5'\n", { unitText: "[Service]\nExecStart=/bin/sleep 2\n", hostLockWaitSeconds: 1 });
+      expect(run.status).toBe(1);
+      expect(run.stderr.trim().split("\n").pop()).toBe(`test-host main rank 0: another rbln-serving deploy held ${hostLock()} for 1s; run again when it ends`);
+      expect(run.calls).toEqual([]);
+      expect(fs.readFileSync(path.join(dir, "units", UNIT), "utf8")).toBe(before);
+    } finally {
+      other.release();
+    }
+  });
+
+  it("takes over the rank's unit of the names before deployment ids: stopped before the restart, removed once the new unit serves", async () => {
+    const legacyState = ["previous", "previous-env", "pending"].map((suffix) => path.join(dir, "rollout", `${LEGACY}.${suffix}`));
+    fs.writeFileSync(path.join(dir, "units", LEGACY), "# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true\n");
+    fs.writeFileSync(envFile("main-0.env"), "HF_TOKEN='hf_old'\n");
+    for (const file of legacyState) fs.writeFileSync(file, "");
+    const run = await apply("HF_TOKEN='hf_6'\n");
+    expect(run.status).toBe(0);
+    expect(run.calls.slice(run.calls.indexOf(`disable --now --quiet ${LEGACY}`))).toEqual([`disable --now --quiet ${LEGACY}`, `reset-failed ${UNIT}`, `restart ${UNIT}`, "daemon-reload"]);
+    expect(run.stdout).toContain(`unit test-host: removed ${LEGACY}, which ${UNIT} replaced`);
+    for (const file of [path.join(dir, "units", LEGACY), envFile("main-0.env"), ...legacyState]) expect(fs.existsSync(file), file).toBe(false);
+  });
+
+  it("leaves it alone when it listens on another address: it belongs to another deployment on the host", async () => {
+    fs.writeFileSync(path.join(dir, "units", LEGACY), "# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true \\\n    --host 10.0.0.2\n");
+    const run = await apply("HF_TOKEN='hf_7'\n", { unitText: "[Service]\nExecStart=/bin/true \\\n    --host 10.0.0.1 \\\n    --port 8000\n" });
+    expect(run.status).toBe(0);
+    expect(run.calls.filter((call) => call.includes(LEGACY))).toEqual([]);
+    expect(fs.existsSync(path.join(dir, "units", LEGACY))).toBe(true);
+    // The same address, or all interfaces on either side, is in the way.
+    for (const [ours, theirs] of [["10.0.0.2", "10.0.0.2"], ["0.0.0.0", "10.0.0.2"], [null, "10.0.0.2"], ["10.0.0.1", null]]) {
+      const host = (address: string | null) => (address ? ` \\\n    --host ${address}` : "");
+      fs.writeFileSync(path.join(dir, "units", LEGACY), `# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true${host(theirs)}\n`);
+      const takeover = await apply(`HF_TOKEN='hf_${ours}_${theirs}'\n`, { unitText: `[Service]\nExecStart=/bin/true${host(ours)}\n` });
+      expect(takeover.calls, `${ours} ${theirs}`).toContain(`disable --now --quiet ${LEGACY}`);
+      expect(fs.existsSync(path.join(dir, "units", LEGACY))).toBe(false);
+    }
+  });
+
+  it("leaves a unit of that name alone when rbln-serving did not write it", async () => {
+    fs.writeFileSync(path.join(dir, "units", LEGACY), "[Service]\nExecStart=/bin/true\n");
+    const run = await apply("HF_TOKEN='hf_8'\n");
+    expect(run.status).toBe(0);
+    expect(run.calls.filter((call) => call.includes(LEGACY))).toEqual([]);
+    expect(fs.existsSync(path.join(dir, "units", LEGACY))).toBe(true);
   });
 
   it("on removal stops, disables and deletes the unit and env file, and touches nothing else", async () => {
     fs.mkdirSync(path.join(dir, "cache", "huggingface"), { recursive: true });
-    const script = unitRemoveScript({ hostName: "test-host", unitDir: path.join(dir, "units"), unitName: "rbln-serving-main-0.service", envPath: path.join(dir, "env", "main-0.env"), stateDir: path.join(dir, "rollout") });
+    const script = unitRemoveScript({ hostName: "test-host", unitDir: path.join(dir, "units"), unitName: UNIT, envPath: envFile("test.main-0.env"), stateDir: path.join(dir, "rollout") });
     const run = await runBash(script, "");
     expect(run.status).toBe(0);
-    expect(run.calls).toEqual(["disable --now --quiet rbln-serving-main-0.service", "daemon-reload"]);
-    expect(fs.existsSync(path.join(dir, "units", "rbln-serving-main-0.service"))).toBe(false);
-    expect(fs.existsSync(path.join(dir, "env", "main-0.env"))).toBe(false);
+    expect(run.calls).toEqual([`disable --now --quiet ${UNIT}`, "daemon-reload"]);
+    expect(fs.existsSync(path.join(dir, "units", UNIT))).toBe(false);
+    expect(fs.existsSync(envFile("test.main-0.env"))).toBe(false);
     expect(fs.existsSync(path.join(dir, "cache", "huggingface"))).toBe(true);
   });
 });

@@ -6,13 +6,11 @@ import { hostWaves } from "../rollout/hostWaves";
 import { renderHost } from "./hosts/bundle";
 import { copySources, renderCopy, weightsHosts } from "./hosts/copies";
 import { hostFiles } from "./hosts/files";
+import { DEFAULT_INSTANCE, deploymentId } from "./hosts/names";
 import { renderKubernetesWorkloads, type KubeObject } from "./kubernetes/workloads";
 import { monitoringObjects, routerMonitoringValues } from "../monitoring/kubernetes";
 import { alertRules } from "../monitoring/rules";
 import { scrapeTargets } from "../monitoring/targets";
-
-/** The instance name `render` uses; the Pulumi program uses its component's name. */
-export const DEFAULT_INSTANCE = "rbln-serving";
 
 /** YAML without folded lines or anchors, so scripts, JSON values and shared objects read as they are. */
 export function toYaml(value: unknown): string {
@@ -22,18 +20,19 @@ export function toYaml(value: unknown): string {
 /** The alert rules file: the same for every stack, so written once (the config fuzzer renders thousands). */
 let alertRulesFile: string | undefined;
 
-/** Every file `render` writes for a stack, by path under the output folder. */
-export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[]): Record<string, string> {
+/** Every file `render` writes for a stack, by path under the output folder: the program's instance on that stack. */
+export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[], stack: string): Record<string, string> {
   const files: Record<string, string> = {};
+  const id = deploymentId(stack, DEFAULT_INSTANCE);
   const waves = hostWaves(deployment);
   const downloading = weightsHosts(deployment, waves);
   for (const placement of deployment.placements) {
-    for (const [name, content] of Object.entries(hostFiles(renderHost(deployment, placement), secrets, downloading.includes(placement)))) {
+    for (const [name, content] of Object.entries(hostFiles(renderHost(deployment, placement, id), secrets, downloading.includes(placement)))) {
       files[`hosts/${placement.host.name}/${name}`] = content;
     }
   }
   // Copies between hosts: the grant and revoke run on the source, the copy on the destination.
-  for (const copy of copySources(deployment, waves).map((c) => renderCopy(deployment, c, { instance: `<stack>/${DEFAULT_INSTANCE}` }))) {
+  for (const copy of copySources(deployment, waves).map((c) => renderCopy(deployment, c, { instance: `${stack}/${DEFAULT_INSTANCE}` }))) {
     const [source, dest, kind] = [copy.source.host.name, copy.dest.host.name, copy.kind];
     files[`hosts/${source}/allow-${kind}-${dest}.sh`] = copy.allowScript;
     files[`hosts/${source}/revoke-${kind}-${dest}.sh`] = copy.revokeScript;

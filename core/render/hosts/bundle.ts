@@ -2,8 +2,9 @@ import type { Deployment, HostPlacement } from "../../plan/deployment";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
 import type { PackagePlan } from "../../plan/types";
-import { envFileLine, execStartLine, quoteExecWord, renderEnvFile, unitName } from "./systemd";
+import { envFileLine, execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
 import { compileLockWords, hostCacheLayout, weightsLockName } from "../../cache/hostCache";
+import { envPath as envPathOf, legacyEnvPath, legacyUnitName, unitName, venvsDir } from "./names";
 import { installScript, preflightScript, readinessScript, unitApplyScript, unitRemoveScript, weightsScript } from "./scripts";
 
 export const SERVICE_USER = "rbln-serving";
@@ -25,6 +26,9 @@ export interface HostRenderOptions {
 
 /** How long a starting unit waits for its NPU device nodes (the driver loads late after a reboot). */
 const DEVICE_WAIT_SECONDS = 300;
+const STOP_TIMEOUT_SECONDS = 120;
+/** How long a unit step waits for another deploy's switch on the host: a unit stopped and a unit started, device wait included. */
+const HOST_LOCK_WAIT_SECONDS = 2 * STOP_TIMEOUT_SECONDS + DEVICE_WAIT_SECONDS + 60;
 
 /** Crash-loop bounds: 3 starts in 30 minutes. A compile takes hours, so a rank that crashes after one restarts; one that crashes at once is failed within minutes. */
 const RESTART_DEFAULTS = { restartSeconds: 30, startLimitBurst: 3, startLimitIntervalSeconds: 1800 };
@@ -68,9 +72,9 @@ export interface PipIndexes {
   timeoutSeconds: number;
 }
 
-/** The venv directory carries the pinned versions, so a version change is a new venv beside the old. */
-export function venvPath(installRoot: string, packages: readonly PackagePlan[]): string {
-  return `${installRoot}/venvs/${packages.map((p) => `${p.name}-${p.version}`).join("_")}`;
+/** The venv directory carries the pinned versions, so a version change is a new venv beside the old, in the deployment's own folder. */
+export function venvPath(installRoot: string, id: string, packages: readonly PackagePlan[]): string {
+  return `${venvsDir(installRoot, id)}/${packages.map((p) => `${p.name}-${p.version}`).join("_")}`;
 }
 
 /** A model's completion marker; it holds the commit that was downloaded. */
@@ -117,11 +121,12 @@ function describe(text: string): string {
   return text.replace(/%/g, "%%");
 }
 
-export function renderHost(deployment: Deployment, placement: HostPlacement, options: HostRenderOptions = {}): RenderedHost {
+/** A host's scripts and units; `id` names the deployment on the host (`deploymentId`), so deployments sharing a host never touch each other's units. */
+export function renderHost(deployment: Deployment, placement: HostPlacement, id: string, options: HostRenderOptions = {}): RenderedHost {
   const { settings, plan } = deployment;
   const { host } = placement;
   const node = plan.nodes[placement.node]!;
-  const venv = venvPath(settings.installRoot, plan.packages);
+  const venv = venvPath(settings.installRoot, id, plan.packages);
   // The served model and its draft models: units run offline (HF_HUB_OFFLINE=1) and fetch nothing.
   const models = plan.models.map((m) => m.id);
   const cache = hostCacheLayout(settings);
@@ -145,8 +150,8 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
     .flatMap((role) =>
       role.ranks.map((rank) => {
         const bound = bindRank(rank, { POD_IP: host.address }, "hosts");
-        const name = unitName(role.role, rank.rank);
-        const envPath = `${settings.installRoot}/env/${role.role}-${rank.rank}.env`;
+        const name = unitName(id, role.role, rank.rank);
+        const envPath = envPathOf(settings.installRoot, id, role.role, rank.rank);
         const command = commandWords(bound.argv, bound.flags);
         const flags = host.listenAddress ? [...bound.flags, { name: "--host", values: [host.listenAddress] }] : bound.flags;
         const port = rank.ports[0]!;
@@ -180,7 +185,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
           // readiness (vLLM does not notify systemd; the unit step polls the rank instead): enough
           // for the device wait, which systemd's 90 s default would cut short.
           `TimeoutStartSec=${DEVICE_WAIT_SECONDS + 60}s`,
-          "TimeoutStopSec=120s",
+          `TimeoutStopSec=${STOP_TIMEOUT_SECONDS}s`,
           // Data-parallel ranks fork engine processes: SIGTERM the main process, then the group.
           "KillMode=mixed",
           "LimitNOFILE=1048576",
@@ -210,6 +215,8 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
             // Where a start compiles into: the shared folder with cache.shared.
             cacheRoot: cache.root,
             minFreeDiskGbToRestart: settings.minFreeDiskGbToRestart,
+            legacy: { unitName: legacyUnitName(role.role, rank.rank), envPath: legacyEnvPath(settings.installRoot, role.role, rank.rank) },
+            hostLockWaitSeconds: HOST_LOCK_WAIT_SECONDS,
             rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
             wait: waitFor(timeout),
           }),
@@ -226,7 +233,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
   return {
     placement,
     venv,
-    preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, sharedRoot: shared.sharedRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers, serviceUser: SERVICE_USER }),
+    preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, sharedRoot: shared.sharedRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers, serviceUser: SERVICE_USER, ownUnits: ranks.flatMap((r) => [r.unitName, legacyUnitName(r.role, r.rank)]) }),
     installScript: installScript({
       hostName: host.name,
       installRoot: settings.installRoot,
@@ -245,7 +252,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, opt
       models,
       revisions: plan.models.map((m) => m.revision ?? ""),
       markers,
-      downloaderVenv: `${settings.installRoot}/venvs/${DOWNLOADER_REQUIREMENT.replace("==", "-")}`,
+      downloaderVenv: `${venvsDir(settings.installRoot, id)}/${DOWNLOADER_REQUIREMENT.replace("==", "-")}`,
       downloaderRequirement: DOWNLOADER_REQUIREMENT,
       ...shared,
       lockNames: plan.models.map((m) => weightsLockName(m.id, m.revision)),

@@ -1,3 +1,4 @@
+import * as path from "node:path";
 import { secretEnvironment, secretPlaceholder, type SecretKey } from "../../config/stackConfig";
 import { renderPipConfig, renderSecretEnv, type RenderedHost } from "./bundle";
 
@@ -16,7 +17,7 @@ export function hostFiles(host: RenderedHost, secrets: readonly SecretKey[], dow
     files[`unit-${id}.sh`] = rank.applyScript;
     files[`remove-${id}.sh`] = rank.removeScript;
     files[`systemd/${rank.unitName}`] = rank.unitText;
-    files[`env/${id}.env`] = rank.envText + secretEnv;
+    files[`env/${path.basename(rank.envPath)}`] = rank.envText + secretEnv;
   }
   return files;
 }

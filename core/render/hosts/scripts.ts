@@ -1,4 +1,3 @@
-import { UNIT_NAME_GLOB } from "./systemd";
 import { heredocDelimiter, renderScript } from "./template";
 
 /**
@@ -24,6 +23,8 @@ export interface PreflightInput {
   weightsMarkers: readonly string[];
   /** The units' user: it must be able to open the RSD group nodes. */
   serviceUser: string;
+  /** This deployment's units on the host (and their names before deployment ids): their processes' NPU contexts are not another's. */
+  ownUnits: readonly string[];
 }
 
 export function preflightScript(p: PreflightInput): string {
@@ -39,7 +40,7 @@ export function preflightScript(p: PreflightInput): string {
     python_versions: PYTHON_VERSIONS,
     min_glibc: MIN_GLIBC,
     service_user: p.serviceUser,
-    own_units: UNIT_NAME_GLOB,
+    own_units: p.ownUnits,
   });
 }
 
@@ -137,9 +138,18 @@ export interface UnitApplyInput {
   /** Free disk under it (GiB) a (re)start needs: the compile cache grows there. */
   cacheRoot: string;
   minFreeDiskGbToRestart: number;
+  /** The same rank's unit and env file as versions before deployment ids named them: the step takes their place. */
+  legacy: { unitName: string; envPath: string };
+  /** The host-wide lock deploys take turns at switching units under; tests give their own. */
+  hostLock?: string;
+  /** How long the step waits for that lock before it fails. */
+  hostLockWaitSeconds: number;
   rank: ReadinessRank;
   wait: ServingWait;
 }
+
+/** Host-wide: every deployment on the host, whatever its install root, switches units under it. */
+export const HOST_LOCK = "/run/rbln-serving-units.lock";
 
 function waitSettings(w: ServingWait) {
   return { probe_host: w.probeHost, timeout_s: w.timeoutSeconds, interval_s: w.intervalSeconds, start_limit_burst: w.startLimitBurst };
@@ -162,6 +172,10 @@ export function unitApplyScript(p: UnitApplyInput): string {
     state_dir: p.stateDir,
     cache_root: p.cacheRoot,
     restart_free_gb: p.minFreeDiskGbToRestart,
+    legacy_unit: p.legacy.unitName,
+    legacy_env_path: p.legacy.envPath,
+    host_lock: p.hostLock ?? HOST_LOCK,
+    host_lock_wait_s: p.hostLockWaitSeconds,
     port: p.rank.port,
     probe_host,
     timeout_s,

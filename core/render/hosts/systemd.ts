@@ -54,11 +54,3 @@ export function renderEnvFile(env: Readonly<Record<string, string>>): string {
     .map(([name, value]) => `${envFileLine(name, value)}\n`)
     .join("");
 }
-
-/** `rbln-serving-decode-0.service`; role names are validated DNS-label-like, so this is a valid unit name. */
-export function unitName(role: string, rank: number): string {
-  return `rbln-serving-${role}-${rank}.service`;
-}
-
-/** Every name unitName gives: preflight does not count the NPU contexts of these units' processes as another's. */
-export const UNIT_NAME_GLOB = "rbln-serving-*.service";

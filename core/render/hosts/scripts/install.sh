@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs the pinned packages into a virtualenv named after their versions, checks the imports, then
-# switches `current` to it atomically. A complete venv is not touched again. stdin: the pip.conf.
+# Installs the pinned packages into a virtualenv named after their versions, in the deployment's own
+# folder of venvs, checks the imports, then switches the deployment's `current` to it atomically. A
+# complete venv is not touched again, nor is another deployment's. stdin: the pip.conf.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=npu-0
 install_root=/opt/rbln-serving
 cache_root=/var/lib/rbln-serving
-venv=/opt/rbln-serving/venvs/rebel-compiler-0.12.0_vllm-rbln-0.12.0
+venv=/opt/rbln-serving/venvs/dev/rebel-compiler-0.12.0_vllm-rbln-0.12.0
 requirements=(rebel-compiler==0.12.0 'vllm-rbln[kv_connectors]==0.12.0')
 imports=(rebel vllm_rbln)
 service_user=rbln-serving
@@ -16,7 +17,7 @@ lease_lock_text=''
 # --- end of settings ---
 
 case "$venv" in
-  "$install_root"/venvs/?*) ;;
+  "$install_root"/venvs/?*/?*) ;;
   *) echo "install ${host_name}: refusing venv path $venv outside $install_root/venvs" >&2; exit 1 ;;
 esac
 
@@ -24,7 +25,8 @@ esac
 . service-account.sh
 # shellcheck source=shared-cache.sh
 . shared-cache.sh
-previous=$(readlink "$install_root/current" 2>/dev/null || echo "nothing")
+current="$(dirname "$venv")/current"
+previous=$(readlink "$current" 2>/dev/null || echo "nothing")
 if [ -f "$venv/.rbln-serving-complete" ]; then
   echo "install ${host_name}: $venv is complete; nothing to install"
 else
@@ -50,7 +52,7 @@ else
 fi
 
 if [ "$previous" != "$venv" ]; then
-  ln -sfn "$venv" "$install_root/current.new"
-  mv -Tf "$install_root/current.new" "$install_root/current"
-  echo "install ${host_name}: current -> $venv (was $previous)"
+  ln -sfn "$venv" "$current.new"
+  mv -Tf "$current.new" "$current"
+  echo "install ${host_name}: $current -> $venv (was $previous)"
 fi

@@ -13,7 +13,7 @@ weights_markers=(/var/lib/rbln-serving/huggingface/rbln-serving-complete/example
 python_versions=(3.10 3.11 3.12 3.13)
 min_glibc=2.39
 service_user=rbln-serving
-own_units='rbln-serving-*.service'
+own_units=(rbln-serving-dev.main-0.service rbln-serving-main-0.service)
 # --- end of settings ---
 
 # shellcheck source=disk.sh
@@ -70,10 +70,11 @@ seen=$(printf '%s' "$smi_json" | python3 -c 'import json, sys; print(len(json.lo
 # ({ctx_id, npu, process, pid, memalloc, ...}; npu and pid a number or a string, `cmd` in some
 # builds) or, in some versions, per device; unknown fields are ignored. A context's npu is an index
 # within its RSD group, not a device, so a context anywhere on the host counts. Processes in the
-# cgroup of this deployment's units (a re-run while they serve) are not another process's.
+# cgroup of this deployment's units on the host (a re-run while they serve; also the units of
+# the names before deployment ids, which the unit steps take over) are not another process's.
 idle_check=$(cat <<'PY'
-import fnmatch, json, sys
-own = sys.argv[1]
+import json, sys
+owns = sys.argv[1:]
 data = json.load(sys.stdin)
 devices = [d for d in data.get("devices") or [] if isinstance(d, dict)]
 listed = [(None, data["contexts"])] if isinstance(data.get("contexts"), list) else []
@@ -92,7 +93,7 @@ def read(path):
 def ours(pid):
     for line in (read(f"/proc/{pid}/cgroup") or "").splitlines():
         parts = line.split(":", 2)[-1].split("/")
-        if any(a == "system.slice" and fnmatch.fnmatchcase(b, own) for a, b in zip(parts, parts[1:])):
+        if any(a == "system.slice" and b in owns for a, b in zip(parts, parts[1:])):
             return True
     return False
 
@@ -113,7 +114,7 @@ for device, contexts in listed:
 print("; ".join(f"{who} on {', '.join(dict.fromkeys(where))}" for who, where in users.items()))
 PY
 )
-busy=$(printf '%s' "$smi_json" | python3 -c "$idle_check" "$own_units" 2>/dev/null) || fail "rbln-smi: could not read the contexts in 'rbln-smi -j'"
+busy=$(printf '%s' "$smi_json" | python3 -c "$idle_check" "${own_units[@]}" 2>/dev/null) || fail "rbln-smi: could not read the contexts in 'rbln-smi -j'"
 if [ "$busy" = unknown ]; then
   echo "preflight ${host_name}: warning: this rbln-smi lists no contexts, so whether other processes use the NPUs is not checked"
 elif [ -n "$busy" ]; then

@@ -3,7 +3,7 @@
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=npu-0
-units=(rbln-serving-main-0.service)
+units=(rbln-serving-dev.main-0.service)
 labels=('main rank 0')
 ports=(8000)
 probe_host=127.0.0.1

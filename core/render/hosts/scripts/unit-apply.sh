@@ -2,17 +2,22 @@
 # The unit step of one rank: writes its environment file (0600; secrets appended from stdin) and its
 # unit, restarts it only when either changed or it is not running, and waits until it serves.
 # A change that does not serve is rolled back: the previous files go back, the rank restarts on
-# them and serves again, and the step fails with one line saying so.
+# them and serves again, and the step fails with one line saying so. The rank's unit of versions
+# before deployment ids, if any, is taken over the same way (legacy-unit.sh).
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=npu-0
-unit=rbln-serving-main-0.service
+unit=rbln-serving-dev.main-0.service
 label='main rank 0'
-unit_path=/etc/systemd/system/rbln-serving-main-0.service
-env_path=/opt/rbln-serving/env/main-0.env
+unit_path=/etc/systemd/system/rbln-serving-dev.main-0.service
+env_path=/opt/rbln-serving/env/dev.main-0.env
 state_dir=/opt/rbln-serving/rollout
 cache_root=/var/lib/rbln-serving
 restart_free_gb=50
+legacy_unit=rbln-serving-main-0.service
+legacy_env_path=/opt/rbln-serving/env/main-0.env
+host_lock=/run/rbln-serving-units.lock
+host_lock_wait_s=600
 port=8000
 probe_host=127.0.0.1
 timeout_s=9600
@@ -30,9 +35,18 @@ ExecStart=/bin/true'
 
 umask 077
 install -d -m 0700 "$(dirname "$env_path")" "$state_dir"
-# Two deploys must not change one unit at once (a second stack, or a second person's run).
+# Two runs of one unit step must not overlap (two people deploying one stack): the second fails at once.
 exec 8>"$state_dir/$unit.lock"
 flock -n 8 || { echo "${host_name} ${label}: another rbln-serving deploy is changing $unit right now; run again when it ends" >&2; exit 1; }
+# Deploys to this host, of any deployment, take turns at switching units: from writing the files to
+# the (re)start, and on the way back. Not while a rank loads, which can take hours.
+exec 7>"$host_lock"
+if ! flock -n 7; then
+  echo "unit ${host_name}: waiting up to ${host_lock_wait_s}s for another rbln-serving deploy to finish switching units on this host"
+  flock -w "$host_lock_wait_s" 7 || { echo "${host_name} ${label}: another rbln-serving deploy held $host_lock for ${host_lock_wait_s}s; run again when it ends" >&2; exit 1; }
+fi
+# shellcheck source=legacy-unit.sh
+. legacy-unit.sh
 
 previous_unit="$state_dir/$unit.previous"
 previous_env="$state_dir/$unit.previous-env"
@@ -87,33 +101,43 @@ export API_KEY
 restart() {
   started=$(date +%s)
   systemctl reset-failed "$unit" 2>/dev/null || true
-  systemctl restart "$unit"
+  # A start that fails outright (vllm cannot run, the device wait ends) leaves the unit failed, which
+  # wait_serving reports: rolled back like any other failure, never left half-switched.
+  systemctl restart "$unit" || true
   echo "unit ${host_name}: (re)started $unit"
 }
 
 started=$(date +%s)
+legacy_stop
 [ "$mode" = none ] || restart
+flock -u 7
 if wait_serving "$unit" "$label" "$port" "$started"; then
   rm -f "$pending"
+  legacy_remove
   exit 0
 fi
 new_failure=$failure
 journal_tail "$unit" "$started"
 
-if [ "$mode" != change ]; then
+# Going back is a switch too; it waits as long as it takes, since what served must serve again.
+flock 7
+if [ "$legacy" = yes ]; then
+  legacy_give_back
+  unit=$legacy_unit
+elif [ "$mode" != change ]; then
   echo "${host_name} ${label}: $unit does not serve ($new_failure)" >&2
   exit 1
-fi
-if [ ! -f "$previous_unit" ]; then
+elif [ ! -f "$previous_unit" ]; then
   systemctl stop "$unit" || true
   rm -f "$pending"
   echo "${host_name} ${label}: the new config failed ($new_failure); there is no previous config to go back to, so $unit is stopped" >&2
   exit 1
+else
+  cp -p "$previous_env" "$env_path"
+  cp -p "$previous_unit" "$unit_path"
+  rm -f "$pending"
+  systemctl daemon-reload
 fi
-cp -p "$previous_env" "$env_path"
-cp -p "$previous_unit" "$unit_path"
-rm -f "$pending"
-systemctl daemon-reload
 restart
 if wait_serving "$unit" "$label" "$port" "$started"; then
   echo "${host_name} ${label}: the new config failed ($new_failure); the previous config is restored and serving" >&2

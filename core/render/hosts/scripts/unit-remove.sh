@@ -3,9 +3,9 @@
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=npu-0
-unit=rbln-serving-main-0.service
-unit_path=/etc/systemd/system/rbln-serving-main-0.service
-env_path=/opt/rbln-serving/env/main-0.env
+unit=rbln-serving-dev.main-0.service
+unit_path=/etc/systemd/system/rbln-serving-dev.main-0.service
+env_path=/opt/rbln-serving/env/dev.main-0.env
 state_dir=/opt/rbln-serving/rollout
 # --- end of settings ---
 

@@ -15,7 +15,7 @@ service_user=rbln-serving
 models=(MiniMaxAI/MiniMax-M2.7)
 revisions=('')
 markers=(/var/lib/rbln-serving/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7)
-downloader_venv=/opt/rbln-serving/venvs/huggingface_hub-0.35.3
+downloader_venv=/opt/rbln-serving/venvs/dev/huggingface_hub-0.35.3
 downloader_requirement=huggingface_hub==0.35.3
 shared_root=''
 lease_lock_path=''

@@ -1,0 +1,58 @@
+import { createHash } from "node:crypto";
+
+/**
+ * What a deployment's things on a host are called. Several deployments (stacks, or ModelServing
+ * instances) can share a host, so units, env files, venvs and rollout state carry a deployment id
+ * made from the stack and the instance name.
+ */
+
+/** The name the Pulumi program gives its ModelServing; the offline commands assume it, so `render` shows the names `pulumi up` creates. */
+export const DEFAULT_INSTANCE = "rbln-serving";
+
+/** A readable part: what unit names and file names take without escaping, and no dot (dots separate the parts). */
+const PLAIN = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
+const MAX_PLAIN_LENGTH = 64;
+/** Each readable part of a hashed id is cut to this, so an id stays within 24 + 1 + 24 + 1 + 12 = 62 characters. */
+const MAX_PART_LENGTH = 24;
+
+/**
+ * `<stack>` for the program's own instance, `<stack>.<instance>` for another; when either has a
+ * character outside `[A-Za-z0-9_-]` (Pulumi stack names may have dots, instance names anything) or
+ * the id would pass 64 characters, `<stack>.<instance>.<hash>` with the parts cut and cleaned and
+ * 12 hex digits of the SHA-256 of the exact pair. Different pairs never share an id: a readable id
+ * has at most one dot and splits back into its pair, a hashed one has exactly two (up to a 48-bit
+ * hash collision).
+ */
+export function deploymentId(stack: string, instance: string): string {
+  const readable = instance === DEFAULT_INSTANCE ? stack : `${stack}.${instance}`;
+  if (PLAIN.test(stack) && (instance === DEFAULT_INSTANCE || PLAIN.test(instance)) && readable.length <= MAX_PLAIN_LENGTH) return readable;
+  const hash = createHash("sha256").update(JSON.stringify([stack, instance])).digest("hex").slice(0, 12);
+  const clean = (part: string) => part.replace(/[^A-Za-z0-9_-]+/g, "-").slice(0, MAX_PART_LENGTH) || "-";
+  return `${clean(stack)}.${clean(instance)}.${hash}`;
+}
+
+/**
+ * `rbln-serving-dev.main-0.service`. Role and rank follow the id's last dot: role names have no dots
+ * (the recipe schema), so two deployments' units differ whenever their ids do, whatever the roles.
+ */
+export function unitName(id: string, role: string, rank: number): string {
+  return `rbln-serving-${id}.${role}-${rank}.service`;
+}
+
+/** The unit name of versions before deployment ids, which a unit step takes over (see unit-apply.sh). */
+export function legacyUnitName(role: string, rank: number): string {
+  return `rbln-serving-${role}-${rank}.service`;
+}
+
+export function envPath(installRoot: string, id: string, role: string, rank: number): string {
+  return `${installRoot}/env/${id}.${role}-${rank}.env`;
+}
+
+export function legacyEnvPath(installRoot: string, role: string, rank: number): string {
+  return `${installRoot}/env/${role}-${rank}.env`;
+}
+
+/** The deployment's venvs and its `current` link; another deployment's never change with it. */
+export function venvsDir(installRoot: string, id: string): string {
+  return `${installRoot}/venvs/${id}`;
+}
