@@ -1,14 +1,12 @@
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ModelServing, reportedRevision } from "../components/modelServing";
-import { parseStackSettings } from "../core/config/stackConfig";
-import { planDeployment } from "../core/plan/deployment";
-import { FakeEngine, type UpResult } from "./helpers/engine";
+import { reportedRevision } from "../components/modelServing";
+import type { FakeEngine, UpResult } from "./helpers/engine";
+import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./helpers/hostStack";
 import { hubStubSource } from "./helpers/hubStub";
 import { startHosts, type TestHost } from "./helpers/hostNamespace";
 import { startPackageIndex, type PackageIndex } from "./helpers/packageIndex";
-import { runUnderMocks, type Registration } from "./helpers/pulumiHarness";
-import { shippedCatalog } from "./helpers/recipes";
+import type { Registration } from "./helpers/pulumiHarness";
 import { prepareStandInServer } from "./helpers/standInServer";
 
 /**
@@ -38,32 +36,17 @@ let engine: FakeEngine;
 let registrations: Registration[];
 
 function settings() {
-  return {
-    strategy: "aggregated-data-expert-parallel",
-    target: "Latency",
-    replicas: 3,
-    hosts: hosts.map((h, i) => ({ name: `npu-${i}`, address: h.address, port: h.port, listenAddress: h.address, hostKey: h.hostPublicKey })),
-    installRoot: INSTALL_ROOT,
-    cacheRoot: CACHE_ROOT,
-    // The hosts share this machine's disk: the unit steps' disk check is tested in unit-apply.test.ts.
-    minFreeDiskGbToRestart: 0,
+  return fakeHostsSettings(hosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }, {
     pip: { indexUrl: index.url, extraIndexUrls: [] },
     extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
-  };
+  });
 }
 
-async function register(): Promise<Registration[]> {
-  const { registrations, error } = await runUnderMocks(() =>
-    new ModelServing("rbln-serving", {
-      settings: settings(),
-      secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key" },
-      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV },
-      copyOptions: { authorizedKeysFile: AUTHORIZED_KEYS },
-    }),
-  );
-  if (error) throw error;
-  return registrations;
-}
+const register = () =>
+  registerServing(settings(), {
+    hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV },
+    copyOptions: { authorizedKeysFile: AUTHORIZED_KEYS },
+  });
 
 const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : []);
 const command = (name: string) => registrations.find((r) => r.name === name)!;
@@ -77,14 +60,10 @@ beforeAll(async () => {
     startHosts(3, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] }),
     startPackageIndex([{ name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: HUB_STUB }]),
   ]);
-  const knownFlags = new Set(["--host"]);
-  for (const rank of planDeployment(parseStackSettings(settings()), shippedCatalog).plan.roles.flatMap((r) => r.ranks)) for (const flag of rank.flags) knownFlags.add(flag.name);
+  const knownFlags = planFlags(settings());
   // A complete venv holding the stand-in vllm: install has nothing to do. No weights anywhere.
   for (const host of hosts) await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
-  engine = new FakeEngine(
-    (connection, cmd, stdin) => hosts.find((h) => h.address === connection.host && h.port === connection.port)!.run(cmd, stdin),
-    (name) => name.endsWith("-preflight"),
-  );
+  engine = fakeHostsEngine(hosts);
   registrations = await register();
 }, 120_000);
 

@@ -1,11 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ModelServing } from "../components/modelServing";
-import { parseStackSettings } from "../core/config/stackConfig";
-import { planDeployment } from "../core/plan/deployment";
-import { FakeEngine, type UpResult } from "./helpers/engine";
+import type { FakeEngine, UpResult } from "./helpers/engine";
 import { startHosts, type TestHost } from "./helpers/hostNamespace";
-import { runUnderMocks } from "./helpers/pulumiHarness";
-import { shippedCatalog } from "./helpers/recipes";
+import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./helpers/hostStack";
 import { prepareStandInServer } from "./helpers/standInServer";
 
 /**
@@ -24,32 +20,19 @@ let hosts: TestHost[];
 let engine: FakeEngine;
 
 function settings(main: { extraArgs?: string[]; extraEnv?: Record<string, string> } = {}) {
-  return {
-    strategy: "aggregated-data-expert-parallel",
-    target: "Latency",
-    replicas: 3,
-    hosts: hosts.map((h, i) => ({ name: `npu-${i}`, address: h.address, port: h.port, listenAddress: h.address, hostKey: h.hostPublicKey })),
-    installRoot: INSTALL_ROOT,
-    cacheRoot: CACHE_ROOT,
-    // The hosts share this machine's disk: the unit steps' disk check is tested in unit-apply.test.ts.
-    minFreeDiskGbToRestart: 0,
+  return fakeHostsSettings(hosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }, {
     extraArgs: main.extraArgs ? { main: main.extraArgs } : {},
     extraEnv: { main: { FAKE_VLLM_READY_AFTER: "2", ...main.extraEnv } },
-  };
+  });
 }
 
-async function up(config: ReturnType<typeof settings>): Promise<UpResult> {
-  const { registrations, error } = await runUnderMocks(() =>
-    new ModelServing("rbln-serving", {
-      settings: config,
-      secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key" },
-      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120, devRoot: FAKE_DEV },
-      copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
-    }),
-  );
-  if (error) throw error;
-  return engine.up(registrations);
-}
+const register = (config: ReturnType<typeof settings>) =>
+  registerServing(config, {
+    hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120, devRoot: FAKE_DEV },
+    copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
+  });
+
+const up = async (config: ReturnType<typeof settings>): Promise<UpResult> => engine.up(await register(config));
 
 /** Polls every replica's /health while `during` runs; returns the most replicas down at one time. */
 async function mostDownDuring(during: Promise<UpResult>): Promise<{ result: UpResult; mostDown: number }> {
@@ -72,19 +55,14 @@ const unitText = (host: TestHost) => host.run("cat /etc/systemd/system/rbln-serv
 
 beforeAll(async () => {
   hosts = await startHosts(3, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] });
-  const knownFlags = new Set(["--host", "--max-log-len"]);
-  const plan = planDeployment(parseStackSettings(settings()), shippedCatalog).plan;
-  for (const rank of plan.roles.flatMap((r) => r.ranks)) for (const flag of rank.flags) knownFlags.add(flag.name);
+  const knownFlags = planFlags(settings(), ["--max-log-len"]);
   // A complete venv holding the stand-in vllm, and cached weights: install and weights have nothing to do.
   const marker = `${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`;
   for (const host of hosts) {
     await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
     expect((await host.run(`install -d $(dirname ${marker}) && touch ${marker}`)).status).toBe(0);
   }
-  engine = new FakeEngine(
-    (connection, command, stdin) => hosts.find((h) => h.address === connection.host && h.port === connection.port)!.run(command, stdin),
-    (name) => name.endsWith("-preflight"),
-  );
+  engine = fakeHostsEngine(hosts);
 }, 120_000);
 
 afterAll(async () => {
@@ -149,14 +127,7 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
   });
 
   it("a change cut off midway (a reboot, a lost connection) is resumed by the next run and still rolled back", async () => {
-    const { registrations } = await runUnderMocks(() =>
-      new ModelServing("rbln-serving", {
-        settings: settings({ extraArgs: ["--max-log-len", "100", "--bogus"] }),
-        secrets: { sshPrivateKey: "unused" },
-        hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, devRoot: FAKE_DEV },
-        copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
-      }),
-    );
+    const registrations = await register(settings({ extraArgs: ["--max-log-len", "100", "--bogus"] }));
     const step = registrations.find((r) => r.name === "rbln-serving-npu-0-main-0")!;
     const serving = await unitText(hosts[0]!);
     const cut = await hosts[0]!.run(`timeout -s KILL 3 ${step.inputs.create}`, step.inputs.stdin);

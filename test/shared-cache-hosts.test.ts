@@ -1,14 +1,12 @@
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ModelServing, reportedRevision } from "../components/modelServing";
-import { parseStackSettings } from "../core/config/stackConfig";
-import { planDeployment } from "../core/plan/deployment";
-import { FakeEngine, type UpResult } from "./helpers/engine";
+import { reportedRevision } from "../components/modelServing";
+import type { FakeEngine, UpResult } from "./helpers/engine";
+import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./helpers/hostStack";
 import { startHosts, type TestHost } from "./helpers/hostNamespace";
 import { hubStubSource } from "./helpers/hubStub";
 import { startPackageIndex, type PackageIndex } from "./helpers/packageIndex";
-import { runUnderMocks, type Registration } from "./helpers/pulumiHarness";
-import { shippedCatalog } from "./helpers/recipes";
+import type { Registration } from "./helpers/pulumiHarness";
 import { prepareStandInServer } from "./helpers/standInServer";
 
 /**
@@ -33,35 +31,17 @@ let index: PackageIndex;
 let engine: FakeEngine;
 
 function settings() {
-  return {
-    strategy: "aggregated-data-expert-parallel",
-    target: "Latency",
-    replicas: 3,
+  return fakeHostsSettings(hosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }, {
     // Waves [npu-0, npu-1], [npu-2].
     rollout: { maxUnavailable: 2 },
-    hosts: hosts.map((h, i) => ({ name: `npu-${i}`, address: h.address, port: h.port, listenAddress: h.address, hostKey: h.hostPublicKey })),
-    installRoot: INSTALL_ROOT,
-    cacheRoot: CACHE_ROOT,
     cache: { shared: SHARED },
-    // The fake hosts share this machine's disk: no restart is refused for it.
-    minFreeDiskGbToRestart: 0,
     pip: { indexUrl: index.url, extraIndexUrls: [] },
     // Ready (and compiled) 8 s after start: the two first-wave units overlap whatever the order.
     extraEnv: { main: { FAKE_VLLM_READY_AFTER: "8", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
-  };
+  });
 }
 
-async function register(): Promise<Registration[]> {
-  const { registrations, error } = await runUnderMocks(() =>
-    new ModelServing("rbln-serving", {
-      settings: settings(),
-      secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key" },
-      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV },
-    }),
-  );
-  if (error) throw error;
-  return registrations;
-}
+const register = () => registerServing(settings(), { hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV } });
 
 const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : []);
 
@@ -74,13 +54,9 @@ beforeAll(async () => {
     // A download that takes 2 s: the three weights steps run side by side.
     startPackageIndex([{ name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: hubStubSource({ commit: COMMIT, log: HUB_LOG, seconds: 2 }) }]),
   ]);
-  const knownFlags = new Set(["--host"]);
-  for (const rank of planDeployment(parseStackSettings(settings()), shippedCatalog).plan.roles.flatMap((r) => r.ranks)) for (const flag of rank.flags) knownFlags.add(flag.name);
+  const knownFlags = planFlags(settings());
   for (const host of hosts) await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
-  engine = new FakeEngine(
-    (connection, cmd, stdin) => hosts.find((h) => h.address === connection.host && h.port === connection.port)!.run(cmd, stdin),
-    (name) => name.endsWith("-preflight"),
-  );
+  engine = fakeHostsEngine(hosts);
 }, 120_000);
 
 afterAll(async () => {
