@@ -160,6 +160,8 @@ describe("diff between stacks", () => {
     expect(diff({ ...dev, hosts: [{ ...dev.hosts[0], address: "10.20.0.12" }] })).toBe("settings:\n  ~ hosts[0].address 10.20.0.11 → 10.20.0.12\n");
     expect(diff({ ...dev, cacheRoot: "/data/rbln", installRoot: "/srv/rbln" })).toBe("settings:\n  ~ installRoot /opt/rbln-serving → /srv/rbln\n  ~ cacheRoot /var/lib/rbln-serving → /data/rbln\n");
     expect(diff({ ...dev, minFreeDiskGb: 600 })).toContain("  ~ minFreeDiskGb 500 → 600\n");
+    // One change, not also an empty `cache` removed.
+    expect(diff({ ...dev, cache: { shared: "/mnt/rbln-cache" } })).toBe("settings:\n  + cache.shared /mnt/rbln-cache\n");
     expect(diff({ ...dev, hosts: [...dev.hosts, { ...dev.hosts[0], name: "npu-dev-1", address: "10.20.0.12" }], replicas: 2 })).toContain("  + hosts[1].name npu-dev-1\n");
     expect(diff({ ...dev, versions: { vllmRbln: "0.12.1" } })).toMatch(/^packages:\n  ~ vllm-rbln vllm-rbln\S*==0\.12\.0 → vllm-rbln\S*==0\.12\.1\n/);
     expect(diff(dev, ["sshPrivateKey"], ["sshPrivateKey", "apiKey"])).toBe("secrets:\n  + apiKey set\n");

@@ -69,8 +69,9 @@ function settingLeaves(settings: StackSettings): Map<string, string> {
   return leaves(top);
 }
 
+/** An empty list or map is no leaf: `cache: {}` against `cache.shared: /x` is one change, not two. */
 function leaves(value: unknown, at: PropertyKey[] = [], found = new Map<string, string>()): Map<string, string> {
-  if (value !== null && typeof value === "object" && (Array.isArray(value) ? value.length > 0 : Object.keys(value).length > 0)) {
+  if (value !== null && typeof value === "object") {
     for (const [key, child] of Object.entries(value)) leaves(child, [...at, Array.isArray(value) ? Number(key) : key], found);
   } else if (value !== undefined) {
     found.set(formatPath(at), typeof value === "string" ? value : JSON.stringify(value));
