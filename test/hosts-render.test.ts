@@ -96,6 +96,8 @@ describe("rendered host artifacts", () => {
     expect(spawnSync("bash", ["-n", "-c", argv[6]!], { encoding: "utf8" }).stderr).toBe("");
     for (const step of ["install.sh", "weights.sh"]) expect(files[`v10/hosts/npu-2/${step}`]).toContain(`lease_lock_path=${lockPath}\n`);
     expect(files["v10/hosts/npu-2/systemd/rbln-serving-dev.main-0.service"]).not.toContain("/var/lib/rbln-serving/vllm");
+    // After a reboot the unit waits for the shared mount.
+    expect(files["v10/hosts/npu-2/systemd/rbln-serving-dev.main-0.service"]).toContain("\nRequiresMountsFor=/mnt/rbln-cache\n");
     expect(files["v10/hosts/npu-2/env/dev.main-0.env"]).toContain("VLLM_CACHE_ROOT='/mnt/rbln-cache/vllm'");
   });
 

@@ -42,6 +42,7 @@ function host(
     cached?: boolean;
     glibc?: string;
     serviceUser?: string;
+    sharedRoot?: string;
     rbln?: Access;
     rsd?: Access;
   } = {},
@@ -82,6 +83,7 @@ function host(
     minFreeDiskGb: options.minFreeGb ?? 0,
     weightsMarkers: [marker],
     serviceUser: options.serviceUser ?? "nobody",
+    sharedRoot: options.sharedRoot,
     ownUnits: ["rbln-serving-dev.main-0.service"],
   });
   const result = spawnSync("bash", ["-c", script], { env: { PATH: `${root}/bin:${process.env.PATH}` }, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
@@ -116,6 +118,16 @@ describe("preflight", () => {
   it("fails on too little disk until the weights are cached", () => {
     expect(host({ glibc: "2.39", minFreeGb: 10 ** 9 }).stderr).toMatch(/^preflight npu-7: disk: \d+ GB free under .*, need 1000000000 GB for the weights and caches$/);
     expect(host({ glibc: "2.39", minFreeGb: 10 ** 9, cached: true }).status).toBe(0);
+  });
+});
+
+describe("preflight: cache.shared", () => {
+  it("fails where the shared folder is missing, or not a mount of its own (an unmounted mount point is a local folder)", () => {
+    expect(host({ glibc: "2.39", sharedRoot: "/nonexistent/rbln-cache" }).stderr).toBe("preflight npu-7: cache.shared: /nonexistent/rbln-cache is not a directory (mount the shared filesystem there on every host first)");
+    // `/` is on the root filesystem on every machine.
+    expect(host({ glibc: "2.39", sharedRoot: "/" }).stderr).toBe("preflight npu-7: cache.shared: / is on the root filesystem, not on a mount of its own (mount the shared filesystem there on every host first)");
+    // /proc is a mount of its own on every Linux machine: the check passes (its 0 free bytes are enough for minFreeDiskGb 0).
+    expect(host({ glibc: "2.39", sharedRoot: "/proc" }).status).toBe(0);
   });
 });
 

@@ -17,6 +17,7 @@ import { prepareStandInServer } from "./helpers/standInServer";
 const INSTALL_ROOT = "/opt/rbln-shared-test";
 const CACHE_ROOT = "/var/lib/rbln-shared-test";
 const VENV = `${INSTALL_ROOT}/venvs/test/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
+const DOWNLOADER = `${INSTALL_ROOT}/venvs/test/huggingface_hub-0.35.3`;
 const MODEL = "MiniMaxAI/MiniMax-M2.7";
 const FAKE_DEV = `${INSTALL_ROOT}/dev`;
 const COMMIT = "c0ffee0000000000000000000000000000000002";
@@ -55,7 +56,13 @@ beforeAll(async () => {
     startPackageIndex([{ name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: hubStubSource({ commit: COMMIT, log: HUB_LOG, seconds: 2 }) }]),
   ]);
   const knownFlags = planFlags(settings());
-  for (const host of hosts) await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
+  for (const host of hosts) {
+    await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
+    // The downloader runs as the service user here. This machine's root finds a python3 under
+    // /root that no other user may run; an NPU host's is the system one, so build it from that.
+    const downloader = await host.run(`/usr/bin/python3 -m venv ${DOWNLOADER} && PIP_CONFIG_FILE=/dev/null ${DOWNLOADER}/bin/pip install -q --disable-pip-version-check --index-url ${index.url} huggingface_hub==0.35.3 && touch ${DOWNLOADER}/.rbln-serving-complete`);
+    expect(downloader.status, downloader.stderr).toBe(0);
+  }
   engine = fakeHostsEngine(hosts);
 }, 120_000);
 
@@ -87,6 +94,10 @@ describe("cache.shared on three hosts over SSH", { timeout: 240_000 }, () => {
     for (const run of weights) expect(reportedRevision(run.stdout, MODEL)).toBe(COMMIT);
     expect(fs.readFileSync(`${SHARED}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`, "utf8")).toBe(`${COMMIT}\n`);
     expect(fs.readFileSync(`${SHARED}/vllm/rbln/graph.bin`, "utf8")).toBe(`compiled for ${MODEL}\n`);
+    // Written as the service user, never as root (which an NFS export may squash).
+    const serviceUid = fs.statSync(`${SHARED}/vllm`).uid;
+    expect(serviceUid).not.toBe(0);
+    for (const file of [`${SHARED}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`, `${SHARED}/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7/refs/main`]) expect(fs.statSync(file).uid, file).toBe(serviceUid);
     // The first wave's other unit waited for the compile's marker, then loaded.
     const journals = await Promise.all(hosts.slice(0, 2).map((h) => h.run("journalctl -u 'rbln-serving-*' -o cat --no-pager")));
     const text = journals.map((j) => j.stdout).join("\n");
@@ -102,6 +113,19 @@ describe("cache.shared on three hosts over SSH", { timeout: 240_000 }, () => {
   it("the second up changes nothing", async () => {
     const again = await engine.up(await register());
     expect(again.runs.map((r) => r.name)).toEqual([]);
+  });
+
+  it("refuses a shared folder that belongs to another uid than the service user's here, with one line", async () => {
+    const install = registrations.find((r) => r.name === "rbln-serving-npu-1-install")!;
+    const owner = fs.statSync(`${SHARED}/vllm`);
+    fs.chownSync(`${SHARED}/vllm`, owner.uid + 1, owner.gid);
+    try {
+      const run = await hosts[1]!.run(install.inputs.create, String(install.inputs.stdin));
+      expect(run.status).not.toBe(0);
+      expect(run.stderr.trim().split("\n").pop()).toBe(`cache.shared npu-1: ${SHARED}/vllm belongs to uid ${owner.uid + 1}, but rbln-serving is uid ${owner.uid} here; the service user needs the same uid on every host (see the README's A shared cache)`);
+    } finally {
+      fs.chownSync(`${SHARED}/vllm`, owner.uid, owner.gid);
+    }
   });
 
   it("weights removed from the shared folder are downloaded again, once, despite the lease's old marker", async () => {

@@ -166,6 +166,8 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
           `Description=${describe(`rbln-serving ${plan.model} ${role.role} rank ${rank.rank}`)}`,
           "After=network-online.target",
           "Wants=network-online.target",
+          // After a reboot the shared cache is an NFS mount that may come up late.
+          ...(settings.cache.shared !== undefined ? [`RequiresMountsFor=${settings.cache.shared}`] : []),
           // A crash loop ends in `failed`, which the unit step sees and rolls back from.
           `StartLimitIntervalSec=${restart.startLimitIntervalSeconds}s`,
           `StartLimitBurst=${restart.startLimitBurst}`,

@@ -16,6 +16,9 @@ lease_lock_path=''
 lease_lock_text=''
 # --- end of settings ---
 
+# What this writes (venvs, weights) is read by the service user, whatever root's umask is.
+umask 022
+
 case "$venv" in
   "$install_root"/venvs/?*/?*) ;;
   *) echo "install ${host_name}: refusing venv path $venv outside $install_root/venvs" >&2; exit 1 ;;

@@ -138,6 +138,9 @@ oldest=$(printf '%s\n%s\n' "$min_glibc" "$glibc" | sort -V | head -n 1)
 weights_root=$cache_root
 if [ -n "$shared_root" ]; then
   [ -d "$shared_root" ] || fail "cache.shared: $shared_root is not a directory (mount the shared filesystem there on every host first)"
+  # An unmounted mount point is an empty local folder: every host would download and compile alone.
+  shared_mount=$(findmnt -n -o TARGET --target "$shared_root" 2>/dev/null || echo /)
+  [ "$shared_mount" != / ] || fail "cache.shared: $shared_root is on the root filesystem, not on a mount of its own (mount the shared filesystem there on every host first)"
   weights_root=$shared_root
 fi
 cached=yes

@@ -3,7 +3,8 @@
 # its pinned revision or, when none is pinned, at the hub's current commit. Each model's completion
 # marker holds the commit; the last lines of stdout name it: `revision <model> <commit>`.
 # With cache.shared every host runs this on the one shared HF_HOME: a lease lock per model lets
-# one host download while the others wait for its marker.
+# one host download while the others wait for its marker. There everything in the shared folder is
+# read and written as the service user, never as root, which an NFS export may squash.
 # stdin: line 1 the HF token (may be empty), then a pip.conf.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
@@ -23,12 +24,18 @@ lease_lock_text=''
 lock_names=('')
 # --- end of settings ---
 
+# What this writes (venvs, weights) is read by the service user, whatever root's umask is.
+umask 022
+
+# Who touches HF_HOME: root on a host's own cache, the service user on the shared one.
+cache_user=()
+[ -z "$shared_root" ] || cache_user=(runuser -u "$service_user" --)
 # A marker counts when it exists and, for a pinned revision, holds that commit.
 have() {
-  [ -f "${markers[$1]}" ] && { [ -z "${revisions[$1]}" ] || [ "$(cat "${markers[$1]}")" = "${revisions[$1]}" ]; }
+  "${cache_user[@]}" test -f "${markers[$1]}" && { [ -z "${revisions[$1]}" ] || [ "$("${cache_user[@]}" cat "${markers[$1]}")" = "${revisions[$1]}" ]; }
 }
 report() {
-  for i in "${!models[@]}"; do echo "revision ${models[$i]} $(cat "${markers[$i]}")"; done
+  for i in "${!models[@]}"; do echo "revision ${models[$i]} $("${cache_user[@]}" cat "${markers[$i]}")"; done
 }
 missing=no
 for i in "${!models[@]}"; do
@@ -51,40 +58,38 @@ trap 'rm -f "$pip_conf"' EXIT
 chmod 0600 "$pip_conf"
 cat > "$pip_conf"
 
-download() {
-  local i=$1 snapshot commit
+# Downloads model i and records the commit snapshot_download resolved (its snapshot folder's name)
+# in the marker, by rename; runs as whoever runs it, so the files are theirs.
+download_py='import os, sys
+from huggingface_hub import snapshot_download
+host, repo, revision, marker = sys.argv[1:5]
+at = " at " + revision if revision else ""
+print("weights %s: downloading %s%s into %s" % (host, repo, at, os.environ["HF_HOME"]), flush=True)
+commit = os.path.basename(snapshot_download(repo_id=repo, revision=revision or None))
+os.makedirs(os.path.dirname(marker), exist_ok=True)
+with open(marker + ".tmp", "w") as f:
+    f.write(commit + "\n")
+os.replace(marker + ".tmp", marker)'
+
+for i in "${!models[@]}"; do
+  have "$i" && continue
   if [ ! -f "$downloader_venv/.rbln-serving-complete" ]; then
     rm -rf "$downloader_venv"
     python3 -m venv "$downloader_venv"
     PIP_CONFIG_FILE="$pip_conf" "$downloader_venv/bin/pip" install --disable-pip-version-check --no-input "$downloader_requirement"
     touch "$downloader_venv/.rbln-serving-complete"
   fi
-  echo "weights ${host_name}: downloading ${models[$i]}${revisions[$i]:+ at ${revisions[$i]}} into $hf_home"
-  # snapshot_download returns .../snapshots/<commit>: the commit the hub resolved, recorded in the marker.
-  snapshot=$(HF_HOME="$hf_home" HF_TOKEN="$hf_token" "$downloader_venv/bin/python" -c \
-    'import sys; from huggingface_hub import snapshot_download; print(snapshot_download(repo_id=sys.argv[1], revision=sys.argv[2] or None))' "${models[$i]}" "${revisions[$i]}" | tail -n 1)
-  commit=$(basename "$snapshot")
-  chown -R "$service_user:$service_user" "$hf_home/hub"
-  install -d -m 0755 "$(dirname "${markers[$i]}")"
-  printf '%s\n' "$commit" > "${markers[$i]}.tmp"
-  mv "${markers[$i]}.tmp" "${markers[$i]}"
-}
-
-if [ -n "$shared_root" ]; then
-  # shellcheck source=/dev/null
-  LEASE_LOCK_LIBRARY=1 . "$lease_lock_path"
-fi
-for i in "${!models[@]}"; do
-  have "$i" && continue
+  download=("$downloader_venv/bin/python" -c "$download_py" "$host_name" "${models[$i]}" "${revisions[$i]}" "${markers[$i]}")
   if [ -z "$shared_root" ]; then
-    download "$i"
+    HF_HOME="$hf_home" HF_TOKEN="$hf_token" "${download[@]}"
+    chown -R "$service_user:$service_user" "$hf_home/hub"
     continue
   fi
   # The writer writes the model's marker before the lock's: a lock marker without the model's means
   # the weights were removed since, so the lock's is stale.
   lock_done="$shared_lock_root/${lock_names[$i]}.done"
-  if [ -f "$lock_done" ] && ! have "$i"; then rm -f "$lock_done"; fi
-  LEASE_OWNER="${host_name}-$$" lease_run --name "${lock_names[$i]}" -- download "$i"
+  if "${cache_user[@]}" test -f "$lock_done" && ! have "$i"; then "${cache_user[@]}" rm -f "$lock_done"; fi
+  HF_HOME="$hf_home" HF_TOKEN="$hf_token" LEASE_OWNER="${host_name}-$$" "${cache_user[@]}" bash "$lease_lock_path" run --name "${lock_names[$i]}" -- "${download[@]}"
   have "$i" || { echo "weights ${host_name}: ${models[$i]}: the shared download ended without its marker ${markers[$i]}" >&2; exit 1; }
 done
 echo "weights ${host_name}: done"
