@@ -111,12 +111,12 @@ describe("preflight", () => {
   });
 
   it("passes every check on a host with the driver, the NPUs, glibc 2.39 and the disk", () => {
-    expect(host({ glibc: "2.39" })).toMatchObject({ status: 0, stdout: expect.stringMatching(/^preflight npu-7: ok \(4 NPUs, python 3\.1\d, glibc 2\.39, \d+ GB free\)\n$/) });
+    expect(host({ glibc: "2.39" })).toMatchObject({ status: 0, stdout: expect.stringMatching(/^preflight npu-7: ok \(4 NPUs, python 3\.1\d, glibc 2\.39, \d+ GiB free\)\n$/) });
     expect(host({ glibc: "2.40" }).status).toBe(0);
   });
 
   it("fails on too little disk until the weights are cached", () => {
-    expect(host({ glibc: "2.39", minFreeGb: 10 ** 9 }).stderr).toMatch(/^preflight npu-7: disk: \d+ GB free under .*, need 1000000000 GB for the weights and caches$/);
+    expect(host({ glibc: "2.39", minFreeGb: 10 ** 9 }).stderr).toMatch(/^preflight npu-7: disk: \d+ GiB free under .*, need 1000000000 GiB for the weights and caches$/);
     expect(host({ glibc: "2.39", minFreeGb: 10 ** 9, cached: true }).status).toBe(0);
   });
 });

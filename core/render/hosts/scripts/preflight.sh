@@ -149,7 +149,7 @@ for marker in "${weights_markers[@]}"; do
 done
 free_space "$weights_root"
 if [ "$cached" = no ] && [ "$free_gb" -lt "$min_free_gb" ]; then
-  fail "disk: $free_gb GB free under $free_under, need $min_free_gb GB for the weights and caches"
+  fail "disk: $free_gb GiB free under $free_under, need $min_free_gb GiB for the weights and caches"
 fi
 
-echo "preflight ${host_name}: ok ($devices NPUs, python $python_version, glibc $glibc, $free_gb GB free)"
+echo "preflight ${host_name}: ok ($devices NPUs, python $python_version, glibc $glibc, $free_gb GiB free)"
