@@ -184,7 +184,7 @@ describe("cache.shared", () => {
     expect(() => parseStackSettings({ ...raw(), cache: { shared: "/opt" } })).toThrow(/^cache\.shared: "\/opt" is a system directory/);
     expect(() => parseStackSettings({ ...raw(), installRoot: "/srv/rbln/install", cache: { shared: "/srv/rbln" } })).toThrow(/^cache\.shared: "\/srv\/rbln" overlaps installRoot "\/srv\/rbln\/install"/);
     expect(() => parseStackSettings({ ...raw(), cache: { shared: "relative/path" } })).toThrow(/^cache\.shared: /);
-    expect(() => parseStackSettings({ ...raw(), cache: { nfs: "/mnt/x" } })).toThrow(/^cache\.nfs: unknown key/);
+    expect(() => parseStackSettings({ ...raw(), cache: { nfs: "/mnt/x" } })).toThrow(/^cache\.nfs: unknown key; allowed: shared$/);
   });
 
   it("on Kubernetes does nothing, and says so", () => {
@@ -315,7 +315,9 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
     expect(() => parseStackSettings({ ...dev(), replicas: "many" })).toThrow(/^replicas: .*\(got "many"\)$/);
     expect(() => parseStackSettings({ ...dev(), strategy: undefined })).toThrow(/^strategy: .*\(missing\)$/);
     expect(() => parseStackSettings({ ...dev(), colour: "blue" })).toThrow(/^colour: unknown key; allowed: model, revision, strategy, .* and the secrets sshPrivateKey, hfToken, pipPassword, apiKey$/);
-    expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], colour: "blue" }] })).toThrow(/^hosts\[0\]\.colour: unknown key$/);
+    expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], colour: "blue" }] })).toThrow("hosts[0].colour: unknown key; allowed: name, address, user, port, listenAddress, hostKey, proxy");
+    expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.9", colour: "blue" } }] })).toThrow("hosts[0].proxy.colour: unknown key; allowed: address, user, port, hostKey");
+    expect(() => parseStackSettings({ ...dev(), rollout: { max: 1 } })).toThrow("rollout.max: unknown key; allowed: maxUnavailable");
     expect(() => parseStackSettings({ ...dev(), platform: "kubernetes" })).toThrow(/^kubernetes\.image: required with platform: kubernetes/);
     expect(() => parseStackSettings({ ...dev(), hosts: [] })).toThrow(/^hosts: required with platform: hosts/);
     expect(() => parseStackSettings({ ...dev(), hosts: [dev().hosts[0], { ...dev().hosts[0], address: "10.0.0.9" }], replicas: 2 })).toThrow(/^hosts\[1\]\.name: duplicate of hosts\[0\]\.name "npu-dev-0"/);

@@ -399,10 +399,26 @@ export function otherPlatformKeys(platform: StackSettings["platform"]): readonly
   return platform === "hosts" ? PLATFORM_ONLY_KEYS.kubernetes : PLATFORM_ONLY_KEYS.hosts;
 }
 
+/** The keys the object schema at `at` (a config path such as `["hosts", 0, "proxy"]`) takes, through zod's wrappers. */
+function objectKeysAt(schema: z.ZodType, at: readonly PropertyKey[]): string[] {
+  let current: z.core.$ZodType | undefined = schema;
+  let rest = [...at];
+  while (current) {
+    const def = current._zod.def as unknown as Record<string, unknown> & { type: string };
+    if (def.type === "pipe") current = def.out as z.core.$ZodType;
+    else if (def.type === "default" || def.type === "optional" || def.type === "nullable") current = def.innerType as z.core.$ZodType;
+    else if (def.type === "array" && typeof rest[0] === "number") [current, rest] = [def.element as z.core.$ZodType, rest.slice(1)];
+    else if (def.type === "object" && rest.length > 0) [current, rest] = [(def.shape as Record<string, z.core.$ZodType>)[String(rest[0])], rest.slice(1)];
+    else if (def.type === "object") return Object.keys(def.shape as object);
+    else return [];
+  }
+  return [];
+}
+
 function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): ConfigError {
   if (issue.code === "unrecognized_keys") {
     const at = formatPath(issue.path);
-    const allowed = at ? "" : `; allowed: ${Object.keys(StackSettings.shape).join(", ")} and the secrets ${SECRET_KEYS.join(", ")}`;
+    const allowed = at ? `; allowed: ${objectKeysAt(StackSettings, issue.path).join(", ")}` : `; allowed: ${Object.keys(StackSettings.shape).join(", ")} and the secrets ${SECRET_KEYS.join(", ")}`;
     return new ConfigError(at ? `${at}.${issue.keys[0]}` : issue.keys[0]!, `unknown key${allowed}`);
   }
   const at = formatPath(issue.path) || "(config)";
