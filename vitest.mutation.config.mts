@@ -16,6 +16,8 @@ export default defineConfig({
       "test/unit-apply.test.ts",
       "test/preflight.test.ts",
       "test/hosts-render.test.ts",
+      "test/deployment-id.test.ts",
+      "test/rollout-waves.test.ts",
     ],
   },
 });

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { DEFAULT_INSTANCE, deploymentId, envPath, legacyUnitName, unitName } from "../core/render/hosts/names";
+import { DEFAULT_INSTANCE, deploymentId, envPath, legacyEnvPath, legacyUnitName, unitName } from "../core/render/hosts/names";
 import { hostileString } from "./helpers/arbitraries";
 
 /** Small alphabets, so that pairs which a naive join would merge come up often. */
@@ -16,6 +16,11 @@ describe("the deployment id on a host", () => {
     expect(deploymentId("prod-eu", "team-a")).toBe("prod-eu.team-a");
     expect(deploymentId("staging_2", "Team_B")).toBe("staging_2.Team_B");
     expect(unitName(deploymentId("dev", DEFAULT_INSTANCE), "main", 0)).toBe("rbln-serving-dev.main-0.service");
+  });
+
+  it("knows the names earlier versions gave, exactly, so a unit step can take them over", () => {
+    expect(legacyUnitName("decode", 3)).toBe("rbln-serving-decode-3.service");
+    expect(legacyEnvPath("/opt/rbln-serving", "main", 0)).toBe("/opt/rbln-serving/env/main-0.env");
   });
 
   it("never gives two different (stack, instance) pairs the same id", () => {

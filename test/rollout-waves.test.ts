@@ -4,7 +4,8 @@ import { parseStackSettings } from "../core/config/stackConfig";
 import { rolloutWaves, unavailableCount } from "../core/rollout/waves";
 import { hostWaves } from "../core/rollout/hostWaves";
 import { planDeployment } from "../core/plan/deployment";
-import { copySources } from "../core/render/hosts/copies";
+import { copySources, weightsHosts } from "../core/render/hosts/copies";
+import { compileLockWords, hostCacheLayout, weightsLockName } from "../core/cache/hostCache";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { shippedCatalog } from "./helpers/recipes";
 
@@ -54,5 +55,33 @@ describe("who copies a compiled cache from whom", () => {
     expect(compileCopies({ replicas: 3, hosts: hosts(3), rollout: { maxUnavailable: 3 } })).toEqual(["npu-0 -> npu-1", "npu-0 -> npu-2"]);
     // A shared cache copies nothing: the compile lease makes one writer.
     expect(compileCopies({ replicas: 8, hosts: hosts(8), cache: { shared: "/mnt/rbln-cache" } })).toEqual([]);
+  });
+});
+
+describe("who downloads the weights, and where the caches live", () => {
+  const hosts = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
+  const deploy = (raw: Record<string, unknown>) => planDeployment(parseStackSettings({ strategy: "aggregated-data-expert-parallel", target: "Throughput", replicas: 3, hosts: hosts(3), ...raw }), shippedCatalog);
+  const names = (placements: readonly { host: { name: string } }[]) => placements.map((p) => p.host.name);
+
+  it("copies: the seed downloads, every other host copies the weights from it", () => {
+    const deployment = deploy({});
+    const waves = hostWaves(deployment);
+    expect(names(weightsHosts(deployment, waves))).toEqual(["npu-0"]);
+    const weights = copySources(deployment, waves).filter((c) => c.kind === "weights");
+    expect(weights.map((c) => `${c.source.host.name} -> ${c.dest.host.name} ${c.compileKeys.length}`)).toEqual(["npu-0 -> npu-1 0", "npu-0 -> npu-2 0"]);
+    expect(hostCacheLayout(deployment.settings)).toEqual({ root: "/var/lib/rbln-serving", leaseLock: null });
+    expect(compileLockWords(hostCacheLayout(deployment.settings), "abc", "127.0.0.1", 8000)).toEqual([]);
+  });
+
+  it("shared: every host runs the weights step under a lease; the caches live in the shared folder", () => {
+    const deployment = deploy({ cache: { shared: "/mnt/rbln-cache" } });
+    expect(names(weightsHosts(deployment, hostWaves(deployment)))).toEqual(["npu-0", "npu-1", "npu-2"]);
+    const layout = hostCacheLayout(deployment.settings);
+    expect(layout.root).toBe("/mnt/rbln-cache");
+    expect(layout.leaseLock!.path).toMatch(/^\/opt\/rbln-serving\/bin\/lease-lock-[0-9a-f]{12}\.sh$/);
+    expect(layout.leaseLock!.text).toMatch(/^LOCK_ROOT=\/mnt\/rbln-cache\/rbln-serving-locks$/m);
+    expect(compileLockWords(layout, "abc", "10.0.0.1", 8000).slice(0, 5)).toEqual(["/bin/bash", layout.leaseLock!.path, "run", "--name", "compile-abc"]);
+    expect(weightsLockName("MiniMaxAI/MiniMax-M2.7", undefined)).toBe("weights-MiniMaxAI-MiniMax-M2.7-latest");
+    expect(weightsLockName("MiniMaxAI/MiniMax-M2.7", "0123456789abcdef0123456789abcdef01234567")).toBe("weights-MiniMaxAI-MiniMax-M2.7-0123456789abcdef0123456789abcdef01234567");
   });
 });
