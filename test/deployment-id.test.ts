@@ -16,6 +16,9 @@ describe("the deployment id on a host", () => {
     expect(deploymentId("prod-eu", "team-a")).toBe("prod-eu.team-a");
     expect(deploymentId("staging_2", "Team_B")).toBe("staging_2.Team_B");
     expect(unitName(deploymentId("dev", DEFAULT_INSTANCE), "main", 0)).toBe("rbln-serving-dev.main-0.service");
+    // Readable up to 64 characters, hashed beyond.
+    expect(deploymentId("s".repeat(64), DEFAULT_INSTANCE)).toBe("s".repeat(64));
+    expect(deploymentId("s".repeat(65), DEFAULT_INSTANCE)).toMatch(/^s{24}\.rbln-serving\.[0-9a-f]{12}$/);
   });
 
   it("knows the names earlier versions gave, exactly, so a unit step can take them over", () => {

@@ -6,6 +6,7 @@ import { hostWaves } from "../core/rollout/hostWaves";
 import { planDeployment } from "../core/plan/deployment";
 import { copySources, weightsHosts } from "../core/render/hosts/copies";
 import { compileLockWords, hostCacheLayout, weightsLockName } from "../core/cache/hostCache";
+import { healthCheck } from "../core/cache/leaseLock";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { shippedCatalog } from "./helpers/recipes";
 
@@ -46,7 +47,7 @@ describe("who copies a compiled cache from whom", () => {
     const deployment = planDeployment(parseStackSettings({ strategy: "aggregated-data-expert-parallel", target: "Throughput", ...raw }), shippedCatalog);
     return copySources(deployment, hostWaves(deployment))
       .filter((c) => c.kind === "compile")
-      .map((c) => `${c.source.host.name} -> ${c.dest.host.name}`);
+      .map((c) => `${c.source.host.name} -> ${c.dest.host.name}${c.compileKeys.length === 1 ? "" : ` (${c.compileKeys.length} keys)`}`);
   };
 
   it("one compile per key: the first host of the first wave compiles, every other host copies, from the nearest earlier wave", () => {
@@ -80,7 +81,8 @@ describe("who downloads the weights, and where the caches live", () => {
     expect(layout.root).toBe("/mnt/rbln-cache");
     expect(layout.leaseLock!.path).toMatch(/^\/opt\/rbln-serving\/bin\/lease-lock-[0-9a-f]{12}\.sh$/);
     expect(layout.leaseLock!.text).toMatch(/^LOCK_ROOT=\/mnt\/rbln-cache\/rbln-serving-locks$/m);
-    expect(compileLockWords(layout, "abc", "10.0.0.1", 8000).slice(0, 5)).toEqual(["/bin/bash", layout.leaseLock!.path, "run", "--name", "compile-abc"]);
+    expect(compileLockWords(layout, "abc", "10.0.0.1", 8000)).toEqual(["/bin/bash", layout.leaseLock!.path, "run", "--name", "compile-abc", "--ready", healthCheck("10.0.0.1", [8000]), "--"]);
+    expect(healthCheck("10.0.0.1", [8000])).toMatch(/ 10\.0\.0\.1 8000$/);
     expect(weightsLockName("MiniMaxAI/MiniMax-M2.7", undefined)).toBe("weights-MiniMaxAI-MiniMax-M2.7-latest");
     expect(weightsLockName("MiniMaxAI/MiniMax-M2.7", "0123456789abcdef0123456789abcdef01234567")).toBe("weights-MiniMaxAI-MiniMax-M2.7-0123456789abcdef0123456789abcdef01234567");
   });
