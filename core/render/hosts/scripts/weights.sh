@@ -30,9 +30,10 @@ umask 022
 # Who touches HF_HOME: root on a host's own cache, the service user on the shared one.
 cache_user=()
 [ -z "$shared_root" ] || cache_user=(runuser -u "$service_user" --)
-# A marker counts when it exists and, for a pinned revision, holds that commit.
+# A marker counts when it exists and, for a pinned revision, holds that commit. (Before the first
+# install the service user does not exist yet: then nothing counts, quietly.)
 have() {
-  "${cache_user[@]}" test -f "${markers[$1]}" && { [ -z "${revisions[$1]}" ] || [ "$("${cache_user[@]}" cat "${markers[$1]}")" = "${revisions[$1]}" ]; }
+  "${cache_user[@]}" test -f "${markers[$1]}" 2>/dev/null && { [ -z "${revisions[$1]}" ] || [ "$("${cache_user[@]}" cat "${markers[$1]}")" = "${revisions[$1]}" ]; }
 }
 report() {
   for i in "${!models[@]}"; do echo "revision ${models[$i]} $("${cache_user[@]}" cat "${markers[$i]}")"; done
