@@ -5,6 +5,9 @@
 # Reads: host_name, unit, unit_path, unit_text, env_path, state_dir, legacy_unit, legacy_env_path.
 # shellcheck disable=SC2154
 
+# shellcheck source=unit-files.sh
+. unit-files.sh
+
 # The address a unit's vLLM listens on: its `--host` line, or "" for all interfaces.
 listen_address() {
   sed -n 's/^ *--host \([^ \\]*\).*$/\1/p' | head -n 1
@@ -36,8 +39,7 @@ legacy_stop() {
 
 legacy_remove() {
   [ "$legacy" = yes ] || return 0
-  rm -f "$legacy_unit_path" "$legacy_env_path" "$state_dir/$legacy_unit.previous" "$state_dir/$legacy_unit.previous-env" "$state_dir/$legacy_unit.pending"
-  systemctl daemon-reload
+  remove_unit_files "$legacy_unit" "$legacy_unit_path" "$legacy_env_path"
   echo "unit ${host_name}: removed $legacy_unit, which $unit replaced"
 }
 
@@ -45,7 +47,6 @@ legacy_remove() {
 # the old names) and the old unit is enabled to start again.
 legacy_give_back() {
   systemctl disable --now --quiet "$unit" 2>/dev/null || true
-  rm -f "$unit_path" "$env_path" "$state_dir/$unit.previous" "$state_dir/$unit.previous-env" "$state_dir/$unit.pending"
-  systemctl daemon-reload
+  remove_unit_files "$unit" "$unit_path" "$env_path"
   systemctl enable --quiet "$legacy_unit"
 }

@@ -9,7 +9,9 @@ env_path=/opt/rbln-serving/env/dev.main-0.env
 state_dir=/opt/rbln-serving/rollout
 # --- end of settings ---
 
+# shellcheck source=unit-files.sh
+. unit-files.sh
+
 systemctl disable --now --quiet "$unit" 2>/dev/null || true
-rm -f "$unit_path" "$env_path" "$state_dir/$unit.previous" "$state_dir/$unit.previous-env" "$state_dir/$unit.pending"
-systemctl daemon-reload
+remove_unit_files "$unit" "$unit_path" "$env_path"
 echo "unit ${host_name}: removed $unit"
