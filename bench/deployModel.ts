@@ -1,4 +1,10 @@
 import type { Registration } from "../test/helpers/pulumiHarness";
+import { unitStepRole } from "./rollout";
+
+/** The compile key a unit step runs with, by its role. */
+function compileKeyOf(compileKeyOfRole: Readonly<Record<string, string>>, unitStep: string): string {
+  return compileKeyOfRole[unitStepRole(unitStep, Object.keys(compileKeyOfRole))!]!;
+}
 
 /**
  * A deploy-time model: the program's own dependency graph (what it registers under the mock
@@ -72,7 +78,7 @@ export function programDeployGraph(
 ): DeployStep[] {
   const commands = registrations.filter((r) => r.type === COMMAND);
   const nameOf = new Map(commands.map((r) => [r.urn, r.name]));
-  const unitName = new RegExp(`-(${Object.keys(compileKeyOfRole).join("|")})-\\d+$`);
+  const roles = Object.keys(compileKeyOfRole);
   const first = scenario === "first";
   const steps: DeployStep[] = commands.map((r) => {
     const id = r.name;
@@ -86,7 +92,7 @@ export function programDeployGraph(
       if (!first) return { id, kind: "check", deps };
       return layout === "today" ? { id, kind: "hubDownload", deps: deps.filter((d) => d.endsWith("-preflight")), bytes: durations.weightsBytes } : { id, kind: "lanCopy", deps, bytes: durations.weightsBytes };
     }
-    if (unitName.test(id)) return { id, kind: "compile", deps, serves: true };
+    if (unitStepRole(id, roles)) return { id, kind: "compile", deps, serves: true };
     throw new Error(`deploy graph: no stage for command ${id}`);
   });
   const byId = new Map(steps.map((s) => [s.id, s]));
@@ -99,7 +105,7 @@ export function programDeployGraph(
     }
     return all;
   };
-  const keyOf = (id: string) => compileKeyOfRole[unitName.exec(id)![1]!]!;
+  const keyOf = (id: string) => compileKeyOf(compileKeyOfRole, id);
   if (layout === "shared") {
     // The download's lease: the first weights step downloads, the others wait for its marker.
     const [downloader, ...waiters] = steps.filter((s) => s.id.endsWith("-weights"));
@@ -110,7 +116,7 @@ export function programDeployGraph(
     if (layout === "today") continue;
     const above = [...upstream(unit.id)];
     // Copies: a unit that got a compiled cache loads it. Shared: a unit after one of its key loads.
-    const cached = layout === "copies" ? above.some((d) => /-copy-compile-/.test(d)) : above.some((d) => unitName.test(d) && !/-(copy|allow|revoke)-/.test(d) && keyOf(d) === keyOf(unit.id));
+    const cached = layout === "copies" ? above.some((d) => /-copy-compile-/.test(d)) : above.some((d) => unitStepRole(d, roles) !== undefined && keyOf(d) === keyOf(unit.id));
     const compiler = compilers.get(keyOf(unit.id));
     if (cached) unit.kind = "load";
     else if (layout === "shared" && compiler) Object.assign(unit, { kind: "load", deps: [...unit.deps, compiler] });
@@ -189,8 +195,7 @@ export async function compareDeployLayouts(
   compileKeyOfRole: Readonly<Record<string, string>>,
   durations: StageDurations = DEFAULT_DURATIONS,
 ): Promise<LayoutComparison[]> {
-  const unitRole = new RegExp(`-(${Object.keys(compileKeyOfRole).join("|")})-\\d+$`);
-  const keyOf = (id: string) => compileKeyOfRole[unitRole.exec(id)![1]!]!;
+  const keyOf = (id: string) => compileKeyOf(compileKeyOfRole, id);
   const comparisons: LayoutComparison[] = [];
   for (const replicas of replicaCounts) {
     const withCopies = await register(replicas, false);

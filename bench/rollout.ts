@@ -12,6 +12,12 @@ export interface RolloutShape {
   lowestServingShare: number;
 }
 
+/** The role of a host's unit step (`<host>-<role>-<rank>`), or undefined for any other command (copies, grants, install, ...). */
+export function unitStepRole(commandName: string, roles: readonly string[]): string | undefined {
+  if (/-(copy|allow|revoke)-/.test(commandName)) return undefined;
+  return new RegExp(`-(${roles.join("|")})-\\d+$`).exec(commandName)?.[1];
+}
+
 /**
  * Hosts: a replica is down while one of its unit steps restarts its unit. A unit step starts after
  * every unit step it depends on, directly or through the copies between them; the unit steps that
@@ -19,8 +25,7 @@ export interface RolloutShape {
  */
 export function hostsRollout(registrations: readonly Registration[], roles: readonly string[], replicaOfHost: (hostComponent: string) => number, replicas: number): RolloutShape {
   const commands = new Map(registrations.filter((r) => r.type === "command:remote:Command").map((r) => [r.urn, r]));
-  const unitName = new RegExp(`-(${roles.join("|")})-\\d+$`);
-  const isUnit = (urn: string) => unitName.test(commands.get(urn)!.name) && !/-(copy|allow|revoke)-/.test(commands.get(urn)!.name);
+  const isUnit = (urn: string) => unitStepRole(commands.get(urn)!.name, roles) !== undefined;
   const waveMemo = new Map<string, number>();
   // The number of unit steps on the longest chain that ends at `urn` (its own unit step included).
   const unitsBefore = (urn: string): number => {
