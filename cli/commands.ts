@@ -4,7 +4,7 @@ import { parseStackSettings, type SecretKey } from "../core/config/stackConfig";
 import { projectStackDir, readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
-import { compareCompileKeys, compileKeyChanges, recompileLines } from "../core/cache/compileKey";
+import { compareCompileKeys, compileKeyChanges, recompileLines } from "../core/plan/compileKey";
 import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 import { resolvePlan } from "../core/plan/resolve";
 import type { LaunchPlan } from "../core/plan/types";

@@ -14,8 +14,8 @@ export { importRecipePage, type ImportedRecipe } from "../core/recipe/import";
 // Plans: selection → launch plan, and the plan types.
 export { resolvePlan } from "../core/plan/resolve";
 export { planDeployment, type Deployment, type HostPlacement } from "../core/plan/deployment";
-export { diffPlans, type PlanChange } from "../core/plan/diff";
-export type { LaunchPlan, Selection, Flag, RankPlan, RolePlan, NodePlan, PackagePlan } from "../core/plan/types";
+export { diffPlans } from "../core/plan/diff";
+export type { LaunchPlan, Selection, Flag, RankPlan, RolePlan, NodePlan, PackagePlan, PlanChange } from "../core/plan/types";
 
 // Settings: the stack config's schema and its errors.
 export { parseStackSettings, type StackSettings } from "../core/config/stackConfig";

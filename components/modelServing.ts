@@ -11,7 +11,7 @@ import { copySources, renderCopy, weightsHosts, type HostCopyOptions } from "../
 import { hostWaves } from "../core/rollout/hostWaves";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import { routerChartValues } from "../core/router/chartValues";
-import { monitoringObjects, routerMonitoringValues } from "../core/monitoring/kubernetes";
+import { monitoringObjects, routerMonitoringValues } from "../core/render/kubernetes/monitoring";
 import { scrapeTargets, type ScrapeTarget } from "../core/monitoring/targets";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { compareCompileKeys, compileKey, recompileLines, UNKEYED_ENV, UNKEYED_FLAGS } from "../core/cache/compileKey";
+import { compareCompileKeys, compileKey, recompileLines, UNKEYED_ENV, UNKEYED_FLAGS } from "../core/plan/compileKey";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";

@@ -16,7 +16,7 @@ import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { bindRank } from "../core/plan/bind";
 import { planDeployment } from "../core/plan/deployment";
-import { readRouterIntent, routerChartValues } from "../core/router/chartValues";
+import { routerChartValues } from "../core/router/chartValues";
 import { renderFiles } from "../core/render/files";
 import { renderKubernetesWorkloads, type KubeObject } from "../core/render/kubernetes/workloads";
 import type * as k8s from "../core/render/kubernetes/objects";
@@ -316,7 +316,7 @@ describe("rendered Kubernetes objects", () => {
 });
 
 describe("router chart values", () => {
-  const intent = readRouterIntent(variants[0]!.plan.router!);
+  const intent = variants[0]!.plan.router!;
   const settings = parseStackSettings({
     ...readStackFile("prod").raw,
     kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0", provider: "istio", gateway: { name: "gw", namespace: "gw-ns" } },

@@ -1,6 +1,6 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import type { MonitoringObjects } from "../../core/monitoring/kubernetes";
+import type { MonitoringObjects } from "../../core/render/kubernetes/monitoring";
 import type { KubernetesWorkloads } from "../../core/render/kubernetes/workloads";
 import { renamedFrom } from "../renamed";
 

@@ -1,10 +1,8 @@
 import { createHash } from "node:crypto";
-import * as path from "node:path";
 import type { Unwrap } from "@pulumi/pulumi";
 import type { types } from "@pulumi/kubernetes";
-import { renderScript } from "../render/hosts/template";
+import { renderScript } from "../template";
 import type { ModelRef } from "../plan/types";
-import { packageRoot } from "../packageRoot";
 
 /** `@pulumi/kubernetes`'s input types with the Pulumi wrappers taken off: a misspelled field fails to compile. */
 type Job = Unwrap<types.input.batch.v1.Job> & { apiVersion: string; kind: string; metadata: { name: string; namespace: string; labels: Record<string, string> } };
@@ -45,7 +43,7 @@ export interface WeightsJobInput {
  * with HF_HUB_OFFLINE=1) and wait for its markers.
  */
 export function weightsJob(input: WeightsJobInput): Job {
-  const script = renderScript(path.join(packageRoot(), "core", "cache", "scripts", "fetch-weights.sh"), `fetch ${input.models.map((m) => m.id).join(", ")} into the weights volume`, {
+  const script = renderScript("core/cache/scripts/fetch-weights.sh", `fetch ${input.models.map((m) => m.id).join(", ")} into the weights volume`, {
     models: input.models.map((m) => m.id),
     revisions: input.models.map((m) => m.revision ?? ""),
     markers: input.models.map((m) => weightsMarker(input.hfHome, m)),

@@ -1,10 +1,10 @@
-import * as fs from "node:fs";
 import * as path from "node:path";
-import { quoteShellWord } from "../shell";
 import { packageRoot } from "../packageRoot";
+import { renderScript } from "../template";
 
-/** The script as shipped: shellcheck reads this file itself; renderLeaseLock only replaces its settings. */
-export const LEASE_LOCK_PATH = path.join(packageRoot(), "core", "cache", "scripts", "lease-lock.sh");
+/** The script as shipped, under the package root: shellcheck reads the file itself; renderLeaseLock only fills its settings. */
+export const LEASE_LOCK_FILE = "core/cache/scripts/lease-lock.sh";
+export const LEASE_LOCK_PATH = path.join(packageRoot(), LEASE_LOCK_FILE);
 
 export interface LeaseLockSettings {
   /** A directory on the shared filesystem (NFS, a ReadWriteMany volume) holding leases and markers. */
@@ -46,21 +46,12 @@ export function renderLeaseLock(settings: LeaseLockSettings): string {
   const s = { ...LEASE_DEFAULTS, ...settings };
   if (!LOCK_NAME.test(s.lockName)) throw new Error(`lease lock name ${JSON.stringify(s.lockName)}: letters, digits, '.', '_' and '-' only`);
   if (!(s.heartbeatSeconds * 2 <= s.leaseSeconds)) throw new Error(`lease lock ${s.lockName}: heartbeatSeconds ${s.heartbeatSeconds} must be at most half of leaseSeconds ${s.leaseSeconds}`);
-  const values: Record<string, string> = {
-    LOCK_ROOT: quoteShellWord(s.lockRoot),
-    LOCK_NAME: quoteShellWord(s.lockName),
-    LEASE_SECONDS: String(s.leaseSeconds),
-    HEARTBEAT_SECONDS: String(s.heartbeatSeconds),
-    POLL_SECONDS: String(s.pollSeconds),
-    WAIT_LIMIT_SECONDS: String(s.waitLimitSeconds),
-  };
-  const text = fs.readFileSync(LEASE_LOCK_PATH, "utf8");
-  let replaced = 0;
-  const rendered = text.replace(/^([A-Z_]+)=.*$/gm, (line, name: string) => {
-    if (!(name in values)) return line;
-    replaced++;
-    return `${name}=${values[name]}`;
+  return renderScript(LEASE_LOCK_FILE, `lease lock on ${s.lockRoot}`, {
+    LOCK_ROOT: s.lockRoot,
+    LOCK_NAME: s.lockName,
+    LEASE_SECONDS: s.leaseSeconds,
+    HEARTBEAT_SECONDS: s.heartbeatSeconds,
+    POLL_SECONDS: s.pollSeconds,
+    WAIT_LIMIT_SECONDS: s.waitLimitSeconds,
   });
-  if (replaced !== Object.keys(values).length) throw new Error(`${LEASE_LOCK_PATH}: expected one line for each of ${Object.keys(values).join(", ")}`);
-  return rendered;
 }

@@ -1,11 +1,9 @@
 import * as net from "node:net";
 import * as path from "node:path";
 import { z } from "zod";
-import { COMMIT_HASH } from "../cache/models";
 import { DEFAULT_MODEL } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage } from "../errors";
-import { DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "../plan/storage";
-import { DEFAULT_MAX_UNAVAILABLE, MaxUnavailable } from "../rollout/waves";
+import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "./defaults";
 
 /** The project's config namespace: stack keys are `rbln-serving:<key>`. */
 export const CONFIG_NAMESPACE = "rbln-serving";
@@ -59,6 +57,16 @@ function systemDirectoryRefusal(dir: string): string | undefined {
 }
 const within = (inner: string, outer: string) => inner === outer || inner.startsWith(outer === "/" ? "/" : `${outer}/`);
 const port = z.number().int().min(1).max(65535);
+
+/**
+ * How many replicas may be down at once during a change: a count, or a percentage of the replicas
+ * rounded up. Both platforms share it: host waves and Deployment/PodDisruptionBudget settings.
+ */
+export const MaxUnavailable = z.union([
+  z.number().int().min(1),
+  z.string().regex(/^([1-9][0-9]?|100)%$/, "a count such as 1 or a percentage such as 25% (1%-100%)"),
+]);
+export type MaxUnavailable = z.infer<typeof MaxUnavailable>;
 const url = z.url({ protocol: /^https?$/ });
 
 /** A server's public host key as `ssh-keyscan` prints it, without the host name: `ssh-ed25519 AAAA...`. */

@@ -1,28 +1,15 @@
-import { withCompileKeys } from "../cache/compileKey";
-import { REVISION_FLAGS, withRevision } from "../cache/models";
-import { ConfigError, listValues } from "../errors";
 import type { z } from "zod";
-import { otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES, type Host } from "../config/stackConfig";
+import { otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES } from "../config/stackConfig";
+import { ConfigError, listValues } from "../errors";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { commandWords } from "./argv";
+import { withCompileKeys } from "./compileKey";
+import { REVISION_FLAGS, withRevision } from "./models";
 import { resolvePlan } from "./resolve";
 import { checkWeightsStorage } from "./storage";
-import type { Flag, LaunchPlan, RolePlan } from "./types";
+import type { Deployment, Flag, LaunchPlan, RolePlan } from "./types";
 
-/** One node of one replica, placed on a host (platform hosts only). */
-export interface HostPlacement {
-  replica: number;
-  node: number;
-  host: Host;
-}
-
-/** The validated stack: its launch plan with the stack's own additions, and where each node runs. */
-export interface Deployment {
-  settings: StackSettings;
-  plan: LaunchPlan;
-  /** hosts[i] runs node (i mod nodes) of replica floor(i / nodes). Empty on Kubernetes. */
-  placements: HostPlacement[];
-}
+export type { Deployment, HostPlacement } from "./types";
 
 /**
  * The flag vLLM reads a word as: a short alias as its long name, and `_` as `-` up to any `.`

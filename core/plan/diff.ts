@@ -1,39 +1,31 @@
 import { otherPlatformKeys, type StackSettings } from "../config/stackConfig";
 import { formatPath } from "../errors";
 import { commandWords } from "./argv";
-import type { Deployment } from "./deployment";
-import type { LaunchPlan, RankPlan } from "./types";
+import type { Deployment, LaunchPlan, PlanChange, RankPlan } from "./types";
 
-/** One line of a flag-level plan comparison. */
-export interface PlanChange {
-  /** `selection`, `settings`, `packages`, `nodes` or `<role> rank <n>`. */
-  scope: string;
-  kind: "added" | "removed" | "changed" | "unchanged";
-  /** A flag (`--port`), `env NAME`, an axis, a package name, or `compileKey` (scope: the role). */
-  item: string;
-  before?: string;
-  after?: string;
-  /** On `compileKey` items: whether the role compiles again (core/cache/compileKey.ts). */
-  recompile?: boolean;
+/** The items whose value differs between two maps (removed, changed, then added), in first-seen order. */
+export function changedItems(before: ReadonlyMap<string, string>, after: ReadonlyMap<string, string>): string[] {
+  return [...new Set([...before.keys(), ...after.keys()])].filter((item) => before.get(item) !== after.get(item));
 }
 
 function compareMaps(scope: string, before: ReadonlyMap<string, string>, after: ReadonlyMap<string, string>): PlanChange[] {
-  const changes: PlanChange[] = [];
-  for (const [item, value] of before) {
-    if (!after.has(item)) changes.push({ scope, kind: "removed", item, before: value });
-    else if (after.get(item) !== value) changes.push({ scope, kind: "changed", item, before: value, after: after.get(item)! });
-  }
-  for (const [item, value] of after) if (!before.has(item)) changes.push({ scope, kind: "added", item, after: value });
-  return changes;
+  return changedItems(before, after).map((item): PlanChange => {
+    if (!after.has(item)) return { scope, kind: "removed", item, before: before.get(item)! };
+    if (!before.has(item)) return { scope, kind: "added", item, after: after.get(item)! };
+    return { scope, kind: "changed", item, before: before.get(item)!, after: after.get(item)! };
+  });
 }
 
+/** A rank's settings as `item → value`: each flag (`--name` → its values) and each variable (`env NAME`). */
+export function rankSettings(rank: RankPlan | undefined): Map<string, string> {
+  if (!rank) return new Map();
+  return new Map<string, string>([...rank.flags.map((f) => [f.name, f.values.join(" ")] as [string, string]), ...Object.entries(rank.env).map(([k, v]) => [`env ${k}`, v] as [string, string])]);
+}
+
+/** What a diff compares of a rank: its command words, then its settings. */
 function rankItems(rank: RankPlan | undefined): Map<string, string> {
   if (!rank) return new Map();
-  return new Map<string, string>([
-    ["command", commandWords(rank.argv, rank.flags).join(" ")],
-    ...rank.flags.map((f) => [f.name, f.values.join(" ")] as [string, string]),
-    ...Object.entries(rank.env).map(([k, v]) => [`env ${k}`, v] as [string, string]),
-  ]);
+  return new Map([["command", commandWords(rank.argv, rank.flags).join(" ")], ...rankSettings(rank)]);
 }
 
 /** What changes, flag by flag and rank by rank, from plan `a` to plan `b`. */

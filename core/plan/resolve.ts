@@ -1,10 +1,10 @@
-import { withCompileKeys } from "../cache/compileKey";
-import { OFFLINE_ENV, modelsOf } from "../cache/models";
 import { ConfigError, listValues } from "../errors";
-import { PLACEHOLDER } from "./argv";
 import type { Grid, Recipe, RoleTemplate, StrategyOption } from "../recipe/schema";
-import { readRouterIntent, routerWarnings } from "../router/chartValues";
 import { ShellSyntaxError, splitShellWords } from "../shell";
+import { PLACEHOLDER } from "./argv";
+import { withCompileKeys } from "./compileKey";
+import { OFFLINE_ENV, modelsOf } from "./models";
+import { readRouterIntent, routerWarnings } from "./routerIntent";
 import type { Flag, LaunchPlan, NodePlan, PackagePlan, RankPlan, RolePlan, Selection } from "./types";
 
 const DEFAULT_VLLM_PORT = 8000;
@@ -183,7 +183,7 @@ export function resolvePlan(recipe: Recipe, selection: Selection): LaunchPlan {
   const selected = resolveAxes(recipe, selection.strategy, option, selection);
   const multiNode = strategy.nodes !== null;
   const roles = resolveRoles(option, selected, multiNode);
-  const router = option.grid.router;
+  const router = option.grid.router ? readRouterIntent(option.grid.router) : null;
   const nodes: NodePlan[] = (multiNode ? roles.map((r) => [r.role]) : [roles.map((r) => r.role)]).map((nodeRoles, index) => ({
     index,
     roles: nodeRoles,
@@ -205,7 +205,7 @@ export function resolvePlan(recipe: Recipe, selection: Selection): LaunchPlan {
     credentialedIndexUrls: [...recipe.credentialedIndexUrls],
     router,
     client: recipe.client,
-    warnings: router ? routerWarnings(readRouterIntent(router), { roles }) : [],
+    warnings: router ? routerWarnings(router, { roles }) : [],
   });
 }
 

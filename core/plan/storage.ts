@@ -1,5 +1,6 @@
 import { ConfigError } from "../errors";
 import type { StackSettings } from "../config/stackConfig";
+import { DEFAULT_WEIGHTS_STORAGE_GIB } from "../config/defaults";
 
 /**
  * Published weight sizes (GB, 10^9 bytes) of the models the recipes serve: the recipe format has no
@@ -9,16 +10,6 @@ export const MODEL_WEIGHTS_GB: Readonly<Record<string, number>> = { "MiniMaxAI/M
 
 /** Room above the weights: the Hugging Face cache's partial downloads and metadata, and a release that grows. */
 export const WEIGHTS_MARGIN = 0.25;
-
-/** What both platforms give the weights by default, in GiB: hosts' free disk under cacheRoot, Kubernetes' weights volume. */
-export const DEFAULT_WEIGHTS_STORAGE_GIB = 500;
-
-/**
- * Free disk a host's unit step wants under cacheRoot before it (re)starts a rank, in GiB: room for one
- * compiled cache, which a start that compiles writes there (its size is not published; the deploy
- * model assumes 50 GB, `bench/deployModel.ts`).
- */
-export const DEFAULT_RESTART_FREE_GIB = 50;
 
 const GIB = 2 ** 30;
 const QUANTITY_GIB: Readonly<Record<string, number>> = { Ki: 1 / 2 ** 20, Mi: 1 / 2 ** 10, Gi: 1, Ti: 2 ** 10 };

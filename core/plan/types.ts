@@ -1,3 +1,5 @@
+import type { Host, StackSettings } from "../config/stackConfig";
+
 /** A choice of what to serve: the input of the resolver. */
 export interface Selection {
   model: string;
@@ -90,10 +92,75 @@ export interface LaunchPlan {
   models: ModelRef[];
   /** Index URLs that take the package-index credentials. */
   credentialedIndexUrls: string[];
-  /** The recipe's router block for strategies that need one, as written in the recipe. */
-  router: { role: string; nodes: { node: string; cmd: string }[] } | null;
+  /** The recipe's router intent, read once from its router block, for strategies that have one. */
+  router: RouterIntent | null;
   /** The recipe's example request, against http://localhost:8000. */
   client: string;
   /** Settings of the recipe that do not do what they seem to, for people to read. */
   warnings: string[];
+}
+
+/** A recipe's router block as the recipe writes it: shell steps (a values heredoc, a `helm install`). */
+export interface RecipeRouterBlock {
+  role: string;
+  nodes: { node: string; cmd: string }[];
+}
+
+/** One endpoint-picker plugin of the recipe: its type, an optional name and its parameters. */
+export interface RecipePickerPlugin {
+  type: string;
+  name?: string;
+  parameters?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/** The recipe's router values heredoc, in the recipe's own keys (not the chart's). */
+export interface RecipeRouterValues {
+  endpoint_picker: {
+    image: string;
+    ext_proc_port: number;
+    plugins: RecipePickerPlugin[];
+    scheduling_profiles: { name: string; plugins: { ref: string; weight?: number }[] }[];
+  };
+  inference_pool: {
+    failure_mode: "FailOpen" | "FailClose";
+    match_labels: Record<string, string>;
+    target_ports: number[];
+  };
+}
+
+/** What the recipe's router block means: the chart release, chart, version and values it installs. */
+export interface RouterIntent {
+  release: string;
+  chart: string;
+  version: string;
+  values: RecipeRouterValues;
+}
+
+/** One line of a flag-level plan comparison. */
+export interface PlanChange {
+  /** `selection`, `settings`, `packages`, `nodes` or `<role> rank <n>`. */
+  scope: string;
+  kind: "added" | "removed" | "changed" | "unchanged";
+  /** A flag (`--port`), `env NAME`, an axis, a package name, or `compileKey` (scope: the role). */
+  item: string;
+  before?: string;
+  after?: string;
+  /** On `compileKey` items: whether the role compiles again (core/plan/compileKey.ts). */
+  recompile?: boolean;
+}
+
+/** One node of one replica, placed on a host (platform hosts only). */
+export interface HostPlacement {
+  replica: number;
+  node: number;
+  host: Host;
+}
+
+/** The validated stack: its launch plan with the stack's own additions, and where each node runs. */
+export interface Deployment {
+  settings: StackSettings;
+  plan: LaunchPlan;
+  /** hosts[i] runs node (i mod nodes) of replica floor(i / nodes). Empty on Kubernetes. */
+  placements: HostPlacement[];
 }

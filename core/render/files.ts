@@ -8,7 +8,7 @@ import { copySources, renderCopy, weightsHosts } from "./hosts/copies";
 import { hostFiles } from "./hosts/files";
 import { DEFAULT_INSTANCE, deploymentId } from "./hosts/names";
 import { renderKubernetesWorkloads, type KubeObject } from "./kubernetes/workloads";
-import { monitoringObjects, routerMonitoringValues } from "../monitoring/kubernetes";
+import { monitoringObjects, routerMonitoringValues } from "./kubernetes/monitoring";
 import { alertRules } from "../monitoring/rules";
 import { scrapeTargets } from "../monitoring/targets";
 

@@ -1,6 +1,5 @@
 import type { LaunchPlan, RankPlan } from "../plan/types";
 import { commandWords } from "../plan/argv";
-import { readRouterIntent } from "../router/chartValues";
 import { shellCommandLines } from "./shellCommand";
 
 /** A rank's command as a paste-able shell command: `env NAME=value ... vllm serve ... \` one flag a line. */
@@ -38,7 +37,7 @@ export function renderPlanText(plan: LaunchPlan): string {
     }
   }
   if (plan.router) {
-    const router = readRouterIntent(plan.router);
+    const router = plan.router;
     out.push("", `router    ${router.chart} ${router.version} (release ${router.release}), pool ports ${router.values.inference_pool.target_ports.join(",")}`);
   }
   for (const warning of plan.warnings) out.push(`warning: ${warning}`);

@@ -1,16 +1,4 @@
-import { z } from "zod";
-
-/**
- * How many replicas may be down at once during a change: a count, or a percentage of the replicas
- * rounded up. Both platforms share it: host waves and Deployment/PodDisruptionBudget settings.
- */
-export const MaxUnavailable = z.union([
-  z.number().int().min(1),
-  z.string().regex(/^([1-9][0-9]?|100)%$/, "a count such as 1 or a percentage such as 25% (1%-100%)"),
-]);
-export type MaxUnavailable = z.infer<typeof MaxUnavailable>;
-
-export const DEFAULT_MAX_UNAVAILABLE: MaxUnavailable = "25%";
+import type { MaxUnavailable } from "../config/stackConfig";
 
 /**
  * Replicas that may be down at once: a percentage rounds up (Kubernetes rounds a Deployment's

@@ -18,13 +18,14 @@
 # Exit status: CMD's; 3 when the wait limit passes without a marker.
 set -euo pipefail
 
-# Settings: the values below are replaced by the renderer (core/cache/leaseLock.ts).
+# --- settings (the renderer writes the real values here) ---
 LOCK_ROOT=/var/lib/rbln-serving/locks
 LOCK_NAME=example
 LEASE_SECONDS=120
 HEARTBEAT_SECONDS=20
 POLL_SECONDS=5
 WAIT_LIMIT_SECONDS=43200
+# --- end of settings ---
 
 LEASE_OWNER="${LEASE_OWNER:-$(hostname)-$$}"
 LEASE_GENERATION=0

@@ -1,4 +1,11 @@
-import { heredocDelimiter, renderScript } from "./template";
+import { heredocDelimiter, renderScript as renderScriptFile, type ScriptValue } from "../../template";
+
+/** Where the host scripts are, under the package root. */
+export const HOST_SCRIPT_DIR = "core/render/hosts/scripts";
+
+function renderScript(file: string, purpose: string, values: Readonly<Record<string, ScriptValue>>): string {
+  return renderScriptFile(`${HOST_SCRIPT_DIR}/${file}`, purpose, values);
+}
 
 /**
  * The bash scripts that run on the NPU hosts over SSH, rendered from the files in `scripts/`.

@@ -3,7 +3,7 @@ import { secretEnvironment, type SecretKey } from "../../config/stackConfig";
 import type { Deployment } from "../../plan/deployment";
 import { bindRank } from "../../plan/bind";
 import type { RolePlan } from "../../plan/types";
-import { readRouterIntent, type RouterIntent } from "../../router/chartValues";
+import type { RouterIntent } from "../../plan/types";
 import { ConfigError } from "../../errors";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { shellComment } from "../../shell";
@@ -120,7 +120,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
   const k8sSettings = settings.kubernetes;
   const ns = names.namespace;
   const baseLabels = { "app.kubernetes.io/name": "rbln-serving", "app.kubernetes.io/instance": names.instance, "app.kubernetes.io/managed-by": "pulumi" };
-  const router = plan.router ? readRouterIntent(plan.router) : null;
+  const router = plan.router;
   const eppHost = router ? `${router.release}-epp.${ns}.svc.cluster.local` : null;
   const targetPorts = router?.values.inference_pool.target_ports ?? [];
   const secretEnv = Object.keys(secretEnvironment(secrets, () => true));

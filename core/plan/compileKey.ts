@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
-import { commandWords } from "../plan/argv";
-import type { PlanChange } from "../plan/diff";
-import type { LaunchPlan, RankPlan, RolePlan } from "../plan/types";
+import { commandWords } from "./argv";
+import { changedItems, rankSettings } from "./diff";
+import type { LaunchPlan, PlanChange, RankPlan, RolePlan } from "./types";
 
 /**
  * Settings of a rank that never change what RBLN compiles, each with its reason. Everything else a
@@ -60,13 +60,8 @@ export const UNKEYED_ENV: Readonly<Record<string, string>> = {
 
 /** One rank's keyed settings as `item → value` (`--flag` or `env NAME`), sorted: order does not change a compile. */
 export function keyedSettings(rank: RankPlan): Map<string, string> {
-  const items: [string, string][] = [
-    ...rank.flags.filter((f) => !(f.name in UNKEYED_FLAGS)).map((f) => [f.name, f.values.join(" ")] as [string, string]),
-    ...Object.entries(rank.env)
-      .filter(([name]) => !(name in UNKEYED_ENV))
-      .map(([name, value]) => [`env ${name}`, value] as [string, string]),
-  ];
-  return new Map(items.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  const keyed = (item: string) => (item.startsWith("env ") ? !(item.slice(4) in UNKEYED_ENV) : !(item in UNKEYED_FLAGS));
+  return new Map([...rankSettings(rank)].filter(([item]) => keyed(item)).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
 /** What a role's compiled cache depends on: the model, every package version, each rank's keyed settings. */
@@ -108,15 +103,6 @@ function describe(item: string, before: string | undefined, after: string | unde
   if (before === undefined) return `${item}${shown(after)} added`;
   if (after === undefined) return `${item}${shown(before)} removed`;
   return shown(before) && shown(after) ? `${item}${shown(before)} ->${shown(after)}` : `${item} changed`;
-}
-
-function changedItems(before: ReadonlyMap<string, string>, after: ReadonlyMap<string, string>): string[] {
-  return [...new Set([...before.keys(), ...after.keys()])].filter((item) => before.get(item) !== after.get(item));
-}
-
-function rankSettings(rank: RankPlan | undefined): Map<string, string> {
-  if (!rank) return new Map();
-  return new Map([...rank.flags.map((f) => [f.name, f.values.join(" ")] as [string, string]), ...Object.entries(rank.env).map(([k, v]) => [`env ${k}`, v] as [string, string])]);
 }
 
 /** Per role present in both plans: does its compile key change, and why (or what changed without it). */

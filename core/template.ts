@@ -1,27 +1,28 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { quoteShellWord, shellComment } from "../../shell";
-import { packageRoot } from "../../packageRoot";
+import { quoteShellWord, shellComment } from "./shell";
+import { packageRoot } from "./packageRoot";
 
 /**
- * Host scripts are bash files in `scripts/`, which editors and shellcheck read as they are. Each
- * starts with a settings block of example values; rendering replaces that block with the real
- * values (quoted), inlines the fragments it sources, and names its purpose in a comment. Secrets
- * never pass through here: they reach the scripts on stdin.
+ * The scripts the package runs (on hosts, in pods) are bash files beside the code that renders them,
+ * which editors and shellcheck read as they are. Each starts with a settings block of example
+ * values; rendering replaces that block with the real values (quoted), inlines the fragments it
+ * sources, and names its purpose in a comment. Secrets never pass through here: they reach the
+ * scripts on stdin.
  */
-export const SCRIPT_DIR = path.join(packageRoot(), "core", "render", "hosts", "scripts");
 
 const SETTINGS = /^# --- settings \(the renderer writes the real values here\) ---\n([\s\S]*?)^# --- end of settings ---\n/m;
 const INCLUDE = /^# shellcheck source=(\S+)\n\. \1\n/gm;
-const SETTING_NAME = /^([a-z_][a-z0-9_]*)=/gm;
+/** A setting's name: all lower case, or all upper case (the lease lock's); a mixed-case line such as `ExecStart=` inside an example value is not one. */
+const SETTING_NAME = /^([a-z_][a-z0-9_]*|[A-Z_][A-Z0-9_]*)=/gm;
 
 export type ScriptValue = string | number | readonly string[];
 
 const templates = new Map<string, string>();
-/** A script's text; `file` is absolute or relative to SCRIPT_DIR. */
-function readScript(file: string): string {
-  const full = path.resolve(SCRIPT_DIR, file);
+/** A shipped file's text, read once: `relative` to the package root. */
+export function packageFile(relative: string): string {
+  const full = path.join(packageRoot(), relative);
   let text = templates.get(full);
   if (text === undefined) {
     text = fs.readFileSync(full, "utf8");
@@ -49,14 +50,14 @@ function assignment(name: string, value: ScriptValue): string {
 
 /** A sourced fragment's text without its shellcheck directives, with the fragments it sources in turn inlined. */
 function inlineFragment(file: string): string {
-  return readScript(file)
+  return packageFile(file)
     .replace(/^# shellcheck (shell|disable)=.*\n/gm, "")
-    .replace(INCLUDE, (_, fragment: string) => inlineFragment(path.resolve(path.dirname(file), fragment)));
+    .replace(INCLUDE, (_, fragment: string) => inlineFragment(path.join(path.dirname(file), fragment)));
 }
 
-/** The script `file` (absolute, or relative to SCRIPT_DIR) with its settings block filled from `values`, which must name exactly the block's settings; sourced fragments are read from beside it. */
+/** The script `file` (relative to the package root) with its settings block filled from `values`, which must name exactly the block's settings; sourced fragments are read from beside it. */
 export function renderScript(file: string, purpose: string, values: Readonly<Record<string, ScriptValue>>): string {
-  const template = readScript(file);
+  const template = packageFile(file);
   const block = SETTINGS.exec(template);
   if (!block) throw new Error(`${file} has no settings block`);
   const declared = [...block[1]!.matchAll(SETTING_NAME)].map((m) => m[1]!);
@@ -65,7 +66,7 @@ export function renderScript(file: string, purpose: string, values: Readonly<Rec
   const settings = Object.entries(values).map(([name, value]) => `${assignment(name, value)}\n`).join("");
   const [shebang, ...rest] = template
     .replace(SETTINGS, () => `# --- settings ---\n${settings}# --- end of settings ---\n`)
-    .replace(INCLUDE, (_, fragment: string) => inlineFragment(path.resolve(SCRIPT_DIR, path.dirname(file), fragment)))
+    .replace(INCLUDE, (_, fragment: string) => inlineFragment(path.join(path.dirname(file), fragment)))
     .split("\n");
   return [shebang, shellComment(`rbln-serving: ${purpose}`), ...rest].join("\n");
 }

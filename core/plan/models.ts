@@ -1,11 +1,8 @@
-import { commandWords } from "../plan/argv";
-import type { LaunchPlan, ModelRef, RankPlan, RolePlan } from "../plan/types";
+import { commandWords } from "./argv";
+import type { LaunchPlan, ModelRef, RankPlan, RolePlan } from "./types";
 
 /** Serving never reaches the hub: huggingface_hub (and so vLLM and transformers) reads only the local snapshot. */
 export const OFFLINE_ENV: Readonly<Record<string, string>> = { HF_HUB_OFFLINE: "1" };
-
-/** A 40-hex commit hash: the only revision that names one snapshot for good (a branch or tag moves). */
-export const COMMIT_HASH = /^[0-9a-f]{40}$/;
 
 /** vLLM's flags that pin the model's files and the tokenizer's to one commit. */
 export const REVISION_FLAGS = ["--revision", "--tokenizer-revision"] as const;

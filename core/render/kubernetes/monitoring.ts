@@ -1,13 +1,13 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { Deployment } from "../plan/deployment";
-import type { ConfigMap, Named } from "../render/kubernetes/objects";
-import type { KubernetesWorkloads } from "../render/kubernetes/workloads";
+import type { Deployment } from "../../plan/types";
+import type { ConfigMap, Named } from "./objects";
+import type { KubernetesWorkloads } from "./workloads";
 
 /** A Prometheus Operator object: no typed input in @pulumi/kubernetes (a CustomResource); tests validate it against the operator's schema. */
 type OperatorObject = Named<{ spec: object }>;
-import { alertRules } from "./rules";
-import { packageRoot } from "../packageRoot";
+import { alertRules } from "../../monitoring/rules";
+import { packageRoot } from "../../packageRoot";
 
 export const DASHBOARD_FILE = path.join(packageRoot(), "dashboards", "rbln-serving.json");
 

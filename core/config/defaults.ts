@@ -1,0 +1,21 @@
+/**
+ * Defaults of stack settings that code below the config reads too (the schema in stackConfig.ts
+ * applies them; the checks and renderers that explain a value name them). The config is the root of
+ * the core's data flow, so these live here and everything else imports them.
+ */
+
+/** What both platforms give the weights by default, in GiB: hosts' free disk under cacheRoot, Kubernetes' weights volume. */
+export const DEFAULT_WEIGHTS_STORAGE_GIB = 500;
+
+/**
+ * Free disk a host's unit step wants under cacheRoot before it (re)starts a rank, in GiB: room for one
+ * compiled cache, which a start that compiles writes there (its size is not published; the deploy
+ * model assumes 50 GB, `bench/deployModel.ts`).
+ */
+export const DEFAULT_RESTART_FREE_GIB = 50;
+
+/** How many replicas a change may take down at once, by default. */
+export const DEFAULT_MAX_UNAVAILABLE = "25%";
+
+/** A 40-hex commit hash: the only revision that names one snapshot for good (a branch or tag moves). */
+export const COMMIT_HASH = /^[0-9a-f]{40}$/;
