@@ -10,7 +10,9 @@ import { resolvePlan } from "../core/plan/resolve";
 import type { LaunchPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { renderPlanText } from "../core/render/planText";
+import { renderDeployment } from "../core/render/deployment";
 import { renderFiles } from "../core/render/files";
+import { DEFAULT_INSTANCE } from "../core/render/hosts/names";
 
 export interface CliOptions {
   stack?: string;
@@ -114,7 +116,8 @@ function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.out === undefined) throw new ConfigError("--out", "required: render --stack NAME --out DIR");
   const out = options.out;
   const { deployment, secrets } = stackDeployment(options, catalog, options.stack);
-  const files = renderFiles(deployment, secrets, options.stack);
+  // Named as the program's own instance on that stack, so the files show the names `pulumi up` creates.
+  const files = renderFiles(renderDeployment(deployment, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));
   prepareOutputFolder(out);
   for (const [relative, content] of Object.entries(files)) {
     const target = path.join(out, relative);

@@ -4,15 +4,11 @@ import { SECRET_KEYS, StackSettings, parseStackSettings, secretEnvironment, type
 import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
+import type { ScrapeTarget } from "../core/monitoring/targets";
 import { clientCommand } from "../core/render/client";
-import { renderHost, type HostRenderOptions } from "../core/render/hosts/bundle";
-import { deploymentId } from "../core/render/hosts/names";
-import { copySources, renderCopy, weightsHosts, type HostCopyOptions } from "../core/render/hosts/copies";
-import { hostWaves } from "../core/rollout/hostWaves";
-import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
-import { routerChartValues } from "../core/router/chartValues";
-import { monitoringObjects, routerMonitoringValues } from "../core/render/kubernetes/monitoring";
-import { scrapeTargets, type ScrapeTarget } from "../core/monitoring/targets";
+import { renderDeployment } from "../core/render/deployment";
+import type { HostRenderOptions } from "../core/render/hosts/bundle";
+import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
 import { LlmdRouter } from "./router/llmdRouter";
@@ -80,65 +76,46 @@ export class ModelServing extends pulumi.ComponentResource {
     const secrets: ServingSecrets = Object.fromEntries(Object.entries(args.secrets ?? {}).filter(([, value]) => value !== undefined).map(([key, value]) => [key, pulumi.secret(value)]));
     const child = { parent: this };
 
+    const present = SECRET_KEYS.filter((key) => secrets[key] !== undefined);
+    const rendered = renderDeployment(deployment, { stack: pulumi.getStack(), instance: name, secrets: present, hostOptions: args.hostOptions, copyOptions: args.copyOptions });
+
     let endpoints: pulumi.Output<string[]>;
-    if (settings.platform === "hosts") {
-      // Replicas change in waves: a wave's units start changing only after the previous wave's serve.
-      // The seed downloads from the hub; the others copy from it, and later waves copy compiled caches
-      // (with cache.shared, every host's weights step takes the download's lease and nothing is copied).
-      const waves = hostWaves(deployment);
-      const copyOptions = { ...args.copyOptions, instance: `${pulumi.getStack()}/${name}` };
-      // Names the units, env files and venvs on the hosts, which other stacks and instances may share.
-      const id = deploymentId(pulumi.getStack(), name);
-      const copies = copySources(deployment, waves).map((c) => renderCopy(deployment, c, copyOptions));
-      const downloading = weightsHosts(deployment, waves);
-      const hosts: NpuHost[] = [];
+    if (rendered.hosts) {
+      const { waves, copies, weightsHosts } = rendered.hosts;
       const byHost = new Map<string, NpuHost>();
       let previousWave: NpuHost[] = [];
       for (const wave of waves) {
+        // A wave's units start changing only after the previous wave's serve.
         const afterUnits = previousWave.flatMap((h) => h.unitCommands);
-        previousWave = wave.map((placement) => {
-          const host = placement.host.name;
+        previousWave = wave.map((bundle) => {
+          const host = bundle.placement.host.name;
           const peerCopies = copies
-            .filter((c) => c.dest === placement)
-            .map((rendered) => {
-              const source = byHost.get(rendered.source.host.name)!;
-              return { rendered, sourceName: `${name}-${rendered.source.host.name}`, after: rendered.kind === "weights" ? [source.weights!] : source.unitCommands };
+            .filter((c) => c.dest.host.name === host)
+            .map((copy) => {
+              const source = byHost.get(copy.source.host.name)!;
+              return { rendered: copy, sourceName: `${name}-${copy.source.host.name}`, after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };
             });
-          const npuHost = new NpuHost(
-            `${name}-${host}`,
-            { rendered: renderHost(deployment, placement, id, args.hostOptions), sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: downloading.includes(placement), copies: peerCopies },
-            child,
-          );
+          const npuHost = new NpuHost(`${name}-${host}`, { rendered: bundle, sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: weightsHosts.includes(host), copies: peerCopies }, child);
           byHost.set(host, npuHost);
           return npuHost;
         });
-        hosts.push(...previousWave);
       }
+      const hosts = [...byHost.values()];
       const seedWeights = hosts[0]!.weights!;
       this.modelRevision = settings.revision !== undefined ? pulumi.output(settings.revision) : seedWeights.stdout.apply((stdout) => reportedRevision(stdout, plan.model));
       this.units = pulumi.all(hosts.map((h) => h.units)).apply((all) => all.flat());
       this.deployments = pulumi.output([]);
       endpoints = this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));
     } else {
-      const present = SECRET_KEYS.filter((key) => secrets[key] !== undefined);
-      const workloads = renderKubernetesWorkloads(deployment, { instance: name, namespace: settings.kubernetes.namespace }, present);
-      const secretEnv = secretEnvironment(present, (key) => secrets[key]!);
-      const monitoring = monitoringObjects(deployment, workloads, name);
-      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv, monitoring }, child);
+      const { workloads, monitoring, routerValues } = rendered.kubernetes!;
+      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring }, child);
       this.units = pulumi.output([]);
       this.modelRevision = pulumi.output(settings.revision ?? null);
       this.deployments = npu.deployments;
-      if (workloads.router) {
+      if (plan.router && routerValues) {
         const router = new LlmdRouter(
           `${name}-router`,
-          {
-            release: workloads.router.release,
-            chart: workloads.router.chart,
-            version: workloads.router.version,
-            namespace: settings.kubernetes.namespace,
-            values: routerMonitoringValues(deployment, routerChartValues(workloads.router, plan.strategy, settings)),
-            gateway: settings.kubernetes.gateway,
-          },
+          { release: plan.router.release, chart: plan.router.chart, version: plan.router.version, namespace: settings.kubernetes.namespace, values: routerValues, gateway: settings.kubernetes.gateway },
           // Not after the workloads: their rollout can take hours of compilation, and the pool may exist first.
           child,
         );
@@ -151,7 +128,7 @@ export class ModelServing extends pulumi.ComponentResource {
     this.curl = endpoints.apply((list) => clientCommand(plan.client, list[0] ?? "http://<endpoint>", secrets.apiKey !== undefined));
     this.selection = { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
     this.warnings = plan.warnings;
-    this.scrapeTargets = scrapeTargets(deployment);
+    this.scrapeTargets = rendered.hosts?.scrapeTargets ?? [];
     this.registerOutputs({ endpoints: this.endpoints, curl: this.curl, units: this.units, modelRevision: this.modelRevision, deployments: this.deployments, selection: this.selection, warnings: this.warnings, scrapeTargets: this.scrapeTargets });
   }
 }

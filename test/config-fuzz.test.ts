@@ -4,7 +4,7 @@ import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { planServing } from "../components/modelServing";
 import { ConfigError } from "../core/errors";
 import { allSelections } from "../core/plan/resolve";
-import { renderFiles } from "../core/render/files";
+import { renderStackFiles } from "./helpers/render";
 import { isEnvFileValue } from "../core/render/hosts/systemd";
 import { runProgram } from "../program";
 import { hostileString } from "./helpers/arbitraries";
@@ -161,7 +161,7 @@ describe("config fuzzing", () => {
         if (key === null) {
           expect(error).toBeNull();
           const deployment = planServing({ settings: config as never, secrets: SECRETS });
-          expect(Object.keys(renderFiles(deployment, [], "dev")).length).toBeGreaterThan(0);
+          expect(Object.keys(renderStackFiles(deployment, [], "dev")).length).toBeGreaterThan(0);
           valid++;
         } else {
           expect(error, `${key}: ${JSON.stringify(config)}`).toBeInstanceOf(ConfigError);

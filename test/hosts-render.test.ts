@@ -8,7 +8,7 @@ import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
-import { renderFiles } from "../core/render/files";
+import { renderStackFiles } from "./helpers/render";
 import { envFileLine, execStartLine, isEnvFileValue } from "../core/render/hosts/systemd";
 import { remoteCommand } from "../core/render/hosts/scripts";
 import { shippedCatalog } from "./helpers/recipes";
@@ -31,7 +31,7 @@ function renderedVariants(): Record<string, string> {
   const files: Record<string, string> = {};
   variants.forEach((raw, i) => {
     const deployment = planDeployment(parseStackSettings(raw), shippedCatalog);
-    for (const [name, content] of Object.entries(renderFiles(deployment, ["hfToken", "apiKey", "pipPassword"], "dev"))) files[`v${i}/${name}`] = content;
+    for (const [name, content] of Object.entries(renderStackFiles(deployment, ["hfToken", "apiKey", "pipPassword"], "dev"))) files[`v${i}/${name}`] = content;
   });
   return files;
 }

@@ -17,7 +17,7 @@ import { readStackFile } from "../core/config/stackFile";
 import { bindRank } from "../core/plan/bind";
 import { planDeployment } from "../core/plan/deployment";
 import { routerChartValues } from "../core/router/chartValues";
-import { renderFiles } from "../core/render/files";
+import { renderStackFiles } from "./helpers/render";
 import { renderKubernetesWorkloads, type KubeObject } from "../core/render/kubernetes/workloads";
 import type * as k8s from "../core/render/kubernetes/objects";
 import { shippedCatalog } from "./helpers/recipes";
@@ -58,7 +58,7 @@ describe("rendered Kubernetes objects", () => {
   it("every object validates against the Kubernetes API schema", () => {
     let count = 0;
     for (const deployment of variants) {
-      for (const [file, text] of Object.entries(renderFiles(deployment, ["hfToken", "apiKey"], "dev"))) {
+      for (const [file, text] of Object.entries(renderStackFiles(deployment, ["hfToken", "apiKey"], "dev"))) {
         if (!file.startsWith("kubernetes/")) continue;
         // Plain YAML a reader (or `kubectl apply -f`) takes as it is: no anchors for shared objects.
         expect(text, file).not.toMatch(/: [&*]a\d+$/m);
@@ -86,7 +86,7 @@ describe("rendered Kubernetes objects", () => {
   });
 
   it("puts the secrets only in the Secret, as references elsewhere", () => {
-    const files = renderFiles(variants[0]!, ["hfToken", "apiKey"], "dev");
+    const files = renderStackFiles(variants[0]!, ["hfToken", "apiKey"], "dev");
     expect(parseYaml(files["kubernetes/secret.yaml"]!).stringData).toEqual({ HF_TOKEN: "<secret:hfToken>", VLLM_API_KEY: "<secret:apiKey>" });
     const decode = parseYaml(files["kubernetes/decode-deployment.yaml"]!);
     expect(decode.spec.template.spec.containers[0].env).toContainEqual({ name: "HF_TOKEN", valueFrom: { secretKeyRef: { name: "rbln-serving-secrets", key: "HF_TOKEN" } } });

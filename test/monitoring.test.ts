@@ -10,7 +10,8 @@ import { DASHBOARD_FILE, EPP_METRICS, monitoringObjects, routerMonitoringValues 
 import { alertRules } from "../core/monitoring/rules";
 import { scrapeTargets } from "../core/monitoring/targets";
 import { planDeployment } from "../core/plan/deployment";
-import { renderFiles, toYaml } from "../core/render/files";
+import { toYaml } from "../core/render/files";
+import { renderStackFiles } from "./helpers/render";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import { routerChartValues } from "../core/router/chartValues";
 import chartFacts from "./fixtures/llm-d-router-gateway-v0.10.0.json";
@@ -116,7 +117,7 @@ describe("dashboard", () => {
 describe("alert rules", () => {
   it("pass promtool check rules, as the hosts rules file and as the PrometheusRule's spec", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rules-"));
-    const files = renderFiles(hosts(), [], "dev");
+    const files = renderStackFiles(hosts(), [], "dev");
     fs.writeFileSync(path.join(dir, "hosts.yaml"), files["prometheus/rbln-serving-rules.yaml"]!);
     const k8s = monitoringObjects(prod(), renderKubernetesWorkloads(prod(), { instance: "rbln-serving", namespace: "llm-serving" }, []), "rbln-serving")!;
     fs.writeFileSync(path.join(dir, "kubernetes.yaml"), toYaml(k8s.prometheusRule.spec));
@@ -127,7 +128,7 @@ describe("alert rules", () => {
 
   it("fire as promtool test rules expects: rank down, queue growing, KV cache full, TTFT p95, preemptions", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rules-test-"));
-    fs.writeFileSync(path.join(dir, "rbln-serving-rules.yaml"), renderFiles(hosts(), [], "dev")["prometheus/rbln-serving-rules.yaml"]!);
+    fs.writeFileSync(path.join(dir, "rbln-serving-rules.yaml"), renderStackFiles(hosts(), [], "dev")["prometheus/rbln-serving-rules.yaml"]!);
     fs.copyFileSync(RULES_TEST, path.join(dir, "rules.test.yaml"));
     const run = promtool("test", "rules", path.join(dir, "rules.test.yaml"));
     expect(run.output).toContain("SUCCESS");
@@ -143,7 +144,7 @@ describe("scraping on hosts", () => {
       { targets: ["127.0.0.1:8000"], labels: { host: "npu-a", role: "main", rank: "0", model: "MiniMaxAI/MiniMax-M2.7", strategy: "aggregated-pipeline-parallel" } },
       { targets: ["[0:0:0:0:0:0:0:1]:8000"], labels: { host: "npu-b", role: "main", rank: "0", model: "MiniMaxAI/MiniMax-M2.7", strategy: "aggregated-pipeline-parallel" } },
     ]);
-    expect(JSON.parse(renderFiles(deployment, [], "dev")["prometheus/targets.json"]!)).toEqual(targets);
+    expect(JSON.parse(renderStackFiles(deployment, [], "dev")["prometheus/targets.json"]!)).toEqual(targets);
     expect(scrapeTargets(prod())).toEqual([]);
   });
 });
@@ -191,8 +192,8 @@ describe("scraping on Kubernetes", () => {
     const offDeployment = prod({ monitoring: { enabled: false } });
     for (const role of workloadsOf(offDeployment).roles) expect(JSON.stringify((role.networkPolicy as any).spec.ingress)).not.toMatch(/monitoring|observability/);
     expect(monitoringObjects(offDeployment, workloadsOf(offDeployment), "rbln-serving")).toBeNull();
-const files = Object.keys(renderFiles(offDeployment, [], "dev"));
+const files = Object.keys(renderStackFiles(offDeployment, [], "dev"));
     expect(files.filter((f) => /podmonitor|prometheusrule|dashboard/.test(f))).toEqual([]);
-    expect(parseYaml(renderFiles(offDeployment, [], "dev")["router/values.yaml"]!).router.monitoring).toBeUndefined();
+    expect(parseYaml(renderStackFiles(offDeployment, [], "dev")["router/values.yaml"]!).router.monitoring).toBeUndefined();
   });
 });

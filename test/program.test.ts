@@ -6,7 +6,7 @@ import { reportedRevision } from "../components/modelServing";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
 import { stackDeployment } from "../cli/commands";
-import { renderFiles } from "../core/render/files";
+import { renderStackFiles } from "./helpers/render";
 import { shippedCatalog } from "./helpers/recipes";
 import { isSecretAt, ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
 
@@ -68,7 +68,7 @@ describe("the program on platform hosts", async () => {
   it("runs the scripts `render` writes for the same stack: the same unit, env file and venv names", () => {
     const { deployment, secrets } = stackDeployment({}, shippedCatalog, "dev");
     // Under the mock runtime the stack is called "test".
-    const files = renderFiles(deployment, secrets, "test");
+    const files = renderStackFiles(deployment, secrets, "test");
     expect(Object.keys(files).filter((f) => /\/(systemd|env)\//.test(f))).toEqual(["hosts/npu-dev-0/systemd/rbln-serving-test.main-0.service", "hosts/npu-dev-0/env/test.main-0.env"]);
     for (const [step, file] of [["main-0", "unit-main-0.sh"], ["install", "install.sh"], ["weights", "weights.sh"]]) {
       expect(byName(registrations, `rbln-serving-npu-dev-0-${step}`).inputs.create).toContain(files[`hosts/npu-dev-0/${file}`]);

@@ -6,7 +6,7 @@ import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { planDeployment } from "../core/plan/deployment";
-import { renderFiles } from "../core/render/files";
+import { renderStackFiles } from "./helpers/render";
 import { startFakeVllm, type FakeVllm } from "./helpers/fakeVllm";
 import { shippedCatalog } from "./helpers/recipes";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
@@ -50,7 +50,7 @@ describe("a real Prometheus pointed at the rendered files", () => {
     cleanup.push(() => Promise.all(ranks.map((r) => r.close())).then(() => undefined));
 
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "prometheus-"));
-    const files = renderFiles(deployment, [], "dev");
+    const files = renderStackFiles(deployment, [], "dev");
     fs.writeFileSync(path.join(dir, "targets.json"), files["prometheus/targets.json"]!);
     fs.writeFileSync(path.join(dir, "rbln-serving-rules.yaml"), files["prometheus/rbln-serving-rules.yaml"]!);
     // The README's prometheus.yml lines, with a short interval for the test.

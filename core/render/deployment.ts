@@ -1,0 +1,94 @@
+import type { SecretKey } from "../config/stackConfig";
+import { scrapeTargets, type ScrapeTarget } from "../monitoring/targets";
+import type { Deployment } from "../plan/types";
+import { hostWaves } from "../rollout/hostWaves";
+import { routerChartValues } from "../router/chartValues";
+import { renderHost, type HostRenderOptions, type RenderedHost } from "./hosts/bundle";
+import { copySources, renderCopy, weightsHosts, type HostCopyOptions, type RenderedCopy } from "./hosts/copies";
+import { deploymentId } from "./hosts/names";
+import { monitoringObjects, routerMonitoringValues, type MonitoringObjects } from "./kubernetes/monitoring";
+import { renderKubernetesWorkloads, type KubernetesWorkloads } from "./kubernetes/workloads";
+
+/**
+ * The one render of a deployment: everything a platform needs, computed once. The components wrap
+ * it in resources and the `render` command writes it out, so the program and the CLI can never
+ * render a stack two ways.
+ */
+export interface RenderOptions {
+  /** The Pulumi stack: with the instance, it names what the deployment writes on shared hosts. */
+  stack: string;
+  /** The ModelServing instance's name. */
+  instance: string;
+  /** The secrets that are set: what the rendered files and objects refer to (never their values). */
+  secrets: readonly SecretKey[];
+  /** Timings of the host steps; the defaults suit real servers (tests shorten them). */
+  hostOptions?: HostRenderOptions;
+  /** Where the copy grants go on a source host and how long one left behind lasts. */
+  copyOptions?: Omit<HostCopyOptions, "instance">;
+}
+
+/** Platform hosts: the host bundles by rollout wave and the copies between them. */
+export interface RenderedHosts {
+  /** Names this deployment's units, env files and venvs on hosts other deployments may share. */
+  id: string;
+  /** Every host's bundle, wave by wave: wave k+1's units change only after wave k's serve. */
+  waves: RenderedHost[][];
+  /** The hosts that run the weights step: the seed, or every host with cache.shared (its lease lets one download). */
+  weightsHosts: string[];
+  /** Copies between hosts (weights from the seed, compiled caches from an earlier wave), sources before the hosts that copy from them. */
+  copies: RenderedCopy[];
+  /** Every rank's metrics endpoint with its labels (Prometheus file_sd groups). */
+  scrapeTargets: ScrapeTarget[];
+}
+
+/** Platform Kubernetes: the workloads, the monitoring objects and the router chart's values. */
+export interface RenderedKubernetes {
+  workloads: KubernetesWorkloads;
+  monitoring: MonitoringObjects | null;
+  /** llm-d-router-gateway values for strategies with a router; null without one. */
+  routerValues: Record<string, unknown> | null;
+}
+
+export interface RenderedDeployment {
+  deployment: Deployment;
+  /** The secrets that are set, which the rendered texts refer to. */
+  secrets: readonly SecretKey[];
+  hosts: RenderedHosts | null;
+  kubernetes: RenderedKubernetes | null;
+}
+
+function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHosts {
+  const id = deploymentId(options.stack, options.instance);
+  const placementWaves = hostWaves(deployment);
+  const copyOptions = { ...options.copyOptions, instance: `${options.stack}/${options.instance}` };
+  return {
+    id,
+    waves: placementWaves.map((wave) => wave.map((placement) => renderHost(deployment, placement, id, options.hostOptions))),
+    // The seed downloads from the hub and the others copy from it; with cache.shared every host's
+    // weights step takes the download's lease and nothing is copied.
+    weightsHosts: weightsHosts(deployment, placementWaves).map((p) => p.host.name),
+    copies: copySources(deployment, placementWaves).map((copy) => renderCopy(deployment, copy, copyOptions)),
+    scrapeTargets: scrapeTargets(deployment),
+  };
+}
+
+function renderKubernetes(deployment: Deployment, options: RenderOptions): RenderedKubernetes {
+  const { settings, plan } = deployment;
+  const workloads = renderKubernetesWorkloads(deployment, { instance: options.instance, namespace: settings.kubernetes.namespace }, options.secrets);
+  return {
+    workloads,
+    monitoring: monitoringObjects(deployment, workloads, options.instance),
+    routerValues: plan.router ? routerMonitoringValues(deployment, routerChartValues(plan.router, plan.strategy, settings)) : null,
+  };
+}
+
+/** Renders a validated deployment for its platform. */
+export function renderDeployment(deployment: Deployment, options: RenderOptions): RenderedDeployment {
+  const onHosts = deployment.settings.platform === "hosts";
+  return {
+    deployment,
+    secrets: options.secrets,
+    hosts: onHosts ? renderHosts(deployment, options) : null,
+    kubernetes: onHosts ? null : renderKubernetes(deployment, options),
+  };
+}
