@@ -3,7 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { compileLock } from "../core/cache/kubernetesCompile";
+import { compileLock } from "../core/render/kubernetes/compileLock";
 import { freePort } from "./helpers/sshd";
 
 /**

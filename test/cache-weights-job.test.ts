@@ -4,7 +4,8 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { Job } from "kubernetes-models/batch/v1";
 import { afterAll, describe, expect, it } from "vitest";
-import { waitForWeights, weightsJob, weightsMarker } from "../core/cache/kubernetesWeights";
+import { weightsMarker } from "../core/cache/markers";
+import { waitForWeights, weightsJob } from "../core/render/kubernetes/weights";
 import type { ModelRef } from "../core/plan/types";
 
 /** The Kubernetes weights Job: its object against the API schema, and its script under real bash with a stub hub. */
@@ -62,12 +63,29 @@ describe("the weights Job", () => {
     const first = runJob(hfHome);
     expect(first.stderr).toBe("");
     expect(first.status).toBe(0);
-    expect(fs.readFileSync(weightsMarker(hfHome, MODELS[0]!), "utf8")).toBe(`${"f".repeat(40)}\n`);
-    expect(fs.readFileSync(weightsMarker(hfHome, MODELS[1]!), "utf8")).toBe(`${MODELS[1]!.revision}\n`);
+    expect(fs.readFileSync(weightsMarker(hfHome, MODELS[0]!.id), "utf8")).toBe(`${"f".repeat(40)}\n`);
+    expect(fs.readFileSync(weightsMarker(hfHome, MODELS[1]!.id), "utf8")).toBe(`${MODELS[1]!.revision}\n`);
     const second = runJob(hfHome);
     expect(second.status).toBe(0);
     expect(second.stdout).toContain("already complete");
     expect(fs.readFileSync(path.join(hfHome, "calls"), "utf8").trim().split("\n")).toEqual(MODELS.map((m) => m.id));
+  });
+
+  it("downloads a model again when its pinned revision changes, and pods wait until the marker holds that commit", () => {
+    const hfHome = path.join(work, "hf-repinned");
+    expect(runJob(hfHome).status).toBe(0);
+    const repinned: ModelRef[] = [MODELS[0]!, { ...MODELS[1]!, revision: "a".repeat(40) }];
+    const wait = waitForWeights(input.image, hfHome, repinned);
+    const [shell, flag, script, ...args] = wait.command as string[];
+    // The marker still holds the old commit: the wait goes on (cut off by the timeout).
+    const waiting = spawnSync(shell!, [flag!, script!, ...args], { encoding: "utf8", timeout: 1500 });
+    expect(waiting.stdout).toContain(`waiting for ${weightsMarker(hfHome, MODELS[1]!.id)} at ${"a".repeat(40)}`);
+    const job = weightsJob({ ...input, hfHome, models: repinned });
+    const [jobShell, jobFlag, jobScript] = job.spec!.template.spec!.containers[0]!.command as string[];
+    const second = spawnSync(jobShell!, [jobFlag!, jobScript!], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], env: { PATH: process.env.PATH, HF_HOME: hfHome, PYTHONPATH: stubHub() } });
+    expect(second.status).toBe(0);
+    expect(fs.readFileSync(weightsMarker(hfHome, MODELS[1]!.id), "utf8")).toBe(`${"a".repeat(40)}\n`);
+    expect(spawnSync(shell!, [flag!, script!, ...args], { encoding: "utf8", timeout: 5000 }).status).toBe(0);
   });
 
   it("fails on a failed download and writes no marker", () => {
@@ -75,12 +93,12 @@ describe("the weights Job", () => {
     const result = runJob(hfHome, { STUB_FAIL: "1" });
     expect(result.status).not.toBe(0);
     expect(result.stderr).toContain("hub unreachable");
-    expect(fs.existsSync(weightsMarker(hfHome, MODELS[0]!))).toBe(false);
+    expect(fs.existsSync(weightsMarker(hfHome, MODELS[0]!.id))).toBe(false);
   });
 
   it("serving pods wait for every marker and mount the weights read-only", () => {
     const wait = waitForWeights(input.image, input.hfHome, MODELS);
-    expect(wait.command!.slice(4)).toEqual(MODELS.map((m) => weightsMarker(input.hfHome, m)));
+    expect(wait.command!.slice(4)).toEqual(MODELS.flatMap((m) => [weightsMarker(input.hfHome, m.id), m.revision ?? ""]));
     expect(wait.volumeMounts).toEqual([{ name: "weights", mountPath: "/data/hf", readOnly: true }]);
     const hfHome = path.join(work, "hf");
     const [shell, flag, script, ...args] = wait.command as string[];

@@ -5,7 +5,7 @@ import { rolloutWaves, unavailableCount } from "../core/rollout/waves";
 import { hostWaves } from "../core/rollout/hostWaves";
 import { planDeployment } from "../core/plan/deployment";
 import { copySources, weightsHosts } from "../core/render/hosts/copies";
-import { compileLockWords, hostCacheLayout, weightsLockName } from "../core/cache/hostCache";
+import { compileLockWords, hostCacheLayout, weightsLockName } from "../core/render/hosts/cacheLayout";
 import { healthCheck } from "../core/cache/leaseLock";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { shippedCatalog } from "./helpers/recipes";

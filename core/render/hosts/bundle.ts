@@ -3,7 +3,7 @@ import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
 import type { PackagePlan } from "../../plan/types";
 import { envFileLine, execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
-import { compileLockWords, hostCacheLayout, weightsLockName } from "../../cache/hostCache";
+import { compileLockWords, hostCacheLayout, weightsLockName } from "./cacheLayout";
 import { envPath as envPathOf, legacyEnvPath, legacyUnitName, unitName, venvsDir } from "./names";
 import { installScript, preflightScript, readinessScript, unitApplyScript, unitRemoveScript, weightsScript } from "./scripts";
 

@@ -1,16 +1,6 @@
 import { quantityValue, type ContainerResources, type StackSettings } from "../../config/stackConfig";
+import { KUBERNETES_DEFAULTS } from "./defaults";
 import type { Container, PodSpec, Probe } from "./objects";
-
-/**
- * Per vLLM container, sized for MiniMax-M2.7 (FP8, about 230 GB of weights): `--safetensors-load-strategy
- * prefetch` reads the checkpoint into the page cache, which the kernel charges to the container's memory
- * cgroup, on top of the engine's own host memory (and LMCache's CPU buffer, 10 GB per rank, with
- * `lmcache: cpu`). The request equals the limit, so the pod is never among the first evicted under
- * memory pressure; no CPU limit, so tokenization and the API servers are not throttled.
- */
-export const DEFAULT_VLLM_RESOURCES = { requests: { cpu: "32", memory: "384Gi" }, limits: { memory: "384Gi" } } as const;
-/** The routing sidecar proxies requests: a small Go process. */
-export const DEFAULT_SIDECAR_RESOURCES = { requests: { cpu: "250m", memory: "256Mi" }, limits: { memory: "1Gi" } } as const;
 
 type ResourceName = "cpu" | "memory";
 type Resources = { requests: Record<string, string>; limits: Record<string, string> };
@@ -37,7 +27,7 @@ export function mergeResources(defaults: ContainerResources, settings: Container
 }
 
 /** Per-port timeout of the exec probe; the probe's own timeout covers every port in turn. */
-const PROBE_PORT_TIMEOUT_S = 5;
+const PROBE_PORT_TIMEOUT_S = KUBERNETES_DEFAULTS.probes.portTimeoutSeconds;
 
 /** `python3 -c PROBE <path> <per-port timeout> <port>...`: 0 when every port answers 200 on the path (with the API key, if any). */
 const PROBE = [

@@ -1,22 +1,15 @@
 import { createHash } from "node:crypto";
 import type { Unwrap } from "@pulumi/pulumi";
 import type { types } from "@pulumi/kubernetes";
-import { renderScript } from "../template";
-import type { ModelRef } from "../plan/types";
+import { renderScript } from "../../template";
+import { weightsMarker } from "../../cache/markers";
+import type { ModelRef } from "../../plan/types";
+import { KUBERNETES_DEFAULTS } from "./defaults";
 
 /** `@pulumi/kubernetes`'s input types with the Pulumi wrappers taken off: a misspelled field fails to compile. */
 type Job = Unwrap<types.input.batch.v1.Job> & { apiVersion: string; kind: string; metadata: { name: string; namespace: string; labels: Record<string, string> } };
 type PodSpec = Unwrap<types.input.core.v1.PodSpec>;
 type Container = Unwrap<types.input.core.v1.Container>;
-
-/** A download is network-bound: a few CPUs for hashing, a little memory for buffers. */
-const FETCH_RESOURCES = { requests: { cpu: "2", memory: "4Gi" }, limits: { memory: "8Gi" } };
-const WAIT_RESOURCES = { requests: { cpu: "10m", memory: "32Mi" }, limits: { memory: "64Mi" } };
-
-/** Where a model's completion marker lives under HF_HOME: named after the model and its pinned revision (`main` unpinned). */
-export function weightsMarker(hfHome: string, model: ModelRef): string {
-  return `${hfHome}/rbln-serving-complete/${model.id.replace(/\//g, "--")}--${model.revision ?? "main"}`;
-}
 
 export interface WeightsJobInput {
   instance: string;
@@ -43,10 +36,10 @@ export interface WeightsJobInput {
  * with HF_HUB_OFFLINE=1) and wait for its markers.
  */
 export function weightsJob(input: WeightsJobInput): Job {
-  const script = renderScript("core/cache/scripts/fetch-weights.sh", `fetch ${input.models.map((m) => m.id).join(", ")} into the weights volume`, {
+  const script = renderScript("core/render/kubernetes/scripts/fetch-weights.sh", `fetch ${input.models.map((m) => m.id).join(", ")} into the weights volume`, {
     models: input.models.map((m) => m.id),
     revisions: input.models.map((m) => m.revision ?? ""),
-    markers: input.models.map((m) => weightsMarker(input.hfHome, m)),
+    markers: input.models.map((m) => weightsMarker(input.hfHome, m.id)),
   });
   const digest = createHash("sha256").update(JSON.stringify(input.models.map((m) => [m.id, m.revision]))).digest("hex").slice(0, 10);
   const labels = { ...input.labels, "app.kubernetes.io/component": "weights" };
@@ -55,7 +48,7 @@ export function weightsJob(input: WeightsJobInput): Job {
     kind: "Job",
     metadata: { name: `${input.instance}-weights-${digest}`, namespace: input.namespace, labels },
     spec: {
-      backoffLimit: 6,
+      backoffLimit: KUBERNETES_DEFAULTS.budgets.weightsJobBackoffLimit,
       activeDeadlineSeconds: input.activeDeadlineSeconds,
       template: {
         metadata: { labels },
@@ -67,7 +60,7 @@ export function weightsJob(input: WeightsJobInput): Job {
               name: "fetch",
               image: input.image,
               command: ["bash", "-c", script],
-              resources: FETCH_RESOURCES,
+              resources: KUBERNETES_DEFAULTS.resources.weightsFetch,
               // HOME on a scratch folder: the root filesystem may be read-only.
               env: [{ name: "HF_HOME", value: input.hfHome }, { name: "HOME", value: "/tmp" }, ...(input.env ?? [])],
               volumeMounts: [
@@ -87,14 +80,20 @@ export function weightsJob(input: WeightsJobInput): Job {
   };
 }
 
-/** An init container that holds a serving pod until every model's marker exists: pods wait, they never download. */
+/** Waits for each (marker, revision) pair of its arguments: the marker exists and, for a pinned revision, holds that commit. */
+const WAIT_FOR_MARKERS = `while [ $# -gt 0 ]; do
+  until [ -f "$1" ] && { [ -z "$2" ] || [ "$(cat "$1")" = "$2" ]; }; do echo "waiting for $1\${2:+ at $2}"; sleep ${KUBERNETES_DEFAULTS.probes.weightsWaitPollSeconds}; done
+  shift 2
+done`;
+
+/** An init container that holds a serving pod until every model's marker says it is complete: pods wait, they never download. */
 export function waitForWeights(image: string, hfHome: string, models: readonly ModelRef[], securityContext?: Container["securityContext"]): Container {
   return {
     name: "wait-for-weights",
     image,
-    command: ["bash", "-c", 'for marker in "$@"; do until [ -f "$marker" ]; do echo "waiting for $marker"; sleep 10; done; done', "wait-for-weights", ...models.map((m) => weightsMarker(hfHome, m))],
+    command: ["bash", "-c", WAIT_FOR_MARKERS, "wait-for-weights", ...models.flatMap((m) => [weightsMarker(hfHome, m.id), m.revision ?? ""])],
     volumeMounts: [{ name: "weights", mountPath: hfHome, readOnly: true }],
-    resources: WAIT_RESOURCES,
+    resources: KUBERNETES_DEFAULTS.resources.weightsWait,
     ...(securityContext ? { securityContext } : {}),
   };
 }

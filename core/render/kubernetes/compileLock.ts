@@ -1,4 +1,4 @@
-import { healthCheck, renderLeaseLock, type LeaseLockSettings } from "./leaseLock";
+import { healthCheck, renderLeaseLock, type LeaseLockSettings } from "../../cache/leaseLock";
 
 /** The file name of the compile lock in a role's launch ConfigMap. */
 export const COMPILE_LOCK_FILE = "compile-lock.sh";

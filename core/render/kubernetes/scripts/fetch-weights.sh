@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # The one-shot download of every model a plan needs into the shared weights volume (HF_HOME), each
-# at its pinned commit or, unpinned, at the hub's current commit, which it records. A model whose
-# completion marker exists is skipped; the marker is written only after its download finished.
+# at its pinned commit or, unpinned, at the hub's current commit, which it records in the model's
+# completion marker, written only after its download finished. A model whose marker counts (it
+# exists and, for a pinned revision, holds that commit) is skipped.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 models=(MiniMaxAI/MiniMax-M2.7)
 revisions=('')
-markers=(/var/lib/rbln-serving/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7--main)
+markers=(/var/lib/rbln-serving/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7)
 # --- end of settings ---
 
 : "${HF_HOME:?HF_HOME names the weights volume}"
+have() {
+  [ -f "${markers[$1]}" ] && { [ -z "${revisions[$1]}" ] || [ "$(cat "${markers[$1]}")" = "${revisions[$1]}" ]; }
+}
 for i in "${!models[@]}"; do
-  if [ -f "${markers[$i]}" ]; then
+  if have "$i"; then
     echo "weights: ${models[$i]} already complete ($(cat "${markers[$i]}"))"
     continue
   fi

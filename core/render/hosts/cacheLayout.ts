@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import type { StackSettings } from "../config/stackConfig";
-import { healthCheck, lockNameOf, renderLeaseLock } from "./leaseLock";
+import type { StackSettings } from "../../config/stackConfig";
+import { healthCheck, lockNameOf, renderLeaseLock } from "../../cache/leaseLock";
 
 /**
  * Where a host keeps the weights and the compiled cache. Alone, under its own cacheRoot: the seed

@@ -1,0 +1,60 @@
+import { LEASE_DEFAULTS } from "../../cache/leaseLock";
+
+/**
+ * Every operational default of the Kubernetes platform, in one place (as an Ansible role keeps its
+ * defaults/main.yml): paths in the pods, timeouts and budgets, probe timings, container sizes and
+ * the compile lock's timings. Settings a stack may change are in the config schema instead.
+ */
+export const KUBERNETES_DEFAULTS = {
+  paths: {
+    /** Where the pods keep the weights (HF_HOME), compiled graphs (VLLM_CACHE_ROOT) and offload files. */
+    dataRoot: "/var/lib/rbln-serving",
+    /** Where a role's launch ConfigMap is mounted. */
+    launchDir: "/etc/rbln-serving",
+    /** The processes' home and temporary files, with a read-only root filesystem. */
+    scratchDir: "/tmp",
+  },
+  budgets: {
+    /**
+     * A start's budget on top of the engine's ready timeout: a pod may first wait for another pod's
+     * compile of the same key, then load (the weights are already there: the Job fetched them).
+     */
+    startMarginSeconds: 3600,
+    /** How long the weights Job may download (about 230 GB). */
+    weightsJobDeadlineSeconds: 8 * 3600,
+    /** The weights Job's retries of a failed download. */
+    weightsJobBackoffLimit: 6,
+    /** Rollouts may run this long past the startup budget before Kubernetes and Pulumi call them failed. */
+    rolloutMarginSeconds: 1800,
+    /** What a pod gets to end on SIGTERM before it is killed. */
+    terminationGracePeriodSeconds: 120,
+  },
+  probes: {
+    startupPeriodSeconds: 60,
+    readinessPeriodSeconds: 10,
+    readinessFailureThreshold: 3,
+    livenessPeriodSeconds: 30,
+    livenessFailureThreshold: 5,
+    /** Per port of a probe; an exec probe's own timeout covers every port in turn. */
+    portTimeoutSeconds: 5,
+    /** How often the init container looks for the weights' markers. */
+    weightsWaitPollSeconds: 10,
+  },
+  resources: {
+    /**
+     * Per vLLM container, sized for MiniMax-M2.7 (FP8, about 230 GB of weights): `--safetensors-load-strategy
+     * prefetch` reads the checkpoint into the page cache, which the kernel charges to the container's memory
+     * cgroup, on top of the engine's own host memory (and LMCache's CPU buffer, 10 GB per rank, with
+     * `lmcache: cpu`). The request equals the limit, so the pod is never among the first evicted under
+     * memory pressure; no CPU limit, so tokenization and the API servers are not throttled.
+     */
+    vllm: { requests: { cpu: "32", memory: "384Gi" }, limits: { memory: "384Gi" } },
+    /** The routing sidecar proxies requests: a small Go process. */
+    sidecar: { requests: { cpu: "250m", memory: "256Mi" }, limits: { memory: "1Gi" } },
+    /** A download is network-bound: a few CPUs for hashing, a little memory for buffers. */
+    weightsFetch: { requests: { cpu: "2", memory: "4Gi" }, limits: { memory: "8Gi" } },
+    weightsWait: { requests: { cpu: "10m", memory: "32Mi" }, limits: { memory: "64Mi" } },
+  },
+  /** One compiler per compile key on a role's compile-cache volume. */
+  compileLock: LEASE_DEFAULTS,
+} as const;
