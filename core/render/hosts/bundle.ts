@@ -2,6 +2,7 @@ import type { Deployment, HostPlacement } from "../../plan/deployment";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
 import type { PackagePlan } from "../../plan/types";
+import { weightsMarker } from "../../cache/markers";
 import { envFileLine, execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
 import { compileLockWords, hostCacheLayout, weightsLockName } from "./cacheLayout";
 import { envPath as envPathOf, legacyEnvPath, legacyUnitName, unitName, venvsDir } from "./names";
@@ -77,16 +78,6 @@ export function venvPath(installRoot: string, id: string, packages: readonly Pac
   return `${venvsDir(installRoot, id)}/${packages.map((p) => `${p.name}-${p.version}`).join("_")}`;
 }
 
-/** A model's completion marker; it holds the commit that was downloaded. */
-export function weightsMarker(cacheRoot: string, model: string): string {
-  return `${cacheRoot}/huggingface/rbln-serving-complete/${model.replace(/\//g, "--")}`;
-}
-
-/** Where huggingface_hub keeps a model under `$HF_HOME/hub`. */
-export function modelCacheDir(model: string): string {
-  return `models--${model.replace(/\//g, "--")}`;
-}
-
 /** Written once a host holds the compiled cache of these compile keys, copied from a peer. */
 export function compileMarker(cacheRoot: string, keys: string): string {
   return `${cacheRoot}/vllm/rbln-serving-complete/compile-${keys}`;
@@ -130,7 +121,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
   // The served model and its draft models: units run offline (HF_HUB_OFFLINE=1) and fetch nothing.
   const models = plan.models.map((m) => m.id);
   const cache = hostCacheLayout(settings);
-  const markers = models.map((m) => weightsMarker(cache.root, m));
+  const markers = models.map((m) => weightsMarker(`${cache.root}/huggingface`, m));
   const shared = { sharedRoot: settings.cache.shared ?? "", leaseLockPath: cache.leaseLock?.path ?? "", leaseLockText: cache.leaseLock?.text ?? "" };
   const intervalSeconds = options.readinessIntervalSeconds ?? 30;
   const restart = { ...RESTART_DEFAULTS, ...options };

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Deployment, HostPlacement } from "../../plan/deployment";
-import { SERVICE_USER, compileMarker, modelCacheDir, weightsMarker } from "./bundle";
+import { modelCacheDir, weightsMarker } from "../../cache/markers";
+import { SERVICE_USER, compileMarker } from "./bundle";
 import { copyAllowScript, copyRevokeScript, copyScript, type CopyAccessInput } from "./scripts";
 
 /**
@@ -93,8 +94,8 @@ export function renderCopy(deployment: Deployment, copy: CopySource, options: Ho
     ...(copy.kind === "weights"
       ? {
           dirs: models.map((m) => `huggingface/hub/${modelCacheDir(m)}`),
-          sourceMarkers: models.map((m) => weightsMarker("", m).slice(1)),
-          markers: models.map((m) => weightsMarker(cacheRoot, m)),
+          sourceMarkers: models.map((m) => weightsMarker("huggingface", m)),
+          markers: models.map((m) => weightsMarker(`${cacheRoot}/huggingface`, m)),
         }
       : {
           // RBLN's cache layout is its own: the whole directory, once per set of keys.
