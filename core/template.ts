@@ -70,3 +70,26 @@ export function renderScript(file: string, purpose: string, values: Readonly<Rec
     .split("\n");
   return [shebang, shellComment(`rbln-serving: ${purpose}`), ...rest].join("\n");
 }
+
+const TEMPLATE_COMMENT = /^\{\{#.*\}\}\n/gm;
+const PLACEHOLDER_REF = /\{\{([a-z_][a-z0-9_]*)\}\}/g;
+
+/**
+ * A text file (a systemd unit) with `{{name}}` placeholders: each is replaced by its value, and a
+ * line that names a value given as null is left out (an optional setting). Lines `{{# ...}}` are
+ * the template's own comments and never reach the output. `values` must name exactly the
+ * template's placeholders, so a renamed one cannot go unnoticed.
+ */
+export function renderTemplate(file: string, values: Readonly<Record<string, string | number | null>>): string {
+  const template = packageFile(file).replace(TEMPLATE_COMMENT, "");
+  const used = new Set([...template.matchAll(PLACEHOLDER_REF)].map((m) => m[1]!));
+  const given = Object.keys(values);
+  const missing = [...used].filter((name) => !given.includes(name));
+  const unused = given.filter((name) => !used.has(name));
+  if (missing.length > 0 || unused.length > 0) throw new Error(`${file}: placeholders without values: ${missing.join(", ") || "none"}; values without placeholders: ${unused.join(", ") || "none"}`);
+  return template
+    .split("\n")
+    .filter((line) => ![...line.matchAll(PLACEHOLDER_REF)].some((m) => values[m[1]!] === null))
+    .map((line) => line.replace(PLACEHOLDER_REF, (_, name: string) => String(values[name])))
+    .join("\n");
+}

@@ -1,7 +1,9 @@
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
-import type { Host } from "../../core/config/stackConfig";
-import { renderPipConfig, renderSecretEnv, type RenderedHost } from "../../core/render/hosts/bundle";
+import { SECRET_ENV, secretEnvironment, type Host, type SecretKey } from "../../core/config/stackConfig";
+import { renderSecretEnv, type RenderedHost } from "../../core/render/hosts/bundle";
+import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
+import { renderPipConfig } from "../../core/render/hosts/pip";
 import type { RenderedCopy } from "../../core/render/hosts/copies";
 import { remoteCommand } from "../../core/render/hosts/scripts";
 import { renamedFrom } from "../renamed";
@@ -41,13 +43,10 @@ export interface RankUnit {
   url: string;
 }
 
-const STEP_TIMEOUTS = { install: "2h", weights: "8h", unit: "10m", copy: "8h" };
-
 /** How the engine reaches a host: the deployer's key; a rebooting host refuses connections for a while, so keep dialing. */
 export function hostConnection(host: Host, sshPrivateKey: pulumi.Input<string>): command.types.input.remote.ConnectionArgs {
   const privateKey = pulumi.secret(sshPrivateKey);
-  // A rebooting host refuses connections for a while: keep dialing.
-  const retries = { dialErrorLimit: 60, perDialTimeout: 30 };
+  const retries = HOST_DEFAULTS.ssh;
   return {
     host: host.address,
     port: host.port,
@@ -97,7 +96,7 @@ export class NpuHost extends pulumi.ComponentResource {
     const pipConfig = stdinOf([args.secrets.pipPassword], ([password]) => renderPipConfig(rendered.pipIndexes, password ?? null));
     // pip and huggingface_hub print index URLs and progress; logs stay off where credentials are in play.
     const withCredentials = args.secrets.pipPassword !== undefined ? "none" : "stdoutAndStderr";
-    const install = step("install", rendered.installScript, { stdin: pipConfig, logging: withCredentials }, { dependsOn: [preflight], customTimeouts: { create: STEP_TIMEOUTS.install, update: STEP_TIMEOUTS.install } });
+    const install = step("install", rendered.installScript, { stdin: pipConfig, logging: withCredentials }, { dependsOn: [preflight], customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install } });
     const weights = args.downloads ? step(
       "weights",
       rendered.weightsScript,
@@ -105,13 +104,13 @@ export class NpuHost extends pulumi.ComponentResource {
         stdin: stdinOf([args.secrets.hfToken, args.secrets.pipPassword], ([token, password]) => `${token ?? ""}\n${renderPipConfig(rendered.pipIndexes, password ?? null)}`),
         logging: args.secrets.hfToken !== undefined || args.secrets.pipPassword !== undefined ? "none" : "stdoutAndStderr",
       },
-      { dependsOn: [preflight], customTimeouts: { create: STEP_TIMEOUTS.weights, update: STEP_TIMEOUTS.weights } },
+      { dependsOn: [preflight], customTimeouts: { create: HOST_DEFAULTS.steps.weights, update: HOST_DEFAULTS.steps.weights } },
     ) : undefined;
     this.weights = weights;
 
     // Each copy: a one-time grant on the source (its stdout, the private key, is secret and never
     // logged), the copy here with that key on stdin, then the grant's removal.
-    const copyTimeouts = { create: STEP_TIMEOUTS.copy, update: STEP_TIMEOUTS.copy };
+    const copyTimeouts = { create: HOST_DEFAULTS.steps.copy, update: HOST_DEFAULTS.steps.copy };
     const copies = (args.copies ?? []).map(({ rendered: copy, sourceName, after }) => {
       const source = copy.source.host;
       const kind = copy.kind === "weights" ? "" : "compile-";
@@ -122,16 +121,21 @@ export class NpuHost extends pulumi.ComponentResource {
       return copied;
     });
 
-    const secretEnv = stdinOf([args.secrets.hfToken, args.secrets.apiKey], ([hfToken, apiKey]) => renderSecretEnv({ HF_TOKEN: hfToken, VLLM_API_KEY: apiKey }));
+    // The variables SECRET_ENV names (HF_TOKEN, VLLM_API_KEY), from the secrets that carry them.
+    const envKeys = Object.keys(SECRET_ENV) as (SecretKey & keyof HostSecrets)[];
+    const secretEnv = stdinOf(
+      envKeys.map((key) => args.secrets[key]),
+      (values) => renderSecretEnv(secretEnvironment(envKeys, (key) => values[envKeys.indexOf(key)])),
+    );
     // Each unit step waits until its rank serves: as long as the engine's own ready timeout, and then some.
-    const readyTimeout = `${Math.ceil(rendered.readyTimeoutSeconds / 60) + 10}m`;
+    const readyTimeout = `${Math.ceil(rendered.readyTimeoutSeconds / 60) + HOST_DEFAULTS.steps.unitReadyMarginMinutes}m`;
     this.unitCommands = rendered.ranks.map((rank) =>
       step(
         `${rank.role}-${rank.rank}`,
         rank.applyScript,
         { delete: remoteCommand(rank.removeScript, asRoot), stdin: secretEnv, logging: "stdoutAndStderr" },
         // Old and new share the unit name and port: remove the old one first.
-        { dependsOn: [install, ...(weights ? [weights] : []), ...copies, ...(args.afterUnits ?? [])], deleteBeforeReplace: true, customTimeouts: { create: readyTimeout, update: readyTimeout, delete: STEP_TIMEOUTS.unit } },
+        { dependsOn: [install, ...(weights ? [weights] : []), ...copies, ...(args.afterUnits ?? [])], deleteBeforeReplace: true, customTimeouts: { create: readyTimeout, update: readyTimeout, delete: HOST_DEFAULTS.steps.unitDelete } },
       ),
     );
 

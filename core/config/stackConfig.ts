@@ -16,8 +16,8 @@ export type SecretKey = (typeof SECRET_KEYS)[number];
 export const SECRET_ENV: Readonly<Partial<Record<SecretKey, string>>> = { hfToken: "HF_TOKEN", apiKey: "VLLM_API_KEY" };
 
 /** The environment variables of the secrets that are set (in SECRET_ENV's order), each with `value(key)`. */
-export function secretEnvironment<T>(present: readonly SecretKey[], value: (key: SecretKey) => T): Record<string, T> {
-  return Object.fromEntries((Object.keys(SECRET_ENV) as SecretKey[]).filter((key) => present.includes(key)).map((key) => [SECRET_ENV[key]!, value(key)]));
+export function secretEnvironment<K extends SecretKey, T>(present: readonly K[], value: (key: K) => T): Record<string, T> {
+  return Object.fromEntries((Object.keys(SECRET_ENV) as K[]).filter((key) => present.includes(key)).map((key) => [SECRET_ENV[key]!, value(key)]));
 }
 
 /** What offline output shows in place of a secret's value. */

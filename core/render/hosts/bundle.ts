@@ -1,17 +1,19 @@
-import type { Deployment, HostPlacement } from "../../plan/deployment";
-import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
-import { bindRank } from "../../plan/bind";
-import type { PackagePlan } from "../../plan/types";
 import { weightsMarker } from "../../cache/markers";
-import { envFileLine, execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
-import { compileLockWords, hostCacheLayout, weightsLockName } from "./cacheLayout";
-import { envPath as envPathOf, legacyEnvPath, legacyUnitName, unitName, venvsDir } from "./names";
-import { installScript, preflightScript, readinessScript, unitApplyScript, unitRemoveScript, weightsScript } from "./scripts";
+import type { Deployment, HostPlacement } from "../../plan/types";
+import { hostCacheLayout, weightsLockName } from "./cacheLayout";
+import { HOST_DEFAULTS } from "./defaults";
+import { legacyUnitName, venvPath, venvsDir } from "./names";
+import { pipIndexes, type PipIndexes } from "./pip";
+import { readyTimeoutSeconds, renderRank, servingWait, type HostContext, type RenderedRank } from "./rank";
+import { installScript, preflightScript, readinessScript, weightsScript } from "./scripts";
+import { envFileLine } from "./systemd";
 
-export const SERVICE_USER = "rbln-serving";
+
+export const SERVICE_USER = HOST_DEFAULTS.serviceUser;
 /** The Hugging Face downloader the weights step installs into its own venv, apart from the serving stack. */
-export const DOWNLOADER_REQUIREMENT = "huggingface_hub==0.35.3";
+export const DOWNLOADER_REQUIREMENT = HOST_DEFAULTS.downloaderRequirement;
 
+/** Host timings a test may shorten; the defaults (HOST_DEFAULTS) suit real servers. */
 export interface HostRenderOptions {
   readinessIntervalSeconds?: number;
   pipRetries?: number;
@@ -23,29 +25,6 @@ export interface HostRenderOptions {
   startLimitIntervalSeconds?: number;
   /** Where the NPU device nodes appear: `/dev` on a host. */
   devRoot?: string;
-}
-
-/** How long a starting unit waits for its NPU device nodes (the driver loads late after a reboot). */
-const DEVICE_WAIT_SECONDS = 300;
-const STOP_TIMEOUT_SECONDS = 120;
-/** How long a unit step waits for another deploy's switch on the host: a unit stopped and a unit started, device wait included. */
-const HOST_LOCK_WAIT_SECONDS = 2 * STOP_TIMEOUT_SECONDS + DEVICE_WAIT_SECONDS + 60;
-
-/** Crash-loop bounds: 3 starts in 30 minutes. A compile takes hours, so a rank that crashes after one restarts; one that crashes at once is failed within minutes. */
-const RESTART_DEFAULTS = { restartSeconds: 30, startLimitBurst: 3, startLimitIntervalSeconds: 1800 };
-
-export interface RenderedRank {
-  role: string;
-  rank: number;
-  unitName: string;
-  unitText: string;
-  envPath: string;
-  /** The non-secret environment; secrets are appended on the host from the command's stdin. */
-  envText: string;
-  port: number;
-  url: string;
-  applyScript: string;
-  removeScript: string;
 }
 
 export interface RenderedHost {
@@ -63,43 +42,6 @@ export interface RenderedHost {
   pipIndexes: PipIndexes;
 }
 
-export interface PipIndexes {
-  indexUrl: string | null;
-  extraIndexUrls: string[];
-  /** Hosts that receive the username and password. */
-  credentialHosts: string[];
-  username: string | null;
-  retries: number;
-  timeoutSeconds: number;
-}
-
-/** The venv directory carries the pinned versions, so a version change is a new venv beside the old, in the deployment's own folder. */
-export function venvPath(installRoot: string, id: string, packages: readonly PackagePlan[]): string {
-  return `${venvsDir(installRoot, id)}/${packages.map((p) => `${p.name}-${p.version}`).join("_")}`;
-}
-
-/** Written once a host holds the compiled cache of these compile keys, copied from a peer. */
-export function compileMarker(cacheRoot: string, keys: string): string {
-  return `${cacheRoot}/vllm/rbln-serving-complete/compile-${keys}`;
-}
-
-/** The pip.conf for a host: index URLs, with the credentials only on the hosts that take them. */
-export function renderPipConfig(indexes: PipIndexes, password: string | null): string {
-  const withAuth = (url: string) => {
-    if (!indexes.username || password === null || password === "") return url;
-    const parsed = new URL(url);
-    if (!indexes.credentialHosts.includes(parsed.host)) return url;
-    parsed.username = encodeURIComponent(indexes.username);
-    parsed.password = encodeURIComponent(password);
-    return parsed.toString();
-  };
-  const lines = ["[global]"];
-  if (indexes.indexUrl) lines.push(`index-url = ${withAuth(indexes.indexUrl)}`);
-  if (indexes.extraIndexUrls.length > 0) lines.push("extra-index-url =", ...indexes.extraIndexUrls.map((u) => `    ${withAuth(u)}`));
-  lines.push(`retries = ${indexes.retries}`, `timeout = ${indexes.timeoutSeconds}`);
-  return `${lines.join("\n")}\n`;
-}
-
 /** Secret variables in env-file syntax, appended to each rank's EnvironmentFile on the host. */
 export function renderSecretEnv(secrets: Readonly<Record<string, string | undefined>>): string {
   return Object.entries(secrets)
@@ -108,130 +50,44 @@ export function renderSecretEnv(secrets: Readonly<Record<string, string | undefi
     .join("");
 }
 
-function describe(text: string): string {
-  return text.replace(/%/g, "%%");
-}
-
 /** A host's scripts and units; `id` names the deployment on the host (`deploymentId`), so deployments sharing a host never touch each other's units. */
 export function renderHost(deployment: Deployment, placement: HostPlacement, id: string, options: HostRenderOptions = {}): RenderedHost {
   const { settings, plan } = deployment;
   const { host } = placement;
   const node = plan.nodes[placement.node]!;
-  const venv = venvPath(settings.installRoot, id, plan.packages);
+  const cache = hostCacheLayout(settings);
+  const context: HostContext = {
+    deployment,
+    placement,
+    id,
+    venv: venvPath(settings.installRoot, id, plan.packages),
+    cache,
+    probeHost: host.listenAddress && !["0.0.0.0", "::"].includes(host.listenAddress) ? host.listenAddress : "127.0.0.1",
+    timings: {
+      restartSeconds: options.restartSeconds ?? HOST_DEFAULTS.unit.restartSeconds,
+      startLimitBurst: options.startLimitBurst ?? HOST_DEFAULTS.unit.startLimitBurst,
+      startLimitIntervalSeconds: options.startLimitIntervalSeconds ?? HOST_DEFAULTS.unit.startLimitIntervalSeconds,
+      readinessIntervalSeconds: options.readinessIntervalSeconds ?? HOST_DEFAULTS.readinessIntervalSeconds,
+      devRoot: options.devRoot ?? "/dev",
+    },
+  };
   // The served model and its draft models: units run offline (HF_HUB_OFFLINE=1) and fetch nothing.
   const models = plan.models.map((m) => m.id);
-  const cache = hostCacheLayout(settings);
   const markers = models.map((m) => weightsMarker(`${cache.root}/huggingface`, m));
-  const shared = { sharedRoot: settings.cache.shared ?? "", leaseLockPath: cache.leaseLock?.path ?? "", leaseLockText: cache.leaseLock?.text ?? "" };
-  const intervalSeconds = options.readinessIntervalSeconds ?? 30;
-  const restart = { ...RESTART_DEFAULTS, ...options };
-  const stateDir = `${settings.installRoot}/rollout`;
-  const probeHost = host.listenAddress && !["0.0.0.0", "::"].includes(host.listenAddress) ? host.listenAddress : "127.0.0.1";
-  // With a shared cache a rank of the first wave may wait for another host's compile, then load.
-  const readyTimeoutOf = (env: Readonly<Record<string, string>>) => engineReadyTimeoutSeconds(env) * (cache.leaseLock ? 2 : 1);
-  const waitFor = (timeoutSeconds: number) => ({ probeHost, timeoutSeconds, intervalSeconds, startLimitBurst: restart.startLimitBurst });
-  const cacheEnv = {
-    HF_HOME: `${cache.root}/huggingface`,
-    VLLM_CACHE_ROOT: `${cache.root}/vllm`,
-    RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
-  };
-
-  const ranks: RenderedRank[] = plan.roles
-    .filter((role) => role.node === placement.node)
-    .flatMap((role) =>
-      role.ranks.map((rank) => {
-        const bound = bindRank(rank, { POD_IP: host.address }, "hosts");
-        const name = unitName(id, role.role, rank.rank);
-        const envPath = envPathOf(settings.installRoot, id, role.role, rank.rank);
-        const command = commandWords(bound.argv, bound.flags);
-        const flags = host.listenAddress ? [...bound.flags, { name: "--host", values: [host.listenAddress] }] : bound.flags;
-        const port = rank.ports[0]!;
-        const compileLock = compileLockWords(cache, role.compileKey, probeHost, port);
-        const execLines = [...(compileLock.length > 0 ? [compileLock] : []), [`${venv}/bin/${command[0]}`, ...command.slice(1)], ...flags.map((f) => [f.name, ...f.values])];
-        const deviceNodes = rank.devices.map((i) => `${options.devRoot ?? "/dev"}/rbln${i}`);
-        const waitForDevices = ["/usr/bin/timeout", String(DEVICE_WAIT_SECONDS), "/bin/sh", "-c", `until ${deviceNodes.map((d) => `[ -e ${d} ]`).join(" && ")}; do sleep 2; done`];
-        const timeout = readyTimeoutOf(bound.env);
-        const unitText = [
-          "# Managed by rbln-serving (Pulumi); local edits are overwritten.",
-          "[Unit]",
-          `Description=${describe(`rbln-serving ${plan.model} ${role.role} rank ${rank.rank}`)}`,
-          "After=network-online.target",
-          "Wants=network-online.target",
-          // After a reboot the shared cache is an NFS mount that may come up late.
-          ...(settings.cache.shared !== undefined ? [`RequiresMountsFor=${settings.cache.shared}`] : []),
-          // A crash loop ends in `failed`, which the unit step sees and rolls back from.
-          `StartLimitIntervalSec=${restart.startLimitIntervalSeconds}s`,
-          `StartLimitBurst=${restart.startLimitBurst}`,
-          "",
-          "[Service]",
-          "Type=exec",
-          `User=${SERVICE_USER}`,
-          `Group=${SERVICE_USER}`,
-          `WorkingDirectory=${settings.cacheRoot}`,
-          `EnvironmentFile=${envPath}`,
-          // After a reboot the unit may start before the RBLN driver has created the rank's NPUs.
-          `ExecStartPre=${waitForDevices.map(quoteExecWord).join(" ")}`,
-          execStartLine(execLines),
-          "Restart=on-failure",
-          `RestartSec=${restart.restartSeconds}s`,
-          // With Type=exec the start timeout bounds only ExecStartPre and the exec, not vLLM's
-          // readiness (vLLM does not notify systemd; the unit step polls the rank instead): enough
-          // for the device wait, which systemd's 90 s default would cut short.
-          `TimeoutStartSec=${DEVICE_WAIT_SECONDS + 60}s`,
-          `TimeoutStopSec=${STOP_TIMEOUT_SECONDS}s`,
-          // Data-parallel ranks fork engine processes: SIGTERM the main process, then the group.
-          "KillMode=mixed",
-          "LimitNOFILE=1048576",
-          "LimitMEMLOCK=infinity",
-          "",
-          "[Install]",
-          "WantedBy=multi-user.target",
-          "",
-        ].join("\n");
-        const envText = renderEnvFile({ ...bound.env, ...cacheEnv });
-        return {
-          role: role.role,
-          rank: rank.rank,
-          unitName: name,
-          unitText,
-          envPath,
-          envText,
-          port,
-          url: `http://${host.address.includes(":") ? `[${host.address}]` : host.address}:${port}`,
-          applyScript: unitApplyScript({
-            hostName: host.name,
-            unitName: name,
-            unitText,
-            envPath,
-            envText,
-            stateDir,
-            // Where a start compiles into: the shared folder with cache.shared.
-            cacheRoot: cache.root,
-            minFreeDiskGbToRestart: settings.minFreeDiskGbToRestart,
-            legacy: { unitName: legacyUnitName(role.role, rank.rank), envPath: legacyEnvPath(settings.installRoot, role.role, rank.rank) },
-            hostLockWaitSeconds: HOST_LOCK_WAIT_SECONDS,
-            rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
-            wait: waitFor(timeout),
-          }),
-          removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
-        };
-      }),
-    );
-
-  const firstRank = plan.roles.find((r) => r.node === placement.node)!.ranks[0]!;
-  const readyTimeout = readyTimeoutOf(firstRank.env);
-  const recipeIndexes = [...new Set(plan.packages.flatMap((p) => p.extraIndexUrls))];
-  const credentialUrls = [...plan.credentialedIndexUrls, ...(settings.pip.indexUrl ? [settings.pip.indexUrl] : [])];
+  const shared = { sharedRoot: settings.cache.shared ?? "", sharedLockRoot: cache.leaseLock?.lockRoot ?? "", leaseLockPath: cache.leaseLock?.path ?? "", leaseLockText: cache.leaseLock?.text ?? "" };
+  const roles = plan.roles.filter((role) => role.node === placement.node);
+  const ranks = roles.flatMap((role) => role.ranks.map((rank) => renderRank(context, role, rank)));
+  const readyTimeout = readyTimeoutSeconds(cache, roles[0]!.ranks[0]!.env);
 
   return {
     placement,
-    venv,
+    venv: context.venv,
     preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, sharedRoot: shared.sharedRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers, serviceUser: SERVICE_USER, ownUnits: ranks.flatMap((r) => [r.unitName, legacyUnitName(r.role, r.rank)]) }),
     installScript: installScript({
       hostName: host.name,
       installRoot: settings.installRoot,
       cacheRoot: settings.cacheRoot,
-      venv,
+      venv: context.venv,
       requirements: plan.packages.map((p) => p.requirement),
       imports: plan.packages.map((p) => p.importName),
       serviceUser: SERVICE_USER,
@@ -253,18 +109,10 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
     readinessScript: readinessScript({
       hostName: host.name,
       ranks: ranks.map((r) => ({ unitName: r.unitName, label: `${r.role} rank ${r.rank}`, port: r.port })),
-      wait: waitFor(readyTimeout),
+      wait: servingWait(context, readyTimeout),
     }),
     readyTimeoutSeconds: readyTimeout,
     ranks,
-    pipIndexes: {
-      indexUrl: settings.pip.indexUrl ?? null,
-      extraIndexUrls: settings.pip.extraIndexUrls ?? recipeIndexes,
-      credentialHosts: [...new Set(credentialUrls.map((u) => new URL(u).host))],
-      username: settings.pip.username ?? null,
-      retries: options.pipRetries ?? 5,
-      timeoutSeconds: options.pipTimeoutSeconds ?? 60,
-    },
+    pipIndexes: pipIndexes(deployment, { retries: options.pipRetries, timeoutSeconds: options.pipTimeoutSeconds }),
   };
 }
-

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { StackSettings } from "../../config/stackConfig";
 import { healthCheck, lockNameOf, renderLeaseLock } from "../../cache/leaseLock";
+import { HOST_DEFAULTS } from "./defaults";
 
 /**
  * Where a host keeps the weights and the compiled cache. Alone, under its own cacheRoot: the seed
@@ -12,21 +13,19 @@ import { healthCheck, lockNameOf, renderLeaseLock } from "../../cache/leaseLock"
 export interface HostCacheLayout {
   /** HF_HOME is `<root>/huggingface`, VLLM_CACHE_ROOT `<root>/vllm`. */
   root: string;
-  /** The lease lock on the host, or null without a shared cache. */
-  leaseLock: { path: string; text: string } | null;
+  /** The lease lock on the host and its folder of leases on the shared filesystem, or null without a shared cache. */
+  leaseLock: { path: string; text: string; lockRoot: string } | null;
 }
-
-/** The folder on the shared filesystem that holds the leases and completion markers. */
-export const SHARED_LOCK_DIR = "rbln-serving-locks";
 
 export function hostCacheLayout(settings: Pick<StackSettings, "cacheRoot" | "installRoot" | "cache">): HostCacheLayout {
   const shared = settings.cache.shared;
   if (shared === undefined) return { root: settings.cacheRoot, leaseLock: null };
-  const text = renderLeaseLock({ lockRoot: `${shared}/${SHARED_LOCK_DIR}`, lockName: "unnamed" });
+  const lockRoot = `${shared}/${HOST_DEFAULTS.sharedLockDir}`;
+  const text = renderLeaseLock({ lockRoot, lockName: "unnamed", ...HOST_DEFAULTS.sharedLease });
   // Named by its content: a unit keeps pointing at the script it was written with, and two
   // deployments on one host with different shared folders never overwrite each other's.
   const digest = createHash("sha256").update(text).digest("hex").slice(0, 12);
-  return { root: shared, leaseLock: { path: `${settings.installRoot}/bin/lease-lock-${digest}.sh`, text } };
+  return { root: shared, leaseLock: { path: `${settings.installRoot}/bin/lease-lock-${digest}.sh`, text, lockRoot } };
 }
 
 /** The lease of one model download at one revision ("latest" when the hub's current commit is taken). */

@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import type { Deployment, HostPlacement } from "../../plan/deployment";
 import { modelCacheDir, weightsMarker } from "../../cache/markers";
-import { SERVICE_USER, compileMarker } from "./bundle";
+import { HOST_DEFAULTS } from "./defaults";
+import { compileMarker } from "./names";
 import { copyAllowScript, copyRevokeScript, copyScript, type CopyAccessInput } from "./scripts";
 
 /**
@@ -89,7 +90,7 @@ export function renderCopy(deployment: Deployment, copy: CopySource, options: Ho
     sourceHostKey: source.host.hostKey ?? null,
     installRoot: settings.installRoot,
     cacheRoot,
-    serviceUser: SERVICE_USER,
+    serviceUser: HOST_DEFAULTS.serviceUser,
     what,
     ...(copy.kind === "weights"
       ? {
@@ -109,9 +110,9 @@ export function renderCopy(deployment: Deployment, copy: CopySource, options: Ho
     destName: dest.host.name,
     destAddress: dest.host.address,
     cacheRoot,
-    authorizedKeys: options.authorizedKeysFile ?? "/root/.ssh/authorized_keys",
+    authorizedKeys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys,
     tag: `rbln-serving-copy ${options.instance} ${copy.kind}-${dest.host.name}`,
-    expiryHours: options.grantExpiryHours ?? 12,
+    expiryHours: options.grantExpiryHours ?? HOST_DEFAULTS.copy.grantExpiryHours,
     copyId: createHash("sha256").update(script).digest("hex").slice(0, 16),
   };
   return { ...copy, copyScript: script, allowScript: copyAllowScript(access), revokeScript: copyRevokeScript(access) };

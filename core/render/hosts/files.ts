@@ -1,6 +1,7 @@
 import * as path from "node:path";
 import { secretEnvironment, secretPlaceholder, type SecretKey } from "../../config/stackConfig";
-import { renderPipConfig, renderSecretEnv, type RenderedHost } from "./bundle";
+import { renderSecretEnv, type RenderedHost } from "./bundle";
+import { renderPipConfig } from "./pip";
 
 /** A host's rendered files for review (`render`): the texts its resources carry, secrets as placeholders; `weights.sh` where the host runs it. */
 export function hostFiles(host: RenderedHost, secrets: readonly SecretKey[], downloads: boolean): Record<string, string> {

@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
+import type { PackagePlan } from "../../plan/types";
 
 /**
- * What a deployment's things on a host are called. Several deployments (stacks, or ModelServing
+ * What a deployment's things on a host are called, and where they are. Several deployments (stacks, or ModelServing
  * instances) can share a host, so units, env files, venvs and rollout state carry a deployment id
  * made from the stack and the instance name.
  */
@@ -55,4 +56,19 @@ export function legacyEnvPath(installRoot: string, role: string, rank: number): 
 /** The deployment's venvs and its `current` link; another deployment's never change with it. */
 export function venvsDir(installRoot: string, id: string): string {
   return `${installRoot}/venvs/${id}`;
+}
+
+/** The venv directory carries the pinned versions, so a version change is a new venv beside the old, in the deployment's own folder. */
+export function venvPath(installRoot: string, id: string, packages: readonly PackagePlan[]): string {
+  return `${venvsDir(installRoot, id)}/${packages.map((p) => `${p.name}-${p.version}`).join("_")}`;
+}
+
+/** Written once a host holds the compiled cache of these compile keys, copied from a peer. */
+export function compileMarker(cacheRoot: string, keys: string): string {
+  return `${cacheRoot}/vllm/rbln-serving-complete/compile-${keys}`;
+}
+
+/** Where a rank's unit step keeps the previous unit and env file, the pending mark and its lock. */
+export function rolloutStateDir(installRoot: string): string {
+  return `${installRoot}/rollout`;
 }

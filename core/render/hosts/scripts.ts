@@ -1,4 +1,5 @@
 import { heredocDelimiter, renderScript as renderScriptFile, type ScriptValue } from "../../template";
+import { HOST_DEFAULTS } from "./defaults";
 
 /** Where the host scripts are, under the package root. */
 export const HOST_SCRIPT_DIR = "core/render/hosts/scripts";
@@ -12,10 +13,6 @@ function renderScript(file: string, purpose: string, values: Readonly<Record<str
  * Secrets never appear here: they arrive on the script's stdin.
  */
 
-/** Python versions vllm-rbln 0.12 supports with the kv_connectors extra (lmcache stops at 3.13). */
-export const PYTHON_VERSIONS = ["3.10", "3.11", "3.12", "3.13"];
-/** The vLLM 0.30 CPU wheel that vllm-rbln 0.12 pulls in is built for glibc 2.39. */
-export const MIN_GLIBC = "2.39";
 
 export interface PreflightInput {
   hostName: string;
@@ -44,22 +41,23 @@ export function preflightScript(p: PreflightInput): string {
     shared_root: p.sharedRoot ?? "",
     min_free_gb: p.minFreeDiskGb,
     weights_markers: p.weightsMarkers,
-    python_versions: PYTHON_VERSIONS,
-    min_glibc: MIN_GLIBC,
+    python_versions: HOST_DEFAULTS.pythonVersions,
+    min_glibc: HOST_DEFAULTS.minGlibc,
     service_user: p.serviceUser,
     own_units: p.ownUnits,
   });
 }
 
-/** The shared cache's folder and lease-lock script, written by install and weights (all "" without cache.shared). */
+/** The shared cache's folder, its leases' folder and the lease-lock script, written by install and weights (all "" without cache.shared). */
 export interface SharedCacheInput {
   sharedRoot: string;
+  sharedLockRoot: string;
   leaseLockPath: string;
   leaseLockText: string;
 }
 
 function sharedSettings(p: SharedCacheInput) {
-  return { shared_root: p.sharedRoot, lease_lock_path: p.leaseLockPath, lease_lock_text: p.leaseLockText };
+  return { shared_root: p.sharedRoot, shared_lock_root: p.sharedLockRoot, lease_lock_path: p.leaseLockPath, lease_lock_text: p.leaseLockText };
 }
 
 export interface InstallInput extends SharedCacheInput {
@@ -82,6 +80,7 @@ export function installScript(p: InstallInput): string {
     requirements: p.requirements,
     imports: p.imports,
     service_user: p.serviceUser,
+    setup_lock: HOST_DEFAULTS.locks.setup,
     ...sharedSettings(p),
   });
 }
@@ -110,6 +109,7 @@ export function weightsScript(p: WeightsInput): string {
     cache_root: p.cacheRoot,
     hf_home: `${p.sharedRoot || p.cacheRoot}/huggingface`,
     service_user: p.serviceUser,
+    setup_lock: HOST_DEFAULTS.locks.setup,
     models: p.models,
     revisions: p.revisions,
     markers: p.markers,
@@ -120,8 +120,6 @@ export function weightsScript(p: WeightsInput): string {
   });
 }
 
-/** Where the units go on the hosts. */
-export const SYSTEMD_UNIT_DIR = "/etc/systemd/system";
 
 /** How a step waits for ranks: where it asks, how long, how often, and how many restarts mean a crash loop. */
 export interface ServingWait {
@@ -155,8 +153,6 @@ export interface UnitApplyInput {
   wait: ServingWait;
 }
 
-/** Host-wide: every deployment on the host, whatever its install root, switches units under it. */
-export const HOST_LOCK = "/run/rbln-serving-units.lock";
 
 function waitSettings(w: ServingWait) {
   return { probe_host: w.probeHost, timeout_s: w.timeoutSeconds, interval_s: w.intervalSeconds, start_limit_burst: w.startLimitBurst };
@@ -168,7 +164,7 @@ function waitSettings(w: ServingWait) {
  * env-file syntax.
  */
 export function unitApplyScript(p: UnitApplyInput): string {
-  const unitPath = `${p.unitDir ?? SYSTEMD_UNIT_DIR}/${p.unitName}`;
+  const unitPath = `${p.unitDir ?? HOST_DEFAULTS.systemdUnitDir}/${p.unitName}`;
   const { probe_host, timeout_s, interval_s, start_limit_burst } = waitSettings(p.wait);
   return renderScript("unit-apply.sh", `launch unit ${p.unitName} on ${p.hostName}, then wait until it serves`, {
     host_name: p.hostName,
@@ -181,7 +177,8 @@ export function unitApplyScript(p: UnitApplyInput): string {
     restart_free_gb: p.minFreeDiskGbToRestart,
     legacy_unit: p.legacy.unitName,
     legacy_env_path: p.legacy.envPath,
-    host_lock: p.hostLock ?? HOST_LOCK,
+    managed_marker: HOST_DEFAULTS.managedMarker,
+    host_lock: p.hostLock ?? HOST_DEFAULTS.locks.units,
     host_lock_wait_s: p.hostLockWaitSeconds,
     port: p.rank.port,
     probe_host,
@@ -198,7 +195,7 @@ export function unitRemoveScript(p: { hostName: string; unitDir?: string; unitNa
   return renderScript("unit-remove.sh", `remove launch unit ${p.unitName} from ${p.hostName} (caches stay)`, {
     host_name: p.hostName,
     unit: p.unitName,
-    unit_path: `${p.unitDir ?? SYSTEMD_UNIT_DIR}/${p.unitName}`,
+    unit_path: `${p.unitDir ?? HOST_DEFAULTS.systemdUnitDir}/${p.unitName}`,
     env_path: p.envPath,
     state_dir: p.stateDir,
   });
@@ -304,6 +301,7 @@ export function copyScript(p: CopyInput): string {
     install_root: p.installRoot,
     cache_root: p.cacheRoot,
     service_user: p.serviceUser,
+    setup_lock: HOST_DEFAULTS.locks.setup,
     what: p.what,
     dirs: p.dirs,
     source_markers: p.sourceMarkers,

@@ -14,6 +14,7 @@ source_host_key='ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleExampleExampleExamp
 install_root=/opt/rbln-serving
 cache_root=/var/lib/rbln-serving
 service_user=rbln-serving
+setup_lock=/run/rbln-serving-setup.lock
 what='weights MiniMaxAI/MiniMax-M2.7'
 dirs=(huggingface/hub/models--MiniMaxAI--MiniMax-M2.7)
 source_markers=(huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7)

@@ -11,7 +11,9 @@ venv=/opt/rbln-serving/venvs/dev/rebel-compiler-0.12.0_vllm-rbln-0.12.0
 requirements=(rebel-compiler==0.12.0 'vllm-rbln[kv_connectors]==0.12.0')
 imports=(rebel vllm_rbln)
 service_user=rbln-serving
+setup_lock=/run/rbln-serving-setup.lock
 shared_root=''
+shared_lock_root=''
 lease_lock_path=''
 lease_lock_text=''
 # --- end of settings ---

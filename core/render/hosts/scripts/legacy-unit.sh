@@ -2,7 +2,7 @@
 # Taking over from the rank's unit of versions before deployment ids (`rbln-serving-<role>-<rank>.service`
 # and `<installRoot>/env/<role>-<rank>.env`), which serves the same rank on the same port: stopped
 # right before the new unit starts, removed once the new unit serves, back if the new unit does not.
-# Reads: host_name, unit, unit_path, unit_text, env_path, state_dir, legacy_unit, legacy_env_path.
+# Reads: host_name, unit, unit_path, unit_text, env_path, state_dir, legacy_unit, legacy_env_path, managed_marker.
 # shellcheck disable=SC2154
 
 # shellcheck source=unit-files.sh
@@ -25,7 +25,7 @@ legacy=no
 # Only a unit rbln-serving wrote (its name says it is this role and rank, so this port), and only
 # when it is in the way: it listens where this unit will. One on another address belongs to another
 # deployment that shares the host, and keeps serving.
-if [ -f "$legacy_unit_path" ] && [ "$(head -n 1 "$legacy_unit_path" | cut -c 1-25)" = "# Managed by rbln-serving" ] &&
+if [ -f "$legacy_unit_path" ] && [ "$(head -n 1 "$legacy_unit_path")" = "$managed_marker" ] &&
   overlap "$(printf '%s\n' "$unit_text" | listen_address)" "$(listen_address < "$legacy_unit_path")"; then
   legacy=yes
 fi

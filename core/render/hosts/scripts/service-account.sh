@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # The service account, its cache folders and its NPU device group. Install and weights run side by
 # side and both need them, so both run this, one at a time under a lock.
-# Reads: service_user, install_root, cache_root.
+# Reads: service_user, install_root, cache_root, setup_lock.
 # shellcheck disable=SC2154
-exec 9>/run/rbln-serving-setup.lock
+exec 9>"$setup_lock"
 flock 9
 if ! id -u "$service_user" >/dev/null 2>&1; then
   useradd --system --home-dir "$cache_root" --no-create-home --shell /usr/sbin/nologin "$service_user"

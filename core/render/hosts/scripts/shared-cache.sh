@@ -2,10 +2,9 @@
 # With cache.shared: the shared folders and the lease lock the steps and units take there. Install
 # and weights run side by side and both need them; the lock script is written to its content-named
 # path by rename, so either may write it first. Nothing without a shared cache.
-# Reads: host_name, shared_root, service_user, lease_lock_path, lease_lock_text (all "" without cache.shared).
-# Sets: shared_lock_root, the leases' folder (SHARED_LOCK_DIR in core/cache/hostCache.ts).
+# Reads: host_name, shared_root, shared_lock_root (the leases' folder), service_user, lease_lock_path,
+# lease_lock_text (all "" without cache.shared).
 # shellcheck disable=SC2154
-shared_lock_root="$shared_root/rbln-serving-locks"
 if [ -n "$shared_root" ]; then
   # Folders this creates belong to the service user: every host's units write the compiled cache
   # and take compile leases there (the same uid on every host, see the README).

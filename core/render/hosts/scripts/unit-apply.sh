@@ -16,6 +16,7 @@ cache_root=/var/lib/rbln-serving
 restart_free_gb=50
 legacy_unit=rbln-serving-main-0.service
 legacy_env_path=/opt/rbln-serving/env/main-0.env
+managed_marker='# Managed by rbln-serving (Pulumi); local edits are overwritten.'
 host_lock=/run/rbln-serving-units.lock
 host_lock_wait_s=600
 port=8000

@@ -13,12 +13,14 @@ install_root=/opt/rbln-serving
 cache_root=/var/lib/rbln-serving
 hf_home=/var/lib/rbln-serving/huggingface
 service_user=rbln-serving
+setup_lock=/run/rbln-serving-setup.lock
 models=(MiniMaxAI/MiniMax-M2.7)
 revisions=('')
 markers=(/var/lib/rbln-serving/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7)
 downloader_venv=/opt/rbln-serving/venvs/dev/huggingface_hub-0.35.3
 downloader_requirement=huggingface_hub==0.35.3
 shared_root=''
+shared_lock_root=''
 lease_lock_path=''
 lease_lock_text=''
 lock_names=('')

@@ -1,0 +1,70 @@
+import { LEASE_DEFAULTS } from "../../cache/leaseLock";
+
+/** How long a starting unit waits for its NPU device nodes (the driver loads late after a reboot). */
+const DEVICE_WAIT_SECONDS = 300;
+/** How long systemd gives a stopping rank before it kills what is left. */
+const STOP_TIMEOUT_SECONDS = 120;
+
+/**
+ * Every operational default of the hosts platform, in one place (as an Ansible role keeps its
+ * defaults/main.yml): who runs the units, how they start, stop and restart, how long each step may
+ * take, the locks on a host, the copy grants and the shared cache's lease lock. Settings a stack may
+ * change are in the config schema instead; `HostRenderOptions` lets tests shorten the timings.
+ */
+export const HOST_DEFAULTS = {
+  /** The system user every rank runs as. */
+  serviceUser: "rbln-serving",
+  /** The Hugging Face downloader the weights step installs into its own venv, apart from the serving stack. */
+  downloaderRequirement: "huggingface_hub==0.35.3",
+  /** The first line of every unit the package writes: how a unit step knows a unit is the package's. */
+  managedMarker: "# Managed by rbln-serving (Pulumi); local edits are overwritten.",
+  unit: {
+    deviceWaitSeconds: DEVICE_WAIT_SECONDS,
+    stopTimeoutSeconds: STOP_TIMEOUT_SECONDS,
+    /**
+     * With Type=exec the start timeout bounds only ExecStartPre and the exec, not vLLM's readiness
+     * (vLLM does not notify systemd; the unit step polls the rank instead): enough for the device
+     * wait, which systemd's 90 s default would cut short.
+     */
+    startTimeoutSeconds: DEVICE_WAIT_SECONDS + 60,
+    /** systemd's RestartSec for a rank that exited. */
+    restartSeconds: 30,
+    /** Crash-loop bounds: 3 starts in 30 minutes. A compile takes hours, so a rank that crashes after one restarts; one that crashes at once is failed within minutes. */
+    startLimitBurst: 3,
+    startLimitIntervalSeconds: 1800,
+    limitNofile: 1048576,
+  },
+  /** How often a step asks a starting rank whether it serves. */
+  readinessIntervalSeconds: 30,
+  pip: { retries: 5, timeoutSeconds: 60 },
+  /** Pulumi's timeouts of the host steps; a unit step's own budget is the engine's ready timeout plus `unitReadyMarginMinutes`. */
+  steps: { install: "2h", weights: "8h", copy: "8h", unitDelete: "10m", unitReadyMarginMinutes: 10 },
+  /** A rebooting host refuses connections for a while: keep dialing. */
+  ssh: { dialErrorLimit: 60, perDialTimeout: 30 },
+  locks: {
+    /** Host-wide: every deployment on the host, whatever its install root, switches units under it. */
+    units: "/run/rbln-serving-units.lock",
+    /**
+     * How long a unit step waits for another deploy's switch on the host: a unit stopped and a unit
+     * started, device wait included.
+     */
+    unitsWaitSeconds: 2 * STOP_TIMEOUT_SECONDS + DEVICE_WAIT_SECONDS + 60,
+    /** The service account and the cache folders are set up under it (install and weights run side by side). */
+    setup: "/run/rbln-serving-setup.lock",
+  },
+  copy: {
+    /** root's authorized_keys on a source host, where a one-time grant goes. */
+    authorizedKeys: "/root/.ssh/authorized_keys",
+    /** A grant left behind by a failed copy stops working after this many hours: longer than a copy may take (8 h). */
+    grantExpiryHours: 12,
+  },
+  /** Where the units go on the hosts. */
+  systemdUnitDir: "/etc/systemd/system",
+  /** Python versions vllm-rbln 0.12 supports with the kv_connectors extra (lmcache stops at 3.13). */
+  pythonVersions: ["3.10", "3.11", "3.12", "3.13"],
+  /** The vLLM 0.30 CPU wheel that vllm-rbln 0.12 pulls in is built for glibc 2.39. */
+  minGlibc: "2.39",
+  /** The shared cache's leases and completion markers: a folder of its own on the shared filesystem. */
+  sharedLockDir: "rbln-serving-locks",
+  sharedLease: LEASE_DEFAULTS,
+} as const;
