@@ -63,14 +63,35 @@ function intervalSeconds(options: StatusOptions): number {
   return value;
 }
 
-async function get(url: string, apiKey: string | undefined): Promise<Response> {
-  return fetch(url, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS), headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {} });
+/** A redirect's target as a problem shows it: user, password, query values and fragment masked. */
+function maskedLocation(location: string, from: string): string {
+  let url: URL;
+  try {
+    url = new URL(location, from);
+  } catch {
+    return "a Location that is not a URL";
+  }
+  if (url.username) url.username = "***";
+  if (url.password) url.password = "***";
+  for (const name of new Set(url.searchParams.keys())) url.searchParams.set(name, "***");
+  if (url.hash) url.hash = "***";
+  return url.href;
 }
 
-async function metrics(url: string, apiKey: string | undefined): Promise<Sample[]> {
-  const response = await get(`${url}/metrics`, apiKey);
-  if (!response.ok) throw new Error(`/metrics answered ${response.status}`);
-  return parseExposition(await response.text());
+/**
+ * A rank's answer on `path`. A redirect is not followed: it would
+ * report another address's model and metrics as this rank's.
+ */
+async function read(rankUrl: string, path: string, apiKey: string | undefined): Promise<string> {
+  const url = `${rankUrl}${path}`;
+  const response = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS), headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {} });
+  if (!response.ok) {
+    await response.body?.cancel();
+    const location = response.headers.get("location");
+    if (response.status >= 300 && response.status < 400 && location !== null) throw new Error(`${path} redirected (${response.status}) to ${maskedLocation(location, url)}`);
+    throw new Error(`${path} answered ${response.status}${response.status === 401 && path === "/v1/models" ? " (set VLLM_API_KEY)" : ""}`);
+  }
+  return response.text();
 }
 
 /** fetch says "fetch failed" and keeps the socket's reason (ECONNREFUSED, a timeout) in `cause`. */
@@ -96,14 +117,11 @@ async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, 
   let first: { samples: Sample[]; at: number };
   let model: string | null;
   try {
-    const health = await get(`${rank.url}/health`, apiKey);
-    if (!health.ok) return down(rank, `/health answered ${health.status}`);
-    const models = await get(`${rank.url}/v1/models`, apiKey);
-    if (!models.ok) return down(rank, `/v1/models answered ${models.status}${models.status === 401 ? " (set VLLM_API_KEY)" : ""}`);
-    model = ((await models.json()) as { data?: { id?: string }[] }).data?.[0]?.id ?? null;
+    await read(rank.url, "/health", apiKey);
+    model = (JSON.parse(await read(rank.url, "/v1/models", apiKey)) as { data?: { id?: string }[] }).data?.[0]?.id ?? null;
     // Times are taken as each request leaves, so the interval is the one the server counted over.
     const at = performance.now();
-    first = { samples: await metrics(rank.url, apiKey), at };
+    first = { samples: parseExposition(await read(rank.url, "/metrics", apiKey)), at };
   } catch (error) {
     return down(rank, reason(error));
   }
@@ -111,7 +129,7 @@ async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, 
   let second: Sample[];
   const seconds = (performance.now() - first.at) / 1000;
   try {
-    second = await metrics(rank.url, apiKey);
+    second = parseExposition(await read(rank.url, "/metrics", apiKey));
   } catch (error) {
     return down(rank, `second /metrics sample: ${reason(error)}`);
   }

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import type * as http from "node:http";
 import * as path from "node:path";
 import { Counter, Histogram, Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
@@ -134,5 +135,34 @@ describe("status against fake vLLM ranks on loopback", () => {
     await expect(statusCommand({ endpoint: ["http://127.0.0.1:9"], interval: "soon" }, catalog)).rejects.toThrow(/^--interval: "soon" is not a number of seconds/);
     await expect(statusCommand({ stack: "prod" }, catalog)).rejects.toThrow(/^--endpoint: stack "prod" runs on Kubernetes/);
     await expect(statusCommand({}, catalog)).rejects.toThrow(/^--stack: required without --endpoint/);
+  });
+});
+
+/** Answers that a misbehaving rank sends in place of vLLM's. */
+const answer = {
+  redirect: (code: number, location: string) => (response: http.ServerResponse) => response.writeHead(code, { location }).end("moved"),
+};
+
+describe("status trusts nothing a rank sends", () => {
+  it.each([
+    { path: "/health", code: 301, location: (other: string) => `${other}/health`, shown: (other: string) => `${other}/health` },
+    { path: "/v1/models", code: 302, location: (other: string) => `${other.replace("//", "//admin:s3cret@")}/v1/models?token=t0k&a=1#key=k3y`, shown: (other: string) => `${other.replace("//", "//***:***@")}/v1/models?token=***&a=***#***` },
+    { path: "/v1/models", code: 303, location: (other: string) => `${other.replace("//", "//t0ken@")}/v1/models`, shown: (other: string) => `${other.replace("//", "//***@")}/v1/models` },
+    { path: "/metrics", code: 307, location: () => "/elsewhere", shown: (_: string, self: string) => `${self}/elsewhere` },
+    { path: "/metrics", code: 308, location: (other: string) => `${other}/metrics`, shown: (other: string) => `${other}/metrics` },
+  ])("does not follow a redirect of $path ($code): the rank is a problem that says where it pointed, credentials masked", async ({ path, code, location, shown }) => {
+    const other = await fake({ model: MODEL, running: 7 });
+    const rank = await fake({ model: MODEL, answers: { [path]: answer.redirect(code, location(other.url)) } });
+    const [status] = await probeRanks([{ url: rank.url, labels: {} }], MODEL, 0.05);
+    expect(status).toMatchObject({ up: false, model: null, running: null, problem: `${path} redirected (${code}) to ${shown(other.url, rank.url)}` });
+    expect(status!.problem).not.toMatch(/s3cret|t0k|k3y/);
+    expect(other.requests).toEqual([]);
+  });
+
+  it("a Location that is not a URL is not shown; a 3xx without one is an answer like any other", async () => {
+    const unparsable = await fake({ model: MODEL, answers: { "/health": answer.redirect(302, "http://admin:s3cret@[::1") } });
+    const notModified = await fake({ model: MODEL, answers: { "/metrics": (response) => response.writeHead(304).end() } });
+    const statuses = await probeRanks([unparsable, notModified].map((s) => ({ url: s.url, labels: {} })), MODEL, 0.05);
+    expect(statuses.map((s) => s.problem)).toEqual(["/health redirected (302) to a Location that is not a URL", "/metrics answered 304"]);
   });
 });

@@ -17,10 +17,14 @@ export interface FakeVllmOptions {
   ttftSeconds?: number[];
   /** Like `--api-key`: /v1 paths answer 401 without it; /health and /metrics stay open. */
   apiKey?: string;
+  /** What a misbehaving rank answers on these paths instead of vLLM's answer. */
+  answers?: Record<string, (response: http.ServerResponse) => void>;
 }
 
 export interface FakeVllm {
   url: string;
+  /** The paths asked, in order. */
+  requests: string[];
   close(): Promise<void>;
 }
 
@@ -54,9 +58,13 @@ export async function startFakeVllm(options: FakeVllmOptions): Promise<FakeVllm>
   for (const seconds of options.ttftSeconds ?? []) ttft.observe(perEngine(0), seconds);
   const started = performance.now();
   let counted = 0;
+  const requests: string[] = [];
 
   const server = http.createServer(async (request, response) => {
     const path = request.url ?? "/";
+    requests.push(path);
+    const answer = options.answers?.[path];
+    if (answer) return answer(response);
     if (path.startsWith("/v1") && options.apiKey && request.headers.authorization !== `Bearer ${options.apiKey}`) {
       response.writeHead(401, { "content-type": "application/json" }).end(JSON.stringify({ error: "Unauthorized" }));
       return;
@@ -79,5 +87,10 @@ export async function startFakeVllm(options: FakeVllmOptions): Promise<FakeVllm>
     server.listen(options.port ?? 0, options.host ?? "127.0.0.1", resolve);
   });
   const { address, port } = server.address() as AddressInfo;
-  return { url: `http://${address}:${port}`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  return {
+    url: `http://${address}:${port}`,
+    requests,
+    // A misbehaving rank's endless answers would keep close() waiting.
+    close: () => new Promise((resolve) => server.close(() => resolve()).closeAllConnections()),
+  };
 }
