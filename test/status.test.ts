@@ -6,8 +6,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { histogramQuantile, parseExposition, sumOf } from "../core/monitoring/exposition";
 import { planDeployment } from "../core/plan/deployment";
-import { probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
-import { startFakeVllm, type FakeVllm } from "./helpers/fakeVllm";
+import { MAX_BODY_BYTES, probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
+import { startFakeVllm, writeBody, type FakeVllm } from "./helpers/fakeVllm";
 import { shippedCatalog } from "./helpers/recipes";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 
@@ -142,6 +142,7 @@ describe("status against fake vLLM ranks on loopback", () => {
 const answer = {
   redirect: (code: number, location: string) => (response: http.ServerResponse) => response.writeHead(code, { location }).end("moved"),
 };
+const ONE_MIB = 1024 * 1024;
 
 describe("status trusts nothing a rank sends", () => {
   it.each([
@@ -164,5 +165,42 @@ describe("status trusts nothing a rank sends", () => {
     const notModified = await fake({ model: MODEL, answers: { "/metrics": (response) => response.writeHead(304).end() } });
     const statuses = await probeRanks([unparsable, notModified].map((s) => ({ url: s.url, labels: {} })), MODEL, 0.05);
     expect(statuses.map((s) => s.problem)).toEqual(["/health redirected (302) to a Location that is not a URL", "/metrics answered 304"]);
+  });
+
+  it.each([
+    { path: "/health", body: { filler: " " } },
+    { path: "/v1/models", body: { prefix: '{"data":[{"id":"', filler: "a", suffix: '"}]}' } },
+    { path: "/metrics", body: { prefix: "vllm:num_requests_running 1\n", filler: `#${"-".repeat(1022)}\n` } },
+  ])("reads at most MAX_BODY_BYTES of $path: a body of exactly that many is read; one byte more, or an endless body, makes the rank a problem", async ({ path, body }) => {
+    const exactly = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, { ...body, bytes: MAX_BODY_BYTES }) } });
+    const over = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, { ...body, bytes: MAX_BODY_BYTES + 1 }) } });
+    const endless = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, body) } });
+    const [read, ...refused] = await probeRanks([exactly, over, endless].map((s) => ({ url: s.url, labels: {} })), MODEL, 0.05);
+    // The exact /v1/models body names a model of 4 MiB of "a"s, which is not the planned one.
+    expect(read).toMatchObject({ up: true, problem: path === "/v1/models" ? expect.stringMatching(/^serves "aaaa/) : null });
+    expect(refused.map((s) => [s.up, s.problem])).toEqual([
+      [false, `${path} sent more than ${MAX_BODY_BYTES / ONE_MIB} MiB`],
+      [false, `${path} sent more than ${MAX_BODY_BYTES / ONE_MIB} MiB`],
+    ]);
+  });
+
+  it("an answer without a body (204) is an empty one", async () => {
+    const rank = await fake({ model: MODEL, answers: { "/health": (response) => response.writeHead(204).end() } });
+    expect((await probeRanks([{ url: rank.url, labels: {} }], MODEL, 0.05))[0]).toMatchObject({ up: true, problem: null });
+  });
+
+  it("the timeout covers the whole body: a rank that sends its body a byte at a time is a problem", async () => {
+    const slow = await fake({
+      model: MODEL,
+      answers: {
+        "/v1/models": (response) => {
+          response.writeHead(200, { "content-type": "application/json" }).write('{"data":[{"id":"');
+          const trickle = setInterval(() => response.write("a"), 100);
+          response.on("close", () => clearInterval(trickle));
+        },
+      },
+    });
+    const [status] = await probeRanks([{ url: slow.url, labels: {} }], MODEL, 0.05);
+    expect(status).toMatchObject({ up: false, problem: "The operation was aborted due to timeout" });
   });
 });

@@ -94,3 +94,26 @@ export async function startFakeVllm(options: FakeVllmOptions): Promise<FakeVllm>
     close: () => new Promise((resolve) => server.close(() => resolve()).closeAllConnections()),
   };
 }
+
+/**
+ * Answers 200 with `prefix`, `filler` repeated up to `bytes` in all (forever without it, as fast as
+ * the reader takes it), then `suffix`: a misbehaving rank's huge or endless body, written as it
+ * goes so the writer's memory stays small. Stops when the reader hangs up.
+ */
+export function writeBody(response: http.ServerResponse, body: { prefix?: string; filler: string; suffix?: string; bytes?: number }): void {
+  const { prefix = "", filler, suffix = "", bytes } = body;
+  const block = Buffer.from(filler.repeat(Math.ceil((1024 * 1024) / filler.length)));
+  let left = bytes === undefined ? Infinity : bytes - Buffer.byteLength(prefix) - Buffer.byteLength(suffix);
+  response.writeHead(200, bytes === undefined ? {} : { "content-length": String(bytes) });
+  response.write(prefix);
+  response.on("close", () => (left = 0));
+  const pump = () => {
+    while (left > 0) {
+      const piece = left >= block.length ? block : block.subarray(0, left);
+      left -= piece.length;
+      if (!response.write(piece)) return void response.once("drain", pump);
+    }
+    if (!response.destroyed) response.end(suffix);
+  };
+  pump();
+}
