@@ -1,4 +1,5 @@
-import { ConfigError } from "../core/errors";
+import { z } from "zod";
+import { ConfigError, formatPath, issueMessage } from "../core/errors";
 import { histogramQuantile, meanOf, parseExposition, sumOf, type Sample } from "../core/monitoring/exposition";
 import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
 import type { Deployment } from "../core/plan/deployment";
@@ -116,6 +117,25 @@ async function read(rankUrl: string, path: string, apiKey: string | undefined): 
   }
 }
 
+/** The part of vLLM's (OpenAI's) model list `status` reads: the first entry is the served model. */
+const ModelList = z.object({ data: z.array(z.object({ id: z.string() })) });
+
+function servedModel(body: string): string | null {
+  let json: unknown;
+  try {
+    json = JSON.parse(body);
+  } catch (error) {
+    throw new Error(`/v1/models: ${(error as Error).message}`);
+  }
+  const parsed = ModelList.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const where = formatPath(issue.path);
+    throw new Error(`/v1/models: ${where ? `${where}: ` : ""}${issueMessage(issue)}`);
+  }
+  return parsed.data.data[0]?.id ?? null;
+}
+
 /** fetch says "fetch failed" and keeps the socket's reason (ECONNREFUSED, a timeout) in `cause`. */
 function reason(error: unknown): string {
   const { message, cause } = error as Error;
@@ -134,13 +154,16 @@ const down = (rank: Rank, problem: string): RankStatus => ({
   problem,
 });
 
+/** A rank's value for a field, or null (unknown) when it is not a finite number in [0, max]. */
+const measured = (value: number | undefined, max = Infinity): number | null => (value !== undefined && Number.isFinite(value) && value >= 0 && value <= max ? value : null);
+
 /** Reads /health, /v1/models and two /metrics samples `intervalMs` apart from one rank. */
 async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, apiKey: string | undefined): Promise<RankStatus> {
   let first: { samples: Sample[]; at: number };
   let model: string | null;
   try {
     await read(rank.url, "/health", apiKey);
-    model = (JSON.parse(await read(rank.url, "/v1/models", apiKey)) as { data?: { id?: string }[] }).data?.[0]?.id ?? null;
+    model = servedModel(await read(rank.url, "/v1/models", apiKey));
     // Times are taken as each request leaves, so the interval is the one the server counted over.
     const at = performance.now();
     first = { samples: parseExposition(await read(rank.url, "/metrics", apiKey)), at };
@@ -148,26 +171,25 @@ async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, 
     return down(rank, reason(error));
   }
   await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  let second: Sample[];
   const seconds = (performance.now() - first.at) / 1000;
   try {
-    second = parseExposition(await read(rank.url, "/metrics", apiKey));
+    const second = parseExposition(await read(rank.url, "/metrics", apiKey));
+    const [generatedBefore, generatedAfter] = [first.samples, second].map((samples) => measured(sumOf(samples, "vllm:generation_tokens_total")));
+    const kv = measured(meanOf(second, "vllm:kv_cache_usage_perc"), 1);
+    return {
+      ...rank,
+      up: true,
+      model,
+      running: measured(sumOf(second, "vllm:num_requests_running")),
+      waiting: measured(sumOf(second, "vllm:num_requests_waiting")),
+      kvCachePercent: kv === null ? null : kv * 100,
+      generationTokensPerSecond: generatedBefore === null || generatedAfter === null ? null : Math.max(0, generatedAfter - generatedBefore) / seconds,
+      ttftP50Seconds: measured(histogramQuantile(second, "vllm:time_to_first_token_seconds", 0.5)),
+      problem: model === plannedModel ? null : `serves ${JSON.stringify(model)}, planned ${JSON.stringify(plannedModel)}`,
+    };
   } catch (error) {
     return down(rank, `second /metrics sample: ${reason(error)}`);
   }
-  const generated = [sumOf(first.samples, "vllm:generation_tokens_total"), sumOf(second, "vllm:generation_tokens_total")];
-  const kv = meanOf(second, "vllm:kv_cache_usage_perc");
-  return {
-    ...rank,
-    up: true,
-    model,
-    running: sumOf(second, "vllm:num_requests_running") ?? null,
-    waiting: sumOf(second, "vllm:num_requests_waiting") ?? null,
-    kvCachePercent: kv === undefined ? null : kv * 100,
-    generationTokensPerSecond: generated[0] === undefined || generated[1] === undefined ? null : Math.max(0, generated[1] - generated[0]) / seconds,
-    ttftP50Seconds: histogramQuantile(second, "vllm:time_to_first_token_seconds", 0.5) ?? null,
-    problem: model === plannedModel ? null : `serves ${JSON.stringify(model)}, planned ${JSON.stringify(plannedModel)}`,
-  };
 }
 
 /** Asks every rank at once; `VLLM_API_KEY` from the environment goes to /v1/models, which wants it when vLLM has a key. */

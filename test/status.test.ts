@@ -140,6 +140,8 @@ describe("status against fake vLLM ranks on loopback", () => {
 
 /** Answers that a misbehaving rank sends in place of vLLM's. */
 const answer = {
+  json: (body: unknown) => (response: http.ServerResponse) => response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body)),
+  text: (body: string) => (response: http.ServerResponse) => response.writeHead(200, { "content-type": "text/plain" }).end(body),
   redirect: (code: number, location: string) => (response: http.ServerResponse) => response.writeHead(code, { location }).end("moved"),
 };
 const ONE_MIB = 1024 * 1024;
@@ -202,5 +204,74 @@ describe("status trusts nothing a rank sends", () => {
     });
     const [status] = await probeRanks([{ url: slow.url, labels: {} }], MODEL, 0.05);
     expect(status).toMatchObject({ up: false, problem: "The operation was aborted due to timeout" });
+  });
+
+  it.each([
+    [{ data: [{ id: 42 }] }, "data[0].id"],
+    [{ data: [{ id: { name: MODEL } }] }, "data[0].id"],
+    [{ data: [{ object: "model" }] }, "data[0].id"],
+    [{ data: "MiniMaxAI/MiniMax-M2.7" }, "data"],
+    [{ models: [] }, "data"],
+    [[MODEL], ""],
+    [null, ""],
+  ])("a /v1/models of another shape (%j) makes that rank a problem, and the table still prints every rank", async (body, where) => {
+    const healthy = await fake({ model: MODEL, running: 2 });
+    const odd = await fake({ model: MODEL, answers: { "/v1/models": answer.json(body) } });
+    const { stdout, exitCode } = await statusCommand({ endpoint: [healthy.url, odd.url], interval: "0.05" }, shippedCatalog);
+    expect(exitCode).toBe(1);
+    const lines = stdout.trimEnd().split("\n");
+    expect(lines[1]).toMatch(new RegExp(`^${healthy.url} +- +- +- +up +${MODEL} +2 `));
+    expect(lines[2]).toMatch(new RegExp(`^${odd.url} +- +- +- +down +- `));
+    expect(lines[3]).toMatch(new RegExp(`^${odd.url}: /v1/models: ${where.replace(/[[\]]/g, "\\$&")}${where ? ": " : ""}Invalid input`));
+  });
+
+  it("a /v1/models that is not JSON makes that rank a problem that names the path", async () => {
+    const odd = await fake({ model: MODEL, answers: { "/v1/models": answer.text("<html>moved</html>") } });
+    const [status] = await probeRanks([{ url: odd.url, labels: {} }], MODEL, 0.05);
+    expect(status).toMatchObject({ up: false, problem: expect.stringMatching(/^\/v1\/models: Unexpected token '<', "<html>moved<\/html>" is not valid JSON$/) });
+  });
+
+  it.each(["abc", "", "1e400", "Infinity", "NaN", "0.5.1"])('a histogram bucket le="%s" makes that rank a problem, and the table still prints every rank', async (le) => {
+    const healthy = await fake({ model: MODEL, ttftSeconds: [0.3] });
+    const odd = await fake({ model: MODEL, answers: { "/metrics": answer.text(`vllm:time_to_first_token_seconds_bucket{le="${le}"} 1\nvllm:time_to_first_token_seconds_bucket{le="+Inf"} 1\n`) } });
+    const { stdout } = await statusCommand({ endpoint: [healthy.url, odd.url], interval: "0.05" }, shippedCatalog);
+    const lines = stdout.trimEnd().split("\n");
+    expect(lines[1]).toMatch(new RegExp(`^${healthy.url} .* up .* 0\\.375s$`));
+    expect(lines.slice(2)).toEqual([expect.stringMatching(new RegExp(`^${odd.url} +- +- +- +down `)), `${odd.url}: second /metrics sample: bad bucket bound le="${le}" in vllm:time_to_first_token_seconds_bucket`]);
+  });
+
+  it("NaN, infinities and values out of a field's range make that field unknown", async () => {
+    const rank = await fake({
+      model: MODEL,
+      answers: {
+        "/metrics": answer.text(
+          [
+            'vllm:num_requests_running{engine="0"} 1',
+            'vllm:num_requests_running{engine="1"} NaN',
+            "vllm:num_requests_waiting -2",
+            'vllm:kv_cache_usage_perc{engine="0"} +Inf',
+            "vllm:generation_tokens_total NaN",
+            'vllm:time_to_first_token_seconds_bucket{le="0.5"} -Inf',
+            'vllm:time_to_first_token_seconds_bucket{le="+Inf"} 3',
+          ].join("\n"),
+        ),
+      },
+    });
+    const over = await fake({ model: MODEL, answers: { "/metrics": answer.text("vllm:num_requests_running +Inf\nvllm:num_requests_waiting 2\nvllm:kv_cache_usage_perc 1.5\n") } });
+    const [odd, outOfRange] = await probeRanks([rank, over].map((s) => ({ url: s.url, labels: {} })), MODEL, 0.05);
+    expect(odd).toMatchObject({ up: true, problem: null, running: null, waiting: null, kvCachePercent: null, generationTokensPerSecond: null, ttftP50Seconds: null });
+    expect(outOfRange).toMatchObject({ up: true, problem: null, running: null, waiting: 2, kvCachePercent: null });
+    const { stdout } = await statusCommand({ endpoint: [rank.url], interval: "0.05" }, shippedCatalog);
+    expect(stdout.split("\n")[1]).toMatch(new RegExp(`^${rank.url} +- +- +- +up +${MODEL} +- +- +- +- +-$`));
+  });
+
+  it("a sample value past a double's range (1e400) is not the format: that rank is a problem", async () => {
+    const rank = await fake({ model: MODEL, answers: { "/metrics": answer.text("vllm:num_requests_running 1e400\n") } });
+    const [status] = await probeRanks([{ url: rank.url, labels: {} }], MODEL, 0.05);
+    expect(status).toMatchObject({ up: false, problem: "bad sample value in: vllm:num_requests_running 1e400" });
+  });
+
+  it("quotes at most 80 characters of a line it cannot read", () => {
+    expect(() => parseExposition(`${"x".repeat(200)}{a=1} 1`)).toThrow(new RegExp(`^bad label a in: ${"x".repeat(80)}…$`));
   });
 });
