@@ -200,24 +200,37 @@ export async function probeRanks(ranks: readonly Rank[], plannedModel: string, i
 
 const fixed = (value: number | null, digits: number) => (value === null ? "-" : value.toFixed(digits));
 
+/**
+ * What a terminal acts on or reorders text by: C0 and C1 controls (ESC, CSI, CR, LF), DEL, line
+ * and paragraph separators, bidi overrides. A rank's bytes print with them escaped, so they cannot
+ * move the cursor or forge a row.
+ */
+const TERMINAL_CONTROLS = /[\p{Cc}\u2028\u2029\u202a-\u202e\u2066-\u2069]/gu;
+/** The controls JSON.stringify leaves raw: it escapes only those below U+0020. */
+const JSON_RAW_CONTROLS = /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const unicodeEscape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+const printable = (text: string) => text.replace(TERMINAL_CONTROLS, unicodeEscape);
+
 function table(statuses: readonly RankStatus[]): string {
   const header = ["ENDPOINT", "HOST", "ROLE", "RANK", "STATE", "MODEL", "RUNNING", "WAITING", "KV%", "GEN_TOK/S", "TTFT_P50"];
-  const rows = statuses.map((s) => [
-    s.url,
-    s.labels.host ?? "-",
-    s.labels.role ?? "-",
-    s.labels.rank ?? "-",
-    s.up ? "up" : "down",
-    s.model ?? "-",
-    fixed(s.running, 0),
-    fixed(s.waiting, 0),
-    fixed(s.kvCachePercent, 1),
-    fixed(s.generationTokensPerSecond, 1),
-    s.ttftP50Seconds === null ? "-" : `${s.ttftP50Seconds.toFixed(3)}s`,
-  ]);
+  const rows = statuses.map((s) =>
+    [
+      s.url,
+      s.labels.host ?? "-",
+      s.labels.role ?? "-",
+      s.labels.rank ?? "-",
+      s.up ? "up" : "down",
+      s.model ?? "-",
+      fixed(s.running, 0),
+      fixed(s.waiting, 0),
+      fixed(s.kvCachePercent, 1),
+      fixed(s.generationTokensPerSecond, 1),
+      s.ttftP50Seconds === null ? "-" : `${s.ttftP50Seconds.toFixed(3)}s`,
+    ].map(printable),
+  );
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
-  const problems = statuses.filter((s) => s.problem).map((s) => `${s.url}: ${s.problem}`);
+  const problems = statuses.filter((s) => s.problem).map((s) => printable(`${s.url}: ${s.problem}`));
   return [line(header), ...rows.map(line), ...problems].join("\n") + "\n";
 }
 
@@ -233,6 +246,6 @@ export async function statusCommand(options: StatusOptions, catalog: RecipeCatal
   const { ranks, plannedModel } = ranksOf(options, catalog);
   const statuses = await probeRanks(ranks, plannedModel, interval);
   const exitCode = statuses.some((s) => s.problem) ? 1 : 0;
-  const stdout = options.format === "json" ? `${JSON.stringify({ plannedModel, ranks: statuses }, null, 2)}\n` : table(statuses);
+  const stdout = options.format === "json" ? `${JSON.stringify({ plannedModel, ranks: statuses }, null, 2).replace(JSON_RAW_CONTROLS, unicodeEscape)}\n` : table(statuses);
   return { stdout, exitCode };
 }

@@ -145,6 +145,8 @@ const answer = {
   redirect: (code: number, location: string) => (response: http.ServerResponse) => response.writeHead(code, { location }).end("moved"),
 };
 const ONE_MIB = 1024 * 1024;
+/** What a terminal acts on or reorders by: C0 and C1 controls, DEL, line and paragraph separators, bidi overrides. */
+const TERMINAL_CONTROLS = /[\p{Cc}\u2028\u2029\u202a-\u202e\u2066-\u2069]/u;
 
 describe("status trusts nothing a rank sends", () => {
   it.each([
@@ -269,6 +271,28 @@ describe("status trusts nothing a rank sends", () => {
     const rank = await fake({ model: MODEL, answers: { "/metrics": answer.text("vllm:num_requests_running 1e400\n") } });
     const [status] = await probeRanks([{ url: rank.url, labels: {} }], MODEL, 0.05);
     expect(status).toMatchObject({ up: false, problem: "bad sample value in: vllm:num_requests_running 1e400" });
+  });
+
+  it("escapes a rank's control characters in the table; JSON escapes them too, C1 and bidi controls included", async () => {
+    const forged = `M\x1b[2J\r\n${"http://10.0.0.1:8000  -  -  -  up  " + MODEL}\u009b31m\u202e\x7f\u2028`;
+    const evil = await fake({ model: forged, answers: { "/metrics": answer.text(`vllm:num_requests_running 1\n\x1b]0;title\x07 1\n`) } });
+    const liar = await fake({ model: forged });
+    const healthy = await fake({ model: MODEL });
+    const endpoints = [evil.url, liar.url, healthy.url];
+    const text = await statusCommand({ endpoint: endpoints, interval: "0.05" }, shippedCatalog);
+    const lines = text.stdout.trimEnd().split("\n");
+    // A header, three rows and two problems: nothing a rank sent starts a line or moves the cursor.
+    expect(lines).toHaveLength(6);
+    for (const line of lines) expect(line).not.toMatch(TERMINAL_CONTROLS);
+    const escaped = `M\\u001b[2J\\u000d\\u000ahttp://10.0.0.1:8000  -  -  -  up  ${MODEL}\\u009b31m\\u202e\\u007f\\u2028`;
+    expect(lines[2]).toContain(` up     ${escaped}  `);
+    expect(lines[4]).toBe(`${evil.url}: bad metric name in: \\u001b]0;title\\u0007 1`);
+    expect(lines[5]).toBe(`${liar.url}: serves ${JSON.stringify(forged).replace(/[\u007f-\u009f\u2028\u202e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)}, planned "${MODEL}"`);
+
+    const json = await statusCommand({ endpoint: endpoints, interval: "0.05", format: "json" }, shippedCatalog);
+    // Its line breaks are its own layout; JSON.stringify escapes C0 controls but leaves C1 and bidi ones raw.
+    expect(json.stdout.replace(/\n/g, "")).not.toMatch(TERMINAL_CONTROLS);
+    expect(JSON.parse(json.stdout).ranks[1].model).toBe(forged);
   });
 
   it("quotes at most 80 characters of a line it cannot read", () => {
