@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { probeRanks } from "../cli/status";
+import { MAX_BODY_BYTES, probeRanks } from "../cli/status";
 import { startFakeVllm, writeBody, type FakeVllm } from "../test/helpers/fakeVllm";
 
 /**
@@ -19,11 +19,21 @@ interface Case {
   body?: Parameters<typeof writeBody>[1];
 }
 
+/** A body of as many whole fillers as fit in the cap, so that it ends well-formed. */
+function withinCap(body: { prefix?: string; filler: string; suffix?: string }) {
+  const ends = (body.prefix ?? "").length + (body.suffix ?? "").length;
+  return { ...body, bytes: ends + body.filler.length * Math.floor((MAX_BODY_BYTES - ends) / body.filler.length) };
+}
+
 const CASES: Case[] = [
   { name: "ordinary bodies" },
   { name: "1.1 GB /metrics", path: "/metrics", body: { filler: METRIC_LINE, bytes: HUGE_BYTES } },
   { name: "1.1 GB /v1/models", path: "/v1/models", body: { prefix: '{"data":[{"id":"', filler: "a", suffix: '"}]}', bytes: HUGE_BYTES } },
   { name: "endless /metrics", path: "/metrics", body: { filler: METRIC_LINE } },
+  // The most a body within the cap costs: as many samples, or model entries, as fit.
+  { name: "4 MiB of 'a 1' lines", path: "/metrics", body: withinCap({ filler: "a 1\n" }) },
+  { name: "4 MiB of kept samples", path: "/metrics", body: withinCap({ filler: "vllm:num_requests_running 1\n" }) },
+  { name: "4 MiB of models", path: "/v1/models", body: withinCap({ prefix: '{"data":[', filler: '{"id":"m"},', suffix: '{"id":"m"}]}' }) },
 ];
 
 /** A fake vLLM rank that answers the case's path with its body. */

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ConfigError, formatPath, issueMessage } from "../core/errors";
-import { histogramQuantile, meanOf, parseExposition, sumOf, type Sample } from "../core/monitoring/exposition";
+import { histogramQuantile, meanOf, parseExposition, sumOf } from "../core/monitoring/exposition";
 import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
 import type { Deployment } from "../core/plan/deployment";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
@@ -154,37 +154,49 @@ const down = (rank: Rank, problem: string): RankStatus => ({
   problem,
 });
 
+/** The families `status` reads. */
+const METRIC = {
+  running: "vllm:num_requests_running",
+  waiting: "vllm:num_requests_waiting",
+  kvCache: "vllm:kv_cache_usage_perc",
+  generated: "vllm:generation_tokens_total",
+  ttft: "vllm:time_to_first_token_seconds",
+} as const;
+/** The samples `status` keeps of a /metrics body; the others are checked and dropped. */
+const KEPT_SAMPLES: ReadonlySet<string> = new Set([...Object.values(METRIC), `${METRIC.ttft}_bucket`]);
+
 /** A rank's value for a field, or null (unknown) when it is not a finite number in [0, max]. */
 const measured = (value: number | undefined, max = Infinity): number | null => (value !== undefined && Number.isFinite(value) && value >= 0 && value <= max ? value : null);
 
 /** Reads /health, /v1/models and two /metrics samples `intervalMs` apart from one rank. */
 async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, apiKey: string | undefined): Promise<RankStatus> {
-  let first: { samples: Sample[]; at: number };
+  let first: { generated: number | null; at: number };
   let model: string | null;
   try {
     await read(rank.url, "/health", apiKey);
     model = servedModel(await read(rank.url, "/v1/models", apiKey));
     // Times are taken as each request leaves, so the interval is the one the server counted over.
     const at = performance.now();
-    first = { samples: parseExposition(await read(rank.url, "/metrics", apiKey)), at };
+    // Only the total is kept over the interval: the first sample's memory is freed while it runs.
+    first = { generated: measured(sumOf(parseExposition(await read(rank.url, "/metrics", apiKey), KEPT_SAMPLES), METRIC.generated)), at };
   } catch (error) {
     return down(rank, reason(error));
   }
   await new Promise((resolve) => setTimeout(resolve, intervalMs));
   const seconds = (performance.now() - first.at) / 1000;
   try {
-    const second = parseExposition(await read(rank.url, "/metrics", apiKey));
-    const [generatedBefore, generatedAfter] = [first.samples, second].map((samples) => measured(sumOf(samples, "vllm:generation_tokens_total")));
-    const kv = measured(meanOf(second, "vllm:kv_cache_usage_perc"), 1);
+    const second = parseExposition(await read(rank.url, "/metrics", apiKey), KEPT_SAMPLES);
+    const generated = measured(sumOf(second, METRIC.generated));
+    const kv = measured(meanOf(second, METRIC.kvCache), 1);
     return {
       ...rank,
       up: true,
       model,
-      running: measured(sumOf(second, "vllm:num_requests_running")),
-      waiting: measured(sumOf(second, "vllm:num_requests_waiting")),
+      running: measured(sumOf(second, METRIC.running)),
+      waiting: measured(sumOf(second, METRIC.waiting)),
       kvCachePercent: kv === null ? null : kv * 100,
-      generationTokensPerSecond: generatedBefore === null || generatedAfter === null ? null : Math.max(0, generatedAfter - generatedBefore) / seconds,
-      ttftP50Seconds: measured(histogramQuantile(second, "vllm:time_to_first_token_seconds", 0.5)),
+      generationTokensPerSecond: first.generated === null || generated === null ? null : Math.max(0, generated - first.generated) / seconds,
+      ttftP50Seconds: measured(histogramQuantile(second, METRIC.ttft, 0.5)),
       problem: model === plannedModel ? null : `serves ${JSON.stringify(model)}, planned ${JSON.stringify(plannedModel)}`,
     };
   } catch (error) {

@@ -59,6 +59,12 @@ describe("the exposition format", () => {
     expect(histogramQuantile(parseExposition('h_bucket{le="+Inf"} 0\n'), "h", 0.5)).toBeUndefined();
   });
 
+  it("keeps only the samples asked for, and still refuses a bad line of any other", () => {
+    const keep = new Set(["b"]);
+    expect(parseExposition('a 1\nb{x="y"} 2\r\nc 3', keep)).toEqual([{ name: "b", labels: { x: "y" }, value: 2 }]);
+    expect(() => parseExposition("a one\nb 2\n", keep)).toThrow(/^bad sample value in: a one$/);
+  });
+
   it("refuses lines that are not the format", () => {
     expect(() => parseExposition("1abc 3")).toThrow(/bad metric name/);
     expect(() => parseExposition('m{a="x} 1')).toThrow(/unterminated/);

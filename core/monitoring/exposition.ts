@@ -56,22 +56,25 @@ function parseLabels(rest: string, line: string): { labels: Record<string, strin
 
 /**
  * Parses the Prometheus text format (version 0.0.4, what vLLM's prometheus_client serves):
- * comment lines are skipped, timestamps ignored, label values unescaped.
+ * comment lines are skipped, timestamps ignored, label values unescaped. With `keep`, samples of
+ * other names are checked but not kept: a body of many small samples costs little memory then.
  */
-export function parseExposition(text: string): Sample[] {
+export function parseExposition(text: string, keep?: ReadonlySet<string>): Sample[] {
   const samples: Sample[] = [];
-  for (const raw of text.split("\n")) {
-    const line = raw.trim();
+  // Line by line rather than split("\n"), which would hold every line of the body at once.
+  for (let start = 0, end = 0; start < text.length; start = end + 1) {
+    end = text.indexOf("\n", start);
+    if (end < 0) end = text.length;
+    const line = text.slice(start, end).trim();
     if (line === "" || line.startsWith("#")) continue;
     const name = NAME.exec(line)?.[0];
     if (!name) throw new Error(`bad metric name in: ${excerpt(line)}`);
     let rest = line.slice(name.length);
     let labels: Record<string, string> = {};
     if (rest.startsWith("{")) ({ labels, rest } = parseLabels(rest, line));
-    const [valueText = ""] = rest.trim().split(/\s+/);
-    const value = parseValue(valueText);
+    const value = parseValue(/^\S*/.exec(rest.trimStart())![0]);
     if (value === undefined) throw new Error(`bad sample value in: ${excerpt(line)}`);
-    samples.push({ name, labels, value });
+    if (keep === undefined || keep.has(name)) samples.push({ name, labels, value });
   }
   return samples;
 }
