@@ -1,5 +1,6 @@
-import { ConfigError } from "../core/errors";
-import { histogramQuantile, meanOf, parseExposition, sumOf, type Sample } from "../core/monitoring/exposition";
+import { z } from "zod";
+import { ConfigError, formatPath, issueMessage } from "../core/errors";
+import { histogramQuantile, meanOf, parseExposition, sumOf } from "../core/monitoring/exposition";
 import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
 import type { Deployment } from "../core/plan/deployment";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
@@ -26,7 +27,14 @@ export interface RankStatus {
   problem: string | null;
 }
 
+/** For one request, its headers and its whole body. */
 const REQUEST_TIMEOUT_MS = 5000;
+/**
+ * The most `status` reads of one body; past it the rank is a problem, so memory stays bounded
+ * whatever a rank sends. vLLM 0.30.0's 41 metric families come to about 200 kB for a rank of 4
+ * engines; /v1/models is far less.
+ */
+export const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 export interface Rank {
   url: string;
@@ -63,14 +71,69 @@ function intervalSeconds(options: StatusOptions): number {
   return value;
 }
 
-async function get(url: string, apiKey: string | undefined): Promise<Response> {
-  return fetch(url, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS), headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {} });
+/** A redirect's target as a problem shows it: user, password, query values and fragment masked. */
+function maskedLocation(location: string, from: string): string {
+  let url: URL;
+  try {
+    url = new URL(location, from);
+  } catch {
+    return "a Location that is not a URL";
+  }
+  if (url.username) url.username = "***";
+  if (url.password) url.password = "***";
+  for (const name of new Set(url.searchParams.keys())) url.searchParams.set(name, "***");
+  if (url.hash) url.hash = "***";
+  return url.href;
 }
 
-async function metrics(url: string, apiKey: string | undefined): Promise<Sample[]> {
-  const response = await get(`${url}/metrics`, apiKey);
-  if (!response.ok) throw new Error(`/metrics answered ${response.status}`);
-  return parseExposition(await response.text());
+/**
+ * A rank's answer on `path`, at most MAX_BODY_BYTES of it. A redirect is not followed: it would
+ * report another address's model and metrics as this rank's.
+ */
+async function read(rankUrl: string, path: string, apiKey: string | undefined): Promise<string> {
+  const url = `${rankUrl}${path}`;
+  const response = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS), headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {} });
+  if (!response.ok) {
+    await response.body?.cancel();
+    const location = response.headers.get("location");
+    if (response.status >= 300 && response.status < 400 && location !== null) throw new Error(`${path} redirected (${response.status}) to ${maskedLocation(location, url)}`);
+    throw new Error(`${path} answered ${response.status}${response.status === 401 && path === "/v1/models" ? " (set VLLM_API_KEY)" : ""}`);
+  }
+  // 204 and its kind have no body.
+  if (response.body === null) return "";
+  // The request's timeout signal also aborts this read, so a slow body is bounded in time too.
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  for (let bytes = 0; ; ) {
+    const { done, value } = await reader.read();
+    if (done) return text + decoder.decode();
+    bytes += value.byteLength;
+    if (bytes > MAX_BODY_BYTES) {
+      await reader.cancel();
+      throw new Error(`${path} sent more than ${MAX_BODY_BYTES / 1024 / 1024} MiB`);
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+}
+
+/** The part of vLLM's (OpenAI's) model list `status` reads: the first entry is the served model. */
+const ModelList = z.object({ data: z.array(z.object({ id: z.string() })) });
+
+function servedModel(body: string): string | null {
+  let json: unknown;
+  try {
+    json = JSON.parse(body);
+  } catch (error) {
+    throw new Error(`/v1/models: ${(error as Error).message}`);
+  }
+  const parsed = ModelList.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const where = formatPath(issue.path);
+    throw new Error(`/v1/models: ${where ? `${where}: ` : ""}${issueMessage(issue)}`);
+  }
+  return parsed.data.data[0]?.id ?? null;
 }
 
 /** fetch says "fetch failed" and keeps the socket's reason (ECONNREFUSED, a timeout) in `cause`. */
@@ -91,43 +154,54 @@ const down = (rank: Rank, problem: string): RankStatus => ({
   problem,
 });
 
+/** The families `status` reads. */
+const METRIC = {
+  running: "vllm:num_requests_running",
+  waiting: "vllm:num_requests_waiting",
+  kvCache: "vllm:kv_cache_usage_perc",
+  generated: "vllm:generation_tokens_total",
+  ttft: "vllm:time_to_first_token_seconds",
+} as const;
+/** The samples `status` keeps of a /metrics body; the others are checked and dropped. */
+const KEPT_SAMPLES: ReadonlySet<string> = new Set([...Object.values(METRIC), `${METRIC.ttft}_bucket`]);
+
+/** A rank's value for a field, or null (unknown) when it is not a finite number in [0, max]. */
+const measured = (value: number | undefined, max = Infinity): number | null => (value !== undefined && Number.isFinite(value) && value >= 0 && value <= max ? value : null);
+
 /** Reads /health, /v1/models and two /metrics samples `intervalMs` apart from one rank. */
 async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, apiKey: string | undefined): Promise<RankStatus> {
-  let first: { samples: Sample[]; at: number };
+  let first: { generated: number | null; at: number };
   let model: string | null;
   try {
-    const health = await get(`${rank.url}/health`, apiKey);
-    if (!health.ok) return down(rank, `/health answered ${health.status}`);
-    const models = await get(`${rank.url}/v1/models`, apiKey);
-    if (!models.ok) return down(rank, `/v1/models answered ${models.status}${models.status === 401 ? " (set VLLM_API_KEY)" : ""}`);
-    model = ((await models.json()) as { data?: { id?: string }[] }).data?.[0]?.id ?? null;
+    await read(rank.url, "/health", apiKey);
+    model = servedModel(await read(rank.url, "/v1/models", apiKey));
     // Times are taken as each request leaves, so the interval is the one the server counted over.
     const at = performance.now();
-    first = { samples: await metrics(rank.url, apiKey), at };
+    // Only the total is kept over the interval: the first sample's memory is freed while it runs.
+    first = { generated: measured(sumOf(parseExposition(await read(rank.url, "/metrics", apiKey), KEPT_SAMPLES), METRIC.generated)), at };
   } catch (error) {
     return down(rank, reason(error));
   }
   await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  let second: Sample[];
   const seconds = (performance.now() - first.at) / 1000;
   try {
-    second = await metrics(rank.url, apiKey);
+    const second = parseExposition(await read(rank.url, "/metrics", apiKey), KEPT_SAMPLES);
+    const generated = measured(sumOf(second, METRIC.generated));
+    const kv = measured(meanOf(second, METRIC.kvCache), 1);
+    return {
+      ...rank,
+      up: true,
+      model,
+      running: measured(sumOf(second, METRIC.running)),
+      waiting: measured(sumOf(second, METRIC.waiting)),
+      kvCachePercent: kv === null ? null : kv * 100,
+      generationTokensPerSecond: first.generated === null || generated === null ? null : Math.max(0, generated - first.generated) / seconds,
+      ttftP50Seconds: measured(histogramQuantile(second, METRIC.ttft, 0.5)),
+      problem: model === plannedModel ? null : `serves ${JSON.stringify(model)}, planned ${JSON.stringify(plannedModel)}`,
+    };
   } catch (error) {
     return down(rank, `second /metrics sample: ${reason(error)}`);
   }
-  const generated = [sumOf(first.samples, "vllm:generation_tokens_total"), sumOf(second, "vllm:generation_tokens_total")];
-  const kv = meanOf(second, "vllm:kv_cache_usage_perc");
-  return {
-    ...rank,
-    up: true,
-    model,
-    running: sumOf(second, "vllm:num_requests_running") ?? null,
-    waiting: sumOf(second, "vllm:num_requests_waiting") ?? null,
-    kvCachePercent: kv === undefined ? null : kv * 100,
-    generationTokensPerSecond: generated[0] === undefined || generated[1] === undefined ? null : Math.max(0, generated[1] - generated[0]) / seconds,
-    ttftP50Seconds: histogramQuantile(second, "vllm:time_to_first_token_seconds", 0.5) ?? null,
-    problem: model === plannedModel ? null : `serves ${JSON.stringify(model)}, planned ${JSON.stringify(plannedModel)}`,
-  };
 }
 
 /** Asks every rank at once; `VLLM_API_KEY` from the environment goes to /v1/models, which wants it when vLLM has a key. */
@@ -138,24 +212,37 @@ export async function probeRanks(ranks: readonly Rank[], plannedModel: string, i
 
 const fixed = (value: number | null, digits: number) => (value === null ? "-" : value.toFixed(digits));
 
+/**
+ * What a terminal acts on or reorders text by: C0 and C1 controls (ESC, CSI, CR, LF), DEL, line
+ * and paragraph separators, bidi overrides. A rank's bytes print with them escaped, so they cannot
+ * move the cursor or forge a row.
+ */
+const TERMINAL_CONTROLS = /[\p{Cc}\u2028\u2029\u202a-\u202e\u2066-\u2069]/gu;
+/** The controls JSON.stringify leaves raw: it escapes only those below U+0020. */
+const JSON_RAW_CONTROLS = /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const unicodeEscape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+const printable = (text: string) => text.replace(TERMINAL_CONTROLS, unicodeEscape);
+
 function table(statuses: readonly RankStatus[]): string {
   const header = ["ENDPOINT", "HOST", "ROLE", "RANK", "STATE", "MODEL", "RUNNING", "WAITING", "KV%", "GEN_TOK/S", "TTFT_P50"];
-  const rows = statuses.map((s) => [
-    s.url,
-    s.labels.host ?? "-",
-    s.labels.role ?? "-",
-    s.labels.rank ?? "-",
-    s.up ? "up" : "down",
-    s.model ?? "-",
-    fixed(s.running, 0),
-    fixed(s.waiting, 0),
-    fixed(s.kvCachePercent, 1),
-    fixed(s.generationTokensPerSecond, 1),
-    s.ttftP50Seconds === null ? "-" : `${s.ttftP50Seconds.toFixed(3)}s`,
-  ]);
+  const rows = statuses.map((s) =>
+    [
+      s.url,
+      s.labels.host ?? "-",
+      s.labels.role ?? "-",
+      s.labels.rank ?? "-",
+      s.up ? "up" : "down",
+      s.model ?? "-",
+      fixed(s.running, 0),
+      fixed(s.waiting, 0),
+      fixed(s.kvCachePercent, 1),
+      fixed(s.generationTokensPerSecond, 1),
+      s.ttftP50Seconds === null ? "-" : `${s.ttftP50Seconds.toFixed(3)}s`,
+    ].map(printable),
+  );
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
-  const problems = statuses.filter((s) => s.problem).map((s) => `${s.url}: ${s.problem}`);
+  const problems = statuses.filter((s) => s.problem).map((s) => printable(`${s.url}: ${s.problem}`));
   return [line(header), ...rows.map(line), ...problems].join("\n") + "\n";
 }
 
@@ -171,6 +258,6 @@ export async function statusCommand(options: StatusOptions, catalog: RecipeCatal
   const { ranks, plannedModel } = ranksOf(options, catalog);
   const statuses = await probeRanks(ranks, plannedModel, interval);
   const exitCode = statuses.some((s) => s.problem) ? 1 : 0;
-  const stdout = options.format === "json" ? `${JSON.stringify({ plannedModel, ranks: statuses }, null, 2)}\n` : table(statuses);
+  const stdout = options.format === "json" ? `${JSON.stringify({ plannedModel, ranks: statuses }, null, 2).replace(JSON_RAW_CONTROLS, unicodeEscape)}\n` : table(statuses);
   return { stdout, exitCode };
 }

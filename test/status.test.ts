@@ -1,12 +1,13 @@
 import { spawn } from "node:child_process";
+import type * as http from "node:http";
 import * as path from "node:path";
 import { Counter, Histogram, Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { histogramQuantile, parseExposition, sumOf } from "../core/monitoring/exposition";
 import { planDeployment } from "../core/plan/deployment";
-import { probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
-import { startFakeVllm, type FakeVllm } from "./helpers/fakeVllm";
+import { MAX_BODY_BYTES, probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
+import { startFakeVllm, writeBody, type FakeVllm } from "./helpers/fakeVllm";
 import { shippedCatalog } from "./helpers/recipes";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 
@@ -56,6 +57,12 @@ describe("the exposition format", () => {
     // p90 lands in (0.75, 5]: 0.75 + 4.25 * (3.6 - 3) / 1.
     expect(histogramQuantile(samples, "vllm:time_to_first_token_seconds", 0.9)).toBeCloseTo(3.3);
     expect(histogramQuantile(parseExposition('h_bucket{le="+Inf"} 0\n'), "h", 0.5)).toBeUndefined();
+  });
+
+  it("keeps only the samples asked for, and still refuses a bad line of any other", () => {
+    const keep = new Set(["b"]);
+    expect(parseExposition('a 1\nb{x="y"} 2\r\nc 3', keep)).toEqual([{ name: "b", labels: { x: "y" }, value: 2 }]);
+    expect(() => parseExposition("a one\nb 2\n", keep)).toThrow(/^bad sample value in: a one$/);
   });
 
   it("refuses lines that are not the format", () => {
@@ -134,5 +141,167 @@ describe("status against fake vLLM ranks on loopback", () => {
     await expect(statusCommand({ endpoint: ["http://127.0.0.1:9"], interval: "soon" }, catalog)).rejects.toThrow(/^--interval: "soon" is not a number of seconds/);
     await expect(statusCommand({ stack: "prod" }, catalog)).rejects.toThrow(/^--endpoint: stack "prod" runs on Kubernetes/);
     await expect(statusCommand({}, catalog)).rejects.toThrow(/^--stack: required without --endpoint/);
+  });
+});
+
+/** Answers that a misbehaving rank sends in place of vLLM's. */
+const answer = {
+  json: (body: unknown) => (response: http.ServerResponse) => response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body)),
+  text: (body: string) => (response: http.ServerResponse) => response.writeHead(200, { "content-type": "text/plain" }).end(body),
+  redirect: (code: number, location: string) => (response: http.ServerResponse) => response.writeHead(code, { location }).end("moved"),
+};
+const ONE_MIB = 1024 * 1024;
+/** What a terminal acts on or reorders by: C0 and C1 controls, DEL, line and paragraph separators, bidi overrides. */
+const TERMINAL_CONTROLS = /[\p{Cc}\u2028\u2029\u202a-\u202e\u2066-\u2069]/u;
+
+describe("status trusts nothing a rank sends", () => {
+  it.each([
+    { path: "/health", code: 301, location: (other: string) => `${other}/health`, shown: (other: string) => `${other}/health` },
+    { path: "/v1/models", code: 302, location: (other: string) => `${other.replace("//", "//admin:s3cret@")}/v1/models?token=t0k&a=1#key=k3y`, shown: (other: string) => `${other.replace("//", "//***:***@")}/v1/models?token=***&a=***#***` },
+    { path: "/v1/models", code: 303, location: (other: string) => `${other.replace("//", "//t0ken@")}/v1/models`, shown: (other: string) => `${other.replace("//", "//***@")}/v1/models` },
+    { path: "/metrics", code: 307, location: () => "/elsewhere", shown: (_: string, self: string) => `${self}/elsewhere` },
+    { path: "/metrics", code: 308, location: (other: string) => `${other}/metrics`, shown: (other: string) => `${other}/metrics` },
+  ])("does not follow a redirect of $path ($code): the rank is a problem that says where it pointed, credentials masked", async ({ path, code, location, shown }) => {
+    const other = await fake({ model: MODEL, running: 7 });
+    const rank = await fake({ model: MODEL, answers: { [path]: answer.redirect(code, location(other.url)) } });
+    const [status] = await probeRanks([{ url: rank.url, labels: {} }], MODEL, 0.05);
+    expect(status).toMatchObject({ up: false, model: null, running: null, problem: `${path} redirected (${code}) to ${shown(other.url, rank.url)}` });
+    expect(status!.problem).not.toMatch(/s3cret|t0k|k3y/);
+    expect(other.requests).toEqual([]);
+  });
+
+  it("a Location that is not a URL is not shown; a 3xx without one is an answer like any other", async () => {
+    const unparsable = await fake({ model: MODEL, answers: { "/health": answer.redirect(302, "http://admin:s3cret@[::1") } });
+    const notModified = await fake({ model: MODEL, answers: { "/metrics": (response) => response.writeHead(304).end() } });
+    const statuses = await probeRanks([unparsable, notModified].map((s) => ({ url: s.url, labels: {} })), MODEL, 0.05);
+    expect(statuses.map((s) => s.problem)).toEqual(["/health redirected (302) to a Location that is not a URL", "/metrics answered 304"]);
+  });
+
+  it.each([
+    { path: "/health", body: { filler: " " } },
+    { path: "/v1/models", body: { prefix: '{"data":[{"id":"', filler: "a", suffix: '"}]}' } },
+    { path: "/metrics", body: { prefix: "vllm:num_requests_running 1\n", filler: `#${"-".repeat(1022)}\n` } },
+  ])("reads at most MAX_BODY_BYTES of $path: a body of exactly that many is read; one byte more, or an endless body, makes the rank a problem", async ({ path, body }) => {
+    const exactly = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, { ...body, bytes: MAX_BODY_BYTES }) } });
+    const over = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, { ...body, bytes: MAX_BODY_BYTES + 1 }) } });
+    const endless = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, body) } });
+    const [read, ...refused] = await probeRanks([exactly, over, endless].map((s) => ({ url: s.url, labels: {} })), MODEL, 0.05);
+    // The exact /v1/models body names a model of 4 MiB of "a"s, which is not the planned one.
+    expect(read).toMatchObject({ up: true, problem: path === "/v1/models" ? expect.stringMatching(/^serves "aaaa/) : null });
+    expect(refused.map((s) => [s.up, s.problem])).toEqual([
+      [false, `${path} sent more than ${MAX_BODY_BYTES / ONE_MIB} MiB`],
+      [false, `${path} sent more than ${MAX_BODY_BYTES / ONE_MIB} MiB`],
+    ]);
+  });
+
+  it("an answer without a body (204) is an empty one", async () => {
+    const rank = await fake({ model: MODEL, answers: { "/health": (response) => response.writeHead(204).end() } });
+    expect((await probeRanks([{ url: rank.url, labels: {} }], MODEL, 0.05))[0]).toMatchObject({ up: true, problem: null });
+  });
+
+  it("the timeout covers the whole body: a rank that sends its body a byte at a time is a problem", async () => {
+    const slow = await fake({
+      model: MODEL,
+      answers: {
+        "/v1/models": (response) => {
+          response.writeHead(200, { "content-type": "application/json" }).write('{"data":[{"id":"');
+          const trickle = setInterval(() => response.write("a"), 100);
+          response.on("close", () => clearInterval(trickle));
+        },
+      },
+    });
+    const [status] = await probeRanks([{ url: slow.url, labels: {} }], MODEL, 0.05);
+    expect(status).toMatchObject({ up: false, problem: "The operation was aborted due to timeout" });
+  });
+
+  it.each([
+    [{ data: [{ id: 42 }] }, "data[0].id"],
+    [{ data: [{ id: { name: MODEL } }] }, "data[0].id"],
+    [{ data: [{ object: "model" }] }, "data[0].id"],
+    [{ data: "MiniMaxAI/MiniMax-M2.7" }, "data"],
+    [{ models: [] }, "data"],
+    [[MODEL], ""],
+    [null, ""],
+  ])("a /v1/models of another shape (%j) makes that rank a problem, and the table still prints every rank", async (body, where) => {
+    const healthy = await fake({ model: MODEL, running: 2 });
+    const odd = await fake({ model: MODEL, answers: { "/v1/models": answer.json(body) } });
+    const { stdout, exitCode } = await statusCommand({ endpoint: [healthy.url, odd.url], interval: "0.05" }, shippedCatalog);
+    expect(exitCode).toBe(1);
+    const lines = stdout.trimEnd().split("\n");
+    expect(lines[1]).toMatch(new RegExp(`^${healthy.url} +- +- +- +up +${MODEL} +2 `));
+    expect(lines[2]).toMatch(new RegExp(`^${odd.url} +- +- +- +down +- `));
+    expect(lines[3]).toMatch(new RegExp(`^${odd.url}: /v1/models: ${where.replace(/[[\]]/g, "\\$&")}${where ? ": " : ""}Invalid input`));
+  });
+
+  it("a /v1/models that is not JSON makes that rank a problem that names the path", async () => {
+    const odd = await fake({ model: MODEL, answers: { "/v1/models": answer.text("<html>moved</html>") } });
+    const [status] = await probeRanks([{ url: odd.url, labels: {} }], MODEL, 0.05);
+    expect(status).toMatchObject({ up: false, problem: expect.stringMatching(/^\/v1\/models: Unexpected token '<', "<html>moved<\/html>" is not valid JSON$/) });
+  });
+
+  it.each(["abc", "", "1e400", "Infinity", "NaN", "0.5.1"])('a histogram bucket le="%s" makes that rank a problem, and the table still prints every rank', async (le) => {
+    const healthy = await fake({ model: MODEL, ttftSeconds: [0.3] });
+    const odd = await fake({ model: MODEL, answers: { "/metrics": answer.text(`vllm:time_to_first_token_seconds_bucket{le="${le}"} 1\nvllm:time_to_first_token_seconds_bucket{le="+Inf"} 1\n`) } });
+    const { stdout } = await statusCommand({ endpoint: [healthy.url, odd.url], interval: "0.05" }, shippedCatalog);
+    const lines = stdout.trimEnd().split("\n");
+    expect(lines[1]).toMatch(new RegExp(`^${healthy.url} .* up .* 0\\.375s$`));
+    expect(lines.slice(2)).toEqual([expect.stringMatching(new RegExp(`^${odd.url} +- +- +- +down `)), `${odd.url}: second /metrics sample: bad bucket bound le="${le}" in vllm:time_to_first_token_seconds_bucket`]);
+  });
+
+  it("NaN, infinities and values out of a field's range make that field unknown", async () => {
+    const rank = await fake({
+      model: MODEL,
+      answers: {
+        "/metrics": answer.text(
+          [
+            'vllm:num_requests_running{engine="0"} 1',
+            'vllm:num_requests_running{engine="1"} NaN',
+            "vllm:num_requests_waiting -2",
+            'vllm:kv_cache_usage_perc{engine="0"} +Inf',
+            "vllm:generation_tokens_total NaN",
+            'vllm:time_to_first_token_seconds_bucket{le="0.5"} -Inf',
+            'vllm:time_to_first_token_seconds_bucket{le="+Inf"} 3',
+          ].join("\n"),
+        ),
+      },
+    });
+    const over = await fake({ model: MODEL, answers: { "/metrics": answer.text("vllm:num_requests_running +Inf\nvllm:num_requests_waiting 2\nvllm:kv_cache_usage_perc 1.5\n") } });
+    const [odd, outOfRange] = await probeRanks([rank, over].map((s) => ({ url: s.url, labels: {} })), MODEL, 0.05);
+    expect(odd).toMatchObject({ up: true, problem: null, running: null, waiting: null, kvCachePercent: null, generationTokensPerSecond: null, ttftP50Seconds: null });
+    expect(outOfRange).toMatchObject({ up: true, problem: null, running: null, waiting: 2, kvCachePercent: null });
+    const { stdout } = await statusCommand({ endpoint: [rank.url], interval: "0.05" }, shippedCatalog);
+    expect(stdout.split("\n")[1]).toMatch(new RegExp(`^${rank.url} +- +- +- +up +${MODEL} +- +- +- +- +-$`));
+  });
+
+  it("a sample value past a double's range (1e400) is not the format: that rank is a problem", async () => {
+    const rank = await fake({ model: MODEL, answers: { "/metrics": answer.text("vllm:num_requests_running 1e400\n") } });
+    const [status] = await probeRanks([{ url: rank.url, labels: {} }], MODEL, 0.05);
+    expect(status).toMatchObject({ up: false, problem: "bad sample value in: vllm:num_requests_running 1e400" });
+  });
+
+  it("escapes a rank's control characters in the table; JSON escapes them too, C1 and bidi controls included", async () => {
+    const forged = `M\x1b[2J\r\n${"http://10.0.0.1:8000  -  -  -  up  " + MODEL}\u009b31m\u202e\x7f\u2028`;
+    const evil = await fake({ model: forged, answers: { "/metrics": answer.text(`vllm:num_requests_running 1\n\x1b]0;title\x07 1\n`) } });
+    const liar = await fake({ model: forged });
+    const healthy = await fake({ model: MODEL });
+    const endpoints = [evil.url, liar.url, healthy.url];
+    const text = await statusCommand({ endpoint: endpoints, interval: "0.05" }, shippedCatalog);
+    const lines = text.stdout.trimEnd().split("\n");
+    // A header, three rows and two problems: nothing a rank sent starts a line or moves the cursor.
+    expect(lines).toHaveLength(6);
+    for (const line of lines) expect(line).not.toMatch(TERMINAL_CONTROLS);
+    const escaped = `M\\u001b[2J\\u000d\\u000ahttp://10.0.0.1:8000  -  -  -  up  ${MODEL}\\u009b31m\\u202e\\u007f\\u2028`;
+    expect(lines[2]).toContain(` up     ${escaped}  `);
+    expect(lines[4]).toBe(`${evil.url}: bad metric name in: \\u001b]0;title\\u0007 1`);
+    expect(lines[5]).toBe(`${liar.url}: serves ${JSON.stringify(forged).replace(/[\u007f-\u009f\u2028\u202e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)}, planned "${MODEL}"`);
+
+    const json = await statusCommand({ endpoint: endpoints, interval: "0.05", format: "json" }, shippedCatalog);
+    // Its line breaks are its own layout; JSON.stringify escapes C0 controls but leaves C1 and bidi ones raw.
+    expect(json.stdout.replace(/\n/g, "")).not.toMatch(TERMINAL_CONTROLS);
+    expect(JSON.parse(json.stdout).ranks[1].model).toBe(forged);
+  });
+
+  it("quotes at most 80 characters of a line it cannot read", () => {
+    expect(() => parseExposition(`${"x".repeat(200)}{a=1} 1`)).toThrow(new RegExp(`^bad label a in: ${"x".repeat(80)}…$`));
   });
 });

@@ -17,10 +17,14 @@ export interface FakeVllmOptions {
   ttftSeconds?: number[];
   /** Like `--api-key`: /v1 paths answer 401 without it; /health and /metrics stay open. */
   apiKey?: string;
+  /** What a misbehaving rank answers on these paths instead of vLLM's answer. */
+  answers?: Record<string, (response: http.ServerResponse) => void>;
 }
 
 export interface FakeVllm {
   url: string;
+  /** The paths asked, in order. */
+  requests: string[];
   close(): Promise<void>;
 }
 
@@ -54,9 +58,13 @@ export async function startFakeVllm(options: FakeVllmOptions): Promise<FakeVllm>
   for (const seconds of options.ttftSeconds ?? []) ttft.observe(perEngine(0), seconds);
   const started = performance.now();
   let counted = 0;
+  const requests: string[] = [];
 
   const server = http.createServer(async (request, response) => {
     const path = request.url ?? "/";
+    requests.push(path);
+    const answer = options.answers?.[path];
+    if (answer) return answer(response);
     if (path.startsWith("/v1") && options.apiKey && request.headers.authorization !== `Bearer ${options.apiKey}`) {
       response.writeHead(401, { "content-type": "application/json" }).end(JSON.stringify({ error: "Unauthorized" }));
       return;
@@ -79,5 +87,33 @@ export async function startFakeVllm(options: FakeVllmOptions): Promise<FakeVllm>
     server.listen(options.port ?? 0, options.host ?? "127.0.0.1", resolve);
   });
   const { address, port } = server.address() as AddressInfo;
-  return { url: `http://${address}:${port}`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  return {
+    url: `http://${address}:${port}`,
+    requests,
+    // A misbehaving rank's endless answers would keep close() waiting.
+    close: () => new Promise((resolve) => server.close(() => resolve()).closeAllConnections()),
+  };
+}
+
+/**
+ * Answers 200 with `prefix`, `filler` repeated up to `bytes` in all (forever without it, as fast as
+ * the reader takes it), then `suffix`: a misbehaving rank's huge or endless body, written as it
+ * goes so the writer's memory stays small. Stops when the reader hangs up.
+ */
+export function writeBody(response: http.ServerResponse, body: { prefix?: string; filler: string; suffix?: string; bytes?: number }): void {
+  const { prefix = "", filler, suffix = "", bytes } = body;
+  const block = Buffer.from(filler.repeat(Math.ceil((1024 * 1024) / filler.length)));
+  let left = bytes === undefined ? Infinity : bytes - Buffer.byteLength(prefix) - Buffer.byteLength(suffix);
+  response.writeHead(200, bytes === undefined ? {} : { "content-length": String(bytes) });
+  response.write(prefix);
+  response.on("close", () => (left = 0));
+  const pump = () => {
+    while (left > 0) {
+      const piece = left >= block.length ? block : block.subarray(0, left);
+      left -= piece.length;
+      if (!response.write(piece)) return void response.once("drain", pump);
+    }
+    if (!response.destroyed) response.end(suffix);
+  };
+  pump();
 }
