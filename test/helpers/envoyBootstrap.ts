@@ -19,9 +19,12 @@
  *    makes outside PGV (terminal router last, referenced clusters exist, ORIGINAL_DST rules,
  *    ext_proc's FULL_DUPLEX_STREAMED trailer rule).
  *
- * Stricter than Envoy, on purpose (what we render must be canonical): duplicate YAML keys, enum
- * names in another case, deprecated fields or enum values set explicitly, and a known extension name
- * on a typed_config of another extension are problems here.
+ * Stricter than Envoy, on purpose (what we render must be canonical): duplicate YAML keys (yaml-cpp
+ * keeps the last), enum names in another case (Envoy parses enums case-insensitively), deprecated
+ * fields or enum values set explicitly (Envoy warns), an `@type` host other than
+ * `type.googleapis.com` (Envoy needs only a non-empty host), a known extension name on a typed_config
+ * of another extension (Envoy picks the factory by type), and any `@type` outside the few payloads
+ * in the fixture (Envoy knows every extension it was built with).
  */
 import { readFileSync } from "node:fs";
 import path from "node:path";
