@@ -1,0 +1,116 @@
+import { describe, expect, it } from "vitest";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import vllmRbln from "./fixtures/vllm-rbln-0.12.0.json";
+import keda from "./fixtures/keda.json";
+import vllmMetrics from "./fixtures/vllm-metrics-v0.30.0.json";
+import { checkResearchFixture, type ResearchFixture } from "./helpers/researchFixtures";
+import { autoscalingSeries } from "./helpers/keda";
+import { seriesNames } from "./helpers/promql";
+
+const ROOT = join(__dirname, "..");
+const fixtures = { "vllm-rbln-0.12.0.json": vllmRbln, "keda.json": keda } as unknown as Record<string, ResearchFixture>;
+const copy = (fixture: ResearchFixture): ResearchFixture => JSON.parse(JSON.stringify(fixture));
+
+describe("research fixtures are well-formed", () => {
+  for (const [name, fixture] of Object.entries(fixtures)) {
+    it(`${name}: every fact has a known source, every source says where it was read`, () => {
+      expect(checkResearchFixture(fixture, ROOT)).toEqual([]);
+    });
+  }
+
+  it("a confirmed fact cites a source at the pinned version of its component", () => {
+    const broken = copy(fixtures["keda.json"]);
+    broken.facts["metrics.keda"].sources = ["llmd-keda-readme"]; // an llm-d file, not KEDA v2.19.0
+    expect(checkResearchFixture(broken)).toContain("facts.metrics.keda: confirmed for keda v2.19.0, but no source is at v2.19.0");
+  });
+
+  it("refuses a fact without sources, an unknown source, a bad commit, an unsourced value and an uncited source", () => {
+    const broken = copy(fixtures["vllm-rbln-0.12.0.json"]);
+    broken.facts["shutdown.flag"].sources = [];
+    broken.facts["cache.logLines"].sources = ["no-such-source"];
+    broken.sources["vllm-rbln-mega_cache"].commit = "main";
+    broken.facts["compileOnly.serveExit"].value = 0;
+    broken.facts["compileOnly.socNameCr13"].note = "";
+    broken.sources["unused"] = { kind: "web", url: "https://example.org/" };
+    const problems = checkResearchFixture(broken);
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        "facts.shutdown.flag.sources: a fact needs at least one source",
+        'facts.cache.logLines.sources: "no-such-source" is not in sources',
+        'sources.vllm-rbln-mega_cache.commit: "main" is not a hex commit id',
+        "facts.compileOnly.serveExit.value: an unconfirmed fact has no value (null)",
+        "facts.compileOnly.socNameCr13.note: a closest fact must say what was read instead of the pinned version",
+        "sources.unused: cited by no fact",
+      ]),
+    );
+  });
+
+  it("refuses a git source without a commit or tag, a web source without https, a local file that does not exist", () => {
+    const broken = copy(fixtures["keda.json"]);
+    delete broken.sources["keda-types"].commit;
+    delete broken.sources["keda-types"].ref;
+    broken.sources["k8s-deployment-replicas-doc"].url = "http://kubernetes.io/";
+    broken.sources["vllm-metrics-fixture"].path = "test/fixtures/gone.json";
+    expect(checkResearchFixture(broken, ROOT)).toEqual(
+      expect.arrayContaining([
+        "sources.keda-types: needs a commit or a tag/branch (ref)",
+        "sources.k8s-deployment-replicas-doc.url: needs an https URL",
+        "sources.vllm-metrics-fixture.path: test/fixtures/gone.json does not exist in this repository",
+      ]),
+    );
+  });
+});
+
+describe("the facts agree with each other and with this repository", () => {
+  it("keda.json is pinned to the KEDA release @kubernetes-models/keda packages", () => {
+    expect(keda.pinned.keda).toBe(keda.facts["keda.version"].value.version);
+    expect(keda.facts["npm.package"].value.kedaVersion["2.0.0"]).toContain(keda.pinned.keda);
+  });
+
+  it("@kubernetes-models/keda is a devDependency exactly when the facts say it supports Node 20", () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+    const engines = keda.facts["npm.package"].value.engines["2.0.0"];
+    const added = keda.facts["npm.node20"].value.addedAsDevDependency;
+    expect(added).toBe(!engines.startsWith(">=22"));
+    expect("@kubernetes-models/keda" in (pkg.devDependencies ?? {})).toBe(added);
+  });
+
+  it("vllm:num_requests_waiting and vllm:num_requests_running are gauges of our vLLM fixture, with the labels vLLM exports", () => {
+    const fact = keda.facts["vllm.queueSeries"].value as unknown as Record<string, { type: string; labels: string[] }>;
+    for (const name of ["vllm:num_requests_waiting", "vllm:num_requests_running"]) {
+      const family = vllmMetrics.metrics.find((m) => m.name === name);
+      expect(family, name).toBeDefined();
+      expect(family!.type).toBe(fact[name].type);
+      expect([...vllmMetrics.labels, ...((family as { labels?: string[] }).labels ?? [])]).toEqual(fact[name].labels);
+    }
+  });
+
+  it("every series llm-d's KEDA guides query is exported by the EPP at llm-d-router v0.10.0 or by vLLM", () => {
+    const known = autoscalingSeries();
+    const queries = [
+      ...keda.facts["llmd.kedaEpp.queue"].value.triggers.map((t) => t.query),
+      keda.facts["llmd.kedaEpp.saturation"].value.trigger.query,
+      keda.facts["llmd.kedaEpp.legacy"].value.runningQuery,
+      keda.facts["llmd.kedaEpp.legacy"].value.queueQuery,
+      keda.facts["llmd.tokenAware.prefill"].value.query,
+      keda.facts["llmd.tokenAware.decode"].value.query,
+    ];
+    const selected = queries.flatMap(seriesNames);
+    expect(selected.length).toBeGreaterThanOrEqual(queries.length);
+    expect(selected.filter((name) => !known.has(name))).toEqual([]);
+  });
+
+  it("the EPP series that need the flowControl feature gate are the ones the guide's router values turn on", () => {
+    const gated = keda.facts["epp.series"].value.filter((s) => s.needs === "featureGates: [flowControl]").map((s) => s.name);
+    expect(gated.sort()).toEqual(["llm_d_epp_flow_control_pool_saturation", "llm_d_epp_flow_control_queue_size"]);
+    expect(keda.facts["llmd.kedaEpp.featureGate"].value.featureGates).toEqual(["flowControl"]);
+  });
+
+  it("the compile-only facts name both NPU variables, and the RBLN-CR13 name", () => {
+    const npu = vllmRbln.facts["compileOnly.targetNpuEnv"].value;
+    expect([npu.current, npu.legacy]).toEqual(["RBLN_FORCE_NPU_NAME", "RBLN_TARGET_SOC"]);
+    expect(vllmRbln.facts["compileOnly.socNameCr13"].value).toBe("RBLN-CR13");
+    expect(vllmRbln.facts["cache.logLines"].value.megaCacheMiss).toBeNull();
+  });
+});
