@@ -31,6 +31,19 @@ export interface RoleDeploymentOutput {
   ranks: RankPlacement[];
 }
 
+export interface ScrapeLabelsOutput {
+  host: string;
+  role: string;
+  rank: string;
+  model: string;
+  strategy: string;
+}
+
+export interface ScrapeTargetOutput {
+  targets: string[];
+  labels: ScrapeLabelsOutput;
+}
+
 const SETTINGS = settingsShape(StackSettings);
 
 /** The component's arguments from the package's: the secrets apart, and the settings in the stack config's terms. */
@@ -58,10 +71,15 @@ export class ModelServing extends ServingComponent {
   declare readonly units: pulumi.Output<RankUnitOutput[]>;
   /** Platform kubernetes: per role the Deployment, replicas and each pod's ranks. */
   declare readonly deployments: pulumi.Output<RoleDeploymentOutput[]>;
+  /** The commit every host serves: the pinned revision, or the one the seed's download resolved (none yet on Kubernetes without a pin). */
+  declare readonly modelRevision: pulumi.Output<string | undefined>;
   /** Model, strategy, target and every axis value. */
   declare readonly selection: { [key: string]: string };
   /** Where the recipe's own settings do nothing. */
   declare readonly warnings: string[];
+  /** Platform hosts: every rank's metrics endpoint with its labels, as Prometheus file_sd groups. */
+  declare readonly scrapeTargets: ScrapeTargetOutput[];
+
   constructor(name: string, args: ModelServingArgs, opts?: pulumi.ComponentResourceOptions) {
     super(name, componentArgs(args), opts);
   }

@@ -1,14 +1,15 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
+import type * as pulumi from "@pulumi/pulumi";
 import { Analyzer } from "@pulumi/pulumi/provider/experimental/analyzer";
 import { generateSchema } from "@pulumi/pulumi/provider/experimental/schema";
-import { describe, expect, it } from "vitest";
+import { describe, expect, expectTypeOf, it } from "vitest";
 import { parse } from "yaml";
 import { z } from "zod";
 import { ConfigError } from "../core/errors";
 import { SECRET_KEYS, StackSettings } from "../core/config/stackConfig";
-import { planServing } from "../components/modelServing";
-import { componentArgs, type ModelServingArgs } from "../provider/modelServing";
+import { planServing, type ModelServing as ComponentModelServing } from "../components/modelServing";
+import { componentArgs, type ModelServing as PackageModelServing, type ModelServingArgs } from "../provider/modelServing";
 import { GENERATE_COMMAND, GENERATED_FILE, providerTypesSource } from "../scripts/generate-provider-types";
 
 // The schema `pulumi package add` would publish, inferred offline by Pulumi's own analyzer from
@@ -165,10 +166,28 @@ describe("the component package schema", () => {
       curl: { type: "string" },
       units: { type: "array", items: { $ref: "#/types/rbln-serving:index:RankUnitOutput" } },
       deployments: { type: "array", items: { $ref: "#/types/rbln-serving:index:RoleDeploymentOutput" } },
+      modelRevision: { type: "string", optional: true },
       selection: { type: "object", additionalProperties: { type: "string" } },
       warnings: { type: "array", items: { type: "string" } },
+      scrapeTargets: { type: "array", items: { $ref: "#/types/rbln-serving:index:ScrapeTargetOutput" } },
     });
     expect(schema.types["rbln-serving:index:RoleDeploymentOutput"]?.properties?.["ranks"]).toMatchObject({ type: "array", items: { $ref: "#/types/rbln-serving:index:RankPlacement" } });
+    expect(schema.types["rbln-serving:index:ScrapeTargetOutput"]?.properties?.["labels"]).toMatchObject({ $ref: "#/types/rbln-serving:index:ScrapeLabelsOutput" });
+  });
+
+  it("declares the TypeScript component's outputs, with the same types", () => {
+    type Outputs<T> = Exclude<keyof T, keyof pulumi.ComponentResource>;
+    expectTypeOf<Outputs<PackageModelServing>>().toEqualTypeOf<Outputs<ComponentModelServing>>();
+    type Same<K extends Outputs<ComponentModelServing>> = [pulumi.Unwrap<PackageModelServing[K]>, pulumi.Unwrap<ComponentModelServing[K]>];
+    expectTypeOf<Same<"endpoints">[0]>().toEqualTypeOf<Same<"endpoints">[1]>();
+    expectTypeOf<Same<"curl">[0]>().toEqualTypeOf<Same<"curl">[1]>();
+    expectTypeOf<Same<"units">[0]>().toEqualTypeOf<Same<"units">[1]>();
+    expectTypeOf<Same<"deployments">[0]>().toEqualTypeOf<Same<"deployments">[1]>();
+    expectTypeOf<Same<"selection">[0]>().toEqualTypeOf<Same<"selection">[1]>();
+    expectTypeOf<Same<"warnings">[0]>().toEqualTypeOf<Same<"warnings">[1]>();
+    expectTypeOf<Same<"scrapeTargets">[0]>().toEqualTypeOf<Same<"scrapeTargets">[1]>();
+    // The analyzer has no null: an unresolved revision is an absent one.
+    expectTypeOf<Same<"modelRevision">[0]>().toEqualTypeOf<Exclude<Same<"modelRevision">[1], null> | undefined>();
   });
 
   it("is generated from the stack config's schema, and the generated file is fresh", () => {
