@@ -1,100 +1,13 @@
 import * as pulumi from "@pulumi/pulumi";
+import { SECRET_KEYS, StackSettings } from "../core/config/stackConfig";
+import { fromPackageValue, settingsShape } from "../core/config/settingsShape";
 import { ModelServing as ModelServingComponent, type ModelServingArgs as ComponentArgs } from "../components/modelServing";
+import type { ModelServingArgs } from "./settingsArgs.generated";
 
-// The argument types of the component as the provider schema sees it: Pulumi infers the schema from
-// these TypeScript types and supports plain fields, interfaces, arrays, maps and pulumi.Inputs only
-// (no zod types, classes, enums or unions). Settings are plain strings and numbers; the component
-// validates them exactly as it validates the stack config.
-
-export interface HostArgs {
-  /** A DNS label naming the host in resource names. */
-  name: string;
-  /** Host name or IP address reached over SSH. */
-  address: string;
-  /** SSH user (default root; others run the scripts through sudo -n). */
-  user?: string;
-  /** SSH port (default 22). */
-  port?: number;
-}
-
-export interface PipArgs {
-  /** A package index mirror that replaces the recipe's indexes (air-gapped sites). */
-  indexUrl?: string;
-  extraIndexUrls?: string[];
-  /** The index user; the password is the pipPassword secret. */
-  username?: string;
-}
-
-export interface GatewayArgs {
-  name: string;
-  namespace?: string;
-}
-
-export interface KubernetesArgs {
-  namespace?: string;
-  /** The vllm-rbln image (required with platform kubernetes). */
-  image?: string;
-  npuResource?: string;
-  nodeSelector?: { [label: string]: string };
-  storageClass?: string;
-  weightsVolumeSize?: string;
-  compileCacheVolumeSize?: string;
-  gateway?: GatewayArgs;
-  /** The router chart's provider: none, istio or gke. */
-  provider?: string;
-}
-
-export interface MonitoringArgs {
-  enabled?: boolean;
-  namespace?: string;
-}
-
-export interface RolloutArgs {
-  /** Replicas down at once: a count such as "1" or a percentage such as "25%". */
-  maxUnavailable?: string;
-}
-
-/** The keys of the rbln-serving stack config, plus the secrets as inputs. */
-export interface ModelServingArgs {
-  /** Model id of a shipped recipe (default MiniMaxAI/MiniMax-M2.7). */
-  model?: string;
-  /** Strategy slug, e.g. aggregated-pipeline-parallel. */
-  strategy: string;
-  /** Latency or Throughput, as the strategy offers. */
-  target: string;
-  /** "recommended" starts from the recipe's recommended axes. */
-  preset?: string;
-  /** Axis values, e.g. spec_decode: suffix; they override the preset. */
-  axes?: { [axis: string]: string };
-  /** Package version overrides: rebelCompiler, vllmRbln, arcticInference. */
-  versions?: { [name: string]: string };
-  /** hosts (systemd units over SSH, the default) or kubernetes. */
-  platform?: string;
-  replicas?: number;
-  prefillReplicas?: number;
-  decodeReplicas?: number;
-  hosts?: HostArgs[];
-  pip?: PipArgs;
-  installRoot?: string;
-  cacheRoot?: string;
-  minFreeDiskGb?: number;
-  minFreeDiskGbToRestart?: number;
-  kubernetes?: KubernetesArgs;
-  /** Extra vllm serve words per role. */
-  extraArgs?: { [role: string]: string[] };
-  /** Extra environment per role. */
-  extraEnv?: { [role: string]: { [name: string]: string } };
-  monitoring?: MonitoringArgs;
-  rollout?: RolloutArgs;
-  /** SSH private key (platform hosts). */
-  sshPrivateKey?: pulumi.Input<string>;
-  /** Package index password, with pip.username. */
-  pipPassword?: pulumi.Input<string>;
-  /** HF_TOKEN for the weights download and vLLM. */
-  hfToken?: pulumi.Input<string>;
-  /** VLLM_API_KEY: vLLM answers only requests with this key. */
-  apiKey?: pulumi.Input<string>;
-}
+// The component's arguments as the package schema sees them: Pulumi's analyzer infers the schema from
+// plain TypeScript types only, generated from the stack config's schema into settingsArgs.generated.ts
+// (`npm run generate`). The component validates them exactly as it validates the stack config.
+export * from "./settingsArgs.generated";
 
 export interface RankUnitOutput {
   unit: string;
@@ -118,19 +31,27 @@ export interface RoleDeploymentOutput {
   ranks: RankPlacement[];
 }
 
-/** The component's arguments from the provider's plain ones. */
+export interface ScrapeLabelsOutput {
+  host: string;
+  role: string;
+  rank: string;
+  model: string;
+  strategy: string;
+}
+
+export interface ScrapeTargetOutput {
+  targets: string[];
+  labels: ScrapeLabelsOutput;
+}
+
+const SETTINGS = settingsShape(StackSettings);
+
+/** The component's arguments from the package's: the secrets apart, and the settings in the stack config's terms. */
 export function componentArgs(args: ModelServingArgs): ComponentArgs {
-  const { sshPrivateKey, pipPassword, hfToken, apiKey, rollout, ...settings } = args;
-  const maxUnavailable = rollout?.maxUnavailable;
-  const secrets = Object.fromEntries(Object.entries({ sshPrivateKey, pipPassword, hfToken, apiKey }).filter(([, value]) => value !== undefined));
-  return {
-    settings: {
-      ...settings,
-      // A count arrives as a string here ("2"); the stack config takes it as a number.
-      ...(rollout ? { rollout: { ...rollout, ...(maxUnavailable !== undefined && /^[0-9]+$/.test(maxUnavailable) ? { maxUnavailable: Number(maxUnavailable) } : {}) } } : {}),
-    } as ComponentArgs["settings"],
-    secrets,
-  };
+  const isSecret = (key: string) => (SECRET_KEYS as readonly string[]).includes(key);
+  const secrets = Object.fromEntries(Object.entries(args).filter(([key, value]) => isSecret(key) && value !== undefined));
+  const settings = Object.fromEntries(Object.entries(args).filter(([key]) => !isSecret(key)));
+  return { settings: fromPackageValue(SETTINGS, settings) as ComponentArgs["settings"], secrets };
 }
 
 // Typed as a plain ComponentResource constructor so the schema inference sees a direct component.
@@ -150,10 +71,14 @@ export class ModelServing extends ServingComponent {
   declare readonly units: pulumi.Output<RankUnitOutput[]>;
   /** Platform kubernetes: per role the Deployment, replicas and each pod's ranks. */
   declare readonly deployments: pulumi.Output<RoleDeploymentOutput[]>;
+  /** The commit every host serves: the pinned revision, or the one the seed's download resolved (none yet on Kubernetes without a pin). */
+  declare readonly modelRevision: pulumi.Output<string | undefined>;
   /** Model, strategy, target and every axis value. */
   declare readonly selection: { [key: string]: string };
   /** Where the recipe's own settings do nothing. */
   declare readonly warnings: string[];
+  /** Platform hosts: every rank's metrics endpoint with its labels, as Prometheus file_sd groups. */
+  declare readonly scrapeTargets: ScrapeTargetOutput[];
 
   constructor(name: string, args: ModelServingArgs, opts?: pulumi.ComponentResourceOptions) {
     super(name, componentArgs(args), opts);

@@ -153,6 +153,8 @@ describe("the packed package in a new Pulumi program", () => {
       expect(schema.version).toBe("0.1.0");
       expect(Object.keys(schema.resources)).toEqual(["rbln-serving:index:ModelServing"]);
       expect(schema.resources["rbln-serving:index:ModelServing"].isComponent).toBe(true);
+      // The shipped sources reach the generated argument types: a hosts stack can be declared in full.
+      expect(Object.keys(schema.types["rbln-serving:index:HostArgs"].properties)).toEqual(["name", "address", "user", "port", "listenAddress", "hostKey", "proxy"]);
     } finally {
       plugin.kill();
     }

@@ -1,66 +1,317 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
+import type * as pulumi from "@pulumi/pulumi";
 import { Analyzer } from "@pulumi/pulumi/provider/experimental/analyzer";
 import { generateSchema } from "@pulumi/pulumi/provider/experimental/schema";
-import { describe, expect, it } from "vitest";
+import { describe, expect, expectTypeOf, it } from "vitest";
 import { parse } from "yaml";
-import { componentArgs, type ModelServingArgs } from "../provider/modelServing";
-import { planServing } from "../components/modelServing";
+import { z } from "zod";
+import { ConfigError } from "../core/errors";
+import { SECRET_KEYS, StackSettings } from "../core/config/stackConfig";
+import { planServing, type ModelServing as ComponentModelServing } from "../components/modelServing";
+import { componentArgs, type ModelServing as PackageModelServing, type ModelServingArgs } from "../provider/modelServing";
+import { GENERATE_COMMAND, GENERATED_FILE, providerTypesSource } from "../scripts/generate-provider-types";
 
 // The schema `pulumi package add` would publish, inferred offline by Pulumi's own analyzer from
 // the TypeScript source the provider entry points it at (provider/).
 const PROVIDER_DIR = path.resolve(__dirname, "../provider");
+const packageJson = JSON.parse(fs.readFileSync(path.join(PROVIDER_DIR, "package.json"), "utf8"));
+const analysis = new Analyzer(PROVIDER_DIR, "rbln-serving", packageJson, new Set(["ModelServing"])).analyze();
+const schema = generateSchema("rbln-serving", "0.1.0", packageJson.description, analysis.components, analysis.typeDefinitions, analysis.dependencies);
+const resource = schema.resources["rbln-serving:index:ModelServing"]!;
+const ANY = "pulumi.json#/Any";
+
+/** A property or a type of the package schema, every field optional, to walk either. */
+interface Spec {
+  type?: string;
+  $ref?: string;
+  plain?: boolean;
+  items?: Spec;
+  additionalProperties?: Spec;
+  properties?: Record<string, Spec>;
+  required?: string[];
+  enum?: { value: unknown }[];
+}
+const inputs: Spec = { type: "object", properties: resource.inputProperties as Record<string, Spec>, required: resource.requiredInputs! };
+
+/** A property's type: its `#/types/` definition, or the property itself. */
+function deref(spec: Spec): Spec {
+  return spec.$ref?.startsWith("#/types/") ? (schema.types[spec.$ref.slice("#/types/".length)] as Spec) : spec;
+}
+
+/** The package schema's input at a key path (`[]` an item, `{}` a map value), and whether it is required. */
+function inputAt(keys: readonly string[]): { spec: Spec; required: boolean } | undefined {
+  let object = inputs;
+  let found: { spec: Spec; required: boolean } | undefined;
+  for (const key of keys) {
+    const spec = key === "[]" ? object.items : key === "{}" ? object.additionalProperties : object.properties?.[key];
+    if (!spec) return undefined;
+    found = { spec, required: key === "[]" || key === "{}" || (object.required ?? []).includes(key) };
+    object = deref(spec);
+  }
+  return found;
+}
+
+interface KeyPath {
+  keys: string[];
+  schema: z.core.$ZodTypes;
+  required: boolean;
+}
+
+/**
+ * Every key path the stack config takes (`hosts.[].proxy.hostKey`, `kubernetes.resources.{}.limits.cpu`),
+ * walked on the zod schema itself: through optional, default, pipe, array, record and object.
+ */
+function keyPaths(node: z.core.$ZodType, keys: string[] = [], required = true): KeyPath[] {
+  const schema = node as z.core.$ZodTypes;
+  const def = schema._zod.def;
+  const here = keys.length > 0 ? [{ keys, schema, required }] : [];
+  switch (def.type) {
+    case "optional":
+    case "default":
+      return keyPaths(def.innerType, keys, false);
+    case "pipe":
+      // `structured` preprocesses before its schema; absolutePath transforms after a string.
+      return keyPaths(def.in._zod.def.type === "transform" ? def.out : def.in, keys, required);
+    case "array":
+      return [...here, ...keyPaths(def.element, [...keys, "[]"])];
+    case "record":
+      return [...here, ...keyPaths(def.valueType, [...keys, "{}"])];
+    case "object":
+      return [...here, ...Object.entries(def.shape).flatMap(([key, field]) => keyPaths(field, [...keys, key]))];
+    default:
+      return here;
+  }
+}
+
+const scalarOf = (node: z.core.$ZodType): string | undefined => {
+  const def = (node as z.core.$ZodTypes)._zod.def;
+  if (def.type === "string" || def.type === "number" || def.type === "boolean") return def.type;
+  if (def.type === "enum") return typeof Object.values(def.entries)[0];
+  if (def.type === "literal") return typeof def.values[0];
+  return undefined;
+};
+
+/** Why the package's input does not fit the zod schema at that path, or undefined when it does. */
+function mismatch({ schema: node, required }: KeyPath, found: { spec: Spec; required: boolean }): string | undefined {
+  const { spec } = found;
+  const type = deref(spec);
+  const def = node._zod.def;
+  if (found.required !== required) return `required ${found.required}, the stack config ${required}`;
+  if ((spec.$ref === ANY) !== (def.type === "unknown" || (def.type === "union" && def.options.some((o) => scalarOf(o) === undefined)))) return `${JSON.stringify(spec)} for a zod ${def.type}`;
+  switch (def.type) {
+    case "object":
+      return type.type === "object" && type.properties ? undefined : `not an object type: ${JSON.stringify(spec)}`;
+    case "array":
+      return type.type === "array" ? undefined : "not a list";
+    case "record":
+      return type.type === "object" && type.additionalProperties ? undefined : "not a map";
+    case "enum":
+      return JSON.stringify(type.enum?.map((e) => e.value)) === JSON.stringify(Object.values(def.entries)) ? undefined : `not the enum ${Object.values(def.entries)}`;
+    case "union": {
+      const scalars = def.options.map(scalarOf);
+      if (scalars.includes(undefined)) return undefined;
+      const expected = new Set(scalars).size === 1 ? scalars[0] : "string";
+      return type.type === expected ? undefined : `a ${type.type} for a union the package gives as a ${expected}`;
+    }
+    case "unknown":
+      return undefined;
+    default:
+      return type.type === scalarOf(node) ? undefined : `a ${type.type} for a zod ${def.type}`;
+  }
+}
 
 describe("the component package schema", () => {
-  const packageJson = JSON.parse(fs.readFileSync(path.join(PROVIDER_DIR, "package.json"), "utf8"));
-  const analysis = new Analyzer(PROVIDER_DIR, "rbln-serving", packageJson, new Set(["ModelServing"])).analyze();
-  const schema = generateSchema("rbln-serving", "0.1.0", packageJson.description, analysis.components, analysis.typeDefinitions, analysis.dependencies);
-
-  it("lists ModelServing as a component in the index module", () => {
-    const resource = schema.resources["rbln-serving:index:ModelServing"];
-    expect(resource?.isComponent).toBe(true);
-    expect(resource?.requiredInputs?.sort()).toEqual(["strategy", "target"]);
+  it("lists ModelServing as a component in the index module, requiring what the stack config requires", () => {
+    expect(resource.isComponent).toBe(true);
+    const required = Object.entries(StackSettings.shape).filter(([, field]) => !field.safeParse(undefined).success).map(([key]) => key);
+    expect(resource.requiredInputs?.sort()).toEqual(required.sort());
+    expect(required.sort()).toEqual(["strategy", "target"]);
   });
 
-  it("takes the stack config's keys as plain settings and the secrets as inputs", () => {
-    const inputs = schema.resources["rbln-serving:index:ModelServing"]!.inputProperties!;
-    expect(inputs["strategy"]).toMatchObject({ type: "string", plain: true });
-    expect(inputs["replicas"]).toMatchObject({ type: "number", plain: true });
-    expect(inputs["axes"]).toMatchObject({ type: "object", additionalProperties: { type: "string" }, plain: true });
-    expect(inputs["hosts"]).toMatchObject({ type: "array", items: { $ref: "#/types/rbln-serving:index:HostArgs" }, plain: true });
-    expect(inputs["kubernetes"]).toMatchObject({ $ref: "#/types/rbln-serving:index:KubernetesArgs", plain: true });
-    expect(inputs["extraEnv"]).toMatchObject({ type: "object", additionalProperties: { type: "object", additionalProperties: { type: "string" } } });
-    expect(inputs["rollout"]).toMatchObject({ $ref: "#/types/rbln-serving:index:RolloutArgs" });
-    for (const secret of ["sshPrivateKey", "pipPassword", "hfToken", "apiKey"]) {
+  it("has every key path the stack config takes, nested, with a compatible type", () => {
+    const paths = keyPaths(StackSettings);
+    const names = paths.map((p) => p.keys.join("."));
+    // The walk itself reaches the nested keys the hand-copied types once lacked.
+    expect(names).toEqual(expect.arrayContaining(["hosts.[].hostKey", "hosts.[].proxy.hostKey", "sshProxy.port", "kubernetes.resources.{}.limits.cpu", "kubernetes.tolerations.[].effect", "router.pickerResources.requests.memory", "rollout.maxUnavailable", "cache.shared"]));
+    expect(paths.length).toBeGreaterThan(100);
+    const problems = paths.flatMap((p) => {
+      const found = inputAt(p.keys);
+      const problem = found ? mismatch(p, found) : "missing";
+      return problem ? [`${p.keys.join(".")}: ${problem}`] : [];
+    });
+    expect(problems).toEqual([]);
+  });
+
+  it("has nothing the stack config does not take: each object's keys are the schema's, plus the secrets at the top", () => {
+    for (const { keys, schema: node } of keyPaths(StackSettings).filter((p) => p.schema._zod.def.type === "object")) {
+      const type = deref(inputAt(keys)!.spec);
+      expect(Object.keys(type.properties ?? {}), keys.join(".")).toEqual(Object.keys((node._zod.def as z.core.$ZodObjectDef).shape));
+    }
+    expect(Object.keys(resource.inputProperties!)).toEqual([...Object.keys(StackSettings.shape), ...SECRET_KEYS]);
+  });
+
+  it("takes the settings as plain values and the secrets as inputs", () => {
+    const inputs = resource.inputProperties!;
+    for (const key of Object.keys(StackSettings.shape)) expect(inputs[key]!.plain, key).toBe(true);
+    for (const secret of SECRET_KEYS) {
       expect(inputs[secret]).toMatchObject({ type: "string" });
       expect(inputs[secret]!.plain).toBeUndefined();
     }
-    expect(schema.types["rbln-serving:index:HostArgs"]?.properties).toMatchObject({ name: { type: "string" }, address: { type: "string" }, port: { type: "number" } });
-    expect(schema.types["rbln-serving:index:HostArgs"]?.required?.sort()).toEqual(["address", "name"]);
   });
 
   it("has the component's outputs with their types", () => {
-    const resource = schema.resources["rbln-serving:index:ModelServing"]!;
     expect(resource.properties).toMatchObject({
       endpoints: { type: "array", items: { type: "string" } },
       curl: { type: "string" },
       units: { type: "array", items: { $ref: "#/types/rbln-serving:index:RankUnitOutput" } },
       deployments: { type: "array", items: { $ref: "#/types/rbln-serving:index:RoleDeploymentOutput" } },
+      modelRevision: { type: "string", optional: true },
       selection: { type: "object", additionalProperties: { type: "string" } },
       warnings: { type: "array", items: { type: "string" } },
+      scrapeTargets: { type: "array", items: { $ref: "#/types/rbln-serving:index:ScrapeTargetOutput" } },
     });
     expect(schema.types["rbln-serving:index:RoleDeploymentOutput"]?.properties?.["ranks"]).toMatchObject({ type: "array", items: { $ref: "#/types/rbln-serving:index:RankPlacement" } });
+    expect(schema.types["rbln-serving:index:ScrapeTargetOutput"]?.properties?.["labels"]).toMatchObject({ $ref: "#/types/rbln-serving:index:ScrapeLabelsOutput" });
   });
 
-  it("accepts the example YAML program: its properties are inputs of the schema, and they plan", () => {
-    const program = parse(fs.readFileSync(path.resolve(__dirname, "../examples/yaml/Pulumi.yaml"), "utf8"));
-    const { type, properties } = program.resources.serving;
-    const resource = schema.resources[type];
-    expect(resource?.isComponent).toBe(true);
-    for (const key of Object.keys(properties)) expect(Object.keys(resource!.inputProperties!), key).toContain(key);
-    for (const key of resource!.requiredInputs!) expect(Object.keys(properties)).toContain(key);
+  it("declares the TypeScript component's outputs, with the same types", () => {
+    type Outputs<T> = Exclude<keyof T, keyof pulumi.ComponentResource>;
+    expectTypeOf<Outputs<PackageModelServing>>().toEqualTypeOf<Outputs<ComponentModelServing>>();
+    type Same<K extends Outputs<ComponentModelServing>> = [pulumi.Unwrap<PackageModelServing[K]>, pulumi.Unwrap<ComponentModelServing[K]>];
+    expectTypeOf<Same<"endpoints">[0]>().toEqualTypeOf<Same<"endpoints">[1]>();
+    expectTypeOf<Same<"curl">[0]>().toEqualTypeOf<Same<"curl">[1]>();
+    expectTypeOf<Same<"units">[0]>().toEqualTypeOf<Same<"units">[1]>();
+    expectTypeOf<Same<"deployments">[0]>().toEqualTypeOf<Same<"deployments">[1]>();
+    expectTypeOf<Same<"selection">[0]>().toEqualTypeOf<Same<"selection">[1]>();
+    expectTypeOf<Same<"warnings">[0]>().toEqualTypeOf<Same<"warnings">[1]>();
+    expectTypeOf<Same<"scrapeTargets">[0]>().toEqualTypeOf<Same<"scrapeTargets">[1]>();
+    // The analyzer has no null: an unresolved revision is an absent one.
+    expectTypeOf<Same<"modelRevision">[0]>().toEqualTypeOf<Exclude<Same<"modelRevision">[1], null> | undefined>();
+  });
+
+  it("is generated from the stack config's schema, and the generated file is fresh", () => {
+    expect(fs.readFileSync(GENERATED_FILE, "utf8"), `${path.relative(process.cwd(), GENERATED_FILE)} is stale: run \`${GENERATE_COMMAND}\``).toBe(providerTypesSource());
+  });
+});
+
+/** Where a YAML value does not fit the package schema's property, at every depth. */
+function yamlMismatches(value: unknown, spec: Spec, where: string): string[] {
+  if (spec.$ref === ANY) return [];
+  const type = deref(spec);
+  if (type.enum) return type.enum.some((e) => e.value === value) ? [] : [`${where}: ${JSON.stringify(value)} is not one of ${type.enum.map((e) => e.value)}`];
+  if (type.type === "array") return Array.isArray(value) ? value.flatMap((item, i) => yamlMismatches(item, type.items!, `${where}[${i}]`)) : [`${where}: not a list`];
+  if (type.type === "object") {
+    if (typeof value !== "object" || value === null || Array.isArray(value)) return [`${where}: not an object`];
+    return objectMismatches(value as Record<string, unknown>, type, where);
+  }
+  return typeof value === type.type ? [] : [`${where}: ${JSON.stringify(value)} is not a ${type.type}`];
+}
+
+function objectMismatches(value: Record<string, unknown>, type: Spec, where: string): string[] {
+  const at = (key: string) => (where ? `${where}.${key}` : key);
+  if (type.additionalProperties) return Object.entries(value).flatMap(([key, item]) => yamlMismatches(item, type.additionalProperties!, at(key)));
+  const missing = (type.required ?? []).filter((key) => !(key in value)).map((key) => `${at(key)}: required`);
+  return [...missing, ...Object.entries(value).flatMap(([key, item]) => (type.properties?.[key] ? yamlMismatches(item, type.properties[key], at(key)) : [`${at(key)}: not in the schema`]))];
+}
+
+describe("the example YAML program", () => {
+  const program = parse(fs.readFileSync(path.resolve(__dirname, "../examples/yaml/Pulumi.yaml"), "utf8"));
+  const { type, properties } = program.resources.serving;
+
+  it("sets only properties of the schema, at every depth, with the schema's types", () => {
+    expect(type).toBe("rbln-serving:index:ModelServing");
+    expect(properties.hosts[0].hostKey).toMatch(/^ssh-ed25519 /);
+    expect(objectMismatches(properties, inputs, "")).toEqual([]);
+  });
+
+  it("finds a property the schema lacks and a value of the wrong type", () => {
+    const wrong = { ...properties, hosts: [{ ...properties.hosts[0], hostkey: "x" }], rollout: { maxUnavailable: 1 }, platform: "nomad" };
+    expect(objectMismatches(wrong, inputs, "")).toEqual(["hosts[0].hostkey: not in the schema", "rollout.maxUnavailable: 1 is not a string", 'platform: "nomad" is not one of hosts,kubernetes']);
+  });
+
+  it("plans, through componentArgs as the package passes it", () => {
     // Secrets are interpolated config; any value stands in for them here.
     const args = { ...properties, sshPrivateKey: "key", pipPassword: "pw" } as ModelServingArgs;
-    expect(planServing(componentArgs(args)).plan.selection).toMatchObject({ spec_decode: "suffix" });
+    const { plan, settings } = planServing(componentArgs(args));
+    expect(plan.selection).toMatchObject({ spec_decode: "suffix" });
+    expect(settings.sshProxy).toMatchObject({ address: "bastion.example.com", user: "deploy" });
+    expect(settings.hosts.map((h) => h.listenAddress)).toEqual(["10.20.0.11", "10.20.0.12"]);
+    expect(settings.rollout.maxUnavailable).toBe(1);
+  });
+});
+
+describe("componentArgs", () => {
+  const base = { strategy: "aggregated-pipeline-parallel", target: "Throughput" } as const;
+
+  it("puts the secrets apart and leaves out the unset ones", () => {
+    expect(componentArgs({ ...base, sshPrivateKey: "k", hfToken: undefined }).secrets).toEqual({ sshPrivateKey: "k" });
+    expect(componentArgs({ ...base, sshPrivateKey: "k" }).settings).toEqual(base);
+  });
+
+  it("reads a scalar union's string as the schema takes it: a count as a number, a percentage as itself", () => {
+    expect(componentArgs({ ...base, rollout: { maxUnavailable: "2" } }).settings.rollout).toEqual({ maxUnavailable: 2 });
+    expect(componentArgs({ ...base, rollout: { maxUnavailable: "25%" } }).settings.rollout).toEqual({ maxUnavailable: "25%" });
+  });
+
+  it("passes a key the schema lacks on, for the stack config's own error", () => {
+    const args = { ...base, hosts: [{ name: "a", address: "10.0.0.1", hostkey: "x" }], sshPrivateKey: "k" } as unknown as ModelServingArgs;
+    expect(() => planServing(componentArgs(args))).toThrow(ConfigError);
+    expect(() => planServing(componentArgs(args))).toThrow(/hosts\[0\]\.hostkey/);
+  });
+});
+
+describe("the generator", () => {
+  const Resources = z.strictObject({ cpu: z.string().optional() }).meta({ id: "Resources" });
+  const settings = (shape: z.core.$ZodLooseShape) => z.strictObject({ strategy: z.string(), ...shape });
+
+  it("writes each zod construct as a type the analyzer reads", () => {
+    const source = providerTypesSource(
+      settings({
+        host: z.union([z.strictObject({ name: z.string() }), z.string()]).optional(),
+        listen: z.union([z.ipv4(), z.ipv6()]).optional(),
+        unavailable: z.union([z.number(), z.string()]).default("25%"),
+        mode: z.union([z.literal("fast"), z.literal("safe")]).optional(),
+        preset: z.literal("recommended").optional(),
+        labels: z.record(z.string(), z.string()).default({}),
+        roles: z.record(z.string(), z.array(z.strictObject({ port: z.number() }))).optional(),
+      }),
+    );
+    expect(source).toContain("  host?: any;\n");
+    expect(source).toContain("  listen?: string;\n");
+    expect(source).toMatch(/A number or string in the stack config, given as a string here \("1" for 1\)\.\n {3}\* Default: "25%"\.\n {3}\*\/\n {2}unavailable\?: string;/);
+    expect(source).toContain('export const Mode = { Fast: "fast", Safe: "safe" } as const;\nexport type Mode = (typeof Mode)[keyof typeof Mode];');
+    expect(source).toContain("  mode?: Mode;\n");
+    expect(source).toContain("  preset?: string;\n");
+    expect(source).toContain("  labels?: { [key: string]: string };\n");
+    expect(source).toContain("  roles?: { [key: string]: RoleArgs[] };\n");
+    expect(source).toContain("export interface RoleArgs {\n  port: number;\n}");
+    expect(source).toContain("  strategy: string;\n");
+    for (const secret of SECRET_KEYS) expect(source).toContain(`  ${secret}?: pulumi.Input<string>;\n`);
+  });
+
+  it("names a type after its path, unless the schema gives it an id, which one type serves everywhere", () => {
+    const Bare = z.strictObject({ cpu: z.string().optional() });
+    const source = providerTypesSource(settings({ kubernetes: z.strictObject({ sidecar: Bare.optional(), main: Bare.optional(), picker: Resources.optional() }).optional(), router: z.strictObject({ picker: Resources.optional() }).optional() }));
+    expect(source.match(/^export interface \w+/gm)).toEqual(["export interface ModelServingArgs", "export interface KubernetesArgs", "export interface RouterArgs", "export interface KubernetesSidecarArgs", "export interface KubernetesMainArgs", "export interface ResourcesArgs"]);
+    expect(source).toContain("export interface RouterArgs {\n  picker?: ResourcesArgs;\n}");
+  });
+
+  it("refuses two types of one name, and a construct it has no rule for, naming the paths", () => {
+    expect(() => providerTypesSource(settings({ a: z.strictObject({ b: z.strictObject({}) }), aB: z.strictObject({}) }))).toThrow("aB and a.b would both be ABArgs");
+    expect(() => providerTypesSource(settings({ when: z.strictObject({ at: z.date() }) }))).toThrow("when.at: a zod date has no type in the component package");
+    expect(() => providerTypesSource(settings({ mode: z.enum(["a-b", "aB"]) }))).toThrow("mode: two values of Mode give the same member name");
+    expect(() => providerTypesSource(settings({ apiKey: z.string() }))).toThrow("apiKey is a secret and a plain setting");
+  });
+
+  it("names enum members after their values, digits first too", () => {
+    expect(providerTypesSource(settings({ share: z.enum(["25%", "no-limit"]) }))).toContain('export const Share = { Value25: "25%", NoLimit: "no-limit" } as const;');
+  });
+
+  it("takes doc comments from the schema's descriptions, and secrets' from SECRET_ENV", () => {
+    const source = providerTypesSource(settings({ model: z.string().describe("The model id.").default("m"), gpu: z.number().meta({ description: "Ignored */ by the comment" }).optional() }));
+    expect(source).toContain('  /**\n   * The model id.\n   * Default: "m".\n   */\n  model?: string;\n');
+    expect(source).toContain("  /** Ignored *\\/ by the comment */\n  gpu?: number;\n");
+    expect(source).toContain("  /** A secret: pulumi config set --secret hfToken. vLLM gets it as HF_TOKEN. */\n  hfToken?: pulumi.Input<string>;\n");
   });
 });
