@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
-import { endpointPickerConfig, readRouterIntent } from "../core/router/chartValues";
+import { endpointPickerConfig } from "../core/router/chartValues";
 import { resolvePlan } from "../core/plan/resolve";
 import configSchema from "./fixtures/llm-d-router-v0.10.0/config-schema.json";
 import pluginFacts from "./fixtures/llm-d-router-v0.10.0/plugins.json";
@@ -17,7 +17,7 @@ const ENDPOINTS_PATH = "/etc/epp/endpoints.yaml";
 /** The recipe's P/D router intent as an EndpointPickerConfig, plus file discovery. */
 function pdFileConfig(target: "Latency" | "Throughput" = "Throughput"): any {
   const plan = resolvePlan(minimax, { model: minimax.model, strategy: "prefill-decode-disaggregated", target });
-  const config = parseYaml(endpointPickerConfig(readRouterIntent(plan.router!).values));
+  const config = parseYaml(endpointPickerConfig(plan.router!.values));
   config.plugins.push({ type: "file-discovery", parameters: { path: ENDPOINTS_PATH, watchFile: true } });
   config.dataLayer = { discovery: { pluginRef: "file-discovery" } };
   return config;
