@@ -139,6 +139,7 @@ export interface RolloutArgs {
    * Default: "25%".
    */
   maxUnavailable?: string;
+  shutdownTimeoutSeconds?: number;
 }
 
 /** The stack config's `hosts[].proxy`. */

@@ -53,6 +53,28 @@ describe("extraArgs and extraEnv", () => {
     expect(deployment.plan.roles[0]!.ranks[0]!.placeholders).toEqual([]);
   });
 
+  it("give every rank vLLM's --shutdown-timeout: rollout.shutdownTimeoutSeconds, by default the router's requestTimeout; the unit's stop timeout exceeds it", () => {
+    const raw = readStackFile("dev").raw;
+    const shutdownOf = (settings: Record<string, unknown>) => {
+      const deployment = planDeployment(parseStackSettings(settings), shippedCatalog);
+      const flag = deployment.plan.roles[0]!.ranks[0]!.flags.find((f) => f.name === "--shutdown-timeout");
+      const stop = /^TimeoutStopSec=(\d+)s$/m.exec(renderHost(deployment, deployment.placements[0]!, "test").ranks[0]!.unitText)![1];
+      return [flag?.values[0], Number(stop)];
+    };
+    expect(shutdownOf(raw)).toEqual(["3600", 3720]);
+    expect(shutdownOf({ ...raw, router: { requestTimeout: "1h30m" } })).toEqual(["5400", 5520]);
+    expect(shutdownOf({ ...raw, rollout: { shutdownTimeoutSeconds: 90 } })).toEqual(["90", 210]);
+    expect(() => parseStackSettings({ ...raw, rollout: { shutdownTimeoutSeconds: -1 } })).toThrow(/^rollout\.shutdownTimeoutSeconds: /);
+    expect(() => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: ["--shutdown_timeout=5"] } }), shippedCatalog)).toThrow(/^extraArgs\.main: "--shutdown_timeout" comes from the rollout\.shutdownTimeoutSeconds setting/);
+  });
+
+  it("refuse a flag given twice in extraArgs, in any spelling: vLLM would read only the last", () => {
+    const raw = readStackFile("dev").raw;
+    for (const words of [["--max-log-len", "1", "--max-log-len", "2"], ["--max-log-len=1", "--max_log_len", "2"]]) {
+      expect(() => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: words } }), shippedCatalog)).toThrow(/^extraArgs\.main: "--max[-_]log[-_]len" is given twice; give each flag once/);
+    }
+  });
+
   it("replace a flag the recipe sets, in place, and refuse topology flags and variables", () => {
     const raw = readStackFile("dev").raw;
     const { plan } = planDeployment(parseStackSettings({ ...raw, extraArgs: { main: ["--max-num-seqs", "2", "--enable-log-requests"] } }), shippedCatalog);

@@ -75,10 +75,8 @@ describe("preview on platform hosts: each single change touches exactly what car
     // Preflight reads the weights markers (to skip its disk check once they exist): one more marker.
     expect(diff.changed).toEqual({ "rbln-serving-npu-dev-0-preflight": ["create"], "rbln-serving-npu-dev-0-weights": ["create"], "rbln-serving-npu-dev-0-main-0": ["create"] });
     expect(addedLines(diff, "rbln-serving-npu-dev-0-weights", "create")).toContainEqual("models=(MiniMaxAI/MiniMax-M2.7 asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k)");
-    expect(addedLines(diff, "rbln-serving-npu-dev-0-main-0", "create")).toEqual([
-      expect.stringMatching(/^ {4}--trust-remote-code \\$/),
-      expect.stringMatching(/^ {4}--speculative-config "\{\\n {6}\\"method\\": \\"eagle3\\",/),
-    ]);
+    // One added line: the flag goes before the stack's own last flag (--shutdown-timeout), so no other line changes.
+    expect(addedLines(diff, "rbln-serving-npu-dev-0-main-0", "create")).toEqual([expect.stringMatching(/^ {4}--speculative-config "\{\\n {6}\\"method\\": \\"eagle3\\",/)]);
   });
 
   it("spec_decode off → suffix also installs arctic-inference on that host", async () => {

@@ -17,5 +17,13 @@ export const DEFAULT_RESTART_FREE_GIB = 50;
 /** How many replicas a change may take down at once, by default. */
 export const DEFAULT_MAX_UNAVAILABLE = "25%";
 
+/** `1h30m`, `90m`, `3600s`, `500ms` (a Gateway API duration) in whole seconds, rounded up. */
+export function durationSeconds(duration: string): number {
+  const unit: Record<string, number> = { h: 3600, m: 60, s: 1, ms: 0.001 };
+  let seconds = 0;
+  for (const [, amount, suffix] of duration.matchAll(/([0-9]+)(h|ms|m|s)/g)) seconds += Number(amount) * unit[suffix!]!;
+  return Math.ceil(seconds);
+}
+
 /** A 40-hex commit hash: the only revision that names one snapshot for good (a branch or tag moves). */
 export const COMMIT_HASH = /^[0-9a-f]{40}$/;

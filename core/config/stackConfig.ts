@@ -329,7 +329,13 @@ export const StackSettings = z
     /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
     monitoring: structured(z.strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") })).default({ enabled: false, namespace: "monitoring" }),
     /** How a change reaches the replicas: at most maxUnavailable of them down at once. */
-    rollout: structured(z.strictObject({ maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE) })).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE }),
+    rollout: structured(
+      z.strictObject({
+        maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE),
+        /** vLLM's --shutdown-timeout: how long a stopping rank lets its in-flight requests finish; unset, the router's requestTimeout, so no request the front door allows is cut. */
+        shutdownTimeoutSeconds: z.number().int().min(0).max(86400).optional(),
+      }),
+    ).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE }),
   })
   .superRefine((s, ctx) => {
     const seen = new Map<string, number>();

@@ -1,9 +1,17 @@
-import type { Flag } from "./types";
+import type { Flag, RankPlan } from "./types";
 
 /** The launcher words of a rank's argv (`vllm serve <model>`): everything before its flags. */
 export function commandWords(argv: readonly string[], flags: readonly Flag[]): string[] {
   const flagWords = flags.reduce((n, f) => n + 1 + f.values.length, 0);
   return argv.slice(0, argv.length - flagWords);
+}
+
+/** The rank with `extra` flags on top of its own: a flag it has is replaced where it stands, a new one goes last; argv follows. */
+export function withFlags(rank: RankPlan, extra: readonly Flag[]): RankPlan {
+  if (extra.length === 0) return rank;
+  const flags = rank.flags.map((f) => extra.find((e) => e.name === f.name) ?? f);
+  flags.push(...extra.filter((e) => !rank.flags.some((f) => f.name === e.name)));
+  return { ...rank, flags, argv: [...commandWords(rank.argv, rank.flags), ...flags.flatMap((f) => [f.name, ...f.values])] };
 }
 
 /** `<POD_IP>`, `<EPP_HOST>`: values the recipe leaves for the platform to fill in. */

@@ -42,6 +42,7 @@ export const UNKEYED_FLAGS: Readonly<Record<string, string>> = {
   "--data-parallel-rpc-port": "network address",
   "--kv-events-config": "KV-cache event publishing to the router",
   "--safetensors-load-strategy": "how weight files are read",
+  "--shutdown-timeout": "how long a stopping server lets in-flight requests finish",
 };
 
 export const UNKEYED_ENV: Readonly<Record<string, string>> = {

@@ -2,9 +2,10 @@ import type { z } from "zod";
 import { otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES } from "../config/stackConfig";
 import { ConfigError, listValues } from "../errors";
 import type { RecipeCatalog } from "../recipe/catalog";
-import { commandWords } from "./argv";
+import { durationSeconds } from "../config/defaults";
+import { withFlags } from "./argv";
 import { withCompileKeys } from "./compileKey";
-import { REVISION_FLAGS, withRevision } from "./models";
+import { withRevision } from "./models";
 import { resolvePlan } from "./resolve";
 import { checkWeightsStorage } from "./storage";
 import type { Deployment, Flag, LaunchPlan, RolePlan } from "./types";
@@ -36,6 +37,13 @@ function topologyFlagOf(canonical: string): string | undefined {
   return alias === undefined ? undefined : VLLM_SHORT_ALIASES[alias];
 }
 
+/** Flags the stack's own settings set on every rank, and the setting to change instead. */
+const SETTING_FLAGS: Readonly<Record<string, string>> = {
+  "--revision": "revision setting; set revision to a commit hash instead",
+  "--tokenizer-revision": "revision setting; set revision to a commit hash instead",
+  "--shutdown-timeout": "rollout.shutdownTimeoutSeconds setting; set that instead",
+};
+
 /** `--flag value value --other --name=value` → grouped flags under vLLM's spelling; a word that starts with `-` opens a flag. */
 function groupFlags(words: readonly string[], key: string): Flag[] {
   const flags: Flag[] = [];
@@ -47,8 +55,10 @@ function groupFlags(words: readonly string[], key: string): Flag[] {
       if (topology !== undefined) {
         throw new ConfigError(key, `"${given}"${given === topology ? "" : ` (vLLM reads it as ${topology})`} defines the serving topology and comes from the recipe; choose a strategy, target or axis instead`);
       }
-      if ((REVISION_FLAGS as readonly string[]).includes(canonicalFlag(given))) {
-        throw new ConfigError(key, `"${given}" comes from the revision setting; set revision to a commit hash instead`);
+      const owner = SETTING_FLAGS[canonicalFlag(given)];
+      if (owner !== undefined) throw new ConfigError(key, `"${given}" comes from the ${owner}`);
+      if (flags.some((f) => f.name === canonicalFlag(given))) {
+        throw new ConfigError(key, `"${given}" is given twice; give each flag once, with all its values (vLLM would read only the last)`);
       }
       flags.push({ name: canonicalFlag(given), values: equals < 0 ? [] : [word.slice(equals + 1)] });
     } else if (flags.length === 0) throw new ConfigError(key, `"${word}" comes before any flag; give flags such as ["--max-log-len", "100"]`);
@@ -68,14 +78,9 @@ function withExtras(role: RolePlan, extraArgs: readonly string[] | undefined, ex
   }
   return {
     ...role,
-    ranks: role.ranks.map((rank) => {
-      const flags = rank.flags.map((f) => extras.find((e) => e.name === f.name) ?? f);
-      flags.push(...extras.filter((e) => !rank.flags.some((f) => f.name === e.name)));
-      const argv = [...commandWords(rank.argv, rank.flags), ...flags.flatMap((f) => [f.name, ...f.values])];
-      // `placeholders` stays the recipe's: the stack's own text is literal, but for a `<POD_IP>`
-      // the platform knows, which it binds like the recipe's.
-      return { ...rank, flags, argv, env: { ...rank.env, ...extraEnv } };
-    }),
+    // `placeholders` stays the recipe's: the stack's own text is literal, but for a `<POD_IP>`
+    // the platform knows, which it binds like the recipe's.
+    ranks: role.ranks.map((rank) => ({ ...withFlags(rank, extras), env: { ...rank.env, ...extraEnv } })),
   };
 }
 
@@ -114,11 +119,16 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
       if (!roleNames.includes(role)) throw new ConfigError(`${field}.${role}`, `strategy "${base.strategy}" has no role "${role}"; allowed: ${listValues(roleNames)}`);
     }
   }
+  // In-flight requests get this long to finish when a rank stops: by default as long as the front door lets a request run.
+  const shutdownTimeoutSeconds = settings.rollout.shutdownTimeoutSeconds ?? durationSeconds(settings.router.requestTimeout);
+  const shutdown = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }];
   const plan: LaunchPlan = withCompileKeys(
     withRevision(
       {
         ...base,
-        roles: base.roles.map((role) => withExtras(role, settings.extraArgs[role.role], settings.extraEnv[role.role])),
+        roles: base.roles.map((role) =>
+          withExtras({ ...role, ranks: role.ranks.map((rank) => withFlags(rank, shutdown)) }, settings.extraArgs[role.role], settings.extraEnv[role.role]),
+        ),
         warnings: [...base.warnings, ...settingsWarnings(settings)],
       },
       settings.revision,
@@ -149,5 +159,5 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
           return { replica: Math.floor(i / plan.nodes.length), node: i % plan.nodes.length, host: proxy ? { ...host, proxy } : host };
         })
       : [];
-  return { settings, plan, placements };
+  return { settings, plan, placements, shutdownTimeoutSeconds };
 }

@@ -1,4 +1,4 @@
-import { commandWords } from "./argv";
+import { commandWords, withFlags } from "./argv";
 import type { LaunchPlan, ModelRef, RankPlan, RolePlan } from "./types";
 
 /** Serving never reaches the hub: huggingface_hub (and so vLLM and transformers) reads only the local snapshot. */
@@ -45,12 +45,6 @@ export function modelsOf(roles: readonly RolePlan[], revision: string | null): M
 export function withRevision(plan: LaunchPlan, revision: string | undefined): LaunchPlan {
   if (revision === undefined) return plan;
   const pinned = REVISION_FLAGS.map((name) => ({ name, values: [revision] }));
-  const roles = plan.roles.map((role) => ({
-    ...role,
-    ranks: role.ranks.map((rank) => {
-      const flags = [...rank.flags.filter((f) => !(REVISION_FLAGS as readonly string[]).includes(f.name)), ...pinned];
-      return { ...rank, flags, argv: [...commandWords(rank.argv, rank.flags), ...flags.flatMap((f) => [f.name, ...f.values])] };
-    }),
-  }));
+  const roles = plan.roles.map((role) => ({ ...role, ranks: role.ranks.map((rank) => withFlags(rank, pinned)) }));
   return { ...plan, roles, revision, models: modelsOf(roles, revision) };
 }

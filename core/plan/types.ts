@@ -163,4 +163,6 @@ export interface Deployment {
   plan: LaunchPlan;
   /** hosts[i] runs node (i mod nodes) of replica floor(i / nodes). Empty on Kubernetes. */
   placements: HostPlacement[];
+  /** vLLM's --shutdown-timeout on every rank: how long a stopping rank lets its in-flight requests finish. */
+  shutdownTimeoutSeconds: number;
 }

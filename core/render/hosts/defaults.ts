@@ -2,8 +2,6 @@ import { LEASE_DEFAULTS } from "../../cache/leaseLock";
 
 /** How long a starting unit waits for its NPU device nodes (the driver loads late after a reboot). */
 const DEVICE_WAIT_SECONDS = 300;
-/** How long systemd gives a stopping rank before it kills what is left. */
-const STOP_TIMEOUT_SECONDS = 120;
 
 /**
  * Every operational default of the hosts platform, in one place (as an Ansible role keeps its
@@ -20,7 +18,8 @@ export const HOST_DEFAULTS = {
   managedMarker: "# Managed by rbln-serving (Pulumi); local edits are overwritten.",
   unit: {
     deviceWaitSeconds: DEVICE_WAIT_SECONDS,
-    stopTimeoutSeconds: STOP_TIMEOUT_SECONDS,
+    /** systemd's TimeoutStopSec is vLLM's --shutdown-timeout (rollout.shutdownTimeoutSeconds) and this much more, for the engine processes to end after the drain. */
+    stopMarginSeconds: 120,
     /**
      * With Type=exec the start timeout bounds only ExecStartPre and the exec, not vLLM's readiness
      * (vLLM does not notify systemd; the unit step polls the rank instead): enough for the device
@@ -44,11 +43,6 @@ export const HOST_DEFAULTS = {
   locks: {
     /** Host-wide: every deployment on the host, whatever its install root, switches units under it. */
     units: "/run/rbln-serving-units.lock",
-    /**
-     * How long a unit step waits for another deploy's switch on the host: a unit stopped and a unit
-     * started, device wait included.
-     */
-    unitsWaitSeconds: 2 * STOP_TIMEOUT_SECONDS + DEVICE_WAIT_SECONDS + 60,
     /** The service account and the cache folders are set up under it (install and weights run side by side). */
     setup: "/run/rbln-serving-setup.lock",
   },

@@ -45,6 +45,11 @@ export interface HostContext {
   timings: UnitTimings;
 }
 
+/** How long systemd gives a stopping rank: vLLM's shutdown timeout (its in-flight requests finish), then the engine processes end. */
+export function stopTimeoutSeconds(deployment: Deployment): number {
+  return deployment.shutdownTimeoutSeconds + HOST_DEFAULTS.unit.stopMarginSeconds;
+}
+
 /** `http://host:port`, with brackets around an IPv6 address. */
 export function httpUrl(address: string, port: number): string {
   return `http://${address.includes(":") ? `[${address}]` : address}:${port}`;
@@ -79,7 +84,7 @@ function unitText(context: HostContext, role: RolePlan, rank: RankPlan, envPath:
     exec_start: execStartLine(execLines),
     restart_s: context.timings.restartSeconds,
     start_timeout_s: unit.startTimeoutSeconds,
-    stop_timeout_s: unit.stopTimeoutSeconds,
+    stop_timeout_s: stopTimeoutSeconds(context.deployment),
     limit_nofile: unit.limitNofile,
   });
 }
@@ -124,7 +129,8 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       cacheRoot: context.cache.root,
       minFreeDiskGbToRestart: settings.minFreeDiskGbToRestart,
       legacy: { unitName: legacyUnitName(role.role, rank.rank), envPath: legacyEnvPath(settings.installRoot, role.role, rank.rank) },
-      hostLockWaitSeconds: HOST_DEFAULTS.locks.unitsWaitSeconds,
+      // Another deploy's switch: a unit stopped (its drain included) and a unit started, device wait included.
+      hostLockWaitSeconds: 2 * stopTimeoutSeconds(context.deployment) + HOST_DEFAULTS.unit.deviceWaitSeconds + 60,
       rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
       wait: servingWait(context, readyTimeoutSeconds(context.cache, bound.env)),
     }),
