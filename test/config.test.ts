@@ -323,12 +323,12 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
     expect(() => plan({ ...dev(), extraArgs: { main: ["-O", "3"] } })).not.toThrow();
   });
 
-  it("refuses extras for a role the strategy lacks, a host count that does not fit, per-role replicas and the router on hosts", () => {
+  it("refuses extras for a role the strategy lacks, a host count that does not fit, per-role replicas and the disaggregated strategy on hosts without router.host", () => {
     expect(() => plan({ ...dev(), extraArgs: { decode: ["--x"] } })).toThrow('extraArgs.decode: strategy "aggregated-data-expert-parallel" has no role "decode"; allowed: "main"');
     expect(() => plan({ ...dev(), extraEnv: { decode: { X: "1" } } })).toThrow(/^extraEnv\.decode: strategy/);
     expect(() => plan({ ...dev(), replicas: 2 })).toThrow('hosts: 1 given; strategy "aggregated-data-expert-parallel" with replicas: 2 needs exactly 2 (1 per replica)');
-    expect(() => plan({ ...dev(), prefillReplicas: 2 })).toThrow('prefillReplicas: applies only to a strategy with a "prefill" role on platform: kubernetes; use replicas');
-    expect(() => plan({ ...readStackFile("prod").raw, platform: "hosts", hosts: [dev().hosts[0], { ...dev().hosts[0], name: "b", address: "10.20.0.12" }] })).toThrow(/^platform: strategy "prefill-decode-disaggregated" needs the llm-d router/);
+    expect(() => plan({ ...dev(), prefillReplicas: 2 })).toThrow('prefillReplicas: applies only to a strategy with a "prefill" role; use replicas');
+    expect(() => plan({ ...readStackFile("prod").raw, platform: "hosts", hosts: [dev().hosts[0], { ...dev().hosts[0], name: "b", address: "10.20.0.12" }] })).toThrow(/^router\.host: required: strategy "prefill-decode-disaggregated" routes through the llm-d router's front door/);
     const two = plan({ ...dev(), replicas: 2, hosts: [dev().hosts[0], { ...dev().hosts[0], name: "b", address: "10.20.0.12" }] });
     expect(two.placements.map((p) => [p.replica, p.node, p.host.name])).toEqual([[0, 0, "npu-dev-0"], [1, 0, "b"]]);
   });

@@ -196,11 +196,32 @@ const Kubernetes = z.strictObject({
   clients: z.strictObject({ namespaces: z.array(dnsLabel).min(1).optional(), podLabels: z.record(labelKey, labelValue).optional() }).default({}),
 });
 
+/** A server of the front door on hosts: no NPU needed, podman or docker. */
+export const RouterHost = z.strictObject({
+  name: dnsLabel,
+  address,
+  user: posixUser.default("root"),
+  port: port.default(22),
+  hostKey: hostKey.optional(),
+  proxy: SshProxy.optional(),
+});
+export type RouterHost = z.infer<typeof RouterHost>;
+
+const containerImage = z.string().regex(/^[a-z0-9][a-z0-9._\-/:@]*$/, "an image reference such as registry.example.com/llm-d/llm-d-router-endpoint-picker:v0.10.0");
+
 const Router = z.strictObject({
-  /** The HTTPRoute's request timeout (Gateway API duration); the chart's own default, 300s, cuts long generations. */
+  /** How long a request may run: the HTTPRoute's (Kubernetes) or Envoy's route timeout (hosts). The chart's own default, 300s, cuts long generations. */
   requestTimeout: z.string().regex(/^([0-9]{1,5}(h|m|s|ms)){1,4}$/, "a Gateway API duration such as 1h, 90m or 3600s").default("1h"),
   /** The endpoint picker's container resources (the chart's router.epp.resources); unset keeps the chart's. */
   pickerResources: ContainerResources.optional(),
+  /** Hosts: where the front door (the llm-d endpoint picker and Envoy) runs: a server of its own, or the name of an entry of `hosts` to share it. */
+  host: z.union([dnsLabel, RouterHost], { error: "a host {name, address, user, port, hostKey, proxy}, or the name of an entry of hosts" }).optional(),
+  /** Hosts: the container runtime the front door and the routing sidecars run under. */
+  runtime: z.enum(["podman", "docker"]).default("podman"),
+  /** Hosts: the images of the front door and the sidecars, for a mirror or an air-gapped site; unset, the pinned defaults. */
+  images: z.strictObject({ endpointPicker: containerImage.optional(), proxy: containerImage.optional(), sidecar: containerImage.optional() }).default({}),
+  /** Hosts: the front door's port. */
+  port: port.default(8080),
 });
 
 /**
@@ -334,8 +355,10 @@ export const StackSettings = z
         maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE),
         /** vLLM's --shutdown-timeout: how long a stopping rank lets its in-flight requests finish; unset, the router's requestTimeout, so no request the front door allows is cut. */
         shutdownTimeoutSeconds: z.number().int().min(0).max(86400).optional(),
+        /** Hosts with the front door: let a change take a role's last server out of it while it restarts (an outage of that role); refused otherwise. */
+        allowEmptyFrontDoor: z.boolean().default(false),
       }),
-    ).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE }),
+    ).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE, allowEmptyFrontDoor: false }),
   })
   .superRefine((s, ctx) => {
     const seen = new Map<string, number>();
@@ -373,10 +396,18 @@ export const StackSettings = z
       const relation = s.cacheRoot === s.installRoot ? "the same directory as" : within(s.cacheRoot, s.installRoot) ? "inside" : "around";
       ctx.addIssue({ code: "custom", path: ["cacheRoot"], message: `"${s.cacheRoot}" is ${relation} installRoot "${s.installRoot}"; the two must be separate directories (cacheRoot outlives installs and destroy)`, params: { hideValue: true } });
     }
+    if (typeof s.router.host === "string" && s.platform === "hosts" && !s.hosts.some((host) => host.name === s.router.host)) {
+      ctx.addIssue({ code: "custom", path: ["router", "host"], message: `names no entry of hosts; allowed: ${s.hosts.map((h) => JSON.stringify(h.name)).join(", ") || "(none)"}, or a host {name, address, user, port, hostKey}` });
+    }
+    const routerHost = s.router.host;
+    if (typeof routerHost === "object" && s.hosts.some((host) => host.name === routerHost.name)) {
+      ctx.addIssue({ code: "custom", path: ["router", "host", "name"], message: `"${routerHost.name}" is the name of an entry of hosts; to share that server give its name alone (router.host: ${routerHost.name}), else another name` });
+    }
     if (s.platform === "hosts" && !s.insecureSkipHostKeyCheck) {
       const unchecked = [
         ...s.hosts.flatMap((host, i) => [...(host.hostKey ? [] : [["hosts", i, "hostKey"]]), ...(host.proxy && !host.proxy.hostKey ? [["hosts", i, "proxy", "hostKey"]] : [])]),
         ...(s.sshProxy && !s.sshProxy.hostKey ? [["sshProxy", "hostKey"]] : []),
+        ...(typeof s.router.host === "object" ? [...(s.router.host.hostKey ? [] : [["router", "host", "hostKey"]]), ...(s.router.host.proxy && !s.router.host.proxy.hostKey ? [["router", "host", "proxy", "hostKey"]] : [])] : []),
       ];
       for (const path of unchecked) {
         ctx.addIssue({ code: "custom", path, message: `required: the server's public SSH host key, read with ssh-keyscan and checked out of band (or set insecureSkipHostKeyCheck: true to connect to whatever answers)` });
@@ -405,7 +436,7 @@ export function foreignKeyWarnings(fullKeys: readonly string[]): string[] {
 /** Settings that only one platform reads: on the other they do nothing. */
 export const PLATFORM_ONLY_KEYS: Readonly<Record<StackSettings["platform"], readonly (keyof StackSettings)[]>> = {
   hosts: ["hosts", "sshProxy", "insecureSkipHostKeyCheck", "pip", "versions", "installRoot", "cacheRoot", "minFreeDiskGb", "minFreeDiskGbToRestart", "cache"],
-  kubernetes: ["kubernetes", "prefillReplicas", "decodeReplicas"],
+  kubernetes: ["kubernetes"],
 };
 
 /** The keys the chosen platform ignores. */

@@ -7,8 +7,9 @@ import { withFlags } from "./argv";
 import { withCompileKeys } from "./compileKey";
 import { withRevision } from "./models";
 import { resolvePlan } from "./resolve";
+import { planFrontDoor } from "./frontDoor";
 import { checkWeightsStorage } from "./storage";
-import type { Deployment, Flag, LaunchPlan, RolePlan } from "./types";
+import type { Deployment, Flag, HostPlacement, LaunchPlan, RolePlan } from "./types";
 
 export type { Deployment, HostPlacement } from "./types";
 
@@ -99,6 +100,58 @@ function settingsWarnings(settings: StackSettings): string[] {
       warnings.push(`${key}: does nothing with platform: ${settings.platform}${why}; remove it or choose the platform that reads it`);
     }
   }
+  // The front door's own settings: the chart deploys the router on Kubernetes.
+  const routerDefaults = SETTING_DEFAULTS["router"] as Record<string, unknown>;
+  for (const key of settings.platform === "kubernetes" ? (["host", "runtime", "images", "port"] as const) : (["pickerResources"] as const)) {
+    if (JSON.stringify(settings.router[key]) !== JSON.stringify(routerDefaults[key])) {
+      warnings.push(`router.${key}: does nothing with platform: ${settings.platform}; remove it or choose the platform that reads it`);
+    }
+  }
+  return warnings;
+}
+
+/** How many replicas a node's role has: the disaggregated strategy counts prefill and decode apart (xPyD). */
+export function nodeReplicas(settings: StackSettings, plan: LaunchPlan, node: number): number {
+  const roles = plan.roles.filter((r) => r.node === node).map((r) => r.role);
+  const own = roles.includes("prefill") ? settings.prefillReplicas : roles.includes("decode") ? settings.decodeReplicas : undefined;
+  return own ?? settings.replicas;
+}
+
+/**
+ * Where each node of each replica runs. `hosts` lists the first node's servers (every replica's),
+ * then the next node's: for the disaggregated strategy the prefill servers, then the decode
+ * servers. A single-node strategy has one server per replica.
+ */
+function placeHosts(settings: StackSettings, plan: LaunchPlan): HostPlacement[] {
+  const counts = plan.nodes.map((node) => nodeReplicas(settings, plan, node.index));
+  const needed = counts.reduce((a, b) => a + b, 0);
+  if (settings.hosts.length !== needed) {
+    if (plan.nodes.length === 1) throw new ConfigError("hosts", `${settings.hosts.length} given; strategy "${plan.strategy}" with replicas: ${settings.replicas} needs exactly ${needed} (1 per replica)`);
+    const servers = plan.nodes.map((node, i) => `${counts[i]} ${node.roles.join("+")}`).join(" servers, then ");
+    throw new ConfigError("hosts", `${settings.hosts.length} given; strategy "${plan.strategy}" needs exactly ${needed}: ${servers} servers, in that order`);
+  }
+  let next = 0;
+  return plan.nodes.flatMap((node, n) =>
+    Array.from({ length: counts[n]! }, (_, replica) => {
+      const host = settings.hosts[next++]!;
+      const proxy = host.proxy ?? settings.sshProxy;
+      return { replica, node: node.index, host: proxy ? { ...host, proxy } : host };
+    }),
+  );
+}
+
+/** What the front door on hosts means for people to know: what does not run in file mode, and replicas without one. */
+function frontDoorWarnings(deployment: Deployment): string[] {
+  const { settings, plan, frontDoor } = deployment;
+  if (settings.platform !== "hosts") return [];
+  if (!frontDoor) {
+    return settings.replicas > 1 ? [`router.host: unset, so the ${settings.replicas} replicas are ${settings.replicas} endpoints and clients must spread their requests over them themselves; set router.host for one front door`] : [];
+  }
+  const warnings = ["router: on hosts the endpoint picker discovers endpoints from a file, without Kubernetes: InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there"];
+  for (const role of plan.roles) {
+    const hosts = new Set(frontDoor.endpoints.filter((e) => e.role === role.role).map((e) => e.host));
+    if (hosts.size === 1) warnings.push(`router: role ${role.role} has one server behind the front door, so a change that restarts it leaves the role without an endpoint while it restarts; its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)`);
+  }
   return warnings;
 }
 
@@ -138,26 +191,16 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
   const roleReplicas = { prefillReplicas: settings.prefillReplicas, decodeReplicas: settings.decodeReplicas };
   for (const [key, value] of Object.entries(roleReplicas)) {
     const role = key.replace("Replicas", "");
-    if (value !== undefined && (settings.platform !== "kubernetes" || !roleNames.includes(role))) {
-      throw new ConfigError(key, `applies only to a strategy with a "${role}" role on platform: kubernetes; use replicas`);
-    }
+    if (value !== undefined && !roleNames.includes(role)) throw new ConfigError(key, `applies only to a strategy with a "${role}" role; use replicas`);
   }
 
+  let placements: HostPlacement[] = [];
   if (settings.platform === "hosts") {
-    if (plan.router) {
-      throw new ConfigError("platform", `strategy "${plan.strategy}" needs the llm-d router, which routes to Kubernetes pods; use platform: kubernetes`);
+    if (plan.router && settings.router.host === undefined) {
+      throw new ConfigError("router.host", `required: strategy "${plan.strategy}" routes through the llm-d router's front door; on hosts give it a server (a host {name, address, user, port, hostKey}, any Linux server with podman or docker) or the name of an entry of hosts`);
     }
-    const needed = plan.nodes.length * settings.replicas;
-    if (settings.hosts.length !== needed) {
-      throw new ConfigError("hosts", `${settings.hosts.length} given; strategy "${plan.strategy}" with replicas: ${settings.replicas} needs exactly ${needed} (${plan.nodes.length} per replica)`);
-    }
+    placements = placeHosts(settings, plan);
   }
-  const placements =
-    settings.platform === "hosts"
-      ? settings.hosts.map((host, i) => {
-          const proxy = host.proxy ?? settings.sshProxy;
-          return { replica: Math.floor(i / plan.nodes.length), node: i % plan.nodes.length, host: proxy ? { ...host, proxy } : host };
-        })
-      : [];
-  return { settings, plan, placements, shutdownTimeoutSeconds };
+  const deployment: Deployment = { settings, plan, placements, shutdownTimeoutSeconds, frontDoor: settings.platform === "hosts" ? planFrontDoor(settings, plan, placements) : null };
+  return { ...deployment, plan: { ...plan, warnings: [...plan.warnings, ...frontDoorWarnings(deployment)] } };
 }

@@ -152,9 +152,43 @@ export interface PlanChange {
 
 /** One node of one replica, placed on a host (platform hosts only). */
 export interface HostPlacement {
+  /** The replica of the node's role: roles of the disaggregated strategy count their replicas apart. */
   replica: number;
   node: number;
   host: Host;
+}
+
+/** One endpoint the front door routes to: a rank (an aggregated replica's rank 0, each prefill and decode rank). */
+export interface FrontDoorEndpoint {
+  /** Unique in the endpoints file: `<host>-<role>-<rank>`. */
+  name: string;
+  /** The host's name. */
+  host: string;
+  role: string;
+  rank: number;
+  /** The literal IPv4 address the EPP and Envoy reach it at. */
+  address: string;
+  /** Where requests go: the rank's port, or its routing sidecar's. */
+  port: number;
+  /** The rank's own vLLM port, where the front door reads its health. */
+  rankPort: number;
+  /** `llm-d.ai/role: prefill|decode` for the disaggregated strategy's roles. */
+  labels: Record<string, string>;
+}
+
+/** The front door on hosts (core/plan/frontDoor.ts): where it runs, its images, and every endpoint behind it. */
+export interface FrontDoorPlan {
+  /** The router host, reached over SSH like the NPU hosts. */
+  host: Host;
+  /** The entry of `hosts` whose server it shares, or null for a server of its own. */
+  sharedWith: string | null;
+  /** The front door's port: clients send every request there. */
+  port: number;
+  runtime: "podman" | "docker";
+  images: { endpointPicker: string; proxy: string; sidecar: string };
+  endpoints: FrontDoorEndpoint[];
+  /** The decode hosts' routing sidecars: listening on port..port+N-1, forwarding to modelServerPort..+N-1. */
+  sidecars: { host: string; port: number; modelServerPort: number; dataParallelSize: number }[];
 }
 
 /** The validated stack: its launch plan with the stack's own additions, and where each node runs. */
@@ -165,4 +199,6 @@ export interface Deployment {
   placements: HostPlacement[];
   /** vLLM's --shutdown-timeout on every rank: how long a stopping rank lets its in-flight requests finish. */
   shutdownTimeoutSeconds: number;
+  /** Hosts with `router.host`: the front door. */
+  frontDoor: FrontDoorPlan | null;
 }

@@ -93,7 +93,8 @@ function unitText(context: HostContext, role: RolePlan, rank: RankPlan, envPath:
 export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan): RenderedRank {
   const { settings } = context.deployment;
   const { host } = context.placement;
-  const bound = bindRank(rank, { POD_IP: host.address }, "hosts");
+  // The KV-events endpoint of the recipe's router (<EPP_HOST>) is the front door's host.
+  const bound = bindRank(rank, { POD_IP: host.address, ...(context.deployment.frontDoor ? { EPP_HOST: context.deployment.frontDoor.host.address } : {}) }, "hosts");
   const name = unitName(context.id, role.role, rank.rank);
   const envPath = envPathOf(settings.installRoot, context.id, role.role, rank.rank);
   const command = commandWords(bound.argv, bound.flags);

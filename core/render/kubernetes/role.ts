@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { compileLock } from "./compileLock";
 import { waitForWeights } from "./weights";
 import { engineReadyTimeoutSeconds } from "../../plan/argv";
+import { servingPorts } from "../../plan/frontDoor";
 import type { Deployment, RolePlan, RouterIntent } from "../../plan/types";
 import { unavailableCount } from "../../rollout/waves";
 import { routingSidecar, vllmContainer } from "./containers";
@@ -81,11 +82,11 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
     metadata: { name: `${instance}-${role.role}-launch-${digest(script + lock.text)}`, namespace, labels },
     data: { "launch.sh": script, [lock.file]: lock.text },
   };
-  const targetPorts = router?.values.inference_pool.target_ports ?? [];
   // A role whose ranks listen off the pool's ports is reached through the routing sidecar.
-  const needsSidecar = router !== null && rankPorts.some((p) => !targetPorts.includes(p));
-  const sidecarPorts = needsSidecar ? targetPorts.slice(0, role.ranks.length) : [];
-  const activePorts = needsSidecar ? sidecarPorts : rankPorts.filter((p) => targetPorts.includes(p));
+  const serving = servingPorts(router, role);
+  const needsSidecar = serving.sidecar;
+  const sidecarPorts = needsSidecar ? serving.ports : [];
+  const activePorts = router ? serving.ports : [];
   const replicas = roleReplicas(deployment, role.role);
   // The unit of rollout is the pod (a decode pod holds its 4 ranks); each role rolls on its own replicas.
   const maxUnavailable = unavailableCount(replicas, settings.rollout.maxUnavailable);

@@ -1,0 +1,119 @@
+import * as net from "node:net";
+import type { Host, StackSettings } from "../config/stackConfig";
+import { ConfigError } from "../errors";
+import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RolePlan, RouterIntent } from "./types";
+
+/**
+ * The front door on hosts: the llm-d router's endpoint picker (EPP) in file-discovery mode and
+ * Envoy on a router host, the routing sidecar on each decode host, and the endpoints the EPP may
+ * route to. Planned here (where it runs, which endpoints, which ports); rendered by core/router.
+ */
+
+/** The ports the front door takes on the router host besides `router.port`. */
+export const FRONT_DOOR_PORTS = {
+  /** The EPP's ext_proc gRPC server: published on loopback only, for Envoy. */
+  eppGrpc: 9002,
+  /** The EPP's gRPC health server, on loopback. */
+  eppHealth: 9003,
+  /** The EPP's Prometheus metrics, on the router host's address. */
+  eppMetrics: 9090,
+  /** Envoy's admin server, on loopback. */
+  envoyAdmin: 9901,
+} as const;
+
+/** The EPP image the recipe pins, or the version this package targets when the strategy's recipe has no router. */
+export const DEFAULT_IMAGES = {
+  endpointPicker: "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
+  /** An Envoy release the llm-d docs support (v1.31+), distroless: the entry point is envoy itself. */
+  proxy: "docker.io/envoyproxy/envoy:distroless-v1.37.0",
+} as const;
+
+/** The disaggregated roles' label the EPP's role filters read. */
+export const ROLE_LABEL = "llm-d.ai/role";
+
+/** The ports a role is reached on through the router: its ranks' own, or (ranks off the pool's ports, as decode's) its routing sidecar's. */
+export function servingPorts(router: RouterIntent | null, role: Pick<RolePlan, "ranks">): { ports: number[]; sidecar: boolean } {
+  const rankPorts = role.ranks.flatMap((r) => r.ports);
+  const targetPorts = router?.values.inference_pool.target_ports ?? [];
+  const sidecar = router !== null && rankPorts.some((p) => !targetPorts.includes(p));
+  return { ports: sidecar ? targetPorts.slice(0, role.ranks.length) : rankPorts, sidecar };
+}
+
+/** The address a host's ranks serve on: listenAddress when it names one, else the host's address. */
+export function servingAddress(host: Host): string {
+  return host.listenAddress && !["0.0.0.0", "::"].includes(host.listenAddress) ? host.listenAddress : host.address;
+}
+
+/** The router host as a host: an entry of `hosts` it shares, or its own server (reached through the stack's bastion unless it names its own). */
+function routerHost(settings: StackSettings, placements: readonly HostPlacement[]): { host: Host; sharedWith: string | null } {
+  const configured = settings.router.host!;
+  if (typeof configured === "string") return { host: placements.find((p) => p.host.name === configured)!.host, sharedWith: configured };
+  const proxy = configured.proxy ?? settings.sshProxy;
+  return { host: proxy ? { ...configured, proxy } : configured, sharedWith: null };
+}
+
+/**
+ * The front door of a hosts deployment, or null without `router.host`. Refuses what file
+ * discovery cannot take (host names: it reads literal IPv4 addresses only), decode hosts whose
+ * ranks listen off localhost (the sidecar forwards to localhost), and a front-door port another
+ * port on the router host already takes.
+ */
+export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placements: readonly HostPlacement[]): FrontDoorPlan | null {
+  if (settings.router.host === undefined) return null;
+  const { host, sharedWith } = routerHost(settings, placements);
+  const endpoints: FrontDoorEndpoint[] = [];
+  const sidecars: FrontDoorPlan["sidecars"] = [];
+  for (const placement of placements) {
+    const index = settings.hosts.findIndex((h) => h.name === placement.host.name);
+    for (const role of plan.roles.filter((r) => r.node === placement.node)) {
+      const { ports, sidecar } = servingPorts(plan.router, role);
+      const address = servingAddress(placement.host);
+      if (!net.isIPv4(address)) {
+        const key = placement.host.listenAddress ? `hosts[${index}].listenAddress` : `hosts[${index}].address`;
+        throw new ConfigError(key, `"${address}" is not a literal IPv4 address; the router's file discovery reaches endpoints by IPv4 address only: give the host's IPv4 address (or listenAddress)`);
+      }
+      if (sidecar && placement.host.listenAddress && !["0.0.0.0", "::"].includes(placement.host.listenAddress)) {
+        throw new ConfigError(`hosts[${index}].listenAddress`, `"${placement.host.listenAddress}": the ${role.role} ranks of this host are reached through the routing sidecar, which forwards to localhost; leave listenAddress unset (all interfaces)`);
+      }
+      // Aggregated replicas take requests on rank 0; a data-parallel decode host on every rank, through the sidecar.
+      const served = plan.router ? role.ranks : role.ranks.slice(0, 1);
+      for (const [i, rank] of served.entries()) {
+        endpoints.push({
+          name: `${placement.host.name}-${role.role}-${rank.rank}`,
+          host: placement.host.name,
+          role: role.role,
+          rank: rank.rank,
+          address,
+          port: ports[i]!,
+          rankPort: rank.ports[0]!,
+          labels: plan.router ? { [ROLE_LABEL]: role.role } : {},
+        });
+      }
+      if (sidecar) sidecars.push({ host: placement.host.name, port: ports[0]!, modelServerPort: role.ranks[0]!.ports[0]!, dataParallelSize: role.ranks.length });
+    }
+  }
+  const taken = new Map<number, string>(Object.entries(FRONT_DOOR_PORTS).map(([name, p]) => [p, `the front door's ${name} port`]));
+  if (sharedWith !== null) {
+    for (const endpoint of endpoints.filter((e) => e.host === sharedWith)) {
+      taken.set(endpoint.rankPort, `${endpoint.role} rank ${endpoint.rank}'s port on ${sharedWith}`);
+      taken.set(endpoint.port, `${endpoint.role} rank ${endpoint.rank}'s serving port on ${sharedWith}`);
+    }
+  }
+  const clash = taken.get(settings.router.port);
+  if (clash !== undefined) throw new ConfigError("router.port", `${settings.router.port} is ${clash}; choose another port`);
+  const image = plan.router?.values.endpoint_picker.image ?? DEFAULT_IMAGES.endpointPicker;
+  return {
+    host,
+    sharedWith,
+    port: settings.router.port,
+    runtime: settings.router.runtime,
+    images: {
+      endpointPicker: settings.router.images.endpointPicker ?? image,
+      proxy: settings.router.images.proxy ?? DEFAULT_IMAGES.proxy,
+      // The disaggregation sidecar is released with the picker, under the same tag.
+      sidecar: settings.router.images.sidecar ?? image.replace(/\/[^/:]+:/, "/llm-d-router-disagg-sidecar:"),
+    },
+    endpoints,
+    sidecars,
+  };
+}
