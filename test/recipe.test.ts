@@ -4,6 +4,7 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../core/errors";
 import { DEFAULT_RECIPE_DIR, parseRecipe, RecipeCatalog } from "../core/recipe/catalog";
+import { isHubModelId } from "../core/recipe/schema";
 import { splitShellWords } from "../core/shell";
 import { catalogWithFixtures } from "./helpers/recipes";
 
@@ -102,5 +103,69 @@ describe("recipe loading", () => {
 
   it("refuses text that is not JSON", () => {
     expect(() => parseRecipe("{", "broken.json")).toThrow(/^broken.json: not valid JSON/);
+  });
+});
+
+describe("recipe fields that reach the command line", () => {
+  const refusal = (mutate: (r: any) => void): string => {
+    const recipe = JSON.parse(shippedText);
+    mutate(recipe);
+    try {
+      parseRecipe(JSON.stringify(recipe), "bad.json");
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      return (error as Error).message;
+    }
+    throw new Error("the recipe was accepted");
+  };
+  const base = "strategies[1].options[0].grid.base[0]";
+
+  it("allows only vLLM's `vllm serve` as a launcher, naming the file, the path and the value", () => {
+    for (const launcher of ["../../bin/sh -c 'curl x | sh' vllm serve", "vllm chat", "vllm", "vllm serve --help", "python3 -m vllm.entrypoints.openai.api_server", "/usr/bin/vllm serve", "vllm  serve", " vllm serve"]) {
+      expect(refusal((r) => (r.strategies[1].options[0].grid.base[0].launcher = launcher))).toBe(`bad.json: ${base}.launcher: ${JSON.stringify(launcher)} is not a vLLM launcher; allowed: "vllm serve"`);
+    }
+    expect(refusal((r) => (r.strategies[2].options[1].grid.base[1].launcher = "bash"))).toMatch(/^bad\.json: strategies\[2\]\.options\[1\]\.grid\.base\[1\]\.launcher: "bash" is not a vLLM launcher/);
+  });
+
+  const badIds = ["--help/x", "-org/x", ".org/x", "org/.x", "org/x.", "org/x-", "../x", "org/..", "org/a..b", "org/a--b", "org/x.git", "org/x/y", "x", "org/", "/x", "org /x", "org/x y", "org/x\ny", "órg/x", `org/${"a".repeat(97)}`];
+  const goodIds = ["MiniMaxAI/MiniMax-M2.7", "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", "a/b", "_org/_x_", "org-1/x.y_z", `org/${"a".repeat(96)}`];
+
+  it("knows the hub's model ids: org/name, its characters, no -- or .., not .git, a name of at most 96", () => {
+    for (const id of badIds) expect(isHubModelId(id), id).toBe(false);
+    for (const id of goodIds) expect(isHubModelId(id), id).toBe(true);
+  });
+
+  it("refuses a model id not of the hub's form, as the recipe's model and as a grid's", () => {
+    for (const id of badIds) {
+      const message = refusal((r) => (r.model = id));
+      expect(message).toBe(`bad.json: model: ${JSON.stringify(id)} is not a Hugging Face model id; allowed: ORG/NAME of letters, digits, "-", "_" and ".", each part beginning and ending with a letter, digit or "_", without "--" or "..", not ending in ".git", NAME at most 96 characters`);
+      expect(refusal((r) => (r.strategies[0].options[1].grid.model = id))).toBe(message.replace("bad.json: model:", "bad.json: strategies[0].options[1].grid.model:"));
+    }
+  });
+
+  it("refuses a draft model in --speculative-config that is not a hub id, wherever the flag is set", () => {
+    const config = (model: unknown) => `--speculative-config '${JSON.stringify({ method: "eagle3", model, num_speculative_tokens: 3 })}'`;
+    const flag = "--speculative-config";
+    const where: [string, (r: any, text: string) => void][] = [
+      ["strategies[0].options[0].grid.deltas.spec_decode=eagle3.main.add_args.--speculative-config", (r, text) => (r.strategies[0].options[0].grid.deltas["spec_decode=eagle3"].main.add_args[flag] = text)],
+      [`${base}.args.--speculative-config`, (r, text) => (r.strategies[1].options[0].grid.base[0].args[flag] = text)],
+      ["strategies[2].options[1].grid.base[1].ranks[2].args.--speculative-config", (r, text) => (r.strategies[2].options[1].grid.base[1].ranks[2].args[flag] = text)],
+    ];
+    for (const [at, set] of where) {
+      for (const model of ["--help/x", "../../etc", "/models/draft", 5, null]) {
+        expect(refusal((r) => set(r, config(model)))).toBe(`bad.json: ${at}: draft model ${JSON.stringify(model)} is not a Hugging Face model id; allowed: ORG/NAME of letters, digits, "-", "_" and ".", each part beginning and ending with a letter, digit or "_", without "--" or "..", not ending in ".git", NAME at most 96 characters`);
+      }
+    }
+    // Suffix decoding names no draft model; the shipped eagle3 draft is a hub id.
+    expect(() => parseRecipe(shippedText, "recipes/minimaxai--minimax-m2.7.json")).not.toThrow();
+  });
+
+  it("refuses an index URL that is not http(s) or holds credentials, without showing them", () => {
+    const withUrl = (url: string) => (r: any) => (r.installs[0].extraIndexUrls = [url]);
+    expect(refusal(withUrl("ftp://pypi.example.com/simple"))).toBe("bad.json: installs[0].extraIndexUrls[0]: an http(s) URL");
+    expect(refusal(withUrl("notaurl"))).toBe("bad.json: installs[0].extraIndexUrls[0]: an http(s) URL");
+    const credentialed = refusal((r) => (r.credentialedIndexUrls = ["https://portal-user:hunter2@pypi.rbln.ai/simple"]));
+    expect(credentialed).toBe("bad.json: credentialedIndexUrls[0]: a URL without user:password@; a host's credentials are the stack's pip.username and pipPassword secret");
+    expect(refusal(withUrl("https://hunter2@pypi.rbln.ai/simple"))).not.toContain("hunter2");
   });
 });

@@ -1,7 +1,7 @@
 import { ConfigError } from "../errors";
 import { ShellSyntaxError, splitShellWords } from "../shell";
 import { parseRecipe } from "./catalog";
-import { Strategy, type PackageInstall, type Recipe } from "./schema";
+import { flagJsonValue, Strategy, type PackageInstall, type Recipe } from "./schema";
 
 /**
  * Recipe import: a recipe page as published (a title line, the recipe's JSON object, then the
@@ -184,7 +184,7 @@ function featureCondition(name: string, json: Record<string, unknown>, warnings:
     for (const [key, roles] of Object.entries(option.grid.deltas)) {
       for (const delta of Object.values(roles)) {
         const shellText = delta.add_args[feature.flag];
-        if (shellText !== undefined && switchesOn(shellText, feature)) keys.add(key);
+        if (shellText !== undefined && flagJsonValue(shellText)?.[feature.field] === feature.value) keys.add(key);
       }
     }
   }
@@ -194,14 +194,4 @@ function featureCondition(name: string, json: Record<string, unknown>, warnings:
   }
   const [axis, value] = [...keys][0]!.split("=") as [string, string];
   return { [axis]: value };
-}
-
-function switchesOn(shellText: string, feature: FeatureSwitch): boolean {
-  try {
-    const [, value] = splitShellWords(shellText);
-    const config = JSON.parse(value ?? "") as Record<string, unknown>;
-    return config[feature.field] === feature.value;
-  } catch {
-    return false;
-  }
 }
