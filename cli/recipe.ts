@@ -1,9 +1,9 @@
-import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { ConfigError } from "../core/errors";
-import { DEFAULT_RECIPE_DIR, RecipeCatalog } from "../core/recipe/catalog";
+import { DEFAULT_RECIPE_DIR, MAX_RECIPE_BYTES, RecipeCatalog } from "../core/recipe/catalog";
 import { importRecipePage } from "../core/recipe/import";
+import { makeUserFolder, readUserFile, writeUserFile, type UserPath } from "../core/userFiles";
 import { commandLine } from "./commandLine";
 import type { Recipe } from "../core/recipe/schema";
 
@@ -11,14 +11,16 @@ const USAGE = `usage:
   recipe import PAGE.txt [--out DIR]   write DIR/<model>.json from a recipe page (DIR: recipes/)
   recipe list [--dir DIR]              every model: strategies, targets, NPUs, verified dates, pins`;
 
+const PAGE: UserPath = { key: "PAGE", wanted: `a recipe page: a text file of at most ${MAX_RECIPE_BYTES / 2 ** 20} MiB` };
+const OUT: UserPath = { key: "--out", wanted: "a folder for recipe files" };
+
 function importCommand(page: string | undefined, out: string): string {
   if (page === undefined) throw new ConfigError("PAGE", "required: recipe import PAGE.txt [--out DIR]");
-  if (!fs.existsSync(page)) throw new ConfigError("PAGE", `no file ${page}`);
-  const imported = importRecipePage(fs.readFileSync(page, "utf8"), page);
+  const imported = importRecipePage(readUserFile(page, PAGE, MAX_RECIPE_BYTES), page);
   for (const warning of imported.warnings) process.stderr.write(`warning: ${warning}\n`);
   const target = path.join(out, imported.fileName);
-  fs.mkdirSync(out, { recursive: true });
-  fs.writeFileSync(target, imported.text);
+  makeUserFolder(out, OUT);
+  writeUserFile(target, imported.text, OUT);
   return `${target}\n`;
 }
 

@@ -3,7 +3,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../core/errors";
-import { DEFAULT_RECIPE_DIR, parseRecipe, RecipeCatalog } from "../core/recipe/catalog";
+import { DEFAULT_RECIPE_DIR, MAX_JSON_DEPTH, MAX_RECIPE_BYTES, parseRecipe, RecipeCatalog } from "../core/recipe/catalog";
 import { isHubModelId } from "../core/recipe/schema";
 import { splitShellWords } from "../core/shell";
 import { catalogWithFixtures } from "./helpers/recipes";
@@ -167,5 +167,44 @@ describe("recipe fields that reach the command line", () => {
     const credentialed = refusal((r) => (r.credentialedIndexUrls = ["https://portal-user:hunter2@pypi.rbln.ai/simple"]));
     expect(credentialed).toBe("bad.json: credentialedIndexUrls[0]: a URL without user:password@; a host's credentials are the stack's pip.username and pipPassword secret");
     expect(refusal(withUrl("https://hunter2@pypi.rbln.ai/simple"))).not.toContain("hunter2");
+  });
+});
+
+describe("a recipe folder the catalog cannot read", () => {
+  const folder = () => fs.mkdtempSync(path.join(os.tmpdir(), "recipes-"));
+  const loadRefusal = (dir: string): string => {
+    try {
+      RecipeCatalog.load(dir);
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).not.toContain("\n");
+      return (error as Error).message;
+    }
+    throw new Error("the folder loaded");
+  };
+
+  it("is refused in one line naming the folder or file and what is wanted", () => {
+    const dir = folder();
+    const file = path.join(dir, "a.json");
+    fs.writeFileSync(file, shippedText);
+    expect(loadRefusal(path.join(dir, "missing"))).toBe(`recipe folder: ${JSON.stringify(path.join(dir, "missing"))} does not exist; allowed: a folder of recipe files (*.json)`);
+    expect(loadRefusal(file)).toBe(`recipe folder: ${JSON.stringify(file)} is not a folder; allowed: a folder of recipe files (*.json)`);
+    expect(loadRefusal(path.join(file, "sub"))).toBe(`recipe folder: ${JSON.stringify(path.join(file, "sub"))} does not exist: a part of its path is a file; allowed: a folder of recipe files (*.json)`);
+    fs.mkdirSync(path.join(dir, "b.json"));
+    expect(loadRefusal(dir)).toBe(`recipe file: ${JSON.stringify(path.join(dir, "b.json"))} is a folder; allowed: a recipe: a JSON file of at most 1 MiB`);
+  });
+
+  it("refuses a recipe file over the size limit unread, and one nested deeper than the schema can check", () => {
+    const huge = folder();
+    fs.writeFileSync(path.join(huge, "huge.json"), Buffer.alloc(MAX_RECIPE_BYTES + 1, " "));
+    expect(loadRefusal(huge)).toBe(`recipe file: ${JSON.stringify(path.join(huge, "huge.json"))} is ${MAX_RECIPE_BYTES + 1} bytes; allowed: a recipe: a JSON file of at most 1 MiB`);
+
+    const nested = (levels: number) => `${"[".repeat(levels)}${"]".repeat(levels)}`;
+    const deep = folder();
+    fs.writeFileSync(path.join(deep, "deep.json"), shippedText.replace('"attn": ', `"deep": ${nested(20_000)}, "attn": `));
+    expect(loadRefusal(deep)).toBe(`${path.join(deep, "deep.json")}: JSON nested 20001 levels deep; allowed: at most ${MAX_JSON_DEPTH} levels of objects and arrays`);
+    // The limit itself is allowed: the root object and 63 arrays.
+    expect(() => parseRecipe(shippedText.replace('"attn": ', `"deep": ${nested(MAX_JSON_DEPTH - 1)}, "attn": `), "edge.json")).not.toThrow();
+    expect(() => parseRecipe(shippedText.replace('"attn": ', `"deep": ${nested(MAX_JSON_DEPTH)}, "attn": `), "edge.json")).toThrow(`edge.json: JSON nested ${MAX_JSON_DEPTH + 1} levels deep`);
   });
 });
