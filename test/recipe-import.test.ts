@@ -12,7 +12,7 @@ import { importRecipePage } from "../core/recipe/import";
 const fixture = (name: string) => fs.readFileSync(path.resolve(__dirname, "fixtures", name), "utf8");
 const SEED_PAGE = fixture("seed-page.txt");
 const SECOND_PAGE = fixture("second-model-page.txt");
-const SHIPPED = fs.readFileSync(path.join(DEFAULT_RECIPE_DIR, "minimax-m2.7.json"), "utf8");
+const SHIPPED = fs.readFileSync(path.join(DEFAULT_RECIPE_DIR, "minimaxai--minimax-m2.7.json"), "utf8");
 const TSX = path.resolve(__dirname, "../node_modules/.bin/tsx");
 const RECIPE_CLI = path.resolve(__dirname, "../cli/recipe.ts");
 
@@ -50,7 +50,7 @@ async function recipe(...args: string[]): Promise<{ status: number; stdout: stri
 describe("recipe import", () => {
   it("reproduces the shipped recipe from the seed page, byte for byte", () => {
     const imported = importRecipePage(SEED_PAGE, "seed-page.txt");
-    expect(imported.fileName).toBe("minimax-m2.7.json");
+    expect(imported.fileName).toBe("minimaxai--minimax-m2.7.json");
     expect(imported.text).toBe(SHIPPED);
     expect(imported.warnings).toEqual([]);
   });
@@ -105,7 +105,7 @@ describe("recipe import", () => {
   it("imports a second model's page with one command, and it plans at once", () => {
     const out = fs.mkdtempSync(path.join(os.tmpdir(), "recipes-"));
     const written = execFileSync(TSX, [RECIPE_CLI, "import", path.resolve(__dirname, "fixtures/second-model-page.txt"), "--out", out], { encoding: "utf8" });
-    expect(written).toBe(`${path.join(out, "tiny-chat-1b.json")}\n`);
+    expect(written).toBe(`${path.join(out, "example--tiny-chat-1b.json")}\n`);
     const catalog = RecipeCatalog.load(out);
     const plan = JSON.parse(runCommand("plan", { model: "example/Tiny-Chat-1B", strategy: "two-role", target: "Latency", set: ["spec_decode=suffix"], format: "json" }, catalog));
     expect(plan.roles.map((r: { role: string }) => r.role)).toEqual(["front", "back"]);
@@ -212,5 +212,51 @@ describe("recipe import and list on the command line", () => {
     await refused(["list", "--dir", path.join(dir, "missing")], `recipe folder: ${JSON.stringify(path.join(dir, "missing"))} does not exist; allowed: a folder of recipe files (*.json)`);
     await refused(["list", "--dir", file], `recipe folder: ${JSON.stringify(file)} is not a folder; allowed: a folder of recipe files (*.json)`);
     expect(fs.readFileSync(file, "utf8")).toBe("text");
+  });
+
+  describe("where the recipe is written", () => {
+    const SEED = path.resolve(__dirname, "fixtures/seed-page.txt");
+    const otherOrgPage = (dir: string, model: string) => {
+      const file = path.join(dir, "other-page.txt");
+      fs.writeFileSync(file, SEED_PAGE.replaceAll("MiniMaxAI/MiniMax-M2.7", model));
+      return file;
+    };
+
+    it("never replaces the recipe of another model whose name ends the same", async () => {
+      const dir = folder();
+      // The shipped recipe under the name imports used to give it (the model's last part).
+      fs.writeFileSync(path.join(dir, "minimax-m2.7.json"), SHIPPED);
+      const run = await recipe("import", otherOrgPage(dir, "other/MiniMax-M2.7"), "--out", dir);
+      expect(run).toEqual({ status: 0, stdout: `${path.join(dir, "other--minimax-m2.7.json")}\n`, stderr: "" });
+      expect(fs.readFileSync(path.join(dir, "minimax-m2.7.json"), "utf8")).toBe(SHIPPED);
+      expect(RecipeCatalog.load(dir).models.sort()).toEqual(["MiniMaxAI/MiniMax-M2.7", "other/MiniMax-M2.7"]);
+    });
+
+    it("refuses to write over a file of another model, or one that is not a recipe, at the model's file name", async () => {
+      const dir = folder();
+      const target = path.join(dir, "other--minimax-m2.7.json");
+      const otherCase = SHIPPED.replaceAll("MiniMaxAI/MiniMax-M2.7", "Other/MiniMax-M2.7");
+      fs.writeFileSync(target, otherCase);
+      const page = otherOrgPage(dir, "other/MiniMax-M2.7");
+      await refused(["import", page, "--out", dir], `--out: ${JSON.stringify(target)} holds the recipe of another model, "Other/MiniMax-M2.7"; not replaced; allowed: a folder where other--minimax-m2.7.json is free or holds the recipe of "other/MiniMax-M2.7"`);
+      expect(fs.readFileSync(target, "utf8")).toBe(otherCase);
+      fs.writeFileSync(target, "notes, not JSON");
+      await refused(["import", page, "--out", dir], `--out: ${JSON.stringify(target)} holds something that is not a recipe; not replaced; allowed: a folder where other--minimax-m2.7.json is free or holds the recipe of "other/MiniMax-M2.7"`);
+      expect(fs.readFileSync(target, "utf8")).toBe("notes, not JSON");
+    });
+
+    it("replaces the model's own file, whatever its name, saying so in one line; the seed page gives the shipped recipe byte for byte", async () => {
+      const dir = folder();
+      const shipped = path.join(dir, "minimaxai--minimax-m2.7.json");
+      fs.writeFileSync(shipped, SHIPPED.replace('"variant": "FP8"\n}', '"variant": "FP8", "edited": true\n}'));
+      expect(await recipe("import", SEED, "--out", dir)).toEqual({ status: 0, stdout: `${shipped}\n`, stderr: `replacing ${shipped}: it holds the recipe of MiniMaxAI/MiniMax-M2.7\n` });
+      expect(fs.readFileSync(shipped, "utf8")).toBe(SHIPPED);
+
+      const renamed = path.join(dir, "mine.json");
+      fs.renameSync(shipped, renamed);
+      expect(await recipe("import", SEED, "--out", dir)).toEqual({ status: 0, stdout: `${renamed}\n`, stderr: `replacing ${renamed}: it holds the recipe of MiniMaxAI/MiniMax-M2.7\n` });
+      expect(fs.readdirSync(dir).filter((f) => f.endsWith(".json"))).toEqual(["mine.json"]);
+      expect(RecipeCatalog.load(dir).models).toEqual(["MiniMaxAI/MiniMax-M2.7"]);
+    });
   });
 });

@@ -1,9 +1,10 @@
+import fc from "fast-check";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../core/errors";
-import { DEFAULT_RECIPE_DIR, MAX_JSON_DEPTH, MAX_RECIPE_BYTES, parseRecipe, RecipeCatalog } from "../core/recipe/catalog";
+import { DEFAULT_RECIPE_DIR, MAX_JSON_DEPTH, MAX_RECIPE_BYTES, parseRecipe, RecipeCatalog, recipeFileName } from "../core/recipe/catalog";
 import { isHubModelId } from "../core/recipe/schema";
 import { splitShellWords } from "../core/shell";
 import { catalogWithFixtures } from "./helpers/recipes";
@@ -12,7 +13,7 @@ import { catalogWithFixtures } from "./helpers/recipes";
 const SEED_FIXTURE = path.resolve(__dirname, "fixtures/seed/000_a2ed4c79c4de85ae.txt");
 /** The shared seed on the development machines, when there is one. */
 const SHARED_SEED = ["../../shared/seed", "/work/shared/seed"].map((dir) => path.resolve(__dirname, dir, "000_a2ed4c79c4de85ae.txt")).find((file) => fs.existsSync(file));
-const shippedText = fs.readFileSync(path.join(DEFAULT_RECIPE_DIR, "minimax-m2.7.json"), "utf8");
+const shippedText = fs.readFileSync(path.join(DEFAULT_RECIPE_DIR, "minimaxai--minimax-m2.7.json"), "utf8");
 
 describe("the seed fixture", () => {
   it.skipIf(SHARED_SEED === undefined)("is an exact copy of the shared seed", () => {
@@ -206,5 +207,21 @@ describe("a recipe folder the catalog cannot read", () => {
     // The limit itself is allowed: the root object and 63 arrays.
     expect(() => parseRecipe(shippedText.replace('"attn": ', `"deep": ${nested(MAX_JSON_DEPTH - 1)}, "attn": `), "edge.json")).not.toThrow();
     expect(() => parseRecipe(shippedText.replace('"attn": ', `"deep": ${nested(MAX_JSON_DEPTH)}, "attn": `), "edge.json")).toThrow(`edge.json: JSON nested ${MAX_JSON_DEPTH + 1} levels deep`);
+  });
+});
+
+describe("recipe file names", () => {
+  it("name the whole model id, so two models (other than by case) never share a file", () => {
+    expect(recipeFileName("MiniMaxAI/MiniMax-M2.7")).toBe("minimaxai--minimax-m2.7.json");
+    expect(recipeFileName("other/MiniMax-M2.7")).toBe("other--minimax-m2.7.json");
+    const hubId = fc.stringMatching(/^[A-Za-z0-9_][A-Za-z0-9._-]{0,6}[A-Za-z0-9_]\/[A-Za-z0-9_][A-Za-z0-9._-]{0,6}[A-Za-z0-9_]$/).filter(isHubModelId);
+    fc.assert(
+      fc.property(hubId, hubId, (a, b) => a.toLowerCase() === b.toLowerCase() || recipeFileName(a) !== recipeFileName(b)),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("the shipped recipe is at its model's file name", () => {
+    expect(fs.readdirSync(DEFAULT_RECIPE_DIR)).toEqual([recipeFileName(JSON.parse(shippedText).model)]);
   });
 });

@@ -51,6 +51,14 @@ export function tooDeep(source: string, depth: number): ConfigError {
   return new ConfigError(source, `JSON nested ${depth} levels deep; allowed: at most ${MAX_JSON_DEPTH} levels of objects and arrays`);
 }
 
+/**
+ * The file a model's recipe is written to: `<org>--<name>.json`, lower case. The whole id is in
+ * the name, and the hub allows no `--` in an id, so two models cannot share a file name.
+ */
+export function recipeFileName(model: string): string {
+  return `${model.toLowerCase().replace("/", "--")}.json`;
+}
+
 /** Parses and validates one recipe; a fault is refused with the file and the JSON path. */
 export function parseRecipe(text: string, source: string): Recipe {
   const { depth } = jsonExtent(text, Math.max(0, text.search(/[{[]/)));

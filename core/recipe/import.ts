@@ -1,6 +1,6 @@
 import { ConfigError } from "../errors";
 import { ShellSyntaxError, splitShellWords } from "../shell";
-import { jsonExtent, MAX_JSON_DEPTH, parseRecipe, tooDeep } from "./catalog";
+import { jsonExtent, MAX_JSON_DEPTH, parseRecipe, recipeFileName, tooDeep } from "./catalog";
 import { flagJsonValue, Strategy, type PackageInstall, type Recipe } from "./schema";
 
 /**
@@ -38,7 +38,7 @@ export const CREDENTIALED_INDEX_HOSTS: readonly string[] = ["pypi.rbln.ai"];
 
 export interface ImportedRecipe {
   recipe: Recipe;
-  /** `<model>.json`: the model id's last part, lower case. */
+  /** `<org>--<name>.json`, lower case: see `recipeFileName`. */
   fileName: string;
   /** The file's text, as the shipped recipes are written. */
   text: string;
@@ -83,8 +83,7 @@ export function importRecipePage(page: string, source: string): ImportedRecipe {
   const output = { ...json, installs, credentialedIndexUrls };
   const text = `${JSON.stringify(output, null, 2)}\n`;
   const recipe = parseRecipe(text, source);
-  const fileName = `${recipe.model.split("/").pop()!.toLowerCase()}.json`;
-  return { recipe, fileName, text, warnings };
+  return { recipe, fileName: recipeFileName(recipe.model), text, warnings };
 }
 
 /** The JSON object at the top of `lines` and the lines after it; a gutter inside the object is removed. */
