@@ -2,7 +2,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { describe, expect, it, vi } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { runCommand } from "../cli/commands";
 import { recipeMain } from "../cli/recipe";
 import { ConfigError, maskUrlCredentials } from "../core/errors";
@@ -176,7 +176,14 @@ describe("recipe import", () => {
 });
 
 describe("recipe import and list on the command line", () => {
-  const folder = () => fs.mkdtempSync(path.join(os.tmpdir(), "recipe-cli-"));
+  const made: string[] = [];
+  const folder = () => {
+    made.push(fs.mkdtempSync(path.join(os.tmpdir(), "recipe-cli-")));
+    return made.at(-1)!;
+  };
+  afterAll(() => {
+    for (const dir of made) fs.rmSync(dir, { recursive: true, force: true });
+  });
   const PAGE_WANTED = `allowed: a recipe page: a text file of at most ${MAX_RECIPE_BYTES / 2 ** 20} MiB`;
 
   async function refused(args: string[], expected: string) {

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError } from "../core/errors";
 import { DEFAULT_RECIPE_DIR, MAX_JSON_DEPTH, MAX_RECIPE_BYTES, parseRecipe, RecipeCatalog, recipeFileName } from "../core/recipe/catalog";
 import { isHubModelId } from "../core/recipe/schema";
@@ -172,7 +172,14 @@ describe("recipe fields that reach the command line", () => {
 });
 
 describe("a recipe folder the catalog cannot read", () => {
-  const folder = () => fs.mkdtempSync(path.join(os.tmpdir(), "recipes-"));
+  const made: string[] = [];
+  const folder = () => {
+    made.push(fs.mkdtempSync(path.join(os.tmpdir(), "recipes-")));
+    return made.at(-1)!;
+  };
+  afterAll(() => {
+    for (const dir of made) fs.rmSync(dir, { recursive: true, force: true });
+  });
   const loadRefusal = (dir: string): string => {
     try {
       RecipeCatalog.load(dir);
