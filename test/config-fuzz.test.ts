@@ -1,15 +1,20 @@
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import fc from "fast-check";
+import { stringify } from "yaml";
 import { describe, expect, it } from "vitest";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
+import { stackDeployment } from "../cli/commands";
 import { planServing } from "../components/modelServing";
 import { ConfigError } from "../core/errors";
 import { allSelections } from "../core/plan/resolve";
 import { renderFiles } from "../core/render/files";
 import { isEnvFileValue } from "../core/render/hosts/systemd";
-import { runProgram } from "../program";
+import { readStackConfig, runProgram } from "../program";
 import { hostileString } from "./helpers/arbitraries";
 import { runUnderMocks } from "./helpers/pulumiHarness";
-import { minimax } from "./helpers/recipes";
+import { minimax, shippedCatalog } from "./helpers/recipes";
 
 const SECRETS = { sshPrivateKey: "k" };
 const selections = [...allSelections(minimax)];
@@ -91,6 +96,8 @@ const mutations: Mutation[] = [
   ["cacheRoot", set("cacheRoot", "/tmp")],
   ["cacheRoot", (c) => (c.installRoot = "/var/lib/rbln-serving/install")],
   ["pip.indexUrl", set("pip", { indexUrl: "https://alice:hunter2@mirror.example.com/simple" })],
+  ["__proto__", (c) => Object.defineProperty(c, "__proto__", { value: { replicas: 2 }, enumerable: true, writable: true, configurable: true })],
+  ["axes.__proto__", (c) => (c.axes = JSON.parse('{"__proto__": {"lmcache": "cpu"}}'))],
 ];
 const hostMutations: Mutation[] = [
   ["hosts", set("hosts", "npu-0")],
@@ -184,4 +191,61 @@ describe("config fuzzing", () => {
       expect(registrations).toEqual([]);
     }
   });
+});
+
+/** A value in another form a stack may give it: as it is, its JSON text, a wrong type, or a map with a `__proto__` key. */
+function otherForm(value: unknown) {
+  const withPrototypeKey = value !== null && typeof value === "object" && !Array.isArray(value) ? JSON.parse(JSON.stringify(value).replace(/^\{/, `{"__proto__": {"replicas": 2}${Object.keys(value).length > 0 ? "," : ""}`)) : value;
+  return fc.oneof(
+    { weight: 8, arbitrary: fc.constant(value) },
+    { weight: 4, arbitrary: fc.constant(typeof value === "string" ? value : JSON.stringify(value)) },
+    { weight: 1, arbitrary: fc.constantFrom<unknown>(5, 1.5, true, "x", "", [], {}, null, "[true]", '{"a": 1}', "5") },
+    { weight: 1, arbitrary: fc.constant(withPrototypeKey) },
+    { weight: 1, arbitrary: fc.constant(JSON.stringify(withPrototypeKey)) },
+  );
+}
+
+/** Stack configs in every form: each key's value as it is or in otherForm, sometimes with a top-level `__proto__` key. */
+const configInAnyForm = fc.oneof({ weight: 3, arbitrary: validConfig }, { weight: 1, arbitrary: invalidConfig.map(({ config }) => config) }).chain((config) =>
+  fc.tuple(fc.tuple(...Object.entries(config).map(([key, value]) => otherForm(value).map((form) => [key, form] as const))), fc.integer({ min: 0, max: 9 })).map(([entries, one]) => {
+    const prototypeKey = one === 0;
+    const reformed: Record<string, unknown> = Object.fromEntries(entries);
+    if (prototypeKey) Object.defineProperty(reformed, "__proto__", { value: '{"replicas": 2}', enumerable: true, writable: true, configurable: true });
+    return reformed;
+  }),
+);
+
+/** A plan, or the line of the ConfigError that refused the config. */
+function outcome(run: () => unknown): { plan: unknown } | { refusal: string } {
+  try {
+    return { plan: run() };
+  } catch (error) {
+    if (error instanceof ConfigError) return { refusal: error.message };
+    throw error;
+  }
+}
+
+describe("the program and the offline commands", () => {
+  it("read a stack file alike: the same plan or the same refusal, for objects, their JSON text, wrong types and prototype keys", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stacks-alike-"));
+    let stacks = 0;
+    let refused = 0;
+    await fc.assert(
+      fc.asyncProperty(configInAnyForm, async (config) => {
+        const name = `alike-${stacks++}`;
+        const entries = Object.fromEntries(Object.entries(config).map(([key, value]) => [`rbln-serving:${key}`, value]));
+        fs.writeFileSync(path.join(dir, `Pulumi.${name}.yaml`), stringify({ config: { ...entries, "rbln-serving:sshPrivateKey": { secure: "v1:AAAAciphertext" } } }));
+        const offline = outcome(() => stackDeployment({}, shippedCatalog, name, dir).deployment.plan);
+        // The program's path: its reading of Pulumi's config, then ModelServing's validation and plan.
+        const program = await runUnderMocks(() => outcome(() => planServing(readStackConfig()).plan), config, SECRETS);
+        expect(program.error).toBeUndefined();
+        expect(program.result, JSON.stringify(config)).toEqual(offline);
+        if ("refusal" in offline) refused++;
+      }),
+      { numRuns: 400, seed: 20261201 },
+    );
+    // Both kinds of outcome come up often.
+    expect(refused).toBeGreaterThan(100);
+    expect(stacks - refused).toBeGreaterThan(30);
+  }, 300_000);
 });

@@ -4,6 +4,7 @@ import * as path from "node:path";
 import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
+import { holdsCiphertext, pulumiConfigText, readConfigEntries } from "../core/config/configEntries";
 import { foreignKeyWarnings, parseStackSettings, StackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
@@ -326,5 +327,75 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
 
   it("warns about a lookalike namespace whatever the key, and not about keys without one", () => {
     expect(foreignKeyWarnings(["RBLN_Serving:colour", "plain", "aws:region"])).toEqual(['RBLN_Serving:colour: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:colour?']);
+  });
+});
+
+describe("the one reading of stack config (readConfigEntries)", () => {
+  const dev = readStackFile("dev").raw as Record<string, any>;
+  const prod = readStackFile("prod").raw as Record<string, any>;
+  /** Entries as Pulumi hands them to the program: every value its text. */
+  const asPulumi = (raw: Record<string, unknown>) => Object.fromEntries(Object.entries(raw).map(([key, value]) => [`rbln-serving:${key}`, pulumiConfigText(value)]));
+  const plain = () => false;
+  const read = (raw: Record<string, unknown>) => readConfigEntries(asPulumi(raw), plain).settings;
+  // A value for every key that is no text, each valid on its own.
+  const jsonValues: Record<string, unknown> = {
+    axes: { lmcache: "cpu" },
+    versions: { vllmRbln: "0.12.1" },
+    replicas: 1,
+    prefillReplicas: 2,
+    decodeReplicas: 2,
+    hosts: dev.hosts,
+    sshProxy: { address: "10.0.0.9", hostKey: EXAMPLE_HOST_KEY },
+    insecureSkipHostKeyCheck: true,
+    pip: { username: "u", extraIndexUrls: ["https://mirror.example.com/simple"] },
+    minFreeDiskGb: 600,
+    minFreeDiskGbToRestart: 10,
+    cache: { shared: "/mnt/rbln-cache" },
+    kubernetes: prod.kubernetes,
+    extraArgs: { main: ["--max-log-len", "100"] },
+    extraEnv: { main: { NOTE: "x" } },
+    router: { requestTimeout: "2h" },
+    monitoring: { enabled: true },
+    rollout: { maxUnavailable: 1 },
+  };
+
+  it("gives every structured key the same value from an object, its JSON text, and a stack file's YAML", () => {
+    const textKeys = ["model", "revision", "strategy", "target", "preset", "platform", "installRoot", "cacheRoot"];
+    expect(Object.keys(StackSettings.shape).filter((key) => !textKeys.includes(key)).sort()).toEqual(Object.keys(jsonValues).sort());
+    for (const [key, value] of Object.entries(jsonValues)) {
+      const fromYaml = readConfigEntries({ [`rbln-serving:${key}`]: value }, plain).settings[key];
+      const fromPulumi = readConfigEntries({ [`rbln-serving:${key}`]: JSON.stringify(value) }, plain).settings[key];
+      expect(fromYaml, key).toEqual(value);
+      expect(fromPulumi, key).toEqual(value);
+    }
+  });
+
+  it("keeps a text key's text as it is, though it looks like JSON", () => {
+    const digits = "1".repeat(40);
+    expect(read({ revision: digits, strategy: 42, target: "true", installRoot: "/srv/x" })).toEqual({ revision: digits, strategy: "42", target: "true", installRoot: "/srv/x" });
+  });
+
+  it("shows a refused value as given, also inside a JSON string, for every structured key", () => {
+    expect(() => parseStackSettings(read({ ...dev, rollout: '{"maxUnavailable": "200%"}' }))).toThrow(/^rollout\.maxUnavailable: .*\(got "200%"\)$/);
+    for (const key of Object.keys(jsonValues)) {
+      expect(() => parseStackSettings(read({ ...dev, [key]: "[true]" })), key).toThrow(new RegExp(`^${key}(\\[0\\])?: .*\\(got (\\[true\\]|true)\\)$`));
+    }
+  });
+
+  it("refuses a secret key in plain text, and an encrypted key that is no secret", () => {
+    expect(() => readConfigEntries({ "rbln-serving:hfToken": "hf_x" }, plain)).toThrow(/^hfToken: is stored in plain text; set it with: pulumi config set --secret hfToken$/);
+    expect(() => readConfigEntries({ "rbln-serving:pip": { indexUrl: { secure: "v1:AAAA" } } }, (_, value) => holdsCiphertext(value))).toThrow(/^pip: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey are read as secrets; set it without --secret$/);
+    expect(readConfigEntries({ "rbln-serving:hfToken": { secure: "v1:AAAA" }, "rbln-serving:strategy": "s" }, (_, value) => holdsCiphertext(value))).toEqual({ settings: { strategy: "s" }, secrets: ["hfToken"], warnings: [] });
+    expect([{ secure: "v1:x" }, [{ a: { secure: "v1:x" } }], { secure: "v1:x", other: 1 }, { secure: 5 }, "secure"].map(holdsCiphertext)).toEqual([true, true, false, false, false]);
+  });
+
+  it("refuses __proto__ keys at any depth instead of applying them through the object prototype", () => {
+    const top = readConfigEntries({ "rbln-serving:__proto__": '{"replicas": 2}', "rbln-serving:strategy": "s" }, plain).settings;
+    expect(Object.keys(top)).toEqual(["__proto__", "strategy"]);
+    expect(top["replicas"]).toBeUndefined();
+    expect(() => parseStackSettings({ ...dev, ...top })).toThrow(/^__proto__: not a key any setting takes \(JavaScript reads it as an object's prototype\)$/);
+    expect(() => parseStackSettings(read({ ...dev, extraEnv: '{"main": {"__proto__": "x"}}' }))).toThrow(/^extraEnv\.main\.__proto__: not a key any setting takes/);
+    expect(() => parseStackSettings(read({ ...dev, hosts: `[${JSON.stringify(dev.hosts[0]).replace("{", '{"__proto__": {"port": 2222},')}]` }))).toThrow(/^hosts\[0\]\.__proto__: not a key/);
+    expect(() => parseStackSettings(read({ ...dev, axes: '{"__proto__": {"lmcache": "cpu"}}' }))).toThrow(/^axes\.__proto__: not a key/);
   });
 });

@@ -27,18 +27,6 @@ export function secretPlaceholder(key: SecretKey): string {
   return `<secret:${key}>`;
 }
 
-/** Pulumi hands structured config to programs as JSON strings; stack files give objects. Accept both. */
-function structured<T extends z.ZodType>(schema: T) {
-  return z.preprocess((value) => {
-    if (typeof value !== "string") return value;
-    try {
-      return JSON.parse(value);
-    } catch {
-      return value;
-    }
-  }, schema);
-}
-
 const dnsLabel = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, "a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'");
 const absolutePath = z
   .string()
@@ -294,34 +282,34 @@ export const StackSettings = z
     strategy: z.string().min(1),
     target: z.string().min(1),
     preset: z.literal("recommended").optional(),
-    axes: structured(z.record(z.string(), z.string())).default({}),
-    versions: structured(z.record(z.string(), z.string())).default({}),
+    axes: z.record(z.string(), z.string()).default({}),
+    versions: z.record(z.string(), z.string()).default({}),
     platform: z.enum(["hosts", "kubernetes"]).default("hosts"),
-    replicas: structured(z.number().int().min(1).max(1024)).default(1),
-    prefillReplicas: structured(z.number().int().min(1).max(1024)).optional(),
-    decodeReplicas: structured(z.number().int().min(1).max(1024)).optional(),
-    hosts: structured(z.array(Host)).default([]),
+    replicas: z.number().int().min(1).max(1024).default(1),
+    prefillReplicas: z.number().int().min(1).max(1024).optional(),
+    decodeReplicas: z.number().int().min(1).max(1024).optional(),
+    hosts: z.array(Host).default([]),
     /** A bastion every host is reached through, unless the host names its own `proxy`. */
-    sshProxy: structured(SshProxy).optional(),
+    sshProxy: SshProxy.optional(),
     /** Connect without checking the servers' host keys (a warning says so). */
-    insecureSkipHostKeyCheck: structured(z.boolean()).default(false),
-    pip: structured(Pip).default({}),
+    insecureSkipHostKeyCheck: z.boolean().default(false),
+    pip: Pip.default({}),
     installRoot: absolutePath.default("/opt/rbln-serving"),
     cacheRoot: absolutePath.default("/var/lib/rbln-serving"),
     /** Free disk (GiB, as df counts) preflight wants under cacheRoot before the weights are cached; the same default as the Kubernetes weights volume. */
-    minFreeDiskGb: structured(z.number().int().min(0)).default(DEFAULT_WEIGHTS_STORAGE_GIB),
+    minFreeDiskGb: z.number().int().min(0).default(DEFAULT_WEIGHTS_STORAGE_GIB),
     /** Free disk (GiB) the unit step wants under cacheRoot before every (re)start of a rank: a start grows the compile cache. */
-    minFreeDiskGbToRestart: structured(z.number().int().min(0)).default(DEFAULT_RESTART_FREE_GIB),
+    minFreeDiskGbToRestart: z.number().int().min(0).default(DEFAULT_RESTART_FREE_GIB),
     /** `shared`: a folder on a filesystem every host mounts (NFS): the weights and compiled caches live there once, instead of being copied between hosts. */
-    cache: structured(z.strictObject({ shared: absolutePath.optional() })).default({}),
-    kubernetes: structured(Kubernetes).default(Kubernetes.parse({})),
-    extraArgs: structured(extraArgs).default({}),
-    extraEnv: structured(extraEnv).default({}),
-    router: structured(Router).default(Router.parse({})),
+    cache: z.strictObject({ shared: absolutePath.optional() }).default({}),
+    kubernetes: Kubernetes.default(Kubernetes.parse({})),
+    extraArgs: extraArgs.default({}),
+    extraEnv: extraEnv.default({}),
+    router: Router.default(Router.parse({})),
     /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
-    monitoring: structured(z.strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") })).default({ enabled: false, namespace: "monitoring" }),
+    monitoring: z.strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") }).default({ enabled: false, namespace: "monitoring" }),
     /** How a change reaches the replicas: at most maxUnavailable of them down at once. */
-    rollout: structured(z.strictObject({ maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE) })).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE }),
+    rollout: z.strictObject({ maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE) }).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE }),
   })
   .superRefine((s, ctx) => {
     const seen = new Map<string, number>();
@@ -423,12 +411,22 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
   }
   const at = formatPath(issue.path) || "(config)";
   let value: unknown = raw;
-  for (const part of issue.path) value = value === null || typeof value !== "object" ? undefined : (value as Record<PropertyKey, unknown>)[part];
+  for (const part of issue.path) value = value !== null && typeof value === "object" && Object.hasOwn(value, part) ? (value as Record<PropertyKey, unknown>)[part] : undefined;
   // A refused credential is not repeated in the error, which ends up in terminals and CI logs; other
   // messages with this mark name the value themselves.
   if (issue.code === "custom" && issue.params?.["hideValue"]) return new ConfigError(at, issueMessage(issue));
   const shown = value === undefined ? "missing" : `got ${JSON.stringify(value)?.slice(0, 80)}`;
   return new ConfigError(at, `${issueMessage(issue)} (${shown})`);
+}
+
+/**
+ * Refuses `__proto__` keys at any depth: JSON and YAML make them ordinary keys, but an object
+ * built from them (zod's records, a spread) would take them as its prototype, or drop them.
+ */
+function refusePrototypeKeys(value: unknown, path: PropertyKey[] = []): void {
+  if (value === null || typeof value !== "object") return;
+  if (Object.hasOwn(value, "__proto__")) throw new ConfigError(formatPath([...path, "__proto__"]), "not a key any setting takes (JavaScript reads it as an object's prototype)");
+  for (const [key, inner] of Object.entries(value)) refusePrototypeKeys(inner, [...path, Array.isArray(value) ? Number(key) : key]);
 }
 
 /**
@@ -438,6 +436,7 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
  */
 export function parseStackSettings(raw: Record<string, unknown>): StackSettings {
   const plain = Object.fromEntries(Object.entries(raw).filter(([key]) => !(SECRET_KEYS as readonly string[]).includes(key)));
+  refusePrototypeKeys(plain);
   const result = StackSettings.safeParse(plain);
   if (!result.success) throw describeIssue(result.error.issues[0]!, plain);
   return result.data;

@@ -3,7 +3,8 @@ import * as path from "node:path";
 import { parse, YAMLParseError } from "yaml";
 import { ConfigError } from "../errors";
 import { packageRoot } from "../packageRoot";
-import { CONFIG_NAMESPACE, foreignKeyWarnings, SECRET_KEYS, type SecretKey } from "./stackConfig";
+import { holdsCiphertext, readConfigEntries } from "./configEntries";
+import type { SecretKey } from "./stackConfig";
 
 export const DEFAULT_STACK_DIR = path.join(packageRoot(), "stacks");
 
@@ -18,6 +19,7 @@ export function projectStackDir(dir: string = process.cwd()): string {
 /** A stack file read offline: the project's keys (prefix removed) and which secrets it holds encrypted. */
 export interface StackFile {
   name: string;
+  /** The settings input, read as the program reads it (readConfigEntries). */
   raw: Record<string, unknown>;
   secrets: SecretKey[];
   /** Keys the file holds that nothing reads (another namespace), one line each. */
@@ -53,20 +55,8 @@ export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): St
     const known = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^Pulumi\..+\.yaml$/.test(f)).map((f) => f.slice(7, -5)) : [];
     throw new ConfigError("--stack", `no stack file ${path.relative(process.cwd(), file)}; stacks: ${known.join(", ") || "(none)"}`);
   }
-  const document = parseStackYaml(fs.readFileSync(file, "utf8"), path.relative(process.cwd(), file));
-  const raw: Record<string, unknown> = {};
-  const secrets: SecretKey[] = [];
-  for (const [fullKey, value] of Object.entries(document.config ?? {})) {
-    const [namespace, key] = fullKey.includes(":") ? (fullKey.split(/:(.*)/s) as [string, string]) : [CONFIG_NAMESPACE, fullKey];
-    if (namespace !== CONFIG_NAMESPACE) continue;
-    if ((SECRET_KEYS as readonly string[]).includes(key)) {
-      if (!(value !== null && typeof value === "object" && "secure" in value)) {
-        throw new ConfigError(key, `is stored in plain text in ${path.basename(file)}; set it with: pulumi config set --secret ${key}`);
-      }
-      secrets.push(key as SecretKey);
-      continue;
-    }
-    raw[key] = value;
-  }
-  return { name, raw, secrets, warnings: foreignKeyWarnings(Object.keys(document.config ?? {})).map((w) => `${path.basename(file)}: ${w}`) };
+  const shownPath = path.relative(process.cwd(), file);
+  const document = parseStackYaml(fs.readFileSync(file, "utf8"), shownPath);
+  const { settings, secrets, warnings } = readConfigEntries(document.config ?? {}, (_, value) => holdsCiphertext(value));
+  return { name, raw: settings, secrets, warnings: warnings.map((w) => `${path.basename(file)}: ${w}`) };
 }
