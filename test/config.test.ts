@@ -7,6 +7,7 @@ import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { holdsCiphertext, pulumiConfigText, readConfigEntries } from "../core/config/configEntries";
 import { foreignKeyWarnings, parseStackSettings, StackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
+import { ConfigError } from "../core/errors";
 import { planDeployment } from "../core/plan/deployment";
 import { weightsStorageGib } from "../core/plan/storage";
 import { renderHost } from "../core/render/hosts/bundle";
@@ -397,5 +398,39 @@ describe("the one reading of stack config (readConfigEntries)", () => {
     expect(() => parseStackSettings(read({ ...dev, extraEnv: '{"main": {"__proto__": "x"}}' }))).toThrow(/^extraEnv\.main\.__proto__: not a key any setting takes/);
     expect(() => parseStackSettings(read({ ...dev, hosts: `[${JSON.stringify(dev.hosts[0]).replace("{", '{"__proto__": {"port": 2222},')}]` }))).toThrow(/^hosts\[0\]\.__proto__: not a key/);
     expect(() => parseStackSettings(read({ ...dev, axes: '{"__proto__": {"lmcache": "cpu"}}' }))).toThrow(/^axes\.__proto__: not a key/);
+  });
+});
+
+describe("stack files, read as Pulumi reads them", () => {
+  const shown = (dir: string) => path.relative(process.cwd(), path.join(dir, "Pulumi.t.yaml"));
+  function stack(body: string | Buffer): string {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stacks-"));
+    fs.writeFileSync(path.join(dir, "Pulumi.t.yaml"), body);
+    return dir;
+  }
+
+  it("refuse an alias bomb and an alias without its anchor with one line, not a ReferenceError", () => {
+    const levels = ["a: &a [x, x, x, x, x, x, x, x, x]", ...["b", "c", "d", "e", "f", "g", "h", "i"].map((name, i) => `${name}: &${name} [${Array(9).fill(`*${String.fromCharCode(97 + i)}`).join(", ")}]`)];
+    const bomb = stack(`${levels.join("\n")}\nconfig:\n  rbln-serving:axes: *i\n`);
+    expect(() => readStackFile("t", bomb)).toThrow(new ConfigError(shown(bomb), "invalid YAML: more than 100 aliases to expand, as in an alias bomb"));
+    const dangling = stack("config:\n  rbln-serving:axes: *nope\n");
+    expect(() => readStackFile("t", dangling)).toThrow(/^.*Pulumi\.t\.yaml: invalid YAML: .*nope/);
+  });
+
+  it("refuse a byte that is not UTF-8, naming the file and line", () => {
+    for (const bad of [[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0x80]]) {
+      const dir = stack(Buffer.concat([Buffer.from("config:\n  rbln-serving:strategy: s\n  rbln-serving:target: T"), Buffer.from(bad), Buffer.from("\n")]));
+      expect(() => readStackFile("t", dir), bad.join(" ")).toThrow(new ConfigError(`${shown(dir)}:3`, "not UTF-8 text; save the stack file as UTF-8"));
+    }
+    expect(readStackFile("t", stack("config:\n  rbln-serving:target: Latenc\u00e9 \u{1F680}\n")).raw).toEqual({ target: "Latenc\u00e9 \u{1F680}" });
+  });
+
+  it("refuse tags the engine does not read, and take merge keys and `on` as it does", () => {
+    for (const tagged of ["!foo x", "!!binary aGk=", "!!timestamp 2026-01-01"]) {
+      const dir = stack(`config:\n  rbln-serving:target: ${tagged}\n`);
+      expect(() => readStackFile("t", dir), tagged).toThrow(new RegExp(`^${shown(dir).replace(/[.]/g, "\\.")}:2:\\d+: invalid YAML: `));
+    }
+    const merged = readStackFile("t", stack("base: &base {user: ubuntu, port: 2222}\nconfig:\n  rbln-serving:hosts:\n    - <<: *base\n      name: a\n  rbln-serving:axes: {prefix_caching: on}\n")).raw;
+    expect(merged).toEqual({ hosts: [{ user: "ubuntu", port: 2222, name: "a" }], axes: { prefix_caching: "on" } });
   });
 });

@@ -1,6 +1,7 @@
+import { isUtf8 } from "node:buffer";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { parse, YAMLParseError } from "yaml";
+import { parse, parseDocument, type YAMLError } from "yaml";
 import { ConfigError } from "../errors";
 import { packageRoot } from "../packageRoot";
 import { holdsCiphertext, readConfigEntries } from "./configEntries";
@@ -31,16 +32,42 @@ export function stackFilePath(name: string, dir: string = DEFAULT_STACK_DIR): st
   return path.join(dir, `Pulumi.${name}.yaml`);
 }
 
-/** The stack file's YAML; a syntax fault (bad indent, duplicate key) is one line naming the file, line and column. */
+/** A stack file's text; a byte that is not UTF-8 is refused with its line (a decoder would make it U+FFFD without a word). */
+function readUtf8(file: string, shownPath: string): string {
+  const bytes = fs.readFileSync(file);
+  if (!isUtf8(bytes)) {
+    // A newline byte is never inside a UTF-8 sequence, so the first line that fails alone holds the fault.
+    let start = 0;
+    for (let line = 1; ; line++) {
+      const end = bytes.indexOf(0x0a, start);
+      if (!isUtf8(bytes.subarray(start, end < 0 ? bytes.length : end))) throw new ConfigError(`${shownPath}:${line}`, "not UTF-8 text; save the stack file as UTF-8");
+      start = end + 1;
+    }
+  }
+  return bytes.toString("utf8");
+}
+
+/** Anchors a stack file may expand: enough for any config, and far short of an alias bomb's billions. */
+const MAX_ALIAS_COUNT = 100;
+
+/**
+ * The stack file's YAML as Pulumi's engine reads it (YAML 1.2 core types, `<<` merge keys); a fault
+ * (bad indent, duplicate key, an unknown tag, an alias bomb) is one line naming the file, line and column.
+ */
 function parseStackYaml(text: string, shownPath: string): { config?: Record<string, unknown> } {
+  const parsed = parseDocument(text, { merge: true, resolveKnownTags: false, logLevel: "silent" });
+  const fault: YAMLError | undefined = parsed.errors[0] ?? parsed.warnings[0];
+  if (fault) {
+    const at = fault.linePos?.[0];
+    throw new ConfigError(at ? `${shownPath}:${at.line}:${at.col}` : shownPath, `invalid YAML: ${fault.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "")}`);
+  }
   let document: unknown;
   try {
-    document = parse(text);
+    document = parsed.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
   } catch (error) {
-    if (!(error instanceof YAMLParseError)) throw error;
-    const at = error.linePos?.[0];
-    const reason = error.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "");
-    throw new ConfigError(at ? `${shownPath}:${at.line}:${at.col}` : shownPath, `invalid YAML: ${reason}`);
+    // The yaml package throws a ReferenceError for an alias without its anchor, and for too many aliases.
+    if (!(error instanceof ReferenceError)) throw error;
+    throw new ConfigError(shownPath, `invalid YAML: ${/excessive alias count/i.test(error.message) ? `more than ${MAX_ALIAS_COUNT} aliases to expand, as in an alias bomb` : error.message}`);
   }
   const config = (document as { config?: unknown } | null)?.config;
   if ((document !== null && (typeof document !== "object" || Array.isArray(document))) || (config != null && (typeof config !== "object" || Array.isArray(config)))) {
@@ -56,7 +83,7 @@ export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): St
     throw new ConfigError("--stack", `no stack file ${path.relative(process.cwd(), file)}; stacks: ${known.join(", ") || "(none)"}`);
   }
   const shownPath = path.relative(process.cwd(), file);
-  const document = parseStackYaml(fs.readFileSync(file, "utf8"), shownPath);
+  const document = parseStackYaml(readUtf8(file, shownPath), shownPath);
   const { settings, secrets, warnings } = readConfigEntries(document.config ?? {}, (_, value) => holdsCiphertext(value));
   return { name, raw: settings, secrets, warnings: warnings.map((w) => `${path.basename(file)}: ${w}`) };
 }
