@@ -4,13 +4,26 @@
  * throws it before any resource is registered.
  */
 export class ConfigError extends Error {
-  constructor(
-    readonly key: string,
-    readonly detail: string,
-  ) {
-    super(`${key}: ${detail}`);
+  readonly key: string;
+  readonly detail: string;
+  constructor(key: string, detail: string) {
+    // Every refusal is one line without a password, whatever input it quotes.
+    const [safeKey, safeDetail] = [oneLine(maskCredentials(key)), oneLine(maskCredentials(detail))];
+    super(`${safeKey}: ${safeDetail}`);
     this.name = "ConfigError";
+    this.key = safeKey;
+    this.detail = safeDetail;
   }
+}
+
+/** Text with whatever comes before the last `@` of a URL's authority (a user, a password, a token) masked: `https://***@host/`. */
+export function maskCredentials(text: string): string {
+  return text.replace(/([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^\s"']*@/g, "$1***@");
+}
+
+/** Control characters (newlines, escapes) written as JSON escapes: the text stays one line and prints as it is. */
+function oneLine(text: string): string {
+  return text.replace(/\p{Cc}/gu, (c) => JSON.stringify(c).slice(1, -1));
 }
 
 /** `"a", "b", "c"` for error messages. */

@@ -107,6 +107,22 @@ describe("a malformed stack file", () => {
   }
 });
 
+describe("a refused index URL", () => {
+  it("is one line with exit status 2, its password masked, also given as JSON text", () => {
+    const name = `bad-url-${process.pid}`;
+    const file = path.join(ROOT, "stacks", `Pulumi.${name}.yaml`);
+    fs.writeFileSync(file, `config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n  rbln-serving:target: Latency\n  rbln-serving:pip: '{"indexUrl": "https://me:hunter2@host name/"}'\n`);
+    try {
+      const run = cli("plan", "--", "--stack", name);
+      expect(run.status).toBe(2);
+      expect(run.stdout).toBe("");
+      expect(run.stderr).toBe('error: pip.indexUrl: an http:// or https:// URL such as https://mirror.example.com/simple (got "https://***@host name/")\n');
+    } finally {
+      fs.rmSync(file);
+    }
+  });
+});
+
 describe("render --out", () => {
   const catalog = RecipeCatalog.load();
   const render = (stack: string, out: string, extra: CliOptions = {}) => runCommand("render", { stack, out, ...extra }, catalog);

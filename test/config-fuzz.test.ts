@@ -96,8 +96,12 @@ const mutations: Mutation[] = [
   ["cacheRoot", set("cacheRoot", "/tmp")],
   ["cacheRoot", (c) => (c.installRoot = "/var/lib/rbln-serving/install")],
   ["pip.indexUrl", set("pip", { indexUrl: "https://alice:hunter2@mirror.example.com/simple" })],
+  ["pip.indexUrl", set("pip", { indexUrl: "https://host name/" })],
+  ["pip.extraIndexUrls", set("pip", { extraIndexUrls: ["https://alice:hunter2@host name/"] })],
+  ["pip.indexUrl", set("pip", { indexUrl: "ftp://alice:hunter2@mirror.example.com/simple" })],
   ["__proto__", (c) => Object.defineProperty(c, "__proto__", { value: { replicas: 2 }, enumerable: true, writable: true, configurable: true })],
   ["axes.__proto__", (c) => (c.axes = JSON.parse('{"__proto__": {"lmcache": "cpu"}}'))],
+  ["extraEnv", (c) => (c.extraEnv = { [rolesOf(c.strategy)[0]!]: { "A\nB": "1" } })],
 ];
 const hostMutations: Mutation[] = [
   ["hosts", set("hosts", "npu-0")],
@@ -127,6 +131,8 @@ const hostMutations: Mutation[] = [
   ["extraEnv.main.HF_HUB_TOKEN", (c) => (c.extraEnv = { main: { HF_HUB_TOKEN: "hf_x" } })],
   ["extraEnv.main.BASH_ENV", (c) => (c.extraEnv = { main: { BASH_ENV: "/tmp/x" } })],
   ["minFreeDiskGb", set("minFreeDiskGb", 10)],
+  ["pip.indexUrl", set("pip", { username: "u", indexUrl: "http://mirror.example.com/simple" })],
+  ["pip.extraIndexUrls[0]", set("pip", { username: "u", extraIndexUrls: ["http://pypi.rbln.ai/simple"] })],
 ];
 const kubernetesMutations: Mutation[] = [
   ["kubernetes.image", (c) => delete c.kubernetes.image],
@@ -174,6 +180,7 @@ describe("config fuzzing", () => {
           expect(error, `${key}: ${JSON.stringify(config)}`).toBeInstanceOf(ConfigError);
           expect(error!.key.startsWith(key) || key.startsWith(error!.key), `expected ${key}, got ${error!.message}`).toBe(true);
           expect(error!.message).not.toContain("\n");
+          expect(error!.message).not.toContain("hunter2");
           invalid++;
         }
       }),

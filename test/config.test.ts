@@ -9,6 +9,7 @@ import { foreignKeyWarnings, parseStackSettings, StackSettings } from "../core/c
 import { readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
 import { planDeployment } from "../core/plan/deployment";
+import { checkIndexCredentials, pipIndexUrls } from "../core/plan/pipIndexes";
 import { weightsStorageGib } from "../core/plan/storage";
 import { renderHost } from "../core/render/hosts/bundle";
 import { catalogWithFixtures, shippedCatalog } from "./helpers/recipes";
@@ -398,6 +399,59 @@ describe("the one reading of stack config (readConfigEntries)", () => {
     expect(() => parseStackSettings(read({ ...dev, extraEnv: '{"main": {"__proto__": "x"}}' }))).toThrow(/^extraEnv\.main\.__proto__: not a key any setting takes/);
     expect(() => parseStackSettings(read({ ...dev, hosts: `[${JSON.stringify(dev.hosts[0]).replace("{", '{"__proto__": {"port": 2222},')}]` }))).toThrow(/^hosts\[0\]\.__proto__: not a key/);
     expect(() => parseStackSettings(read({ ...dev, axes: '{"__proto__": {"lmcache": "cpu"}}' }))).toThrow(/^axes\.__proto__: not a key/);
+  });
+});
+
+describe("index URLs: one line, no password, no credentials over http", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
+  const refusal = (raw: Record<string, unknown>): ConfigError => {
+    try {
+      plan(raw);
+    } catch (error) {
+      if (error instanceof ConfigError) return error;
+      throw error;
+    }
+    throw new Error("accepted");
+  };
+  it("refuses an index URL that does not parse, in indexUrl and extraIndexUrls, with a ConfigError", () => {
+    for (const url of ["https://host name/", "https://mirror.example.com/simple ", "https://[::1/simple", "mirror.example.com/simple", "file:///srv/simple"]) {
+      expect(refusal({ ...dev(), pip: { indexUrl: url } }).message, url).toBe(`pip.indexUrl: an http:// or https:// URL such as https://mirror.example.com/simple (got ${JSON.stringify(url)})`);
+      expect(refusal({ ...dev(), pip: { extraIndexUrls: ["https://ok.example.com/simple", url] } }).key, url).toBe("pip.extraIndexUrls[1]");
+    }
+  });
+
+  it("never shows the password of a refused URL: not for a bad URL, a refused scheme, a URL without one, or the wrong type", () => {
+    for (const pip of [
+      { indexUrl: "https://me:hunter2@host name/" },
+      { extraIndexUrls: ["https://me:hunter2@host name/"] },
+      { indexUrl: "ftp://me:hunter2@mirror.example.com/simple" },
+      { indexUrl: "me:hunter2@mirror.example.com/simple" },
+      { indexUrl: "https://me:hunter2@mirror.example.com/simple" },
+      { indexUrl: ["https://me:hunter2@mirror.example.com/simple"] },
+      { extraIndexUrls: "me:hunter2@mirror.example.com/simple" },
+      { indexUrl: `https://me:hunter2${"x".repeat(100)}@mirror.example.com/simple` },
+    ]) {
+      const error = refusal({ ...dev(), pip });
+      expect(error.message, JSON.stringify(pip)).not.toMatch(/hunter2/);
+      expect(error.message).toMatch(/^pip\.(indexUrl|extraIndexUrls)/);
+    }
+    expect(refusal({ ...dev(), pip: { indexUrl: "ftp://me:hunter2@mirror.example.com/simple" } }).message).toContain('(got "ftp://***@mirror.example.com/simple")');
+    // Any refusal that quotes a URL masks what comes before its `@`, and stays one line.
+    expect(new ConfigError("k", 'got "https://me:pa@ss@host/x"\nand more').message).toBe('k: got "https://***@host/x"\\nand more');
+  });
+
+  it("refuses credentials over plain http: pip.indexUrl, and any extra index on a credentialed host, with pip.username set", () => {
+    expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "http://mirror.example.com/simple" } })).toThrow('pip.indexUrl: "http://mirror.example.com/simple" would receive pip.username and the pipPassword secret over plain http, readable on the way; use an https:// index');
+    expect(() => plan({ ...dev(), pip: { username: "u", extraIndexUrls: ["http://pypi.rbln.ai/simple"] } })).toThrow(/^pip\.extraIndexUrls\[0\]: "http:\/\/pypi\.rbln\.ai\/simple" would receive pip\.username/);
+    expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "https://mirror.example.com/simple", extraIndexUrls: ["http://mirror.example.com/extra"] } })).toThrow(/^pip\.extraIndexUrls\[0\]: /);
+    // No user, no credentials; and an index on another host gets none.
+    expect(() => plan({ ...dev(), pip: { indexUrl: "http://mirror.example.com/simple" } })).not.toThrow();
+    expect(() => plan({ ...dev(), pip: { username: "u", extraIndexUrls: ["http://other.example.com/simple"] } })).not.toThrow();
+    // The recipe's own index on http, as pip would read it without pip.extraIndexUrls.
+    const recipe = { packages: [{ extraIndexUrls: ["http://pypi.rbln.ai/simple"] }], credentialedIndexUrls: ["https://pypi.rbln.ai/simple"] } as never;
+    expect(() => checkIndexCredentials({ username: "u" }, pipIndexUrls({ username: "u" }, recipe))).toThrow(/^pip\.username: the recipe's index "http:\/\/pypi\.rbln\.ai\/simple" would receive pip\.username/);
+    expect(() => checkIndexCredentials({}, pipIndexUrls({}, recipe))).not.toThrow();
   });
 });
 

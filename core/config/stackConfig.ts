@@ -3,7 +3,7 @@ import * as path from "node:path";
 import { z } from "zod";
 import { COMMIT_HASH } from "../cache/models";
 import { DEFAULT_MODEL } from "../recipe/catalog";
-import { ConfigError, formatPath, issueMessage } from "../errors";
+import { ConfigError, formatPath, issueMessage, maskCredentials } from "../errors";
 import { DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "../plan/storage";
 import { DEFAULT_MAX_UNAVAILABLE, MaxUnavailable } from "../rollout/waves";
 
@@ -47,7 +47,6 @@ function systemDirectoryRefusal(dir: string): string | undefined {
 }
 const within = (inner: string, outer: string) => inner === outer || inner.startsWith(outer === "/" ? "/" : `${outer}/`);
 const port = z.number().int().min(1).max(65535);
-const url = z.url({ protocol: /^https?$/ });
 
 /** A server's public host key as `ssh-keyscan` prints it, without the host name: `ssh-ed25519 AAAA...`. */
 const hostKey = z
@@ -86,11 +85,23 @@ export const Host = z.strictObject({
 });
 export type Host = z.infer<typeof Host>;
 
-/** An index URL without credentials: they would sit in the stack file in plain text. */
-const indexUrl = url.refine((value) => {
-  const parsed = new URL(value);
-  return parsed.username === "" && parsed.password === "";
-}, { message: "a URL without user:password@; give the user as pip.username and the password as the pipPassword secret (pulumi config set --secret pipPassword)", params: { hideValue: true } });
+/** A URL as an error may show it: whatever comes before its last `@` (a user, a password, a token) masked. */
+export function maskedUrl(value: string): string {
+  const at = value.lastIndexOf("@");
+  if (at < 0) return value;
+  const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.exec(value)?.[0] ?? "";
+  return `${scheme}***${value.slice(at)}`;
+}
+
+/** An http(s) index URL without credentials, which would sit in the stack file in plain text; a refusal shows it masked. */
+const indexUrl = z.string().superRefine((value, ctx) => {
+  const parsed = URL.canParse(value) && !/[\s\p{Cc}]/u.test(value) ? new URL(value) : undefined;
+  if (parsed === undefined || !["http:", "https:"].includes(parsed.protocol)) {
+    ctx.addIssue({ code: "custom", message: `an http:// or https:// URL such as https://mirror.example.com/simple (got ${JSON.stringify(maskedUrl(value))})`, params: { hideValue: true } });
+  } else if (parsed.username !== "" || parsed.password !== "") {
+    ctx.addIssue({ code: "custom", message: "a URL without user:password@; give the user as pip.username and the password as the pipPassword secret (pulumi config set --secret pipPassword)", params: { hideValue: true } });
+  }
+});
 
 const Pip = z.strictObject({
   /** Replaces PyPI, e.g. a mirror for air-gapped sites. */
@@ -403,6 +414,14 @@ function objectKeysAt(schema: z.ZodType, at: readonly PropertyKey[]): string[] {
   return [];
 }
 
+/** pip's strings are index URLs, which may carry a user and password even without a scheme. */
+function maskUrls(value: unknown): unknown {
+  if (typeof value === "string") return maskedUrl(value);
+  if (Array.isArray(value)) return value.map(maskUrls);
+  if (value !== null && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([key, inner]) => [key, maskUrls(inner)]));
+  return value;
+}
+
 function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): ConfigError {
   if (issue.code === "unrecognized_keys") {
     const at = formatPath(issue.path);
@@ -415,7 +434,9 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
   // A refused credential is not repeated in the error, which ends up in terminals and CI logs; other
   // messages with this mark name the value themselves.
   if (issue.code === "custom" && issue.params?.["hideValue"]) return new ConfigError(at, issueMessage(issue));
-  const shown = value === undefined ? "missing" : `got ${JSON.stringify(value)?.slice(0, 80)}`;
+  const text = JSON.stringify(issue.path[0] === "pip" ? maskUrls(value) : value);
+  // Masked before it is cut, so no cut hides the `@` that marks a password.
+  const shown = value === undefined ? "missing" : `got ${maskCredentials(text).slice(0, 80)}`;
   return new ConfigError(at, `${issueMessage(issue)} (${shown})`);
 }
 

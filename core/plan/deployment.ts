@@ -5,6 +5,7 @@ import type { z } from "zod";
 import { otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES, type Host } from "../config/stackConfig";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { commandWords } from "./argv";
+import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
 import { resolvePlan } from "./resolve";
 import { checkWeightsStorage } from "./storage";
 import type { Flag, LaunchPlan, RolePlan } from "./types";
@@ -162,5 +163,8 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
           return { replica: Math.floor(i / plan.nodes.length), node: i % plan.nodes.length, host: proxy ? { ...host, proxy } : host };
         })
       : [];
+  if (settings.platform === "hosts") {
+    checkIndexCredentials(settings.pip, pipIndexUrls(settings.pip, plan));
+  }
   return { settings, plan, placements };
 }

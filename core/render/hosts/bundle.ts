@@ -1,6 +1,7 @@
 import type { Deployment, HostPlacement } from "../../plan/deployment";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
+import { pipIndexUrls } from "../../plan/pipIndexes";
 import type { PackagePlan } from "../../plan/types";
 import { envFileLine, execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
 import { compileLockWords, hostCacheLayout, weightsLockName } from "../../cache/hostCache";
@@ -229,8 +230,6 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
 
   const firstRank = plan.roles.find((r) => r.node === placement.node)!.ranks[0]!;
   const readyTimeout = readyTimeoutOf(firstRank.env);
-  const recipeIndexes = [...new Set(plan.packages.flatMap((p) => p.extraIndexUrls))];
-  const credentialUrls = [...plan.credentialedIndexUrls, ...(settings.pip.indexUrl ? [settings.pip.indexUrl] : [])];
 
   return {
     placement,
@@ -267,9 +266,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
     readyTimeoutSeconds: readyTimeout,
     ranks,
     pipIndexes: {
-      indexUrl: settings.pip.indexUrl ?? null,
-      extraIndexUrls: settings.pip.extraIndexUrls ?? recipeIndexes,
-      credentialHosts: [...new Set(credentialUrls.map((u) => new URL(u).host))],
+      ...pipIndexUrls(settings.pip, plan),
       username: settings.pip.username ?? null,
       retries: options.pipRetries ?? 5,
       timeoutSeconds: options.pipTimeoutSeconds ?? 60,
