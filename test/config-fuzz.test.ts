@@ -32,6 +32,7 @@ const validConfig = fc
     extraArgs: fc.option(fc.constantFrom(["--max-log-len", "100"], ["--max-num-seqs", "2"], ["--disable-log-requests"]), { nil: undefined }),
     version: fc.option(fc.constantFrom("0.12.1", "0.13.0rc1"), { nil: undefined }),
     user: fc.option(fc.constantFrom("root", "ubuntu"), { nil: undefined }),
+    hostKeyComment: fc.constantFrom("", " root@npu-0", " rotated 2026 (é)"),
   })
   .map((v) => {
     const { strategy, target, axes } = v.selection;
@@ -41,7 +42,7 @@ const validConfig = fc
     const config: Record<string, unknown> = { strategy, target, axes, platform, replicas: v.replicas };
     if (v.preset && recommended) config.preset = "recommended";
     if (platform === "hosts") {
-      config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY, ...(v.user ? { user: v.user } : {}) }));
+      config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY + v.hostKeyComment, ...(v.user ? { user: v.user } : {}) }));
     } else {
       config.kubernetes = { image: "registry.example.com/vllm-rbln:0.12.0", namespace: "serving" };
     }
@@ -133,6 +134,8 @@ const hostMutations: Mutation[] = [
   ["minFreeDiskGb", set("minFreeDiskGb", 10)],
   ["pip.indexUrl", set("pip", { username: "u", indexUrl: "http://mirror.example.com/simple" })],
   ["pip.extraIndexUrls[0]", set("pip", { username: "u", extraIndexUrls: ["http://pypi.rbln.ai/simple"] })],
+  ["hosts[0].hostKey", (c) => (c.hosts[0].hostKey = `${c.hosts[0].hostKey} root@npu\u001b[2J`)],
+  ["hosts[0].proxy.hostKey", (c) => (c.hosts[0].proxy = { address: "10.9.0.1", hostKey: `${c.hosts[0].hostKey} \r` })],
 ];
 const kubernetesMutations: Mutation[] = [
   ["kubernetes.image", (c) => delete c.kubernetes.image],

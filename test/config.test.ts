@@ -455,6 +455,19 @@ describe("index URLs: one line, no password, no credentials over http", () => {
   });
 });
 
+describe("host key comments", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  it("refuses control characters in a host key's comment, for hosts and bastions", () => {
+    const key = dev().hosts[0].hostKey;
+    for (const comment of ["root@npu\u001b[31m", "a\rb", "a\u0000", "a\u0085b", "a\tb"]) {
+      expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], hostKey: `${key} ${comment}` }] }), JSON.stringify(comment)).toThrow(/^hosts\[0\]\.hostKey: a public host key line/);
+      expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.9", hostKey: `${key} ${comment}` } }] })).toThrow(/^hosts\[0\]\.proxy\.hostKey: /);
+      expect(() => parseStackSettings({ ...dev(), sshProxy: { address: "10.0.0.9", hostKey: `${key} ${comment}` } })).toThrow(/^sshProxy\.hostKey: /);
+    }
+    expect(parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], hostKey: `${key} root@npu-0 (rotated 2026) é` }] }).hosts[0]!.hostKey).toBe(`${key} root@npu-0 (rotated 2026) é`);
+  });
+});
+
 describe("stack files, read as Pulumi reads them", () => {
   const shown = (dir: string) => path.relative(process.cwd(), path.join(dir, "Pulumi.t.yaml"));
   function stack(body: string | Buffer): string {

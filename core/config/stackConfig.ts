@@ -52,8 +52,9 @@ const port = z.number().int().min(1).max(65535);
 const hostKey = z
   .string()
   .regex(
-    /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) AAAA[A-Za-z0-9+/]+={0,3}( [^\n]*)?$/,
-    "a public host key line such as \"ssh-ed25519 AAAAC3...\" (ssh-keyscan's output without the host name)",
+    // The comment goes into known_hosts files, scripts and logs: printable text only.
+    /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) AAAA[A-Za-z0-9+/]+={0,3}( [^\p{Cc}]*)?$/u,
+    "a public host key line such as \"ssh-ed25519 AAAAC3...\" (ssh-keyscan's output without the host name), then an optional comment without control characters",
   );
 /** A host name, an IPv4 address, or an IPv6 address (`::1`, `fd00::5`). */
 const address = z
