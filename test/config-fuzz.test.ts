@@ -32,6 +32,7 @@ const validConfig = fc
     extraArgs: fc.option(fc.constantFrom(["--max-log-len", "100"], ["--max-num-seqs", "2"], ["--disable-log-requests"]), { nil: undefined }),
     version: fc.option(fc.constantFrom("0.12.1", "0.13.0rc1"), { nil: undefined }),
     user: fc.option(fc.constantFrom("root", "ubuntu"), { nil: undefined }),
+    image: fc.constantFrom("registry.example.com/vllm-rbln:0.12.0", "registry.example.com:5000/ml/vllm-rbln:0.12.0-RC1", `vllm-rbln@sha256:${"ab".repeat(32)}`),
     hostKeyComment: fc.constantFrom("", " root@npu-0", " rotated 2026 (é)"),
   })
   .map((v) => {
@@ -44,7 +45,7 @@ const validConfig = fc
     if (platform === "hosts") {
       config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY + v.hostKeyComment, ...(v.user ? { user: v.user } : {}) }));
     } else {
-      config.kubernetes = { image: "registry.example.com/vllm-rbln:0.12.0", namespace: "serving" };
+      config.kubernetes = { image: v.image, namespace: "serving" };
     }
     if (v.extraEnvValue !== undefined) config.extraEnv = { [role]: { EXTRA_NOTE: v.extraEnvValue } };
     if (v.extraArgs) config.extraArgs = { [role]: v.extraArgs };
@@ -145,6 +146,8 @@ const kubernetesMutations: Mutation[] = [
   ["kubernetes.gateway.name", (c) => (c.kubernetes.gateway = { name: "" })],
   ["kubernetes.storageClass", (c) => (c.kubernetes.storageClass = 7)],
   ["kubernetes.weightsVolumeSize", (c) => (c.kubernetes.weightsVolumeSize = "10Gi")],
+  ["kubernetes.image", (c) => (c.kubernetes.image = "a::::b//c@@")],
+  ["kubernetes.image", (c) => (c.kubernetes.image = "Registry.example.com/VLLM:1")],
   ["kubernetes.extra", (c) => (c.kubernetes.extra = 1)],
   ["platform", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY }])) : (c.platform = "nope"))],
 ];

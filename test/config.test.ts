@@ -468,6 +468,22 @@ describe("host key comments", () => {
   });
 });
 
+describe("kubernetes.image", () => {
+  const prod = () => readStackFile("prod").raw as Record<string, any>;
+  it("takes kubernetes.image in the OCI distribution reference grammar", () => {
+    const image = (value: string) => () => parseStackSettings({ ...prod(), kubernetes: { ...prod().kubernetes, image: value } });
+    const digest = `sha256:${"0123456789abcdef".repeat(4)}`;
+    for (const ok of ["registry.example.com/vllm-rbln:0.12.0-RC1", "vllm-rbln", "localhost:5000/ml/vllm-rbln:1", "[fd00::1]:5000/vllm:1", `vllm@${digest}`, `registry.example.com/a/b:t@${digest}`, "a__b/c--d.e_f:_x", `r.example.com/${"a".repeat(230)}`]) {
+      expect(image(ok), ok).not.toThrow();
+    }
+    for (const bad of ["a::::b//c@@", "Vllm-rbln", "registry.example.com/Vllm", "vllm:", "vllm:-x", `vllm:${"t".repeat(129)}`, "vllm@sha256:abc", "a//b", "-a/b", "a/b-", "a/b..c", "a_/b", `r.example.com/${"a".repeat(250)}`, "registry:port/x", "vllm rbln:1", ""]) {
+      expect(image(bad), bad).toThrow(/^kubernetes\.image: an image reference such as registry\.example\.com\/vllm-rbln:0\.12\.0 /);
+    }
+    // No backtracking blow-up on a long near-match.
+    expect(image(`${"a-".repeat(20000)}!`)).toThrow(/^kubernetes\.image: /);
+  });
+});
+
 describe("stack files, read as Pulumi reads them", () => {
   const shown = (dir: string) => path.relative(process.cwd(), path.join(dir, "Pulumi.t.yaml"));
   function stack(body: string | Buffer): string {

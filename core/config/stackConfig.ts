@@ -159,10 +159,28 @@ const PodSecurity = z
   })
   .refine((s) => !s.runAsNonRoot || s.runAsUser !== 0, { path: ["runAsUser"], message: "0 is root: set a non-zero UID, or runAsNonRoot: false" });
 
+/**
+ * An image reference in the grammar of the OCI distribution reference (distribution/reference's
+ * regexp.go): an optional registry host[:port] (a DNS name, or an IPv6 address in brackets), name
+ * components of lower-case letters and digits joined by '.', '_', '__' or dashes, an optional tag
+ * and an optional digest; the name at most 255 characters.
+ */
+const IMAGE_REFERENCE = (() => {
+  const component = "[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*";
+  const domainLabel = "(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])";
+  const registry = `(?:${domainLabel}(?:\\.${domainLabel})*|\\[[a-fA-F0-9:]+\\])(?::[0-9]+)?`;
+  const tag = "[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}";
+  const digest = "[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}";
+  return new RegExp(`^(?<name>(?:${registry}/)?${component}(?:/${component})*)(?::${tag})?(?:@${digest})?$`);
+})();
+// Longer than any reference can be (a 255-character name, a tag, a long digest), checked before the pattern runs.
+const MAX_IMAGE_REFERENCE = 1024;
+const imageReference = z.string().refine((value) => value.length <= MAX_IMAGE_REFERENCE && (IMAGE_REFERENCE.exec(value)?.groups?.["name"]?.length ?? Infinity) <= 255, "an image reference such as registry.example.com/vllm-rbln:0.12.0 ([registry[:port]/]name[:tag][@digest], the name in lower case)");
+
 const Kubernetes = z.strictObject({
   namespace: dnsLabel.default("rbln-serving"),
   /** A vllm-rbln image built from this project's Dockerfile; there is no public one. */
-  image: z.string().regex(/^[a-z0-9][a-z0-9._\-/:@]*$/, "an image reference such as registry.example.com/vllm-rbln:0.12.0").optional(),
+  image: imageReference.optional(),
   npuResource: z.string().regex(/^[a-z0-9.-]+\/[A-Za-z0-9._-]+$/, "an extended resource name such as rebellions.ai/npu").default("rebellions.ai/npu"),
   nodeSelector: z.record(labelKey, labelValue).default({ "rebellions.ai/npu.product": "RBLN-CR13" }),
   storageClass: dnsLabel.optional(),
