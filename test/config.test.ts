@@ -484,6 +484,23 @@ describe("kubernetes.image", () => {
   });
 });
 
+describe("quantities", () => {
+  const prod = () => readStackFile("prod").raw as Record<string, any>;
+  it("refuses zero volumes and zero CPU or memory requests and limits, for vLLM, the sidecar and the picker", () => {
+    const k8s = (kubernetes: Record<string, unknown>) => ({ ...prod(), kubernetes: { ...prod().kubernetes, ...kubernetes } });
+    expect(() => parseStackSettings(k8s({ weightsVolumeSize: "0Gi" }))).toThrow('kubernetes.weightsVolumeSize: more than 0 (got "0Gi")');
+    expect(() => parseStackSettings(k8s({ compileCacheVolumeSize: "000Mi" }))).toThrow(/^kubernetes\.compileCacheVolumeSize: more than 0/);
+    for (const zero of ["0", "0m", "0.0", "0Gi", "0.000Ki"]) {
+      expect(() => parseStackSettings(k8s({ resources: { prefill: { requests: { cpu: zero } } } })), zero).toThrow(`kubernetes.resources.prefill.requests.cpu: more than 0 (a zero request reserves nothing) (got "${zero}")`);
+      expect(() => parseStackSettings(k8s({ resources: { decode: { limits: { memory: zero } } } }))).toThrow(/^kubernetes\.resources\.decode\.limits\.memory: more than 0/);
+      expect(() => parseStackSettings(k8s({ sidecarResources: { requests: { memory: zero } } }))).toThrow(/^kubernetes\.sidecarResources\.requests\.memory: more than 0/);
+      expect(() => parseStackSettings({ ...prod(), router: { pickerResources: { requests: { cpu: zero } } } })).toThrow(/^router\.pickerResources\.requests\.cpu: more than 0/);
+      expect(() => parseStackSettings(k8s({ shmSizeLimit: zero }))).toThrow(/^kubernetes\.shmSizeLimit: more than 0/);
+    }
+    expect(parseStackSettings(k8s({ resources: { prefill: { requests: { cpu: "1m", memory: "1Ki" } } }, weightsVolumeSize: "1Ti" })).kubernetes.weightsVolumeSize).toBe("1Ti");
+  });
+});
+
 describe("stack files, read as Pulumi reads them", () => {
   const shown = (dir: string) => path.relative(process.cwd(), path.join(dir, "Pulumi.t.yaml"));
   function stack(body: string | Buffer): string {

@@ -117,7 +117,11 @@ const labelKey = z.string().regex(/^([a-z0-9]([a-z0-9.-]*[a-z0-9])?\/)?[A-Za-z0-
 const labelValue = z.string().regex(/^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$/, "a Kubernetes label value");
 
 const roleName = z.string().regex(/^[a-z][a-z0-9-]*$/, "a role name such as main, prefill or decode");
-const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$/, "a Kubernetes quantity such as 8, 500m or 64Gi");
+const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$/;
+/** Zero reserves nothing: a container without a real request makes its pod BestEffort, the first evicted. */
+const notZero = (quantity: string) => !QUANTITY.test(quantity) || quantityValue(quantity) > 0;
+const quantity = z.string().regex(QUANTITY, "a Kubernetes quantity such as 8, 500m or 64Gi").refine(notZero, "more than 0 (a zero request reserves nothing)");
+const volumeSize = (example: string) => z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, `a quantity such as ${example}`).refine(notZero, "more than 0");
 const dnsSubdomain = z.string().regex(/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/, "a DNS subdomain name: lower-case letters, digits, '-' and '.'");
 const QUANTITY_SUFFIX: Record<string, number> = { "": 1, m: 1e-3, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 };
 /** A quantity's value (cores or bytes), to compare requests with limits. */
@@ -184,8 +188,8 @@ const Kubernetes = z.strictObject({
   npuResource: z.string().regex(/^[a-z0-9.-]+\/[A-Za-z0-9._-]+$/, "an extended resource name such as rebellions.ai/npu").default("rebellions.ai/npu"),
   nodeSelector: z.record(labelKey, labelValue).default({ "rebellions.ai/npu.product": "RBLN-CR13" }),
   storageClass: dnsLabel.optional(),
-  weightsVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 500Gi").default(`${DEFAULT_WEIGHTS_STORAGE_GIB}Gi`),
-  compileCacheVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 200Gi").default("200Gi"),
+  weightsVolumeSize: volumeSize("500Gi").default(`${DEFAULT_WEIGHTS_STORAGE_GIB}Gi`),
+  compileCacheVolumeSize: volumeSize("200Gi").default("200Gi"),
   gateway: z.strictObject({ name: dnsLabel, namespace: dnsLabel.optional() }).optional(),
   provider: z.enum(["none", "istio", "gke"]).default("none"),
   /** Per role (`main`, `prefill`, `decode`): CPU and memory of the vLLM container, over the defaults. */
