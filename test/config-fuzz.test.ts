@@ -101,6 +101,7 @@ const mutations: Mutation[] = [
   ["pip.indexUrl", set("pip", { indexUrl: "https://host name/" })],
   ["pip.extraIndexUrls", set("pip", { extraIndexUrls: ["https://alice:hunter2@host name/"] })],
   ["pip.indexUrl", set("pip", { indexUrl: "ftp://alice:hunter2@mirror.example.com/simple" })],
+  ["versions.vllmRbln", set("versions", { vllmRbln: "1".padEnd(260, "0") })],
   ["__proto__", (c) => Object.defineProperty(c, "__proto__", { value: { replicas: 2 }, enumerable: true, writable: true, configurable: true })],
   ["axes.__proto__", (c) => (c.axes = JSON.parse('{"__proto__": {"lmcache": "cpu"}}'))],
   ["extraEnv", (c) => (c.extraEnv = { [rolesOf(c.strategy)[0]!]: { "A\nB": "1" } })],

@@ -501,6 +501,22 @@ describe("quantities", () => {
   });
 });
 
+describe("versions", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
+  it("takes versions in PEP 440's form, at most 64 characters, so the venv's name stays within 255 bytes", () => {
+    const versions = (vllmRbln: string) => () => plan({ ...dev(), versions: { vllmRbln } });
+    for (const ok of ["0.12.1", "0.13.0rc1", "1!2.0.post1.dev3+local.7", "1.0_post1", "v1.0", "1".padEnd(64, "0")]) expect(versions(ok), ok).not.toThrow();
+    for (const bad of ["1".padEnd(65, "0"), "1".padEnd(260, "0"), "1.0; rm -rf /", "1.0 ", "latest", "1.0\n", ""]) {
+      expect(versions(bad), bad).toThrow(/^versions\.vllmRbln: a PEP 440 version such as 0\.12\.1 or 0\.13\.0rc1, at most 64 characters \(got /);
+    }
+    const longest = plan({ ...dev(), versions: { rebelCompiler: "1".padEnd(64, "0"), vllmRbln: "2".padEnd(64, "0"), arcticInference: "3".padEnd(64, "0") }, axes: { spec_decode: "suffix" } });
+    const venvName = renderHost(longest, longest.placements[0]!, "dev").venv.split("/").pop()!;
+    expect(longest.plan.packages).toHaveLength(3);
+    expect(Buffer.byteLength(venvName)).toBeLessThanOrEqual(255);
+  });
+});
+
 describe("stack files, read as Pulumi reads them", () => {
   const shown = (dir: string) => path.relative(process.cwd(), path.join(dir, "Pulumi.t.yaml"));
   function stack(body: string | Buffer): string {

@@ -1,5 +1,6 @@
 import * as net from "node:net";
 import * as path from "node:path";
+import { valid as isPep440Version } from "@renovatebot/pep440";
 import { z } from "zod";
 import { COMMIT_HASH } from "../cache/models";
 import { DEFAULT_MODEL } from "../recipe/catalog";
@@ -302,6 +303,14 @@ export function isPortableEnvValue(value: string): boolean {
   return !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(value);
 }
 
+/** The longest version a stack may pin: the venv's folder name joins every package's name and version, and a name is at most 255 bytes. */
+const MAX_VERSION_LENGTH = 64;
+/** A version pip reads as one exact version (PEP 440), short enough for the venv's name. */
+export function isPackageVersion(version: string): boolean {
+  return version.length <= MAX_VERSION_LENGTH && isPep440Version(version) !== null;
+}
+const packageVersion = z.string().refine(isPackageVersion, `a PEP 440 version such as 0.12.1 or 0.13.0rc1, at most ${MAX_VERSION_LENGTH} characters`);
+
 const extraArgs = z.record(roleName, z.array(z.string().max(4096).refine((word) => !word.includes("\0"), "a word without NUL bytes")));
 const extraEnv = z.record(
   roleName,
@@ -317,7 +326,7 @@ export const StackSettings = z
     target: z.string().min(1),
     preset: z.literal("recommended").optional(),
     axes: z.record(z.string(), z.string()).default({}),
-    versions: z.record(z.string(), z.string()).default({}),
+    versions: z.record(z.string(), packageVersion).default({}),
     platform: z.enum(["hosts", "kubernetes"]).default("hosts"),
     replicas: z.number().int().min(1).max(1024).default(1),
     prefillReplicas: z.number().int().min(1).max(1024).optional(),

@@ -1,5 +1,6 @@
 import { withCompileKeys } from "../cache/compileKey";
 import { OFFLINE_ENV, modelsOf } from "../cache/models";
+import { isPackageVersion } from "../config/stackConfig";
 import { ConfigError, listValues } from "../errors";
 import { PLACEHOLDER } from "./argv";
 import type { Grid, Recipe, RoleTemplate, StrategyOption } from "../recipe/schema";
@@ -8,8 +9,6 @@ import { ShellSyntaxError, splitShellWords } from "../shell";
 import type { Flag, LaunchPlan, NodePlan, PackagePlan, RankPlan, RolePlan, Selection } from "./types";
 
 const DEFAULT_VLLM_PORT = 8000;
-/** PEP 440 versions and nothing a shell or pip option could read as more. */
-const VERSION = /^[0-9][0-9A-Za-z.+!-]*$/;
 
 /** Split once per distinct recipe string: the same texts recur in every plan. */
 const wordCache = new Map<string, string[]>();
@@ -156,7 +155,7 @@ function resolvePackages(recipe: Recipe, selected: Record<string, string>, versi
   const keys = recipe.installs.map((i) => versionKeyOf(i.package));
   for (const [key, version] of Object.entries(versions)) {
     if (!keys.includes(key)) throw new ConfigError(`versions.${key}`, `unknown package key; allowed: ${listValues(keys)}`);
-    if (!VERSION.test(version)) throw new ConfigError(`versions.${key}`, `"${version}" is not a version number such as "0.12.0"`);
+    if (!isPackageVersion(version)) throw new ConfigError(`versions.${key}`, `"${version}" is not a version number such as "0.12.0"`);
   }
   return recipe.installs
     .filter((install) => Object.entries(install.when ?? {}).every(([axis, value]) => selected[axis] === value))
