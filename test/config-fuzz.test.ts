@@ -154,6 +154,8 @@ const kubernetesMutations: Mutation[] = [
   ["router.pickerResources.requests.cpu", (c) => (c.router = { pickerResources: { requests: { cpu: "0m" } } })],
   ["kubernetes.image", (c) => (c.kubernetes.image = "a::::b//c@@")],
   ["kubernetes.image", (c) => (c.kubernetes.image = "Registry.example.com/VLLM:1")],
+  ["kubernetes.namespace", (c) => (c.kubernetes.namespace = "kube-system")],
+  ["kubernetes.namespace", (c) => (c.kubernetes.namespace = "default")],
   ["kubernetes.extra", (c) => (c.kubernetes.extra = 1)],
   ["platform", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY }])) : (c.platform = "nope"))],
 ];

@@ -517,6 +517,16 @@ describe("versions", () => {
   });
 });
 
+describe("kubernetes.namespace", () => {
+  it("refuse the cluster's own namespaces for kubernetes.namespace, saying why", () => {
+    const prod = readStackFile("prod").raw as Record<string, any>;
+    for (const namespace of ["default", "kube-system", "kube-public", "kube-node-lease"]) {
+      expect(() => parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace } }), namespace).toThrow(`kubernetes.namespace: a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels (got "${namespace}")`);
+    }
+    expect(parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace: "kube-systems" } }).kubernetes.namespace).toBe("kube-systems");
+  });
+});
+
 describe("stack files, read as Pulumi reads them", () => {
   const shown = (dir: string) => path.relative(process.cwd(), path.join(dir, "Pulumi.t.yaml"));
   function stack(body: string | Buffer): string {

@@ -164,6 +164,9 @@ const PodSecurity = z
   })
   .refine((s) => !s.runAsNonRoot || s.runAsUser !== 0, { path: ["runAsUser"], message: "0 is root: set a non-zero UID, or runAsNonRoot: false" });
 
+/** Namespaces Kubernetes itself uses: the package creates its namespace and sets its Pod Security labels. */
+const SYSTEM_NAMESPACES = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
 /**
  * An image reference in the grammar of the OCI distribution reference (distribution/reference's
  * regexp.go): an optional registry host[:port] (a DNS name, or an IPv6 address in brackets), name
@@ -183,7 +186,9 @@ const MAX_IMAGE_REFERENCE = 1024;
 const imageReference = z.string().refine((value) => value.length <= MAX_IMAGE_REFERENCE && (IMAGE_REFERENCE.exec(value)?.groups?.["name"]?.length ?? Infinity) <= 255, "an image reference such as registry.example.com/vllm-rbln:0.12.0 ([registry[:port]/]name[:tag][@digest], the name in lower case)");
 
 const Kubernetes = z.strictObject({
-  namespace: dnsLabel.default("rbln-serving"),
+  namespace: dnsLabel
+    .refine((namespace) => !SYSTEM_NAMESPACES.includes(namespace), "a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels")
+    .default("rbln-serving"),
   /** A vllm-rbln image built from this project's Dockerfile; there is no public one. */
   image: imageReference.optional(),
   npuResource: z.string().regex(/^[a-z0-9.-]+\/[A-Za-z0-9._-]+$/, "an extended resource name such as rebellions.ai/npu").default("rebellions.ai/npu"),
