@@ -105,6 +105,8 @@ const mutations: Mutation[] = [
   ["__proto__", (c) => Object.defineProperty(c, "__proto__", { value: { replicas: 2 }, enumerable: true, writable: true, configurable: true })],
   ["axes.__proto__", (c) => (c.axes = JSON.parse('{"__proto__": {"lmcache": "cpu"}}'))],
   ["extraEnv", (c) => (c.extraEnv = { [rolesOf(c.strategy)[0]!]: { "A\nB": "1" } })],
+  ["extraEnv", (c) => (c.extraEnv = { [rolesOf(c.strategy)[0]!]: { HF_HOME: "/elsewhere" } })],
+  ["extraEnv", (c) => (c.extraEnv = { [rolesOf(c.strategy)[0]!]: { HF_HUB_OFFLINE: "0" } })],
 ];
 const hostMutations: Mutation[] = [
   ["hosts", set("hosts", "npu-0")],
@@ -138,6 +140,7 @@ const hostMutations: Mutation[] = [
   ["pip.extraIndexUrls[0]", set("pip", { username: "u", extraIndexUrls: ["http://pypi.rbln.ai/simple"] })],
   ["hosts[0].hostKey", (c) => (c.hosts[0].hostKey = `${c.hosts[0].hostKey} root@npu\u001b[2J`)],
   ["hosts[0].proxy.hostKey", (c) => (c.hosts[0].proxy = { address: "10.9.0.1", hostKey: `${c.hosts[0].hostKey} \r` })],
+  ["extraEnv.main.VLLM_CACHE_ROOT", (c) => (c.extraEnv = { main: { VLLM_CACHE_ROOT: "/tmp" } })],
 ];
 const kubernetesMutations: Mutation[] = [
   ["kubernetes.image", (c) => delete c.kubernetes.image],

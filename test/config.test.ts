@@ -5,13 +5,15 @@ import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { holdsCiphertext, pulumiConfigText, readConfigEntries } from "../core/config/configEntries";
-import { foreignKeyWarnings, parseStackSettings, StackSettings } from "../core/config/stackConfig";
+import { foreignKeyWarnings, PACKAGE_ENV, parseStackSettings, SECRET_ENV, StackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
+import { OFFLINE_ENV } from "../core/cache/models";
 import { ConfigError } from "../core/errors";
 import { planDeployment } from "../core/plan/deployment";
 import { checkIndexCredentials, pipIndexUrls } from "../core/plan/pipIndexes";
 import { weightsStorageGib } from "../core/plan/storage";
 import { renderHost } from "../core/render/hosts/bundle";
+import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import { catalogWithFixtures, shippedCatalog } from "./helpers/recipes";
 
 const project = parse(fs.readFileSync(path.resolve(__dirname, "../Pulumi.yaml"), "utf8"));
@@ -524,6 +526,32 @@ describe("kubernetes.namespace", () => {
       expect(() => parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace } }), namespace).toThrow(`kubernetes.namespace: a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels (got "${namespace}")`);
     }
     expect(parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace: "kube-systems" } }).kubernetes.namespace).toBe("kube-systems");
+  });
+});
+
+describe("extraEnv over the package's own variables", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  const prod = () => readStackFile("prod").raw as Record<string, any>;
+  const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
+  it("refuses extraEnv over a variable the package sets itself, on either platform", () => {
+    for (const name of Object.keys(PACKAGE_ENV)) {
+      expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { [name]: "/elsewhere" } } }), name).toThrow(new RegExp(`^extraEnv\\.main\\.${name}: the package sets it \\(.+\\); choose another name`));
+      expect(() => parseStackSettings({ ...prod(), extraEnv: { decode: { [name]: "/elsewhere" } } }), name).toThrow(new RegExp(`^extraEnv\\.decode\\.${name}: the package sets it`));
+    }
+    expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { HF_HOME_EXTRA: "x", home: "x" } } })).not.toThrow();
+  });
+
+  it("lists in PACKAGE_ENV exactly the variables the renderers set beside the recipe's and the secrets'", () => {
+    const recipeEnv = (deployment: ReturnType<typeof plan>) => new Set(deployment.plan.roles.flatMap((r) => r.ranks.flatMap((k) => Object.keys(k.env))).filter((name) => !Object.hasOwn(OFFLINE_ENV, name)));
+    const hosts = plan(dev());
+    const hostNames = renderHost(hosts, hosts.placements[0]!, "dev").ranks.flatMap((r) => r.envText.split("\n").filter(Boolean).map((line) => line.slice(0, line.indexOf("="))));
+    const kubernetes = plan(prod());
+    const workloads = renderKubernetesWorkloads(kubernetes, { instance: "rbln-serving", namespace: "llm-serving" }, ["hfToken", "apiKey"]);
+    const podNames = workloads.roles.flatMap((r) => (r.deployment.spec!.template.spec!.containers[0]!.env ?? []).map((e) => e.name));
+    const launchNames = kubernetes.plan.roles.flatMap((r) => r.ranks.flatMap((k) => Object.keys(k.env)));
+    const secretNames = Object.values(SECRET_ENV);
+    const own = (names: string[], recipe: Set<string>) => names.filter((name) => !recipe.has(name) && !secretNames.includes(name));
+    expect([...new Set([...own(hostNames, recipeEnv(hosts)), ...own([...podNames, ...launchNames], recipeEnv(kubernetes))])].sort()).toEqual(Object.keys(PACKAGE_ENV).sort());
   });
 });
 

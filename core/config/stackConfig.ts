@@ -2,7 +2,7 @@ import * as net from "node:net";
 import * as path from "node:path";
 import { valid as isPep440Version } from "@renovatebot/pep440";
 import { z } from "zod";
-import { COMMIT_HASH } from "../cache/models";
+import { COMMIT_HASH, OFFLINE_ENV } from "../cache/models";
 import { DEFAULT_MODEL } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage, maskCredentials } from "../errors";
 import { DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "../plan/storage";
@@ -284,6 +284,20 @@ export const VLLM_SHORT_ALIASES: Readonly<Record<string, string>> = {
 
 export const TOPOLOGY_ENVS = ["RBLN_VISIBLE_DEVICES", "RBLN_DEVICES", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_API_KEY", "HF_TOKEN"] as const;
 
+/**
+ * The variables the package itself sets for vLLM on either platform (hosts: the env file;
+ * Kubernetes: the container's env), each with what it is for. extraEnv may not set them: on hosts
+ * the package's value would win, on Kubernetes the stack's, and `plan` could show neither.
+ */
+export const PACKAGE_ENV: Readonly<Record<string, string>> = {
+  HF_HOME: "the weights cache",
+  VLLM_CACHE_ROOT: "the compiled graphs",
+  RBLN_OFFLOAD_DIR: "the offload folder",
+  ...Object.fromEntries(Object.keys(OFFLINE_ENV).map((name) => [name, "the ranks load the cached weights and never reach the hub"])),
+  HOME: "a writable scratch folder on Kubernetes",
+  POD_IP: "the pod's address on Kubernetes",
+};
+
 /** Variable names that hold credentials (`HUGGING_FACE_HUB_TOKEN`, `*_PASSWORD`, `*_SECRET*`, `AWS_SECRET_ACCESS_KEY`, ...). */
 const CREDENTIAL_NAME = /(^|_)(TOKEN|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)(_|$)|(^|_)SECRET/i;
 
@@ -376,7 +390,8 @@ export const StackSettings = z
     }
     for (const [role, variables] of Object.entries(s.extraEnv)) {
       for (const name of Object.keys(variables)) {
-        if (isBashSpecial(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: "a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name" });
+        if (Object.hasOwn(PACKAGE_ENV, name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: `the package sets it (${PACKAGE_ENV[name]}); choose another name` });
+        else if (isBashSpecial(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: "a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name" });
         else if (CREDENTIAL_NAME.test(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: credentialRefusal(name), params: { hideValue: true } });
       }
     }
