@@ -141,6 +141,10 @@ const hostMutations: Mutation[] = [
   ["hosts[0].hostKey", (c) => (c.hosts[0].hostKey = `${c.hosts[0].hostKey} root@npu\u001b[2J`)],
   ["hosts[0].proxy.hostKey", (c) => (c.hosts[0].proxy = { address: "10.9.0.1", hostKey: `${c.hosts[0].hostKey} \r` })],
   ["extraEnv.main.VLLM_CACHE_ROOT", (c) => (c.extraEnv = { main: { VLLM_CACHE_ROOT: "/tmp" } })],
+  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [c.hosts[0], { ...c.hosts[0], name: "dup", port: 2222 }]))],
+  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], address: "npu-a.example.com" }, { ...c.hosts[0], name: "dup", address: "NPU-A.example.com", port: 2222 }]))],
+  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], address: "fd00::a" }, { ...c.hosts[0], name: "dup", address: "fd00:0::a" }]))],
+  ["hosts[1].listenAddress", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], listenAddress: "10.7.7.7" }, { ...c.hosts[0], name: "dup", address: "10.0.0.99", listenAddress: "10.7.7.7" }]))],
 ];
 const kubernetesMutations: Mutation[] = [
   ["kubernetes.image", (c) => delete c.kubernetes.image],

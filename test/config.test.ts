@@ -555,6 +555,29 @@ describe("extraEnv over the package's own variables", () => {
   });
 });
 
+describe("addresses", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  const host = (extra: Record<string, unknown>) => ({ ...dev().hosts[0], ...extra });
+  const twoHosts = (a: Record<string, unknown>, b: Record<string, unknown>) => () => planDeployment(parseStackSettings({ ...dev(), replicas: 2, hosts: [host(a), host({ name: "npu-b", ...b })] }), shippedCatalog);
+
+  it("refuse two hosts whose ranks would serve on one address and port", () => {
+    expect(twoHosts({ address: "10.0.0.1" }, { address: "10.0.0.1", port: 2222 })).toThrow('hosts[1].address: "10.0.0.1" would serve port 8000 on 10.0.0.1, as hosts[0] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)');
+    expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.Example.COM", port: 2222 })).toThrow(/^hosts\[1\]\.address: "NPU-0\.Example\.COM" would serve port 8000 on npu-0\.example\.com, as hosts\[0\] does/);
+    expect(twoHosts({ address: "fd00::5" }, { address: "fd00:0:0:0:0:0:0:5", port: 2222 })).toThrow(/^hosts\[1\]\.address: "fd00:0:0:0:0:0:0:5" would serve port 8000 on \[fd00::5\]/);
+    expect(twoHosts({ address: "10.0.0.1", listenAddress: "10.9.9.9" }, { address: "10.0.0.2", listenAddress: "10.9.9.9" })).toThrow(/^hosts\[1\]\.listenAddress: "10\.9\.9\.9" would serve port 8000 on 10\.9\.9\.9, as hosts\[0\] does/);
+    expect(twoHosts({ address: "10.0.0.1" }, { address: "10.0.0.2", listenAddress: "10.0.0.1" })).toThrow(/^hosts\[1\]\.listenAddress: /);
+    // A wildcard listenAddress serves on the host's own address.
+    expect(twoHosts({ address: "10.0.0.1", listenAddress: "0.0.0.0" }, { address: "10.0.0.2", listenAddress: "::" })).not.toThrow();
+    expect(twoHosts({ address: "10.0.0.1", listenAddress: "10.9.9.1" }, { address: "10.0.0.1", port: 2222, listenAddress: "10.9.9.2" })).not.toThrow();
+  });
+
+  it("still refuse one SSH server listed twice, however its address is spelled", () => {
+    expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.example.com" })).toThrow('hosts[1].address: duplicate of hosts[0].address "npu-0.example.com:22" (the same SSH server: host names compare without case, IPv6 addresses in one form) (got "NPU-0.example.com")');
+    expect(twoHosts({ address: "fd00::5" }, { address: "FD00:0::5" })).toThrow(/^hosts\[1\]\.address: duplicate of hosts\[0\]\.address "\[fd00::5\]:22"/);
+  });
+
+});
+
 describe("stack files, read as Pulumi reads them", () => {
   const shown = (dir: string) => path.relative(process.cwd(), path.join(dir, "Pulumi.t.yaml"));
   function stack(body: string | Buffer): string {

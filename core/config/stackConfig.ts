@@ -62,6 +62,18 @@ const address = z
   .string()
   .max(253)
   .refine((value) => /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(value) || net.isIPv6(value), "a host name or IP address");
+
+/** One spelling per address, as a URL writes it: host names in lower case, IPv6 in its compressed form. */
+export function normalAddress(address: string): string {
+  const host = net.isIPv6(address) ? `[${address}]` : address;
+  return URL.canParse(`http://${host}`) ? new URL(`http://${host}`).hostname : address.toLowerCase();
+}
+
+/** Where a host's ranks serve: its listenAddress, unless that is every interface (then its address). */
+export function servingAddress(host: Pick<Host, "address" | "listenAddress">): string {
+  const listen = host.listenAddress === undefined ? undefined : normalAddress(host.listenAddress);
+  return listen === undefined || listen === "0.0.0.0" || listen === "[::]" ? normalAddress(host.address) : listen;
+}
 const posixUser = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "a POSIX user name");
 
 /** A bastion (jump host) the SSH connection goes through; it gets the same private key. */
@@ -374,12 +386,14 @@ export const StackSettings = z
     rollout: z.strictObject({ maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE) }).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE }),
   })
   .superRefine((s, ctx) => {
-    const seen = new Map<string, number>();
+    // One SSH server is one host: the address as normalAddress spells it, with the port.
+    const seen = new Map<string, { index: number; shown: string }>();
     s.hosts.forEach((host, i) => {
-      for (const [field, value] of [["name", host.name], ["address", `${host.address}:${host.port}`]] as const) {
-        const key = `${field}=${value}`;
-        if (seen.has(key)) ctx.addIssue({ code: "custom", path: ["hosts", i, field], message: `duplicate of hosts[${seen.get(key)}].${field} "${value}"` });
-        seen.set(key, i);
+      const sshAddress = `${net.isIPv6(host.address) ? `[${host.address}]` : host.address}:${host.port}`;
+      for (const [field, key, shown] of [["name", host.name, host.name], ["address", `${normalAddress(host.address)} ${host.port}`, sshAddress]] as const) {
+        const earlier = seen.get(`${field}=${key}`);
+        if (earlier) ctx.addIssue({ code: "custom", path: ["hosts", i, field], message: `duplicate of hosts[${earlier.index}].${field} "${earlier.shown}"${field === "address" ? " (the same SSH server: host names compare without case, IPv6 addresses in one form)" : ""}` });
+        else seen.set(`${field}=${key}`, { index: i, shown });
       }
     });
     if (s.platform === "kubernetes" && !s.kubernetes.image) {
@@ -513,4 +527,23 @@ export function parseStackSettings(raw: Record<string, unknown>): StackSettings 
   const result = StackSettings.safeParse(plain);
   if (!result.success) throw describeIssue(result.error.issues[0]!, plain);
   return result.data;
+}
+
+/**
+ * Refuses two hosts whose ranks would serve on one address and port (servingAddress): their rank
+ * URLs would be one, and the second rank could not bind. `ports[i]` are hosts[i]'s rank ports.
+ */
+export function checkServingAddresses(hosts: readonly Host[], ports: readonly (readonly number[])[]): void {
+  const claimed = new Map<string, number>();
+  hosts.forEach((host, i) => {
+    const address = servingAddress(host);
+    const field = host.listenAddress !== undefined && normalAddress(host.listenAddress) === address ? "listenAddress" : "address";
+    for (const port of ports[i] ?? []) {
+      const earlier = claimed.get(`${address} ${port}`);
+      if (earlier !== undefined) {
+        throw new ConfigError(`hosts[${i}].${field}`, `"${host[field]}" would serve port ${port} on ${address}, as hosts[${earlier}] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)`);
+      }
+      claimed.set(`${address} ${port}`, i);
+    }
+  });
 }

@@ -2,7 +2,7 @@ import { withCompileKeys } from "../cache/compileKey";
 import { REVISION_FLAGS, withRevision } from "../cache/models";
 import { ConfigError, listValues } from "../errors";
 import type { z } from "zod";
-import { otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES, type Host } from "../config/stackConfig";
+import { checkServingAddresses, otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES, type Host } from "../config/stackConfig";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { commandWords } from "./argv";
 import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
@@ -164,6 +164,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
         })
       : [];
   if (settings.platform === "hosts") {
+    checkServingAddresses(placements.map((p) => p.host), placements.map((p) => plan.roles.filter((role) => role.node === p.node).flatMap((role) => role.ranks.flatMap((rank) => rank.ports))));
     checkIndexCredentials(settings.pip, pipIndexUrls(settings.pip, plan));
   }
   return { settings, plan, placements };
