@@ -4,16 +4,15 @@
  * throws it before any resource is registered. Credentials in a URL of the value are masked.
  */
 export class ConfigError extends Error {
+  readonly key: string;
   readonly detail: string;
-
-  constructor(
-    readonly key: string,
-    detail: string,
-  ) {
-    const masked = maskUrlCredentials(detail);
-    super(`${key}: ${masked}`);
+  constructor(key: string, detail: string) {
+    // Every refusal is one line without a password, whatever input it quotes.
+    const [safeKey, safeDetail] = [oneLine(maskUrlCredentials(key)), oneLine(maskUrlCredentials(detail))];
+    super(`${safeKey}: ${safeDetail}`);
     this.name = "ConfigError";
-    this.detail = masked;
+    this.key = safeKey;
+    this.detail = safeDetail;
   }
 }
 
@@ -38,7 +37,12 @@ export function maskUrlCredentials(text: string): string {
 }
 
 /** What ends a URL's authority (user info and host). */
-const AUTHORITY_END = /[\s/?#]/;
+const AUTHORITY_END = /[\s/?#"']/;
+
+/** Control characters (newlines, escapes) written as JSON escapes: the text stays one line and prints as it is. */
+function oneLine(text: string): string {
+  return text.replace(/\p{Cc}/gu, (c) => JSON.stringify(c).slice(1, -1));
+}
 
 /** `"a", "b", "c"` for error messages. */
 export function listValues(values: readonly string[]): string {

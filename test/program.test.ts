@@ -1,4 +1,8 @@
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
+import { stringify } from "yaml";
 import { describe, expect, it } from "vitest";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ModelServing } from "../components";
@@ -145,6 +149,47 @@ describe("the program on platform kubernetes", async () => {
     const secret = byName(registrations, "rbln-serving-workloads-secrets");
     expect(secret.inputs.stringData).toEqual({ HF_TOKEN: SECRETS.hfToken, VLLM_API_KEY: SECRETS.apiKey });
     expect(isSecretAt(secret.wireInputs, ["stringData"])).toBe(true);
+  });
+});
+
+describe("the program reads config as the offline commands do", () => {
+  const dev = readStackFile("dev").raw;
+  /** What `plan --stack` makes of these keys over dev's, and the selection or refusal of the program on them. */
+  async function both(keys: Record<string, unknown>) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stacks-"));
+    const config = Object.fromEntries(Object.entries({ ...dev, ...keys }).map(([key, value]) => [`rbln-serving:${key}`, value]));
+    fs.writeFileSync(path.join(dir, "Pulumi.t.yaml"), stringify({ config }));
+    let offline: unknown;
+    try {
+      const { plan } = stackDeployment({}, shippedCatalog, "t", dir).deployment;
+      offline = { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
+    } catch (error) {
+      offline = `rbln-serving:${(error as Error).message}`;
+    }
+    const { result, error } = await runUnderMocks(runProgram, { ...dev, ...keys }, SECRETS);
+    return { offline, program: error === undefined ? (result as ReturnType<typeof runProgram>).selection : (error as Error).message };
+  }
+
+  it("takes axes given as JSON text, as Pulumi hands structured config to programs", async () => {
+    const { offline, program } = await both({ axes: '{"spec_decode": "eagle3"}' });
+    expect(program).toMatchObject({ spec_decode: "eagle3" });
+    expect(offline).toEqual(program);
+  });
+
+  it("refuses axes that are no map, and a __proto__ key, in both", async () => {
+    for (const keys of [{ axes: 5 }, { axes: "[]" }, JSON.parse('{"__proto__": {"replicas": 2}}'), { rollout: '{"maxUnavailable": "200%"}' }]) {
+      const { offline, program } = await both(keys);
+      expect(program, JSON.stringify(keys)).toMatch(/^rbln-serving:(axes|__proto__|rollout\.maxUnavailable): .*(\(got (5|\[\]|"200%")\)|prototype\))$/);
+      expect(offline).toEqual(program);
+    }
+  });
+
+  it("refuses a secret set in plain text, and a plain key set as a secret", async () => {
+    const plain = await runUnderMocks(runProgram, { ...dev, hfToken: "hf_plain" }, { sshPrivateKey: SECRETS.sshPrivateKey, pipPassword: SECRETS.pipPassword });
+    expect((plain.error as Error).message).toBe("rbln-serving:hfToken: is stored in plain text; set it with: pulumi config set --secret hfToken");
+    expect(plain.registrations).toEqual([]);
+    const encrypted = await runUnderMocks(runProgram, dev, { ...SECRETS, strategy: "aggregated-data-expert-parallel" });
+    expect((encrypted.error as Error).message).toMatch(/^rbln-serving:strategy: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey are read as secrets/);
   });
 });
 

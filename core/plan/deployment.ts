@@ -1,11 +1,12 @@
 import type { z } from "zod";
-import { otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES } from "../config/stackConfig";
+import { checkServingAddresses, otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES } from "../config/stackConfig";
 import { ConfigError, listValues } from "../errors";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { durationSeconds } from "../config/defaults";
 import { withFlags } from "./argv";
 import { withCompileKeys } from "./compileKey";
 import { withRevision } from "./models";
+import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
 import { resolvePlan } from "./resolve";
 import { checkWeightsStorage } from "./storage";
 import type { Deployment, Flag, LaunchPlan, RolePlan } from "./types";
@@ -159,5 +160,9 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
           return { replica: Math.floor(i / plan.nodes.length), node: i % plan.nodes.length, host: proxy ? { ...host, proxy } : host };
         })
       : [];
+  if (settings.platform === "hosts") {
+    checkServingAddresses(placements.map((p) => p.host), placements.map((p) => plan.roles.filter((role) => role.node === p.node).flatMap((role) => role.ranks.flatMap((rank) => rank.ports))));
+    checkIndexCredentials(settings.pip, pipIndexUrls(settings.pip, plan));
+  }
   return { settings, plan, placements, shutdownTimeoutSeconds };
 }
