@@ -5,6 +5,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { unitApplyScript, unitRemoveScript } from "../core/render/hosts/scripts";
+import { renderEnvFile } from "../core/render/hosts/systemd";
 
 /**
  * The unit step's script under real bash with a stand-in systemctl that records its calls: a
@@ -13,6 +14,8 @@ import { unitApplyScript, unitRemoveScript } from "../core/render/hosts/scripts"
  */
 const UNIT = "rbln-serving-test.main-0.service";
 const LEGACY = "rbln-serving-main-0.service";
+/** How the step asks systemd about the rank while it waits. */
+const SHOW = `show -p ActiveState -p SubState -p NRestarts -p Result -p ExecMainStatus -p MainPID ${UNIT}`;
 let dir: string;
 let server: http.Server;
 let port: number;
@@ -41,19 +44,20 @@ const envFile = (name: string) => path.join(dir, "env", name);
 
 interface ApplyOptions {
   unitText?: string;
+  envText?: string;
   hostLockWaitSeconds?: number;
   minFreeDiskGbToRestart?: number;
   onStdout?: (stdout: string) => void;
 }
 
-function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, onStdout }: ApplyOptions = {}): Promise<Run> {
+function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", envText = "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, onStdout }: ApplyOptions = {}): Promise<Run> {
   const script = unitApplyScript({
     hostName: "test-host",
     unitDir: path.join(dir, "units"),
     unitName: UNIT,
     unitText,
     envPath: envFile("test.main-0.env"),
-    envText: "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n",
+    envText,
     stateDir: path.join(dir, "rollout"),
     cacheRoot: path.join(dir, "cache"),
     minFreeDiskGbToRestart,
@@ -106,16 +110,29 @@ describe("the unit step", () => {
   it("writes the env file (0600, secrets from stdin) and unit, enables and starts, then waits until the rank serves", async () => {
     const run = await apply(secrets);
     expect(run.status).toBe(0);
-    expect(run.calls).toEqual(["daemon-reload", `enable --quiet ${UNIT}`, `reset-failed ${UNIT}`, `restart ${UNIT}`]);
+    expect(run.calls).toEqual(["daemon-reload", `enable --quiet ${UNIT}`, `reset-failed ${UNIT}`, `restart ${UNIT}`, SHOW]);
     expect(fs.readFileSync(envFile("test.main-0.env"), "utf8")).toBe(`VLLM_ENGINE_READY_TIMEOUT_S='9600'\n${secrets}`);
     expect(fs.statSync(envFile("test.main-0.env")).mode & 0o777).toBe(0o600);
     expect(run.stdout).toMatch(/ready test-host: main rank 0 serves on port \d+/);
   });
 
+  it("takes env values over several lines: LMCACHE_EXTRA_CONFIG of lmcache: rds, extraEnv with newlines and quotes", async () => {
+    const envText = renderEnvFile({
+      VLLM_ENGINE_READY_TIMEOUT_S: "9600",
+      LMCACHE_EXTRA_CONFIG: '{\n  "storage_plugin.RDSBackend.class_name": "RDSBackend"\n}',
+      NOTE: "it's $HOME\nand `more` \\ \"quoted\"",
+    });
+    const run = await apply(secrets, { envText });
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.calls).toContain(`restart ${UNIT}`);
+    expect(fs.readFileSync(envFile("test.main-0.env"), "utf8")).toBe(envText + secrets);
+    expect(await apply(secrets)).toMatchObject({ status: 0 });
+  });
+
   it("restarts nothing when run again with the same content", async () => {
     const run = await apply(secrets);
     expect(run.status).toBe(0);
-    expect(run.calls).toEqual([`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`]);
+    expect(run.calls).toEqual([`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`, SHOW]);
     expect(run.stdout).toContain("unchanged and running");
   });
 
@@ -139,7 +156,7 @@ describe("the unit step", () => {
     expect(lastLine(change)).toMatch(tooLittle);
     expect(files()).toEqual(before);
     // Unchanged and running: nothing restarts, so nothing is checked.
-    expect(await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 10 ** 9 })).toMatchObject({ status: 0, calls: [`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`] });
+    expect(await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 10 ** 9 })).toMatchObject({ status: 0, calls: [`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`, SHOW] });
     // Unchanged but stopped: the start is refused.
     fs.rmSync(path.join(dir, "active"));
     const start = await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 10 ** 9 });
@@ -199,7 +216,7 @@ describe("the unit step", () => {
     for (const file of legacyState) fs.writeFileSync(file, "");
     const run = await apply("HF_TOKEN='hf_6'\n");
     expect(run.status).toBe(0);
-    expect(run.calls.slice(run.calls.indexOf(`disable --now --quiet ${LEGACY}`))).toEqual([`disable --now --quiet ${LEGACY}`, `reset-failed ${UNIT}`, `restart ${UNIT}`, "daemon-reload"]);
+    expect(run.calls.slice(run.calls.indexOf(`disable --now --quiet ${LEGACY}`))).toEqual([`disable --now --quiet ${LEGACY}`, `reset-failed ${UNIT}`, `restart ${UNIT}`, SHOW, "daemon-reload"]);
     expect(run.stdout).toContain(`unit test-host: removed ${LEGACY}, which ${UNIT} replaced`);
     for (const file of [path.join(dir, "units", LEGACY), envFile("main-0.env"), ...legacyState]) expect(fs.existsSync(file), file).toBe(false);
   });

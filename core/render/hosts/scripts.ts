@@ -203,7 +203,7 @@ export interface ReadinessRank {
   port: number;
 }
 
-/** Waits until every rank of a host serves, or names the one that failed. stdin: line 1 the API key (may be empty). */
+/** Waits until every rank of a host serves, or names the one that failed; run as root (it reads each rank's API key from its process). */
 export function readinessScript(p: { hostName: string; ranks: readonly ReadinessRank[]; wait: ServingWait }): string {
   return renderScript("readiness.sh", `wait until every rank on ${p.hostName} serves`, {
     host_name: p.hostName,

@@ -88,16 +88,6 @@ else
 fi
 systemctl enable --quiet "$unit"
 
-# The API key (if any) is in the env file; read with Python's shlex, which takes the env-file quoting
-# as written, so nothing in the file is ever run by a shell.
-API_KEY=$(python3 -c 'import shlex, sys
-for line in open(sys.argv[1]):
-    for word in shlex.split(line, comments=True):
-        name, _, value = word.partition("=")
-        if name == "VLLM_API_KEY":
-            print(value, end="")' "$env_path")
-export API_KEY
-
 restart() {
   started=$(date +%s)
   systemctl reset-failed "$unit" 2>/dev/null || true
