@@ -6,7 +6,7 @@ import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { clientCommand } from "../core/render/client";
 import { renderHost, type HostRenderOptions } from "../core/render/hosts/bundle";
-import { deploymentId } from "../core/render/hosts/names";
+import { checkInstanceName, deploymentId } from "../core/render/hosts/names";
 import { copySources, renderCopy, weightsHosts, type HostCopyOptions } from "../core/render/hosts/copies";
 import { hostWaves } from "../core/rollout/hostWaves";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
@@ -29,7 +29,7 @@ export interface ModelServingArgs {
   /** Timings of the host steps (poll interval, restart delay, start limit): defaults suit real servers. */
   hostOptions?: HostRenderOptions;
   /** Where the copy grants go on a source host (root's authorized_keys) and how long one left behind lasts. */
-  copyOptions?: Omit<HostCopyOptions, "instance">;
+  copyOptions?: Omit<HostCopyOptions, "deploymentId">;
 }
 
 /** The commit a seed's weights step reports for the served model: its stdout's `revision <model> <commit>` line. */
@@ -73,6 +73,7 @@ export class ModelServing extends pulumi.ComponentResource {
   readonly scrapeTargets: ScrapeTarget[];
 
   constructor(name: string, args: ModelServingArgs, opts?: pulumi.ComponentResourceOptions) {
+    checkInstanceName(name);
     const deployment = planServing(args);
     super("rbln-serving:index:ModelServing", name, {}, opts);
     const { plan, settings } = deployment;
@@ -86,10 +87,9 @@ export class ModelServing extends pulumi.ComponentResource {
       // The seed downloads from the hub; the others copy from it, and later waves copy compiled caches
       // (with cache.shared, every host's weights step takes the download's lease and nothing is copied).
       const waves = hostWaves(deployment);
-      const copyOptions = { ...args.copyOptions, instance: `${pulumi.getStack()}/${name}` };
-      // Names the units, env files and venvs on the hosts, which other stacks and instances may share.
+      // Names the units, env files, venvs and copy grants on the hosts, which other stacks and instances may share.
       const id = deploymentId(pulumi.getStack(), name);
-      const copies = copySources(deployment, waves).map((c) => renderCopy(deployment, c, copyOptions));
+      const copies = copySources(deployment, waves).map((c) => renderCopy(deployment, c, { ...args.copyOptions, deploymentId: id }));
       const downloading = weightsHosts(deployment, waves);
       const hosts: NpuHost[] = [];
       const byHost = new Map<string, NpuHost>();

@@ -32,7 +32,7 @@ export function renderFiles(deployment: Deployment, secrets: readonly SecretKey[
     }
   }
   // Copies between hosts: the grant and revoke run on the source, the copy on the destination.
-  for (const copy of copySources(deployment, waves).map((c) => renderCopy(deployment, c, { instance: `${stack}/${DEFAULT_INSTANCE}` }))) {
+  for (const copy of copySources(deployment, waves).map((c) => renderCopy(deployment, c, { deploymentId: id }))) {
     const [source, dest, kind] = [copy.source.host.name, copy.dest.host.name, copy.kind];
     files[`hosts/${source}/allow-${kind}-${dest}.sh`] = copy.allowScript;
     files[`hosts/${source}/revoke-${kind}-${dest}.sh`] = copy.revokeScript;

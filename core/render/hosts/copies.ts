@@ -59,8 +59,8 @@ export function copySources(deployment: Deployment, waves: readonly HostPlacemen
 }
 
 export interface HostCopyOptions {
-  /** Names the deployment in each grant's authorized_keys line, e.g. `<stack>/<instance>`. */
-  instance: string;
+  /** The deployment's id on the hosts (`deploymentId`), which tags each grant's authorized_keys line: no raw stack or instance name reaches root's file. */
+  deploymentId: string;
   /** root's authorized_keys on a source host. */
   authorizedKeysFile?: string;
   /** A grant left behind by a failed copy stops working after this many hours: longer than a copy may take (8 h). */
@@ -109,7 +109,7 @@ export function renderCopy(deployment: Deployment, copy: CopySource, options: Ho
     destAddress: dest.host.address,
     cacheRoot,
     authorizedKeys: options.authorizedKeysFile ?? "/root/.ssh/authorized_keys",
-    tag: `rbln-serving-copy ${options.instance} ${copy.kind}-${dest.host.name}`,
+    tag: `rbln-serving-copy ${options.deploymentId} ${copy.kind}-${dest.host.name}`,
     expiryHours: options.grantExpiryHours ?? 12,
     copyId: createHash("sha256").update(script).digest("hex").slice(0, 16),
   };

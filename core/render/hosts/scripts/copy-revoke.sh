@@ -6,7 +6,7 @@ set -euo pipefail
 host_name=npu-0
 dest_name=npu-1
 authorized_keys=/root/.ssh/authorized_keys
-tag='rbln-serving-copy dev/rbln-serving weights-npu-1'
+tag='rbln-serving-copy dev weights-npu-1'
 copy_id=0123456789abcdef
 # --- end of settings ---
 
