@@ -2,6 +2,7 @@ import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reportedRevision } from "../components/modelServing";
 import { deploymentId } from "../core/render/hosts/names";
+import { copyAllowScript, remoteCommand } from "../core/render/hosts/scripts";
 import type { FakeEngine, UpResult } from "./helpers/engine";
 import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./helpers/hostStack";
 import { hubStubSource } from "./helpers/hubStub";
@@ -156,6 +157,31 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
     expect(revoke.status, revoke.stderr).toBe(0);
     expect(revoke.stdout).toMatch(/^copy access npu-0 -> npu-1: revoked/);
     expect(await grantLines()).toEqual([]);
+  });
+
+  it("a grant's tag of other characters never reaches authorized_keys: a newline would start a key line of its own", async () => {
+    const before = await hosts[0]!.run(`cat ${AUTHORIZED_KEYS}`);
+    const tag = "rbln-serving-copy x\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostile attacker weights-npu-1";
+    const script = copyAllowScript({ sourceName: "npu-0", destName: "npu-1", destAddress: hosts[1]!.address, cacheRoot: CACHE_ROOT, authorizedKeys: AUTHORIZED_KEYS, tag, expiryHours: 1, copyId: "0".repeat(16) });
+    const grant = await hosts[0]!.run(remoteCommand(script, true));
+    expect(grant.status).toBe(1);
+    expect(grant.stderr.trim().split("\n").pop()).toBe(`copy access npu-0 -> npu-1: the grant's tag $'rbln-serving-copy x\\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostile attacker weights-npu-1' may hold only letters, digits, spaces, '.', '_' and '-'`);
+    expect(grant.stdout).toBe("");
+    expect(await hosts[0]!.run(`cat ${AUTHORIZED_KEYS}`)).toEqual(before);
+  });
+
+  it("the revoke fails, naming the file, while a line with the grant's tag is left", async () => {
+    const grant = await on(0, command("rbln-serving-npu-0-allow-npu-2"));
+    // Saved by an editor with CRLF: the line no longer ends in the tag, and its key still lets npu-2 in.
+    await hosts[0]!.run(`sed -i '/rbln-serving-copy/ s/$/\\r/' ${AUTHORIZED_KEYS}`);
+    expect(await withGrant(grant.stdout, hosts[2]!.address, `root@${hosts[0]!.address}:huggingface/rbln-serving-complete/ /tmp/crlf/`)).toMatchObject({ status: 0 });
+    const revoke = await on(0, command("rbln-serving-npu-0-revoke-npu-2"));
+    expect(revoke.status).toBe(1);
+    expect(revoke.stderr.trim().split("\n").pop()).toBe(`copy access npu-0 -> npu-2: ${AUTHORIZED_KEYS} still holds 1 line(s) with "rbln-serving-copy test weights-npu-2" that are not this grant's; remove them by hand`);
+    expect(revoke.stdout).not.toContain("revoked");
+    // Removed by hand, as the line says.
+    await hosts[0]!.run(`sed -i '/rbln-serving-copy/d' ${AUTHORIZED_KEYS}`);
+    expect(await on(0, command("rbln-serving-npu-0-revoke-npu-2"))).toMatchObject({ status: 0 });
   });
 
   it("a corrupt blob on the seed is caught by the check, and no marker is written", async () => {

@@ -233,7 +233,7 @@ export interface CopyAccessInput {
   cacheRoot: string;
   /** root's authorized_keys on the source. */
   authorizedKeys: string;
-  /** Ends the grant's authorized_keys line, naming the deployment (its id) and the destination, so exactly it is removed. */
+  /** Ends the grant's authorized_keys line, naming the deployment (its id) and the destination, so exactly it is removed; letters, digits, spaces, `.`, `_` and `-` only (the scripts refuse others). */
   tag: string;
   expiryHours: number;
   /** A hash of the copy script: a changed copy gets a new key, and its revoke runs again. */

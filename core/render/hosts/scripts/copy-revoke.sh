@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a copy source: removes the authorized_keys line a grant added for one destination, once its copy
-# is done (and when the grant is deleted). Idempotent.
+# is done (and when the grant is deleted), and fails while a line with its tag is left. Idempotent.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=npu-0
