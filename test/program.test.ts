@@ -354,6 +354,23 @@ describe("ModelServing as a library", () => {
     expect(unit.inputs.create.startsWith("sudo -n bash -c")).toBe(true);
     expect(await valueOf((result as InstanceType<typeof ModelServing>).endpoints)).toEqual(["http://192.168.10.5:8000"]);
   });
+
+  it("refuses an instance name with a control character before registering anything, on either platform, naming it escaped on one line", async () => {
+    const hosts = [{ name: "box-1", address: "192.168.10.5", hostKey: EXAMPLE_HOST_KEY }];
+    const settings = [
+      { strategy: "aggregated-pipeline-parallel", target: "Throughput", hosts },
+      { strategy: "prefill-decode-disaggregated", target: "Throughput", platform: "kubernetes" as const, kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0" } },
+    ];
+    // A newline and a key line: in a grant's tag it would have been a key line of its own in root's authorized_keys.
+    for (const name of ["team\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostile attacker", "esc\u001b[31m", "del\u007f"]) {
+      for (const platform of settings) {
+        const { registrations, error } = await runUnderMocks(() => new ModelServing(name, { settings: platform, secrets: { sshPrivateKey: "k" } }), {}, {});
+        expect(registrations).toEqual([]);
+        expect((error as Error).message).toBe(`name: ${JSON.stringify(name).replace("\u007f", "\\u007f")} holds a control character; an instance name may hold printable characters only`);
+        expect((error as Error).message).not.toMatch(/[\n\u001b\u007f]/);
+      }
+    }
+  });
 });
 
 describe("kubernetes outputs", () => {
