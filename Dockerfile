@@ -1,6 +1,6 @@
 # vllm-rbln serving image for platform: kubernetes. There is no public vllm-rbln image; build this
 # one and set rbln-serving:kubernetes.image to where you push it. The pins match the recipe's
-# installs (a test keeps them in step with recipes/minimax-m2.7.json).
+# installs (a test keeps them in step with recipes/minimaxai--minimax-m2.7.json).
 #
 #   printf '[global]\nextra-index-url =\n    https://USER:PASSWORD@pypi.rbln.ai/simple\n    https://wheels.vllm.ai/0.30.0/cpu\n    https://download.pytorch.org/whl/cpu\n' > pip.conf
 #   docker build --secret id=pip_conf,src=pip.conf -t registry.example.com/ml/vllm-rbln:0.12.0 .

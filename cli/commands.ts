@@ -45,13 +45,19 @@ function flagOverrides(options: CliOptions): Record<string, unknown> {
   return overrides;
 }
 
-/** A stack's deployment, with the selection flags overriding its keys. */
-export function stackDeployment(options: CliOptions, catalog: RecipeCatalog, stack: string): { deployment: Deployment; secrets: SecretKey[] } {
-  // The stacks of the Pulumi project in the working directory: the repository's, or a user's project that installed the package.
-  const { raw, secrets, warnings } = readStackFile(stack, projectStackDir());
+/**
+ * A stack's deployment, read as the program reads it, with the selection flags over its keys.
+ * `stackDir` is where the stack files are: by default those of the Pulumi project in the working
+ * directory (the repository's, or a user's project that installed the package).
+ */
+export function stackDeployment(options: CliOptions, catalog: RecipeCatalog, stack: string, stackDir = projectStackDir()): { deployment: Deployment; secrets: SecretKey[] } {
+  const { raw, secrets, warnings } = readStackFile(stack, stackDir);
   for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
-  const axes = typeof raw["axes"] === "object" && raw["axes"] !== null ? (raw["axes"] as Record<string, unknown>) : {};
-  const merged = { ...raw, ...flagOverrides(options), axes: { ...axes, ...parseSets(options.set) } };
+  const sets = parseSets(options.set);
+  const axes = raw["axes"];
+  // --set adds to the stack's axes; axes that are no map stay as given, for validation to refuse.
+  const isMap = axes === undefined || (axes !== null && typeof axes === "object" && !Array.isArray(axes));
+  const merged = { ...raw, ...flagOverrides(options), ...(Object.keys(sets).length > 0 && isMap ? { axes: { ...(axes as object | undefined), ...sets } } : {}) };
   return { deployment: planDeployment(parseStackSettings(merged), catalog), secrets };
 }
 

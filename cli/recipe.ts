@@ -2,24 +2,56 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { ConfigError } from "../core/errors";
-import { DEFAULT_RECIPE_DIR, RecipeCatalog } from "../core/recipe/catalog";
-import { importRecipePage } from "../core/recipe/import";
+import { DEFAULT_RECIPE_DIR, MAX_RECIPE_BYTES, RecipeCatalog, readRecipeFile, recipeFiles } from "../core/recipe/catalog";
+import { importRecipePage, type ImportedRecipe } from "../core/recipe/import";
+import { makeUserFolder, readUserFile, writeUserFile, type UserPath } from "../core/userFiles";
 import { commandLine } from "./commandLine";
 import type { Recipe } from "../core/recipe/schema";
 
 const USAGE = `usage:
-  recipe import PAGE.txt [--out DIR]   write DIR/<model>.json from a recipe page (DIR: recipes/)
+  recipe import PAGE.txt [--out DIR]   write DIR/<org>--<name>.json from a recipe page (DIR: recipes/)
   recipe list [--dir DIR]              every model: strategies, targets, NPUs, verified dates, pins`;
+
+const PAGE: UserPath = { key: "PAGE", wanted: `a recipe page: a text file of at most ${MAX_RECIPE_BYTES / 2 ** 20} MiB` };
+const OUT: UserPath = { key: "--out", wanted: "a folder for recipe files" };
 
 function importCommand(page: string | undefined, out: string): string {
   if (page === undefined) throw new ConfigError("PAGE", "required: recipe import PAGE.txt [--out DIR]");
-  if (!fs.existsSync(page)) throw new ConfigError("PAGE", `no file ${page}`);
-  const imported = importRecipePage(fs.readFileSync(page, "utf8"), page);
+  const imported = importRecipePage(readUserFile(page, PAGE, MAX_RECIPE_BYTES), page);
   for (const warning of imported.warnings) process.stderr.write(`warning: ${warning}\n`);
-  const target = path.join(out, imported.fileName);
-  fs.mkdirSync(out, { recursive: true });
-  fs.writeFileSync(target, imported.text);
-  return `${target}\n`;
+  makeUserFolder(out, OUT);
+  const { file, replaces } = recipeTarget(out, imported);
+  if (replaces) process.stderr.write(`replacing ${file}: it holds the recipe of ${imported.recipe.model}\n`);
+  writeUserFile(file, imported.text, OUT);
+  return `${file}\n`;
+}
+
+/** The model a recipe file names, or undefined for a file that is not a recipe. */
+function modelIn(file: string): string | undefined {
+  try {
+    const model: unknown = (JSON.parse(readRecipeFile(file)) as { model?: unknown } | null)?.model;
+    return typeof model === "string" ? model : undefined;
+  } catch (error) {
+    if (error instanceof SyntaxError) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Where the import writes: the file of `dir` that already holds this model's recipe (the catalog
+ * loads every `*.json`, so a second file of one model would break it), else the model's own file
+ * name. A file of another model, or one that is not a recipe, is never replaced.
+ */
+function recipeTarget(dir: string, imported: ImportedRecipe): { file: string; replaces: boolean } {
+  const model = imported.recipe.model;
+  const own = recipeFiles(dir).find((file) => modelIn(file) === model);
+  if (own !== undefined) return { file: own, replaces: true };
+  const file = path.join(dir, imported.fileName);
+  if (fs.existsSync(file)) {
+    const other = modelIn(file);
+    throw new ConfigError(OUT.key, `${JSON.stringify(file)} holds ${other === undefined ? "something that is not a recipe" : `the recipe of another model, "${other}"`}; not replaced; allowed: a folder where ${imported.fileName} is free or holds the recipe of "${model}"`);
+  }
+  return { file, replaces: false };
 }
 
 function describeInstall(install: Recipe["installs"][number]): string {

@@ -9,6 +9,7 @@ import { clientCommand } from "../core/render/client";
 import { renderDeployment } from "../core/render/deployment";
 import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
+import { checkInstanceName } from "../core/render/hosts/names";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
 import { LlmdRouter } from "./router/llmdRouter";
@@ -25,7 +26,7 @@ export interface ModelServingArgs {
   /** Timings of the host steps (poll interval, restart delay, start limit): defaults suit real servers. */
   hostOptions?: HostRenderOptions;
   /** Where the copy grants go on a source host (root's authorized_keys) and how long one left behind lasts. */
-  copyOptions?: Omit<HostCopyOptions, "instance">;
+  copyOptions?: Omit<HostCopyOptions, "deploymentId">;
 }
 
 /** The commit a seed's weights step reports for the served model: its stdout's `revision <model> <commit>` line. */
@@ -69,6 +70,7 @@ export class ModelServing extends pulumi.ComponentResource {
   readonly scrapeTargets: ScrapeTarget[];
 
   constructor(name: string, args: ModelServingArgs, opts?: pulumi.ComponentResourceOptions) {
+    checkInstanceName(name);
     const deployment = planServing(args);
     super("rbln-serving:index:ModelServing", name, {}, opts);
     const { plan, settings } = deployment;

@@ -1,16 +1,47 @@
 /**
  * A refusal of user input (stack config, CLI flags, a recipe file): one line that names the key,
  * the value and what is allowed. The CLI prints it without a stack trace; the Pulumi program
- * throws it before any resource is registered.
+ * throws it before any resource is registered. Credentials in a URL of the value are masked.
  */
 export class ConfigError extends Error {
-  constructor(
-    readonly key: string,
-    readonly detail: string,
-  ) {
-    super(`${key}: ${detail}`);
+  readonly key: string;
+  readonly detail: string;
+  constructor(key: string, detail: string) {
+    // Every refusal is one line without a password, whatever input it quotes.
+    const [safeKey, safeDetail] = [oneLine(maskUrlCredentials(key)), oneLine(maskUrlCredentials(detail))];
+    super(`${safeKey}: ${safeDetail}`);
     this.name = "ConfigError";
+    this.key = safeKey;
+    this.detail = safeDetail;
   }
+}
+
+/**
+ * `scheme://user:password@host` as `scheme://***@host`, so a refused value never carries a
+ * password into a terminal or a CI log: up to the last `@` before the path, as URL parsers read
+ * it. One pass over the text (a regular expression would backtrack over a long refused value).
+ */
+export function maskUrlCredentials(text: string): string {
+  let masked = "";
+  let from = 0;
+  // The next search starts one back: `b://` may follow a `:` that ended the last authority.
+  for (let at = text.indexOf("://"); at >= 0; at = text.indexOf("://", from - 1)) {
+    const start = at + 3;
+    let end = start;
+    let lastAt = -1;
+    for (; end < text.length && !AUTHORITY_END.test(text[end]!); end++) if (text[end] === "@") lastAt = end;
+    masked += text.slice(from, start) + (lastAt >= 0 ? `***${text.slice(lastAt, end)}` : text.slice(start, end));
+    from = end;
+  }
+  return masked + text.slice(from);
+}
+
+/** What ends a URL's authority (user info and host). */
+const AUTHORITY_END = /[\s/?#"']/;
+
+/** Control characters (newlines, escapes) written as JSON escapes: the text stays one line and prints as it is. */
+function oneLine(text: string): string {
+  return text.replace(/\p{Cc}/gu, (c) => JSON.stringify(c).slice(1, -1));
 }
 
 /** `"a", "b", "c"` for error messages. */

@@ -86,6 +86,8 @@ describe("a malformed stack file", () => {
     ["a bad indent", "config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n   rbln-serving:target: Latency\n", ":2:", /invalid YAML: /],
     ["a duplicate key", "config:\n  rbln-serving:target: Latency\n  rbln-serving:target: Throughput\n", ":3:3", /invalid YAML: Map keys must be unique$/],
     ["a list instead of a mapping", "- config\n", "", /not a Pulumi stack file/],
+    ["an alias bomb", `a: &a [x, x, x, x, x, x, x, x, x]\n${["b", "c", "d", "e", "f", "g", "h", "i"].map((n, i) => `${n}: &${n} [${Array(9).fill(`*${"abcdefgh"[i]}`).join(", ")}]`).join("\n")}\nconfig:\n  rbln-serving:axes: *i\n`, ": ", /invalid YAML: more than 100 aliases to expand, as in an alias bomb$/],
+    ["a byte that is not UTF-8", Buffer.from([...Buffer.from("config:\n  rbln-serving:target: Lat"), 0xff, 0x0a]), ":2: ", /not UTF-8 text; save the stack file as UTF-8$/],
   ] as const) {
     it(`(${what}) is one line naming the file, line and column, exit status 2`, () => {
       const name = `malformed-${process.pid}-${what.replace(/\W+/g, "-")}`;
@@ -103,6 +105,22 @@ describe("a malformed stack file", () => {
       }
     });
   }
+});
+
+describe("a refused index URL", () => {
+  it("is one line with exit status 2, its password masked, also given as JSON text", () => {
+    const name = `bad-url-${process.pid}`;
+    const file = path.join(ROOT, "stacks", `Pulumi.${name}.yaml`);
+    fs.writeFileSync(file, `config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n  rbln-serving:target: Latency\n  rbln-serving:pip: '{"indexUrl": "https://me:hunter2@host name/"}'\n`);
+    try {
+      const run = cli("plan", "--", "--stack", name);
+      expect(run.status).toBe(2);
+      expect(run.stdout).toBe("");
+      expect(run.stderr).toBe('error: pip.indexUrl: an http:// or https:// URL such as https://mirror.example.com/simple (got "https://***@host name/")\n');
+    } finally {
+      fs.rmSync(file);
+    }
+  });
 });
 
 describe("render --out", () => {

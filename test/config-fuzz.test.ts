@@ -1,15 +1,20 @@
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import fc from "fast-check";
+import { stringify } from "yaml";
 import { describe, expect, it } from "vitest";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
+import { stackDeployment } from "../cli/commands";
 import { planServing } from "../components/modelServing";
 import { ConfigError } from "../core/errors";
 import { allSelections } from "../core/plan/resolve";
 import { renderStackFiles } from "./helpers/render";
 import { isEnvFileValue } from "../core/render/hosts/systemd";
-import { runProgram } from "../program";
+import { readStackConfig, runProgram } from "../program";
 import { hostileString } from "./helpers/arbitraries";
 import { runUnderMocks } from "./helpers/pulumiHarness";
-import { minimax } from "./helpers/recipes";
+import { minimax, shippedCatalog } from "./helpers/recipes";
 
 const SECRETS = { sshPrivateKey: "k" };
 const selections = [...allSelections(minimax)];
@@ -27,6 +32,8 @@ const validConfig = fc
     extraArgs: fc.option(fc.constantFrom(["--max-log-len", "100"], ["--max-num-seqs", "2"], ["--disable-log-requests"]), { nil: undefined }),
     version: fc.option(fc.constantFrom("0.12.1", "0.13.0rc1"), { nil: undefined }),
     user: fc.option(fc.constantFrom("root", "ubuntu"), { nil: undefined }),
+    image: fc.constantFrom("registry.example.com/vllm-rbln:0.12.0", "registry.example.com:5000/ml/vllm-rbln:0.12.0-RC1", `vllm-rbln@sha256:${"ab".repeat(32)}`),
+    hostKeyComment: fc.constantFrom("", " root@npu-0", " rotated 2026 (é)"),
   })
   .map((v) => {
     const { strategy, target, axes } = v.selection;
@@ -36,9 +43,9 @@ const validConfig = fc
     const config: Record<string, unknown> = { strategy, target, axes, platform, replicas: v.replicas };
     if (v.preset && recommended) config.preset = "recommended";
     if (platform === "hosts") {
-      config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY, ...(v.user ? { user: v.user } : {}) }));
+      config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY + v.hostKeyComment, ...(v.user ? { user: v.user } : {}) }));
     } else {
-      config.kubernetes = { image: "registry.example.com/vllm-rbln:0.12.0", namespace: "serving" };
+      config.kubernetes = { image: v.image, namespace: "serving" };
     }
     if (v.extraEnvValue !== undefined) config.extraEnv = { [role]: { EXTRA_NOTE: v.extraEnvValue } };
     if (v.extraArgs) config.extraArgs = { [role]: v.extraArgs };
@@ -91,6 +98,15 @@ const mutations: Mutation[] = [
   ["cacheRoot", set("cacheRoot", "/tmp")],
   ["cacheRoot", (c) => (c.installRoot = "/var/lib/rbln-serving/install")],
   ["pip.indexUrl", set("pip", { indexUrl: "https://alice:hunter2@mirror.example.com/simple" })],
+  ["pip.indexUrl", set("pip", { indexUrl: "https://host name/" })],
+  ["pip.extraIndexUrls", set("pip", { extraIndexUrls: ["https://alice:hunter2@host name/"] })],
+  ["pip.indexUrl", set("pip", { indexUrl: "ftp://alice:hunter2@mirror.example.com/simple" })],
+  ["versions.vllmRbln", set("versions", { vllmRbln: "1".padEnd(260, "0") })],
+  ["__proto__", (c) => Object.defineProperty(c, "__proto__", { value: { replicas: 2 }, enumerable: true, writable: true, configurable: true })],
+  ["axes.__proto__", (c) => (c.axes = JSON.parse('{"__proto__": {"lmcache": "cpu"}}'))],
+  ["extraEnv", (c) => (c.extraEnv = { [rolesOf(c.strategy)[0]!]: { "A\nB": "1" } })],
+  ["extraEnv", (c) => (c.extraEnv = { [rolesOf(c.strategy)[0]!]: { HF_HOME: "/elsewhere" } })],
+  ["extraEnv", (c) => (c.extraEnv = { [rolesOf(c.strategy)[0]!]: { HF_HUB_OFFLINE: "0" } })],
 ];
 const hostMutations: Mutation[] = [
   ["hosts", set("hosts", "npu-0")],
@@ -120,6 +136,15 @@ const hostMutations: Mutation[] = [
   ["extraEnv.main.HF_HUB_TOKEN", (c) => (c.extraEnv = { main: { HF_HUB_TOKEN: "hf_x" } })],
   ["extraEnv.main.BASH_ENV", (c) => (c.extraEnv = { main: { BASH_ENV: "/tmp/x" } })],
   ["minFreeDiskGb", set("minFreeDiskGb", 10)],
+  ["pip.indexUrl", set("pip", { username: "u", indexUrl: "http://mirror.example.com/simple" })],
+  ["pip.extraIndexUrls[0]", set("pip", { username: "u", extraIndexUrls: ["http://pypi.rbln.ai/simple"] })],
+  ["hosts[0].hostKey", (c) => (c.hosts[0].hostKey = `${c.hosts[0].hostKey} root@npu\u001b[2J`)],
+  ["hosts[0].proxy.hostKey", (c) => (c.hosts[0].proxy = { address: "10.9.0.1", hostKey: `${c.hosts[0].hostKey} \r` })],
+  ["extraEnv.main.VLLM_CACHE_ROOT", (c) => (c.extraEnv = { main: { VLLM_CACHE_ROOT: "/tmp" } })],
+  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [c.hosts[0], { ...c.hosts[0], name: "dup", port: 2222 }]))],
+  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], address: "npu-a.example.com" }, { ...c.hosts[0], name: "dup", address: "NPU-A.example.com", port: 2222 }]))],
+  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], address: "fd00::a" }, { ...c.hosts[0], name: "dup", address: "fd00:0::a" }]))],
+  ["hosts[1].listenAddress", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], listenAddress: "10.7.7.7" }, { ...c.hosts[0], name: "dup", address: "10.0.0.99", listenAddress: "10.7.7.7" }]))],
 ];
 const kubernetesMutations: Mutation[] = [
   ["kubernetes.image", (c) => delete c.kubernetes.image],
@@ -129,6 +154,15 @@ const kubernetesMutations: Mutation[] = [
   ["kubernetes.gateway.name", (c) => (c.kubernetes.gateway = { name: "" })],
   ["kubernetes.storageClass", (c) => (c.kubernetes.storageClass = 7)],
   ["kubernetes.weightsVolumeSize", (c) => (c.kubernetes.weightsVolumeSize = "10Gi")],
+  ["kubernetes.weightsVolumeSize", (c) => (c.kubernetes.weightsVolumeSize = "0Gi")],
+  ["kubernetes.compileCacheVolumeSize", (c) => (c.kubernetes.compileCacheVolumeSize = "0Ti")],
+  ["kubernetes.resources", (c) => (c.kubernetes.resources = { [rolesOf(c.strategy)[0]!]: { requests: { cpu: "0" } } })],
+  ["kubernetes.sidecarResources.requests.memory", (c) => (c.kubernetes.sidecarResources = { requests: { memory: "0Mi" } })],
+  ["router.pickerResources.requests.cpu", (c) => (c.router = { pickerResources: { requests: { cpu: "0m" } } })],
+  ["kubernetes.image", (c) => (c.kubernetes.image = "a::::b//c@@")],
+  ["kubernetes.image", (c) => (c.kubernetes.image = "Registry.example.com/VLLM:1")],
+  ["kubernetes.namespace", (c) => (c.kubernetes.namespace = "kube-system")],
+  ["kubernetes.namespace", (c) => (c.kubernetes.namespace = "default")],
   ["kubernetes.extra", (c) => (c.kubernetes.extra = 1)],
   ["platform", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY }])) : (c.platform = "nope"))],
 ];
@@ -167,6 +201,7 @@ describe("config fuzzing", () => {
           expect(error, `${key}: ${JSON.stringify(config)}`).toBeInstanceOf(ConfigError);
           expect(error!.key.startsWith(key) || key.startsWith(error!.key), `expected ${key}, got ${error!.message}`).toBe(true);
           expect(error!.message).not.toContain("\n");
+          expect(error!.message).not.toContain("hunter2");
           invalid++;
         }
       }),
@@ -184,4 +219,61 @@ describe("config fuzzing", () => {
       expect(registrations).toEqual([]);
     }
   });
+});
+
+/** A value in another form a stack may give it: as it is, its JSON text, a wrong type, or a map with a `__proto__` key. */
+function otherForm(value: unknown) {
+  const withPrototypeKey = value !== null && typeof value === "object" && !Array.isArray(value) ? JSON.parse(JSON.stringify(value).replace(/^\{/, `{"__proto__": {"replicas": 2}${Object.keys(value).length > 0 ? "," : ""}`)) : value;
+  return fc.oneof(
+    { weight: 8, arbitrary: fc.constant(value) },
+    { weight: 4, arbitrary: fc.constant(typeof value === "string" ? value : JSON.stringify(value)) },
+    { weight: 1, arbitrary: fc.constantFrom<unknown>(5, 1.5, true, "x", "", [], {}, null, "[true]", '{"a": 1}', "5") },
+    { weight: 1, arbitrary: fc.constant(withPrototypeKey) },
+    { weight: 1, arbitrary: fc.constant(JSON.stringify(withPrototypeKey)) },
+  );
+}
+
+/** Stack configs in every form: each key's value as it is or in otherForm, sometimes with a top-level `__proto__` key. */
+const configInAnyForm = fc.oneof({ weight: 3, arbitrary: validConfig }, { weight: 1, arbitrary: invalidConfig.map(({ config }) => config) }).chain((config) =>
+  fc.tuple(fc.tuple(...Object.entries(config).map(([key, value]) => otherForm(value).map((form) => [key, form] as const))), fc.integer({ min: 0, max: 9 })).map(([entries, one]) => {
+    const prototypeKey = one === 0;
+    const reformed: Record<string, unknown> = Object.fromEntries(entries);
+    if (prototypeKey) Object.defineProperty(reformed, "__proto__", { value: '{"replicas": 2}', enumerable: true, writable: true, configurable: true });
+    return reformed;
+  }),
+);
+
+/** A plan, or the line of the ConfigError that refused the config. */
+function outcome(run: () => unknown): { plan: unknown } | { refusal: string } {
+  try {
+    return { plan: run() };
+  } catch (error) {
+    if (error instanceof ConfigError) return { refusal: error.message };
+    throw error;
+  }
+}
+
+describe("the program and the offline commands", () => {
+  it("read a stack file alike: the same plan or the same refusal, for objects, their JSON text, wrong types and prototype keys", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stacks-alike-"));
+    let stacks = 0;
+    let refused = 0;
+    await fc.assert(
+      fc.asyncProperty(configInAnyForm, async (config) => {
+        const name = `alike-${stacks++}`;
+        const entries = Object.fromEntries(Object.entries(config).map(([key, value]) => [`rbln-serving:${key}`, value]));
+        fs.writeFileSync(path.join(dir, `Pulumi.${name}.yaml`), stringify({ config: { ...entries, "rbln-serving:sshPrivateKey": { secure: "v1:AAAAciphertext" } } }));
+        const offline = outcome(() => stackDeployment({}, shippedCatalog, name, dir).deployment.plan);
+        // The program's path: its reading of Pulumi's config, then ModelServing's validation and plan.
+        const program = await runUnderMocks(() => outcome(() => planServing(readStackConfig()).plan), config, SECRETS);
+        expect(program.error).toBeUndefined();
+        expect(program.result, JSON.stringify(config)).toEqual(offline);
+        if ("refusal" in offline) refused++;
+      }),
+      { numRuns: 400, seed: 20261201 },
+    );
+    // Both kinds of outcome come up often.
+    expect(refused).toBeGreaterThan(100);
+    expect(stacks - refused).toBeGreaterThan(30);
+  }, 300_000);
 });

@@ -4,11 +4,16 @@ import * as path from "node:path";
 import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
-import { foreignKeyWarnings, parseStackSettings, StackSettings } from "../core/config/stackConfig";
+import { holdsCiphertext, pulumiConfigText, readConfigEntries } from "../core/config/configEntries";
+import { foreignKeyWarnings, PACKAGE_ENV, parseStackSettings, SECRET_ENV, StackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
+import { OFFLINE_ENV } from "../core/config/defaults";
+import { ConfigError } from "../core/errors";
 import { planDeployment } from "../core/plan/deployment";
+import { checkIndexCredentials, pipIndexUrls } from "../core/plan/pipIndexes";
 import { weightsStorageGib } from "../core/plan/storage";
 import { renderHost } from "../core/render/hosts/bundle";
+import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import { catalogWithFixtures, shippedCatalog } from "./helpers/recipes";
 
 const project = parse(fs.readFileSync(path.resolve(__dirname, "../Pulumi.yaml"), "utf8"));
@@ -348,5 +353,283 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
 
   it("warns about a lookalike namespace whatever the key, and not about keys without one", () => {
     expect(foreignKeyWarnings(["RBLN_Serving:colour", "plain", "aws:region"])).toEqual(['RBLN_Serving:colour: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:colour?']);
+  });
+});
+
+describe("the one reading of stack config (readConfigEntries)", () => {
+  const dev = readStackFile("dev").raw as Record<string, any>;
+  const prod = readStackFile("prod").raw as Record<string, any>;
+  /** Entries as Pulumi hands them to the program: every value its text. */
+  const asPulumi = (raw: Record<string, unknown>) => Object.fromEntries(Object.entries(raw).map(([key, value]) => [`rbln-serving:${key}`, pulumiConfigText(value)]));
+  const plain = () => false;
+  const read = (raw: Record<string, unknown>) => readConfigEntries(asPulumi(raw), plain).settings;
+  // A value for every key that is no text, each valid on its own.
+  const jsonValues: Record<string, unknown> = {
+    axes: { lmcache: "cpu" },
+    versions: { vllmRbln: "0.12.1" },
+    replicas: 1,
+    prefillReplicas: 2,
+    decodeReplicas: 2,
+    hosts: dev.hosts,
+    sshProxy: { address: "10.0.0.9", hostKey: EXAMPLE_HOST_KEY },
+    insecureSkipHostKeyCheck: true,
+    pip: { username: "u", extraIndexUrls: ["https://mirror.example.com/simple"] },
+    minFreeDiskGb: 600,
+    minFreeDiskGbToRestart: 10,
+    cache: { shared: "/mnt/rbln-cache" },
+    kubernetes: prod.kubernetes,
+    extraArgs: { main: ["--max-log-len", "100"] },
+    extraEnv: { main: { NOTE: "x" } },
+    router: { requestTimeout: "2h" },
+    monitoring: { enabled: true },
+    rollout: { maxUnavailable: 1 },
+  };
+
+  it("gives every structured key the same value from an object, its JSON text, and a stack file's YAML", () => {
+    const textKeys = ["model", "revision", "strategy", "target", "preset", "platform", "installRoot", "cacheRoot"];
+    expect(Object.keys(StackSettings.shape).filter((key) => !textKeys.includes(key)).sort()).toEqual(Object.keys(jsonValues).sort());
+    for (const [key, value] of Object.entries(jsonValues)) {
+      const fromYaml = readConfigEntries({ [`rbln-serving:${key}`]: value }, plain).settings[key];
+      const fromPulumi = readConfigEntries({ [`rbln-serving:${key}`]: JSON.stringify(value) }, plain).settings[key];
+      expect(fromYaml, key).toEqual(value);
+      expect(fromPulumi, key).toEqual(value);
+    }
+  });
+
+  it("keeps a text key's text as it is, though it looks like JSON", () => {
+    const digits = "1".repeat(40);
+    expect(read({ revision: digits, strategy: 42, target: "true", installRoot: "/srv/x" })).toEqual({ revision: digits, strategy: "42", target: "true", installRoot: "/srv/x" });
+  });
+
+  it("shows a refused value as given, also inside a JSON string, for every structured key", () => {
+    expect(() => parseStackSettings(read({ ...dev, rollout: '{"maxUnavailable": "200%"}' }))).toThrow(/^rollout\.maxUnavailable: .*\(got "200%"\)$/);
+    for (const key of Object.keys(jsonValues)) {
+      expect(() => parseStackSettings(read({ ...dev, [key]: "[true]" })), key).toThrow(new RegExp(`^${key}(\\[0\\])?: .*\\(got (\\[true\\]|true)\\)$`));
+    }
+  });
+
+  it("refuses a secret key in plain text, and an encrypted key that is no secret", () => {
+    expect(() => readConfigEntries({ "rbln-serving:hfToken": "hf_x" }, plain)).toThrow(/^hfToken: is stored in plain text; set it with: pulumi config set --secret hfToken$/);
+    expect(() => readConfigEntries({ "rbln-serving:pip": { indexUrl: { secure: "v1:AAAA" } } }, (_, value) => holdsCiphertext(value))).toThrow(/^pip: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey are read as secrets; set it without --secret$/);
+    expect(readConfigEntries({ "rbln-serving:hfToken": { secure: "v1:AAAA" }, "rbln-serving:strategy": "s" }, (_, value) => holdsCiphertext(value))).toEqual({ settings: { strategy: "s" }, secrets: ["hfToken"], warnings: [] });
+    expect([{ secure: "v1:x" }, [{ a: { secure: "v1:x" } }], { secure: "v1:x", other: 1 }, { secure: 5 }, "secure"].map(holdsCiphertext)).toEqual([true, true, false, false, false]);
+  });
+
+  it("refuses __proto__ keys at any depth instead of applying them through the object prototype", () => {
+    const top = readConfigEntries({ "rbln-serving:__proto__": '{"replicas": 2}', "rbln-serving:strategy": "s" }, plain).settings;
+    expect(Object.keys(top)).toEqual(["__proto__", "strategy"]);
+    expect(top["replicas"]).toBeUndefined();
+    expect(() => parseStackSettings({ ...dev, ...top })).toThrow(/^__proto__: not a key any setting takes \(JavaScript reads it as an object's prototype\)$/);
+    expect(() => parseStackSettings(read({ ...dev, extraEnv: '{"main": {"__proto__": "x"}}' }))).toThrow(/^extraEnv\.main\.__proto__: not a key any setting takes/);
+    expect(() => parseStackSettings(read({ ...dev, hosts: `[${JSON.stringify(dev.hosts[0]).replace("{", '{"__proto__": {"port": 2222},')}]` }))).toThrow(/^hosts\[0\]\.__proto__: not a key/);
+    expect(() => parseStackSettings(read({ ...dev, axes: '{"__proto__": {"lmcache": "cpu"}}' }))).toThrow(/^axes\.__proto__: not a key/);
+  });
+});
+
+describe("index URLs: one line, no password, no credentials over http", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
+  const refusal = (raw: Record<string, unknown>): ConfigError => {
+    try {
+      plan(raw);
+    } catch (error) {
+      if (error instanceof ConfigError) return error;
+      throw error;
+    }
+    throw new Error("accepted");
+  };
+  it("refuses an index URL that does not parse, in indexUrl and extraIndexUrls, with a ConfigError", () => {
+    for (const url of ["https://host name/", "https://mirror.example.com/simple ", "https://[::1/simple", "mirror.example.com/simple", "file:///srv/simple"]) {
+      expect(refusal({ ...dev(), pip: { indexUrl: url } }).message, url).toBe(`pip.indexUrl: an http:// or https:// URL such as https://mirror.example.com/simple (got ${JSON.stringify(url)})`);
+      expect(refusal({ ...dev(), pip: { extraIndexUrls: ["https://ok.example.com/simple", url] } }).key, url).toBe("pip.extraIndexUrls[1]");
+    }
+  });
+
+  it("never shows the password of a refused URL: not for a bad URL, a refused scheme, a URL without one, or the wrong type", () => {
+    for (const pip of [
+      { indexUrl: "https://me:hunter2@host name/" },
+      { extraIndexUrls: ["https://me:hunter2@host name/"] },
+      { indexUrl: "ftp://me:hunter2@mirror.example.com/simple" },
+      { indexUrl: "me:hunter2@mirror.example.com/simple" },
+      { indexUrl: "https://me:hunter2@mirror.example.com/simple" },
+      { indexUrl: ["https://me:hunter2@mirror.example.com/simple"] },
+      { extraIndexUrls: "me:hunter2@mirror.example.com/simple" },
+      { indexUrl: `https://me:hunter2${"x".repeat(100)}@mirror.example.com/simple` },
+    ]) {
+      const error = refusal({ ...dev(), pip });
+      expect(error.message, JSON.stringify(pip)).not.toMatch(/hunter2/);
+      expect(error.message).toMatch(/^pip\.(indexUrl|extraIndexUrls)/);
+    }
+    expect(refusal({ ...dev(), pip: { indexUrl: "ftp://me:hunter2@mirror.example.com/simple" } }).message).toContain('(got "ftp://***@mirror.example.com/simple")');
+    // Any refusal that quotes a URL masks what comes before its `@`, and stays one line.
+    expect(new ConfigError("k", 'got "https://me:pa@ss@host/x"\nand more').message).toBe('k: got "https://***@host/x"\\nand more');
+  });
+
+  it("refuses credentials over plain http: pip.indexUrl, and any extra index on a credentialed host, with pip.username set", () => {
+    expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "http://mirror.example.com/simple" } })).toThrow('pip.indexUrl: "http://mirror.example.com/simple" would receive pip.username and the pipPassword secret over plain http, readable on the way; use an https:// index');
+    expect(() => plan({ ...dev(), pip: { username: "u", extraIndexUrls: ["http://pypi.rbln.ai/simple"] } })).toThrow(/^pip\.extraIndexUrls\[0\]: "http:\/\/pypi\.rbln\.ai\/simple" would receive pip\.username/);
+    expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "https://mirror.example.com/simple", extraIndexUrls: ["http://mirror.example.com/extra"] } })).toThrow(/^pip\.extraIndexUrls\[0\]: /);
+    // No user, no credentials; and an index on another host gets none.
+    expect(() => plan({ ...dev(), pip: { indexUrl: "http://mirror.example.com/simple" } })).not.toThrow();
+    expect(() => plan({ ...dev(), pip: { username: "u", extraIndexUrls: ["http://other.example.com/simple"] } })).not.toThrow();
+    // The recipe's own index on http, as pip would read it without pip.extraIndexUrls.
+    const recipe = { packages: [{ extraIndexUrls: ["http://pypi.rbln.ai/simple"] }], credentialedIndexUrls: ["https://pypi.rbln.ai/simple"] } as never;
+    expect(() => checkIndexCredentials({ username: "u" }, pipIndexUrls({ username: "u" }, recipe))).toThrow(/^pip\.username: the recipe's index "http:\/\/pypi\.rbln\.ai\/simple" would receive pip\.username/);
+    expect(() => checkIndexCredentials({}, pipIndexUrls({}, recipe))).not.toThrow();
+  });
+});
+
+describe("host key comments", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  it("refuses control characters in a host key's comment, for hosts and bastions", () => {
+    const key = dev().hosts[0].hostKey;
+    for (const comment of ["root@npu\u001b[31m", "a\rb", "a\u0000", "a\u0085b", "a\tb"]) {
+      expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], hostKey: `${key} ${comment}` }] }), JSON.stringify(comment)).toThrow(/^hosts\[0\]\.hostKey: a public host key line/);
+      expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.9", hostKey: `${key} ${comment}` } }] })).toThrow(/^hosts\[0\]\.proxy\.hostKey: /);
+      expect(() => parseStackSettings({ ...dev(), sshProxy: { address: "10.0.0.9", hostKey: `${key} ${comment}` } })).toThrow(/^sshProxy\.hostKey: /);
+    }
+    expect(parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], hostKey: `${key} root@npu-0 (rotated 2026) é` }] }).hosts[0]!.hostKey).toBe(`${key} root@npu-0 (rotated 2026) é`);
+  });
+});
+
+describe("kubernetes.image", () => {
+  const prod = () => readStackFile("prod").raw as Record<string, any>;
+  it("takes kubernetes.image in the OCI distribution reference grammar", () => {
+    const image = (value: string) => () => parseStackSettings({ ...prod(), kubernetes: { ...prod().kubernetes, image: value } });
+    const digest = `sha256:${"0123456789abcdef".repeat(4)}`;
+    for (const ok of ["registry.example.com/vllm-rbln:0.12.0-RC1", "vllm-rbln", "localhost:5000/ml/vllm-rbln:1", "[fd00::1]:5000/vllm:1", `vllm@${digest}`, `registry.example.com/a/b:t@${digest}`, "a__b/c--d.e_f:_x", `r.example.com/${"a".repeat(230)}`]) {
+      expect(image(ok), ok).not.toThrow();
+    }
+    for (const bad of ["a::::b//c@@", "Vllm-rbln", "registry.example.com/Vllm", "vllm:", "vllm:-x", `vllm:${"t".repeat(129)}`, "vllm@sha256:abc", "a//b", "-a/b", "a/b-", "a/b..c", "a_/b", `r.example.com/${"a".repeat(250)}`, "registry:port/x", "vllm rbln:1", ""]) {
+      expect(image(bad), bad).toThrow(/^kubernetes\.image: an image reference such as registry\.example\.com\/vllm-rbln:0\.12\.0 /);
+    }
+    // No backtracking blow-up on a long near-match.
+    expect(image(`${"a-".repeat(20000)}!`)).toThrow(/^kubernetes\.image: /);
+  });
+});
+
+describe("quantities", () => {
+  const prod = () => readStackFile("prod").raw as Record<string, any>;
+  it("refuses zero volumes and zero CPU or memory requests and limits, for vLLM, the sidecar and the picker", () => {
+    const k8s = (kubernetes: Record<string, unknown>) => ({ ...prod(), kubernetes: { ...prod().kubernetes, ...kubernetes } });
+    expect(() => parseStackSettings(k8s({ weightsVolumeSize: "0Gi" }))).toThrow('kubernetes.weightsVolumeSize: more than 0 (got "0Gi")');
+    expect(() => parseStackSettings(k8s({ compileCacheVolumeSize: "000Mi" }))).toThrow(/^kubernetes\.compileCacheVolumeSize: more than 0/);
+    for (const zero of ["0", "0m", "0.0", "0Gi", "0.000Ki"]) {
+      expect(() => parseStackSettings(k8s({ resources: { prefill: { requests: { cpu: zero } } } })), zero).toThrow(`kubernetes.resources.prefill.requests.cpu: more than 0 (a zero request reserves nothing) (got "${zero}")`);
+      expect(() => parseStackSettings(k8s({ resources: { decode: { limits: { memory: zero } } } }))).toThrow(/^kubernetes\.resources\.decode\.limits\.memory: more than 0/);
+      expect(() => parseStackSettings(k8s({ sidecarResources: { requests: { memory: zero } } }))).toThrow(/^kubernetes\.sidecarResources\.requests\.memory: more than 0/);
+      expect(() => parseStackSettings({ ...prod(), router: { pickerResources: { requests: { cpu: zero } } } })).toThrow(/^router\.pickerResources\.requests\.cpu: more than 0/);
+      expect(() => parseStackSettings(k8s({ shmSizeLimit: zero }))).toThrow(/^kubernetes\.shmSizeLimit: more than 0/);
+    }
+    expect(parseStackSettings(k8s({ resources: { prefill: { requests: { cpu: "1m", memory: "1Ki" } } }, weightsVolumeSize: "1Ti" })).kubernetes.weightsVolumeSize).toBe("1Ti");
+  });
+});
+
+describe("versions", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
+  it("takes versions in PEP 440's form, at most 64 characters, so the venv's name stays within 255 bytes", () => {
+    const versions = (vllmRbln: string) => () => plan({ ...dev(), versions: { vllmRbln } });
+    for (const ok of ["0.12.1", "0.13.0rc1", "1!2.0.post1.dev3+local.7", "1.0_post1", "v1.0", "1".padEnd(64, "0")]) expect(versions(ok), ok).not.toThrow();
+    for (const bad of ["1".padEnd(65, "0"), "1".padEnd(260, "0"), "1.0; rm -rf /", "1.0 ", "latest", "1.0\n", ""]) {
+      expect(versions(bad), bad).toThrow(/^versions\.vllmRbln: a PEP 440 version such as 0\.12\.1 or 0\.13\.0rc1, at most 64 characters \(got /);
+    }
+    const longest = plan({ ...dev(), versions: { rebelCompiler: "1".padEnd(64, "0"), vllmRbln: "2".padEnd(64, "0"), arcticInference: "3".padEnd(64, "0") }, axes: { spec_decode: "suffix" } });
+    const venvName = renderHost(longest, longest.placements[0]!, "dev").venv.split("/").pop()!;
+    expect(longest.plan.packages).toHaveLength(3);
+    expect(Buffer.byteLength(venvName)).toBeLessThanOrEqual(255);
+  });
+});
+
+describe("kubernetes.namespace", () => {
+  it("refuse the cluster's own namespaces for kubernetes.namespace, saying why", () => {
+    const prod = readStackFile("prod").raw as Record<string, any>;
+    for (const namespace of ["default", "kube-system", "kube-public", "kube-node-lease"]) {
+      expect(() => parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace } }), namespace).toThrow(`kubernetes.namespace: a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels (got "${namespace}")`);
+    }
+    expect(parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace: "kube-systems" } }).kubernetes.namespace).toBe("kube-systems");
+  });
+});
+
+describe("extraEnv over the package's own variables", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  const prod = () => readStackFile("prod").raw as Record<string, any>;
+  const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
+  it("refuses extraEnv over a variable the package sets itself, on either platform", () => {
+    for (const name of Object.keys(PACKAGE_ENV)) {
+      expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { [name]: "/elsewhere" } } }), name).toThrow(new RegExp(`^extraEnv\\.main\\.${name}: the package sets it \\(.+\\); choose another name`));
+      expect(() => parseStackSettings({ ...prod(), extraEnv: { decode: { [name]: "/elsewhere" } } }), name).toThrow(new RegExp(`^extraEnv\\.decode\\.${name}: the package sets it`));
+    }
+    expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { HF_HOME_EXTRA: "x", home: "x" } } })).not.toThrow();
+  });
+
+  it("lists in PACKAGE_ENV exactly the variables the renderers set beside the recipe's and the secrets'", () => {
+    const recipeEnv = (deployment: ReturnType<typeof plan>) => new Set(deployment.plan.roles.flatMap((r) => r.ranks.flatMap((k) => Object.keys(k.env))).filter((name) => !Object.hasOwn(OFFLINE_ENV, name)));
+    const hosts = plan(dev());
+    const hostNames = renderHost(hosts, hosts.placements[0]!, "dev").ranks.flatMap((r) => r.envText.split("\n").filter(Boolean).map((line) => line.slice(0, line.indexOf("="))));
+    const kubernetes = plan(prod());
+    const workloads = renderKubernetesWorkloads(kubernetes, { instance: "rbln-serving", namespace: "llm-serving" }, ["hfToken", "apiKey"]);
+    const podNames = workloads.roles.flatMap((r) => (r.deployment.spec!.template.spec!.containers[0]!.env ?? []).map((e) => e.name));
+    const launchNames = kubernetes.plan.roles.flatMap((r) => r.ranks.flatMap((k) => Object.keys(k.env)));
+    const secretNames = Object.values(SECRET_ENV);
+    const own = (names: string[], recipe: Set<string>) => names.filter((name) => !recipe.has(name) && !secretNames.includes(name));
+    expect([...new Set([...own(hostNames, recipeEnv(hosts)), ...own([...podNames, ...launchNames], recipeEnv(kubernetes))])].sort()).toEqual(Object.keys(PACKAGE_ENV).sort());
+  });
+});
+
+describe("addresses", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  const host = (extra: Record<string, unknown>) => ({ ...dev().hosts[0], ...extra });
+  const twoHosts = (a: Record<string, unknown>, b: Record<string, unknown>) => () => planDeployment(parseStackSettings({ ...dev(), replicas: 2, hosts: [host(a), host({ name: "npu-b", ...b })] }), shippedCatalog);
+
+  it("refuse two hosts whose ranks would serve on one address and port", () => {
+    expect(twoHosts({ address: "10.0.0.1" }, { address: "10.0.0.1", port: 2222 })).toThrow('hosts[1].address: "10.0.0.1" would serve port 8000 on 10.0.0.1, as hosts[0] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)');
+    expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.Example.COM", port: 2222 })).toThrow(/^hosts\[1\]\.address: "NPU-0\.Example\.COM" would serve port 8000 on npu-0\.example\.com, as hosts\[0\] does/);
+    expect(twoHosts({ address: "fd00::5" }, { address: "fd00:0:0:0:0:0:0:5", port: 2222 })).toThrow(/^hosts\[1\]\.address: "fd00:0:0:0:0:0:0:5" would serve port 8000 on \[fd00::5\]/);
+    expect(twoHosts({ address: "10.0.0.1", listenAddress: "10.9.9.9" }, { address: "10.0.0.2", listenAddress: "10.9.9.9" })).toThrow(/^hosts\[1\]\.listenAddress: "10\.9\.9\.9" would serve port 8000 on 10\.9\.9\.9, as hosts\[0\] does/);
+    expect(twoHosts({ address: "10.0.0.1" }, { address: "10.0.0.2", listenAddress: "10.0.0.1" })).toThrow(/^hosts\[1\]\.listenAddress: /);
+    // A wildcard listenAddress serves on the host's own address.
+    expect(twoHosts({ address: "10.0.0.1", listenAddress: "0.0.0.0" }, { address: "10.0.0.2", listenAddress: "::" })).not.toThrow();
+    expect(twoHosts({ address: "10.0.0.1", listenAddress: "10.9.9.1" }, { address: "10.0.0.1", port: 2222, listenAddress: "10.9.9.2" })).not.toThrow();
+  });
+
+  it("still refuse one SSH server listed twice, however its address is spelled", () => {
+    expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.example.com" })).toThrow('hosts[1].address: duplicate of hosts[0].address "npu-0.example.com:22" (the same SSH server: host names compare without case, IPv6 addresses in one form) (got "NPU-0.example.com")');
+    expect(twoHosts({ address: "fd00::5" }, { address: "FD00:0::5" })).toThrow(/^hosts\[1\]\.address: duplicate of hosts\[0\]\.address "\[fd00::5\]:22"/);
+  });
+
+});
+
+describe("stack files, read as Pulumi reads them", () => {
+  const shown = (dir: string) => path.relative(process.cwd(), path.join(dir, "Pulumi.t.yaml"));
+  function stack(body: string | Buffer): string {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stacks-"));
+    fs.writeFileSync(path.join(dir, "Pulumi.t.yaml"), body);
+    return dir;
+  }
+
+  it("refuse an alias bomb and an alias without its anchor with one line, not a ReferenceError", () => {
+    const levels = ["a: &a [x, x, x, x, x, x, x, x, x]", ...["b", "c", "d", "e", "f", "g", "h", "i"].map((name, i) => `${name}: &${name} [${Array(9).fill(`*${String.fromCharCode(97 + i)}`).join(", ")}]`)];
+    const bomb = stack(`${levels.join("\n")}\nconfig:\n  rbln-serving:axes: *i\n`);
+    expect(() => readStackFile("t", bomb)).toThrow(new ConfigError(shown(bomb), "invalid YAML: more than 100 aliases to expand, as in an alias bomb"));
+    const dangling = stack("config:\n  rbln-serving:axes: *nope\n");
+    expect(() => readStackFile("t", dangling)).toThrow(/^.*Pulumi\.t\.yaml: invalid YAML: .*nope/);
+  });
+
+  it("refuse a byte that is not UTF-8, naming the file and line", () => {
+    for (const bad of [[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0x80]]) {
+      const dir = stack(Buffer.concat([Buffer.from("config:\n  rbln-serving:strategy: s\n  rbln-serving:target: T"), Buffer.from(bad), Buffer.from("\n")]));
+      expect(() => readStackFile("t", dir), bad.join(" ")).toThrow(new ConfigError(`${shown(dir)}:3`, "not UTF-8 text; save the stack file as UTF-8"));
+    }
+    expect(readStackFile("t", stack("config:\n  rbln-serving:target: Latenc\u00e9 \u{1F680}\n")).raw).toEqual({ target: "Latenc\u00e9 \u{1F680}" });
+  });
+
+  it("refuse tags the engine does not read, and take merge keys and `on` as it does", () => {
+    for (const tagged of ["!foo x", "!!binary aGk=", "!!timestamp 2026-01-01"]) {
+      const dir = stack(`config:\n  rbln-serving:target: ${tagged}\n`);
+      expect(() => readStackFile("t", dir), tagged).toThrow(new RegExp(`^${shown(dir).replace(/[.]/g, "\\.")}:2:\\d+: invalid YAML: `));
+    }
+    const merged = readStackFile("t", stack("base: &base {user: ubuntu, port: 2222}\nconfig:\n  rbln-serving:hosts:\n    - <<: *base\n      name: a\n  rbln-serving:axes: {prefix_caching: on}\n")).raw;
+    expect(merged).toEqual({ hosts: [{ user: "ubuntu", port: 2222, name: "a" }], axes: { prefix_caching: "on" } });
   });
 });

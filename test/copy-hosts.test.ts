@@ -1,6 +1,8 @@
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reportedRevision } from "../components/modelServing";
+import { deploymentId } from "../core/render/hosts/names";
+import { copyAllowScript, remoteCommand } from "../core/render/hosts/scripts";
 import type { FakeEngine, UpResult } from "./helpers/engine";
 import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./helpers/hostStack";
 import { hubStubSource } from "./helpers/hubStub";
@@ -42,15 +44,23 @@ function settings() {
   });
 }
 
-const register = () =>
+const register = (instance?: string) =>
   registerServing(settings(), {
     hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV },
     copyOptions: { authorizedKeysFile: AUTHORIZED_KEYS },
+    instance,
   });
 
 const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : []);
 const command = (name: string) => registrations.find((r) => r.name === name)!;
 const on = (i: number, r: Registration, stdin = "") => hosts[i]!.run(r.inputs.create, stdin);
+/** rsync on npu-1 with a grant's private key, from `bind` (a destination's address: the loopback network is shared). */
+const withGrant = (grant: string, bind: string, args: string) =>
+  hosts[1]!.run(
+    `k=$(mktemp); trap 'rm -f $k' EXIT; cat > $k; rsync -e "ssh -i $k -p ${hosts[0]!.port} -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BindAddress=${bind}" ${args}`,
+    `${grant.trimEnd()}\n`,
+  );
+const grantLines = () => hosts[0]!.run(`grep rbln-serving-copy ${AUTHORIZED_KEYS} || true`).then((r) => r.stdout.split("\n").filter(Boolean));
 const copyGrants = () => hosts[0]!.run(`grep -c rbln-serving-copy ${AUTHORIZED_KEYS} || true`).then((r) => Number(r.stdout.trim()));
 const keysLeft = (host: TestHost) => host.run("ls /run/rbln-serving-copy.* /dev/shm/rbln-serving-allow.* 2>/dev/null; grep -rls 'OPENSSH PRIVATE KEY' /run /dev/shm /tmp /var/tmp 2>/dev/null | grep -v '^/run/rbln-host/' || true").then((r) => r.stdout.trim());
 
@@ -116,11 +126,7 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
     const grant = await on(0, command("rbln-serving-npu-0-allow-npu-1"));
     expect(grant.status).toBe(0);
     expect(await copyGrants()).toBe(1);
-    const rsync = (bind: string, args: string) =>
-      hosts[1]!.run(
-        `k=$(mktemp); trap 'rm -f $k' EXIT; cat > $k; rsync -e "ssh -i $k -p ${hosts[0]!.port} -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BindAddress=${bind}" ${args}`,
-        `${grant.stdout.trimEnd()}\n`,
-      );
+    const rsync = (bind: string, args: string) => withGrant(grant.stdout, bind, args);
     const seed = `root@${hosts[0]!.address}`;
     expect(await rsync(hosts[1]!.address, `${seed}:huggingface/rbln-serving-complete/ /tmp/read/`)).toMatchObject({ status: 0 });
     const write = await rsync(hosts[1]!.address, `/etc/hostname ${seed}:huggingface/`);
@@ -135,6 +141,47 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
     expect(await on(0, command("rbln-serving-npu-0-revoke-npu-1"))).toMatchObject({ status: 0 });
     expect(await copyGrants()).toBe(0);
     expect((await rsync(hosts[1]!.address, `${seed}:huggingface/rbln-serving-complete/ /tmp/read3/`)).status).not.toBe(0);
+  });
+
+  it("tags a grant with the cleaned deployment id, never the instance name: one with quotes and backslashes grants and revokes", async () => {
+    // `\n` and `\\` as text: awk -v read them as a newline and one backslash, and the revoke missed the line.
+    const name = `team "a" \\n 'b' \\\\`;
+    const hostile = await register(name);
+    const step = (suffix: string) => hostile.find((r) => r.name === `${name}-npu-0-${suffix}`)!;
+    const grant = await on(0, step("allow-npu-1"));
+    expect(grant.status, grant.stderr).toBe(0);
+    const id = deploymentId("test", name).replace(/\./g, "\\.");
+    expect(await grantLines()).toEqual([expect.stringMatching(new RegExp(`^from="${hosts[1]!.address}",restrict,expiry-time="\\d{14}",command="/usr/bin/rrsync -ro ${CACHE_ROOT}" ssh-ed25519 \\S+ rbln-serving-copy ${id} weights-npu-1$`))]);
+    expect(await withGrant(grant.stdout, hosts[1]!.address, `root@${hosts[0]!.address}:huggingface/rbln-serving-complete/ /tmp/hostile/`)).toMatchObject({ status: 0 });
+    const revoke = await on(0, step("revoke-npu-1"));
+    expect(revoke.status, revoke.stderr).toBe(0);
+    expect(revoke.stdout).toMatch(/^copy access npu-0 -> npu-1: revoked/);
+    expect(await grantLines()).toEqual([]);
+  });
+
+  it("a grant's tag of other characters never reaches authorized_keys: a newline would start a key line of its own", async () => {
+    const before = await hosts[0]!.run(`cat ${AUTHORIZED_KEYS}`);
+    const tag = "rbln-serving-copy x\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostile attacker weights-npu-1";
+    const script = copyAllowScript({ sourceName: "npu-0", destName: "npu-1", destAddress: hosts[1]!.address, cacheRoot: CACHE_ROOT, authorizedKeys: AUTHORIZED_KEYS, tag, expiryHours: 1, copyId: "0".repeat(16) });
+    const grant = await hosts[0]!.run(remoteCommand(script, true));
+    expect(grant.status).toBe(1);
+    expect(grant.stderr.trim().split("\n").pop()).toBe(`copy access npu-0 -> npu-1: the grant's tag $'rbln-serving-copy x\\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostile attacker weights-npu-1' may hold only letters, digits, spaces, '.', '_' and '-'`);
+    expect(grant.stdout).toBe("");
+    expect(await hosts[0]!.run(`cat ${AUTHORIZED_KEYS}`)).toEqual(before);
+  });
+
+  it("the revoke fails, naming the file, while a line with the grant's tag is left", async () => {
+    const grant = await on(0, command("rbln-serving-npu-0-allow-npu-2"));
+    // Saved by an editor with CRLF: the line no longer ends in the tag, and its key still lets npu-2 in.
+    await hosts[0]!.run(`sed -i '/rbln-serving-copy/ s/$/\\r/' ${AUTHORIZED_KEYS}`);
+    expect(await withGrant(grant.stdout, hosts[2]!.address, `root@${hosts[0]!.address}:huggingface/rbln-serving-complete/ /tmp/crlf/`)).toMatchObject({ status: 0 });
+    const revoke = await on(0, command("rbln-serving-npu-0-revoke-npu-2"));
+    expect(revoke.status).toBe(1);
+    expect(revoke.stderr.trim().split("\n").pop()).toBe(`copy access npu-0 -> npu-2: ${AUTHORIZED_KEYS} still holds 1 line(s) with "rbln-serving-copy test weights-npu-2" that are not this grant's; remove them by hand`);
+    expect(revoke.stdout).not.toContain("revoked");
+    // Removed by hand, as the line says.
+    await hosts[0]!.run(`sed -i '/rbln-serving-copy/d' ${AUTHORIZED_KEYS}`);
+    expect(await on(0, command("rbln-serving-npu-0-revoke-npu-2"))).toMatchObject({ status: 0 });
   });
 
   it("a corrupt blob on the seed is caught by the check, and no marker is written", async () => {

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { DEFAULT_INSTANCE, deploymentId, envPath, legacyEnvPath, legacyUnitName, unitName } from "../core/render/hosts/names";
+import { DEFAULT_INSTANCE, checkInstanceName, deploymentId, envPath, legacyEnvPath, legacyUnitName, unitName } from "../core/render/hosts/names";
 import { hostileString } from "./helpers/arbitraries";
 
 /** Small alphabets, so that pairs which a naive join would merge come up often. */
@@ -73,5 +73,16 @@ describe("the deployment id on a host", () => {
     expect(deploymentId("dev", "team a/b")).toMatch(/^dev\.team-a-b\.[0-9a-f]{12}$/);
     // The README's example.
     expect(deploymentId("my.stack", "team a")).toBe("my-stack.team-a.9b7724305540");
+  });
+
+  it("comes from an instance name of printable text; a control character is refused with one line", () => {
+    for (const name of ["team a/b", `quo"te's \\ back\\n`, "é ü 日本", "x".repeat(300)]) expect(() => checkInstanceName(name)).not.toThrow();
+    const refusal = (name: string) => `name: ${name} holds a control character; an instance name may hold printable characters only`;
+    expect(() => checkInstanceName("team\nssh-ed25519 AAAA x")).toThrow(refusal('"team\\nssh-ed25519 AAAA x"'));
+    expect(() => checkInstanceName("\u0000")).toThrow(refusal('"\\u0000"'));
+    expect(() => checkInstanceName("tab\there")).toThrow(refusal('"tab\\there"'));
+    // DEL and C1, which JSON leaves raw, come out escaped too.
+    expect(() => checkInstanceName("a\u007f\u0080\u009fb")).toThrow(refusal('"a\\u007f\\u0080\\u009fb"'));
+    expect(() => checkInstanceName("\u00a0nbsp")).not.toThrow();
   });
 });

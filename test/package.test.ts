@@ -94,7 +94,7 @@ describe("the packed package in a new Pulumi program", () => {
 
   it("ships JavaScript, declarations, source maps and the recipes, and no tests", () => {
     const installed = path.join(app, "node_modules/rbln-serving");
-    for (const file of ["dist/components/index.js", "dist/components/index.d.ts", "dist/components/index.js.map", "dist/provider/index.js", "recipes/minimax-m2.7.json", "PulumiPlugin.yaml"]) {
+    for (const file of ["dist/components/index.js", "dist/components/index.d.ts", "dist/components/index.js.map", "dist/provider/index.js", "recipes/minimaxai--minimax-m2.7.json", "PulumiPlugin.yaml"]) {
       expect(fs.existsSync(path.join(installed, file)), file).toBe(true);
     }
     expect(fs.existsSync(path.join(installed, "test"))).toBe(false);

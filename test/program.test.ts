@@ -1,4 +1,8 @@
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
+import { stringify } from "yaml";
 import { describe, expect, it } from "vitest";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ModelServing } from "../components";
@@ -145,6 +149,47 @@ describe("the program on platform kubernetes", async () => {
     const secret = byName(registrations, "rbln-serving-workloads-secrets");
     expect(secret.inputs.stringData).toEqual({ HF_TOKEN: SECRETS.hfToken, VLLM_API_KEY: SECRETS.apiKey });
     expect(isSecretAt(secret.wireInputs, ["stringData"])).toBe(true);
+  });
+});
+
+describe("the program reads config as the offline commands do", () => {
+  const dev = readStackFile("dev").raw;
+  /** What `plan --stack` makes of these keys over dev's, and the selection or refusal of the program on them. */
+  async function both(keys: Record<string, unknown>) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stacks-"));
+    const config = Object.fromEntries(Object.entries({ ...dev, ...keys }).map(([key, value]) => [`rbln-serving:${key}`, value]));
+    fs.writeFileSync(path.join(dir, "Pulumi.t.yaml"), stringify({ config }));
+    let offline: unknown;
+    try {
+      const { plan } = stackDeployment({}, shippedCatalog, "t", dir).deployment;
+      offline = { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
+    } catch (error) {
+      offline = `rbln-serving:${(error as Error).message}`;
+    }
+    const { result, error } = await runUnderMocks(runProgram, { ...dev, ...keys }, SECRETS);
+    return { offline, program: error === undefined ? (result as ReturnType<typeof runProgram>).selection : (error as Error).message };
+  }
+
+  it("takes axes given as JSON text, as Pulumi hands structured config to programs", async () => {
+    const { offline, program } = await both({ axes: '{"spec_decode": "eagle3"}' });
+    expect(program).toMatchObject({ spec_decode: "eagle3" });
+    expect(offline).toEqual(program);
+  });
+
+  it("refuses axes that are no map, and a __proto__ key, in both", async () => {
+    for (const keys of [{ axes: 5 }, { axes: "[]" }, JSON.parse('{"__proto__": {"replicas": 2}}'), { rollout: '{"maxUnavailable": "200%"}' }]) {
+      const { offline, program } = await both(keys);
+      expect(program, JSON.stringify(keys)).toMatch(/^rbln-serving:(axes|__proto__|rollout\.maxUnavailable): .*(\(got (5|\[\]|"200%")\)|prototype\))$/);
+      expect(offline).toEqual(program);
+    }
+  });
+
+  it("refuses a secret set in plain text, and a plain key set as a secret", async () => {
+    const plain = await runUnderMocks(runProgram, { ...dev, hfToken: "hf_plain" }, { sshPrivateKey: SECRETS.sshPrivateKey, pipPassword: SECRETS.pipPassword });
+    expect((plain.error as Error).message).toBe("rbln-serving:hfToken: is stored in plain text; set it with: pulumi config set --secret hfToken");
+    expect(plain.registrations).toEqual([]);
+    const encrypted = await runUnderMocks(runProgram, dev, { ...SECRETS, strategy: "aggregated-data-expert-parallel" });
+    expect((encrypted.error as Error).message).toMatch(/^rbln-serving:strategy: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey are read as secrets/);
   });
 });
 
@@ -308,6 +353,23 @@ describe("ModelServing as a library", () => {
     // Not root: the scripts run through sudo.
     expect(unit.inputs.create.startsWith("sudo -n bash -c")).toBe(true);
     expect(await valueOf((result as InstanceType<typeof ModelServing>).endpoints)).toEqual(["http://192.168.10.5:8000"]);
+  });
+
+  it("refuses an instance name with a control character before registering anything, on either platform, naming it escaped on one line", async () => {
+    const hosts = [{ name: "box-1", address: "192.168.10.5", hostKey: EXAMPLE_HOST_KEY }];
+    const settings = [
+      { strategy: "aggregated-pipeline-parallel", target: "Throughput", hosts },
+      { strategy: "prefill-decode-disaggregated", target: "Throughput", platform: "kubernetes" as const, kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0" } },
+    ];
+    // A newline and a key line: in a grant's tag it would have been a key line of its own in root's authorized_keys.
+    for (const name of ["team\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostile attacker", "esc\u001b[31m", "del\u007f"]) {
+      for (const platform of settings) {
+        const { registrations, error } = await runUnderMocks(() => new ModelServing(name, { settings: platform, secrets: { sshPrivateKey: "k" } }), {}, {});
+        expect(registrations).toEqual([]);
+        expect((error as Error).message).toBe(`name: ${JSON.stringify(name).replace("\u007f", "\\u007f")} holds a control character; an instance name may hold printable characters only`);
+        expect((error as Error).message).not.toMatch(/[\n\u001b\u007f]/);
+      }
+    }
   });
 });
 

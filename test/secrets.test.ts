@@ -82,6 +82,6 @@ describe("stack files read offline", () => {
   });
 
   it("refuse a secret stored in plain text", () => {
-    expect(() => readStackFile("t", stackDir("  rbln-serving:apiKey: hunter2\n"))).toThrow(/^apiKey: is stored in plain text in Pulumi\.t\.yaml; set it with: pulumi config set --secret apiKey$/);
+    expect(() => readStackFile("t", stackDir("  rbln-serving:apiKey: hunter2\n"))).toThrow(/^apiKey: is stored in plain text; set it with: pulumi config set --secret apiKey$/);
   });
 });

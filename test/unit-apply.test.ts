@@ -5,14 +5,18 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { unitApplyScript, unitRemoveScript } from "../core/render/hosts/scripts";
+import { renderEnvFile } from "../core/render/hosts/systemd";
 
 /**
  * The unit step's script under real bash with a stand-in systemctl that records its calls: a
  * second run with the same content restarts nothing, a changed secret restarts, removal leaves
- * the caches alone; the locks; taking over a unit of the names before deployment ids.
+ * the caches alone; the locks; taking over a unit of the names before deployment ids; a failure of
+ * any command once the change begins, made on purpose.
  */
 const UNIT = "rbln-serving-test.main-0.service";
 const LEGACY = "rbln-serving-main-0.service";
+/** How the step asks systemd about the rank while it waits. */
+const SHOW = `show -p ActiveState -p SubState -p NRestarts -p Result -p ExecMainStatus -p MainPID ${UNIT}`;
 let dir: string;
 let server: http.Server;
 let port: number;
@@ -21,12 +25,35 @@ beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), "unit-apply-"));
   fs.mkdirSync(path.join(dir, "bin"));
   fs.mkdirSync(path.join(dir, "units"));
+  fs.mkdirSync(path.join(dir, "enabled"));
+  // Every stand-in counts its call; the one numbered $FAIL_AT fails, as a broken tool would.
+  fs.writeFileSync(
+    path.join(dir, "bin", "fail-at.sh"),
+    `count=$(( $(cat "$STATE/count" 2>/dev/null || echo 0) + 1 ))\necho "$count" > "$STATE/count"\nif [ "$count" = "\${FAIL_AT:-}" ]; then echo "$(basename "$0") $*" > "$STATE/injected"; echo "$(basename "$0"): failed on purpose" >&2; exit 1; fi\n`,
+  );
+  // One unit runs at a time: "active" holds the unit file it was (re)started from, and the rank serves
+  // while it exists; "enabled/" holds the units a reboot would start.
   fs.writeFileSync(
     path.join(dir, "bin", "systemctl"),
-    `#!/usr/bin/env bash\necho "$*" >> "$STATE/calls"\ncase "$1" in\n  is-active) [ -f "$STATE/active" ] ;;\n  restart) touch "$STATE/active" ;;\n  disable) rm -f "$STATE/active" ;;\nesac\n`,
+    [
+      "#!/usr/bin/env bash",
+      'echo "$*" >> "$STATE/calls"',
+      '[ "$1" != restart ] || rm -f "$STATE/active"',
+      '. "$STATE/bin/fail-at.sh"',
+      'case "$1" in',
+      '  is-active) [ -f "$STATE/active" ] ;;',
+      '  restart) cp "$STATE/units/$2" "$STATE/active" ;;',
+      '  enable) touch "$STATE/enabled/${*: -1}" ;;',
+      '  disable) rm -f "$STATE/enabled/${*: -1}"; [ "$2" != --now ] || rm -f "$STATE/active" ;;',
+      '  stop) rm -f "$STATE/active" ;;',
+      '  show) if [ -f "$STATE/active" ]; then echo ActiveState=active; else printf "ActiveState=failed\\nResult=exit-code\\nExecMainStatus=1\\n"; fi ;;',
+      "esac",
+      "",
+    ].join("\n"),
     { mode: 0o755 },
   );
-  server = http.createServer((_, response) => response.writeHead(200).end("{}"));
+  for (const tool of ["cp", "mv", "touch"]) fs.writeFileSync(path.join(dir, "bin", tool), `#!/usr/bin/env bash\n. "$STATE/bin/fail-at.sh"\nexec /bin/${tool} "$@"\n`, { mode: 0o755 });
+  server = http.createServer((_, response) => response.writeHead(fs.existsSync(path.join(dir, "active")) ? 200 : 503).end("{}"));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   port = (server.address() as { port: number }).port;
 });
@@ -41,19 +68,22 @@ const envFile = (name: string) => path.join(dir, "env", name);
 
 interface ApplyOptions {
   unitText?: string;
+  envText?: string;
   hostLockWaitSeconds?: number;
   minFreeDiskGbToRestart?: number;
+  /** The number of the stand-in call (systemctl, cp, mv, touch, counted together) that fails. */
+  failAt?: number;
   onStdout?: (stdout: string) => void;
 }
 
-function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, onStdout }: ApplyOptions = {}): Promise<Run> {
+function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", envText = "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, failAt, onStdout }: ApplyOptions = {}): Promise<Run> {
   const script = unitApplyScript({
     hostName: "test-host",
     unitDir: path.join(dir, "units"),
     unitName: UNIT,
     unitText,
     envPath: envFile("test.main-0.env"),
-    envText: "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n",
+    envText,
     stateDir: path.join(dir, "rollout"),
     cacheRoot: path.join(dir, "cache"),
     minFreeDiskGbToRestart,
@@ -63,7 +93,7 @@ function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", h
     rank: { unitName: UNIT, label: "main rank 0", port },
     wait: { probeHost: "127.0.0.1", timeoutSeconds: 30, intervalSeconds: 1, startLimitBurst: 3 },
   });
-  return runBash(script, stdin, onStdout);
+  return runBash(script, stdin, onStdout, failAt);
 }
 
 interface Run {
@@ -71,11 +101,16 @@ interface Run {
   stdout: string;
   stderr: string;
   calls: string[];
+  /** How many calls the counting stand-ins (systemctl, cp, mv, touch) took. */
+  counted: number;
+  /** The call that failed on purpose (FAIL_AT). */
+  injected: string | null;
 }
 
-function runBash(script: string, stdin: string, onStdout?: (stdout: string) => void): Promise<Run> {
-  fs.rmSync(path.join(dir, "calls"), { force: true });
-  const child = spawn("bash", ["-c", script], { env: { PATH: `${dir}/bin:${process.env.PATH}`, STATE: dir } });
+function runBash(script: string, stdin: string, onStdout?: (stdout: string) => void, failAt?: number): Promise<Run> {
+  for (const record of ["calls", "count", "injected"]) fs.rmSync(path.join(dir, record), { force: true });
+  // A host's root PATH behind the stand-ins (not this machine's pyenv shims, which take a second per python3).
+  const child = spawn("bash", ["-c", script], { env: { PATH: `${dir}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`, STATE: dir, ...(failAt ? { FAIL_AT: String(failAt) } : {}) } });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (c: Buffer) => {
@@ -87,7 +122,9 @@ function runBash(script: string, stdin: string, onStdout?: (stdout: string) => v
   return new Promise((resolve) =>
     child.on("close", (status) => {
       const calls = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n") : [];
-      resolve({ status, stdout, stderr, calls });
+      const counted = fs.existsSync(path.join(dir, "count")) ? Number(fs.readFileSync(path.join(dir, "count"), "utf8")) : 0;
+      const injected = fs.existsSync(path.join(dir, "injected")) ? fs.readFileSync(path.join(dir, "injected"), "utf8").trim() : null;
+      resolve({ status, stdout, stderr, calls, counted, injected });
     }),
   );
 }
@@ -106,16 +143,29 @@ describe("the unit step", () => {
   it("writes the env file (0600, secrets from stdin) and unit, enables and starts, then waits until the rank serves", async () => {
     const run = await apply(secrets);
     expect(run.status).toBe(0);
-    expect(run.calls).toEqual(["daemon-reload", `enable --quiet ${UNIT}`, `reset-failed ${UNIT}`, `restart ${UNIT}`]);
+    expect(run.calls).toEqual(["daemon-reload", `enable --quiet ${UNIT}`, `reset-failed ${UNIT}`, `restart ${UNIT}`, SHOW]);
     expect(fs.readFileSync(envFile("test.main-0.env"), "utf8")).toBe(`VLLM_ENGINE_READY_TIMEOUT_S='9600'\n${secrets}`);
     expect(fs.statSync(envFile("test.main-0.env")).mode & 0o777).toBe(0o600);
     expect(run.stdout).toMatch(/ready test-host: main rank 0 serves on port \d+/);
   });
 
+  it("takes env values over several lines: LMCACHE_EXTRA_CONFIG of lmcache: rds, extraEnv with newlines and quotes", async () => {
+    const envText = renderEnvFile({
+      VLLM_ENGINE_READY_TIMEOUT_S: "9600",
+      LMCACHE_EXTRA_CONFIG: '{\n  "storage_plugin.RDSBackend.class_name": "RDSBackend"\n}',
+      NOTE: "it's $HOME\nand `more` \\ \"quoted\"",
+    });
+    const run = await apply(secrets, { envText });
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.calls).toContain(`restart ${UNIT}`);
+    expect(fs.readFileSync(envFile("test.main-0.env"), "utf8")).toBe(envText + secrets);
+    expect(await apply(secrets)).toMatchObject({ status: 0 });
+  });
+
   it("restarts nothing when run again with the same content", async () => {
     const run = await apply(secrets);
     expect(run.status).toBe(0);
-    expect(run.calls).toEqual([`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`]);
+    expect(run.calls).toEqual([`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`, SHOW]);
     expect(run.stdout).toContain("unchanged and running");
   });
 
@@ -126,9 +176,9 @@ describe("the unit step", () => {
 
   it("checks free disk under the cache root before a (re)start, and on too little changes nothing", async () => {
     fs.mkdirSync(path.join(dir, "cache"), { recursive: true });
-    // Every file of the fake host but the harness's record of systemctl calls, with its content.
+    // Every file of the fake host but the harness's records of the stand-ins' calls, with its content.
     const files = () =>
-      fs.readdirSync(dir, { recursive: true }).map(String).filter((f) => f !== "calls").sort().map((f) => [f, fs.statSync(path.join(dir, f)).isFile() ? fs.readFileSync(path.join(dir, f), "utf8") : ""]);
+      fs.readdirSync(dir, { recursive: true }).map(String).filter((f) => !["calls", "count", "injected"].includes(f)).sort().map((f) => [f, fs.statSync(path.join(dir, f)).isFile() ? fs.readFileSync(path.join(dir, f), "utf8") : ""]);
     const tooLittle = new RegExp(`^test-host main rank 0: only \\d+ GiB free under ${dir}/cache, need 1000000000 GiB to restart \\(the compile cache grows on a start\\); nothing changed$`);
     // The step's own line is the last (bash may print the machine's ~/.bashrc noise before it).
     const lastLine = (run: Run) => run.stderr.trim().split("\n").pop();
@@ -139,7 +189,7 @@ describe("the unit step", () => {
     expect(lastLine(change)).toMatch(tooLittle);
     expect(files()).toEqual(before);
     // Unchanged and running: nothing restarts, so nothing is checked.
-    expect(await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 10 ** 9 })).toMatchObject({ status: 0, calls: [`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`] });
+    expect(await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 10 ** 9 })).toMatchObject({ status: 0, calls: [`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`, SHOW] });
     // Unchanged but stopped: the start is refused.
     fs.rmSync(path.join(dir, "active"));
     const start = await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 10 ** 9 });
@@ -199,7 +249,7 @@ describe("the unit step", () => {
     for (const file of legacyState) fs.writeFileSync(file, "");
     const run = await apply("HF_TOKEN='hf_6'\n");
     expect(run.status).toBe(0);
-    expect(run.calls.slice(run.calls.indexOf(`disable --now --quiet ${LEGACY}`))).toEqual([`disable --now --quiet ${LEGACY}`, `reset-failed ${UNIT}`, `restart ${UNIT}`, "daemon-reload"]);
+    expect(run.calls.slice(run.calls.indexOf(`disable --now --quiet ${LEGACY}`))).toEqual([`disable --now --quiet ${LEGACY}`, `reset-failed ${UNIT}`, `restart ${UNIT}`, SHOW, "daemon-reload"]);
     expect(run.stdout).toContain(`unit test-host: removed ${LEGACY}, which ${UNIT} replaced`);
     for (const file of [path.join(dir, "units", LEGACY), envFile("main-0.env"), ...legacyState]) expect(fs.existsSync(file), file).toBe(false);
   });
@@ -237,5 +287,96 @@ describe("the unit step", () => {
     expect(fs.existsSync(path.join(dir, "units", UNIT))).toBe(false);
     expect(fs.existsSync(envFile("test.main-0.env"))).toBe(false);
     expect(fs.existsSync(path.join(dir, "cache", "huggingface"))).toBe(true);
+  });
+});
+
+describe("the unit step when a command fails once the change begins", { timeout: 180_000 }, () => {
+  const A = { unitText: "[Service]\nExecStart=/bin/true a\n", envText: "CONFIG='a'\n" };
+  const B = { unitText: "[Service]\nExecStart=/bin/true b\n", envText: "CONFIG='b'\n" };
+  const LEGACY_TEXT = "# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true legacy\n";
+  const LEGACY_ENV = "CONFIG='legacy'\n";
+  const read = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8") : null);
+  /** What is in place and what runs: the unit and env files (and the old-named ones), what a reboot starts, the unit file the running unit started from, a pending change. */
+  const state = () => ({
+    unit: read(path.join(dir, "units", UNIT)),
+    env: read(envFile("test.main-0.env")),
+    legacy: [read(path.join(dir, "units", LEGACY)), read(envFile("main-0.env"))],
+    enabled: fs.readdirSync(path.join(dir, "enabled")),
+    running: read(path.join(dir, "active")),
+    pending: fs.existsSync(path.join(dir, "rollout", `${UNIT}.pending`)),
+  });
+  type State = ReturnType<typeof state>;
+  const serving = (config: typeof A): State => ({ unit: config.unitText, env: config.envText, legacy: [null, null], enabled: [UNIT], running: config.unitText, pending: false });
+  /** The state a step that served `config` leaves, written directly (running the step for it would double the test's time). */
+  const servingNow = (config: typeof A) => {
+    removeUnit();
+    fs.mkdirSync(path.dirname(envFile("test.main-0.env")), { recursive: true });
+    fs.writeFileSync(path.join(dir, "units", UNIT), config.unitText);
+    fs.writeFileSync(envFile("test.main-0.env"), config.envText);
+    fs.writeFileSync(path.join(dir, "active"), config.unitText);
+    fs.writeFileSync(path.join(dir, "enabled", UNIT), "");
+  };
+  const removeUnit = () => {
+    const files = [path.join(dir, "units", UNIT), envFile("test.main-0.env"), path.join(dir, "units", LEGACY), envFile("main-0.env"), path.join(dir, "active")];
+    const state = ["previous", "previous-env", "pending"].map((s) => path.join(dir, "rollout", `${UNIT}.${s}`));
+    for (const file of [...files, ...state, ...fs.readdirSync(path.join(dir, "enabled")).map((u) => path.join(dir, "enabled", u))]) fs.rmSync(file, { force: true });
+  };
+
+  /**
+   * Counts the calls a clean change from `setup`'s state to B makes, then, from that state again each
+   * time, fails each of them in turn; the step must end in the state `expected` names for whether
+   * the new config served (exit 0, or a failure after it served). Returns the last line of each run
+   * that did not serve.
+   */
+  async function failEachCall(setup: () => void, expected: (served: boolean) => Partial<State>): Promise<string[]> {
+    setup();
+    const clean = await apply("", B);
+    expect(clean.status, clean.stderr).toBe(0);
+    const lines: string[] = [];
+    for (let failAt = 1; failAt <= clean.counted; failAt++) {
+      setup();
+      const run = await apply("", { ...B, failAt });
+      expect(run.injected, `call ${failAt}`).not.toBeNull();
+      const last = run.stderr.trim().split("\n").pop()!;
+      const served = run.status === 0 || last.includes("the new config serves, but the step failed after");
+      const want = expected(served);
+      const got = Object.fromEntries(Object.entries(state()).filter(([key]) => key in want));
+      expect(got, `${run.injected} failed:\n${run.stderr}`).toEqual(want);
+      if (!served) lines.push(last);
+    }
+    return lines;
+  }
+
+  it("a change ends on the new config serving, or on the previous one restored and serving", async () => {
+    const lines = await failEachCall(() => servingNow(A), (served) => serving(served ? B : A));
+    for (const line of lines) {
+      expect(line).toMatch(/^test-host main rank 0: (the unit step failed \(`.+` exited 1\); (the previous config is restored and serving|nothing changed)|the new config failed \(unit exited 1\); the previous config is restored and serving)$/);
+    }
+    // Failures before the switch (keeping the previous files), in it (the files, systemd), and of the start.
+    expect(lines.some((l) => l.endsWith("nothing changed"))).toBe(true);
+    expect(lines.filter((l) => /the unit step failed .*restored and serving$/.test(l)).length).toBeGreaterThanOrEqual(4);
+    expect(lines.some((l) => l.includes("the new config failed"))).toBe(true);
+  });
+
+  it("a first deploy ends serving, or stopped, saying there is nothing to go back to", async () => {
+    // Whether the new files stay depends on where it failed; nothing runs or starts at a reboot.
+    const lines = await failEachCall(removeUnit, (served) => (served ? serving(B) : { enabled: [], running: null, pending: false }));
+    expect(lines.length).toBeGreaterThanOrEqual(4);
+    for (const line of lines) expect(line).toMatch(new RegExp(`; there is no previous config to go back to, so ${UNIT} is stopped and disabled$`));
+  });
+
+  it("a takeover of the unit before deployment ids ends on the new unit serving, or on the old one back and serving", async () => {
+    const lines = await failEachCall(
+      () => {
+        removeUnit();
+        fs.writeFileSync(path.join(dir, "units", LEGACY), LEGACY_TEXT);
+        fs.writeFileSync(envFile("main-0.env"), LEGACY_ENV);
+        fs.writeFileSync(path.join(dir, "active"), LEGACY_TEXT);
+        fs.writeFileSync(path.join(dir, "enabled", LEGACY), "");
+      },
+      (served) => (served ? serving(B) : { unit: null, env: null, legacy: [LEGACY_TEXT, LEGACY_ENV], enabled: [LEGACY], running: LEGACY_TEXT, pending: false }),
+    );
+    expect(lines.length).toBeGreaterThanOrEqual(4);
+    for (const line of lines) expect(line).toMatch(/; the previous config is restored and serving$/);
   });
 });

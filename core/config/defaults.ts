@@ -25,5 +25,8 @@ export function durationSeconds(duration: string): number {
   return Math.ceil(seconds);
 }
 
+/** Serving never reaches the hub: huggingface_hub (and so vLLM and transformers) reads only the local snapshot. */
+export const OFFLINE_ENV: Readonly<Record<string, string>> = { HF_HUB_OFFLINE: "1" };
+
 /** A 40-hex commit hash: the only revision that names one snapshot for good (a branch or tag moves). */
 export const COMMIT_HASH = /^[0-9a-f]{40}$/;

@@ -1,9 +1,10 @@
 import * as net from "node:net";
 import * as path from "node:path";
+import { valid as isPep440Version } from "@renovatebot/pep440";
 import { z } from "zod";
 import { DEFAULT_MODEL } from "../recipe/catalog";
-import { ConfigError, formatPath, issueMessage } from "../errors";
-import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "./defaults";
+import { ConfigError, formatPath, issueMessage, maskUrlCredentials } from "../errors";
+import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, OFFLINE_ENV, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "./defaults";
 
 /** The project's config namespace: stack keys are `rbln-serving:<key>`. */
 export const CONFIG_NAMESPACE = "rbln-serving";
@@ -23,18 +24,6 @@ export function secretEnvironment<K extends SecretKey, T>(present: readonly K[],
 /** What offline output shows in place of a secret's value. */
 export function secretPlaceholder(key: SecretKey): string {
   return `<secret:${key}>`;
-}
-
-/** Pulumi hands structured config to programs as JSON strings; stack files give objects. Accept both. */
-function structured<T extends z.ZodType>(schema: T) {
-  return z.preprocess((value) => {
-    if (typeof value !== "string") return value;
-    try {
-      return JSON.parse(value);
-    } catch {
-      return value;
-    }
-  }, schema);
 }
 
 const dnsLabel = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, "a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'");
@@ -67,20 +56,32 @@ export const MaxUnavailable = z.union([
   z.string().regex(/^([1-9][0-9]?|100)%$/, "a count such as 1 or a percentage such as 25% (1%-100%)"),
 ]);
 export type MaxUnavailable = z.infer<typeof MaxUnavailable>;
-const url = z.url({ protocol: /^https?$/ });
 
 /** A server's public host key as `ssh-keyscan` prints it, without the host name: `ssh-ed25519 AAAA...`. */
 const hostKey = z
   .string()
   .regex(
-    /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) AAAA[A-Za-z0-9+/]+={0,3}( [^\n]*)?$/,
-    "a public host key line such as \"ssh-ed25519 AAAAC3...\" (ssh-keyscan's output without the host name)",
+    // The comment goes into known_hosts files, scripts and logs: printable text only.
+    /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) AAAA[A-Za-z0-9+/]+={0,3}( [^\p{Cc}]*)?$/u,
+    "a public host key line such as \"ssh-ed25519 AAAAC3...\" (ssh-keyscan's output without the host name), then an optional comment without control characters",
   );
 /** A host name, an IPv4 address, or an IPv6 address (`::1`, `fd00::5`). */
 const address = z
   .string()
   .max(253)
   .refine((value) => /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(value) || net.isIPv6(value), "a host name or IP address");
+
+/** One spelling per address, as a URL writes it: host names in lower case, IPv6 in its compressed form. */
+export function normalAddress(address: string): string {
+  const host = net.isIPv6(address) ? `[${address}]` : address;
+  return URL.canParse(`http://${host}`) ? new URL(`http://${host}`).hostname : address.toLowerCase();
+}
+
+/** Where a host's ranks serve: its listenAddress, unless that is every interface (then its address). */
+export function servingAddress(host: Pick<Host, "address" | "listenAddress">): string {
+  const listen = host.listenAddress === undefined ? undefined : normalAddress(host.listenAddress);
+  return listen === undefined || listen === "0.0.0.0" || listen === "[::]" ? normalAddress(host.address) : listen;
+}
 const posixUser = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "a POSIX user name");
 
 /** A bastion (jump host) the SSH connection goes through; it gets the same private key. */
@@ -106,11 +107,23 @@ export const Host = z.strictObject({
 });
 export type Host = z.infer<typeof Host>;
 
-/** An index URL without credentials: they would sit in the stack file in plain text. */
-const indexUrl = url.refine((value) => {
-  const parsed = new URL(value);
-  return parsed.username === "" && parsed.password === "";
-}, { message: "a URL without user:password@; give the user as pip.username and the password as the pipPassword secret (pulumi config set --secret pipPassword)", params: { hideValue: true } });
+/** A URL as an error may show it: whatever comes before its last `@` (a user, a password, a token) masked. */
+export function maskedUrl(value: string): string {
+  const at = value.lastIndexOf("@");
+  if (at < 0) return value;
+  const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.exec(value)?.[0] ?? "";
+  return `${scheme}***${value.slice(at)}`;
+}
+
+/** An http(s) index URL without credentials, which would sit in the stack file in plain text; a refusal shows it masked. */
+const indexUrl = z.string().superRefine((value, ctx) => {
+  const parsed = URL.canParse(value) && !/[\s\p{Cc}]/u.test(value) ? new URL(value) : undefined;
+  if (parsed === undefined || !["http:", "https:"].includes(parsed.protocol)) {
+    ctx.addIssue({ code: "custom", message: `an http:// or https:// URL such as https://mirror.example.com/simple (got ${JSON.stringify(maskedUrl(value))})`, params: { hideValue: true } });
+  } else if (parsed.username !== "" || parsed.password !== "") {
+    ctx.addIssue({ code: "custom", message: "a URL without user:password@; give the user as pip.username and the password as the pipPassword secret (pulumi config set --secret pipPassword)", params: { hideValue: true } });
+  }
+});
 
 const Pip = z.strictObject({
   /** Replaces PyPI, e.g. a mirror for air-gapped sites. */
@@ -125,7 +138,11 @@ const labelKey = z.string().regex(/^([a-z0-9]([a-z0-9.-]*[a-z0-9])?\/)?[A-Za-z0-
 const labelValue = z.string().regex(/^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$/, "a Kubernetes label value");
 
 const roleName = z.string().regex(/^[a-z][a-z0-9-]*$/, "a role name such as main, prefill or decode");
-const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$/, "a Kubernetes quantity such as 8, 500m or 64Gi");
+const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$/;
+/** Zero reserves nothing: a container without a real request makes its pod BestEffort, the first evicted. */
+const notZero = (quantity: string) => !QUANTITY.test(quantity) || quantityValue(quantity) > 0;
+const quantity = z.string().regex(QUANTITY, "a Kubernetes quantity such as 8, 500m or 64Gi").refine(notZero, "more than 0 (a zero request reserves nothing)");
+const volumeSize = (example: string) => z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, `a quantity such as ${example}`).refine(notZero, "more than 0");
 const dnsSubdomain = z.string().regex(/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/, "a DNS subdomain name: lower-case letters, digits, '-' and '.'");
 const QUANTITY_SUFFIX: Record<string, number> = { "": 1, m: 1e-3, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 };
 /** A quantity's value (cores or bytes), to compare requests with limits. */
@@ -167,15 +184,38 @@ const PodSecurity = z
   })
   .refine((s) => !s.runAsNonRoot || s.runAsUser !== 0, { path: ["runAsUser"], message: "0 is root: set a non-zero UID, or runAsNonRoot: false" });
 
+/** Namespaces Kubernetes itself uses: the package creates its namespace and sets its Pod Security labels. */
+const SYSTEM_NAMESPACES = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/**
+ * An image reference in the grammar of the OCI distribution reference (distribution/reference's
+ * regexp.go): an optional registry host[:port] (a DNS name, or an IPv6 address in brackets), name
+ * components of lower-case letters and digits joined by '.', '_', '__' or dashes, an optional tag
+ * and an optional digest; the name at most 255 characters.
+ */
+const IMAGE_REFERENCE = (() => {
+  const component = "[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*";
+  const domainLabel = "(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])";
+  const registry = `(?:${domainLabel}(?:\\.${domainLabel})*|\\[[a-fA-F0-9:]+\\])(?::[0-9]+)?`;
+  const tag = "[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}";
+  const digest = "[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}";
+  return new RegExp(`^(?<name>(?:${registry}/)?${component}(?:/${component})*)(?::${tag})?(?:@${digest})?$`);
+})();
+// Longer than any reference can be (a 255-character name, a tag, a long digest), checked before the pattern runs.
+const MAX_IMAGE_REFERENCE = 1024;
+const imageReference = z.string().refine((value) => value.length <= MAX_IMAGE_REFERENCE && (IMAGE_REFERENCE.exec(value)?.groups?.["name"]?.length ?? Infinity) <= 255, "an image reference such as registry.example.com/vllm-rbln:0.12.0 ([registry[:port]/]name[:tag][@digest], the name in lower case)");
+
 const Kubernetes = z.strictObject({
-  namespace: dnsLabel.default("rbln-serving"),
+  namespace: dnsLabel
+    .refine((namespace) => !SYSTEM_NAMESPACES.includes(namespace), "a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels")
+    .default("rbln-serving"),
   /** A vllm-rbln image built from this project's Dockerfile; there is no public one. */
-  image: z.string().regex(/^[a-z0-9][a-z0-9._\-/:@]*$/, "an image reference such as registry.example.com/vllm-rbln:0.12.0").optional(),
+  image: imageReference.optional(),
   npuResource: z.string().regex(/^[a-z0-9.-]+\/[A-Za-z0-9._-]+$/, "an extended resource name such as rebellions.ai/npu").default("rebellions.ai/npu"),
   nodeSelector: z.record(labelKey, labelValue).default({ "rebellions.ai/npu.product": "RBLN-CR13" }),
   storageClass: dnsLabel.optional(),
-  weightsVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 500Gi").default(`${DEFAULT_WEIGHTS_STORAGE_GIB}Gi`),
-  compileCacheVolumeSize: z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, "a quantity such as 200Gi").default("200Gi"),
+  weightsVolumeSize: volumeSize("500Gi").default(`${DEFAULT_WEIGHTS_STORAGE_GIB}Gi`),
+  compileCacheVolumeSize: volumeSize("200Gi").default("200Gi"),
   gateway: z.strictObject({ name: dnsLabel, namespace: dnsLabel.optional() }).optional(),
   provider: z.enum(["none", "istio", "gke"]).default("none"),
   /** Per role (`main`, `prefill`, `decode`): CPU and memory of the vLLM container, over the defaults. */
@@ -285,6 +325,20 @@ export const VLLM_SHORT_ALIASES: Readonly<Record<string, string>> = {
 
 export const TOPOLOGY_ENVS = ["RBLN_VISIBLE_DEVICES", "RBLN_DEVICES", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_API_KEY", "HF_TOKEN"] as const;
 
+/**
+ * The variables the package itself sets for vLLM on either platform (hosts: the env file;
+ * Kubernetes: the container's env), each with what it is for. extraEnv may not set them: on hosts
+ * the package's value would win, on Kubernetes the stack's, and `plan` could show neither.
+ */
+export const PACKAGE_ENV: Readonly<Record<string, string>> = {
+  HF_HOME: "the weights cache",
+  VLLM_CACHE_ROOT: "the compiled graphs",
+  RBLN_OFFLOAD_DIR: "the offload folder",
+  ...Object.fromEntries(Object.keys(OFFLINE_ENV).map((name) => [name, "the ranks load the cached weights and never reach the hub"])),
+  HOME: "a writable scratch folder on Kubernetes",
+  POD_IP: "the pod's address on Kubernetes",
+};
+
 /** Variable names that hold credentials (`HUGGING_FACE_HUB_TOKEN`, `*_PASSWORD`, `*_SECRET*`, `AWS_SECRET_ACCESS_KEY`, ...). */
 const CREDENTIAL_NAME = /(^|_)(TOKEN|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)(_|$)|(^|_)SECRET/i;
 
@@ -309,6 +363,14 @@ export function isPortableEnvValue(value: string): boolean {
   return !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(value);
 }
 
+/** The longest version a stack may pin: the venv's folder name joins every package's name and version, and a name is at most 255 bytes. */
+const MAX_VERSION_LENGTH = 64;
+/** A version pip reads as one exact version (PEP 440), short enough for the venv's name. */
+export function isPackageVersion(version: string): boolean {
+  return version.length <= MAX_VERSION_LENGTH && isPep440Version(version) !== null;
+}
+const packageVersion = z.string().refine(isPackageVersion, `a PEP 440 version such as 0.12.1 or 0.13.0rc1, at most ${MAX_VERSION_LENGTH} characters`);
+
 const extraArgs = z.record(roleName, z.array(z.string().max(4096).refine((word) => !word.includes("\0"), "a word without NUL bytes")));
 const extraEnv = z.record(
   roleName,
@@ -323,50 +385,52 @@ export const StackSettings = z
     strategy: z.string().min(1),
     target: z.string().min(1),
     preset: z.literal("recommended").optional(),
-    axes: structured(z.record(z.string(), z.string())).default({}),
-    versions: structured(z.record(z.string(), z.string())).default({}),
+    axes: z.record(z.string(), z.string()).default({}),
+    versions: z.record(z.string(), packageVersion).default({}),
     platform: z.enum(["hosts", "kubernetes"]).default("hosts"),
-    replicas: structured(z.number().int().min(1).max(1024)).default(1),
-    prefillReplicas: structured(z.number().int().min(1).max(1024)).optional(),
-    decodeReplicas: structured(z.number().int().min(1).max(1024)).optional(),
-    hosts: structured(z.array(Host)).default([]),
+    replicas: z.number().int().min(1).max(1024).default(1),
+    prefillReplicas: z.number().int().min(1).max(1024).optional(),
+    decodeReplicas: z.number().int().min(1).max(1024).optional(),
+    hosts: z.array(Host).default([]),
     /** A bastion every host is reached through, unless the host names its own `proxy`. */
-    sshProxy: structured(SshProxy).optional(),
+    sshProxy: SshProxy.optional(),
     /** Connect without checking the servers' host keys (a warning says so). */
-    insecureSkipHostKeyCheck: structured(z.boolean()).default(false),
-    pip: structured(Pip).default({}),
+    insecureSkipHostKeyCheck: z.boolean().default(false),
+    pip: Pip.default({}),
     installRoot: absolutePath.default("/opt/rbln-serving"),
     cacheRoot: absolutePath.default("/var/lib/rbln-serving"),
     /** Free disk (GiB, as df counts) preflight wants under cacheRoot before the weights are cached; the same default as the Kubernetes weights volume. */
-    minFreeDiskGb: structured(z.number().int().min(0)).default(DEFAULT_WEIGHTS_STORAGE_GIB),
+    minFreeDiskGb: z.number().int().min(0).default(DEFAULT_WEIGHTS_STORAGE_GIB),
     /** Free disk (GiB) the unit step wants under cacheRoot before every (re)start of a rank: a start grows the compile cache. */
-    minFreeDiskGbToRestart: structured(z.number().int().min(0)).default(DEFAULT_RESTART_FREE_GIB),
+    minFreeDiskGbToRestart: z.number().int().min(0).default(DEFAULT_RESTART_FREE_GIB),
     /** `shared`: a folder on a filesystem every host mounts (NFS): the weights and compiled caches live there once, instead of being copied between hosts. */
-    cache: structured(z.strictObject({ shared: absolutePath.optional() })).default({}),
-    kubernetes: structured(Kubernetes).default(Kubernetes.parse({})),
-    extraArgs: structured(extraArgs).default({}),
-    extraEnv: structured(extraEnv).default({}),
-    router: structured(Router).default(Router.parse({})),
+    cache: z.strictObject({ shared: absolutePath.optional() }).default({}),
+    kubernetes: Kubernetes.default(Kubernetes.parse({})),
+    extraArgs: extraArgs.default({}),
+    extraEnv: extraEnv.default({}),
+    router: Router.default(Router.parse({})),
     /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
-    monitoring: structured(z.strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") })).default({ enabled: false, namespace: "monitoring" }),
+    monitoring: z.strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") }).default({ enabled: false, namespace: "monitoring" }),
     /** How a change reaches the replicas: at most maxUnavailable of them down at once. */
-    rollout: structured(
-      z.strictObject({
+    rollout: z
+      .strictObject({
         maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE),
         /** vLLM's --shutdown-timeout: how long a stopping rank lets its in-flight requests finish; unset, the router's requestTimeout, so no request the front door allows is cut. */
         shutdownTimeoutSeconds: z.number().int().min(0).max(86400).optional(),
         /** Hosts with the front door: let a change take a role's last server out of it while it restarts (an outage of that role); refused otherwise. */
         allowEmptyFrontDoor: z.boolean().default(false),
-      }),
-    ).default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE, allowEmptyFrontDoor: false }),
+      })
+      .default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE, allowEmptyFrontDoor: false }),
   })
   .superRefine((s, ctx) => {
-    const seen = new Map<string, number>();
+    // One SSH server is one host: the address as normalAddress spells it, with the port.
+    const seen = new Map<string, { index: number; shown: string }>();
     s.hosts.forEach((host, i) => {
-      for (const [field, value] of [["name", host.name], ["address", `${host.address}:${host.port}`]] as const) {
-        const key = `${field}=${value}`;
-        if (seen.has(key)) ctx.addIssue({ code: "custom", path: ["hosts", i, field], message: `duplicate of hosts[${seen.get(key)}].${field} "${value}"` });
-        seen.set(key, i);
+      const sshAddress = `${net.isIPv6(host.address) ? `[${host.address}]` : host.address}:${host.port}`;
+      for (const [field, key, shown] of [["name", host.name, host.name], ["address", `${normalAddress(host.address)} ${host.port}`, sshAddress]] as const) {
+        const earlier = seen.get(`${field}=${key}`);
+        if (earlier) ctx.addIssue({ code: "custom", path: ["hosts", i, field], message: `duplicate of hosts[${earlier.index}].${field} "${earlier.shown}"${field === "address" ? " (the same SSH server: host names compare without case, IPv6 addresses in one form)" : ""}` });
+        else seen.set(`${field}=${key}`, { index: i, shown });
       }
     });
     if (s.platform === "kubernetes" && !s.kubernetes.image) {
@@ -377,7 +441,8 @@ export const StackSettings = z
     }
     for (const [role, variables] of Object.entries(s.extraEnv)) {
       for (const name of Object.keys(variables)) {
-        if (isBashSpecial(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: "a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name" });
+        if (Object.hasOwn(PACKAGE_ENV, name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: `the package sets it (${PACKAGE_ENV[name]}); choose another name` });
+        else if (isBashSpecial(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: "a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name" });
         else if (CREDENTIAL_NAME.test(name)) ctx.addIssue({ code: "custom", path: ["extraEnv", role, name], message: credentialRefusal(name), params: { hideValue: true } });
       }
     }
@@ -460,6 +525,14 @@ function objectKeysAt(schema: z.ZodType, at: readonly PropertyKey[]): string[] {
   return [];
 }
 
+/** pip's strings are index URLs, which may carry a user and password even without a scheme. */
+function maskUrls(value: unknown): unknown {
+  if (typeof value === "string") return maskedUrl(value);
+  if (Array.isArray(value)) return value.map(maskUrls);
+  if (value !== null && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([key, inner]) => [key, maskUrls(inner)]));
+  return value;
+}
+
 function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): ConfigError {
   if (issue.code === "unrecognized_keys") {
     const at = formatPath(issue.path);
@@ -468,12 +541,24 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
   }
   const at = formatPath(issue.path) || "(config)";
   let value: unknown = raw;
-  for (const part of issue.path) value = value === null || typeof value !== "object" ? undefined : (value as Record<PropertyKey, unknown>)[part];
+  for (const part of issue.path) value = value !== null && typeof value === "object" && Object.hasOwn(value, part) ? (value as Record<PropertyKey, unknown>)[part] : undefined;
   // A refused credential is not repeated in the error, which ends up in terminals and CI logs; other
   // messages with this mark name the value themselves.
   if (issue.code === "custom" && issue.params?.["hideValue"]) return new ConfigError(at, issueMessage(issue));
-  const shown = value === undefined ? "missing" : `got ${JSON.stringify(value)?.slice(0, 80)}`;
+  const text = JSON.stringify(issue.path[0] === "pip" ? maskUrls(value) : value);
+  // Masked before it is cut, so no cut hides the `@` that marks a password.
+  const shown = value === undefined ? "missing" : `got ${maskUrlCredentials(text).slice(0, 80)}`;
   return new ConfigError(at, `${issueMessage(issue)} (${shown})`);
+}
+
+/**
+ * Refuses `__proto__` keys at any depth: JSON and YAML make them ordinary keys, but an object
+ * built from them (zod's records, a spread) would take them as its prototype, or drop them.
+ */
+function refusePrototypeKeys(value: unknown, path: PropertyKey[] = []): void {
+  if (value === null || typeof value !== "object") return;
+  if (Object.hasOwn(value, "__proto__")) throw new ConfigError(formatPath([...path, "__proto__"]), "not a key any setting takes (JavaScript reads it as an object's prototype)");
+  for (const [key, inner] of Object.entries(value)) refusePrototypeKeys(inner, [...path, Array.isArray(value) ? Number(key) : key]);
 }
 
 /**
@@ -483,7 +568,27 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
  */
 export function parseStackSettings(raw: Record<string, unknown>): StackSettings {
   const plain = Object.fromEntries(Object.entries(raw).filter(([key]) => !(SECRET_KEYS as readonly string[]).includes(key)));
+  refusePrototypeKeys(plain);
   const result = StackSettings.safeParse(plain);
   if (!result.success) throw describeIssue(result.error.issues[0]!, plain);
   return result.data;
+}
+
+/**
+ * Refuses two hosts whose ranks would serve on one address and port (servingAddress): their rank
+ * URLs would be one, and the second rank could not bind. `ports[i]` are hosts[i]'s rank ports.
+ */
+export function checkServingAddresses(hosts: readonly Host[], ports: readonly (readonly number[])[]): void {
+  const claimed = new Map<string, number>();
+  hosts.forEach((host, i) => {
+    const address = servingAddress(host);
+    const field = host.listenAddress !== undefined && normalAddress(host.listenAddress) === address ? "listenAddress" : "address";
+    for (const port of ports[i] ?? []) {
+      const earlier = claimed.get(`${address} ${port}`);
+      if (earlier !== undefined) {
+        throw new ConfigError(`hosts[${i}].${field}`, `"${host[field]}" would serve port ${port} on ${address}, as hosts[${earlier}] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)`);
+      }
+      claimed.set(`${address} ${port}`, i);
+    }
+  });
 }

@@ -1,9 +1,11 @@
+import { isUtf8 } from "node:buffer";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { parse, YAMLParseError } from "yaml";
+import { parse, parseDocument, type YAMLError } from "yaml";
 import { ConfigError } from "../errors";
 import { packageRoot } from "../packageRoot";
-import { CONFIG_NAMESPACE, foreignKeyWarnings, SECRET_KEYS, type SecretKey } from "./stackConfig";
+import { holdsCiphertext, readConfigEntries } from "./configEntries";
+import type { SecretKey } from "./stackConfig";
 
 export const DEFAULT_STACK_DIR = path.join(packageRoot(), "stacks");
 
@@ -18,6 +20,7 @@ export function projectStackDir(dir: string = process.cwd()): string {
 /** A stack file read offline: the project's keys (prefix removed) and which secrets it holds encrypted. */
 export interface StackFile {
   name: string;
+  /** The settings input, read as the program reads it (readConfigEntries). */
   raw: Record<string, unknown>;
   secrets: SecretKey[];
   /** Keys the file holds that nothing reads (another namespace), one line each. */
@@ -29,16 +32,42 @@ export function stackFilePath(name: string, dir: string = DEFAULT_STACK_DIR): st
   return path.join(dir, `Pulumi.${name}.yaml`);
 }
 
-/** The stack file's YAML; a syntax fault (bad indent, duplicate key) is one line naming the file, line and column. */
+/** A stack file's text; a byte that is not UTF-8 is refused with its line (a decoder would make it U+FFFD without a word). */
+function readUtf8(file: string, shownPath: string): string {
+  const bytes = fs.readFileSync(file);
+  if (!isUtf8(bytes)) {
+    // A newline byte is never inside a UTF-8 sequence, so the first line that fails alone holds the fault.
+    let start = 0;
+    for (let line = 1; ; line++) {
+      const end = bytes.indexOf(0x0a, start);
+      if (!isUtf8(bytes.subarray(start, end < 0 ? bytes.length : end))) throw new ConfigError(`${shownPath}:${line}`, "not UTF-8 text; save the stack file as UTF-8");
+      start = end + 1;
+    }
+  }
+  return bytes.toString("utf8");
+}
+
+/** Anchors a stack file may expand: enough for any config, and far short of an alias bomb's billions. */
+const MAX_ALIAS_COUNT = 100;
+
+/**
+ * The stack file's YAML as Pulumi's engine reads it (YAML 1.2 core types, `<<` merge keys); a fault
+ * (bad indent, duplicate key, an unknown tag, an alias bomb) is one line naming the file, line and column.
+ */
 function parseStackYaml(text: string, shownPath: string): { config?: Record<string, unknown> } {
+  const parsed = parseDocument(text, { merge: true, resolveKnownTags: false, logLevel: "silent" });
+  const fault: YAMLError | undefined = parsed.errors[0] ?? parsed.warnings[0];
+  if (fault) {
+    const at = fault.linePos?.[0];
+    throw new ConfigError(at ? `${shownPath}:${at.line}:${at.col}` : shownPath, `invalid YAML: ${fault.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "")}`);
+  }
   let document: unknown;
   try {
-    document = parse(text);
+    document = parsed.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
   } catch (error) {
-    if (!(error instanceof YAMLParseError)) throw error;
-    const at = error.linePos?.[0];
-    const reason = error.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "");
-    throw new ConfigError(at ? `${shownPath}:${at.line}:${at.col}` : shownPath, `invalid YAML: ${reason}`);
+    // The yaml package throws a ReferenceError for an alias without its anchor, and for too many aliases.
+    if (!(error instanceof ReferenceError)) throw error;
+    throw new ConfigError(shownPath, `invalid YAML: ${/excessive alias count/i.test(error.message) ? `more than ${MAX_ALIAS_COUNT} aliases to expand, as in an alias bomb` : error.message}`);
   }
   const config = (document as { config?: unknown } | null)?.config;
   if ((document !== null && (typeof document !== "object" || Array.isArray(document))) || (config != null && (typeof config !== "object" || Array.isArray(config)))) {
@@ -53,20 +82,8 @@ export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): St
     const known = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^Pulumi\..+\.yaml$/.test(f)).map((f) => f.slice(7, -5)) : [];
     throw new ConfigError("--stack", `no stack file ${path.relative(process.cwd(), file)}; stacks: ${known.join(", ") || "(none)"}`);
   }
-  const document = parseStackYaml(fs.readFileSync(file, "utf8"), path.relative(process.cwd(), file));
-  const raw: Record<string, unknown> = {};
-  const secrets: SecretKey[] = [];
-  for (const [fullKey, value] of Object.entries(document.config ?? {})) {
-    const [namespace, key] = fullKey.includes(":") ? (fullKey.split(/:(.*)/s) as [string, string]) : [CONFIG_NAMESPACE, fullKey];
-    if (namespace !== CONFIG_NAMESPACE) continue;
-    if ((SECRET_KEYS as readonly string[]).includes(key)) {
-      if (!(value !== null && typeof value === "object" && "secure" in value)) {
-        throw new ConfigError(key, `is stored in plain text in ${path.basename(file)}; set it with: pulumi config set --secret ${key}`);
-      }
-      secrets.push(key as SecretKey);
-      continue;
-    }
-    raw[key] = value;
-  }
-  return { name, raw, secrets, warnings: foreignKeyWarnings(Object.keys(document.config ?? {})).map((w) => `${path.basename(file)}: ${w}`) };
+  const shownPath = path.relative(process.cwd(), file);
+  const document = parseStackYaml(readUtf8(file, shownPath), shownPath);
+  const { settings, secrets, warnings } = readConfigEntries(document.config ?? {}, (_, value) => holdsCiphertext(value));
+  return { name, raw: settings, secrets, warnings: warnings.map((w) => `${path.basename(file)}: ${w}`) };
 }

@@ -1,11 +1,12 @@
 import type { z } from "zod";
-import { otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES } from "../config/stackConfig";
+import { checkServingAddresses, otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES } from "../config/stackConfig";
 import { ConfigError, listValues } from "../errors";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { durationSeconds } from "../config/defaults";
 import { withFlags } from "./argv";
 import { withCompileKeys } from "./compileKey";
 import { withRevision } from "./models";
+import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
 import { resolvePlan } from "./resolve";
 import { planFrontDoor } from "./frontDoor";
 import { checkWeightsStorage } from "./storage";
@@ -200,6 +201,10 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
       throw new ConfigError("router.host", `required: strategy "${plan.strategy}" routes through the llm-d router's front door; on hosts give it a server (a host {name, address, user, port, hostKey}, any Linux server with podman or docker) or the name of an entry of hosts`);
     }
     placements = placeHosts(settings, plan);
+  }
+  if (settings.platform === "hosts") {
+    checkServingAddresses(placements.map((p) => p.host), placements.map((p) => plan.roles.filter((role) => role.node === p.node).flatMap((role) => role.ranks.flatMap((rank) => rank.ports))));
+    checkIndexCredentials(settings.pip, pipIndexUrls(settings.pip, plan));
   }
   const deployment: Deployment = { settings, plan, placements, shutdownTimeoutSeconds, frontDoor: settings.platform === "hosts" ? planFrontDoor(settings, plan, placements) : null };
   return { ...deployment, plan: { ...plan, warnings: [...plan.warnings, ...frontDoorWarnings(deployment)] } };

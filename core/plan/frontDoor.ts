@@ -1,5 +1,5 @@
 import * as net from "node:net";
-import type { Host, StackSettings } from "../config/stackConfig";
+import { servingAddress, type Host, type StackSettings } from "../config/stackConfig";
 import { ConfigError } from "../errors";
 import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RolePlan, RouterIntent } from "./types";
 
@@ -37,11 +37,6 @@ export function servingPorts(router: RouterIntent | null, role: Pick<RolePlan, "
   const targetPorts = router?.values.inference_pool.target_ports ?? [];
   const sidecar = router !== null && rankPorts.some((p) => !targetPorts.includes(p));
   return { ports: sidecar ? targetPorts.slice(0, role.ranks.length) : rankPorts, sidecar };
-}
-
-/** The address a host's ranks serve on: listenAddress when it names one, else the host's address. */
-export function servingAddress(host: Host): string {
-  return host.listenAddress && !["0.0.0.0", "::"].includes(host.listenAddress) ? host.listenAddress : host.address;
 }
 
 /** The router host as a host: an entry of `hosts` it shares, or its own server (reached through the stack's bastion unless it names its own). */

@@ -1,8 +1,6 @@
 import { commandWords, withFlags } from "./argv";
 import type { LaunchPlan, ModelRef, RankPlan, RolePlan } from "./types";
 
-/** Serving never reaches the hub: huggingface_hub (and so vLLM and transformers) reads only the local snapshot. */
-export const OFFLINE_ENV: Readonly<Record<string, string>> = { HF_HUB_OFFLINE: "1" };
 
 /** vLLM's flags that pin the model's files and the tokenizer's to one commit. */
 export const REVISION_FLAGS = ["--revision", "--tokenizer-revision"] as const;

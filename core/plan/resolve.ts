@@ -1,15 +1,15 @@
+import { isPackageVersion } from "../config/stackConfig";
 import { ConfigError, listValues } from "../errors";
 import type { Grid, Recipe, RoleTemplate, StrategyOption } from "../recipe/schema";
 import { ShellSyntaxError, splitShellWords } from "../shell";
 import { PLACEHOLDER } from "./argv";
 import { withCompileKeys } from "./compileKey";
-import { OFFLINE_ENV, modelsOf } from "./models";
+import { OFFLINE_ENV } from "../config/defaults";
+import { modelsOf } from "./models";
 import { readRouterIntent, routerWarnings } from "./routerIntent";
 import type { Flag, LaunchPlan, NodePlan, PackagePlan, RankPlan, RolePlan, Selection } from "./types";
 
 const DEFAULT_VLLM_PORT = 8000;
-/** PEP 440 versions and nothing a shell or pip option could read as more. */
-const VERSION = /^[0-9][0-9A-Za-z.+!-]*$/;
 
 /** Split once per distinct recipe string: the same texts recur in every plan. */
 const wordCache = new Map<string, string[]>();
@@ -156,7 +156,7 @@ function resolvePackages(recipe: Recipe, selected: Record<string, string>, versi
   const keys = recipe.installs.map((i) => versionKeyOf(i.package));
   for (const [key, version] of Object.entries(versions)) {
     if (!keys.includes(key)) throw new ConfigError(`versions.${key}`, `unknown package key; allowed: ${listValues(keys)}`);
-    if (!VERSION.test(version)) throw new ConfigError(`versions.${key}`, `"${version}" is not a version number such as "0.12.0"`);
+    if (!isPackageVersion(version)) throw new ConfigError(`versions.${key}`, `"${version}" is not a version number such as "0.12.0"`);
   }
   return recipe.installs
     .filter((install) => Object.entries(install.when ?? {}).every(([axis, value]) => selected[axis] === value))

@@ -1,16 +1,68 @@
-import * as fs from "node:fs";
 import * as path from "node:path";
 import { ConfigError, formatPath, issueMessage, listValues } from "../errors";
 import { packageRoot } from "../packageRoot";
 import { ShellSyntaxError, splitShellWords } from "../shell";
+import { listUserFolder, readUserFile } from "../userFiles";
 import { Recipe } from "./schema";
 
 /** The recipes shipped with the package. */
 export const DEFAULT_RECIPE_DIR = path.join(packageRoot(), "recipes");
 export const DEFAULT_MODEL = "MiniMaxAI/MiniMax-M2.7";
 
+/**
+ * A recipe file, or a recipe page, larger than this is refused unread: the shipped recipe is 62 KiB,
+ * and a page of 1 MiB built to be slow (nested at the allowed depth) takes seconds to import.
+ */
+export const MAX_RECIPE_BYTES = 2 ** 20;
+
+/**
+ * Objects and arrays nested deeper than this are refused before parsing: the shipped recipe nests
+ * 11 levels, and the schema check, the shell check and JSON.stringify recurse once per level.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+const BACKSLASH = "\\".charCodeAt(0);
+const QUOTE = '"'.charCodeAt(0);
+const OPEN_BRACE = "{".charCodeAt(0);
+const OPEN_BRACKET = "[".charCodeAt(0);
+const CLOSE_BRACE = "}".charCodeAt(0);
+const CLOSE_BRACKET = "]".charCodeAt(0);
+
+/** Where the JSON object or array opened at `open` closes (-1: it does not) and how deep it nests; brackets inside strings do not count. */
+export function jsonExtent(text: string, open: number): { end: number; depth: number } {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  // Character codes, not one-character strings: the scan runs over whole pages.
+  for (let i = open; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === BACKSLASH) i++;
+      else if (c === QUOTE) inString = false;
+    } else if (c === QUOTE) inString = true;
+    else if (c === OPEN_BRACE || c === OPEN_BRACKET) deepest = Math.max(deepest, ++depth);
+    else if ((c === CLOSE_BRACE || c === CLOSE_BRACKET) && --depth === 0) return { end: i, depth: deepest };
+  }
+  return { end: -1, depth: deepest };
+}
+
+/** The refusal of JSON nested deeper than MAX_JSON_DEPTH, naming the file. */
+export function tooDeep(source: string, depth: number): ConfigError {
+  return new ConfigError(source, `JSON nested ${depth} levels deep; allowed: at most ${MAX_JSON_DEPTH} levels of objects and arrays`);
+}
+
+/**
+ * The file a model's recipe is written to: `<org>--<name>.json`, lower case. The whole id is in
+ * the name, and the hub allows no `--` in an id, so two models cannot share a file name.
+ */
+export function recipeFileName(model: string): string {
+  return `${model.toLowerCase().replace("/", "--")}.json`;
+}
+
 /** Parses and validates one recipe; a fault is refused with the file and the JSON path. */
 export function parseRecipe(text: string, source: string): Recipe {
+  const { depth } = jsonExtent(text, Math.max(0, text.search(/[{[]/)));
+  if (depth > MAX_JSON_DEPTH) throw tooDeep(source, depth);
   let data: unknown;
   try {
     data = JSON.parse(text);
@@ -58,14 +110,23 @@ function firstShellFault(value: unknown, at: PropertyKey[] = []): string | undef
   return undefined;
 }
 
+/** The recipe files of a folder: every `*.json`, whatever its name. */
+export function recipeFiles(dir: string): string[] {
+  const names = listUserFolder(dir, { key: "recipe folder", wanted: "a folder of recipe files (*.json)" });
+  return names.filter((name) => name.endsWith(".json")).sort().map((name) => path.join(dir, name));
+}
+
+export function readRecipeFile(file: string): string {
+  return readUserFile(file, { key: "recipe file", wanted: `a recipe: a JSON file of at most ${MAX_RECIPE_BYTES / 2 ** 20} MiB` }, MAX_RECIPE_BYTES);
+}
+
 /** Every recipe in a folder, by model id. */
 export class RecipeCatalog {
   private constructor(private readonly byModel: ReadonlyMap<string, Recipe>) {}
 
   static load(dir: string = DEFAULT_RECIPE_DIR): RecipeCatalog {
-    const files = fs.readdirSync(dir).filter((f) => f.endsWith(".json")).sort();
-    const sources = files.map((f) => path.join(dir, f));
-    return RecipeCatalog.of(sources.map((source) => parseRecipe(fs.readFileSync(source, "utf8"), source)), sources);
+    const sources = recipeFiles(dir);
+    return RecipeCatalog.of(sources.map((source) => parseRecipe(readRecipeFile(source), source)), sources);
   }
 
   /** `sources[i]` names where `recipes[i]` came from, for the error when two define one model. */

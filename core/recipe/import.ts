@@ -1,7 +1,7 @@
 import { ConfigError } from "../errors";
 import { ShellSyntaxError, splitShellWords } from "../shell";
-import { parseRecipe } from "./catalog";
-import { Strategy, type PackageInstall, type Recipe } from "./schema";
+import { jsonExtent, MAX_JSON_DEPTH, parseRecipe, recipeFileName, tooDeep } from "./catalog";
+import { flagJsonValue, Strategy, type PackageInstall, type Recipe } from "./schema";
 
 /**
  * Recipe import: a recipe page as published (a title line, the recipe's JSON object, then the
@@ -38,7 +38,7 @@ export const CREDENTIALED_INDEX_HOSTS: readonly string[] = ["pypi.rbln.ai"];
 
 export interface ImportedRecipe {
   recipe: Recipe;
-  /** `<model>.json`: the model id's last part, lower case. */
+  /** `<org>--<name>.json`, lower case: see `recipeFileName`. */
   fileName: string;
   /** The file's text, as the shipped recipes are written. */
   text: string;
@@ -83,15 +83,15 @@ export function importRecipePage(page: string, source: string): ImportedRecipe {
   const output = { ...json, installs, credentialedIndexUrls };
   const text = `${JSON.stringify(output, null, 2)}\n`;
   const recipe = parseRecipe(text, source);
-  const fileName = `${recipe.model.split("/").pop()!.toLowerCase()}.json`;
-  return { recipe, fileName, text, warnings };
+  return { recipe, fileName: recipeFileName(recipe.model), text, warnings };
 }
 
 /** The JSON object at the top of `lines` and the lines after it; a gutter inside the object is removed. */
 function readJsonObject(lines: string[], source: string): { json: Record<string, unknown>; rest: string[] } {
   for (const strip of [false, true]) {
     const text = (strip ? lines.map((line) => line.replace(GUTTER_PREFIX, "")) : lines).join("\n");
-    const end = objectEnd(text, text.indexOf("{"));
+    const { end, depth } = jsonExtent(text, text.indexOf("{"));
+    if (depth > MAX_JSON_DEPTH) throw tooDeep(source, depth);
     if (end < 0) continue;
     try {
       const json = JSON.parse(text.slice(text.indexOf("{"), end + 1)) as unknown;
@@ -103,22 +103,6 @@ function readJsonObject(lines: string[], source: string): { json: Record<string,
     }
   }
   throw new ConfigError(source, "no JSON object: the text after the title line does not parse as one JSON object");
-}
-
-/** Index of the brace closing the object opened at `open`, or -1; braces inside strings do not count. */
-function objectEnd(text: string, open: number): number {
-  let depth = 0;
-  let inString = false;
-  for (let i = open; i < text.length; i++) {
-    const c = text[i];
-    if (inString) {
-      if (c === "\\") i++;
-      else if (c === '"') inString = false;
-    } else if (c === '"') inString = true;
-    else if (c === "{") depth++;
-    else if (c === "}" && --depth === 0) return i;
-  }
-  return -1;
 }
 
 /** The `pip install` commands after the JSON: requirement words and the command's extra index URLs. */
@@ -144,14 +128,32 @@ function pipCommands(lines: string[], source: string): { words: string[]; urls: 
     const requirements: string[] = [];
     for (let i = 0; i < words.length; i++) {
       const word = words[i]!;
-      if (word === "--extra-index-url") urls.push(words[++i] ?? "");
-      else if (word.startsWith("--extra-index-url=")) urls.push(word.slice("--extra-index-url=".length));
-      else if (word.startsWith("-")) throw new ConfigError(source, `pip install option ${JSON.stringify(word)} is not supported; allowed: --extra-index-url`);
+      if (word === EXTRA_INDEX_URL) urls.push(indexUrl(words[++i], source));
+      else if (word.startsWith(`${EXTRA_INDEX_URL}=`)) urls.push(indexUrl(word.slice(EXTRA_INDEX_URL.length + 1), source));
+      else if (word.startsWith("-")) throw new ConfigError(source, `pip install option ${JSON.stringify(word)} is not supported; allowed: ${EXTRA_INDEX_URL} URL`);
       else requirements.push(word);
     }
+    if (requirements.length === 0) throw new ConfigError(source, `pip install command ${JSON.stringify(command)} names no package; allowed: pip install [${EXTRA_INDEX_URL} URL ...] NAME==VERSION ...`);
     commands.push({ words: requirements, urls });
   }
   return commands;
+}
+
+const EXTRA_INDEX_URL = "--extra-index-url";
+
+/** The value of `--extra-index-url`: an http(s) URL without credentials (a recipe is shared text; the stack supplies them). */
+function indexUrl(value: string | undefined, source: string): string {
+  const allowed = `allowed: ${EXTRA_INDEX_URL} https://HOST/PATH, without user:password@ (the stack's pip.username and pipPassword secret supply them)`;
+  if (value === undefined || value.startsWith("-")) throw new ConfigError(source, `pip install ${EXTRA_INDEX_URL} has no URL; ${allowed}`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(source, `pip install ${EXTRA_INDEX_URL} ${JSON.stringify(value)} is not a URL; ${allowed}`);
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") throw new ConfigError(source, `pip install ${EXTRA_INDEX_URL} ${JSON.stringify(value)} is not an http(s) URL; ${allowed}`);
+  if (url.username !== "" || url.password !== "") throw new ConfigError(source, `pip install ${EXTRA_INDEX_URL} ${JSON.stringify(value)} holds credentials; ${allowed}`);
+  return value;
 }
 
 /** PyPI names compare case-insensitively, with runs of `-`, `_` and `.` alike (PEP 503). */
@@ -184,7 +186,7 @@ function featureCondition(name: string, json: Record<string, unknown>, warnings:
     for (const [key, roles] of Object.entries(option.grid.deltas)) {
       for (const delta of Object.values(roles)) {
         const shellText = delta.add_args[feature.flag];
-        if (shellText !== undefined && switchesOn(shellText, feature)) keys.add(key);
+        if (shellText !== undefined && flagJsonValue(shellText)?.[feature.field] === feature.value) keys.add(key);
       }
     }
   }
@@ -194,14 +196,4 @@ function featureCondition(name: string, json: Record<string, unknown>, warnings:
   }
   const [axis, value] = [...keys][0]!.split("=") as [string, string];
   return { [axis]: value };
-}
-
-function switchesOn(shellText: string, feature: FeatureSwitch): boolean {
-  try {
-    const [, value] = splitShellWords(shellText);
-    const config = JSON.parse(value ?? "") as Record<string, unknown>;
-    return config[feature.field] === feature.value;
-  } catch {
-    return false;
-  }
 }

@@ -24,7 +24,7 @@ export interface RenderOptions {
   /** Timings of the host steps; the defaults suit real servers (tests shorten them). */
   hostOptions?: HostRenderOptions;
   /** Where the copy grants go on a source host and how long one left behind lasts. */
-  copyOptions?: Omit<HostCopyOptions, "instance">;
+  copyOptions?: Omit<HostCopyOptions, "deploymentId">;
 }
 
 /** Platform hosts: the host bundles by rollout wave and the copies between them. */
@@ -60,7 +60,7 @@ export interface RenderedDeployment {
 function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHosts {
   const id = deploymentId(options.stack, options.instance);
   const placementWaves = hostWaves(deployment);
-  const copyOptions = { ...options.copyOptions, instance: `${options.stack}/${options.instance}` };
+  const copyOptions = { ...options.copyOptions, deploymentId: id };
   return {
     id,
     waves: placementWaves.map((wave) => wave.map((placement) => renderHost(deployment, placement, id, options.hostOptions))),

@@ -1,6 +1,7 @@
 import { ModelServing, type ModelServingArgs } from "../../components/modelServing";
 import { parseStackSettings } from "../../core/config/stackConfig";
 import { planDeployment } from "../../core/plan/deployment";
+import { DEFAULT_INSTANCE } from "../../core/render/hosts/names";
 import { FakeEngine } from "./engine";
 import type { TestHost } from "./hostNamespace";
 import { runUnderMocks, type Registration } from "./pulumiHarness";
@@ -24,9 +25,12 @@ export function fakeHostsSettings(hosts: readonly TestHost[], roots: { installRo
   };
 }
 
-/** The commands ModelServing registers for `settings`; the SSH key is unused, each fake host takes its own client key. */
-export async function registerServing(settings: ModelServingArgs["settings"], options: Pick<ModelServingArgs, "hostOptions" | "copyOptions"> = {}): Promise<Registration[]> {
-  const { registrations, error } = await runUnderMocks(() => new ModelServing("rbln-serving", { settings, secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key" }, ...options }));
+/** The commands ModelServing (the program's instance, unless `instance` names another) registers for `settings`; the SSH key is unused, each fake host takes its own client key. */
+export async function registerServing(
+  settings: ModelServingArgs["settings"],
+  { secrets, instance = DEFAULT_INSTANCE, ...options }: Pick<ModelServingArgs, "hostOptions" | "copyOptions" | "secrets"> & { instance?: string } = {},
+): Promise<Registration[]> {
+  const { registrations, error } = await runUnderMocks(() => new ModelServing(instance, { settings, secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key", ...secrets }, ...options }));
   if (error) throw error;
   return registrations;
 }

@@ -61,8 +61,8 @@ export function copySources(deployment: Deployment, waves: readonly HostPlacemen
 }
 
 export interface HostCopyOptions {
-  /** Names the deployment in each grant's authorized_keys line, e.g. `<stack>/<instance>`. */
-  instance: string;
+  /** The deployment's id on the hosts (`deploymentId`), which tags each grant's authorized_keys line: no raw stack or instance name reaches root's file. */
+  deploymentId: string;
   /** root's authorized_keys on a source host. */
   authorizedKeysFile?: string;
   /** A grant left behind by a failed copy stops working after this many hours: longer than a copy may take (8 h). */
@@ -111,7 +111,7 @@ export function renderCopy(deployment: Deployment, copy: CopySource, options: Ho
     destAddress: dest.host.address,
     cacheRoot,
     authorizedKeys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys,
-    tag: `rbln-serving-copy ${options.instance} ${copy.kind}-${dest.host.name}`,
+    tag: `rbln-serving-copy ${options.deploymentId} ${copy.kind}-${dest.host.name}`,
     expiryHours: options.grantExpiryHours ?? HOST_DEFAULTS.copy.grantExpiryHours,
     copyId: createHash("sha256").update(script).digest("hex").slice(0, 16),
   };

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { ConfigError } from "../../errors";
 import type { PackagePlan } from "../../plan/types";
 
 /**
@@ -30,6 +31,19 @@ export function deploymentId(stack: string, instance: string): string {
   const hash = createHash("sha256").update(JSON.stringify([stack, instance])).digest("hex").slice(0, 12);
   const clean = (part: string) => part.replace(/[^A-Za-z0-9_-]+/g, "-").slice(0, MAX_PART_LENGTH) || "-";
   return `${clean(stack)}.${clean(instance)}.${hash}`;
+}
+
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+/**
+ * An instance name may be any printable text (`deploymentId` cleans it for the hosts), but no control
+ * character: a newline or an escape would reach resource names and log lines as it is.
+ */
+export function checkInstanceName(name: string): void {
+  if (!CONTROL.test(name)) return;
+  // JSON escapes C0 controls; DEL and C1 it leaves raw, so they are escaped here for the one line.
+  const shown = JSON.stringify(name).replace(/[\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  throw new ConfigError("name", `${shown} holds a control character; an instance name may hold printable characters only`);
 }
 
 /**

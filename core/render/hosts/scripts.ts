@@ -207,7 +207,7 @@ export interface ReadinessRank {
   port: number;
 }
 
-/** Waits until every rank of a host serves, or names the one that failed. stdin: line 1 the API key (may be empty). */
+/** Waits until every rank of a host serves, or names the one that failed; run as root (it reads each rank's API key from its process). */
 export function readinessScript(p: { hostName: string; ranks: readonly ReadinessRank[]; wait: ServingWait }): string {
   return renderScript("readiness.sh", `wait until every rank on ${p.hostName} serves`, {
     host_name: p.hostName,
@@ -237,7 +237,7 @@ export interface CopyAccessInput {
   cacheRoot: string;
   /** root's authorized_keys on the source. */
   authorizedKeys: string;
-  /** Ends the grant's authorized_keys line, naming the deployment and the destination, so exactly it is removed. */
+  /** Ends the grant's authorized_keys line, naming the deployment (its id) and the destination, so exactly it is removed; letters, digits, spaces, `.`, `_` and `-` only (the scripts refuse others). */
   tag: string;
   expiryHours: number;
   /** A hash of the copy script: a changed copy gets a new key, and its revoke runs again. */

@@ -11,7 +11,7 @@ dest_name=npu-1
 dest_address=10.0.0.2
 cache_root=/var/lib/rbln-serving
 authorized_keys=/root/.ssh/authorized_keys
-tag='rbln-serving-copy dev/rbln-serving weights-npu-1'
+tag='rbln-serving-copy dev weights-npu-1'
 expiry_hours=8
 copy_id=0123456789abcdef
 # --- end of settings ---

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # On a copy source: removes the authorized_keys line a grant added for one destination, once its copy
-# is done (and when the grant is deleted). Idempotent.
+# is done (and when the grant is deleted), and fails while a line with its tag is left. Idempotent.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=npu-0
 dest_name=npu-1
 authorized_keys=/root/.ssh/authorized_keys
-tag='rbln-serving-copy dev/rbln-serving weights-npu-1'
+tag='rbln-serving-copy dev weights-npu-1'
 copy_id=0123456789abcdef
 # --- end of settings ---
 

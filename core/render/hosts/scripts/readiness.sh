@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Waits until every rank of the host serves, or says which rank failed. stdin: line 1 the API key (may be empty).
+# Waits until every rank of the host serves, or says which rank failed. Run as root: the probe reads
+# each rank's API key from its process (serving.sh).
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=npu-0
@@ -14,10 +15,6 @@ start_limit_burst=3
 
 # shellcheck source=serving.sh
 . serving.sh
-
-api_key=
-IFS= read -r api_key || true
-export API_KEY=$api_key
 
 now=$(date +%s)
 for i in "${!ports[@]}"; do

@@ -1,16 +1,24 @@
 # shellcheck shell=bash
 # Waiting for a rank to serve, and telling a rank that is still starting from one that has failed.
-# Reads: host_name, probe_host, timeout_s, interval_s, start_limit_burst; API_KEY from the environment.
+# Reads: host_name, probe_host, timeout_s, interval_s, start_limit_burst.
 # shellcheck disable=SC2154
 
-# 0 when GET /health and GET /v1/models both answer 200 on the rank's port.
+# 0 when GET /health and GET /v1/models both answer 200 on the rank's port ($1). The API key, if the
+# rank has one, is read from the environment systemd gave its main process ($2, a pid; 0 for none):
+# exactly what vLLM got, whatever the env file's quoting, and after a rollback the old config's key.
 probe() {
-  python3 - "$probe_host" "$1" <<'PY'
-import os, sys, urllib.request
+  python3 - "$probe_host" "$1" "$2" <<'PY'
+import sys, urllib.request
 host = f"[{sys.argv[1]}]" if ":" in sys.argv[1] else sys.argv[1]
 base = f"http://{host}:{sys.argv[2]}"
-headers = {"Authorization": f"Bearer {os.environ['API_KEY']}"} if os.environ.get("API_KEY") else {}
+headers = {}
 try:
+    if sys.argv[3] != "0":
+        with open(f"/proc/{sys.argv[3]}/environ", "rb") as environ:
+            for entry in environ.read().split(b"\0"):
+                name, _, value = entry.partition(b"=")
+                if name == b"VLLM_API_KEY" and value:
+                    headers = {"Authorization": b"Bearer " + value}
     for path in ("/health", "/v1/models"):
         with urllib.request.urlopen(urllib.request.Request(base + path, headers=headers), timeout=10) as response:
             if response.status != 200:
@@ -20,9 +28,9 @@ except Exception:
 PY
 }
 
-# Sets active, sub, restarts, result and exit_status from systemd's view of the unit.
+# Sets active, sub, restarts, result, exit_status and main_pid from systemd's view of the unit.
 unit_state() {
-  active=unknown sub=unknown restarts=0 result=success exit_status=0
+  active=unknown sub=unknown restarts=0 result=success exit_status=0 main_pid=0
   local key value
   while IFS='=' read -r key value; do
     case "$key" in
@@ -31,8 +39,9 @@ unit_state() {
       NRestarts) restarts=${value:-0} ;;
       Result) result=$value ;;
       ExecMainStatus) exit_status=${value:-0} ;;
+      MainPID) main_pid=${value:-0} ;;
     esac
-  done < <(systemctl show -p ActiveState -p SubState -p NRestarts -p Result -p ExecMainStatus "$1" 2>/dev/null || true)
+  done < <(systemctl show -p ActiveState -p SubState -p NRestarts -p Result -p ExecMainStatus -p MainPID "$1" 2>/dev/null || true)
 }
 
 # The last line of the unit's log since $2 (epoch seconds) that reports an error, without the prefix.
@@ -54,11 +63,11 @@ wait_serving() {
   local unit=$1 label=$2 port=$3 since=$4 start elapsed reason
   start=$(date +%s)
   while :; do
-    if probe "$port"; then
+    unit_state "$unit"
+    if probe "$port" "$main_pid"; then
       echo "ready ${host_name}: $label serves on port $port after $(( $(date +%s) - start ))s"
       return 0
     fi
-    unit_state "$unit"
     if [ "$active" = failed ] || [ "$restarts" -ge "$start_limit_burst" ]; then
       case "$result" in
         signal | core-dump) failure="unit killed by signal $exit_status" ;;

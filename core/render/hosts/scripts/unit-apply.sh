@@ -3,8 +3,10 @@
 # unit, restarts it only when either changed or it is not running, and waits until it serves.
 # A change that does not serve is rolled back: the previous files go back, the rank restarts on
 # them and serves again, and the step fails with one line saying so. The rank's unit of versions
-# before deployment ids, if any, is taken over the same way (legacy-unit.sh).
-set -euo pipefail
+# before deployment ids, if any, is taken over the same way (legacy-unit.sh). Once what serves may
+# change, every way out of the step goes through `finish`: whichever line fails, the rank ends on a
+# config that was seen to serve, or the step says it could not get there.
+set -Eeuo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=npu-0
 unit=rbln-serving-dev.main-0.service
@@ -34,6 +36,93 @@ ExecStart=/bin/true'
 # shellcheck source=restart-disk.sh
 . restart-disk.sh
 
+# Where the step is: before (nothing changed yet), switching (what serves may have changed and has
+# not been seen to serve), served, back (going back to the previous config), ended (its last line
+# said), cut (by a signal).
+phase=before
+failed=
+going_back_for=
+in_finish=no
+env_new=
+unit_new=
+
+# The ERR trap (inherited by functions: set -E): names the command that failed, for the last line.
+# In a subshell it changes nothing; within finish bash names the command that led there, so only the
+# status is known.
+# shellcheck disable=SC2317 # run by the trap
+on_error() {
+  [ "$BASH_SUBSHELL" -eq 0 ] || return 0
+  local command=${2//$'\n'/ }
+  if [ "$in_finish" = yes ]; then failed="exit $1"; else failed="\`${command:0:120}\` exited $1"; fi
+  if [ "$phase" = back ]; then
+    phase=ended
+    echo "${host_name} ${label}: ${going_back_for}; going back to the previous config failed too (${failed}, see above); run the step again" >&2
+  fi
+}
+trap 'on_error $? "$BASH_COMMAND"' ERR
+
+# Every way out of the step. While switching, a way out that did not see the new config serve goes back
+# to the previous one, so no line of that phase, now or added later, can leave the rank half-switched.
+# A signal (a cut connection, a reboot) leaves the change pending instead, for the next run to resume.
+# shellcheck disable=SC2317 # run by the trap
+finish() {
+  local status=$?
+  in_finish=yes
+  rm -f "$env_new" "$unit_new"
+  case "$phase" in
+    switching) go_back "the unit step failed (${failed:-exit $status})" ;;
+    before) [ -z "$failed" ] || echo "${host_name} ${label}: the unit step failed (${failed}); nothing changed" >&2 ;;
+    served) [ -z "$failed" ] || echo "${host_name} ${label}: the new config serves, but the step failed after (${failed})" >&2 ;;
+  esac
+  exit "$status"
+}
+trap finish EXIT
+trap '[ "$phase" != switching ] || phase=cut; exit 1' HUP INT TERM PIPE
+
+restart() {
+  started=$(date +%s)
+  systemctl reset-failed "$unit" 2>/dev/null || true
+  # A start that fails outright (vllm cannot run, the device wait ends) leaves the unit failed, which
+  # wait_serving reports: rolled back like any other failure, never left half-switched.
+  systemctl restart "$unit" || true
+  echo "unit ${host_name}: (re)started $unit"
+}
+
+# Puts back what served before the change, restarts it and waits until it serves, then ends the step.
+# Args: what failed, for the last line.
+go_back() {
+  going_back_for=$1
+  phase=back
+  # Going back is a switch too; it waits as long as it takes, since what served must serve again.
+  flock 7
+  if [ "$legacy" = yes ]; then
+    legacy_give_back
+    unit=$legacy_unit
+  elif [ ! -f "$previous_unit" ]; then
+    # Disabled too: a reboot must not start a config that never served.
+    systemctl disable --now --quiet "$unit" || true
+    rm -f "$pending"
+    phase=ended
+    echo "${host_name} ${label}: $1; there is no previous config to go back to, so $unit is stopped and disabled" >&2
+    exit 1
+  else
+    cp -p "$previous_env" "$env_path"
+    cp -p "$previous_unit" "$unit_path"
+    systemctl daemon-reload
+    rm -f "$pending"
+  fi
+  restart
+  if wait_serving "$unit" "$label" "$port" "$started"; then
+    phase=ended
+    echo "${host_name} ${label}: $1; the previous config is restored and serving" >&2
+  else
+    phase=ended
+    journal_tail "$unit" "$started"
+    echo "${host_name} ${label}: $1; the previous config is restored but does not serve either ($failure)" >&2
+  fi
+  exit 1
+}
+
 umask 077
 install -d -m 0700 "$(dirname "$env_path")" "$state_dir"
 # Two runs of one unit step must not overlap (two people deploying one stack): the second fails at once.
@@ -57,12 +146,12 @@ pending="$state_dir/$unit.pending"
 
 env_new=$(mktemp "$env_path.XXXXXX")
 unit_new=$(mktemp "$unit_path.XXXXXX")
-trap 'rm -f "$env_new" "$unit_new"' EXIT
 printf '%s\n' "$env_text" > "$env_new"
 cat >> "$env_new"
 printf '%s\n' "$unit_text" > "$unit_new"
 chmod 0644 "$unit_new"
 
+write_files=no
 if cmp -s "$env_new" "$env_path" && cmp -s "$unit_new" "$unit_path"; then
   if [ -f "$pending" ]; then
     mode=change
@@ -76,12 +165,17 @@ if cmp -s "$env_new" "$env_path" && cmp -s "$unit_new" "$unit_path"; then
   [ "$mode" = none ] || check_restart_disk
 else
   mode=change
+  write_files=yes
   check_restart_disk
   # Keep what serves now, unless it is itself a change that never served.
   if [ ! -f "$pending" ] && [ -f "$unit_path" ] && [ -f "$env_path" ]; then
     cp -p "$unit_path" "$previous_unit"
     cp -p "$env_path" "$previous_env"
   fi
+fi
+# From here on what serves may change: finish owns every way out.
+if [ "$mode" = change ] || [ "$legacy" = yes ]; then phase=switching; fi
+if [ "$write_files" = yes ]; then
   touch "$pending"
   mv -f "$env_new" "$env_path"
   mv -f "$unit_new" "$unit_path"
@@ -89,61 +183,20 @@ else
 fi
 systemctl enable --quiet "$unit"
 
-# The API key (if any) is in the env file; read with Python's shlex, which takes the env-file quoting
-# as written, so nothing in the file is ever run by a shell.
-API_KEY=$(python3 -c 'import shlex, sys
-for line in open(sys.argv[1]):
-    for word in shlex.split(line, comments=True):
-        name, _, value = word.partition("=")
-        if name == "VLLM_API_KEY":
-            print(value, end="")' "$env_path")
-export API_KEY
-
-restart() {
-  started=$(date +%s)
-  systemctl reset-failed "$unit" 2>/dev/null || true
-  # A start that fails outright (vllm cannot run, the device wait ends) leaves the unit failed, which
-  # wait_serving reports: rolled back like any other failure, never left half-switched.
-  systemctl restart "$unit" || true
-  echo "unit ${host_name}: (re)started $unit"
-}
-
 started=$(date +%s)
 legacy_stop
 [ "$mode" = none ] || restart
 flock -u 7
 if wait_serving "$unit" "$label" "$port" "$started"; then
+  phase=served
   rm -f "$pending"
   legacy_remove
   exit 0
 fi
-new_failure=$failure
 journal_tail "$unit" "$started"
-
-# Going back is a switch too; it waits as long as it takes, since what served must serve again.
-flock 7
-if [ "$legacy" = yes ]; then
-  legacy_give_back
-  unit=$legacy_unit
-elif [ "$mode" != change ]; then
-  echo "${host_name} ${label}: $unit does not serve ($new_failure)" >&2
+if [ "$phase" != switching ]; then
+  phase=ended
+  echo "${host_name} ${label}: $unit does not serve ($failure)" >&2
   exit 1
-elif [ ! -f "$previous_unit" ]; then
-  systemctl stop "$unit" || true
-  rm -f "$pending"
-  echo "${host_name} ${label}: the new config failed ($new_failure); there is no previous config to go back to, so $unit is stopped" >&2
-  exit 1
-else
-  cp -p "$previous_env" "$env_path"
-  cp -p "$previous_unit" "$unit_path"
-  rm -f "$pending"
-  systemctl daemon-reload
 fi
-restart
-if wait_serving "$unit" "$label" "$port" "$started"; then
-  echo "${host_name} ${label}: the new config failed ($new_failure); the previous config is restored and serving" >&2
-else
-  journal_tail "$unit" "$started"
-  echo "${host_name} ${label}: the new config failed ($new_failure); the previous config is restored but does not serve either ($failure)" >&2
-fi
-exit 1
+go_back "the new config failed ($failure)"
