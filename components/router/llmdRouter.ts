@@ -1,5 +1,6 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
+import { httpUrl } from "../../core/address";
 import { LLM_D_CHART_REPOSITORY } from "../../core/router/chartValues";
 import { renamedFrom } from "../renamed";
 
@@ -41,7 +42,7 @@ export class LlmdRouter extends pulumi.ComponentResource {
       const status = (gateway as unknown as { status: pulumi.Output<{ addresses?: { value: string }[] } | undefined> }).status;
       this.endpoint = status.apply((s) => {
         const address = s?.addresses?.[0]?.value;
-        return address ? `http://${address.includes(":") ? `[${address}]` : address}` : undefined;
+        return address ? httpUrl(address) : undefined;
       });
     } else {
       this.endpoint = pulumi.output(undefined);

@@ -1,3 +1,4 @@
+import { hostPort } from "../address";
 import type { Deployment } from "../plan/deployment";
 
 /** The labels every rank's series carry, so dashboards and alerts can group by them. */
@@ -15,10 +16,6 @@ export interface ScrapeTarget {
   labels: RankLabels;
 }
 
-/** `address:port`, with brackets around an IPv6 address as Prometheus wants them. */
-function hostPort(address: string, port: number): string {
-  return address.includes(":") ? `[${address}]:${port}` : `${address}:${port}`;
-}
 
 /**
  * Every rank's metrics endpoint on platform hosts, as `file_sd_configs` groups (the contents of

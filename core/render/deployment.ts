@@ -3,6 +3,7 @@ import { scrapeTargets, type ScrapeTarget } from "../monitoring/targets";
 import type { Deployment } from "../plan/types";
 import { hostWaves } from "../rollout/hostWaves";
 import { routerChartValues } from "../router/chartValues";
+import { renderFrontDoor, type RenderedFrontDoor } from "../router/hosts/frontDoor";
 import { renderHost, type HostRenderOptions, type RenderedHost } from "./hosts/bundle";
 import { copySources, renderCopy, weightsHosts, type HostCopyOptions, type RenderedCopy } from "./hosts/copies";
 import { deploymentId } from "./hosts/names";
@@ -37,8 +38,10 @@ export interface RenderedHosts {
   weightsHosts: string[];
   /** Copies between hosts (weights from the seed, compiled caches from an earlier wave), sources before the hosts that copy from them. */
   copies: RenderedCopy[];
-  /** Every rank's metrics endpoint with its labels (Prometheus file_sd groups). */
+  /** Every rank's metrics endpoint with its labels (Prometheus file_sd groups), and the front door's picker's. */
   scrapeTargets: ScrapeTarget[];
+  /** With router.host: the llm-d router's front door, on its host, and the decode hosts' sidecars. */
+  frontDoor: RenderedFrontDoor | null;
 }
 
 /** Platform Kubernetes: the workloads, the monitoring objects and the router chart's values. */
@@ -61,6 +64,7 @@ function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHo
   const id = deploymentId(options.stack, options.instance);
   const placementWaves = hostWaves(deployment);
   const copyOptions = { ...options.copyOptions, deploymentId: id };
+  const frontDoor = deployment.frontDoor ? renderFrontDoor(deployment, { id, runtimePath: options.hostOptions?.containerRuntime }) : null;
   return {
     id,
     waves: placementWaves.map((wave) => wave.map((placement) => renderHost(deployment, placement, id, options.hostOptions))),
@@ -68,7 +72,8 @@ function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHo
     // weights step takes the download's lease and nothing is copied.
     weightsHosts: weightsHosts(deployment, placementWaves).map((p) => p.host.name),
     copies: copySources(deployment, placementWaves).map((copy) => renderCopy(deployment, copy, copyOptions)),
-    scrapeTargets: scrapeTargets(deployment),
+    scrapeTargets: [...scrapeTargets(deployment), ...(frontDoor ? [frontDoor.scrapeTarget] : [])],
+    frontDoor,
   };
 }
 

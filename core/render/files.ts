@@ -30,6 +30,20 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
       files[`hosts/${source}/revoke-${kind}-${dest}.sh`] = copy.revokeScript;
       files[`hosts/${dest}/copy-${kind}-from-${source}.sh`] = copy.copyScript;
     }
+    const frontDoor = rendered.hosts.frontDoor;
+    if (frontDoor) {
+      const router = `hosts/${frontDoor.host.name}/front-door`;
+      files[`${router}/access.sh`] = frontDoor.accessScript;
+      files[`${router}/revoke.sh`] = frontDoor.revokeScript;
+      files[`${router}/apply.sh`] = frontDoor.applyScript;
+      files[`${router}/remove.sh`] = frontDoor.removeScript;
+      for (const [file, content] of Object.entries(frontDoor.files)) files[`${router}/${file}`] = content;
+      for (const sidecar of frontDoor.sidecars) {
+        files[`hosts/${sidecar.host}/sidecar.sh`] = sidecar.applyScript;
+        files[`hosts/${sidecar.host}/remove-sidecar.sh`] = sidecar.removeScript;
+        files[`hosts/${sidecar.host}/systemd/${sidecar.unitName}`] = sidecar.unitText;
+      }
+    }
     files["prometheus/targets.json"] = `${JSON.stringify(scrapeTargets, null, 2)}\n`;
     files["prometheus/rbln-serving-rules.yaml"] = alertRulesFile ??= toYaml(alertRules());
   }

@@ -15,10 +15,19 @@ export const EPP_CONFIG_API_VERSION = "llm-d.ai/v1alpha1";
 /** What the chart values take from the stack config. */
 export type RouterSettings = Pick<StackSettings, "kubernetes" | "router">;
 
-/** The EndpointPickerConfig file, as YAML text, with the recipe's plugins and profiles. */
-export function endpointPickerConfig(values: RecipeRouterValues): string {
+/** An EndpointPickerConfig (llm-d-router v0.10.0's config file), as data. */
+export interface EndpointPickerConfig {
+  apiVersion: string;
+  kind: "EndpointPickerConfig";
+  plugins: { type: string; name?: string; parameters?: Record<string, unknown> }[];
+  schedulingProfiles: { name: string; plugins: { pluginRef: string; weight?: number }[] }[];
+  dataLayer?: Record<string, unknown>;
+}
+
+/** The recipe's plugins and profiles as an EndpointPickerConfig, in the picker's own keys. */
+export function pickerConfig(values: RecipeRouterValues): EndpointPickerConfig {
   const picker = values.endpoint_picker;
-  return stringifyYaml({
+  return {
     apiVersion: EPP_CONFIG_API_VERSION,
     kind: "EndpointPickerConfig",
     plugins: picker.plugins,
@@ -26,7 +35,12 @@ export function endpointPickerConfig(values: RecipeRouterValues): string {
       name: profile.name,
       plugins: profile.plugins.map((p) => (p.weight === undefined ? { pluginRef: p.ref } : { pluginRef: p.ref, weight: p.weight })),
     })),
-  });
+  };
+}
+
+/** The EndpointPickerConfig file, as YAML text, with the recipe's plugins and profiles. */
+export function endpointPickerConfig(values: RecipeRouterValues): string {
+  return stringifyYaml(pickerConfig(values));
 }
 
 /** The chart values in the llm-d-router-gateway v0.10.0 layout (keys listed in test/fixtures). */

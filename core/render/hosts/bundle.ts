@@ -25,6 +25,8 @@ export interface HostRenderOptions {
   startLimitIntervalSeconds?: number;
   /** Where the NPU device nodes appear: `/dev` on a host. */
   devRoot?: string;
+  /** The front door's container runtime: router.runtime's binary, or a test's stand-in. */
+  containerRuntime?: string;
 }
 
 export interface RenderedHost {

@@ -58,6 +58,23 @@ export const HOST_DEFAULTS = {
   pythonVersions: ["3.10", "3.11", "3.12", "3.13"],
   /** The vLLM 0.30 CPU wheel that vllm-rbln 0.12 pulls in is built for glibc 2.39. */
   minGlibc: "2.39",
+  /** The front door on a router host (core/router/hosts): the EPP, Envoy, the agent, and the sidecars. */
+  frontDoor: {
+    runtimes: { podman: "/usr/bin/podman", docker: "/usr/bin/docker" },
+    /** The EPP's pool (`--pool-namespace`; `--pool-name` is the deployment id) and its endpoints' namespace. */
+    poolNamespace: "rbln-serving",
+    /** How often the agent asks every endpoint whether it serves, and how long one answer may take. */
+    intervalSeconds: 1,
+    probeTimeoutSeconds: 2,
+    /** After a drain's rename: the EPP's reload, and the requests it placed just before reaching their rank. */
+    settleSeconds: 3,
+    /** A container's stop: SIGTERM, then this long before the runtime kills it. */
+    containerStopSeconds: 30,
+    /** How long the front door's step waits for Envoy and the EPP to answer, image pulls excluded. */
+    readyTimeoutSeconds: 600,
+    /** How long a sidecar's step waits for it to answer on every port. */
+    sidecarReadyTimeoutSeconds: 300,
+  },
   /** The shared cache's leases and completion markers: a folder of its own on the shared filesystem. */
   sharedLockDir: "rbln-serving-locks",
   sharedLease: LEASE_DEFAULTS,

@@ -1,11 +1,13 @@
+import { httpUrl } from "../../address";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
-import type { Deployment, HostPlacement, RankPlan, RolePlan } from "../../plan/types";
+import type { Host } from "../../config/stackConfig";
+import type { Deployment, FrontDoorEndpoint, HostPlacement, RankPlan, RolePlan } from "../../plan/types";
 import { renderTemplate } from "../../template";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
 import { envPath as envPathOf, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
-import { unitApplyScript, unitRemoveScript, type ServingWait } from "./scripts";
+import { unitApplyScript, unitRemoveScript, type FrontDoorAccess, type ServingWait } from "./scripts";
 import { execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
 
 export interface RenderedRank {
@@ -45,14 +47,22 @@ export interface HostContext {
   timings: UnitTimings;
 }
 
+/** How a host's step reaches the front door for its endpoints that `which` picks; null when it has none behind one. */
+export function frontDoorAccess(deployment: Deployment, host: Host, which: (endpoint: FrontDoorEndpoint) => boolean): FrontDoorAccess | null {
+  const frontDoor = deployment.frontDoor;
+  const endpoints = frontDoor?.endpoints.filter((e) => e.host === host.name && which(e)).map((e) => e.name) ?? [];
+  if (!frontDoor || endpoints.length === 0) return null;
+  return { address: frontDoor.host.address, port: frontDoor.host.port, hostKey: frontDoor.host.hostKey ?? "", bind: host.address, endpoints };
+}
+
 /** How long systemd gives a stopping rank: vLLM's shutdown timeout (its in-flight requests finish), then the engine processes end. */
 export function stopTimeoutSeconds(deployment: Deployment): number {
   return deployment.shutdownTimeoutSeconds + HOST_DEFAULTS.unit.stopMarginSeconds;
 }
 
-/** `http://host:port`, with brackets around an IPv6 address. */
-export function httpUrl(address: string, port: number): string {
-  return `http://${address.includes(":") ? `[${address}]` : address}:${port}`;
+/** The longest a switch of units can take: a unit stopped (its drain included) and a unit started, device wait included. */
+export function switchSeconds(deployment: Deployment): number {
+  return 2 * stopTimeoutSeconds(deployment) + HOST_DEFAULTS.unit.deviceWaitSeconds + 60;
 }
 
 /** How long a rank may take to serve: the engine's ready timeout; with a shared cache a first-wave rank may wait for another host's compile, then load. */
@@ -130,10 +140,10 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       cacheRoot: context.cache.root,
       minFreeDiskGbToRestart: settings.minFreeDiskGbToRestart,
       legacy: { unitName: legacyUnitName(role.role, rank.rank), envPath: legacyEnvPath(settings.installRoot, role.role, rank.rank) },
-      // Another deploy's switch: a unit stopped (its drain included) and a unit started, device wait included.
-      hostLockWaitSeconds: 2 * stopTimeoutSeconds(context.deployment) + HOST_DEFAULTS.unit.deviceWaitSeconds + 60,
+      hostLockWaitSeconds: switchSeconds(context.deployment),
       rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
       wait: servingWait(context, readyTimeoutSeconds(context.cache, bound.env)),
+      frontDoor: frontDoorAccess(context.deployment, host, (e) => e.role === role.role && e.rank === rank.rank),
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
   };

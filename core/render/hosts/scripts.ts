@@ -151,6 +151,29 @@ export interface UnitApplyInput {
   hostLockWaitSeconds: number;
   rank: ReadinessRank;
   wait: ServingWait;
+  /** The front door this rank is behind, if any: its unit step takes the rank out before a restart. */
+  frontDoor?: FrontDoorAccess | null;
+}
+
+/** How a host's steps reach the router host to take its endpoints out of the front door and back. */
+export interface FrontDoorAccess {
+  /** The router host's SSH address, port and host key (empty with insecureSkipHostKeyCheck). */
+  address: string;
+  port: number;
+  hostKey: string;
+  /** This host's own address, which the router's grant accepts. */
+  bind: string;
+  /** The endpoints the step takes out: a rank's own, or every rank's of the host for its sidecar. */
+  endpoints: string[];
+}
+
+function frontDoorSettings(access: FrontDoorAccess | null | undefined) {
+  return {
+    front_door_address: access?.address ?? "",
+    front_door_port: access?.port ?? 22,
+    front_door_host_key: access?.hostKey ?? "",
+    front_door_bind: access?.bind ?? "",
+  };
 }
 
 
@@ -185,6 +208,8 @@ export function unitApplyScript(p: UnitApplyInput): string {
     timeout_s,
     interval_s,
     start_limit_burst,
+    ...frontDoorSettings(p.frontDoor),
+    front_door_endpoint: p.frontDoor?.endpoints.join(" ") ?? "",
     env_text: p.envText,
     unit_text: p.unitText,
   });

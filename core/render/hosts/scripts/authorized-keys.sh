@@ -2,7 +2,7 @@
 # edit_authorized_keys LINE: removes the lines ending in " $tag" from $authorized_keys, then adds LINE
 # unless it is empty; under a lock, since grants to several destinations run side by side. Fails
 # unless the file then holds LINE and no other line with the tag (none at all for an empty LINE).
-# Reads: authorized_keys, tag, host_name, dest_name.
+# Reads: authorized_keys, tag, grant_label (names the grant in the messages).
 # shellcheck disable=SC2154
 
 # The lines of $authorized_keys that hold the tag as whole words, wherever and however they end (a
@@ -14,7 +14,7 @@ tagged_lines() {
 edit_authorized_keys() {
   # The tag is built from the deployment id and a host name: anything else (a newline would start a
   # key line of its own) never reaches root's file.
-  case "$tag" in *[!A-Za-z0-9\ ._-]* | "") echo "copy access ${host_name} -> ${dest_name}: the grant's tag ${tag@Q} may hold only letters, digits, spaces, '.', '_' and '-'" >&2; exit 1 ;; esac
+  case "$tag" in *[!A-Za-z0-9\ ._-]* | "") echo "${grant_label}: the grant's tag ${tag@Q} may hold only letters, digits, spaces, '.', '_' and '-'" >&2; exit 1 ;; esac
   install -d -m 0700 "$(dirname "$authorized_keys")"
   exec 8>>"$authorized_keys.rbln-serving.lock"
   flock 8
@@ -31,7 +31,7 @@ edit_authorized_keys() {
   # Checked more loosely than the removal: any line with the tag but LINE would still let a copy key in.
   others=$(tagged_lines | grep -cvxF -e "${1:-}" || true)
   if [ "$others" != 0 ] || { [ -n "$1" ] && ! grep -qxF -e "$1" "$authorized_keys"; }; then
-    echo "copy access ${host_name} -> ${dest_name}: ${authorized_keys} still holds ${others} line(s) with \"${tag}\" that are not this grant's; remove them by hand" >&2
+    echo "${grant_label}: ${authorized_keys} still holds ${others} line(s) with \"${tag}\" that are not this grant's; remove them by hand" >&2
     exit 1
   fi
   flock -u 8

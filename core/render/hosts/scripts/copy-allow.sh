@@ -25,6 +25,7 @@ ssh-keygen -q -t ed25519 -N '' -C "$tag" -f "$keys/id"
 expiry=$(date -u -d "+${expiry_hours} hours" +%Y%m%d%H%M%S)
 line="from=\"${dest_address}\",restrict,expiry-time=\"${expiry}\",command=\"${rrsync} -ro ${cache_root}\" $(cut -d ' ' -f 1,2 "$keys/id.pub") ${tag}"
 
+grant_label="copy access ${host_name} -> ${dest_name}"
 # shellcheck source=authorized-keys.sh
 . authorized-keys.sh
 edit_authorized_keys "$line"

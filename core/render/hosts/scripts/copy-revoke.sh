@@ -10,6 +10,7 @@ tag='rbln-serving-copy dev weights-npu-1'
 copy_id=0123456789abcdef
 # --- end of settings ---
 
+grant_label="copy access ${host_name} -> ${dest_name}"
 # shellcheck source=authorized-keys.sh
 . authorized-keys.sh
 edit_authorized_keys ""

@@ -39,16 +39,11 @@ trap 'rm -rf "$work"' EXIT
 chmod 0700 "$work"
 (umask 077; printf '%s\n' "$key" > "$work/id")
 unset key
-if [ -n "$source_host_key" ]; then
-  printf 'rbln-serving-copy-source %s\n' "$source_host_key" > "$work/known_hosts"
-  check="-o StrictHostKeyChecking=yes -o UserKnownHostsFile=$work/known_hosts -o HostKeyAlias=rbln-serving-copy-source"
-else
-  # insecureSkipHostKeyCheck: true
-  check="-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
-fi
-ssh_command="ssh -i $work/id -p $source_port -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes -o GlobalKnownHostsFile=/dev/null $check -o BindAddress=$bind_address -o ConnectTimeout=30 -o ServerAliveInterval=30"
-remote="root@${source_address}"
-case "$source_address" in *:*) remote="root@[${source_address}]" ;; esac
+# shellcheck source=peer-ssh.sh
+. peer-ssh.sh
+peer_ssh_setup "$work" "$source_address" "$source_port" "$source_host_key" "$bind_address"
+ssh_command="${peer_ssh[*]}"
+remote=$peer_remote
 peer() { rsync -e "$ssh_command" "$@"; }
 
 for i in "${!dirs[@]}"; do

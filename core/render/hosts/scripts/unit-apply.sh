@@ -26,6 +26,11 @@ probe_host=127.0.0.1
 timeout_s=9600
 interval_s=30
 start_limit_burst=3
+front_door_address=''
+front_door_port=22
+front_door_host_key=''
+front_door_bind=''
+front_door_endpoint=''
 env_text="VLLM_ENGINE_READY_TIMEOUT_S='9600'"
 unit_text='[Service]
 ExecStart=/bin/true'
@@ -35,6 +40,8 @@ ExecStart=/bin/true'
 . serving.sh
 # shellcheck source=restart-disk.sh
 . restart-disk.sh
+# shellcheck source=front-door.sh
+. front-door.sh
 
 # Where the step is: before (nothing changed yet), switching (what serves may have changed and has
 # not been seen to serve), served, back (going back to the previous config), ended (its last line
@@ -74,7 +81,14 @@ finish() {
     before) [ -z "$failed" ] || echo "${host_name} ${label}: the unit step failed (${failed}); nothing changed" >&2 ;;
     served) [ -z "$failed" ] || echo "${host_name} ${label}: the new config serves, but the step failed after (${failed})" >&2 ;;
   esac
+  front_door_rejoin
   exit "$status"
+}
+
+# Ends the step from within finish's way back, where finish does not run again.
+leave() {
+  front_door_rejoin
+  exit "$1"
 }
 trap finish EXIT
 trap '[ "$phase" != switching ] || phase=cut; exit 1' HUP INT TERM PIPE
@@ -104,7 +118,7 @@ go_back() {
     rm -f "$pending"
     phase=ended
     echo "${host_name} ${label}: $1; there is no previous config to go back to, so $unit is stopped and disabled" >&2
-    exit 1
+    leave 1
   else
     cp -p "$previous_env" "$env_path"
     cp -p "$previous_unit" "$unit_path"
@@ -120,7 +134,7 @@ go_back() {
     journal_tail "$unit" "$started"
     echo "${host_name} ${label}: $1; the previous config is restored but does not serve either ($failure)" >&2
   fi
-  exit 1
+  leave 1
 }
 
 umask 077
@@ -144,6 +158,7 @@ previous_env="$state_dir/$unit.previous-env"
 # or a lost connection) and still rolls back to the previous files if it fails.
 pending="$state_dir/$unit.pending"
 
+read_front_door_key
 env_new=$(mktemp "$env_path.XXXXXX")
 unit_new=$(mktemp "$unit_path.XXXXXX")
 printf '%s\n' "$env_text" > "$env_new"
@@ -172,6 +187,14 @@ else
     cp -p "$unit_path" "$previous_unit"
     cp -p "$env_path" "$previous_env"
   fi
+fi
+# A rank about to stop leaves the front door first, so its in-flight requests are its last. The drain
+# may wait for another server of the role to serve: not under the host lock, which other deploys need.
+if [ "$mode" != none ] || [ "$legacy" = yes ]; then
+  flock -u 7
+  # shellcheck disable=SC2086 # no endpoint: no words
+  front_door_drain $front_door_endpoint
+  flock -w "$host_lock_wait_s" 7 || { echo "${host_name} ${label}: another rbln-serving deploy held $host_lock for ${host_lock_wait_s}s; run again when it ends" >&2; exit 1; }
 fi
 # From here on what serves may change: finish owns every way out.
 if [ "$mode" = change ] || [ "$legacy" = yes ]; then phase=switching; fi

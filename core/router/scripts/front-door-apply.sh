@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The front door on its router host: the endpoint picker (EPP, file discovery) and Envoy as
+# containers, and the agent that keeps the EPP's endpoints file, each a systemd unit. Writes their
+# files, pulls the images, (re)starts a unit only when its files changed or it is not running, and
+# waits until Envoy and the EPP answer. The endpoints file is the agent's; this writes it only once,
+# empty, for the EPP's first start.
+set -euo pipefail
+# --- settings (the renderer writes the real values here) ---
+host_name=router-0
+state_dir=/opt/rbln-serving/router/dev
+runtime=/usr/bin/podman
+images=(ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0 docker.io/envoyproxy/envoy:distroless-v1.37.0)
+agent_path=/opt/rbln-serving/bin/front-door-0123456789ab.py
+agent_text='#!/usr/bin/env python3'
+epp_config='kind: EndpointPickerConfig'
+envoy_config='static_resources: {}'
+desired_json='{"endpoints": []}'
+unit_dir=/etc/systemd/system
+units=(rbln-serving-dev.front-door-epp.service rbln-serving-dev.front-door-proxy.service rbln-serving-dev.front-door-agent.service)
+epp_unit='[Service]
+ExecStart=/bin/true'
+proxy_unit='[Service]
+ExecStart=/bin/true'
+agent_unit='[Service]
+ExecStart=/bin/true'
+envoy_admin_port=9901
+epp_metrics_port=9090
+ready_timeout_s=600
+# --- end of settings ---
+
+# shellcheck source=http.sh
+. http.sh
+# shellcheck source=images.sh
+. images.sh
+
+umask 022
+fail() { echo "front door ${host_name}: $*" >&2; exit 1; }
+[ -x "$runtime" ] || fail "$runtime not found: install $(basename "$runtime") (router.runtime), or choose the runtime this host has"
+command -v python3 >/dev/null || fail "python3 not found (the front door's agent runs on it)"
+
+# put PATH TEXT MODE: writes TEXT by rename; 0 when it changed the file.
+put() {
+  local new
+  new=$(mktemp "$1.XXXXXX")
+  printf '%s\n' "$2" > "$new"
+  chmod "$3" "$new"
+  if cmp -s "$new" "$1"; then rm -f "$new"; return 1; fi
+  mv -f "$new" "$1"
+}
+
+install -d -m 0755 "$state_dir" "$state_dir/epp" "$state_dir/envoy" "$(dirname "$agent_path")"
+install -d -m 0700 "$state_dir/drains"
+[ -f "$state_dir/epp/endpoints.yaml" ] || printf 'endpoints: []\n' > "$state_dir/epp/endpoints.yaml"
+chmod 0644 "$state_dir/epp/endpoints.yaml"
+restart=(no no no)
+put "$state_dir/epp/epp.yaml" "$epp_config" 0644 && restart[0]=yes
+put "$state_dir/envoy/envoy.yaml" "$envoy_config" 0644 && restart[1]=yes
+# The agent reads it on every pass.
+put "$state_dir/desired.json" "$desired_json" 0644 || true
+# Named by its content: a new agent is a new file, and the access step's key points at it.
+[ -f "$agent_path" ] || put "$agent_path" "$agent_text" 0755
+pull_images
+
+reload=no
+for i in 0 1 2; do
+  text=$epp_unit
+  [ "$i" != 1 ] || text=$proxy_unit
+  [ "$i" != 2 ] || text=$agent_unit
+  if put "$unit_dir/${units[$i]}" "$text" 0644; then restart[i]=yes; reload=yes; fi
+done
+[ "$reload" = no ] || systemctl daemon-reload
+for i in 0 1 2; do
+  systemctl enable --quiet "${units[$i]}"
+  if [ "${restart[$i]}" = yes ] || ! systemctl is-active --quiet "${units[$i]}"; then
+    systemctl reset-failed "${units[$i]}" 2>/dev/null || true
+    systemctl restart "${units[$i]}"
+    echo "front door ${host_name}: (re)started ${units[$i]}"
+  fi
+done
+
+deadline=$(( $(date +%s) + ready_timeout_s ))
+until http_ok "http://127.0.0.1:${envoy_admin_port}/ready" LIVE && http_ok "http://127.0.0.1:${epp_metrics_port}/metrics" && systemctl is-active --quiet "${units[2]}"; do
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    for unit in "${units[@]}"; do journalctl -u "$unit" -n 20 --no-pager >&2 || true; done
+    fail "Envoy (admin :${envoy_admin_port}/ready) or the EPP (:${epp_metrics_port}/metrics) did not answer within ${ready_timeout_s}s; their last journal lines are above"
+  fi
+  sleep 2
+done
+echo "front door ${host_name}: serving"

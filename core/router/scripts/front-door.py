@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""rbln-serving front door on a router host: keeps the endpoint picker's endpoints file.
+
+The llm-d endpoint picker (EPP) reads the endpoints it routes to from a file it watches (its
+file-discovery plugin). This keeps that file true: it lists every endpoint the stack plans
+(desired.json) that serves, and that no unit step has drained. Writes are whole files renamed into
+place, which the EPP reloads.
+
+  front-door.py agent DIR          the loop: probe every endpoint, rewrite the file when it changes
+  front-door.py ssh DIR            the command of the unit steps' SSH key: $SSH_ORIGINAL_COMMAND is
+                                   `drain NAME` or `rejoin NAME`
+  front-door.py drain DIR NAME     take NAME out before its unit restarts; waits while that would
+                                   leave its role without an endpoint on another host
+  front-door.py rejoin DIR NAME    end NAME's drain; it is listed again as soon as it serves
+
+A drain also ends by itself: once its endpoint has been seen down and serves again (the restart is
+over, with the new config or the old one), or once it has served throughout `switchBoundSeconds`
+(the unit step ended without restarting it). So an endpoint never stays out because a step failed.
+"""
+import contextlib
+import fcntl
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def log(message):
+    print(f"front door: {message}", flush=True)
+
+
+def fail(message):
+    print(f"front door: {message}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+class FrontDoor:
+    def __init__(self, directory):
+        self.dir = directory
+        with open(os.path.join(directory, "desired.json")) as f:
+            self.desired = json.load(f)
+        self.endpoints = {e["name"]: e for e in self.desired["endpoints"]}
+        self.file = os.path.join(directory, "epp", "endpoints.yaml")
+        self.drains = os.path.join(directory, "drains")
+        os.makedirs(self.drains, exist_ok=True)
+
+    @contextlib.contextmanager
+    def locked(self):
+        with open(os.path.join(self.dir, "lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def serves(self, endpoint):
+        """The rank answers /health on its own port and, behind a routing sidecar, on the sidecar's."""
+        ports = sorted({endpoint["rankPort"], endpoint["port"]})
+        try:
+            for port in ports:
+                with urllib.request.urlopen(f"http://{endpoint['address']}:{port}/health", timeout=self.desired["probeTimeoutSeconds"]) as answer:
+                    if answer.status != 200:
+                        return False
+            return True
+        except Exception:
+            return False
+
+    def probe_all(self):
+        results = {}
+
+        def probe(endpoint):
+            results[endpoint["name"]] = self.serves(endpoint)
+
+        threads = [threading.Thread(target=probe, args=(e,)) for e in self.endpoints.values()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return results
+
+    def listed(self):
+        """The names the file lists now (the EPP's view)."""
+        try:
+            with open(self.file) as f:
+                return [line.split('"')[1] for line in f if line.startswith("- name: ")]
+        except FileNotFoundError:
+            return []
+
+    def write(self, names):
+        """The file, listing `names` in the stack's order; renamed into place, only when it changes."""
+        lines = []
+        for endpoint in self.endpoints.values():
+            if endpoint["name"] not in names:
+                continue
+            lines += [f'- name: "{endpoint["name"]}"', f'  namespace: "{self.desired["namespace"]}"', f'  address: "{endpoint["address"]}"', f'  port: "{endpoint["port"]}"']
+            if endpoint["labels"]:
+                lines.append("  labels:")
+                lines += [f'    "{key}": "{value}"' for key, value in sorted(endpoint["labels"].items())]
+        text = "endpoints:\n" + "".join(f"{line}\n" for line in lines) if lines else "endpoints: []\n"
+        try:
+            with open(self.file) as f:
+                if f.read() == text:
+                    return
+        except FileNotFoundError:
+            pass
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(self.file), prefix=".endpoints.")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, self.file)
+        log(f"endpoints: {', '.join(n for n in self.endpoints if n in names) or '(none)'}")
+
+    def drain_path(self, name):
+        return os.path.join(self.drains, f"{name}.json")
+
+    def read_drain(self, name):
+        try:
+            with open(self.drain_path(name)) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+
+    def write_drain(self, name, drain):
+        fd, temporary = tempfile.mkstemp(dir=self.drains, prefix=".drain.")
+        with os.fdopen(fd, "w") as f:
+            json.dump(drain, f)
+        os.replace(temporary, self.drain_path(name))
+
+    def end_drain(self, name, why):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.drain_path(name))
+            log(f"{name}: drain over ({why})")
+
+    def tick(self, serving):
+        """One pass of the agent: drains that ended, then the file."""
+        now = time.time()
+        with self.locked():
+            for name in self.endpoints:
+                drain = self.read_drain(name)
+                if drain is None:
+                    continue
+                if not serving[name]:
+                    if not drain["seenDown"]:
+                        self.write_drain(name, {**drain, "seenDown": True})
+                elif drain["seenDown"]:
+                    self.end_drain(name, "restarted and serving")
+                elif now - drain["since"] > self.desired["switchBoundSeconds"]:
+                    self.end_drain(name, f"served throughout {self.desired['switchBoundSeconds']}s, so its unit was not restarted")
+            self.write([n for n in self.endpoints if serving[n] and self.read_drain(n) is None])
+
+    def others_listed(self, name):
+        endpoint = self.endpoints[name]
+        return [n for n in self.listed() if n != name and self.endpoints.get(n, {}).get("role") == endpoint["role"] and self.endpoints[n]["host"] != endpoint["host"]]
+
+    def drain(self, name):
+        endpoint = self.endpoints[name]
+        role, host = endpoint["role"], endpoint["host"]
+        elsewhere = any(e["role"] == role and e["host"] != host for e in self.endpoints.values())
+        deadline = time.time() + self.desired["drainWaitSeconds"]
+        while True:
+            with self.locked():
+                if name not in self.listed() or self.others_listed(name) or self.desired["allowEmpty"]:
+                    drain = self.read_drain(name)
+                    self.write_drain(name, drain or {"since": time.time(), "seenDown": False})
+                    self.write([n for n in self.listed() if n != name])
+                    break
+            if not elsewhere:
+                fail(f"draining {name} would leave role {role} with no endpoint in the front door ({host} is its only server); add a replica, or set rollout.allowEmptyFrontDoor: true to accept the outage")
+            if time.time() >= deadline:
+                fail(f"draining {name} would leave role {role} with no endpoint in the front door, and none of its other servers came back within {self.desired['drainWaitSeconds']}s; run again once one serves")
+            log(f"{name}: waiting for another {role} server to serve before taking it out")
+            time.sleep(self.desired["intervalSeconds"])
+        # The EPP reloads on the rename; give it and the requests it already placed a moment.
+        time.sleep(self.desired["settleSeconds"])
+        log(f"{name}: out of the endpoints; its in-flight requests finish under vLLM's --shutdown-timeout")
+
+    def rejoin(self, name):
+        with self.locked():
+            self.end_drain(name, "its unit step is done")
+            if name not in self.listed() and self.serves(self.endpoints[name]):
+                self.write(self.listed() + [name])
+        log(f"{name}: back in the endpoints as soon as it serves")
+
+
+def main(argv):
+    if len(argv) < 2 or argv[0] not in ("agent", "ssh", "drain", "rejoin"):
+        fail("usage: front-door.py agent|ssh|drain|rejoin DIR [NAME]")
+    command, directory, rest = argv[0], argv[1], argv[2:]
+    if command == "ssh":
+        words = os.environ.get("SSH_ORIGINAL_COMMAND", "").split()
+        if len(words) != 2 or words[0] not in ("drain", "rejoin"):
+            fail("this key runs `drain NAME` or `rejoin NAME` only")
+        command, rest = words[0], words[1:]
+    door = FrontDoor(directory)
+    if command == "agent":
+        log(f"keeping {door.file} for {len(door.endpoints)} endpoints")
+        while True:
+            door.tick(door.probe_all())
+            time.sleep(door.desired["intervalSeconds"])
+            door = FrontDoor(directory)
+    name = rest[0] if len(rest) == 1 else ""
+    if not set(name) <= NAME_CHARS or name not in door.endpoints:
+        fail(f"{name!r} is no endpoint of this front door; endpoints: {', '.join(door.endpoints)}")
+    door.drain(name) if command == "drain" else door.rejoin(name)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
