@@ -5,6 +5,7 @@ export { ModelServing, planServing, type ModelServingArgs, type ServingSecrets }
 export { NpuHost, type NpuHostArgs, type RankUnit } from "./hosts/npuHost";
 export { NpuWorkloads, type NpuWorkloadsArgs, type RoleDeployment } from "./kubernetes/npuWorkloads";
 export { LlmdRouter, type LlmdRouterArgs } from "./router/llmdRouter";
+export { FrontDoor, type FrontDoorArgs } from "./router/frontDoor";
 
 // Recipes: the catalog, the format, and importing a published recipe page.
 export { RecipeCatalog, DEFAULT_MODEL, DEFAULT_RECIPE_DIR, parseRecipe } from "../core/recipe/catalog";

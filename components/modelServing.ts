@@ -12,6 +12,7 @@ import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
+import { FrontDoor } from "./router/frontDoor";
 import { LlmdRouter } from "./router/llmdRouter";
 
 export type ServingSecrets = Partial<Record<SecretKey, pulumi.Input<string>>>;
@@ -84,6 +85,9 @@ export class ModelServing extends pulumi.ComponentResource {
     let endpoints: pulumi.Output<string[]>;
     if (rendered.hosts) {
       const { waves, copies, weightsHosts } = rendered.hosts;
+      // The front door first: the unit steps take their ranks out of it before a restart.
+      const frontDoor = rendered.hosts.frontDoor;
+      const door = frontDoor ? new FrontDoor(`${name}-${frontDoor.host.name}-front-door`, { rendered: frontDoor, sshPrivateKey: secrets.sshPrivateKey! }, child) : undefined;
       const byHost = new Map<string, NpuHost>();
       let previousWave: NpuHost[] = [];
       for (const wave of waves) {
@@ -97,7 +101,8 @@ export class ModelServing extends pulumi.ComponentResource {
               const source = byHost.get(copy.source.host.name)!;
               return { rendered: copy, sourceName: `${name}-${copy.source.host.name}`, after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };
             });
-          const npuHost = new NpuHost(`${name}-${host}`, { rendered: bundle, sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: weightsHosts.includes(host), copies: peerCopies }, child);
+          const behindDoor = door ? { accessKey: door.accessKey, after: door.ready, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
+          const npuHost = new NpuHost(`${name}-${host}`, { rendered: bundle, sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: weightsHosts.includes(host), copies: peerCopies, frontDoor: behindDoor }, child);
           byHost.set(host, npuHost);
           return npuHost;
         });
@@ -107,7 +112,8 @@ export class ModelServing extends pulumi.ComponentResource {
       this.modelRevision = settings.revision !== undefined ? pulumi.output(settings.revision) : seedWeights.stdout.apply((stdout) => reportedRevision(stdout, plan.model));
       this.units = pulumi.all(hosts.map((h) => h.units)).apply((all) => all.flat());
       this.deployments = pulumi.output([]);
-      endpoints = this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));
+      // One front door for every replica and role; without one, each replica's rank 0.
+      endpoints = door ? door.url.apply((url) => [url]) : this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));
     } else {
       const { workloads, monitoring, routerValues } = rendered.kubernetes!;
       const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring }, child);

@@ -122,6 +122,13 @@ export interface RouterArgs {
   /** Default: "1h". */
   requestTimeout?: string;
   pickerResources?: RouterPickerResourcesArgs;
+  /** Any value; the component checks it as the stack config does. */
+  host?: any;
+  /** Default: "podman". */
+  runtime?: RouterRuntime;
+  images?: RouterImagesArgs;
+  /** Default: 8080. */
+  port?: number;
 }
 
 /** The stack config's `monitoring`. */
@@ -140,6 +147,8 @@ export interface RolloutArgs {
    */
   maxUnavailable?: string;
   shutdownTimeoutSeconds?: number;
+  /** Default: false. */
+  allowEmptyFrontDoor?: boolean;
 }
 
 /** The stack config's `hosts[].proxy`. */
@@ -208,6 +217,17 @@ export interface KubernetesClientsArgs {
 export interface RouterPickerResourcesArgs {
   requests?: RouterPickerResourcesRequestsArgs;
   limits?: RouterPickerResourcesLimitsArgs;
+}
+
+/** The values of the stack config's `router.runtime`. */
+export const RouterRuntime = { Podman: "podman", Docker: "docker" } as const;
+export type RouterRuntime = (typeof RouterRuntime)[keyof typeof RouterRuntime];
+
+/** The stack config's `router.images`. */
+export interface RouterImagesArgs {
+  endpointPicker?: string;
+  proxy?: string;
+  sidecar?: string;
 }
 
 /** The stack config's `kubernetes.resources.*.requests`. */

@@ -6,6 +6,7 @@ import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
 import { renderPipConfig } from "../../core/render/hosts/pip";
 import type { RenderedCopy } from "../../core/render/hosts/copies";
 import { remoteCommand } from "../../core/render/hosts/scripts";
+import type { RenderedSidecar } from "../../core/router/hosts/frontDoor";
 import { renamedFrom } from "../renamed";
 
 export interface HostSecrets {
@@ -25,6 +26,8 @@ export interface NpuHostArgs {
   downloads: boolean;
   /** What this host copies from peers, each after the peer's steps that produce it. */
   copies?: PeerCopy[];
+  /** Behind the front door: its key for the unit steps' drains, what they wait for, and this host's routing sidecar. */
+  frontDoor?: { accessKey: pulumi.Input<string>; after: pulumi.Resource[]; sidecar?: RenderedSidecar };
 }
 
 export interface PeerCopy {
@@ -127,15 +130,25 @@ export class NpuHost extends pulumi.ComponentResource {
       envKeys.map((key) => args.secrets[key]),
       (values) => renderSecretEnv(secretEnvironment(envKeys, (key) => values[envKeys.indexOf(key)])),
     );
+    // A step behind the front door reads its key first (up to the key's last line), then the variables.
+    const frontDoor = args.frontDoor;
+    const keyThen = (rest: pulumi.Input<string>) => pulumi.secret(pulumi.all([frontDoor!.accessKey, rest]).apply(([key, text]) => `${key.trimEnd()}\n${text}`));
+    const sidecar = frontDoor?.sidecar
+      ? [step("sidecar", frontDoor.sidecar.applyScript, { delete: remoteCommand(frontDoor.sidecar.removeScript, asRoot), stdin: keyThen(""), logging: "stdoutAndStderr" }, { dependsOn: [preflight, ...frontDoor.after] })]
+      : [];
     // Each unit step waits until its rank serves: as long as the engine's own ready timeout, and then some.
     const readyTimeout = `${Math.ceil(rendered.readyTimeoutSeconds / 60) + HOST_DEFAULTS.steps.unitReadyMarginMinutes}m`;
     this.unitCommands = rendered.ranks.map((rank) =>
       step(
         `${rank.role}-${rank.rank}`,
         rank.applyScript,
-        { delete: remoteCommand(rank.removeScript, asRoot), stdin: secretEnv, logging: "stdoutAndStderr" },
+        { delete: remoteCommand(rank.removeScript, asRoot), stdin: rank.behindFrontDoor ? keyThen(secretEnv) : secretEnv, logging: "stdoutAndStderr" },
         // Old and new share the unit name and port: remove the old one first.
-        { dependsOn: [install, ...(weights ? [weights] : []), ...copies, ...(args.afterUnits ?? [])], deleteBeforeReplace: true, customTimeouts: { create: readyTimeout, update: readyTimeout, delete: HOST_DEFAULTS.steps.unitDelete } },
+        {
+          dependsOn: [install, ...(weights ? [weights] : []), ...copies, ...(args.afterUnits ?? []), ...(rank.behindFrontDoor ? [...frontDoor!.after, ...sidecar] : [])],
+          deleteBeforeReplace: true,
+          customTimeouts: { create: readyTimeout, update: readyTimeout, delete: HOST_DEFAULTS.steps.unitDelete },
+        },
       ),
     );
 

@@ -91,7 +91,7 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
   if (sharedWith !== null) {
     for (const endpoint of endpoints.filter((e) => e.host === sharedWith)) {
       taken.set(endpoint.rankPort, `${endpoint.role} rank ${endpoint.rank}'s port on ${sharedWith}`);
-      taken.set(endpoint.port, `${endpoint.role} rank ${endpoint.rank}'s serving port on ${sharedWith}`);
+      if (endpoint.port !== endpoint.rankPort) taken.set(endpoint.port, `${endpoint.role} rank ${endpoint.rank}'s routing sidecar port on ${sharedWith}`);
     }
   }
   const clash = taken.get(settings.router.port);

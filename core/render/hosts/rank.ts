@@ -22,6 +22,8 @@ export interface RenderedRank {
   url: string;
   applyScript: string;
   removeScript: string;
+  /** Behind the front door: its step reads the front door key on stdin, before the secret variables. */
+  behindFrontDoor: boolean;
 }
 
 /** How a host's units start, restart and wait: the defaults, or a test's shorter ones. */
@@ -120,6 +122,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
     RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
   });
   const stateDir = rolloutStateDir(settings.installRoot);
+  const frontDoor = frontDoorAccess(context.deployment, host, (e) => e.role === role.role && e.rank === rank.rank);
   return {
     role: role.role,
     rank: rank.rank,
@@ -143,8 +146,9 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       hostLockWaitSeconds: switchSeconds(context.deployment),
       rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
       wait: servingWait(context, readyTimeoutSeconds(context.cache, bound.env)),
-      frontDoor: frontDoorAccess(context.deployment, host, (e) => e.role === role.role && e.rank === rank.rank),
+      frontDoor,
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
+    behindFrontDoor: frontDoor !== null,
   };
 }

@@ -159,6 +159,7 @@ class FrontDoor:
         role, host = endpoint["role"], endpoint["host"]
         elsewhere = any(e["role"] == role and e["host"] != host for e in self.endpoints.values())
         deadline = time.time() + self.desired["drainWaitSeconds"]
+        said = 0.0
         while True:
             with self.locked():
                 if name not in self.listed() or self.others_listed(name) or self.desired["allowEmpty"]:
@@ -170,7 +171,9 @@ class FrontDoor:
                 fail(f"draining {name} would leave role {role} with no endpoint in the front door ({host} is its only server); add a replica, or set rollout.allowEmptyFrontDoor: true to accept the outage")
             if time.time() >= deadline:
                 fail(f"draining {name} would leave role {role} with no endpoint in the front door, and none of its other servers came back within {self.desired['drainWaitSeconds']}s; run again once one serves")
-            log(f"{name}: waiting for another {role} server to serve before taking it out")
+            if time.time() - said >= 30:
+                log(f"{name}: waiting for another {role} server to serve before taking it out")
+                said = time.time()
             time.sleep(self.desired["intervalSeconds"])
         # The EPP reloads on the rename; give it and the requests it already placed a moment.
         time.sleep(self.desired["settleSeconds"])

@@ -1,0 +1,158 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import * as fs from "node:fs";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { validateEndpointsFile } from "./helpers/eppConfig";
+
+/**
+ * The front door's agent and its drain and rejoin (core/router/scripts/front-door.py) under real
+ * Python, against ranks on loopback that serve or not as the test says: the endpoints file it keeps
+ * passes the EPP's own rules, lists exactly what serves and is not drained, and a drain never
+ * leaves a role without an endpoint on another server, and ends by itself once its rank restarted.
+ */
+const AGENT = path.resolve(__dirname, "../core/router/scripts/front-door.py");
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "front-door-agent-"));
+const file = path.join(dir, "epp", "endpoints.yaml");
+
+interface Rank {
+  up: boolean;
+  port: number;
+  close(): Promise<void>;
+}
+
+async function rank(): Promise<Rank> {
+  const state = { up: true };
+  const server = http.createServer((request, response) => response.writeHead(state.up && request.url === "/health" ? 200 : 503).end());
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return Object.assign(state, { port: (server.address() as AddressInfo).port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) });
+}
+
+const ranks: Record<string, Rank> = {};
+let agent: ChildProcess;
+
+function writeDesired(extra: Record<string, unknown> = {}) {
+  const endpoint = (name: string, host: string, role: string) => ({ name, host, role, rank: 0, address: "127.0.0.1", port: ranks[name]!.port, rankPort: ranks[name]!.port, labels: { "llm-d.ai/role": role } });
+  const desired = {
+    namespace: "rbln-serving",
+    endpoints: [endpoint("a-main-0", "a", "main"), endpoint("b-main-0", "b", "main"), endpoint("c-prefill-0", "c", "prefill")],
+    allowEmpty: false,
+    drainWaitSeconds: 20,
+    settleSeconds: 0,
+    switchBoundSeconds: 3600,
+    intervalSeconds: 0.2,
+    probeTimeoutSeconds: 1,
+    ...extra,
+  };
+  fs.writeFileSync(path.join(dir, "desired.json"), JSON.stringify(desired));
+}
+
+const listed = () => [...fs.readFileSync(file, "utf8").matchAll(/^- name: "([^"]+)"$/gm)].map((m) => m[1]);
+
+async function until(what: () => boolean, label: string, seconds = 10): Promise<void> {
+  const deadline = Date.now() + seconds * 1000;
+  while (!what()) {
+    if (Date.now() > deadline) throw new Error(`${label}: still not so after ${seconds}s; listed: ${listed().join(", ")}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface Ctl extends Promise<{ status: number | null; stdout: string; stderr: string }> {
+  /** What it printed so far. */
+  output(): string;
+}
+
+function ctl(args: string[], env: Record<string, string> = {}): Ctl {
+  let stdout = "";
+  let stderr = "";
+  const done = new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn("python3", [AGENT, ...args], { env: { ...process.env, ...env } });
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    child.on("exit", (status) => resolve({ status, stdout, stderr }));
+  });
+  return Object.assign(done, { output: () => stdout });
+}
+
+beforeAll(async () => {
+  for (const name of ["a-main-0", "b-main-0", "c-prefill-0"]) ranks[name] = await rank();
+  fs.mkdirSync(path.join(dir, "epp"), { recursive: true });
+  fs.writeFileSync(file, "endpoints: []\n");
+  writeDesired();
+  agent = spawn("python3", [AGENT, "agent", dir], { stdio: "ignore" });
+});
+afterAll(async () => {
+  agent.kill("SIGKILL");
+  await Promise.all(Object.values(ranks).map((r) => r.close()));
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe("the front door's agent", () => {
+  it("lists every endpoint that serves, in a file the EPP's file discovery takes", async () => {
+    await until(() => listed().length === 3, "all three listed");
+    expect(listed()).toEqual(["a-main-0", "b-main-0", "c-prefill-0"]);
+    expect(validateEndpointsFile(fs.readFileSync(file, "utf8"), { refuseDuplicateNames: true })).toEqual([]);
+  });
+
+  it("takes out an endpoint that stops serving, and lists it again once it serves", async () => {
+    ranks["a-main-0"]!.up = false;
+    await until(() => !listed().includes("a-main-0"), "a out");
+    ranks["a-main-0"]!.up = true;
+    await until(() => listed().includes("a-main-0"), "a back");
+  });
+
+  it("drains at once while another server of the role is listed, and waits while none is", async () => {
+    ranks["a-main-0"]!.up = false;
+    await until(() => !listed().includes("a-main-0"), "a out");
+    const drain = ctl(["drain", dir, "b-main-0"]);
+    await until(() => drain.output().includes("b-main-0: waiting for another main server to serve before taking it out"), "the drain waits");
+    expect(listed()).toContain("b-main-0");
+    ranks["a-main-0"]!.up = true;
+    const result = await drain;
+    expect(result.status, result.stderr).toBe(0);
+    expect(listed()).toEqual(["a-main-0", "c-prefill-0"]);
+  });
+
+  it("ends a drain by itself once its endpoint has been seen down and serves again", async () => {
+    ranks["b-main-0"]!.up = false;
+    await new Promise((r) => setTimeout(r, 600));
+    expect(listed()).not.toContain("b-main-0");
+    ranks["b-main-0"]!.up = true;
+    await until(() => listed().includes("b-main-0"), "b back after its restart");
+  });
+
+  it("refuses at once to drain a role's only server, unless rollout.allowEmptyFrontDoor lets it", async () => {
+    const refused = await ctl(["drain", dir, "c-prefill-0"]);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr.trim()).toBe("front door: draining c-prefill-0 would leave role prefill with no endpoint in the front door (c is its only server); add a replica, or set rollout.allowEmptyFrontDoor: true to accept the outage");
+    expect(listed()).toContain("c-prefill-0");
+    writeDesired({ allowEmpty: true });
+    expect((await ctl(["drain", dir, "c-prefill-0"])).status).toBe(0);
+    expect(listed()).not.toContain("c-prefill-0");
+  });
+
+  it("rejoins a drained endpoint that serves at once, and ends a drain its unit never restarted after the switch bound", async () => {
+    const rejoined = await ctl(["rejoin", dir, "c-prefill-0"]);
+    expect(rejoined.status, rejoined.stderr).toBe(0);
+    expect(listed()).toContain("c-prefill-0");
+    writeDesired({ allowEmpty: true, switchBoundSeconds: 1 });
+    expect((await ctl(["drain", dir, "a-main-0"])).status).toBe(0);
+    expect(listed()).not.toContain("a-main-0");
+    await until(() => listed().includes("a-main-0"), "a back after the switch bound", 5);
+  });
+
+  it("as the hosts' forced SSH command, runs only drain or rejoin of one of its endpoints", async () => {
+    for (const command of ["rm -rf /", "drain", "drain a-main-0 b-main-0", "drain ../../etc", "drain nobody"]) {
+      const result = await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: command });
+      expect(result.status, command).toBe(1);
+      expect(result.stderr, command).toMatch(/^front door: (this key runs `drain NAME` or `rejoin NAME` only|'[^']*' is no endpoint of this front door)/);
+    }
+    expect((await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: "rejoin a-main-0" })).status).toBe(0);
+  });
+
+  it("is valid Python a host's python3 compiles", () => {
+    expect(spawnSync("python3", ["-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())", AGENT], { encoding: "utf8" }).status).toBe(0);
+  });
+});
