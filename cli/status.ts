@@ -2,7 +2,9 @@ import { z } from "zod";
 import { ConfigError, formatPath, issueMessage } from "../core/errors";
 import { histogramQuantile, meanOf, parseExposition, sumOf } from "../core/monitoring/exposition";
 import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
-import type { Deployment } from "../core/plan/deployment";
+import { hostPort, httpUrl } from "../core/address";
+import { FRONT_DOOR_PORTS } from "../core/plan/frontDoor";
+import type { Deployment, FrontDoorPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { stackDeployment, type CliOptions } from "./commands";
 
@@ -46,22 +48,56 @@ export function ranksOfDeployment(deployment: Deployment): Rank[] {
   return scrapeTargets(deployment).map((t) => ({ url: `http://${t.targets[0]}`, labels: t.labels }));
 }
 
-/** The ranks to ask: `--endpoint` URLs, or every rank of a hosts stack. */
-function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[]; plannedModel: string } {
+/** The front door of a hosts stack, as `status` reports it: Envoy through its port, and the picker's metrics. */
+export interface FrontDoorStatus {
+  url: string;
+  /** /v1/models answered through Envoy, the picker and a rank. */
+  up: boolean;
+  model: string | null;
+  picker: { url: string; up: boolean; readyEndpoints: number | null };
+  problem: string | null;
+}
+
+/** The ranks to ask: `--endpoint` URLs, or every rank of a hosts stack (and its front door). */
+function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[]; plannedModel: string; frontDoor: FrontDoorPlan | null } {
   const endpoints = (options.endpoint ?? []).map((url) => {
     if (!/^https?:\/\/[^/\s]+\/?$/.test(url)) throw new ConfigError("--endpoint", `"${url}" is not a base URL such as http://10.0.0.5:8000`);
     return { url: url.replace(/\/$/, ""), labels: {} };
   });
   if (options.stack === undefined) {
     if (endpoints.length === 0) throw new ConfigError("--stack", "required without --endpoint: status --stack NAME or --endpoint URL ...");
-    return { ranks: endpoints, plannedModel: options.model ?? DEFAULT_MODEL };
+    return { ranks: endpoints, plannedModel: options.model ?? DEFAULT_MODEL, frontDoor: null };
   }
   const { deployment } = stackDeployment(options, catalog, options.stack);
-  if (endpoints.length > 0) return { ranks: endpoints, plannedModel: deployment.plan.model };
+  if (endpoints.length > 0) return { ranks: endpoints, plannedModel: deployment.plan.model, frontDoor: null };
   if (deployment.settings.platform !== "hosts") {
     throw new ConfigError("--endpoint", `stack "${options.stack}" runs on Kubernetes, where ranks have pod addresses: give each rank's URL with --endpoint (e.g. after kubectl port-forward)`);
   }
-  return { ranks: ranksOfDeployment(deployment), plannedModel: deployment.plan.model };
+  return { ranks: ranksOfDeployment(deployment), plannedModel: deployment.plan.model, frontDoor: deployment.frontDoor };
+}
+
+/** The EPP's gauge of the endpoints it routes to (llm-d-router v0.10.0 pkg/epp/metrics). */
+const READY_ENDPOINTS = "llm_d_epp_ready_endpoints";
+
+/** Envoy answers /v1/models through the picker and a rank; the picker serves its metrics. */
+export async function frontDoorStatus(frontDoor: Pick<FrontDoorPlan, "host" | "port">, plannedModel: string, apiKey: string | undefined, pickerPort: number = FRONT_DOOR_PORTS.eppMetrics): Promise<FrontDoorStatus> {
+  const url = httpUrl(frontDoor.host.address, frontDoor.port);
+  const picker = { url: `http://${hostPort(frontDoor.host.address, pickerPort)}`, up: false, readyEndpoints: null as number | null };
+  const problems: string[] = [];
+  try {
+    picker.readyEndpoints = measured(sumOf(parseExposition(await read(picker.url, "/metrics", apiKey), new Set([READY_ENDPOINTS])), READY_ENDPOINTS));
+    picker.up = true;
+  } catch (error) {
+    problems.push(`picker ${picker.url}: ${reason(error)}`);
+  }
+  let model: string | null = null;
+  try {
+    model = servedModel(await read(url, "/v1/models", apiKey));
+    if (model !== plannedModel) problems.push(`serves ${JSON.stringify(model)}, planned ${JSON.stringify(plannedModel)}`);
+  } catch (error) {
+    problems.push(reason(error));
+  }
+  return { url, up: model !== null, model, picker, problem: problems.join("; ") || null };
 }
 
 function intervalSeconds(options: StatusOptions): number {
@@ -246,6 +282,17 @@ function table(statuses: readonly RankStatus[]): string {
   return [line(header), ...rows.map(line), ...problems].join("\n") + "\n";
 }
 
+function frontDoorLines(door: FrontDoorStatus): string {
+  const ready = door.picker.readyEndpoints === null ? "" : `, ${door.picker.readyEndpoints} endpoints ready`;
+  return [
+    `FRONT DOOR  ${door.url}  ${door.up ? "up" : "down"}  ${door.model ?? "-"}`,
+    `PICKER      ${door.picker.url}  ${door.picker.up ? "up" : "down"}${ready}`,
+    ...(door.problem ? [`${door.url}: ${door.problem}`] : []),
+  ]
+    .map(printable)
+    .join("\n") + "\n";
+}
+
 /**
  * `status`: one line per rank (up/down, model, running/waiting, KV-cache %, generation tokens/s
  * over `--interval` seconds, TTFT p50). Exit status 1 when a rank is down or serves another model.
@@ -255,9 +302,12 @@ export async function statusCommand(options: StatusOptions, catalog: RecipeCatal
     throw new ConfigError("--format", `unknown format "${options.format}"; allowed: "text", "json"`);
   }
   const interval = intervalSeconds(options);
-  const { ranks, plannedModel } = ranksOf(options, catalog);
-  const statuses = await probeRanks(ranks, plannedModel, interval);
-  const exitCode = statuses.some((s) => s.problem) ? 1 : 0;
-  const stdout = options.format === "json" ? `${JSON.stringify({ plannedModel, ranks: statuses }, null, 2).replace(JSON_RAW_CONTROLS, unicodeEscape)}\n` : table(statuses);
+  const { ranks, plannedModel, frontDoor } = ranksOf(options, catalog);
+  const [statuses, door] = await Promise.all([probeRanks(ranks, plannedModel, interval), frontDoor ? frontDoorStatus(frontDoor, plannedModel, process.env["VLLM_API_KEY"] || undefined) : null]);
+  const exitCode = statuses.some((s) => s.problem) || door?.problem ? 1 : 0;
+  const stdout =
+    options.format === "json"
+      ? `${JSON.stringify({ plannedModel, ranks: statuses, frontDoor: door }, null, 2).replace(JSON_RAW_CONTROLS, unicodeEscape)}\n`
+      : table(statuses) + (door ? frontDoorLines(door) : "");
   return { stdout, exitCode };
 }

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { histogramQuantile, parseExposition, sumOf } from "../core/monitoring/exposition";
 import { planDeployment } from "../core/plan/deployment";
-import { MAX_BODY_BYTES, probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
+import { frontDoorStatus, MAX_BODY_BYTES, probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
 import { startFakeVllm, writeBody, type FakeVllm } from "./helpers/fakeVllm";
 import { shippedCatalog } from "./helpers/recipes";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
@@ -95,6 +95,31 @@ describe("status against fake vLLM ranks on loopback", () => {
     expect(live!.generationTokensPerSecond).toBeGreaterThan(250);
     expect(live!.generationTokensPerSecond).toBeLessThan(550);
     expect(dead).toMatchObject({ url: `http://${base}.2:8000`, labels: { host: "npu-dead" }, up: false, model: null, running: null, problem: expect.stringMatching(/ECONNREFUSED/) });
+  });
+
+  it("reports the front door beside the ranks: the model through Envoy, and the picker's ready endpoints", async () => {
+    const base = `127.${50 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250)}`;
+    const deployment = planDeployment(
+      parseStackSettings({
+        strategy: "aggregated-data-expert-parallel",
+        target: "Latency",
+        hosts: [{ name: "npu-0", address: `${base}.1`, hostKey: EXAMPLE_HOST_KEY }],
+        router: { host: { name: "door", address: `${base}.10`, hostKey: EXAMPLE_HOST_KEY }, port: 18080 },
+      }),
+      shippedCatalog,
+    );
+    expect(ranksOfDeployment(deployment).map((r) => r.url)).toEqual([`http://${base}.1:8000`]);
+    const down = await frontDoorStatus(deployment.frontDoor!, MODEL, undefined);
+    expect(down).toMatchObject({ url: `http://${base}.10:18080`, up: false, picker: { url: `http://${base}.10:9090`, up: false } });
+    expect(down.problem).toMatch(/^picker http:\/\/[0-9.]+:9090: .*ECONNREFUSED.*; .*ECONNREFUSED/);
+    await fake({ host: `${base}.10`, port: 18080, model: MODEL });
+    const picker = await import("node:http").then((h) => h.createServer((_, response) => response.writeHead(200).end("# TYPE llm_d_epp_ready_endpoints gauge\nllm_d_epp_ready_endpoints{name=\"x\"} 3\n")));
+    await new Promise<void>((resolve) => picker.listen(9090, `${base}.10`, resolve));
+    try {
+      expect(await frontDoorStatus(deployment.frontDoor!, MODEL, undefined)).toEqual({ url: `http://${base}.10:18080`, up: true, model: MODEL, picker: { url: `http://${base}.10:9090`, up: true, readyEndpoints: 3 }, problem: null });
+    } finally {
+      await new Promise((resolve) => picker.close(resolve));
+    }
   });
 
   it("flags a rank that serves another model than planned", async () => {
