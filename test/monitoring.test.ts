@@ -122,7 +122,7 @@ describe("alert rules", () => {
     const k8s = monitoringObjects(prod(), renderKubernetesWorkloads(prod(), { instance: "rbln-serving", namespace: "llm-serving" }, []), "rbln-serving")!;
     fs.writeFileSync(path.join(dir, "kubernetes.yaml"), toYaml(k8s.prometheusRule.spec));
     const run = promtool("check", "rules", path.join(dir, "hosts.yaml"), path.join(dir, "kubernetes.yaml"));
-    expect(run.output.match(/SUCCESS: 5 rules found/g), run.output).toHaveLength(2);
+    expect(run.output.match(/SUCCESS: 6 rules found/g), run.output).toHaveLength(2);
     expect(run.status).toBe(0);
   });
 

@@ -25,7 +25,7 @@ export const DEFAULT_THRESHOLDS: AlertThresholds = { ttftP95Seconds: 30, kvCache
 const OUR_RANKS = `role!="",rank!=""`;
 const RANK = "{{ $labels.role }} rank {{ $labels.rank }} ({{ $labels.model }}, {{ $labels.host }}{{ $labels.pod }})";
 
-/** The alerts: a rank down, a queue that keeps growing, KV cache nearly full, slow first tokens, preemptions. */
+/** The alerts: a rank down, the front door down, a queue that keeps growing, KV cache nearly full, slow first tokens, preemptions. */
 export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS): RuleGroups {
   return {
     groups: [
@@ -38,6 +38,14 @@ export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Ru
             for: "2m",
             labels: { severity: "critical" },
             annotations: { summary: "A vLLM rank does not answer /metrics", description: `${RANK} has been unreachable for 2 minutes.` },
+          },
+          {
+            alert: "RblnServingFrontDoorDown",
+            // The front door's endpoint picker on hosts: without it no request reaches any rank.
+            expr: `up{role="endpoint-picker"} == 0`,
+            for: "2m",
+            labels: { severity: "critical" },
+            annotations: { summary: "The front door's endpoint picker does not answer /metrics", description: "The llm-d endpoint picker of {{ $labels.model }} on {{ $labels.host }} has been unreachable for 2 minutes: requests through the front door fail." },
           },
           {
             alert: "RblnServingQueueGrowing",

@@ -1,5 +1,6 @@
 import vllmFixture from "../fixtures/vllm-metrics-v0.30.0.json";
 import exporterFixture from "../fixtures/rbln-metrics-exporter-v0.2.5.json";
+import eppFixture from "../fixtures/llm-d-router-v0.10.0/metrics.json";
 
 const KEYWORDS = new Set(["and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "inf", "nan"]);
 
@@ -23,7 +24,7 @@ export function seriesNames(expr: string): string[] {
   return [...names];
 }
 
-/** Every series name vLLM (the fixture's tag) and the RBLN exporter (both name sets) expose, and Prometheus' `up`. */
+/** Every series name vLLM (the fixture's tag), the RBLN exporter (both name sets) and the llm-d endpoint picker (v0.10.0) expose, and Prometheus' `up`. */
 export function knownSeries(): Set<string> {
   const known = new Set<string>(["up"]);
   for (const { name, type } of vllmFixture.metrics) {
@@ -32,5 +33,10 @@ export function knownSeries(): Set<string> {
     else known.add(name);
   }
   for (const { legacy, current } of exporterFixture.metrics) known.add(legacy).add(current);
+  // The picker's names carry their own _total.
+  for (const { name, type } of eppFixture.metrics) {
+    if (type === "histogram") for (const suffix of ["_bucket", "_sum", "_count"]) known.add(`${name}${suffix}`);
+    else known.add(name);
+  }
   return known;
 }

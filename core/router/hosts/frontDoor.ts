@@ -209,7 +209,8 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
     sidecars,
     scrapeTarget: {
       targets: [hostPort(host.address, FRONT_DOOR_PORTS.eppMetrics)],
-      labels: { host: host.name, role: "endpoint-picker", rank: "0", model: plan.model, strategy: plan.strategy },
+      // No rank: the dashboard's and the alerts' rank panels leave it out.
+      labels: { host: host.name, role: "endpoint-picker", rank: "", model: plan.model, strategy: plan.strategy },
     },
   };
 }
