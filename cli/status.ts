@@ -80,9 +80,9 @@ function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[
 const READY_ENDPOINTS = "llm_d_epp_ready_endpoints";
 
 /** Envoy answers /v1/models through the picker and a rank; the picker serves its metrics. */
-export async function frontDoorStatus(frontDoor: Pick<FrontDoorPlan, "host" | "port">, plannedModel: string, apiKey: string | undefined, pickerPort: number = FRONT_DOOR_PORTS.eppMetrics): Promise<FrontDoorStatus> {
-  const url = httpUrl(frontDoor.host.address, frontDoor.port);
-  const picker = { url: `http://${hostPort(frontDoor.host.address, pickerPort)}`, up: false, readyEndpoints: null as number | null };
+export async function frontDoorStatus(frontDoor: Pick<FrontDoorPlan, "address" | "port">, plannedModel: string, apiKey: string | undefined, pickerPort: number = FRONT_DOOR_PORTS.eppMetrics): Promise<FrontDoorStatus> {
+  const url = httpUrl(frontDoor.address, frontDoor.port);
+  const picker = { url: `http://${hostPort(frontDoor.address, pickerPort)}`, up: false, readyEndpoints: null as number | null };
   const problems: string[] = [];
   try {
     picker.readyEndpoints = measured(sumOf(parseExposition(await read(picker.url, "/metrics", apiKey), new Set([READY_ENDPOINTS])), READY_ENDPOINTS));

@@ -244,6 +244,8 @@ export const RouterHost = z.strictObject({
   port: port.default(22),
   hostKey: hostKey.optional(),
   proxy: SshProxy.optional(),
+  /** The address the front door listens on (Envoy, the picker's metrics); all interfaces when unset. */
+  listenAddress: z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).optional(),
 });
 export type RouterHost = z.infer<typeof RouterHost>;
 

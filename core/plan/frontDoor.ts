@@ -97,10 +97,13 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
   const clash = taken.get(settings.router.port);
   if (clash !== undefined) throw new ConfigError("router.port", `${settings.router.port} is ${clash}; choose another port`);
   const image = plan.router?.values.endpoint_picker.image ?? DEFAULT_IMAGES.endpointPicker;
+  const listen = host.listenAddress && !["0.0.0.0", "::"].includes(host.listenAddress) ? host.listenAddress : undefined;
   return {
     host,
     sharedWith,
     port: settings.router.port,
+    listenAddress: listen ?? "0.0.0.0",
+    address: listen ?? host.address,
     runtime: settings.router.runtime,
     images: {
       endpointPicker: settings.router.images.endpointPicker ?? image,

@@ -184,6 +184,10 @@ export interface FrontDoorPlan {
   sharedWith: string | null;
   /** The front door's port: clients send every request there. */
   port: number;
+  /** Where Envoy and the picker's metrics listen: the router host's listenAddress, or all interfaces. */
+  listenAddress: string;
+  /** Where clients reach it: the listen address when it names one, else the host's address. */
+  address: string;
   runtime: "podman" | "docker";
   images: { endpointPicker: string; proxy: string; sidecar: string };
   endpoints: FrontDoorEndpoint[];

@@ -64,7 +64,7 @@ function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHo
   const id = deploymentId(options.stack, options.instance);
   const placementWaves = hostWaves(deployment);
   const copyOptions = { ...options.copyOptions, deploymentId: id };
-  const frontDoor = deployment.frontDoor ? renderFrontDoor(deployment, { id, runtimePath: options.hostOptions?.containerRuntime }) : null;
+  const frontDoor = deployment.frontDoor ? renderFrontDoor(deployment, { id, runtimePath: options.hostOptions?.containerRuntime, authorizedKeysFile: options.copyOptions?.authorizedKeysFile }) : null;
   return {
     id,
     waves: placementWaves.map((wave) => wave.map((placement) => renderHost(deployment, placement, id, options.hostOptions))),

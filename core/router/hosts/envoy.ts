@@ -2,7 +2,8 @@ import { stringify } from "yaml";
 
 /** What the front door's Envoy is given: where it listens and how long a request may run. */
 export interface EnvoyInput {
-  /** The front door's port, on every interface of the router host. */
+  /** The front door's address (all interfaces: 0.0.0.0) and port. */
+  listenAddress: string;
   port: number;
   /** Envoy's admin server, on loopback only. */
   adminPort: number;
@@ -34,7 +35,7 @@ export function envoyBootstrap(input: EnvoyInput): string {
         listeners: [
           {
             name: "front-door",
-            address: socket("0.0.0.0", input.port),
+            address: socket(input.listenAddress, input.port),
             filter_chains: [
               {
                 filters: [

@@ -52,6 +52,8 @@ export interface FrontDoorOptions {
   id: string;
   /** The container runtime's path: `router.runtime`'s binary, or a test's stand-in. */
   runtimePath?: string;
+  /** root's authorized_keys on the router host, where the hosts' key goes. */
+  authorizedKeysFile?: string;
 }
 
 function renderRouterScript(file: string, purpose: string, values: Readonly<Record<string, ScriptValue>>): string {
@@ -86,7 +88,7 @@ function routerUnits(frontDoor: FrontDoorPlan, id: string, runtime: string, stat
       // Envoy alone reaches them and --secure-serving=false stays on this host.
       ["--publish", `127.0.0.1:${ports.eppGrpc}:${ports.eppGrpc}`],
       ["--publish", `127.0.0.1:${ports.eppHealth}:${ports.eppHealth}`],
-      ["--publish", `0.0.0.0:${ports.eppMetrics}:${ports.eppMetrics}`],
+      ["--publish", `${frontDoor.listenAddress}:${ports.eppMetrics}:${ports.eppMetrics}`],
       ["--volume", `${stateDir}/epp:${EPP_DIR}:ro,z`],
       [frontDoor.images.endpointPicker],
       [`--config-file=${EPP_DIR}/epp.yaml`],
@@ -136,11 +138,11 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
   };
   const files = {
     "epp/epp.yaml": fileModePickerConfig(plan, `${EPP_DIR}/endpoints.yaml`),
-    "envoy/envoy.yaml": envoyBootstrap({ port: frontDoor.port, adminPort: FRONT_DOOR_PORTS.envoyAdmin, eppGrpcPort: FRONT_DOOR_PORTS.eppGrpc, requestTimeoutSeconds: durationSeconds(settings.router.requestTimeout) }),
+    "envoy/envoy.yaml": envoyBootstrap({ listenAddress: frontDoor.listenAddress, port: frontDoor.port, adminPort: FRONT_DOOR_PORTS.envoyAdmin, eppGrpcPort: FRONT_DOOR_PORTS.eppGrpc, requestTimeoutSeconds: durationSeconds(settings.router.requestTimeout) }),
     "desired.json": `${JSON.stringify(desired, null, 2)}\n`,
   };
   const host = frontDoor.host;
-  const access = { host_name: host.name, state_dir: stateDir, authorized_keys: HOST_DEFAULTS.copy.authorizedKeys, tag: `rbln-serving-front-door ${id}` };
+  const access = { host_name: host.name, state_dir: stateDir, authorized_keys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys, tag: `rbln-serving-front-door ${id}` };
   const sidecars = frontDoor.sidecars.map((sidecar): RenderedSidecar => {
     const placement = deployment.placements.find((p) => p.host.name === sidecar.host)!;
     const unitName = `rbln-serving-${id}.sidecar.service`;
@@ -178,7 +180,7 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
   });
   return {
     host,
-    url: httpUrl(host.address, frontDoor.port),
+    url: httpUrl(frontDoor.address, frontDoor.port),
     accessScript: renderRouterScript("front-door-access.sh", `the stack's hosts' key to the front door on ${host.name}`, {
       ...access,
       from_addresses: [...new Set(deployment.placements.map((p) => p.host.address))].join(","),
@@ -208,7 +210,7 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
     files: { ...files, ...Object.fromEntries(units.names.map((name, i) => [`systemd/${name}`, [units.epp, units.proxy, units.agent][i]!])) },
     sidecars,
     scrapeTarget: {
-      targets: [hostPort(host.address, FRONT_DOOR_PORTS.eppMetrics)],
+      targets: [hostPort(frontDoor.address, FRONT_DOOR_PORTS.eppMetrics)],
       // No rank: the dashboard's and the alerts' rank panels leave it out.
       labels: { host: host.name, role: "endpoint-picker", rank: "", model: plan.model, strategy: plan.strategy },
     },
