@@ -88,6 +88,22 @@ describe("the program on platform hosts", async () => {
   });
 });
 
+describe("the program publishes where ranks listen", () => {
+  it("a listenAddress other than the SSH address is in every endpoint, unit URL, curl and scrape target; all interfaces publish the SSH address", async () => {
+    const hosts = [
+      { name: "npu-a", address: "192.168.0.11", listenAddress: "10.0.0.11", hostKey: EXAMPLE_HOST_KEY },
+      { name: "npu-b", address: "192.168.0.12", listenAddress: "0.0.0.0", hostKey: EXAMPLE_HOST_KEY },
+    ];
+    const { result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2, hosts }, SECRETS);
+    expect(error).toBeUndefined();
+    const outputs = result as ReturnType<typeof runProgram>;
+    expect(await valueOf(outputs.endpoints)).toEqual(["http://10.0.0.11:8000", "http://192.168.0.12:8000"]);
+    expect((await valueOf(outputs.units)).map((u) => u.url)).toEqual(["http://10.0.0.11:8000", "http://192.168.0.12:8000"]);
+    expect(await valueOf(outputs.curl)).toContain("http://10.0.0.11:8000/");
+    expect(outputs.scrapeTargets.map((t) => t.targets[0])).toEqual(["10.0.0.11:8000", "192.168.0.12:8000"]);
+  });
+});
+
 describe("the program on platform kubernetes", async () => {
   const { registrations, error, result } = await runUnderMocks(runProgram, readStackFile("prod").raw, { hfToken: SECRETS.hfToken, apiKey: SECRETS.apiKey });
 

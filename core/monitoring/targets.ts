@@ -1,4 +1,4 @@
-import { hostPort } from "../address";
+import { hostPort, listeningAddress } from "../address";
 import type { Deployment } from "../plan/deployment";
 
 /** The labels every rank's series carry, so dashboards and alerts can group by them. */
@@ -28,7 +28,7 @@ export function scrapeTargets(deployment: Deployment): ScrapeTarget[] {
       .filter((role) => role.node === placement.node)
       .flatMap((role) =>
         role.ranks.map((rank) => ({
-          targets: [hostPort(placement.host.address, rank.ports[0]!)],
+          targets: [hostPort(listeningAddress(placement.host), rank.ports[0]!)],
           labels: { host: placement.host.name, role: role.role, rank: String(rank.rank), model: plan.model, strategy: plan.strategy },
         })),
       ),

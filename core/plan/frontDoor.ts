@@ -1,4 +1,5 @@
 import * as net from "node:net";
+import { specificListenAddress } from "../address";
 import { servingAddress, type Host, type StackSettings } from "../config/stackConfig";
 import { ConfigError } from "../errors";
 import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RolePlan, RouterIntent } from "./types";
@@ -67,7 +68,7 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
         const key = placement.host.listenAddress ? `hosts[${index}].listenAddress` : `hosts[${index}].address`;
         throw new ConfigError(key, `"${address}" is not a literal IPv4 address; the router's file discovery reaches endpoints by IPv4 address only: give the host's IPv4 address (or listenAddress)`);
       }
-      if (sidecar && placement.host.listenAddress && !["0.0.0.0", "::"].includes(placement.host.listenAddress)) {
+      if (sidecar && specificListenAddress(placement.host) !== undefined) {
         throw new ConfigError(`hosts[${index}].listenAddress`, `"${placement.host.listenAddress}": the ${role.role} ranks of this host are reached through the routing sidecar, which forwards to localhost; leave listenAddress unset (all interfaces)`);
       }
       // Aggregated replicas take requests on rank 0; a data-parallel decode host on every rank, through the sidecar.
@@ -97,7 +98,7 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
   const clash = taken.get(settings.router.port);
   if (clash !== undefined) throw new ConfigError("router.port", `${settings.router.port} is ${clash}; choose another port`);
   const image = plan.router?.values.endpoint_picker.image ?? DEFAULT_IMAGES.endpointPicker;
-  const listen = host.listenAddress && !["0.0.0.0", "::"].includes(host.listenAddress) ? host.listenAddress : undefined;
+  const listen = specificListenAddress(host);
   return {
     host,
     sharedWith,

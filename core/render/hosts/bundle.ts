@@ -1,3 +1,4 @@
+import { specificListenAddress } from "../../address";
 import { weightsMarker } from "../../cache/markers";
 import type { Deployment, HostPlacement } from "../../plan/types";
 import { hostCacheLayout, weightsLockName } from "./cacheLayout";
@@ -64,7 +65,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
     id,
     venv: venvPath(settings.installRoot, id, plan.packages),
     cache,
-    probeHost: host.listenAddress && !["0.0.0.0", "::"].includes(host.listenAddress) ? host.listenAddress : "127.0.0.1",
+    probeHost: specificListenAddress(host) ?? "127.0.0.1",
     timings: {
       restartSeconds: options.restartSeconds ?? HOST_DEFAULTS.unit.restartSeconds,
       startLimitBurst: options.startLimitBurst ?? HOST_DEFAULTS.unit.startLimitBurst,

@@ -1,4 +1,4 @@
-import { httpUrl } from "../../address";
+import { httpUrl, listeningAddress } from "../../address";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
 import type { Host } from "../../config/stackConfig";
@@ -131,7 +131,8 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
     envPath,
     envText,
     port,
-    url: httpUrl(host.address, port),
+    // Published where the rank listens: its SSH address may be another interface.
+    url: httpUrl(listeningAddress(host), port),
     applyScript: unitApplyScript({
       hostName: host.name,
       unitName: name,
