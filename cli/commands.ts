@@ -1,4 +1,3 @@
-import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseStackSettings, type SecretKey } from "../core/config/stackConfig";
 import { projectStackDir, readStackFile } from "../core/config/stackFile";
@@ -11,6 +10,7 @@ import type { LaunchPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { renderPlanText } from "../core/render/planText";
 import { renderDeployment } from "../core/render/deployment";
+import { writeRenderFolder } from "./outputFolder";
 import { renderFiles } from "../core/render/files";
 import { DEFAULT_INSTANCE } from "../core/render/hosts/names";
 
@@ -93,29 +93,6 @@ function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
   return renderPlanDiff(changes) + recompileLines(recompiles).map((line) => `warning: ${line}\n`).join("");
 }
 
-/** The list of files `render` wrote into a folder: the next render replaces exactly these. */
-export const RENDER_MANIFEST = ".rbln-serving-render";
-
-/** The output folder, checked: a new or empty folder, or one a previous render wrote (its files are removed first). */
-function prepareOutputFolder(out: string): void {
-  if (out.trim() === "") throw new ConfigError("--out", 'empty; give a folder such as --out rendered/');
-  if (!fs.existsSync(out)) return;
-  if (!fs.statSync(out).isDirectory()) throw new ConfigError("--out", `"${out}" is a file; give a folder (new, empty, or written by an earlier render)`);
-  const manifest = path.join(out, RENDER_MANIFEST);
-  if (!fs.existsSync(manifest)) {
-    if (fs.readdirSync(out).length > 0) throw new ConfigError("--out", `"${out}" holds files render did not write; give a new or empty folder`);
-    return;
-  }
-  // Only what the earlier render wrote goes, so no host of another stack's render stays behind.
-  for (const relative of fs.readFileSync(manifest, "utf8").split("\n").filter(Boolean)) {
-    const file = path.resolve(out, relative);
-    if (!file.startsWith(path.resolve(out) + path.sep)) continue;
-    fs.rmSync(file, { force: true });
-    for (let dir = path.dirname(file); dir !== path.resolve(out) && fs.existsSync(dir) && fs.readdirSync(dir).length === 0; dir = path.dirname(dir)) fs.rmdirSync(dir);
-  }
-  fs.rmSync(manifest);
-}
-
 /** Writes the texts the stack's resources carry into `--out`, secrets as placeholders; returns a file list. */
 function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.stack === undefined) throw new ConfigError("--stack", "required: render --stack NAME --out DIR");
@@ -124,13 +101,7 @@ function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
   const { deployment, secrets } = stackDeployment(options, catalog, options.stack);
   // Named as the program's own instance on that stack, so the files show the names `pulumi up` creates.
   const files = renderFiles(renderDeployment(deployment, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));
-  prepareOutputFolder(out);
-  for (const [relative, content] of Object.entries(files)) {
-    const target = path.join(out, relative);
-    fs.mkdirSync(path.dirname(target), { recursive: true });
-    fs.writeFileSync(target, content, { mode: relative.endsWith(".sh") ? 0o755 : 0o644 });
-  }
-  fs.writeFileSync(path.join(out, RENDER_MANIFEST), `${Object.keys(files).join("\n")}\n`);
+  writeRenderFolder(out, files);
   return Object.keys(files).map((f) => `${path.join(out, f)}\n`).join("");
 }
 

@@ -161,6 +161,49 @@ describe("render --out", () => {
     expect(fs.readdirSync(out)).toEqual(["notes.txt"]);
   });
 
+  it("never writes, replaces or removes anything through a symbolic link under --out, and changes nothing when it finds one", () => {
+    const elsewhere = fresh();
+    fs.writeFileSync(path.join(elsewhere, "install.sh"), "keep me");
+    fs.writeFileSync(path.join(elsewhere, "file"), "keep me too");
+    // A folder of an earlier render replaced by a link to elsewhere.
+    const out = path.join(fresh(), "rendered");
+    render("dev", out);
+    const host = path.join(out, "hosts/npu-dev-0");
+    fs.rmSync(host, { recursive: true });
+    fs.symlinkSync(elsewhere, host);
+    const before = fs.readFileSync(path.join(out, ".rbln-serving-render"), "utf8");
+    expect(() => render("dev", out)).toThrow(/^--out: ".*hosts\/npu-dev-0" is a symbolic link; render writes nothing through links: remove it$/);
+    expect(fs.readdirSync(elsewhere).sort()).toEqual(["file", "install.sh"]);
+    expect(fs.readFileSync(path.join(elsewhere, "install.sh"), "utf8")).toBe("keep me");
+    expect(fs.readFileSync(path.join(out, ".rbln-serving-render"), "utf8")).toBe(before);
+    // A file of an earlier render replaced by a link to a file elsewhere.
+    fs.unlinkSync(host);
+    render("dev", out);
+    fs.rmSync(path.join(host, "pip.conf"));
+    fs.symlinkSync(path.join(elsewhere, "file"), path.join(host, "pip.conf"));
+    expect(() => render("dev", out)).toThrow(/pip\.conf" is a symbolic link/);
+    expect(fs.readFileSync(path.join(elsewhere, "file"), "utf8")).toBe("keep me too");
+    // The manifest itself, and a folder render has not written yet.
+    fs.unlinkSync(path.join(host, "pip.conf"));
+    fs.writeFileSync(path.join(host, "pip.conf"), "");
+    render("staging", out);
+    fs.symlinkSync(elsewhere, path.join(out, "hosts", "npu-dev-0"));
+    expect(() => render("dev", out)).toThrow(/hosts\/npu-dev-0" is a symbolic link/);
+    expect(fs.readdirSync(elsewhere).sort()).toEqual(["file", "install.sh"]);
+    fs.unlinkSync(path.join(out, "hosts", "npu-dev-0"));
+    fs.renameSync(path.join(out, ".rbln-serving-render"), path.join(elsewhere, "manifest"));
+    fs.symlinkSync(path.join(elsewhere, "manifest"), path.join(out, ".rbln-serving-render"));
+    expect(() => render("dev", out)).toThrow(/\.rbln-serving-render" is a symbolic link/);
+  });
+
+  it("may itself be reached through a link the user made", () => {
+    const real = fresh();
+    const link = path.join(fresh(), "link");
+    fs.symlinkSync(real, link);
+    render("dev", link);
+    expect(fs.existsSync(path.join(real, "hosts/npu-dev-0/install.sh"))).toBe(true);
+  });
+
   it("refuses --format and other options it does not read", () => {
     expect(() => render("dev", fresh(), { format: "json" })).toThrow(/^--format: not an option of render \(render writes files; --format is for plan and diff\)/);
     expect(() => runCommand("plan", { stack: "dev", out: "x" }, catalog)).toThrow(/^--out: not an option of plan/);
