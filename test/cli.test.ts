@@ -230,4 +230,12 @@ describe("diff between stacks", () => {
     expect(platform).toContain("  ~ platform hosts → kubernetes\n");
     expect(platform).toContain("  - hosts[0].address 10.20.0.11\n");
   });
+
+  it("tells apart keys that hold a dot from nested keys, and a string from the number it spells", () => {
+    const prod = readStackFile("prod").raw as Record<string, any>;
+    const k8s = (affinity: unknown) => deploy({ ...prod, kubernetes: { ...prod.kubernetes, affinity } });
+    const changes = renderPlanDiff(diffDeployments(k8s({ nodeAffinity: { weight: 1 } }), k8s({ "nodeAffinity.weight": "1" })));
+    expect(changes).toBe('settings:\n  - kubernetes.affinity.nodeAffinity.weight 1\n  + kubernetes.affinity["nodeAffinity.weight"] "1"\n');
+    expect(renderPlanDiff(diffDeployments(k8s({ a: { b: 1 } }), k8s({ a: { b: "1" } })))).toBe('settings:\n  ~ kubernetes.affinity.a.b 1 → "1"\n');
+  });
 });

@@ -1,5 +1,4 @@
 import { otherPlatformKeys, type StackSettings } from "../config/stackConfig";
-import { formatPath } from "../errors";
 import { commandWords } from "./argv";
 import type { Deployment, LaunchPlan, PlanChange, RankPlan } from "./types";
 
@@ -61,12 +60,27 @@ function settingLeaves(settings: StackSettings): Map<string, string> {
   return leaves(top);
 }
 
+/** A key as a path writes it: `.name`, or `["a.b"]` when a dot, a bracket or another character would make two paths one. */
+function pathStep(key: string): string {
+  return /^[A-Za-z_][A-Za-z0-9_-]*$/.test(key) ? key : JSON.stringify([key]);
+}
+
+/** A leaf's value as the diff shows it: a string as it is, unless it reads as a number, boolean or null (then quoted), anything else as JSON. */
+function leafText(value: unknown): string {
+  if (typeof value !== "string") return JSON.stringify(value);
+  const spellsOther = ["true", "false", "null"].includes(value) || (value !== "" && JSON.stringify(Number(value)) === value);
+  return spellsOther ? JSON.stringify(value) : value;
+}
+
 /** An empty list or map is no leaf: `cache: {}` against `cache.shared: /x` is one change, not two. */
-function leaves(value: unknown, at: PropertyKey[] = [], found = new Map<string, string>()): Map<string, string> {
+function leaves(value: unknown, at: string = "", found = new Map<string, string>()): Map<string, string> {
   if (value !== null && typeof value === "object") {
-    for (const [key, child] of Object.entries(value)) leaves(child, [...at, Array.isArray(value) ? Number(key) : key], found);
+    for (const [key, child] of Object.entries(value)) {
+      const step = Array.isArray(value) ? `[${key}]` : pathStep(key);
+      leaves(child, step.startsWith("[") || at === "" ? `${at}${step}` : `${at}.${step}`, found);
+    }
   } else if (value !== undefined) {
-    found.set(formatPath(at), typeof value === "string" ? value : JSON.stringify(value));
+    found.set(at, leafText(value));
   }
   return found;
 }
