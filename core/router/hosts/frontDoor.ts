@@ -202,7 +202,9 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
       epp_unit: units.epp,
       proxy_unit: units.proxy,
       agent_unit: units.agent,
-      envoy_admin_port: FRONT_DOOR_PORTS.envoyAdmin,
+      // The front door listens there (or everywhere: then on loopback too).
+      probe_address: frontDoor.listenAddress === "0.0.0.0" ? "127.0.0.1" : frontDoor.listenAddress,
+      front_door_port: frontDoor.port,
       epp_metrics_port: FRONT_DOOR_PORTS.eppMetrics,
       ready_timeout_s: defaults.readyTimeoutSeconds,
     }),

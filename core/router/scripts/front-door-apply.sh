@@ -2,7 +2,7 @@
 # The front door on its router host: the endpoint picker (EPP, file discovery) and Envoy as
 # containers, and the agent that keeps the EPP's endpoints file, each a systemd unit. Writes their
 # files, pulls the images, (re)starts a unit only when its files changed or it is not running, and
-# waits until Envoy and the EPP answer. The endpoints file is the agent's; this writes it only once,
+# waits until Envoy takes connections on the front door's port and the EPP answers on its metrics port. The endpoints file is the agent's; this writes it only once,
 # empty, for the EPP's first start.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
@@ -23,7 +23,8 @@ proxy_unit='[Service]
 ExecStart=/bin/true'
 agent_unit='[Service]
 ExecStart=/bin/true'
-envoy_admin_port=9901
+probe_address=127.0.0.1
+front_door_port=8080
 epp_metrics_port=9090
 ready_timeout_s=600
 # --- end of settings ---
@@ -79,10 +80,10 @@ for i in 0 1 2; do
 done
 
 deadline=$(( $(date +%s) + ready_timeout_s ))
-until http_ok "http://127.0.0.1:${envoy_admin_port}/ready" LIVE && http_ok "http://127.0.0.1:${epp_metrics_port}/metrics" && systemctl is-active --quiet "${units[2]}"; do
+until tcp_open "$probe_address" "$front_door_port" && http_ok "http://${probe_address}:${epp_metrics_port}/metrics" && systemctl is-active --quiet "${units[2]}"; do
   if [ "$(date +%s)" -ge "$deadline" ]; then
     for unit in "${units[@]}"; do journalctl -u "$unit" -n 20 --no-pager >&2 || true; done
-    fail "Envoy (admin :${envoy_admin_port}/ready) or the EPP (:${epp_metrics_port}/metrics) did not answer within ${ready_timeout_s}s; their last journal lines are above"
+    fail "Envoy (${probe_address}:${front_door_port}) or the EPP (${probe_address}:${epp_metrics_port}/metrics) did not answer within ${ready_timeout_s}s; their last journal lines are above"
   fi
   sleep 2
 done
