@@ -26,8 +26,20 @@ export const KUBERNETES_DEFAULTS = {
     weightsJobBackoffLimit: 6,
     /** Rollouts may run this long past the startup budget before Kubernetes and Pulumi call them failed. */
     rolloutMarginSeconds: 1800,
-    /** What a pod gets to end on SIGTERM before it is killed. */
-    terminationGracePeriodSeconds: 120,
+  },
+  /**
+   * A stopping pod: the preStop sleep, then vLLM's drain (`--shutdown-timeout`), then teardown. The
+   * grace period is their sum, so the kubelet never kills a request the drain lets finish.
+   */
+  termination: {
+    /**
+     * How long vLLM keeps taking requests after the pod starts terminating, so the endpoint picker,
+     * the gateway and kube-proxy drop it first (vLLM refuses new requests once SIGTERM arrives).
+     * llm-d's and KServe's preStop is 15 s.
+     */
+    preStopSleepSeconds: 15,
+    /** After the drain: the engines' teardown, the supervisor and the routing sidecar's exit. */
+    teardownSeconds: 30,
   },
   probes: {
     startupPeriodSeconds: 60,

@@ -16,7 +16,7 @@ export interface RoleWorkload {
   replicas: number;
   /** Pods of the role that may be down at once: in a rollout (maxSurge 0) and in a drain. */
   maxUnavailable: number;
-  /** How long a rollout may take: every wave's startup budget (compilation, download) and a margin. */
+  /** How long a rollout may take: every wave's drain of its old pods and startup budget (compilation, download), and a margin. */
   rolloutTimeoutSeconds: number;
   /** The vLLM processes in each pod of the role. */
   ranks: { rank: number; port: number; devices: number[] }[];
@@ -92,6 +92,9 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
   const waves = Math.ceil(replicas / maxUnavailable);
   const node = plan.nodes[role.node]!;
   const budget = engineReadyTimeoutSeconds(role.ranks[0]!.env) + budgets.startMarginSeconds;
+  const { preStopSleepSeconds, teardownSeconds } = KUBERNETES_DEFAULTS.termination;
+  // A pod stops in this order: preStop (the router and the Service drop it), vLLM's drain, teardown.
+  const gracePeriod = preStopSleepSeconds + deployment.shutdownTimeoutSeconds + teardownSeconds;
   const podLabels = { ...labels, ...(router ? { ...router.values.inference_pool.match_labels, "llm-d.ai/role": role.role } : {}) };
   const env = [
     { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
@@ -111,6 +114,7 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
     security: k8sSettings.securityContext,
     apiKey: context.apiKey,
     startupBudgetSeconds: budget,
+    preStopSleepSeconds,
     mounts: { launchDir: paths.launchDir, hfHome: context.hfHome, compileCache: compileCacheRoot, offload: `${paths.dataRoot}/offload`, scratch: paths.scratchDir },
   });
   const sidecar = router
@@ -131,7 +135,8 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
       // maxSurge 0: NPUs cannot be held by an old and a new pod at once, so a new pod takes the NPUs an
       // old one gave back. A single replica has nothing to keep serving: Recreate.
       strategy: replicas > 1 ? { type: "RollingUpdate", rollingUpdate: { maxSurge: 0, maxUnavailable } } : { type: "Recreate" },
-      progressDeadlineSeconds: budget + budgets.rolloutMarginSeconds,
+      // A wave waits for the old pods' drain, then for the new pods' start.
+      progressDeadlineSeconds: gracePeriod + budget + budgets.rolloutMarginSeconds,
       selector: { matchLabels: selector },
       template: {
         metadata: { labels: podLabels, ...(router ? { annotations: { "llm-d.ai/active-ports": activePorts.join(",") } } : {}) },
@@ -141,7 +146,7 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
           ...context.imagePullSecrets,
           ...placement(k8sSettings, selector),
           securityContext: podSecurity(k8sSettings.securityContext),
-          terminationGracePeriodSeconds: budgets.terminationGracePeriodSeconds,
+          terminationGracePeriodSeconds: gracePeriod,
           initContainers: [waitForWeights(k8sSettings.image!, context.hfHome, plan.models, vllm.securityContext), ...(needsSidecar && sidecar ? [sidecar] : [])],
           containers: [vllm],
           volumes: [
@@ -169,7 +174,7 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
     role: role.role,
     replicas,
     maxUnavailable,
-    rolloutTimeoutSeconds: waves * budget + budgets.rolloutMarginSeconds,
+    rolloutTimeoutSeconds: waves * (gracePeriod + budget) + budgets.rolloutMarginSeconds,
     ranks: role.ranks.map((r) => ({ rank: r.rank, port: r.ports[0]!, devices: r.devices })),
     launchScript: script,
     configMap,
