@@ -6,6 +6,7 @@ import { durationSeconds } from "../config/defaults";
 import { withFlags } from "./argv";
 import { withCompileKeys } from "./compileKey";
 import { withRevision } from "./models";
+import { resolveAutoscaling } from "./replicas";
 import { resolvePlan } from "./resolve";
 import { checkWeightsStorage } from "./storage";
 import type { Deployment, Flag, LaunchPlan, RolePlan } from "./types";
@@ -114,7 +115,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
     versions: settings.versions,
   });
   const roleNames = base.roles.map((r) => r.role);
-  for (const [field, byRole] of [["extraArgs", settings.extraArgs], ["extraEnv", settings.extraEnv], ["kubernetes.resources", settings.kubernetes.resources]] as const) {
+  for (const [field, byRole] of [["extraArgs", settings.extraArgs], ["extraEnv", settings.extraEnv], ["kubernetes.resources", settings.kubernetes.resources], ["autoscaling.roles", settings.autoscaling.roles]] as const) {
     for (const role of Object.keys(byRole)) {
       if (!roleNames.includes(role)) throw new ConfigError(`${field}.${role}`, `strategy "${base.strategy}" has no role "${role}"; allowed: ${listValues(roleNames)}`);
     }
@@ -159,5 +160,5 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
           return { replica: Math.floor(i / plan.nodes.length), node: i % plan.nodes.length, host: proxy ? { ...host, proxy } : host };
         })
       : [];
-  return { settings, plan, placements, shutdownTimeoutSeconds };
+  return { settings, plan, placements, shutdownTimeoutSeconds, autoscaling: resolveAutoscaling(settings, plan) };
 }

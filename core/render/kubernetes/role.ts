@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { compileLock } from "./compileLock";
 import { waitForWeights } from "./weights";
 import { engineReadyTimeoutSeconds } from "../../plan/argv";
+import { roleReplicas } from "../../plan/replicas";
 import type { Deployment, RolePlan, RouterIntent } from "../../plan/types";
 import { unavailableCount } from "../../rollout/waves";
 import { routingSidecar, vllmContainer } from "./containers";
@@ -54,12 +55,6 @@ function digest(text: string): string {
   return createHash("sha256").update(text).digest("hex").slice(0, 10);
 }
 
-/** A role's replicas: prefillReplicas and decodeReplicas scale the disaggregated roles on their own (xPyD). */
-function roleReplicas(deployment: Deployment, role: string): number {
-  const { settings } = deployment;
-  return (role === "prefill" ? settings.prefillReplicas : role === "decode" ? settings.decodeReplicas : undefined) ?? settings.replicas;
-}
-
 /** One role's objects: its launch ConfigMap, Deployment, PodDisruptionBudget, NetworkPolicy and (without the router) Service. */
 export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWorkload {
   const { deployment, instance, namespace, router } = context;
@@ -86,7 +81,7 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
   const needsSidecar = router !== null && rankPorts.some((p) => !targetPorts.includes(p));
   const sidecarPorts = needsSidecar ? targetPorts.slice(0, role.ranks.length) : [];
   const activePorts = needsSidecar ? sidecarPorts : rankPorts.filter((p) => targetPorts.includes(p));
-  const replicas = roleReplicas(deployment, role.role);
+  const replicas = roleReplicas(settings, role.role);
   // The unit of rollout is the pod (a decode pod holds its 4 ranks); each role rolls on its own replicas.
   const maxUnavailable = unavailableCount(replicas, settings.rollout.maxUnavailable);
   const waves = Math.ceil(replicas / maxUnavailable);
