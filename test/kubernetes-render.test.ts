@@ -12,6 +12,7 @@ import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { PodMonitor, PrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { Job } from "kubernetes-models/batch/v1";
+import { ScaledObject } from "@kubernetes-models/keda/keda.sh/v1alpha1";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { bindRank } from "../core/plan/bind";
@@ -36,6 +37,7 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   ServiceAccount,
   PodDisruptionBudget,
   Job,
+  ScaledObject,
 };
 
 function kubernetesDeployment(overrides: Record<string, unknown> = {}) {
@@ -47,6 +49,7 @@ const variants = [
   kubernetesDeployment({ preset: undefined, axes: { lmcache: "cpu", spec_decode: "suffix", prefix_caching: "on" }, target: "Latency", decodeReplicas: 3 }),
   kubernetes({ strategy: "aggregated-data-expert-parallel", target: "Latency", replicas: 2 }),
   kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "rds" } }),
+  kubernetesDeployment({ autoscaling: { enabled: true, maxReplicas: 4 } }),
 ];
 
 function kubernetes(overrides: Record<string, unknown>) {

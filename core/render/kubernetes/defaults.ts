@@ -1,4 +1,5 @@
 import { LEASE_DEFAULTS } from "../../cache/leaseLock";
+import { REPLICA_LOAD_SECONDS } from "../../config/defaults";
 
 /**
  * Every operational default of the Kubernetes platform, in one place (as an Ansible role keeps its
@@ -40,6 +41,25 @@ export const KUBERNETES_DEFAULTS = {
     preStopSleepSeconds: 15,
     /** After the drain: the engines' teardown, the supervisor and the routing sidecar's exit. */
     teardownSeconds: 30,
+  },
+  /** KEDA ScaledObjects (core/scaling), with `autoscaling.enabled`. */
+  autoscaling: {
+    /** How often KEDA reads the triggers (llm-d's guides: 15 s). */
+    pollingIntervalSeconds: 15,
+    /** A new replica's start from the compiled cache: scale-up waits at least this long, and so does the unavailable alert. */
+    loadSeconds: REPLICA_LOAD_SECONDS,
+    /** Load must stay low this long before a replica goes. */
+    scaleDownWindowSeconds: 300,
+    /** At most one replica goes per this many seconds. */
+    scaleDownPeriodSeconds: 300,
+    /** KEDA's wait before a role with nothing to do goes to zero (scaleToZero only). */
+    cooldownSeconds: 300,
+    /** Failed reads before KEDA keeps the current replicas (fallback currentReplicasIfHigher). */
+    fallbackFailureThreshold: 3,
+    /** Waiting requests per replica, unless `autoscaling.roles.<role>.target` says otherwise (llm-d's queue threshold). */
+    waitingPerReplica: 1,
+    /** Running requests per replica as a share of its compiled batch (max_num_seqs per engine) that adds a replica. */
+    batchShare: 0.8,
   },
   probes: {
     startupPeriodSeconds: 60,

@@ -7,6 +7,7 @@ import type { KubernetesWorkloads } from "./workloads";
 /** A Prometheus Operator object: no typed input in @pulumi/kubernetes (a CustomResource); tests validate it against the operator's schema. */
 type OperatorObject = Named<{ spec: object }>;
 import { alertRules } from "../../monitoring/rules";
+import { COMPILE_KEY_LABEL } from "./role";
 import { packageRoot } from "../../packageRoot";
 
 export const DASHBOARD_FILE = path.join(packageRoot(), "dashboards", "rbln-serving.json");
@@ -36,7 +37,8 @@ export function routerMonitoringValues(deployment: Deployment, values: Record<st
 
 /**
  * A PodMonitor endpoint per role and rank (named container port, `/metrics`), relabelled with
- * model, role, rank and strategy; one more for the endpoint picker when the router runs.
+ * model, role, rank and strategy (with autoscaling, the pod's compile key too); one more for the
+ * endpoint picker when the router runs.
  */
 export function monitoringObjects(deployment: Deployment, workloads: KubernetesWorkloads, instance: string): MonitoringObjects | null {
   const { settings, plan } = deployment;
@@ -44,6 +46,10 @@ export function monitoringObjects(deployment: Deployment, workloads: KubernetesW
   const namespace = workloads.namespace.metadata.name;
   const labels = { "app.kubernetes.io/name": "rbln-serving", "app.kubernetes.io/instance": instance, "app.kubernetes.io/managed-by": "pulumi" };
   const staticLabel = (targetLabel: string, replacement: string) => ({ action: "replace", targetLabel, replacement });
+  // The scalers tell the pods of a role's current compile key apart by it (core/scaling/queries.ts).
+  const compileKeyLabel = deployment.autoscaling
+    ? [{ action: "replace", sourceLabels: [`__meta_kubernetes_pod_label_${COMPILE_KEY_LABEL.replace(/[^A-Za-z0-9_]/g, "_")}`], targetLabel: "compile_key" }]
+    : [];
   const endpoints = workloads.roles.flatMap((role) => {
     const rolePlan = plan.roles.find((r) => r.role === role.role)!;
     const ports = (role.deployment as unknown as PodOwner).spec.template.spec.containers.flatMap((c) => c.ports ?? []);
@@ -60,6 +66,7 @@ export function monitoringObjects(deployment: Deployment, workloads: KubernetesW
           staticLabel("rank", String(rank.rank)),
           staticLabel("model", plan.model),
           staticLabel("strategy", plan.strategy),
+          ...compileKeyLabel,
         ],
       };
     });

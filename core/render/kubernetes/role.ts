@@ -3,7 +3,7 @@ import { compileLock } from "./compileLock";
 import { waitForWeights } from "./weights";
 import { engineReadyTimeoutSeconds } from "../../plan/argv";
 import { roleReplicas } from "../../plan/replicas";
-import type { Deployment, RolePlan, RouterIntent } from "../../plan/types";
+import type { Deployment, RolePlan, RoleScaling, RouterIntent } from "../../plan/types";
 import { unavailableCount } from "../../rollout/waves";
 import { routingSidecar, vllmContainer } from "./containers";
 import { KUBERNETES_DEFAULTS } from "./defaults";
@@ -12,9 +12,15 @@ import type * as k8s from "./objects";
 import { mergeResources, placement, podSecurity } from "./pod";
 import { podDisruptionBudget, roleNetworkPolicy } from "./policies";
 
+/** The pod label naming the role's compile key: the scaler's queries tell pods of the current key apart by it. */
+export const COMPILE_KEY_LABEL = "rbln-serving.io/compile-key";
+
 export interface RoleWorkload {
   role: string;
+  /** The replicas the Deployment sets; with autoscaling, KEDA's minimum (the Deployment sets none). */
   replicas: number;
+  /** KEDA's limits for the role; null with fixed replicas. */
+  scaling: RoleScaling | null;
   /** Pods of the role that may be down at once: in a rollout (maxSurge 0) and in a drain. */
   maxUnavailable: number;
   /** How long a rollout may take: every wave's drain of its old pods and startup budget (compilation, download), and a margin. */
@@ -81,16 +87,24 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
   const needsSidecar = router !== null && rankPorts.some((p) => !targetPorts.includes(p));
   const sidecarPorts = needsSidecar ? targetPorts.slice(0, role.ranks.length) : [];
   const activePorts = needsSidecar ? sidecarPorts : rankPorts.filter((p) => targetPorts.includes(p));
-  const replicas = roleReplicas(settings, role.role);
+  const scaling = deployment.autoscaling?.roles.find((r) => r.role === role.role) ?? null;
+  const replicas = scaling ? scaling.minReplicas : roleReplicas(settings, role.role);
   // The unit of rollout is the pod (a decode pod holds its 4 ranks); each role rolls on its own replicas.
-  const maxUnavailable = unavailableCount(replicas, settings.rollout.maxUnavailable);
-  const waves = Math.ceil(replicas / maxUnavailable);
+  // Under KEDA, the count at the floor: the rollout and a drain then take no more pods at any count
+  // than at the fewest, and the Deployment and the PodDisruptionBudget agree on one integer.
+  const maxUnavailable = unavailableCount(Math.max(replicas, 1), settings.rollout.maxUnavailable);
+  const mostReplicas = scaling ? scaling.maxReplicas : replicas;
+  const waves = Math.ceil(mostReplicas / maxUnavailable);
   const node = plan.nodes[role.node]!;
   const budget = engineReadyTimeoutSeconds(role.ranks[0]!.env) + budgets.startMarginSeconds;
   const { preStopSleepSeconds, teardownSeconds } = KUBERNETES_DEFAULTS.termination;
   // A pod stops in this order: preStop (the router and the Service drop it), vLLM's drain, teardown.
   const gracePeriod = preStopSleepSeconds + deployment.shutdownTimeoutSeconds + teardownSeconds;
-  const podLabels = { ...labels, ...(router ? { ...router.values.inference_pool.match_labels, "llm-d.ai/role": role.role } : {}) };
+  const podLabels = {
+    ...labels,
+    ...(router ? { ...router.values.inference_pool.match_labels, "llm-d.ai/role": role.role } : {}),
+    ...(scaling ? { [COMPILE_KEY_LABEL]: role.compileKey } : {}),
+  };
   const env = [
     { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
     { name: "HOME", value: paths.scratchDir },
@@ -126,10 +140,11 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
     kind: "Deployment",
     metadata: { name: `${instance}-${role.role}`, namespace, labels },
     spec: {
-      replicas,
+      // Under KEDA the HPA it owns sets replicas: declaring them here would reset its count on every `pulumi up`.
+      ...(scaling ? {} : { replicas }),
       // maxSurge 0: NPUs cannot be held by an old and a new pod at once, so a new pod takes the NPUs an
       // old one gave back. A single replica has nothing to keep serving: Recreate.
-      strategy: replicas > 1 ? { type: "RollingUpdate", rollingUpdate: { maxSurge: 0, maxUnavailable } } : { type: "Recreate" },
+      strategy: mostReplicas > 1 ? { type: "RollingUpdate", rollingUpdate: { maxSurge: 0, maxUnavailable } } : { type: "Recreate" },
       // A wave waits for the old pods' drain, then for the new pods' start.
       progressDeadlineSeconds: gracePeriod + budget + budgets.rolloutMarginSeconds,
       selector: { matchLabels: selector },
@@ -168,6 +183,7 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
   return {
     role: role.role,
     replicas,
+    scaling,
     maxUnavailable,
     rolloutTimeoutSeconds: waves * (gracePeriod + budget) + budgets.rolloutMarginSeconds,
     ranks: role.ranks.map((r) => ({ rank: r.rank, port: r.ports[0]!, devices: r.devices })),
