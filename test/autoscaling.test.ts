@@ -328,6 +328,22 @@ describe("the scalers' queries, evaluated by Prometheus (promtool test rules)", 
   });
 });
 
+describe("the scalers' alerts", () => {
+  it("pass promtool check rules and fire as promtool test rules expects: fallback, at maxReplicas for 15 minutes, unavailable longer than a load", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "scaler-alerts-"));
+    const { monitoring } = kubernetesOf(disaggregated());
+    const groups = (monitoring!.prometheusRule.spec as any).groups;
+    expect(groups.map((g: any) => g.name)).toEqual(["rbln-serving", "rbln-serving-autoscaling"]);
+    fs.writeFileSync(path.join(dir, "rbln-serving-autoscaling-rules.yaml"), toYaml(monitoring!.prometheusRule.spec));
+    fs.copyFileSync(path.resolve(__dirname, "fixtures/prometheus/rbln-serving-autoscaling.test.yaml"), path.join(dir, "test.yaml"));
+    const check = spawnSync("promtool", ["check", "rules", path.join(dir, "rbln-serving-autoscaling-rules.yaml")], { encoding: "utf8" });
+    expect(check.stdout).toContain("SUCCESS: 8 rules found");
+    const run = spawnSync("promtool", ["test", "rules", path.join(dir, "test.yaml")], { encoding: "utf8" });
+    expect(run.stdout + run.stderr).toContain("SUCCESS");
+    expect(run.status, run.stdout + run.stderr).toBe(0);
+  });
+});
+
 describe("a pod the scaler adds loads the compiled cache (real bash, the rendered compile lock)", () => {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), "scaled-pod-"));
   const pods: ChildProcess[] = [];

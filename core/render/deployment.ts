@@ -82,7 +82,7 @@ function renderKubernetes(deployment: Deployment, options: RenderOptions): Rende
   return {
     workloads,
     scalers,
-    monitoring: monitoringObjects(deployment, workloads, options.instance),
+    monitoring: monitoringObjects(deployment, workloads, options.instance, scalers),
     routerValues: plan.router ? routerMonitoringValues(deployment, routerChartValues(plan.router, plan.strategy, settings)) : null,
   };
 }
