@@ -17,6 +17,7 @@ import { unavailableCount } from "../core/rollout/waves";
 import type { RenderedScaler } from "../core/scaling/scaledObjects";
 import { runProgram } from "../program";
 import { DEFAULT_DURATIONS } from "../bench/deployModel";
+import { drainCover, scalerTimings } from "../bench/scaling";
 import keda from "./fixtures/keda.json";
 import { validateEndpointPickerConfig } from "./helpers/eppConfig";
 import { autoscalingSeries, checkScaledObject } from "./helpers/keda";
@@ -397,3 +398,23 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()' "$PO
   });
 });
 
+describe("the benchmark's figures, read from the rendered objects (bench/scaling.ts)", () => {
+  it("worst case from a step in load to a new replica serving is a poll, the scale-up window and a load; two scale-downs are 5 minutes apart at least", () => {
+    const timings = scalerTimings(kubernetesOf(disaggregated()).scalers, DEFAULT_DURATIONS.loadSeconds);
+    expect(timings.map((t) => [t.role, t.stepToServingMinutes, t.minutesBetweenScaleDowns])).toEqual([
+      ["prefill", (15 + 900 + 900) / 60, 5],
+      ["decode", (15 + 900 + 900) / 60, 5],
+    ]);
+  });
+
+  it("the grace period covers preStop plus --shutdown-timeout, and a pod spec where it does not is caught", () => {
+    const { workloads } = kubernetesOf(disaggregated());
+    expect(drainCover(workloads).map((d) => [d.role, d.preStopSeconds, d.shutdownTimeoutSeconds, d.gracePeriodSeconds, d.covered])).toEqual([
+      ["prefill", 15, 3600, 3645, true],
+      ["decode", 15, 3600, 3645, true],
+    ]);
+    const short = structuredClone(workloads);
+    short.roles[1]!.deployment.spec!.template!.spec!.terminationGracePeriodSeconds = 120;
+    expect(drainCover(short).map((d) => d.covered)).toEqual([true, false]);
+  });
+});
