@@ -109,8 +109,8 @@ export class ModelServing extends pulumi.ComponentResource {
       this.deployments = pulumi.output([]);
       endpoints = this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));
     } else {
-      const { workloads, monitoring, routerValues } = rendered.kubernetes!;
-      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring }, child);
+      const { workloads, scalers, monitoring, routerValues } = rendered.kubernetes!;
+      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring, scalers }, child);
       this.units = pulumi.output([]);
       this.modelRevision = pulumi.output(settings.revision ?? null);
       this.deployments = npu.deployments;

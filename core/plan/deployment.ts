@@ -7,6 +7,7 @@ import { withFlags } from "./argv";
 import { withCompileKeys } from "./compileKey";
 import { withRevision } from "./models";
 import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
+import { resolveAutoscaling } from "./replicas";
 import { resolvePlan } from "./resolve";
 import { checkWeightsStorage } from "./storage";
 import type { Deployment, Flag, LaunchPlan, RolePlan } from "./types";
@@ -115,7 +116,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
     versions: settings.versions,
   });
   const roleNames = base.roles.map((r) => r.role);
-  for (const [field, byRole] of [["extraArgs", settings.extraArgs], ["extraEnv", settings.extraEnv], ["kubernetes.resources", settings.kubernetes.resources]] as const) {
+  for (const [field, byRole] of [["extraArgs", settings.extraArgs], ["extraEnv", settings.extraEnv], ["kubernetes.resources", settings.kubernetes.resources], ["autoscaling.roles", settings.autoscaling.roles]] as const) {
     for (const role of Object.keys(byRole)) {
       if (!roleNames.includes(role)) throw new ConfigError(`${field}.${role}`, `strategy "${base.strategy}" has no role "${role}"; allowed: ${listValues(roleNames)}`);
     }
@@ -164,5 +165,5 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
     checkServingAddresses(placements.map((p) => p.host), placements.map((p) => plan.roles.filter((role) => role.node === p.node).flatMap((role) => role.ranks.flatMap((rank) => rank.ports))));
     checkIndexCredentials(settings.pip, pipIndexUrls(settings.pip, plan));
   }
-  return { settings, plan, placements, shutdownTimeoutSeconds };
+  return { settings, plan, placements, shutdownTimeoutSeconds, autoscaling: resolveAutoscaling(settings, plan) };
 }
