@@ -10,13 +10,14 @@ import { endpointPickerConfig } from "../core/router/chartValues";
 import configSchema from "./fixtures/llm-d-router-v0.10.0/config-schema.json";
 import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
 import { validateEndpointPickerConfig, validateEndpointsFile } from "./helpers/eppConfig";
+import { bodyProblem, startLoad, startSampler, type RequestRecord } from "./helpers/frontDoorLoad";
 import { minimax } from "./helpers/recipes";
 import { freePort, waitForPort } from "./helpers/sshd";
 
 /**
- * The stand-ins of test/fixtures/stand-ins/ (container runtime, EPP, Envoy, routing sidecar), on
- * loopback: each does what the fake-host tests of the front door rely on the real program doing, and
- * refuses what it does not implement.
+ * The stand-ins of test/fixtures/stand-ins/ (container runtime, EPP, Envoy, routing sidecar) and the
+ * stand-in vLLM's completions and shutdown, on loopback: each does what the fake-host tests of the
+ * front door rely on the real program doing, and refuses what it does not implement.
  */
 
 const STAND_INS = path.join(__dirname, "fixtures", "stand-ins");
@@ -710,5 +711,64 @@ describe("sidecar-stand-in", () => {
     const bad = startSidecar(port, port + 10, ["--kv-connector=lmcache"]);
     expect((await bad.exited).code).toBe(0);
     expect(bad.output()).toContain("--kv-connector must be one of nixlv2, shared-storage, sglang, mooncake, offloading");
+  });
+});
+
+// --- the load harness ----------------------------------------------------------------------------------
+
+async function until(condition: () => boolean): Promise<void> {
+  for (let i = 0; !condition(); i++) {
+    if (i > 400) throw new Error("condition not reached");
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const errors = (records: RequestRecord[]) => [...new Set(records.map((r) => r.error ?? "ok"))];
+
+describe("frontDoorLoad", () => {
+  it.each([
+    ["text/event-stream", "data: {}\n\ndata: [DONE]\n\n", undefined],
+    ["text/event-stream", 'data: {"choices":[{"finish_reason":null}]}\n\n', "stream cut before [DONE]"],
+    ["text/event-stream", 'data: {"choices":[{"finish_reason":"abort"}]}\n\ndata: [DONE]\n\n', 'finish_reason "abort"'],
+    ["application/json", '{"choices":[{"finish_reason":"length"}]}', undefined],
+    ["application/json", '{"choices":[{"finish_reason":"abort"}]}', 'finish_reason "abort"'],
+    ["application/json", '{"choices":[{"fin', 'a body that is not JSON: "{\\"choices\\":[{\\"fin"'],
+  ])("bodyProblem(%s, %j) is %s", (type, text, problem) => {
+    expect(bodyProblem(type, text)).toBe(problem);
+  });
+
+  it("records refused connections and non-2xx answers as failures, stops at its bound, and goes to loopback only", async () => {
+    const refused = startLoad(`http://${ADDRESS}:${await freePort(ADDRESS)}`, { concurrency: 1, maxRequests: 3 });
+    await until(() => refused.records.length === 3);
+    const report = await refused.stop();
+    expect(report).toMatchObject({ total: 3, failed: 3, stoppedBy: "maxRequests" });
+    expect(errors(report.records)).toEqual(["ECONNREFUSED"]);
+
+    const server = await upstream(json(429, { error: "busy" }));
+    const rejected = startLoad(`http://${ADDRESS}:${server.port}`, { concurrency: 2, maxRequests: 4, path: "/v1/chat/completions", headers: { authorization: "Bearer k" } });
+    await until(() => rejected.records.length === 4);
+    expect((await rejected.stop()).failures.map((f) => f.status)).toEqual([429, 429, 429, 429]);
+    expect(server.requests[0]).toMatchObject({ method: "POST", url: "/v1/chat/completions", headers: { authorization: "Bearer k" } });
+    await server.close();
+
+    expect(() => startLoad("http://10.0.0.1:8000", { concurrency: 1 })).toThrow(/loopback addresses only/);
+  });
+
+  it("samples: reads the endpoints file, probes each listed endpoint, and records which did not serve", async () => {
+    const serving = await upstream(json(200, { object: "list", data: [] }));
+    const deadPort = await freePort(ADDRESS);
+    let file = endpointsFile([{ name: "up", port: String(serving.port) }, { name: "down", port: String(deadPort) }]);
+    const sampler = startSampler({ every: 50, read: async () => file, maxSamples: 100 });
+    await until(() => sampler.samples.length >= 2);
+    file = "endpoints:\n- {name: typed, address: 10.0.0.1, port: 8000}\n";
+    await until(() => sampler.samples.some((s) => s.problems.length > 0));
+    const report = await sampler.stop();
+    const first = report.samples[0]!;
+    expect(first.listed.map((e) => e.name)).toEqual(["up", "down"]);
+    expect(first.notServing).toEqual([{ endpoint: { name: "down", address: ADDRESS, port: String(deadPort) }, reason: "ECONNREFUSED" }]);
+    expect(report.bad).toHaveLength(report.samples.length);
+    expect(report.samples.at(-1)!.problems.join()).toContain("endpoints[0].port: json: cannot unmarshal");
+    expect(serving.requests.every((r) => r.url === "/v1/models")).toBe(true);
+    await serving.close();
   });
 });
