@@ -10,7 +10,7 @@ import { endpointPickerConfig } from "../core/router/chartValues";
 import configSchema from "./fixtures/llm-d-router-v0.10.0/config-schema.json";
 import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
 import { validateEndpointPickerConfig, validateEndpointsFile } from "./helpers/eppConfig";
-import { bodyProblem, startLoad, startSampler, type RequestRecord } from "./helpers/frontDoorLoad";
+import { bodyProblem, now, startLoad, startSampler, type RequestRecord } from "./helpers/frontDoorLoad";
 import { minimax } from "./helpers/recipes";
 import { freePort, waitForPort } from "./helpers/sshd";
 
@@ -22,6 +22,7 @@ import { freePort, waitForPort } from "./helpers/sshd";
 
 const STAND_INS = path.join(__dirname, "fixtures", "stand-ins");
 const RUNTIME = path.join(STAND_INS, "container-runtime-stand-in");
+const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
 const EPP_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0";
 const ENVOY_IMAGE = "docker.io/envoyproxy/envoy:v1.37.0";
 const SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0";
@@ -770,5 +771,96 @@ describe("frontDoorLoad", () => {
     expect(report.samples.at(-1)!.problems.join()).toContain("endpoints[0].port: json: cannot unmarshal");
     expect(serving.requests.every((r) => r.url === "/v1/models")).toBe(true);
     await serving.close();
+  });
+});
+
+// --- the stand-in vLLM: completions and --shutdown-timeout, under steady load --------------------------
+
+interface Vllm {
+  running: Running;
+  url: string;
+}
+
+/** The stand-in vllm as a unit starts it, from a copy beside its known-flags.json. */
+async function startVllm(shutdownTimeout: number | undefined, requestSeconds: string): Promise<Vllm> {
+  const dir = fs.mkdtempSync(path.join(work, "vllm-"));
+  fs.copyFileSync(FAKE_VLLM, path.join(dir, "vllm"));
+  fs.writeFileSync(path.join(dir, "known-flags.json"), JSON.stringify(["--host", "--port", "--shutdown-timeout"]));
+  const port = await freePort(ADDRESS);
+  const flags = shutdownTimeout === undefined ? [] : ["--shutdown-timeout", String(shutdownTimeout)];
+  const running = launch(path.join(dir, "vllm"), ["serve", "stand-in", "--host", ADDRESS, "--port", String(port), ...flags], {
+    ...process.env,
+    FAKE_VLLM_READY_AFTER: "0",
+    FAKE_VLLM_REQUEST_SECONDS: requestSeconds,
+  });
+  const url = `http://${ADDRESS}:${port}`;
+  for (let i = 0; !(await fetch(`${url}/health`).then((r) => r.ok, () => false)); i++) {
+    if (i > 100) throw new Error(`not ready: ${running.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { running, url };
+}
+
+/**
+ * SIGTERM to the stand-in vllm while `concurrency` requests of `requestSeconds` are in flight: each
+ * worker's second request, half a second into it. Returns the records split by when they started.
+ */
+async function sigtermUnderLoad(shutdownTimeout: number | undefined, requestSeconds: string, body: unknown) {
+  const concurrency = 4;
+  const vllm = await startVllm(shutdownTimeout, requestSeconds);
+  const load = startLoad(vllm.url, { concurrency, body, maxSeconds: 60 });
+  await until(() => load.records.length >= concurrency);
+  await new Promise((r) => setTimeout(r, 500));
+  const sigtermAt = now();
+  process.kill(vllm.running.child.pid!, "SIGTERM");
+  const exit = await vllm.running.exited;
+  await new Promise((r) => setTimeout(r, 200)); // requests sent after the exit are refused too
+  const report = await load.stop();
+  const inFlight = report.records.filter((r) => r.startedAt < sigtermAt && r.endedAt > sigtermAt);
+  // Started well after the signal: its listener was closed by then.
+  const after = report.records.filter((r) => r.startedAt > sigtermAt + 100);
+  return { exit, report, inFlight, after, concurrency, output: vllm.running.output() };
+}
+
+describe("the stand-in vllm", () => {
+  it("answers completions and chat completions in vLLM's shape, streamed as server-sent events ending in [DONE]", async () => {
+    const vllm = await startVllm(undefined, "0.1");
+    const completion = (await (await fetch(`${vllm.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "p", max_tokens: 3 }) })).json()) as any;
+    expect(completion).toMatchObject({ object: "text_completion", model: "stand-in", choices: [{ index: 0, text: "tok tok tok ", finish_reason: "length" }], usage: { completion_tokens: 3 } });
+    const streamed = await fetch(`${vllm.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ messages: [{ role: "user", content: "p" }], max_tokens: 2, stream: true }) });
+    expect(streamed.headers.get("content-type")).toBe("text/event-stream");
+    const text = await streamed.text();
+    const events = text.trim().split("\n\n").map((e) => e.replace(/^data: /, ""));
+    expect(events.at(-1)).toBe("[DONE]");
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+    expect(chunks.every((c) => c.object === "chat.completion.chunk")).toBe(true);
+    expect(chunks.map((c) => c.choices[0].delta.content).join("")).toBe("tok tok ");
+    expect(chunks.at(-1).choices[0].finish_reason).toBe("length");
+    expect(bodyProblem("text/event-stream", text)).toBeUndefined();
+  });
+
+  it("--shutdown-timeout 5: on SIGTERM every in-flight request finishes and new connections are refused", async () => {
+    const run = await sigtermUnderLoad(5, "2", { prompt: "p", max_tokens: 8 });
+    expect(run.exit).toEqual({ code: 0, signal: null });
+    expect(run.inFlight).toHaveLength(run.concurrency);
+    expect(errors(run.inFlight)).toEqual(["ok"]);
+    expect(run.after.length).toBeGreaterThan(0);
+    expect(errors(run.after)).toEqual(["ECONNREFUSED"]);
+    expect(errors(run.report.records)).toEqual(expect.arrayContaining(["ok", "ECONNREFUSED"]));
+    expect(errors(run.report.records)).toHaveLength(2);
+    expect(run.output).toContain("stopping engine client mode=drain timeout=5s");
+  });
+
+  it.each([
+    ["--shutdown-timeout 0 aborts the in-flight requests at once", 0, "2"],
+    ["no --shutdown-timeout is 0", undefined, "2"],
+    ["--shutdown-timeout 1 aborts the requests still running after 1 s", 1, "4"],
+  ])("%s; new connections are refused", async (_, timeout, seconds) => {
+    const run = await sigtermUnderLoad(timeout, seconds, { prompt: "p", max_tokens: 8, stream: true });
+    expect(run.exit).toEqual({ code: 0, signal: null });
+    expect(run.inFlight).toHaveLength(run.concurrency);
+    expect(errors(run.inFlight)).toEqual(['finish_reason "abort"']);
+    expect(errors(run.after)).toEqual(["ECONNREFUSED"]);
+    expect(run.output).toContain(`stopping engine client mode=${timeout ? "drain" : "abort"} timeout=${timeout ?? 0}s`);
   });
 });
