@@ -7,11 +7,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { resolvePlan } from "../core/plan/resolve";
 import { endpointPickerConfig } from "../core/router/chartValues";
-import configSchema from "./fixtures/llm-d-router-v0.10.0/config-schema.json";
 import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
 import { validateEndpointPickerConfig, validateEndpointsFile } from "./helpers/eppConfig";
 import { bodyProblem, now, startLoad, startSampler, type RequestRecord } from "./helpers/frontDoorLoad";
 import { minimax } from "./helpers/recipes";
+import { aggregatedEppConfig, endpointsFile, EPP_ENDPOINTS_PATH, frontDoorBootstrap, STAND_IN_IMAGES } from "./helpers/standIns";
 import { freePort, waitForPort } from "./helpers/sshd";
 
 /**
@@ -23,9 +23,7 @@ import { freePort, waitForPort } from "./helpers/sshd";
 const STAND_INS = path.join(__dirname, "fixtures", "stand-ins");
 const RUNTIME = path.join(STAND_INS, "container-runtime-stand-in");
 const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
-const EPP_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0";
-const ENVOY_IMAGE = "docker.io/envoyproxy/envoy:v1.37.0";
-const SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0";
+const { endpointPicker: EPP_IMAGE, proxy: ENVOY_IMAGE, sidecar: SIDECAR_IMAGE } = STAND_IN_IMAGES;
 /** This file's own loopback address (apart from the other files' servers), standing for the host. */
 const ADDRESS = `127.${50 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250)}.${10 + Math.floor(Math.random() * 240)}`;
 
@@ -139,36 +137,13 @@ const json = (status: number, value: unknown) => (_: Recorded, res: http.ServerR
 
 // --- EPP configs and files ---------------------------------------------------------------------------
 
-const ENDPOINTS_IN_CONTAINER = "/etc/epp/endpoints.yaml";
-
-/** The chart's default plugins plus file discovery: the aggregated strategies' config. */
-function aggregatedConfig(endpointsPath = ENDPOINTS_IN_CONTAINER): string {
-  const config = structuredClone(configSchema.chartDefaultPlugins.config) as Record<string, unknown> & { plugins: unknown[] };
-  config.plugins.push({ name: "endpoints", type: "file-discovery", parameters: { path: endpointsPath, watchFile: true } });
-  config["dataLayer"] = { discovery: { pluginRef: "endpoints" } };
-  return stringifyYaml(config);
-}
-
 /** The recipe's prefill/decode router intent plus file discovery. */
-function disaggregatedConfig(): string {
+function disaggregatedEppConfig(): string {
   const plan = resolvePlan(minimax, { model: minimax.model, strategy: "prefill-decode-disaggregated", target: "Throughput" });
   const config = parseYaml(endpointPickerConfig(plan.router!.values));
-  config.plugins.push({ type: "file-discovery", parameters: { path: ENDPOINTS_IN_CONTAINER, watchFile: true } });
+  config.plugins.push({ type: "file-discovery", parameters: { path: EPP_ENDPOINTS_PATH, watchFile: true } });
   config.dataLayer = { discovery: { pluginRef: "file-discovery" } };
   return stringifyYaml(config);
-}
-
-interface Entry {
-  name: string;
-  address?: string;
-  port: string | number;
-  role?: string;
-}
-
-function endpointsFile(entries: Entry[]): string {
-  return stringifyYaml({
-    endpoints: entries.map((e) => ({ name: e.name, address: e.address ?? ADDRESS, port: e.port, ...(e.role ? { labels: { "llm-d.ai/role": e.role } } : {}) })),
-  });
 }
 
 /** Writes the file whole beside the target and renames it over: the update the EPP's watcher is meant for. */
@@ -325,7 +300,7 @@ describe("container-runtime-stand-in", () => {
   });
 
   it("reaches a private-network program only on its published address and port, and names volume paths on the host", async () => {
-    const epp = await startEpp(aggregatedConfig(), endpointsFile([{ name: "a", port: "8000" }]));
+    const epp = await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }]));
     await untilListening(epp.running, epp.pick);
     // 127.0.0.1 stands for this host's loopback, which is ADDRESS here; 9002 itself is not published.
     expect((await epp.picks(1))[0]!.status).toBe(200);
@@ -336,19 +311,19 @@ describe("container-runtime-stand-in", () => {
 
 describe("epp-stand-in", () => {
   it("takes the fixtures' configs as the real EPP would (checked by the validator)", () => {
-    expect(validateEndpointPickerConfig(aggregatedConfig())).toEqual([]);
-    expect(validateEndpointPickerConfig(disaggregatedConfig())).toEqual([]);
+    expect(validateEndpointPickerConfig(aggregatedEppConfig())).toEqual([]);
+    expect(validateEndpointPickerConfig(disaggregatedEppConfig())).toEqual([]);
   });
 
   it.each([
     ["a port given as a number (a type error: nothing loads)", "endpoints:\n- {name: a, address: 10.0.0.1, port: 8000}\n"],
-    ["one bad entry among good ones", endpointsFile([{ name: "a", port: "8000" }, { name: "b", address: "node-1.example", port: "8000" }])],
-    ["a port out of range", endpointsFile([{ name: "a", port: "65536" }])],
+    ["one bad entry among good ones", endpointsFile(ADDRESS, [{ name: "a", port: "8000" }, { name: "b", address: "node-1.example", port: "8000" }])],
+    ["a port out of range", endpointsFile(ADDRESS, [{ name: "a", port: "65536" }])],
     ["a top-level list", "- {name: a, address: 10.0.0.1, port: '8000'}\n"],
     ["invalid YAML", "endpoints: [\n"],
   ])("exits 1 at the first load on %s, serving nothing", async (_, text) => {
     expect(validateEndpointsFile(text)).not.toEqual([]);
-    const epp = await startEpp(aggregatedConfig(), text);
+    const epp = await startEpp(aggregatedEppConfig(), text);
     expect((await epp.running.exited).code).toBe(1);
     expect(epp.running.output()).toContain("initial load failed");
     expect(await isListening(epp.pick)).toBe(false);
@@ -358,13 +333,13 @@ describe("epp-stand-in", () => {
     ["missing in its folder", "/etc/epp/missing.yaml"],
     ["outside every volume", "/etc/other/endpoints.yaml"],
   ])("exits 1 when the endpoints file is %s", async (_, where) => {
-    const epp = await startEpp(aggregatedConfig(where), endpointsFile([{ name: "a", port: "8000" }]));
+    const epp = await startEpp(aggregatedEppConfig(where), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }]));
     expect((await epp.running.exited).code).toBe(1);
     expect(epp.running.output()).toContain(`initial load failed: reading ${where}`);
   });
 
   it("routes round robin to the listed endpoints only, and answers 503 when none is listed", async () => {
-    const epp = await startEpp(aggregatedConfig(), endpointsFile([{ name: "a", port: "8000" }, { name: "b", port: "8001" }, { name: "b", port: "8002" }, { name: "c", port: "+8003" }]));
+    const epp = await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }, { name: "b", port: "8001" }, { name: "b", port: "8002" }, { name: "c", port: "+8003" }]));
     await untilListening(epp.running, epp.pick);
     const picks = await epp.picks(6);
     // Entries of one (namespace, name) collapse to the last; the port is kept as written.
@@ -380,13 +355,13 @@ describe("epp-stand-in", () => {
   });
 
   it("reloads on a write-then-rename, keeps the previous set on a bad file, drops a bad entry", async () => {
-    const epp = await startEpp(aggregatedConfig(), endpointsFile([{ name: "a", port: "8000" }]));
+    const epp = await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }]));
     await untilListening(epp.running, epp.pick);
     expect(epp.running.output()).toContain("watching endpoints file for changes");
     const file = path.join(epp.dir, "endpoints.yaml");
     const destinations = async () => new Set((await epp.picks(4)).map((p) => p.destination));
 
-    replaceFile(file, endpointsFile([{ name: "b", port: "8001" }, { name: "c", port: "8002" }]));
+    replaceFile(file, endpointsFile(ADDRESS, [{ name: "b", port: "8001" }, { name: "c", port: "8002" }]));
     await untilOutput(epp.running, /endpoints file changed, reloading/, 1);
     expect(await destinations()).toEqual(new Set([`${ADDRESS}:8001`, `${ADDRESS}:8002`]));
 
@@ -394,39 +369,39 @@ describe("epp-stand-in", () => {
     await untilOutput(epp.running, /failed to reload endpoints file/, 1);
     expect(await destinations()).toEqual(new Set([`${ADDRESS}:8001`, `${ADDRESS}:8002`]));
 
-    replaceFile(file, endpointsFile([{ name: "b", port: "8001" }, { name: "e", address: "::1", port: "8004" }]));
+    replaceFile(file, endpointsFile(ADDRESS, [{ name: "b", port: "8001" }, { name: "e", address: "::1", port: "8004" }]));
     await untilOutput(epp.running, /failed to reload endpoints file/, 2);
     expect(await destinations()).toEqual(new Set([`${ADDRESS}:8001`]));
     expect(await epp.readyEndpoints()).toBe(1);
   });
 
   it("with a disagg-profile-handler, picks a decode endpoint and names a prefill one in x-prefiller-host-port", async () => {
-    const file = endpointsFile([
+    const file = endpointsFile(ADDRESS, [
       { name: "prefill-0", port: "8000", role: "prefill" },
       { name: "decode-0", port: "8100", role: "decode" },
       { name: "decode-1", port: "8101", role: "decode" },
     ]);
-    const epp = await startEpp(disaggregatedConfig(), file);
+    const epp = await startEpp(disaggregatedEppConfig(), file);
     await untilListening(epp.running, epp.pick);
     const picks = await epp.picks(4);
     expect(picks.map((p) => p.destination)).toEqual([`${ADDRESS}:8100`, `${ADDRESS}:8101`, `${ADDRESS}:8100`, `${ADDRESS}:8101`]);
     expect(new Set(picks.map((p) => p.prefiller))).toEqual(new Set([`${ADDRESS}:8000`]));
 
-    replaceFile(path.join(epp.dir, "endpoints.yaml"), endpointsFile([{ name: "prefill-0", port: "8000", role: "prefill" }]));
+    replaceFile(path.join(epp.dir, "endpoints.yaml"), endpointsFile(ADDRESS, [{ name: "prefill-0", port: "8000", role: "prefill" }]));
     await untilOutput(epp.running, /endpoints file changed, reloading/);
     expect((await epp.picks(1))[0]!.status).toBe(503);
   });
 
   it("refuses an unknown flag (2), TLS serving it cannot do (2), a start without --pool-name (1); ends at once on SIGTERM", async () => {
-    const unknown = await startEpp(aggregatedConfig(), "", ["--drain-period=5s"]);
+    const unknown = await startEpp(aggregatedEppConfig(), "", ["--drain-period=5s"]);
     expect((await unknown.running.exited).code).toBe(2);
-    const tls = await startEpp(aggregatedConfig(), "", ["--secure-serving=true"]);
+    const tls = await startEpp(aggregatedEppConfig(), "", ["--secure-serving=true"]);
     expect((await tls.running.exited).code).toBe(2);
     expect(tls.running.output()).toContain("not implemented by this stand-in");
-    const noPool = await startEpp(aggregatedConfig(), "", ["--pool-name="]);
+    const noPool = await startEpp(aggregatedEppConfig(), "", ["--pool-name="]);
     expect((await noPool.running.exited).code).toBe(1);
 
-    const epp = await startEpp(aggregatedConfig(), "");
+    const epp = await startEpp(aggregatedEppConfig(), "");
     await untilListening(epp.running, epp.pick);
     process.kill(epp.running.child.pid!, "SIGTERM");
     expect(await epp.running.exited).toEqual({ code: 0, signal: null });
@@ -434,74 +409,6 @@ describe("epp-stand-in", () => {
 });
 
 // --- Envoy -------------------------------------------------------------------------------------------
-
-/** Our front door's bootstrap (test/envoy-fixture.test.ts's, from llm-d's docs/discovery.md §4), on this file's ports. */
-function bootstrap(ports: { listen: number; admin: number; pick: number }, routeTimeout = "3600s"): string {
-  return `
-node: { id: rbln-serving-front-door, cluster: rbln-serving }
-admin:
-  address:
-    socket_address: { address: 127.0.0.1, port_value: ${ports.admin} }
-static_resources:
-  listeners:
-  - name: inference
-    address:
-      socket_address: { address: 0.0.0.0, port_value: ${ports.listen} }
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: inference
-          route_config:
-            name: inference
-            virtual_hosts:
-            - name: inference
-              domains: ["*"]
-              routes:
-              - match: { prefix: "/" }
-                route: { cluster: original_destination_cluster, timeout: ${routeTimeout}, idle_timeout: 600s }
-          http_filters:
-          - name: envoy.filters.http.ext_proc
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor
-              grpc_service:
-                envoy_grpc: { cluster_name: epp, authority: "localhost:9002" }
-                timeout: 10s
-              processing_mode:
-                request_header_mode: SEND
-                response_header_mode: SEND
-                request_body_mode: FULL_DUPLEX_STREAMED
-                response_body_mode: FULL_DUPLEX_STREAMED
-                request_trailer_mode: SEND
-                response_trailer_mode: SEND
-              message_timeout: 600s
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-  clusters:
-  - name: epp
-    type: STATIC
-    connect_timeout: 86400s
-    lb_policy: LEAST_REQUEST
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: { http2_protocol_options: {} }
-    load_assignment:
-      cluster_name: epp
-      endpoints:
-      - lb_endpoints:
-        - endpoint:
-            address:
-              socket_address: { address: 127.0.0.1, port_value: ${ports.pick} }
-  - name: original_destination_cluster
-    type: ORIGINAL_DST
-    connect_timeout: 600s
-    lb_policy: CLUSTER_PROVIDED
-    original_dst_lb_config: { use_http_header: true, http_header_name: x-gateway-destination-endpoint }
-`;
-}
 
 interface FrontDoor {
   epp: Epp;
@@ -512,11 +419,11 @@ interface FrontDoor {
 
 /** The EPP and Envoy stand-ins as the router host runs them, in front of `endpoints`. */
 async function startFrontDoor(endpoints: string, routeTimeout?: string): Promise<FrontDoor> {
-  const epp = await startEpp(aggregatedConfig(), endpoints);
+  const epp = await startEpp(aggregatedEppConfig(), endpoints);
   await untilListening(epp.running, epp.pick);
   const dir = fs.mkdtempSync(path.join(work, "envoy-"));
   const [listen, admin] = [await freePort(ADDRESS), await freePort(ADDRESS)];
-  const text = bootstrap({ listen, admin, pick: epp.pick }, routeTimeout);
+  const text = frontDoorBootstrap({ listen, admin, pick: epp.pick }, routeTimeout);
   expect(validateEnvoyBootstrap(text)).toEqual([]);
   fs.writeFileSync(path.join(dir, "envoy.yaml"), text);
   const envoy = runContainer(`envoy-${path.basename(dir)}`, ["--network", "host", "--volume", `${dir}:/etc/envoy:ro,z`], ENVOY_IMAGE, ["-c", "/etc/envoy/envoy.yaml", "--log-level", "info"]);
@@ -529,7 +436,7 @@ describe("envoy-stand-in", () => {
     const answer = (port: () => number) => (_: Recorded, res: http.ServerResponse) => res.writeHead(201, { "content-type": "application/json", "x-upstream": String(port()) }).end(JSON.stringify({ from: port() }));
     const a = await upstream(answer(() => a.port));
     const b = await upstream(answer(() => b.port));
-    const door = await startFrontDoor(endpointsFile([{ name: "a", port: a.port }, { name: "b", port: b.port }].map((e) => ({ ...e, port: String(e.port) }))));
+    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "a", port: a.port }, { name: "b", port: b.port }].map((e) => ({ ...e, port: String(e.port) }))));
     const froms = [];
     for (let i = 0; i < 4; i++) {
       const response = await fetch(`${door.url}/v1/completions?n=${i}`, { method: "POST", headers: { "content-type": "application/json", "x-test": "yes" }, body: JSON.stringify({ prompt: "p", i }) });
@@ -562,7 +469,7 @@ describe("envoy-stand-in", () => {
       await firstRead; // the client must have the first event before the second is written
       res.end("data: [DONE]\n\n");
     });
-    const door = await startFrontDoor(endpointsFile([{ name: "a", port: String(server.port) }]));
+    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "a", port: String(server.port) }]));
     const response = await fetch(`${door.url}/v1/completions`, { method: "POST", body: "{}", signal: AbortSignal.timeout(10_000) });
     const reader = response.body!.getReader();
     const decoder = new TextDecoder();
@@ -577,7 +484,7 @@ describe("envoy-stand-in", () => {
   it("answers 503 when the picker has no endpoint or the endpoint refuses (no retry), status_on_error when the picker is gone", async () => {
     const alive = await upstream(json(200, { ok: true }));
     const deadPort = await freePort(ADDRESS);
-    const door = await startFrontDoor(endpointsFile([{ name: "alive", port: String(alive.port) }, { name: "dead", port: String(deadPort) }]));
+    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "alive", port: String(alive.port) }, { name: "dead", port: String(deadPort) }]));
     const statuses = [];
     for (let i = 0; i < 4; i++) {
       const response = await fetch(`${door.url}/v1/models`);
@@ -607,7 +514,7 @@ describe("envoy-stand-in", () => {
       res.writeHead(200, { "content-type": "text/event-stream" });
       res.write("data: first\n\n");
     });
-    const door = await startFrontDoor(endpointsFile([{ name: "silent", port: String(silent.port) }, { name: "stalls", port: String(stalls.port) }]), "1s");
+    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "silent", port: String(silent.port) }, { name: "stalls", port: String(stalls.port) }]), "1s");
     const timedOut = await fetch(`${door.url}/v1/completions`, { method: "POST", body: "{}" });
     expect([timedOut.status, await timedOut.text()]).toEqual([504, "upstream request timeout"]);
     const cut = await fetch(`${door.url}/v1/completions`, { method: "POST", body: "{}" });
@@ -758,7 +665,7 @@ describe("frontDoorLoad", () => {
   it("samples: reads the endpoints file, probes each listed endpoint, and records which did not serve", async () => {
     const serving = await upstream(json(200, { object: "list", data: [] }));
     const deadPort = await freePort(ADDRESS);
-    let file = endpointsFile([{ name: "up", port: String(serving.port) }, { name: "down", port: String(deadPort) }]);
+    let file = endpointsFile(ADDRESS, [{ name: "up", port: String(serving.port) }, { name: "down", port: String(deadPort) }]);
     const sampler = startSampler({ every: 50, read: async () => file, maxSamples: 100 });
     await until(() => sampler.samples.length >= 2);
     file = "endpoints:\n- {name: typed, address: 10.0.0.1, port: 8000}\n";
