@@ -132,10 +132,10 @@ export function startLoad(url: string, options: LoadOptions): Load {
 
   async function work(worker: number): Promise<void> {
     while (!stopping) {
-      if (started >= maxRequests) [stopping, stoppedBy] = [true, "maxRequests"];
-      else if (now() >= endBy) [stopping, stoppedBy] = [true, "maxSeconds"];
+      if (now() >= endBy) [stopping, stoppedBy] = [true, "maxSeconds"];
       if (stopping) return;
-      started++;
+      // The bound is reached as the last request starts: no worker waits to notice it.
+      if (++started >= maxRequests) [stopping, stoppedBy] = [true, "maxRequests"];
       const record = await once(worker);
       records.push(record);
       if (record.error !== undefined) await new Promise((r) => setTimeout(r, PAUSE_AFTER_FAILURE_MS));
