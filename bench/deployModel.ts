@@ -1,3 +1,4 @@
+import { REPLICA_LOAD_SECONDS } from "../core/config/defaults";
 import type { Registration } from "../test/helpers/pulumiHarness";
 import { unitStepRole } from "./rollout";
 
@@ -50,7 +51,7 @@ export const DEFAULT_DURATIONS: StageDurations = {
   compiledCacheBytes: 50e9,
   installSeconds: 300,
   compileSeconds: 9600,
-  loadSeconds: 900,
+  loadSeconds: REPLICA_LOAD_SECONDS,
 };
 
 /** `today`: every host downloads and compiles (the layout before issue 11). `copies`: the seed downloads, the others copy. `shared`: `cache.shared`. */

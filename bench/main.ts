@@ -6,6 +6,11 @@ import { runProgram } from "../program";
 import { runUnderMocks, type Registration } from "../test/helpers/pulumiHarness";
 import { hostsRollout, kubernetesRollout, type RolloutShape } from "./rollout";
 import { EXAMPLE_HOST_KEY } from "../test/helpers/hostKeys";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { readStackFile } from "../core/config/stackFile";
+import { planDeployment } from "../core/plan/deployment";
+import { renderDeployment } from "../core/render/deployment";
+import { drainCover, scalerTimings } from "./scaling";
 
 /**
  * `npm run bench [-- --json]`: plan cost over every recipe combination, and the Pulumi program's
@@ -138,7 +143,23 @@ async function main() {
     const eight = deploy.find((d) => d.replicas === 8 && d.layout === layout)!.first;
     targets.push({ target: `8 replicas, ${layout}: 1 hub download and 1 compile per compile key`, value: Math.max(eight.hubDownloads, ...Object.values(eight.compilesPerKey)), met: eight.hubDownloads === 1 && Object.values(eight.compilesPerKey).every((n) => n === 1) });
   }
-  const report = { node: process.version, planAllCombinations: { combinations: selections.length, medianMs: planMs }, programs, rollouts, deploy: { durations: DEFAULT_DURATIONS, layouts: deploy }, targets };
+  // Autoscaling (issue 23) and the drain (issue 21) on Kubernetes, read from what the prod stack renders.
+  const catalog = RecipeCatalog.load();
+  const { preset: _preset, ...prodWithoutPreset } = readStackFile("prod").raw;
+  const kubernetesStacks = {
+    "prefill-decode-disaggregated": readStackFile("prod").raw,
+    "aggregated-data-expert-parallel": { ...prodWithoutPreset, strategy: "aggregated-data-expert-parallel", target: "Throughput" },
+  };
+  const renderedKubernetes = (raw: Record<string, unknown>) =>
+    renderDeployment(planDeployment(parseStackSettings({ ...raw, autoscaling: { enabled: true, maxReplicas: 4 } }), catalog), { stack: "prod", instance: "rbln-serving", secrets: [] }).kubernetes!;
+  const scaling = Object.entries(kubernetesStacks).flatMap(([strategy, raw]) => scalerTimings(renderedKubernetes(raw).scalers, DEFAULT_DURATIONS.loadSeconds).map((t) => ({ strategy, ...t })));
+  const drains = Object.entries(kubernetesStacks).flatMap(([strategy, raw]) => drainCover(renderedKubernetes(raw).workloads).map((d) => ({ strategy, ...d })));
+  targets.push(
+    { target: "kubernetes autoscaling: scale-up window at least the deploy model's load time, every role", value: Math.min(...scaling.map((s) => s.scaleUpWindowSeconds)), met: scaling.every((s) => s.scaleUpWindowSeconds >= s.loadSeconds) },
+    { target: "kubernetes autoscaling: scale-down window at least 300 s and at most one pod per 5 min, every role", value: Math.min(...scaling.map((s) => s.minutesBetweenScaleDowns)), met: scaling.every((s) => s.scaleDownWindowSeconds >= 300 && s.minutesBetweenScaleDowns >= 5) },
+    { target: "kubernetes: every pod's grace period covers its preStop plus --shutdown-timeout", value: Math.min(...drains.map((d) => d.gracePeriodSeconds - d.preStopSeconds - d.shutdownTimeoutSeconds)), met: drains.every((d) => d.covered) },
+  );
+  const report = { node: process.version, planAllCombinations: { combinations: selections.length, medianMs: planMs }, programs, rollouts, deploy: { durations: DEFAULT_DURATIONS, layouts: deploy }, scaling, drains, targets };
 
   if (json) {
     process.stdout.write(`${JSON.stringify(report)}\n`);
@@ -151,6 +172,12 @@ async function main() {
     console.log("\ndeploy model (hosts, aggregated-data-expert-parallel; defaults in bench/deployModel.ts)");
     console.log("replicas  layout   hub downloads  compiles  internet GB  first deploy min  recompiling change min");
     for (const d of deploy) console.log(`${String(d.replicas).padStart(8)}  ${d.layout.padEnd(7)}  ${String(d.first.hubDownloads).padStart(13)}  ${String(d.first.compiles).padStart(8)}  ${(d.first.internetBytes / 1e9).toFixed(0).padStart(11)}  ${d.first.minutesToFullCapacity.toFixed(0).padStart(16)}  ${d.recompile.minutesToFullCapacity.toFixed(0).padStart(22)}`);
+    console.log("\nkubernetes autoscaling (prod stack, autoscaling.enabled, maxReplicas 4; load time from bench/deployModel.ts)");
+    console.log("strategy                         role     poll s  scale-up window s  load s  step to serving min  min between scale-downs");
+    for (const s of scaling) console.log(`${s.strategy.padEnd(31)}  ${s.role.padEnd(7)}  ${String(s.pollingSeconds).padStart(6)}  ${String(s.scaleUpWindowSeconds).padStart(17)}  ${String(s.loadSeconds).padStart(6)}  ${s.stepToServingMinutes.toFixed(2).padStart(19)}  ${s.minutesBetweenScaleDowns.toFixed(0).padStart(23)}`);
+    console.log("\nkubernetes drain (prod stack): the pod spec's grace period against preStop + --shutdown-timeout");
+    console.log("strategy                         role     preStop s  shutdown-timeout s  grace s  covered");
+    for (const d of drains) console.log(`${d.strategy.padEnd(31)}  ${d.role.padEnd(7)}  ${String(d.preStopSeconds).padStart(9)}  ${String(d.shutdownTimeoutSeconds).padStart(18)}  ${String(d.gracePeriodSeconds).padStart(7)}  ${d.covered ? "yes" : "NO"}`);
     console.log("\ntargets");
     for (const t of targets) console.log(`  ${t.met ? "met   " : "MISSED"}  ${t.target} (${Number.isInteger(t.value) ? t.value : t.value.toFixed(2)})`);
   }

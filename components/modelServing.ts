@@ -115,8 +115,8 @@ export class ModelServing extends pulumi.ComponentResource {
       // One front door for every replica and role; without one, each replica's rank 0.
       endpoints = door ? door.url.apply((url) => [url]) : this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));
     } else {
-      const { workloads, monitoring, routerValues } = rendered.kubernetes!;
-      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring }, child);
+      const { workloads, scalers, monitoring, routerValues } = rendered.kubernetes!;
+      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring, scalers }, child);
       this.units = pulumi.output([]);
       this.modelRevision = pulumi.output(settings.revision ?? null);
       this.deployments = npu.deployments;

@@ -37,6 +37,7 @@ export interface ModelServingArgs {
   extraEnv?: { [key: string]: { [key: string]: string } };
   router?: RouterArgs;
   monitoring?: MonitoringArgs;
+  autoscaling?: AutoscalingArgs;
   rollout?: RolloutArgs;
   /** A secret: pulumi config set --secret sshPrivateKey. */
   sshPrivateKey?: pulumi.Input<string>;
@@ -139,6 +140,18 @@ export interface MonitoringArgs {
   namespace?: string;
 }
 
+/** The stack config's `autoscaling`. */
+export interface AutoscalingArgs {
+  /** Default: false. */
+  enabled?: boolean;
+  minReplicas?: number;
+  maxReplicas?: number;
+  /** Default: false. */
+  scaleToZero?: boolean;
+  prometheusAddress?: string;
+  roles?: { [key: string]: AutoscalingRoleArgs };
+}
+
 /** The stack config's `rollout`. */
 export interface RolloutArgs {
   /**
@@ -228,6 +241,13 @@ export interface RouterImagesArgs {
   endpointPicker?: string;
   proxy?: string;
   sidecar?: string;
+}
+
+/** The stack config's `autoscaling.roles.*`. */
+export interface AutoscalingRoleArgs {
+  minReplicas?: number;
+  maxReplicas?: number;
+  target?: number;
 }
 
 /** The stack config's `kubernetes.resources.*.requests`. */

@@ -16,6 +16,8 @@ command -v ssh >/dev/null || need+=(openssh-client)
 [ -x /usr/bin/rrsync ] || need+=(rsync)
 # The host scripts run over SSH with the system python3; its venv module is a separate package.
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+# The front door's stand-ins (test/fixtures/stand-ins) read the EPP's and Envoy's YAML with PyYAML.
+/usr/bin/python3 -c 'import yaml' 2>/dev/null || need+=(python3-yaml)
 
 [ "${#need[@]}" -eq 0 ] && exit 0
 

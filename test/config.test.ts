@@ -383,6 +383,7 @@ describe("the one reading of stack config (readConfigEntries)", () => {
     router: { requestTimeout: "2h" },
     monitoring: { enabled: true },
     rollout: { maxUnavailable: 1 },
+    autoscaling: { enabled: true, maxReplicas: 4 },
   };
 
   it("gives every structured key the same value from an object, its JSON text, and a stack file's YAML", () => {

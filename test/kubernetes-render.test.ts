@@ -1,4 +1,4 @@
-import { execFile, spawnSync } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import * as fs from "node:fs";
@@ -12,6 +12,7 @@ import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { PodMonitor, PrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { Job } from "kubernetes-models/batch/v1";
+import { ScaledObject } from "@kubernetes-models/keda/keda.sh/v1alpha1";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { bindRank } from "../core/plan/bind";
@@ -36,6 +37,7 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   ServiceAccount,
   PodDisruptionBudget,
   Job,
+  ScaledObject,
 };
 
 function kubernetesDeployment(overrides: Record<string, unknown> = {}) {
@@ -47,6 +49,7 @@ const variants = [
   kubernetesDeployment({ preset: undefined, axes: { lmcache: "cpu", spec_decode: "suffix", prefix_caching: "on" }, target: "Latency", decodeReplicas: 3 }),
   kubernetes({ strategy: "aggregated-data-expert-parallel", target: "Latency", replicas: 2 }),
   kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "rds" } }),
+  kubernetesDeployment({ autoscaling: { enabled: true, maxReplicas: 4 } }),
 ];
 
 function kubernetes(overrides: Record<string, unknown>) {
@@ -184,6 +187,47 @@ describe("rendered Kubernetes objects", () => {
     // Pulumi waits through every wave: the timeout grows with the waves, not with replicas.
     expect(roles({ decodeReplicas: 8 }).decode!.rolloutTimeoutSeconds).toBeGreaterThan(4 * 9600);
     expect(roles({ decodeReplicas: 8, rollout: { maxUnavailable: "100%" } }).decode!.rolloutTimeoutSeconds).toBeLessThan(2 * 9600);
+  });
+
+  it("drains a stopping pod: vLLM serves through a preStop sleep, then gets SIGTERM and drains for --shutdown-timeout, all within the grace period; the routing sidecar outlives it", () => {
+    for (const shutdownTimeoutSeconds of [undefined, 90]) {
+      const deployment = kubernetesDeployment({ rollout: { shutdownTimeoutSeconds } });
+      for (const role of renderKubernetesWorkloads(deployment, { instance: "x", namespace: "n" }, []).roles) {
+        const pod = role.deployment.spec!.template!.spec! as any;
+        const vllm = pod.containers.find((c: any) => c.name === "vllm");
+        // An exec of the image's sleep: no shell needed, and every Kubernetes version runs it.
+        expect(vllm.lifecycle, role.role).toEqual({ preStop: { exec: { command: ["sleep", "15"] } } });
+        const shutdown = Number(/--shutdown-timeout (\d+)/.exec(role.launchScript)![1]);
+        expect(shutdown, role.role).toBe(shutdownTimeoutSeconds ?? 3600);
+        expect(pod.terminationGracePeriodSeconds, role.role).toBe(15 + shutdown + 30);
+        // A wave waits for the old pods' drain before the new ones get the NPUs.
+        expect(role.deployment.spec!.progressDeadlineSeconds, role.role).toBeGreaterThan(pod.terminationGracePeriodSeconds + 9600);
+        // A native sidecar (an init container that restarts always) gets SIGTERM only after vLLM has exited.
+        const sidecar = (pod.initContainers ?? []).find((c: any) => c.name === "routing-proxy");
+        if (role.role === "decode") expect([sidecar.restartPolicy, sidecar.lifecycle]).toEqual(["Always", undefined]);
+        else expect(sidecar).toBeUndefined();
+      }
+    }
+  });
+
+  it("passes SIGTERM to every rank of a pod and lives until each has drained (real bash, the decode pod's 4 ranks)", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "drain-"));
+    // A stand-in vllm that drains for a second on SIGTERM (once, as vLLM ignores a second signal).
+    fs.writeFileSync(
+      path.join(dir, "vllm"),
+      `#!/usr/bin/env bash\nfor a in "$@"; do [ "$prev" = --port ] && port=$a; prev=$a; done\ntrap 'if [ -z "$draining" ]; then draining=1; sleep 1; echo "$port" >> "$OUT/drained"; exit 0; fi' TERM\necho "$port" >> "$OUT/up"\nwhile :; do sleep 0.1; done\n`,
+      { mode: 0o755 },
+    );
+    const decode = renderKubernetesWorkloads(variants[0]!, { instance: "rbln-serving", namespace: "llm-serving" }, []).roles.find((r) => r.role === "decode")!;
+    const pod = spawn("bash", ["-c", decode.launchScript], { env: { PATH: `${dir}:${process.env.PATH}`, POD_IP: "10.9.8.7", OUT: dir }, stdio: "ignore" });
+    const read = (file: string) => (fs.existsSync(path.join(dir, file)) ? fs.readFileSync(path.join(dir, file), "utf8").trim().split("\n").sort() : []);
+    for (let i = 0; i < 100 && read("up").length < 4; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(read("up")).toEqual(["8200", "8201", "8202", "8203"]);
+    const exited = new Promise<void>((resolve) => pod.on("exit", () => resolve()));
+    pod.kill("SIGTERM");
+    await exited;
+    // Every rank drained before the supervisor (the container's process) ended.
+    expect(read("drained")).toEqual(["8200", "8201", "8202", "8203"]);
   });
 
   it("gives every container CPU and memory requests, sized for the model by default and per role by settings", () => {

@@ -2,6 +2,7 @@ import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import type { MonitoringObjects } from "../../core/render/kubernetes/monitoring";
 import type { KubernetesWorkloads } from "../../core/render/kubernetes/workloads";
+import type { RenderedScaler } from "../../core/scaling/scaledObjects";
 import { renamedFrom } from "../renamed";
 
 export interface NpuWorkloadsArgs {
@@ -11,12 +12,15 @@ export interface NpuWorkloadsArgs {
   secretEnv: Record<string, pulumi.Input<string>>;
   /** PodMonitors, PrometheusRule and dashboard ConfigMap (`monitoringObjects`), when monitoring is on. */
   monitoring?: MonitoringObjects | null;
+  /** KEDA ScaledObjects of the roles that scale (`renderScalers`); none with fixed replicas. */
+  scalers?: readonly RenderedScaler[];
 }
 
 export interface RoleDeployment {
   role: string;
   deployment: string;
   namespace: string;
+  /** The replicas the Deployment sets; with autoscaling, KEDA's minReplicas (KEDA sets the count). */
   replicas: number;
   /** The vLLM ranks each pod runs, with their ports and NPUs. */
   ranks: { rank: number; port: number; devices: number[] }[];
@@ -24,8 +28,8 @@ export interface RoleDeployment {
 
 /**
  * The vLLM roles of one model on NPU nodes: per role a launch ConfigMap, a Deployment, a
- * PodDisruptionBudget, a NetworkPolicy and (for the aggregated strategies) a Service; the weights
- * and compile caches on volumes that outlive it.
+ * PodDisruptionBudget, a NetworkPolicy, (for the aggregated strategies) a Service and (with
+ * autoscaling) a KEDA ScaledObject; the weights and compile caches on volumes that outlive it.
  */
 export class NpuWorkloads extends pulumi.ComponentResource {
   readonly deployments: pulumi.Output<RoleDeployment[]>;
@@ -53,9 +57,13 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       // Kept when replaced, so `kubectl rollout undo` finds the previous revision's launch script.
       const configMap = new k8s.core.v1.ConfigMap(`${name}-${role.role}-launch`, role.configMap, { ...keep, dependsOn: [namespace] });
       const rolloutTimeout = `${Math.ceil(role.rolloutTimeoutSeconds / 60)}m`;
+      const scaler = args.scalers?.find((s) => s.role === role.role);
+      // Before the Deployment: a change of compile key reaches the scaler's queries before the pods roll,
+      // so KEDA holds the count while the new key compiles.
+      const scaledObject = scaler ? new k8s.apiextensions.CustomResource(`${name}-${role.role}-scaler`, scaler.object, inNamespace) : undefined;
       const deployment = new k8s.apps.v1.Deployment(`${name}-${role.role}`, role.deployment, {
         ...child,
-        dependsOn: [configMap, serviceAccount, weightsJob, ...volumes, ...(secret ? [secret] : [])],
+        dependsOn: [configMap, serviceAccount, weightsJob, ...volumes, ...(secret ? [secret] : []), ...(scaledObject ? [scaledObject] : [])],
         // Compilation on a cold cache takes hours per wave: wait for the rollout as long as the startup budget allows.
         customTimeouts: { create: rolloutTimeout, update: rolloutTimeout },
       });

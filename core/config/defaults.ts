@@ -14,6 +14,13 @@ export const DEFAULT_WEIGHTS_STORAGE_GIB = 500;
  */
 export const DEFAULT_RESTART_FREE_GIB = 50;
 
+/**
+ * A replica's start from its role's compiled cache, in seconds: read the weights, load the graphs.
+ * Assumed 15 min (the deploy model's load stage, `bench/deployModel.ts`); the scaler's windows and
+ * alerts on Kubernetes follow it.
+ */
+export const REPLICA_LOAD_SECONDS = 900;
+
 /** How many replicas a change may take down at once, by default. */
 export const DEFAULT_MAX_UNAVAILABLE = "25%";
 

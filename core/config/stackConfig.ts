@@ -266,6 +266,28 @@ const Router = z.strictObject({
   port: port.default(8080),
 });
 
+const replicaLimit = z.number().int().min(0).max(1024);
+/** Per-role replica limits and target of the scaler, over the stack-wide ones. */
+const AutoscalingRole = z.strictObject({
+  minReplicas: replicaLimit.optional(),
+  maxReplicas: replicaLimit.optional(),
+  /** Waiting requests per replica the scaler keeps to: more waiting adds replicas. */
+  target: z.number().positive().max(10000).optional(),
+});
+/** KEDA ScaledObjects per role on Kubernetes (docs/kubernetes-autoscaling.md). */
+const Autoscaling = z.strictObject({
+  enabled: z.boolean().default(false),
+  /** Unset: each role's replicas (replicas, prefillReplicas, decodeReplicas). */
+  minReplicas: replicaLimit.optional(),
+  maxReplicas: replicaLimit.optional(),
+  /** Lets minReplicas be 0: a role with nothing to serve gives its NPUs back. */
+  scaleToZero: z.boolean().default(false),
+  /** The Prometheus KEDA queries; unset, the operator's prometheus-operated Service in monitoring.namespace. */
+  prometheusAddress: z.url({ protocol: /^https?$/, error: "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090" }).optional(),
+  roles: z.record(roleName, AutoscalingRole).default({}),
+});
+export type Autoscaling = z.infer<typeof Autoscaling>;
+
 /**
  * Flags and variables that define the topology; `extraArgs`/`extraEnv` may not touch them. The
  * list follows vLLM's own parser (vllm/engine/arg_utils.py, vllm/entrypoints/cli/serve.py):
@@ -413,6 +435,8 @@ export const StackSettings = z
     router: Router.default(Router.parse({})),
     /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
     monitoring: z.strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") }).default({ enabled: false, namespace: "monitoring" }),
+    /** Replicas that follow the load on Kubernetes: a KEDA ScaledObject per role. */
+    autoscaling: Autoscaling.default(Autoscaling.parse({})),
     /** How a change reaches the replicas: at most maxUnavailable of them down at once. */
     rollout: z
       .strictObject({
@@ -503,7 +527,7 @@ export function foreignKeyWarnings(fullKeys: readonly string[]): string[] {
 /** Settings that only one platform reads: on the other they do nothing. */
 export const PLATFORM_ONLY_KEYS: Readonly<Record<StackSettings["platform"], readonly (keyof StackSettings)[]>> = {
   hosts: ["hosts", "sshProxy", "insecureSkipHostKeyCheck", "pip", "versions", "installRoot", "cacheRoot", "minFreeDiskGb", "minFreeDiskGbToRestart", "cache"],
-  kubernetes: ["kubernetes"],
+  kubernetes: ["kubernetes", "autoscaling"],
 };
 
 /** The keys the chosen platform ignores. */
@@ -520,6 +544,7 @@ function objectKeysAt(schema: z.ZodType, at: readonly PropertyKey[]): string[] {
     if (def.type === "pipe") current = def.out as z.core.$ZodType;
     else if (def.type === "default" || def.type === "optional" || def.type === "nullable") current = def.innerType as z.core.$ZodType;
     else if (def.type === "array" && typeof rest[0] === "number") [current, rest] = [def.element as z.core.$ZodType, rest.slice(1)];
+    else if (def.type === "record" && rest.length > 0) [current, rest] = [def.valueType as z.core.$ZodType, rest.slice(1)];
     else if (def.type === "object" && rest.length > 0) [current, rest] = [(def.shape as Record<string, z.core.$ZodType>)[String(rest[0])], rest.slice(1)];
     else if (def.type === "object") return Object.keys(def.shape as object);
     else return [];

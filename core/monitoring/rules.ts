@@ -81,3 +81,69 @@ export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Ru
     ],
   };
 }
+
+/** The names a role's scaler alerts select: what core/scaling renders for it. */
+export interface ScaledRole {
+  namespace: string;
+  deployment: string;
+  scaledObject: string;
+  /** The HPA KEDA owns for the ScaledObject. */
+  hpa: string;
+}
+
+export interface ScalingAlertTimings {
+  /** A replica's start from the compiled cache: pods unavailable longer than this alert. */
+  loadSeconds: number;
+  /** Failed trigger reads for this long mean KEDA serves its fallback (failureThreshold + 1 polls). */
+  fallbackAfterSeconds: number;
+}
+
+/**
+ * Alerts on the scalers of one Kubernetes stack (autoscaling on): a ScaledObject in fallback, a role
+ * at maxReplicas for 15 minutes, pods unavailable longer than a load takes. KEDA has no fallback
+ * series: its trigger errors (keda_scaler_detail_errors_total) keep rising while it serves the
+ * fallback. The HPA and Deployment series are kube-state-metrics'.
+ */
+export function scalingAlertRules(roles: readonly ScaledRole[], timings: ScalingAlertTimings): RuleGroups["groups"][number] {
+  const namespaces = [...new Set(roles.map((r) => r.namespace))];
+  const anyOf = (names: string[]) => JSON.stringify(names.join("|"));
+  const inNamespace = `namespace=${anyOf(namespaces)}`;
+  const hpas = `${inNamespace},horizontalpodautoscaler=~${anyOf(roles.map((r) => r.hpa))}`;
+  const window = `${timings.fallbackAfterSeconds}s`;
+  return {
+    name: "rbln-serving-autoscaling",
+    rules: [
+      {
+        alert: "RblnServingScalerFallback",
+        // KEDA's metrics carry the ScaledObject's name; its namespace label may be renamed by the scrape (exported_namespace).
+        expr: `sum by (scaledObject) (increase(keda_scaler_detail_errors_total{scaledObject=~${anyOf(roles.map((r) => r.scaledObject))}}[${window}])) > 0`,
+        for: window,
+        labels: { severity: "warning" },
+        annotations: {
+          summary: "A scaler cannot read its trigger and keeps the current replicas",
+          description: `ScaledObject {{ $labels.scaledObject }} has failed to query Prometheus for ${window}: KEDA serves its fallback (the current replicas, at least minReplicas) and scales neither way until the query works.`,
+        },
+      },
+      {
+        alert: "RblnServingScalerAtMax",
+        expr: `kube_horizontalpodautoscaler_status_current_replicas{${hpas}} >= kube_horizontalpodautoscaler_spec_max_replicas{${hpas}}`,
+        for: "15m",
+        labels: { severity: "warning" },
+        annotations: {
+          summary: "A role runs at its maxReplicas",
+          description: "{{ $labels.horizontalpodautoscaler }} has run {{ $value }} replicas, its maximum, for 15 minutes: requests queue; raise autoscaling maxReplicas if the nodes have NPUs to spare.",
+        },
+      },
+      {
+        alert: "RblnServingPodsUnavailable",
+        expr: `kube_deployment_status_replicas_unavailable{${inNamespace},deployment=~${anyOf(roles.map((r) => r.deployment))}} > 0`,
+        for: `${timings.loadSeconds}s`,
+        labels: { severity: "warning" },
+        annotations: {
+          summary: "Pods stay unavailable longer than a load takes",
+          description: `{{ $value }} pods of {{ $labels.deployment }} have been unavailable for longer than a start from the compiled cache takes (${timings.loadSeconds}s): a compile, a crash loop, or no node with free NPUs.`,
+        },
+      },
+    ],
+  };
+}

@@ -7,6 +7,7 @@ import { withFlags } from "./argv";
 import { withCompileKeys } from "./compileKey";
 import { withRevision } from "./models";
 import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
+import { resolveAutoscaling, roleReplicas } from "./replicas";
 import { resolvePlan } from "./resolve";
 import { planFrontDoor } from "./frontDoor";
 import { checkWeightsStorage } from "./storage";
@@ -111,11 +112,10 @@ function settingsWarnings(settings: StackSettings): string[] {
   return warnings;
 }
 
-/** How many replicas a node's role has: the disaggregated strategy counts prefill and decode apart (xPyD). */
+/** How many replicas a node has: its role's (the disaggregated strategy counts prefill and decode apart, xPyD; a node of several roles has replicas). */
 export function nodeReplicas(settings: StackSettings, plan: LaunchPlan, node: number): number {
-  const roles = plan.roles.filter((r) => r.node === node).map((r) => r.role);
-  const own = roles.includes("prefill") ? settings.prefillReplicas : roles.includes("decode") ? settings.decodeReplicas : undefined;
-  return own ?? settings.replicas;
+  const roles = plan.roles.filter((r) => r.node === node);
+  return roles.length === 1 ? roleReplicas(settings, roles[0]!.role) : settings.replicas;
 }
 
 /**
@@ -168,7 +168,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
     versions: settings.versions,
   });
   const roleNames = base.roles.map((r) => r.role);
-  for (const [field, byRole] of [["extraArgs", settings.extraArgs], ["extraEnv", settings.extraEnv], ["kubernetes.resources", settings.kubernetes.resources]] as const) {
+  for (const [field, byRole] of [["extraArgs", settings.extraArgs], ["extraEnv", settings.extraEnv], ["kubernetes.resources", settings.kubernetes.resources], ["autoscaling.roles", settings.autoscaling.roles]] as const) {
     for (const role of Object.keys(byRole)) {
       if (!roleNames.includes(role)) throw new ConfigError(`${field}.${role}`, `strategy "${base.strategy}" has no role "${role}"; allowed: ${listValues(roleNames)}`);
     }
@@ -206,6 +206,13 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
     checkServingAddresses(placements.map((p) => p.host), placements.map((p) => plan.roles.filter((role) => role.node === p.node).flatMap((role) => role.ranks.flatMap((rank) => rank.ports))));
     checkIndexCredentials(settings.pip, pipIndexUrls(settings.pip, plan));
   }
-  const deployment: Deployment = { settings, plan, placements, shutdownTimeoutSeconds, frontDoor: settings.platform === "hosts" ? planFrontDoor(settings, plan, placements) : null };
+  const deployment: Deployment = {
+    settings,
+    plan,
+    placements,
+    shutdownTimeoutSeconds,
+    autoscaling: resolveAutoscaling(settings, plan),
+    frontDoor: settings.platform === "hosts" ? planFrontDoor(settings, plan, placements) : null,
+  };
   return { ...deployment, plan: { ...plan, warnings: [...plan.warnings, ...frontDoorWarnings(deployment)] } };
 }

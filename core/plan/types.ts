@@ -195,6 +195,25 @@ export interface FrontDoorPlan {
   sidecars: { host: string; port: number; modelServerPort: number; dataParallelSize: number }[];
 }
 
+/** A role's replica limits under KEDA; `target` unset takes the platform's default. */
+export interface RoleScaling {
+  role: string;
+  minReplicas: number;
+  maxReplicas: number;
+  /** Requests a pod runs at once at most (max_num_seqs per engine, compiled by RBLN). */
+  compiledBatch: number;
+  /** Waiting requests per replica the scaler keeps to. */
+  target?: number;
+}
+
+/** Autoscaling as the stack asks for it, checked against the plan's roles. */
+export interface AutoscalingPlan {
+  /** The Prometheus KEDA queries. */
+  prometheusAddress: string;
+  scaleToZero: boolean;
+  roles: RoleScaling[];
+}
+
 /** The validated stack: its launch plan with the stack's own additions, and where each node runs. */
 export interface Deployment {
   settings: StackSettings;
@@ -205,4 +224,6 @@ export interface Deployment {
   shutdownTimeoutSeconds: number;
   /** Hosts with `router.host`: the front door. */
   frontDoor: FrontDoorPlan | null;
+  /** Per role the replica limits KEDA keeps to; null with autoscaling off (fixed replicas). */
+  autoscaling: AutoscalingPlan | null;
 }

@@ -4,6 +4,7 @@ import type { Deployment } from "../plan/types";
 import { hostWaves } from "../rollout/hostWaves";
 import { routerChartValues } from "../router/chartValues";
 import { renderFrontDoor, type RenderedFrontDoor } from "../router/hosts/frontDoor";
+import { renderScalers, type RenderedScaler } from "../scaling/scaledObjects";
 import { renderHost, type HostRenderOptions, type RenderedHost } from "./hosts/bundle";
 import { copySources, renderCopy, weightsHosts, type HostCopyOptions, type RenderedCopy } from "./hosts/copies";
 import { deploymentId } from "./hosts/names";
@@ -44,9 +45,11 @@ export interface RenderedHosts {
   frontDoor: RenderedFrontDoor | null;
 }
 
-/** Platform Kubernetes: the workloads, the monitoring objects and the router chart's values. */
+/** Platform Kubernetes: the workloads, their scalers, the monitoring objects and the router chart's values. */
 export interface RenderedKubernetes {
   workloads: KubernetesWorkloads;
+  /** A KEDA ScaledObject per served role with autoscaling on; empty with fixed replicas. */
+  scalers: RenderedScaler[];
   monitoring: MonitoringObjects | null;
   /** llm-d-router-gateway values for strategies with a router; null without one. */
   routerValues: Record<string, unknown> | null;
@@ -80,9 +83,11 @@ function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHo
 function renderKubernetes(deployment: Deployment, options: RenderOptions): RenderedKubernetes {
   const { settings, plan } = deployment;
   const workloads = renderKubernetesWorkloads(deployment, { instance: options.instance, namespace: settings.kubernetes.namespace }, options.secrets);
+  const scalers = renderScalers(deployment, workloads);
   return {
     workloads,
-    monitoring: monitoringObjects(deployment, workloads, options.instance),
+    scalers,
+    monitoring: monitoringObjects(deployment, workloads, options.instance, scalers),
     routerValues: plan.router ? routerMonitoringValues(deployment, routerChartValues(plan.router, plan.strategy, settings)) : null,
   };
 }

@@ -48,7 +48,7 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
     files["prometheus/rbln-serving-rules.yaml"] = alertRulesFile ??= toYaml(alertRules());
   }
   if (rendered.kubernetes) {
-    const { workloads, monitoring, routerValues } = rendered.kubernetes;
+    const { workloads, scalers, monitoring, routerValues } = rendered.kubernetes;
     const write = (object: KubeObject, name: string) => (files[`kubernetes/${name}.yaml`] = toYaml(object));
     write(workloads.namespace, "namespace");
     write(workloads.serviceAccount, "serviceaccount");
@@ -65,6 +65,7 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
       write(role.podDisruptionBudget, `${role.role}-pdb`);
       write(role.networkPolicy, `${role.role}-networkpolicy`);
     }
+    for (const scaler of scalers) write(scaler.object, `${scaler.role}-scaledobject`);
     if (monitoring) {
       for (const { id, object } of monitoring.podMonitors) write(object, `podmonitor-${id}`);
       write(monitoring.prometheusRule, "prometheusrule");

@@ -15,6 +15,8 @@ export function vllmContainer(input: {
   apiKey: boolean;
   /** How long a start may take: the engine's ready timeout and the margin. */
   startupBudgetSeconds: number;
+  /** How long vLLM keeps serving once its pod terminates, before it gets SIGTERM and drains. */
+  preStopSleepSeconds: number;
   mounts: { launchDir: string; hfHome: string; compileCache: string; offload: string; scratch: string };
 }): k8s.Container {
   const { probes } = KUBERNETES_DEFAULTS;
@@ -39,13 +41,19 @@ export function vllmContainer(input: {
     startupProbe: { ...rankProbe("/health", rankPorts, apiKey), periodSeconds: probes.startupPeriodSeconds, failureThreshold: Math.ceil(input.startupBudgetSeconds / probes.startupPeriodSeconds) },
     readinessProbe: { ...rankProbe("/v1/models", rankPorts, apiKey), periodSeconds: probes.readinessPeriodSeconds, failureThreshold: probes.readinessFailureThreshold },
     livenessProbe: { ...rankProbe("/health", rankPorts, apiKey), periodSeconds: probes.livenessPeriodSeconds, failureThreshold: probes.livenessFailureThreshold },
+    // vLLM refuses new requests from SIGTERM on, and its /health stays 200 while it drains, so nothing
+    // in the pod tells the router to stop sending: sleep until the endpoint picker, the gateway and
+    // kube-proxy have seen the pod terminate. The image's sleep (no shell needed), on every Kubernetes.
+    lifecycle: { preStop: { exec: { command: ["sleep", String(input.preStopSleepSeconds)] } } },
   };
 }
 
 /**
  * The llm-d routing sidecar in front of a decode pod's ranks, as a native sidecar (an init
  * container that restarts always: it starts before vLLM and lives as long as the pod). It listens
- * on the pool's ports and forwards to the ranks' (8000+r → 8200+r).
+ * on the pool's ports and forwards to the ranks' (8000+r → 8200+r). It has no preStop: Kubernetes
+ * (1.29+) sends a native sidecar SIGTERM only once the vLLM container has exited, so it forwards
+ * throughout vLLM's drain; v0.10.0 then exits at once (it does not drain), with nothing left in flight.
  */
 export function routingSidecar(input: {
   image: string;

@@ -1,4 +1,5 @@
 import { LEASE_DEFAULTS } from "../../cache/leaseLock";
+import { REPLICA_LOAD_SECONDS } from "../../config/defaults";
 
 /**
  * Every operational default of the Kubernetes platform, in one place (as an Ansible role keeps its
@@ -26,8 +27,39 @@ export const KUBERNETES_DEFAULTS = {
     weightsJobBackoffLimit: 6,
     /** Rollouts may run this long past the startup budget before Kubernetes and Pulumi call them failed. */
     rolloutMarginSeconds: 1800,
-    /** What a pod gets to end on SIGTERM before it is killed. */
-    terminationGracePeriodSeconds: 120,
+  },
+  /**
+   * A stopping pod: the preStop sleep, then vLLM's drain (`--shutdown-timeout`), then teardown. The
+   * grace period is their sum, so the kubelet never kills a request the drain lets finish.
+   */
+  termination: {
+    /**
+     * How long vLLM keeps taking requests after the pod starts terminating, so the endpoint picker,
+     * the gateway and kube-proxy drop it first (vLLM refuses new requests once SIGTERM arrives).
+     * llm-d's and KServe's preStop is 15 s.
+     */
+    preStopSleepSeconds: 15,
+    /** After the drain: the engines' teardown, the supervisor and the routing sidecar's exit. */
+    teardownSeconds: 30,
+  },
+  /** KEDA ScaledObjects (core/scaling), with `autoscaling.enabled`. */
+  autoscaling: {
+    /** How often KEDA reads the triggers (llm-d's guides: 15 s). */
+    pollingIntervalSeconds: 15,
+    /** A new replica's start from the compiled cache: scale-up waits at least this long, and so does the unavailable alert. */
+    loadSeconds: REPLICA_LOAD_SECONDS,
+    /** Load must stay low this long before a replica goes. */
+    scaleDownWindowSeconds: 300,
+    /** At most one replica goes per this many seconds. */
+    scaleDownPeriodSeconds: 300,
+    /** KEDA's wait before a role with nothing to do goes to zero (scaleToZero only). */
+    cooldownSeconds: 300,
+    /** Failed reads before KEDA keeps the current replicas (fallback currentReplicasIfHigher). */
+    fallbackFailureThreshold: 3,
+    /** Waiting requests per replica, unless `autoscaling.roles.<role>.target` says otherwise (llm-d's queue threshold). */
+    waitingPerReplica: 1,
+    /** Running requests per replica as a share of its compiled batch (max_num_seqs per engine) that adds a replica. */
+    batchShare: 0.8,
   },
   probes: {
     startupPeriodSeconds: 60,

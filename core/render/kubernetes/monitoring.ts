@@ -6,7 +6,9 @@ import type { KubernetesWorkloads } from "./workloads";
 
 /** A Prometheus Operator object: no typed input in @pulumi/kubernetes (a CustomResource); tests validate it against the operator's schema. */
 type OperatorObject = Named<{ spec: object }>;
-import { alertRules } from "../../monitoring/rules";
+import { alertRules, scalingAlertRules, type ScaledRole } from "../../monitoring/rules";
+import { KUBERNETES_DEFAULTS } from "./defaults";
+import { COMPILE_KEY_LABEL } from "./role";
 import { packageRoot } from "../../packageRoot";
 
 export const DASHBOARD_FILE = path.join(packageRoot(), "dashboards", "rbln-serving.json");
@@ -36,14 +38,20 @@ export function routerMonitoringValues(deployment: Deployment, values: Record<st
 
 /**
  * A PodMonitor endpoint per role and rank (named container port, `/metrics`), relabelled with
- * model, role, rank and strategy; one more for the endpoint picker when the router runs.
+ * model, role, rank and strategy (with autoscaling, the pod's compile key too); one more for the
+ * endpoint picker when the router runs. The PrometheusRule holds the alerts, and the scalers'
+ * alerts for the roles in `scaled`.
  */
-export function monitoringObjects(deployment: Deployment, workloads: KubernetesWorkloads, instance: string): MonitoringObjects | null {
+export function monitoringObjects(deployment: Deployment, workloads: KubernetesWorkloads, instance: string, scaled: readonly ScaledRole[] = []): MonitoringObjects | null {
   const { settings, plan } = deployment;
   if (!settings.monitoring.enabled) return null;
   const namespace = workloads.namespace.metadata.name;
   const labels = { "app.kubernetes.io/name": "rbln-serving", "app.kubernetes.io/instance": instance, "app.kubernetes.io/managed-by": "pulumi" };
   const staticLabel = (targetLabel: string, replacement: string) => ({ action: "replace", targetLabel, replacement });
+  // The scalers tell the pods of a role's current compile key apart by it (core/scaling/queries.ts).
+  const compileKeyLabel = deployment.autoscaling
+    ? [{ action: "replace", sourceLabels: [`__meta_kubernetes_pod_label_${COMPILE_KEY_LABEL.replace(/[^A-Za-z0-9_]/g, "_")}`], targetLabel: "compile_key" }]
+    : [];
   const endpoints = workloads.roles.flatMap((role) => {
     const rolePlan = plan.roles.find((r) => r.role === role.role)!;
     const ports = (role.deployment as unknown as PodOwner).spec.template.spec.containers.flatMap((c) => c.ports ?? []);
@@ -60,6 +68,7 @@ export function monitoringObjects(deployment: Deployment, workloads: KubernetesW
           staticLabel("rank", String(rank.rank)),
           staticLabel("model", plan.model),
           staticLabel("strategy", plan.strategy),
+          ...compileKeyLabel,
         ],
       };
     });
@@ -81,7 +90,12 @@ export function monitoringObjects(deployment: Deployment, workloads: KubernetesW
   }
   return {
     podMonitors,
-    prometheusRule: { apiVersion: "monitoring.coreos.com/v1", kind: "PrometheusRule", metadata: { name: `${instance}-alerts`, namespace, labels }, spec: alertRules() },
+    prometheusRule: {
+      apiVersion: "monitoring.coreos.com/v1",
+      kind: "PrometheusRule",
+      metadata: { name: `${instance}-alerts`, namespace, labels },
+      spec: scaled.length === 0 ? alertRules() : { groups: [...alertRules().groups, scalingAlertRules(scaled, scalingAlertTimings())] },
+    },
     dashboard: {
       apiVersion: "v1",
       kind: "ConfigMap",
@@ -89,4 +103,10 @@ export function monitoringObjects(deployment: Deployment, workloads: KubernetesW
       data: { "rbln-serving.json": fs.readFileSync(DASHBOARD_FILE, "utf8") },
     },
   };
+}
+
+/** The scaler alerts' timings, from the scalers' own defaults. */
+function scalingAlertTimings() {
+  const { loadSeconds, fallbackFailureThreshold, pollingIntervalSeconds } = KUBERNETES_DEFAULTS.autoscaling;
+  return { loadSeconds, fallbackAfterSeconds: (fallbackFailureThreshold + 1) * pollingIntervalSeconds };
 }

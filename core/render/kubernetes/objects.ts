@@ -16,6 +16,8 @@ export type Probe = Unwrap<types.input.core.v1.Probe>;
 export type NetworkPolicy = Unwrap<types.input.networking.v1.NetworkPolicy>;
 export type NetworkPolicyPeer = Unwrap<types.input.networking.v1.NetworkPolicyPeer>;
 export type PodDisruptionBudget = Unwrap<types.input.policy.v1.PodDisruptionBudget>;
+/** What KEDA passes to the HPA it owns (a ScaledObject's `advanced.horizontalPodAutoscalerConfig.behavior`). */
+export type HorizontalPodAutoscalerBehavior = Unwrap<types.input.autoscaling.v2.HorizontalPodAutoscalerBehavior>;
 
 /** Every object carries its name: what `render` names files by and the components name resources by. */
 export type Named<T> = T & { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> } };

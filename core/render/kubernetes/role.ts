@@ -3,7 +3,8 @@ import { compileLock } from "./compileLock";
 import { waitForWeights } from "./weights";
 import { engineReadyTimeoutSeconds } from "../../plan/argv";
 import { servingPorts } from "../../plan/frontDoor";
-import type { Deployment, RolePlan, RouterIntent } from "../../plan/types";
+import { roleReplicas } from "../../plan/replicas";
+import type { Deployment, RolePlan, RoleScaling, RouterIntent } from "../../plan/types";
 import { unavailableCount } from "../../rollout/waves";
 import { routingSidecar, vllmContainer } from "./containers";
 import { KUBERNETES_DEFAULTS } from "./defaults";
@@ -12,12 +13,18 @@ import type * as k8s from "./objects";
 import { mergeResources, placement, podSecurity } from "./pod";
 import { podDisruptionBudget, roleNetworkPolicy } from "./policies";
 
+/** The pod label naming the role's compile key: the scaler's queries tell pods of the current key apart by it. */
+export const COMPILE_KEY_LABEL = "rbln-serving.io/compile-key";
+
 export interface RoleWorkload {
   role: string;
+  /** The replicas the Deployment sets; with autoscaling, KEDA's minimum (the Deployment sets none). */
   replicas: number;
+  /** KEDA's limits for the role; null with fixed replicas. */
+  scaling: RoleScaling | null;
   /** Pods of the role that may be down at once: in a rollout (maxSurge 0) and in a drain. */
   maxUnavailable: number;
-  /** How long a rollout may take: every wave's startup budget (compilation, download) and a margin. */
+  /** How long a rollout may take: every wave's drain of its old pods and startup budget (compilation, download), and a margin. */
   rolloutTimeoutSeconds: number;
   /** The vLLM processes in each pod of the role. */
   ranks: { rank: number; port: number; devices: number[] }[];
@@ -55,12 +62,6 @@ function digest(text: string): string {
   return createHash("sha256").update(text).digest("hex").slice(0, 10);
 }
 
-/** A role's replicas: prefillReplicas and decodeReplicas scale the disaggregated roles on their own (xPyD). */
-function roleReplicas(deployment: Deployment, role: string): number {
-  const { settings } = deployment;
-  return (role === "prefill" ? settings.prefillReplicas : role === "decode" ? settings.decodeReplicas : undefined) ?? settings.replicas;
-}
-
 /** One role's objects: its launch ConfigMap, Deployment, PodDisruptionBudget, NetworkPolicy and (without the router) Service. */
 export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWorkload {
   const { deployment, instance, namespace, router } = context;
@@ -87,13 +88,24 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
   const needsSidecar = serving.sidecar;
   const sidecarPorts = needsSidecar ? serving.ports : [];
   const activePorts = router ? serving.ports : [];
-  const replicas = roleReplicas(deployment, role.role);
+  const scaling = deployment.autoscaling?.roles.find((r) => r.role === role.role) ?? null;
+  const replicas = scaling ? scaling.minReplicas : roleReplicas(settings, role.role);
   // The unit of rollout is the pod (a decode pod holds its 4 ranks); each role rolls on its own replicas.
-  const maxUnavailable = unavailableCount(replicas, settings.rollout.maxUnavailable);
-  const waves = Math.ceil(replicas / maxUnavailable);
+  // Under KEDA, the count at the floor: the rollout and a drain then take no more pods at any count
+  // than at the fewest, and the Deployment and the PodDisruptionBudget agree on one integer.
+  const maxUnavailable = unavailableCount(Math.max(replicas, 1), settings.rollout.maxUnavailable);
+  const mostReplicas = scaling ? scaling.maxReplicas : replicas;
+  const waves = Math.ceil(mostReplicas / maxUnavailable);
   const node = plan.nodes[role.node]!;
   const budget = engineReadyTimeoutSeconds(role.ranks[0]!.env) + budgets.startMarginSeconds;
-  const podLabels = { ...labels, ...(router ? { ...router.values.inference_pool.match_labels, "llm-d.ai/role": role.role } : {}) };
+  const { preStopSleepSeconds, teardownSeconds } = KUBERNETES_DEFAULTS.termination;
+  // A pod stops in this order: preStop (the router and the Service drop it), vLLM's drain, teardown.
+  const gracePeriod = preStopSleepSeconds + deployment.shutdownTimeoutSeconds + teardownSeconds;
+  const podLabels = {
+    ...labels,
+    ...(router ? { ...router.values.inference_pool.match_labels, "llm-d.ai/role": role.role } : {}),
+    ...(scaling ? { [COMPILE_KEY_LABEL]: role.compileKey } : {}),
+  };
   const env = [
     { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
     { name: "HOME", value: paths.scratchDir },
@@ -112,6 +124,7 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
     security: k8sSettings.securityContext,
     apiKey: context.apiKey,
     startupBudgetSeconds: budget,
+    preStopSleepSeconds,
     mounts: { launchDir: paths.launchDir, hfHome: context.hfHome, compileCache: compileCacheRoot, offload: `${paths.dataRoot}/offload`, scratch: paths.scratchDir },
   });
   const sidecar = router
@@ -128,11 +141,13 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
     kind: "Deployment",
     metadata: { name: `${instance}-${role.role}`, namespace, labels },
     spec: {
-      replicas,
+      // Under KEDA the HPA it owns sets replicas: declaring them here would reset its count on every `pulumi up`.
+      ...(scaling ? {} : { replicas }),
       // maxSurge 0: NPUs cannot be held by an old and a new pod at once, so a new pod takes the NPUs an
       // old one gave back. A single replica has nothing to keep serving: Recreate.
-      strategy: replicas > 1 ? { type: "RollingUpdate", rollingUpdate: { maxSurge: 0, maxUnavailable } } : { type: "Recreate" },
-      progressDeadlineSeconds: budget + budgets.rolloutMarginSeconds,
+      strategy: mostReplicas > 1 ? { type: "RollingUpdate", rollingUpdate: { maxSurge: 0, maxUnavailable } } : { type: "Recreate" },
+      // A wave waits for the old pods' drain, then for the new pods' start.
+      progressDeadlineSeconds: gracePeriod + budget + budgets.rolloutMarginSeconds,
       selector: { matchLabels: selector },
       template: {
         metadata: { labels: podLabels, ...(router ? { annotations: { "llm-d.ai/active-ports": activePorts.join(",") } } : {}) },
@@ -142,7 +157,7 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
           ...context.imagePullSecrets,
           ...placement(k8sSettings, selector),
           securityContext: podSecurity(k8sSettings.securityContext),
-          terminationGracePeriodSeconds: budgets.terminationGracePeriodSeconds,
+          terminationGracePeriodSeconds: gracePeriod,
           initContainers: [waitForWeights(k8sSettings.image!, context.hfHome, plan.models, vllm.securityContext), ...(needsSidecar && sidecar ? [sidecar] : [])],
           containers: [vllm],
           volumes: [
@@ -169,8 +184,9 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
   return {
     role: role.role,
     replicas,
+    scaling,
     maxUnavailable,
-    rolloutTimeoutSeconds: waves * budget + budgets.rolloutMarginSeconds,
+    rolloutTimeoutSeconds: waves * (gracePeriod + budget) + budgets.rolloutMarginSeconds,
     ranks: role.ranks.map((r) => ({ rank: r.rank, port: r.ports[0]!, devices: r.devices })),
     launchScript: script,
     configMap,

@@ -1,0 +1,773 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import * as fs from "node:fs";
+import * as http from "node:http";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
+import { resolvePlan } from "../core/plan/resolve";
+import { endpointPickerConfig } from "../core/router/chartValues";
+import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
+import { validateEndpointPickerConfig, validateEndpointsFile } from "./helpers/eppConfig";
+import { bodyProblem, now, startLoad, startSampler, type RequestRecord } from "./helpers/frontDoorLoad";
+import { minimax } from "./helpers/recipes";
+import { aggregatedEppConfig, endpointsFile, EPP_ENDPOINTS_PATH, frontDoorBootstrap, STAND_IN_IMAGES } from "./helpers/standIns";
+import { freePort, waitForPort } from "./helpers/sshd";
+
+/**
+ * The stand-ins of test/fixtures/stand-ins/ (container runtime, EPP, Envoy, routing sidecar) and the
+ * stand-in vLLM's completions and shutdown, on loopback: each does what the fake-host tests of the
+ * front door rely on the real program doing, and refuses what it does not implement.
+ */
+
+const STAND_INS = path.join(__dirname, "fixtures", "stand-ins");
+const RUNTIME = path.join(STAND_INS, "container-runtime-stand-in");
+const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
+const { endpointPicker: EPP_IMAGE, proxy: ENVOY_IMAGE, sidecar: SIDECAR_IMAGE } = STAND_IN_IMAGES;
+/** This file's own loopback address (apart from the other files' servers), standing for the host. */
+const ADDRESS = `127.${50 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250)}.${10 + Math.floor(Math.random() * 240)}`;
+
+let work: string;
+let state: string;
+const started: ChildProcess[] = [];
+
+beforeAll(() => {
+  work = fs.mkdtempSync(path.join(os.tmpdir(), "stand-ins-"));
+});
+afterAll(() => fs.rmSync(work, { recursive: true, force: true }));
+afterEach(() => {
+  // Each started process leads its own process group: the runtime and the program it runs go together.
+  for (const child of started.splice(0)) {
+    try {
+      process.kill(-child.pid!, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+});
+
+function freshState(): string {
+  state = fs.mkdtempSync(path.join(work, "state-"));
+  return state;
+}
+
+const runtimeEnv = () => ({ ...process.env, CONTAINER_RUNTIME_STAND_IN_STATE: state, STAND_IN_HOST_ADDRESS: ADDRESS });
+
+/** One runtime command to its end. */
+function runtime(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(RUNTIME, args, { env: runtimeEnv(), encoding: "utf8" });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+interface Running {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+function launch(command: string, args: string[], env: NodeJS.ProcessEnv = runtimeEnv()): Running {
+  const child = spawn(command, args, { env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  started.push(child);
+  let output = "";
+  child.stdout!.on("data", (d) => (output += d));
+  child.stderr!.on("data", (d) => (output += d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  return { child, output: () => output, exited };
+}
+
+/** `RUNTIME run --rm --name NAME --pull never OPTIONS... IMAGE ARGS...` in the foreground. */
+function runContainer(name: string, options: string[], image: string, args: string[]): Running {
+  return launch(RUNTIME, ["run", "--rm", "--name", name, "--pull", "never", ...options, image, ...args]);
+}
+
+async function untilListening(running: Running, port: number, address = ADDRESS): Promise<void> {
+  await waitForPort(address, port, () => (running.child.exitCode !== null ? `exited ${running.child.exitCode}: ${running.output()}` : undefined));
+}
+
+async function untilOutput(running: Running, pattern: RegExp, count = 1): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if ((running.output().match(new RegExp(pattern, "g")) ?? []).length >= count) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`no ${pattern} in: ${running.output()}`);
+}
+
+function isListening(port: number, address = ADDRESS): Promise<boolean> {
+  return fetch(`http://${address}:${port}/`, { signal: AbortSignal.timeout(2000) }).then(
+    () => true,
+    () => false,
+  );
+}
+
+interface Recorded {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** An upstream on loopback that records every request and answers with `answer`. */
+async function upstream(answer: (request: Recorded, response: http.ServerResponse) => unknown, port = 0) {
+  const requests: Recorded[] = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => (body += d));
+    req.on("end", () => {
+      const recorded = { method: req.method!, url: req.url!, headers: req.headers, body };
+      requests.push(recorded);
+      void answer(recorded, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(port, ADDRESS, resolve));
+  const actual = (server.address() as { port: number }).port;
+  return { port: actual, requests, close: () => new Promise<void>((r) => server.close(() => r()).closeAllConnections()) };
+}
+
+/** "answered" once a request's whole answer came, "failed" when it broke off (handled at once, so never unhandled). */
+function outcome(request: Promise<Response>): Promise<"answered" | "failed"> {
+  return request.then((r) => r.text()).then(
+    () => "answered" as const,
+    () => "failed" as const,
+  );
+}
+
+const json = (status: number, value: unknown) => (_: Recorded, res: http.ServerResponse) => {
+  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(value));
+};
+
+// --- EPP configs and files ---------------------------------------------------------------------------
+
+/** The recipe's prefill/decode router intent plus file discovery. */
+function disaggregatedEppConfig(): string {
+  const plan = resolvePlan(minimax, { model: minimax.model, strategy: "prefill-decode-disaggregated", target: "Throughput" });
+  const config = parseYaml(endpointPickerConfig(plan.router!.values));
+  config.plugins.push({ type: "file-discovery", parameters: { path: EPP_ENDPOINTS_PATH, watchFile: true } });
+  config.dataLayer = { discovery: { pluginRef: "file-discovery" } };
+  return stringifyYaml(config);
+}
+
+/** Writes the file whole beside the target and renames it over: the update the EPP's watcher is meant for. */
+function replaceFile(file: string, text: string): void {
+  fs.writeFileSync(`${file}.tmp`, text);
+  fs.renameSync(`${file}.tmp`, file);
+}
+
+interface Epp {
+  running: Running;
+  dir: string;
+  pick: number;
+  health: number;
+  metrics: number;
+  picks(n: number): Promise<{ status: number; destination: string | null; prefiller: string | null }[]>;
+  readyEndpoints(): Promise<number>;
+}
+
+/** The EPP stand-in as the units run it: published ports, its config folder as a volume. */
+async function startEpp(config: string, endpoints: string, extraArgs: string[] = []): Promise<Epp> {
+  const dir = fs.mkdtempSync(path.join(work, "epp-"));
+  fs.writeFileSync(path.join(dir, "epp.yaml"), config);
+  fs.writeFileSync(path.join(dir, "endpoints.yaml"), endpoints);
+  const [pick, health, metrics] = [await freePort(ADDRESS), await freePort(ADDRESS), await freePort(ADDRESS)];
+  const running = runContainer(
+    `epp-${path.basename(dir)}`,
+    ["--publish", `127.0.0.1:${pick}:9002`, "--publish", `127.0.0.1:${health}:9003`, "--publish", `${ADDRESS}:${metrics}:9090`, "--volume", `${dir}:/etc/epp:ro,z`],
+    EPP_IMAGE,
+    ["--config-file=/etc/epp/epp.yaml", "--pool-name=test-pool", "--pool-namespace=test", "--secure-serving=false", "--tracing=false", "--grpc-port=9002", "--grpc-health-port=9003", "--metrics-port=9090", ...extraArgs],
+  );
+  return {
+    running,
+    dir,
+    pick,
+    health,
+    metrics,
+    async picks(n) {
+      const out = [];
+      for (let i = 0; i < n; i++) {
+        const response = await fetch(`http://${ADDRESS}:${pick}/stand-in/pick`);
+        await response.arrayBuffer();
+        out.push({ status: response.status, destination: response.headers.get("x-gateway-destination-endpoint"), prefiller: response.headers.get("x-prefiller-host-port") });
+      }
+      return out;
+    },
+    async readyEndpoints() {
+      const text = await (await fetch(`http://${ADDRESS}:${metrics}/metrics`)).text();
+      return Number(/^llm_d_epp_ready_endpoints\{name="test-pool"\} (\d+)$/m.exec(text)![1]);
+    },
+  };
+}
+
+beforeAll(() => {
+  freshState();
+  for (const image of [EPP_IMAGE, ENVOY_IMAGE, SIDECAR_IMAGE]) expect(runtime("pull", image).status).toBe(0);
+});
+
+describe("container-runtime-stand-in", () => {
+  it("pulls only images whose repository it knows, and inspects only what it pulled", () => {
+    freshState();
+    expect(runtime("image", "inspect", "--format", "{{.Id}}", ENVOY_IMAGE)).toMatchObject({ status: 1, stderr: expect.stringContaining("image not known") });
+    const pulled = runtime("pull", "envoyproxy/envoy:v1.37.0");
+    expect(pulled.status).toBe(0);
+    // The same image under its full name, as podman and docker normalise a reference.
+    const inspected = runtime("image", "inspect", "--format", "{{.Id}}", ENVOY_IMAGE);
+    expect(inspected.status).toBe(0);
+    expect(inspected.stdout.trim()).toMatch(/^[0-9a-f]{64}$/);
+    expect(pulled.stdout).toContain(inspected.stdout.trim());
+    expect(runtime("pull", "ghcr.io/llm-d/llm-d-inference-scheduler:v0.10.0")).toMatchObject({ status: 1, stderr: expect.stringContaining("manifest unknown") });
+    expect(runtime("run", "--rm", "--name", "x", "--pull", "never", EPP_IMAGE, "--pool-name=p")).toMatchObject({ status: 125, stderr: expect.stringContaining("image not known") });
+    for (const image of [EPP_IMAGE, ENVOY_IMAGE, SIDECAR_IMAGE]) expect(runtime("pull", image).status).toBe(0);
+  });
+
+  it.each([
+    [["exec", "x", "true"]],
+    [["pull", "--quiet", ENVOY_IMAGE]],
+    [["image", "inspect", ENVOY_IMAGE]],
+    [["image", "inspect", "--format={{.Id}}", ENVOY_IMAGE]],
+    [["rm", "x"]],
+    [["rm", "--force", "x"]],
+    [["stop", "x"]],
+    [["stop", "-t", "5", "x"]],
+    [["run", "--name", "x", "--pull", "never", ENVOY_IMAGE]],
+    [["run", "--rm", "--name", "x", "--pull", "always", ENVOY_IMAGE]],
+    [["run", "--rm", "--name=x", "--pull", "never", ENVOY_IMAGE]],
+    [["run", "--rm", "--name", "x", "--pull", "never", "--detach", ENVOY_IMAGE]],
+    [["run", "--rm", "--name", "x", "--pull", "never", "--network", "bridge", ENVOY_IMAGE]],
+    [["run", "--rm", "--name", "x", "--pull", "never", "-p", "127.0.0.1:1:1", ENVOY_IMAGE]],
+    [["run", "--rm", "--name", "x", "--pull", "never", "--publish", "9002:9002", ENVOY_IMAGE]],
+    [["run", "--rm", "--name", "x", "--pull", "never", "--network", "host", "--publish", "127.0.0.1:1:1", ENVOY_IMAGE]],
+    [["run", "--rm", "--name", "x", "--pull", "never", "--volume", "etc:/etc/envoy", ENVOY_IMAGE]],
+    [["run", "--rm", "--name", "x", "--pull", "never", "--volume", "/etc:/etc/envoy:ro,noexec", ENVOY_IMAGE]],
+  ])("refuses what it does not implement with status 2: %j", (args) => {
+    const result = runtime(...args);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(/^container-runtime-stand-in: .+/);
+  });
+
+  it("runs the image's program in the foreground, keeps the name taken while it runs, and stops it", async () => {
+    const port = await freePort(ADDRESS);
+    const args = [`--port=${port}`, `--model-server-port=${port + 1}`, "--data-parallel-size=1", "--kv-connector=nixlv2", "--secure-proxy=false"];
+    const sidecar = runContainer("sidecar", ["--network", "host"], SIDECAR_IMAGE, args);
+    await untilListening(sidecar, port);
+    expect(runtime("run", "--rm", "--name", "sidecar", "--pull", "never", "--network", "host", SIDECAR_IMAGE, ...args)).toMatchObject({
+      status: 125,
+      stderr: expect.stringContaining('the container name "sidecar" is already in use'),
+    });
+    expect(runtime("stop", "--time", "10", "sidecar").status).toBe(0);
+    expect(await sidecar.exited).toEqual({ code: 0, signal: null });
+    expect(await isListening(port)).toBe(false);
+    expect(runtime("stop", "--time", "10", "sidecar")).toMatchObject({ status: 125, stderr: expect.stringContaining("no such container") });
+    expect(runtime("rm", "-f", "sidecar").status).toBe(0);
+  });
+
+  it("passes SIGTERM to the program, as podman's and docker's signal proxying do", async () => {
+    const port = await freePort(ADDRESS);
+    const sidecar = runContainer("proxied", ["--network", "host"], SIDECAR_IMAGE, [`--port=${port}`, "--secure-proxy=false"]);
+    await untilListening(sidecar, port);
+    process.kill(sidecar.child.pid!, "SIGTERM");
+    expect(await sidecar.exited).toEqual({ code: 0, signal: null });
+    expect(await isListening(port)).toBe(false);
+  });
+
+  it("stop --time N kills with SIGKILL a program still there after N seconds; rm -f kills at once", async () => {
+    const port = await freePort(ADDRESS);
+    const sidecar = runContainer("stuck", ["--network", "host"], SIDECAR_IMAGE, [`--port=${port}`, "--secure-proxy=false"]);
+    await untilListening(sidecar, port);
+    // A stopped process takes no SIGTERM until it is continued: only the SIGKILL can end it.
+    const program = JSON.parse(fs.readFileSync(path.join(state, "containers", "stuck.json"), "utf8")).pid as number;
+    process.kill(program, "SIGSTOP");
+    const stop = runtime("stop", "--time", "1", "stuck");
+    expect(stop.status).toBe(0);
+    expect(stop.stderr).toContain("resorting to SIGKILL");
+    expect(await sidecar.exited).toEqual({ code: 137, signal: null });
+
+    const again = runContainer("killed", ["--network", "host"], SIDECAR_IMAGE, [`--port=${port}`, "--secure-proxy=false"]);
+    await untilListening(again, port);
+    expect(runtime("rm", "-f", "killed")).toMatchObject({ status: 0, stdout: "killed\n" });
+    expect(await again.exited).toEqual({ code: 137, signal: null });
+    expect(runtime("rm", "-f", "killed")).toMatchObject({ status: 0, stdout: "" });
+  });
+
+  it("keeps the name of a container whose runtime was killed outright until rm -f, as podman does", async () => {
+    const port = await freePort(ADDRESS);
+    const args = [`--port=${port}`, "--secure-proxy=false"];
+    const first = runContainer("orphan", ["--network", "host"], SIDECAR_IMAGE, args);
+    await untilListening(first, port);
+    process.kill(-first.child.pid!, "SIGKILL"); // the unit's cgroup killed: runtime and program
+    await first.exited;
+    expect(runtime("run", "--rm", "--name", "orphan", "--pull", "never", "--network", "host", SIDECAR_IMAGE, ...args).status).toBe(125);
+    expect(runtime("rm", "-f", "orphan").status).toBe(0);
+    const second = runContainer("orphan", ["--network", "host"], SIDECAR_IMAGE, args);
+    await untilListening(second, port);
+  });
+
+  it("reaches a private-network program only on its published address and port, and names volume paths on the host", async () => {
+    const epp = await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }]));
+    await untilListening(epp.running, epp.pick);
+    // 127.0.0.1 stands for this host's loopback, which is ADDRESS here; 9002 itself is not published.
+    expect((await epp.picks(1))[0]!.status).toBe(200);
+    expect(await isListening(9002)).toBe(false);
+    expect(epp.running.output()).toContain('"path": "/etc/epp/endpoints.yaml"');
+  });
+});
+
+describe("epp-stand-in", () => {
+  it("takes the fixtures' configs as the real EPP would (checked by the validator)", () => {
+    expect(validateEndpointPickerConfig(aggregatedEppConfig())).toEqual([]);
+    expect(validateEndpointPickerConfig(disaggregatedEppConfig())).toEqual([]);
+  });
+
+  it.each([
+    ["a port given as a number (a type error: nothing loads)", "endpoints:\n- {name: a, address: 10.0.0.1, port: 8000}\n"],
+    ["one bad entry among good ones", endpointsFile(ADDRESS, [{ name: "a", port: "8000" }, { name: "b", address: "node-1.example", port: "8000" }])],
+    ["a port out of range", endpointsFile(ADDRESS, [{ name: "a", port: "65536" }])],
+    ["a top-level list", "- {name: a, address: 10.0.0.1, port: '8000'}\n"],
+    ["invalid YAML", "endpoints: [\n"],
+  ])("exits 1 at the first load on %s, serving nothing", async (_, text) => {
+    expect(validateEndpointsFile(text)).not.toEqual([]);
+    const epp = await startEpp(aggregatedEppConfig(), text);
+    expect((await epp.running.exited).code).toBe(1);
+    expect(epp.running.output()).toContain("initial load failed");
+    expect(await isListening(epp.pick)).toBe(false);
+  });
+
+  it.each([
+    ["missing in its folder", "/etc/epp/missing.yaml"],
+    ["outside every volume", "/etc/other/endpoints.yaml"],
+  ])("exits 1 when the endpoints file is %s", async (_, where) => {
+    const epp = await startEpp(aggregatedEppConfig(where), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }]));
+    expect((await epp.running.exited).code).toBe(1);
+    expect(epp.running.output()).toContain(`initial load failed: reading ${where}`);
+  });
+
+  it("routes round robin to the listed endpoints only, and answers 503 when none is listed", async () => {
+    const epp = await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }, { name: "b", port: "8001" }, { name: "b", port: "8002" }, { name: "c", port: "+8003" }]));
+    await untilListening(epp.running, epp.pick);
+    const picks = await epp.picks(6);
+    // Entries of one (namespace, name) collapse to the last; the port is kept as written.
+    expect(picks.map((p) => p.destination)).toEqual([`${ADDRESS}:8000`, `${ADDRESS}:8002`, `${ADDRESS}:+8003`, `${ADDRESS}:8000`, `${ADDRESS}:8002`, `${ADDRESS}:+8003`]);
+    expect(picks.every((p) => p.status === 200 && p.prefiller === null)).toBe(true);
+    expect(await epp.readyEndpoints()).toBe(3);
+    expect((await fetch(`http://${ADDRESS}:${epp.health}/`)).status).toBe(200);
+
+    replaceFile(path.join(epp.dir, "endpoints.yaml"), "endpoints: []\n");
+    await untilOutput(epp.running, /endpoints file changed, reloading/);
+    expect((await epp.picks(1))[0]!.status).toBe(503);
+    expect(await epp.readyEndpoints()).toBe(0);
+  });
+
+  it("reloads on a write-then-rename, keeps the previous set on a bad file, drops a bad entry", async () => {
+    const epp = await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }]));
+    await untilListening(epp.running, epp.pick);
+    expect(epp.running.output()).toContain("watching endpoints file for changes");
+    const file = path.join(epp.dir, "endpoints.yaml");
+    const destinations = async () => new Set((await epp.picks(4)).map((p) => p.destination));
+
+    replaceFile(file, endpointsFile(ADDRESS, [{ name: "b", port: "8001" }, { name: "c", port: "8002" }]));
+    await untilOutput(epp.running, /endpoints file changed, reloading/, 1);
+    expect(await destinations()).toEqual(new Set([`${ADDRESS}:8001`, `${ADDRESS}:8002`]));
+
+    replaceFile(file, "endpoints:\n- {name: d, address: 10.0.0.1, port: 8003}\n");
+    await untilOutput(epp.running, /failed to reload endpoints file/, 1);
+    expect(await destinations()).toEqual(new Set([`${ADDRESS}:8001`, `${ADDRESS}:8002`]));
+
+    replaceFile(file, endpointsFile(ADDRESS, [{ name: "b", port: "8001" }, { name: "e", address: "::1", port: "8004" }]));
+    await untilOutput(epp.running, /failed to reload endpoints file/, 2);
+    expect(await destinations()).toEqual(new Set([`${ADDRESS}:8001`]));
+    expect(await epp.readyEndpoints()).toBe(1);
+  });
+
+  it("with a disagg-profile-handler, picks a decode endpoint and names a prefill one in x-prefiller-host-port", async () => {
+    const file = endpointsFile(ADDRESS, [
+      { name: "prefill-0", port: "8000", role: "prefill" },
+      { name: "decode-0", port: "8100", role: "decode" },
+      { name: "decode-1", port: "8101", role: "decode" },
+    ]);
+    const epp = await startEpp(disaggregatedEppConfig(), file);
+    await untilListening(epp.running, epp.pick);
+    const picks = await epp.picks(4);
+    expect(picks.map((p) => p.destination)).toEqual([`${ADDRESS}:8100`, `${ADDRESS}:8101`, `${ADDRESS}:8100`, `${ADDRESS}:8101`]);
+    expect(new Set(picks.map((p) => p.prefiller))).toEqual(new Set([`${ADDRESS}:8000`]));
+
+    replaceFile(path.join(epp.dir, "endpoints.yaml"), endpointsFile(ADDRESS, [{ name: "prefill-0", port: "8000", role: "prefill" }]));
+    await untilOutput(epp.running, /endpoints file changed, reloading/);
+    expect((await epp.picks(1))[0]!.status).toBe(503);
+  });
+
+  it("refuses an unknown flag (2), TLS serving it cannot do (2), a start without --pool-name (1); ends at once on SIGTERM", async () => {
+    const unknown = await startEpp(aggregatedEppConfig(), "", ["--drain-period=5s"]);
+    expect((await unknown.running.exited).code).toBe(2);
+    const tls = await startEpp(aggregatedEppConfig(), "", ["--secure-serving=true"]);
+    expect((await tls.running.exited).code).toBe(2);
+    expect(tls.running.output()).toContain("not implemented by this stand-in");
+    const noPool = await startEpp(aggregatedEppConfig(), "", ["--pool-name="]);
+    expect((await noPool.running.exited).code).toBe(1);
+
+    const epp = await startEpp(aggregatedEppConfig(), "");
+    await untilListening(epp.running, epp.pick);
+    process.kill(epp.running.child.pid!, "SIGTERM");
+    expect(await epp.running.exited).toEqual({ code: 0, signal: null });
+  });
+});
+
+// --- Envoy -------------------------------------------------------------------------------------------
+
+interface FrontDoor {
+  epp: Epp;
+  envoy: Running;
+  url: string;
+  admin: number;
+}
+
+/** The EPP and Envoy stand-ins as the router host runs them, in front of `endpoints`. */
+async function startFrontDoor(endpoints: string, routeTimeout?: string): Promise<FrontDoor> {
+  const epp = await startEpp(aggregatedEppConfig(), endpoints);
+  await untilListening(epp.running, epp.pick);
+  const dir = fs.mkdtempSync(path.join(work, "envoy-"));
+  const [listen, admin] = [await freePort(ADDRESS), await freePort(ADDRESS)];
+  const text = frontDoorBootstrap({ listen, admin, pick: epp.pick }, routeTimeout);
+  expect(validateEnvoyBootstrap(text)).toEqual([]);
+  fs.writeFileSync(path.join(dir, "envoy.yaml"), text);
+  const envoy = runContainer(`envoy-${path.basename(dir)}`, ["--network", "host", "--volume", `${dir}:/etc/envoy:ro,z`], ENVOY_IMAGE, ["-c", "/etc/envoy/envoy.yaml", "--log-level", "info"]);
+  await untilListening(envoy, listen);
+  return { epp, envoy, url: `http://${ADDRESS}:${listen}`, admin };
+}
+
+describe("envoy-stand-in", () => {
+  it("proxies each request, whole, to the endpoint the picker names, with the picker's headers, and passes the answer back", async () => {
+    const answer = (port: () => number) => (_: Recorded, res: http.ServerResponse) => res.writeHead(201, { "content-type": "application/json", "x-upstream": String(port()) }).end(JSON.stringify({ from: port() }));
+    const a = await upstream(answer(() => a.port));
+    const b = await upstream(answer(() => b.port));
+    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "a", port: a.port }, { name: "b", port: b.port }].map((e) => ({ ...e, port: String(e.port) }))));
+    const froms = [];
+    for (let i = 0; i < 4; i++) {
+      const response = await fetch(`${door.url}/v1/completions?n=${i}`, { method: "POST", headers: { "content-type": "application/json", "x-test": "yes" }, body: JSON.stringify({ prompt: "p", i }) });
+      expect(response.status).toBe(201);
+      const body = (await response.json()) as { from: number };
+      expect(response.headers.get("x-upstream")).toBe(String(body.from));
+      froms.push(body.from);
+    }
+    expect(froms).toEqual([a.port, b.port, a.port, b.port]);
+    for (const server of [a, b]) {
+      expect(server.requests).toHaveLength(2);
+      for (const request of server.requests) {
+        expect(request.method).toBe("POST");
+        expect(request.url).toMatch(/^\/v1\/completions\?n=\d$/);
+        expect(JSON.parse(request.body).prompt).toBe("p");
+        expect(request.headers["x-test"]).toBe("yes");
+        expect(request.headers["x-gateway-destination-endpoint"]).toBe(`${ADDRESS}:${server.port}`);
+      }
+    }
+    expect(await (await fetch(`http://${ADDRESS}:${door.admin}/ready`)).text()).toBe("LIVE\n");
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("passes a streamed answer through piece by piece", async () => {
+    let proceed!: () => void;
+    const firstRead = new Promise<void>((resolve) => (proceed = resolve));
+    const server = await upstream(async (_, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: first\n\n");
+      await firstRead; // the client must have the first event before the second is written
+      res.end("data: [DONE]\n\n");
+    });
+    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "a", port: String(server.port) }]));
+    const response = await fetch(`${door.url}/v1/completions`, { method: "POST", body: "{}", signal: AbortSignal.timeout(10_000) });
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = decoder.decode((await reader.read()).value);
+    expect(text).toBe("data: first\n\n");
+    proceed();
+    for (let part = await reader.read(); !part.done; part = await reader.read()) text += decoder.decode(part.value);
+    expect(text).toBe("data: first\n\ndata: [DONE]\n\n");
+    await server.close();
+  });
+
+  it("answers 503 when the picker has no endpoint or the endpoint refuses (no retry), status_on_error when the picker is gone", async () => {
+    const alive = await upstream(json(200, { ok: true }));
+    const deadPort = await freePort(ADDRESS);
+    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "alive", port: String(alive.port) }, { name: "dead", port: String(deadPort) }]));
+    const statuses = [];
+    for (let i = 0; i < 4; i++) {
+      const response = await fetch(`${door.url}/v1/models`);
+      statuses.push([response.status, (await response.text()).slice(0, 40)]);
+    }
+    expect(statuses).toEqual([
+      [200, '{"ok":true}'],
+      [503, "upstream connect error or disconnect/res"],
+      [200, '{"ok":true}'],
+      [503, "upstream connect error or disconnect/res"],
+    ]);
+    expect(alive.requests).toHaveLength(2);
+
+    replaceFile(path.join(door.epp.dir, "endpoints.yaml"), "endpoints: []\n");
+    await untilOutput(door.epp.running, /endpoints file changed, reloading/);
+    expect((await fetch(`${door.url}/v1/models`)).status).toBe(503);
+
+    process.kill(door.epp.running.child.pid!, "SIGTERM");
+    await door.epp.running.exited;
+    expect((await fetch(`${door.url}/v1/models`)).status).toBe(500);
+    await alive.close();
+  });
+
+  it("answers 504 when the route timeout passes before the answer, cuts an answer the timeout interrupts, and ends at once on SIGTERM", async () => {
+    const silent = await upstream(() => undefined);
+    const stalls = await upstream((_, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: first\n\n");
+    });
+    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "silent", port: String(silent.port) }, { name: "stalls", port: String(stalls.port) }]), "1s");
+    const timedOut = await fetch(`${door.url}/v1/completions`, { method: "POST", body: "{}" });
+    expect([timedOut.status, await timedOut.text()]).toEqual([504, "upstream request timeout"]);
+    const cut = await fetch(`${door.url}/v1/completions`, { method: "POST", body: "{}" });
+    expect(cut.status).toBe(200);
+    await expect(cut.text()).rejects.toThrow();
+
+    const inFlight = outcome(fetch(`${door.url}/v1/completions`, { method: "POST", body: "{}" }));
+    await new Promise((r) => setTimeout(r, 200));
+    process.kill(door.envoy.child.pid!, "SIGTERM");
+    expect(await door.envoy.exited).toEqual({ code: 0, signal: null });
+    expect(await inFlight).toBe("failed");
+    await Promise.all([silent.close(), stalls.close()]);
+  });
+
+  it("refuses flags it does not implement", () => {
+    expect(runtime("run", "--rm", "--name", "envoy-flags", "--pull", "never", "--network", "host", ENVOY_IMAGE, "-c", "/nonexistent.yaml", "--concurrency", "8")).toMatchObject({
+      status: 2,
+      stderr: expect.stringContaining("not implemented by this stand-in"),
+    });
+  });
+});
+
+// --- the routing sidecar -----------------------------------------------------------------------------
+
+/** `count` consecutive ports free on ADDRESS. */
+async function freePorts(count: number): Promise<number> {
+  for (;;) {
+    const base = 20_000 + Math.floor(Math.random() * 40_000);
+    const free = await Promise.all(Array.from({ length: count }, (_, i) => isBindable(base + i)));
+    if (free.every(Boolean)) return base;
+  }
+}
+
+function isBindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = http.createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, ADDRESS, () => server.close(() => resolve(true)));
+  });
+}
+
+function startSidecar(port: number, modelServerPort: number, extra: string[] = [], ranks = 2): Running {
+  return runContainer(`sidecar-${port}`, ["--network", "host"], SIDECAR_IMAGE, [
+    `--port=${port}`,
+    `--model-server-port=${modelServerPort}`,
+    `--data-parallel-size=${ranks}`,
+    "--kv-connector=nixlv2",
+    "--secure-proxy=false",
+    ...extra,
+  ]);
+}
+
+describe("sidecar-stand-in", () => {
+  it("forwards port+r to the model server's port+r on this host and answers /health itself", async () => {
+    const [port, model] = [await freePorts(2), await freePorts(2)];
+    const ranks = [await upstream(json(200, { rank: 0 }), model), await upstream(json(200, { rank: 1 }), model + 1)];
+    const sidecar = startSidecar(port, model);
+    await untilListening(sidecar, port + 1);
+    expect(await (await fetch(`http://${ADDRESS}:${port}/v1/models`)).json()).toEqual({ rank: 0 });
+    expect(await (await fetch(`http://${ADDRESS}:${port + 1}/metrics`)).json()).toEqual({ rank: 1 });
+    expect((await fetch(`http://${ADDRESS}:${port}/health`)).status).toBe(200);
+    expect(ranks.map((r) => r.requests.map((q) => q.url))).toEqual([["/v1/models"], ["/metrics"]]);
+    await Promise.all(ranks.map((r) => r.close()));
+  });
+
+  it("sends the prefill request to x-prefiller-host-port first, then the decode request with its kv_transfer_params", async () => {
+    const [port, model] = [await freePorts(1), await freePorts(1)];
+    const prefill = await upstream(json(200, { kv_transfer_params: { remote_engine_id: "prefill-0", remote_block_ids: [1] } }));
+    const decode = await upstream(json(200, { choices: [{ text: "done", finish_reason: "length" }] }), model);
+    const sidecar = startSidecar(port, model, [], 1);
+    await untilListening(sidecar, port);
+    const ask = (prefiller: string) =>
+      fetch(`http://${ADDRESS}:${port}/v1/completions`, { method: "POST", headers: { "x-prefiller-host-port": prefiller }, body: JSON.stringify({ prompt: "p", max_tokens: 8, stream: true }) });
+    expect((await ask(`${ADDRESS}:${prefill.port}`)).status).toBe(200);
+    const sent = JSON.parse(prefill.requests[0]!.body);
+    expect(sent).toMatchObject({ prompt: "p", max_tokens: 1, stream: false, kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false } });
+    expect(JSON.parse(decode.requests[0]!.body)).toEqual({ prompt: "p", max_tokens: 8, stream: true, kv_transfer_params: { remote_engine_id: "prefill-0", remote_block_ids: [1] } });
+
+    const failing = await upstream(json(500, { error: "boom" }));
+    expect((await ask(`${ADDRESS}:${failing.port}`)).status).toBe(500);
+    expect(decode.requests).toHaveLength(1);
+    await Promise.all([prefill.close(), decode.close(), failing.close()]);
+  });
+
+  it("exits at once on SIGTERM, its in-flight requests cut", async () => {
+    const [port, model] = [await freePorts(1), await freePorts(1)];
+    const stalls = await upstream(() => undefined, model);
+    const sidecar = startSidecar(port, model, [], 1);
+    await untilListening(sidecar, port);
+    const inFlight = outcome(fetch(`http://${ADDRESS}:${port}/v1/completions`, { method: "POST", body: "{}" }));
+    await new Promise((r) => setTimeout(r, 200));
+    process.kill(sidecar.child.pid!, "SIGTERM");
+    expect(await sidecar.exited).toEqual({ code: 0, signal: null });
+    expect(await inFlight).toBe("failed");
+    await stalls.close();
+  });
+
+  it("refuses an unknown flag (2) and HTTPS it cannot serve (2); logs a bad value and exits 0, as the real one's main returns", async () => {
+    const port = await freePorts(1);
+    expect((await startSidecar(port, port + 10, ["--connector=nixlv2"]).exited).code).toBe(2);
+    expect((await launch(RUNTIME, ["run", "--rm", "--name", "tls", "--pull", "never", "--network", "host", SIDECAR_IMAGE, `--port=${port}`]).exited).code).toBe(2);
+    const bad = startSidecar(port, port + 10, ["--kv-connector=lmcache"]);
+    expect((await bad.exited).code).toBe(0);
+    expect(bad.output()).toContain("--kv-connector must be one of nixlv2, shared-storage, sglang, mooncake, offloading");
+  });
+});
+
+// --- the load harness ----------------------------------------------------------------------------------
+
+async function until(condition: () => boolean): Promise<void> {
+  for (let i = 0; !condition(); i++) {
+    if (i > 400) throw new Error("condition not reached");
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const errors = (records: RequestRecord[]) => [...new Set(records.map((r) => r.error ?? "ok"))];
+
+describe("frontDoorLoad", () => {
+  it.each([
+    ["text/event-stream", "data: {}\n\ndata: [DONE]\n\n", undefined],
+    ["text/event-stream", 'data: {"choices":[{"finish_reason":null}]}\n\n', "stream cut before [DONE]"],
+    ["text/event-stream", 'data: {"choices":[{"finish_reason":"abort"}]}\n\ndata: [DONE]\n\n', 'finish_reason "abort"'],
+    ["application/json", '{"choices":[{"finish_reason":"length"}]}', undefined],
+    ["application/json", '{"choices":[{"finish_reason":"abort"}]}', 'finish_reason "abort"'],
+    ["application/json", '{"choices":[{"fin', 'a body that is not JSON: "{\\"choices\\":[{\\"fin"'],
+  ])("bodyProblem(%s, %j) is %s", (type, text, problem) => {
+    expect(bodyProblem(type, text)).toBe(problem);
+  });
+
+  it("records refused connections and non-2xx answers as failures, stops at its bound, and goes to loopback only", async () => {
+    const refused = startLoad(`http://${ADDRESS}:${await freePort(ADDRESS)}`, { concurrency: 1, maxRequests: 3 });
+    await until(() => refused.records.length === 3);
+    const report = await refused.stop();
+    expect(report).toMatchObject({ total: 3, failed: 3, stoppedBy: "maxRequests" });
+    expect(errors(report.records)).toEqual(["ECONNREFUSED"]);
+
+    const server = await upstream(json(429, { error: "busy" }));
+    const rejected = startLoad(`http://${ADDRESS}:${server.port}`, { concurrency: 2, maxRequests: 4, path: "/v1/chat/completions", headers: { authorization: "Bearer k" } });
+    await until(() => rejected.records.length === 4);
+    expect((await rejected.stop()).failures.map((f) => f.status)).toEqual([429, 429, 429, 429]);
+    expect(server.requests[0]).toMatchObject({ method: "POST", url: "/v1/chat/completions", headers: { authorization: "Bearer k" } });
+    await server.close();
+
+    expect(() => startLoad("http://10.0.0.1:8000", { concurrency: 1 })).toThrow(/loopback addresses only/);
+  });
+
+  it("samples: reads the endpoints file, probes each listed endpoint, and records which did not serve", async () => {
+    const serving = await upstream(json(200, { object: "list", data: [] }));
+    const deadPort = await freePort(ADDRESS);
+    let file = endpointsFile(ADDRESS, [{ name: "up", port: String(serving.port) }, { name: "down", port: String(deadPort) }]);
+    const sampler = startSampler({ every: 50, read: async () => file, maxSamples: 100 });
+    await until(() => sampler.samples.length >= 2);
+    file = "endpoints:\n- {name: typed, address: 10.0.0.1, port: 8000}\n";
+    await until(() => sampler.samples.some((s) => s.problems.length > 0));
+    const report = await sampler.stop();
+    const first = report.samples[0]!;
+    expect(first.listed.map((e) => e.name)).toEqual(["up", "down"]);
+    expect(first.notServing).toEqual([{ endpoint: { name: "down", address: ADDRESS, port: String(deadPort) }, reason: "ECONNREFUSED" }]);
+    expect(report.bad).toHaveLength(report.samples.length);
+    expect(report.samples.at(-1)!.problems.join()).toContain("endpoints[0].port: json: cannot unmarshal");
+    expect(serving.requests.every((r) => r.url === "/v1/models")).toBe(true);
+    await serving.close();
+  });
+});
+
+// --- the stand-in vLLM: completions and --shutdown-timeout, under steady load --------------------------
+
+interface Vllm {
+  running: Running;
+  url: string;
+}
+
+/** The stand-in vllm as a unit starts it, from a copy beside its known-flags.json. */
+async function startVllm(shutdownTimeout: number | undefined, requestSeconds: string): Promise<Vllm> {
+  const dir = fs.mkdtempSync(path.join(work, "vllm-"));
+  fs.copyFileSync(FAKE_VLLM, path.join(dir, "vllm"));
+  fs.writeFileSync(path.join(dir, "known-flags.json"), JSON.stringify(["--host", "--port", "--shutdown-timeout"]));
+  const port = await freePort(ADDRESS);
+  const flags = shutdownTimeout === undefined ? [] : ["--shutdown-timeout", String(shutdownTimeout)];
+  const running = launch(path.join(dir, "vllm"), ["serve", "stand-in", "--host", ADDRESS, "--port", String(port), ...flags], {
+    ...process.env,
+    FAKE_VLLM_READY_AFTER: "0",
+    FAKE_VLLM_REQUEST_SECONDS: requestSeconds,
+  });
+  const url = `http://${ADDRESS}:${port}`;
+  for (let i = 0; !(await fetch(`${url}/health`).then((r) => r.ok, () => false)); i++) {
+    if (i > 100) throw new Error(`not ready: ${running.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { running, url };
+}
+
+/**
+ * SIGTERM to the stand-in vllm while `concurrency` requests of `requestSeconds` are in flight: each
+ * worker's second request, half a second into it. Returns the records split by when they started.
+ */
+async function sigtermUnderLoad(shutdownTimeout: number | undefined, requestSeconds: string, body: unknown) {
+  const concurrency = 4;
+  const vllm = await startVllm(shutdownTimeout, requestSeconds);
+  const load = startLoad(vllm.url, { concurrency, body, maxSeconds: 60 });
+  await until(() => load.records.length >= concurrency);
+  await new Promise((r) => setTimeout(r, 500));
+  const sigtermAt = now();
+  process.kill(vllm.running.child.pid!, "SIGTERM");
+  const exit = await vllm.running.exited;
+  await new Promise((r) => setTimeout(r, 200)); // requests sent after the exit are refused too
+  const report = await load.stop();
+  const inFlight = report.records.filter((r) => r.startedAt < sigtermAt && r.endedAt > sigtermAt);
+  // Started well after the signal: its listener was closed by then.
+  const after = report.records.filter((r) => r.startedAt > sigtermAt + 100);
+  return { exit, report, inFlight, after, concurrency, output: vllm.running.output() };
+}
+
+describe("the stand-in vllm", () => {
+  it("answers completions and chat completions in vLLM's shape, streamed as server-sent events ending in [DONE]", async () => {
+    const vllm = await startVllm(undefined, "0.1");
+    const completion = (await (await fetch(`${vllm.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "p", max_tokens: 3 }) })).json()) as any;
+    expect(completion).toMatchObject({ object: "text_completion", model: "stand-in", choices: [{ index: 0, text: "tok tok tok ", finish_reason: "length" }], usage: { completion_tokens: 3 } });
+    const streamed = await fetch(`${vllm.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ messages: [{ role: "user", content: "p" }], max_tokens: 2, stream: true }) });
+    expect(streamed.headers.get("content-type")).toBe("text/event-stream");
+    const text = await streamed.text();
+    const events = text.trim().split("\n\n").map((e) => e.replace(/^data: /, ""));
+    expect(events.at(-1)).toBe("[DONE]");
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+    expect(chunks.every((c) => c.object === "chat.completion.chunk")).toBe(true);
+    expect(chunks.map((c) => c.choices[0].delta.content).join("")).toBe("tok tok ");
+    expect(chunks.at(-1).choices[0].finish_reason).toBe("length");
+    expect(bodyProblem("text/event-stream", text)).toBeUndefined();
+  });
+
+  it("--shutdown-timeout 5: on SIGTERM every in-flight request finishes and new connections are refused", async () => {
+    const run = await sigtermUnderLoad(5, "2", { prompt: "p", max_tokens: 8 });
+    expect(run.exit).toEqual({ code: 0, signal: null });
+    expect(run.inFlight).toHaveLength(run.concurrency);
+    expect(errors(run.inFlight)).toEqual(["ok"]);
+    expect(run.after.length).toBeGreaterThan(0);
+    expect(errors(run.after)).toEqual(["ECONNREFUSED"]);
+    expect(errors(run.report.records)).toEqual(expect.arrayContaining(["ok", "ECONNREFUSED"]));
+    expect(errors(run.report.records)).toHaveLength(2);
+    expect(run.output).toContain("stopping engine client mode=drain timeout=5s");
+  });
+
+  it.each([
+    ["--shutdown-timeout 0 aborts the in-flight requests at once", 0, "2"],
+    ["no --shutdown-timeout is 0", undefined, "2"],
+    ["--shutdown-timeout 1 aborts the requests still running after 1 s", 1, "4"],
+  ])("%s; new connections are refused", async (_, timeout, seconds) => {
+    const run = await sigtermUnderLoad(timeout, seconds, { prompt: "p", max_tokens: 8, stream: true });
+    expect(run.exit).toEqual({ code: 0, signal: null });
+    expect(run.inFlight).toHaveLength(run.concurrency);
+    expect(errors(run.inFlight)).toEqual(['finish_reason "abort"']);
+    expect(errors(run.after)).toEqual(["ECONNREFUSED"]);
+    expect(run.output).toContain(`stopping engine client mode=${timeout ? "drain" : "abort"} timeout=${timeout ?? 0}s`);
+  });
+});
