@@ -338,7 +338,7 @@ describe("the scalers' alerts", () => {
     fs.writeFileSync(path.join(dir, "rbln-serving-autoscaling-rules.yaml"), toYaml(monitoring!.prometheusRule.spec));
     fs.copyFileSync(path.resolve(__dirname, "fixtures/prometheus/rbln-serving-autoscaling.test.yaml"), path.join(dir, "test.yaml"));
     const check = spawnSync("promtool", ["check", "rules", path.join(dir, "rbln-serving-autoscaling-rules.yaml")], { encoding: "utf8" });
-    expect(check.stdout).toContain("SUCCESS: 8 rules found");
+    expect(check.stdout).toContain("SUCCESS: 9 rules found");
     const run = spawnSync("promtool", ["test", "rules", path.join(dir, "test.yaml")], { encoding: "utf8" });
     expect(run.stdout + run.stderr).toContain("SUCCESS");
     expect(run.status, run.stdout + run.stderr).toBe(0);
