@@ -1,0 +1,108 @@
+import { DEFAULT_INSTANCE, deploymentId } from "../../core/render/hosts/names";
+import type { FakeEngine, UpResult } from "./engine";
+import { startLoad, startSampler, type LoadReport, type SampleReport } from "./frontDoorLoad";
+import { startHosts, type TestHost } from "./hostNamespace";
+import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./hostStack";
+import { installStandIns } from "./standIns";
+import { prepareStandInServer } from "./standInServer";
+
+/**
+ * A hosts stack behind the front door, for real: N fake NPU hosts and a router host (real systemd
+ * and sshd each, test/helpers/hostNamespace.ts), the program's commands run over SSH in graph order
+ * (test/helpers/engine.ts). Stand-ins replace only what cannot run here: vLLM on the NPU hosts, and
+ * the container runtime with the EPP and Envoy on the router host (test/fixtures/stand-ins). The
+ * endpoints agent, the drains, the unit steps and systemd are the real ones.
+ */
+const INSTALL_ROOT = "/opt/rbln-front-door-test";
+const CACHE_ROOT = "/var/lib/rbln-front-door-test";
+const STAND_INS = "/opt/rbln-front-door-stand-ins";
+const VENV = `${INSTALL_ROOT}/venvs/test/rebel-compiler-0.12.0_vllm-rbln-0.12.0`;
+const FAKE_DEV = `${INSTALL_ROOT}/dev`;
+/** The front door's port on the router host. */
+export const FRONT_DOOR_PORT = 18080;
+/** How long a stand-in completion takes: requests are in flight whenever a rank stops. */
+const REQUEST_SECONDS = "0.3";
+
+export interface FrontDoorStack {
+  npuHosts: TestHost[];
+  router: TestHost;
+  url: string;
+  /** The stack's settings with `main` flags and variables on top. */
+  settings(main?: { extraArgs?: string[]; extraEnv?: Record<string, string> }): Record<string, unknown>;
+  up(settings: Record<string, unknown>): Promise<UpResult>;
+  /** The registered commands of a config, for running one step by hand (a cut-off step). */
+  register(settings: Record<string, unknown>): ReturnType<typeof registerServing>;
+  /** The endpoints file the EPP reads on the router host. */
+  endpointsFile(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export async function startFrontDoorStack(replicas: number): Promise<FrontDoorStack> {
+  const hosts = await startHosts(replicas + 1, { privatePaths: [INSTALL_ROOT, CACHE_ROOT, STAND_INS] });
+  const npuHosts = hosts.slice(0, replicas);
+  const router = hosts[replicas]!;
+  const runtime = await installStandIns(router, STAND_INS);
+  const base = (main: { extraArgs?: string[]; extraEnv?: Record<string, string> } = {}) =>
+    fakeHostsSettings(npuHosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }, {
+      extraArgs: main.extraArgs ? { main: main.extraArgs } : {},
+      extraEnv: { main: { FAKE_VLLM_READY_AFTER: "2", FAKE_VLLM_REQUEST_SECONDS: REQUEST_SECONDS, ...main.extraEnv } },
+      router: { host: { name: "door", address: router.address, port: router.port, hostKey: router.hostPublicKey, listenAddress: router.address }, port: FRONT_DOOR_PORT },
+      // In-flight requests finish within a second; the stop need not wait an hour.
+      rollout: { shutdownTimeoutSeconds: 30 },
+    });
+  const knownFlags = planFlags(base(), ["--max-log-len"]);
+  const marker = `${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`;
+  for (const host of npuHosts) {
+    await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
+    const weights = await host.run(`install -d $(dirname ${marker}) && touch ${marker}`);
+    if (weights.status !== 0) throw new Error(`${host.name}: ${weights.stderr}`);
+  }
+  const engine: FakeEngine = fakeHostsEngine(hosts);
+  const register = (settings: Record<string, unknown>) =>
+    registerServing(settings, {
+      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120, devRoot: FAKE_DEV, containerRuntime: runtime },
+      // The fake hosts' sshd reads its own authorized_keys, not this machine's /root.
+      copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
+    });
+  const id = deploymentId("test", DEFAULT_INSTANCE);
+  return {
+    npuHosts,
+    router,
+    url: `http://${router.address}:${FRONT_DOOR_PORT}`,
+    settings: base,
+    register,
+    up: async (settings) => engine.up(await register(settings)),
+    endpointsFile: async () => {
+      const read = await router.run(`cat ${INSTALL_ROOT}/router/${id}/epp/endpoints.yaml`);
+      if (read.status !== 0) throw new Error(read.stderr);
+      return read.stdout;
+    },
+    stop: async () => {
+      await Promise.all(hosts.map((h) => h.stop()));
+    },
+  };
+}
+
+/** Steady requests through the front door, and samples of its endpoints file, while `during` runs. */
+export async function underLoad<T>(stack: FrontDoorStack, during: () => Promise<T>, concurrency = 6): Promise<{ result: T; load: LoadReport; samples: SampleReport }> {
+  const load = startLoad(stack.url, { concurrency, maxSeconds: 900 });
+  const sampler = startSampler({ every: 250, read: () => stack.endpointsFile(), maxSeconds: 900 });
+  try {
+    const result = await during();
+    return { result, load: await load.stop(), samples: await sampler.stop() };
+  } catch (error) {
+    await Promise.all([load.stop(), sampler.stop()]);
+    throw error;
+  }
+}
+
+/** Until the front door lists `count` endpoints (after a first deploy, its agent lists the ranks as they serve). */
+export async function untilListed(stack: FrontDoorStack, count: number, seconds = 30): Promise<string> {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    const text = await stack.endpointsFile().catch(() => "");
+    if ((text.match(/^- name: /gm) ?? []).length === count) return text;
+    if (Date.now() > deadline) throw new Error(`the front door lists ${text || "nothing"}, not ${count} endpoints, after ${seconds}s`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
