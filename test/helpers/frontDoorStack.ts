@@ -1,3 +1,4 @@
+import type { ModelServingArgs } from "../../components/modelServing";
 import { DEFAULT_INSTANCE, deploymentId } from "../../core/render/hosts/names";
 import type { FakeEngine, UpResult } from "./engine";
 import { startLoad, startSampler, type LoadReport, type SampleReport } from "./frontDoorLoad";
@@ -23,15 +24,17 @@ export const FRONT_DOOR_PORT = 18080;
 /** How long a stand-in completion takes: requests are in flight whenever a rank stops. */
 const REQUEST_SECONDS = "0.3";
 
+type Settings = ModelServingArgs["settings"];
+
 export interface FrontDoorStack {
   npuHosts: TestHost[];
   router: TestHost;
   url: string;
   /** The stack's settings with `main` flags and variables on top. */
-  settings(main?: { extraArgs?: string[]; extraEnv?: Record<string, string> }): Record<string, unknown>;
-  up(settings: Record<string, unknown>): Promise<UpResult>;
+  settings(main?: { extraArgs?: string[]; extraEnv?: Record<string, string> }): Settings;
+  up(settings: Settings): Promise<UpResult>;
   /** The registered commands of a config, for running one step by hand (a cut-off step). */
-  register(settings: Record<string, unknown>): ReturnType<typeof registerServing>;
+  register(settings: Settings): ReturnType<typeof registerServing>;
   /** The endpoints file the EPP reads on the router host. */
   endpointsFile(): Promise<string>;
   stop(): Promise<void>;
@@ -42,7 +45,7 @@ export async function startFrontDoorStack(replicas: number): Promise<FrontDoorSt
   const npuHosts = hosts.slice(0, replicas);
   const router = hosts[replicas]!;
   const runtime = await installStandIns(router, STAND_INS);
-  const base = (main: { extraArgs?: string[]; extraEnv?: Record<string, string> } = {}) =>
+  const base = (main: { extraArgs?: string[]; extraEnv?: Record<string, string> } = {}): Settings =>
     fakeHostsSettings(npuHosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }, {
       extraArgs: main.extraArgs ? { main: main.extraArgs } : {},
       extraEnv: { main: { FAKE_VLLM_READY_AFTER: "2", FAKE_VLLM_REQUEST_SECONDS: REQUEST_SECONDS, ...main.extraEnv } },
@@ -58,7 +61,7 @@ export async function startFrontDoorStack(replicas: number): Promise<FrontDoorSt
     if (weights.status !== 0) throw new Error(`${host.name}: ${weights.stderr}`);
   }
   const engine: FakeEngine = fakeHostsEngine(hosts);
-  const register = (settings: Record<string, unknown>) =>
+  const register = (settings: Settings) =>
     registerServing(settings, {
       hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120, devRoot: FAKE_DEV, containerRuntime: runtime },
       // The fake hosts' sshd reads its own authorized_keys, not this machine's /root.

@@ -1,0 +1,36 @@
+import { startFrontDoorStack, underLoad, untilListed } from "../test/helpers/frontDoorStack";
+
+/** What a change of a running deployment behind the front door cost its clients, measured on fake hosts. */
+export interface FrontDoorChange {
+  change: string;
+  requests: number;
+  failed: number;
+  /** Samples of the endpoints file in which a listed endpoint did not serve. */
+  badSamples: number;
+  samples: number;
+}
+
+/**
+ * Runs the front door's fake-host scenario with `replicas` aggregated replicas (real systemd and sshd
+ * in namespaces, stand-ins only for vLLM, the EPP and Envoy: test/helpers/frontDoorStack.ts) and
+ * counts the requests that fail under steady load during a rolling one-flag change and a change
+ * that rolls back. Needs root (namespaces); `null` where that is not so, never a made-up figure.
+ */
+export async function frontDoorChanges(replicas: number): Promise<FrontDoorChange[] | null> {
+  if (process.getuid?.() !== 0) return null;
+  const stack = await startFrontDoorStack(replicas);
+  try {
+    const first = await stack.up(stack.settings());
+    if (first.failed.length > 0) throw new Error(`first deploy failed: ${first.failed.map((f) => f.stderr).join("\n")}`);
+    await untilListed(stack, replicas, 60);
+    const changes: FrontDoorChange[] = [];
+    for (const [change, extraArgs] of [["rolling one-flag change", ["--max-log-len", "100"]], ["change that rolls back", ["--max-log-len", "100", "--bogus"]]] as const) {
+      const { load, samples } = await underLoad(stack, () => stack.up(stack.settings({ extraArgs: [...extraArgs] })));
+      changes.push({ change, requests: load.total, failed: load.failed, badSamples: samples.bad.length, samples: samples.samples.length });
+      await untilListed(stack, replicas, 60);
+    }
+    return changes;
+  } finally {
+    await stack.stop();
+  }
+}
