@@ -133,9 +133,9 @@ describe("rendered Kubernetes objects", () => {
     expect(prefillVllm.readinessProbe).toMatchObject({ httpGet: { path: "/v1/models", port: 8000 } });
     // Four ports: one exec probe over all of them, its timeout covering each port's in turn.
     for (const [probe, path] of [[vllm.readinessProbe, "/v1/models"], [vllm.livenessProbe, "/health"], [vllm.startupProbe, "/health"]] as const) {
-      const [, , , probePath, perPort, ...ports] = probe.exec.command;
-      expect([probePath, ports]).toEqual([path, ["8200", "8201", "8202", "8203"]]);
-      expect(probe.timeoutSeconds).toBeGreaterThan(Number(perPort) * ports.length);
+      const [, , , host, perPort, ports, probePaths] = probe.exec.command;
+      expect([host, ports, probePaths]).toEqual(["127.0.0.1", "8200,8201,8202,8203", path]);
+      expect(probe.timeoutSeconds).toBeGreaterThan(Number(perPort) * 4);
     }
     const pool = routerChartValues(workloads.router!, "prefill-decode-disaggregated", variants[0]!.settings) as any;
     expect(pool.router.modelServers.targetPorts).toEqual([8000, 8001, 8002, 8003].map((number) => ({ number })));
@@ -294,7 +294,7 @@ describe("rendered Kubernetes objects", () => {
     const prefill = (renderKubernetesWorkloads(variants[0]!, { instance: "x", namespace: "n" }, ["apiKey"]).roles[0]!.deployment.spec.template.spec as any).containers[0];
     expect(prefill.livenessProbe.httpGet).toEqual({ path: "/health", port: 8000 });
     expect(prefill.startupProbe.httpGet).toEqual({ path: "/health", port: 8000 });
-    expect(prefill.readinessProbe.exec.command.slice(3)).toEqual(["/v1/models", "5", "8000"]);
+    expect(prefill.readinessProbe.exec.command.slice(3)).toEqual(["127.0.0.1", "5", "8000", "/v1/models"]);
   });
 
   it("the exec probe passes only when every port answers 200, sending the API key", async () => {
@@ -309,9 +309,9 @@ describe("rendered Kubernetes objects", () => {
     );
     const ports = servers.map((server) => (server.address() as AddressInfo).port);
     const decode = (renderKubernetesWorkloads(variants[0]!, { instance: "x", namespace: "n" }, ["apiKey"]).roles[1]!.deployment.spec.template.spec as any).containers[0];
-    const [python, ...args] = decode.readinessProbe.exec.command.slice(0, 5) as string[];
+    const [python, flag, text, host, perPort, , paths] = decode.readinessProbe.exec.command as string[];
     const run = (probePorts: number[], key: string) =>
-      new Promise<number>((resolve) => execFile(python!, [...args, ...probePorts.map(String)], { env: { PATH: process.env.PATH, VLLM_API_KEY: key } }, (error) => resolve(error ? Number(error.code) : 0)));
+      new Promise<number>((resolve) => execFile(python!, [flag!, text!, host!, perPort!, probePorts.join(","), paths!], { env: { PATH: process.env.PATH, VLLM_API_KEY: key } }, (error) => resolve(error ? Number(error.code) : 0)));
     try {
       expect(await run(ports.slice(0, 2), "k3y")).toBe(0);
       expect(await run(ports, "k3y")).not.toBe(0);

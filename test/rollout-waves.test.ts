@@ -82,7 +82,7 @@ describe("who downloads the weights, and where the caches live", () => {
     expect(layout.leaseLock!.path).toMatch(/^\/opt\/rbln-serving\/bin\/lease-lock-[0-9a-f]{12}\.sh$/);
     expect(layout.leaseLock!.text).toMatch(/^LOCK_ROOT=\/mnt\/rbln-cache\/rbln-serving-locks$/m);
     expect(compileLockWords(layout, "abc", "10.0.0.1", 8000)).toEqual(["/bin/bash", layout.leaseLock!.path, "run", "--name", "compile-abc", "--ready", healthCheck("10.0.0.1", [8000]), "--"]);
-    expect(healthCheck("10.0.0.1", [8000])).toMatch(/ 10\.0\.0\.1 8000$/);
+    expect(healthCheck("10.0.0.1", [8000])).toMatch(/ 10\.0\.0\.1 5 8000 \/health$/);
     expect(weightsLockName("MiniMaxAI/MiniMax-M2.7", undefined)).toBe("weights-MiniMaxAI-MiniMax-M2.7-latest");
     expect(weightsLockName("MiniMaxAI/MiniMax-M2.7", "0123456789abcdef0123456789abcdef01234567")).toBe("weights-MiniMaxAI-MiniMax-M2.7-0123456789abcdef0123456789abcdef01234567");
   });

@@ -1,6 +1,6 @@
 import * as path from "node:path";
 import { packageRoot } from "../packageRoot";
-import { bracketed } from "../address";
+import { probeShellText } from "../probe";
 import { renderScript } from "../template";
 
 /** The script as shipped, under the package root: shellcheck reads the file itself; renderLeaseLock only fills its settings. */
@@ -37,8 +37,7 @@ export function lockNameOf(...parts: string[]): string {
  * are saved.
  */
 export function healthCheck(host: string, ports: readonly number[]): string {
-  const probe = "import sys, urllib.request\nhost = sys.argv[1]\nfor port in sys.argv[2:]:\n    urllib.request.urlopen(f'http://{host}:{port}/health', timeout=5)";
-  return `python3 -c "${probe.replace(/"/g, '\\"')}" ${bracketed(host)} ${ports.join(" ")}`;
+  return probeShellText(host, 5, ports, ["/health"]);
 }
 
 /** The lease-lock script with its settings block filled in; the body stays the shipped file's. */

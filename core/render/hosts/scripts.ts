@@ -1,4 +1,5 @@
 import { heredocDelimiter, renderScript as renderScriptFile, type ScriptValue } from "../../template";
+import { PROBE_SCRIPT } from "../../probe";
 import { HOST_DEFAULTS } from "./defaults";
 
 /** Where the host scripts are, under the package root. */
@@ -178,7 +179,7 @@ function frontDoorSettings(access: FrontDoorAccess | null | undefined) {
 
 
 function waitSettings(w: ServingWait) {
-  return { probe_host: w.probeHost, timeout_s: w.timeoutSeconds, interval_s: w.intervalSeconds, start_limit_burst: w.startLimitBurst };
+  return { probe_host: w.probeHost, timeout_s: w.timeoutSeconds, interval_s: w.intervalSeconds, start_limit_burst: w.startLimitBurst, probe_py: PROBE_SCRIPT };
 }
 
 /**
@@ -188,7 +189,7 @@ function waitSettings(w: ServingWait) {
  */
 export function unitApplyScript(p: UnitApplyInput): string {
   const unitPath = `${p.unitDir ?? HOST_DEFAULTS.systemdUnitDir}/${p.unitName}`;
-  const { probe_host, timeout_s, interval_s, start_limit_burst } = waitSettings(p.wait);
+  const { probe_host, timeout_s, interval_s, start_limit_burst, probe_py } = waitSettings(p.wait);
   return renderScript("unit-apply.sh", `launch unit ${p.unitName} on ${p.hostName}, then wait until it serves`, {
     host_name: p.hostName,
     unit: p.unitName,
@@ -208,6 +209,7 @@ export function unitApplyScript(p: UnitApplyInput): string {
     timeout_s,
     interval_s,
     start_limit_burst,
+    probe_py,
     ...frontDoorSettings(p.frontDoor),
     front_door_endpoint: p.frontDoor?.endpoints.join(" ") ?? "",
     env_text: p.envText,

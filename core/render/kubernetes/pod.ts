@@ -1,4 +1,5 @@
 import { quantityValue, type ContainerResources, type StackSettings } from "../../config/stackConfig";
+import { probeCommand } from "../../probe";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type { Container, PodSpec, Probe } from "./objects";
 
@@ -29,16 +30,6 @@ export function mergeResources(defaults: ContainerResources, settings: Container
 /** Per-port timeout of the exec probe; the probe's own timeout covers every port in turn. */
 const PROBE_PORT_TIMEOUT_S = KUBERNETES_DEFAULTS.probes.portTimeoutSeconds;
 
-/** `python3 -c PROBE <path> <per-port timeout> <port>...`: 0 when every port answers 200 on the path (with the API key, if any). */
-const PROBE = [
-  "import os, sys, urllib.request",
-  "key = os.environ.get('VLLM_API_KEY')",
-  "headers = {'Authorization': 'Bearer ' + key} if key else {}",
-  "for port in sys.argv[3:]:",
-  "    request = urllib.request.Request(f'http://127.0.0.1:{port}{sys.argv[1]}', headers=headers)",
-  "    with urllib.request.urlopen(request, timeout=float(sys.argv[2])) as response:",
-  "        assert response.status == 200",
-].join("\n");
 
 /**
  * A probe on a path of every rank port. vLLM's API key guards only the API paths (/v1, ...), never
@@ -48,7 +39,7 @@ const PROBE = [
 export function rankProbe(path: "/health" | "/v1/models", ports: number[], apiKey: boolean): Probe {
   if (ports.length === 1 && !(apiKey && path !== "/health")) return { httpGet: { path, port: ports[0]! }, timeoutSeconds: PROBE_PORT_TIMEOUT_S };
   return {
-    exec: { command: ["python3", "-c", PROBE, path, String(PROBE_PORT_TIMEOUT_S), ...ports.map(String)] },
+    exec: { command: probeCommand("127.0.0.1", PROBE_PORT_TIMEOUT_S, ports, [path]) },
     timeoutSeconds: PROBE_PORT_TIMEOUT_S * ports.length + PROBE_PORT_TIMEOUT_S,
   };
 }

@@ -11,6 +11,7 @@ probe_host=127.0.0.1
 timeout_s=9600
 interval_s=30
 start_limit_burst=3
+probe_py='import sys'
 # --- end of settings ---
 
 # shellcheck source=serving.sh

@@ -1,31 +1,13 @@
 # shellcheck shell=bash
 # Waiting for a rank to serve, and telling a rank that is still starting from one that has failed.
-# Reads: host_name, probe_host, timeout_s, interval_s, start_limit_burst.
+# Reads: host_name, probe_host, timeout_s, interval_s, start_limit_burst, probe_py (core/probe.py).
 # shellcheck disable=SC2154
 
 # 0 when GET /health and GET /v1/models both answer 200 on the rank's port ($1). The API key, if the
 # rank has one, is read from the environment systemd gave its main process ($2, a pid; 0 for none):
 # exactly what vLLM got, whatever the env file's quoting, and after a rollback the old config's key.
 probe() {
-  python3 - "$probe_host" "$1" "$2" <<'PY'
-import sys, urllib.request
-host = f"[{sys.argv[1]}]" if ":" in sys.argv[1] else sys.argv[1]
-base = f"http://{host}:{sys.argv[2]}"
-headers = {}
-try:
-    if sys.argv[3] != "0":
-        with open(f"/proc/{sys.argv[3]}/environ", "rb") as environ:
-            for entry in environ.read().split(b"\0"):
-                name, _, value = entry.partition(b"=")
-                if name == b"VLLM_API_KEY" and value:
-                    headers = {"Authorization": b"Bearer " + value}
-    for path in ("/health", "/v1/models"):
-        with urllib.request.urlopen(urllib.request.Request(base + path, headers=headers), timeout=10) as response:
-            if response.status != 200:
-                sys.exit(1)
-except Exception:
-    sys.exit(1)
-PY
+  python3 -c "$probe_py" "$probe_host" 10 "$1" /health,/v1/models "$2"
 }
 
 # Sets active, sub, restarts, result, exit_status and main_pid from systemd's view of the unit.

@@ -26,6 +26,7 @@ probe_host=127.0.0.1
 timeout_s=9600
 interval_s=30
 start_limit_burst=3
+probe_py='import sys'
 front_door_address=''
 front_door_port=22
 front_door_host_key=''
