@@ -418,12 +418,12 @@ interface FrontDoor {
 }
 
 /** The EPP and Envoy stand-ins as the router host runs them, in front of `endpoints`. */
-async function startFrontDoor(endpoints: string, routeTimeout?: string): Promise<FrontDoor> {
+async function startFrontDoor(endpoints: string, requestTimeoutSeconds?: number): Promise<FrontDoor> {
   const epp = await startEpp(aggregatedEppConfig(), endpoints);
   await untilListening(epp.running, epp.pick);
   const dir = fs.mkdtempSync(path.join(work, "envoy-"));
   const [listen, admin] = [await freePort(ADDRESS), await freePort(ADDRESS)];
-  const text = frontDoorBootstrap({ listen, admin, pick: epp.pick }, routeTimeout);
+  const text = frontDoorBootstrap({ listen, admin, pick: epp.pick }, requestTimeoutSeconds);
   expect(validateEnvoyBootstrap(text)).toEqual([]);
   fs.writeFileSync(path.join(dir, "envoy.yaml"), text);
   const envoy = runContainer(`envoy-${path.basename(dir)}`, ["--network", "host", "--volume", `${dir}:/etc/envoy:ro,z`], ENVOY_IMAGE, ["-c", "/etc/envoy/envoy.yaml", "--log-level", "info"]);
@@ -514,7 +514,7 @@ describe("envoy-stand-in", () => {
       res.writeHead(200, { "content-type": "text/event-stream" });
       res.write("data: first\n\n");
     });
-    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "silent", port: String(silent.port) }, { name: "stalls", port: String(stalls.port) }]), "1s");
+    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "silent", port: String(silent.port) }, { name: "stalls", port: String(stalls.port) }]), 1);
     const timedOut = await fetch(`${door.url}/v1/completions`, { method: "POST", body: "{}" });
     expect([timedOut.status, await timedOut.text()]).toEqual([504, "upstream request timeout"]);
     const cut = await fetch(`${door.url}/v1/completions`, { method: "POST", body: "{}" });

@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { stringify as stringifyYaml } from "yaml";
+import { envoyBootstrap } from "../../core/router/hosts/envoy";
 import configSchema from "../fixtures/llm-d-router-v0.10.0/config-schema.json";
 import type { TestHost } from "./hostNamespace";
 
@@ -57,70 +58,7 @@ export function endpointsFile(defaultAddress: string, entries: EndpointEntry[]):
   });
 }
 
-/** A front-door bootstrap in the shape of test/envoy-fixture.test.ts's (llm-d's docs/discovery.md §4), on the given ports. */
-export function frontDoorBootstrap(ports: { listen: number; admin: number; pick: number }, routeTimeout = "3600s"): string {
-  return `
-node: { id: rbln-serving-front-door, cluster: rbln-serving }
-admin:
-  address:
-    socket_address: { address: 127.0.0.1, port_value: ${ports.admin} }
-static_resources:
-  listeners:
-  - name: inference
-    address:
-      socket_address: { address: 0.0.0.0, port_value: ${ports.listen} }
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: inference
-          route_config:
-            name: inference
-            virtual_hosts:
-            - name: inference
-              domains: ["*"]
-              routes:
-              - match: { prefix: "/" }
-                route: { cluster: original_destination_cluster, timeout: ${routeTimeout}, idle_timeout: 600s }
-          http_filters:
-          - name: envoy.filters.http.ext_proc
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor
-              grpc_service:
-                envoy_grpc: { cluster_name: epp, authority: "localhost:9002" }
-                timeout: 10s
-              processing_mode:
-                request_header_mode: SEND
-                response_header_mode: SEND
-                request_body_mode: FULL_DUPLEX_STREAMED
-                response_body_mode: FULL_DUPLEX_STREAMED
-                request_trailer_mode: SEND
-                response_trailer_mode: SEND
-              message_timeout: 600s
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-  clusters:
-  - name: epp
-    type: STATIC
-    connect_timeout: 86400s
-    lb_policy: LEAST_REQUEST
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: { http2_protocol_options: {} }
-    load_assignment:
-      cluster_name: epp
-      endpoints:
-      - lb_endpoints:
-        - endpoint:
-            address:
-              socket_address: { address: 127.0.0.1, port_value: ${ports.pick} }
-  - name: original_destination_cluster
-    type: ORIGINAL_DST
-    connect_timeout: 600s
-    lb_policy: CLUSTER_PROVIDED
-    original_dst_lb_config: { use_http_header: true, http_header_name: x-gateway-destination-endpoint }
-`;
+/** The front door's bootstrap as core renders it, on the given ports (admin and picker on loopback): the stand-in Envoy runs the text the router host gets. */
+export function frontDoorBootstrap(ports: { listen: number; admin: number; pick: number }, requestTimeoutSeconds = 3600): string {
+  return envoyBootstrap({ listenAddress: "0.0.0.0", port: ports.listen, adminPort: ports.admin, eppGrpcPort: ports.pick, requestTimeoutSeconds });
 }
