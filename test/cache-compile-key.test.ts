@@ -57,7 +57,20 @@ describe("compile keys", () => {
     expect(decode.compileKey).toMatch(/^[0-9a-f]{16}$/);
     const reordered = { ...decode, ranks: decode.ranks.map((rank) => ({ ...rank, flags: [...rank.flags].reverse() })) };
     expect(compileKey(plan, reordered)).toBe(decode.compileKey);
-    expect(compileKey({ packages: [] }, decode)).not.toBe(decode.compileKey);
+    expect(compileKey({ packages: [], nodes: plan.nodes }, decode)).not.toBe(decode.compileKey);
+  });
+
+  it("cover the target NPU and, on Kubernetes, the image: the rest of what issue 22 names (versions, model, revision, keyed flags) is in the rank settings", () => {
+    const plan = pd({});
+    const decode = plan.roles.find((r) => r.role === "decode")!;
+    const otherSoc = plan.nodes.map((n) => ({ ...n, skus: ["RBLN-CA25"] }));
+    expect(compileKey({ ...plan, nodes: otherSoc }, decode)).not.toBe(decode.compileKey);
+    const image = "registry.example.com/ml/vllm-rbln@sha256:" + "a".repeat(64);
+    expect(compileKey(plan, decode, image)).not.toBe(decode.compileKey);
+    expect(compileKey(plan, decode, image)).not.toBe(compileKey(plan, decode, image.replace(/a{64}$/, "b".repeat(64))));
+    const prod = { ...readStackFile("prod").raw, kubernetes: { ...(readStackFile("prod").raw["kubernetes"] as object), image } };
+    const deployed = planDeployment(parseStackSettings(prod), shippedCatalog).plan;
+    expect(deployed.roles.map((r) => r.compileKey)).toEqual(deployed.roles.map((r) => compileKey(deployed, r, image)));
   });
 });
 
