@@ -99,10 +99,11 @@ export function renderCopy(deployment: Deployment, copy: CopySource, options: Ho
           markers: models.map((m) => weightsMarker(`${cacheRoot}/huggingface`, m)),
         }
       : {
-          // RBLN's cache layout is its own: the whole directory, once per set of keys.
-          dirs: ["vllm/rbln"],
-          sourceMarkers: [""],
-          markers: [compileMarker(cacheRoot, copy.compileKeys.join("-"))],
+          // RBLN's cache layout is its own: the whole directory, with a marker per key (a second
+          // key's pass finds nothing left to transfer), which tells the unit step to expect a load.
+          dirs: copy.compileKeys.map(() => "vllm/rbln"),
+          sourceMarkers: copy.compileKeys.map(() => ""),
+          markers: copy.compileKeys.map((key) => compileMarker(cacheRoot, key)),
         }),
   });
   const access: CopyAccessInput = {

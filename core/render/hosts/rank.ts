@@ -4,7 +4,7 @@ import type { Deployment, HostPlacement, RankPlan, RolePlan } from "../../plan/t
 import { renderTemplate } from "../../template";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
-import { envPath as envPathOf, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
+import { compileMarker, envPath as envPathOf, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
 import { unitApplyScript, unitRemoveScript, type ServingWait } from "./scripts";
 import { execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
 
@@ -133,6 +133,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       hostLockWaitSeconds: 2 * stopTimeoutSeconds(context.deployment) + HOST_DEFAULTS.unit.deviceWaitSeconds + 60,
       rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
       wait: servingWait(context, readyTimeoutSeconds(context.cache, bound.env)),
+      compileMarker: compileMarker(context.cache.root, role.compileKey),
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
   };

@@ -1,4 +1,5 @@
 import { heredocDelimiter, renderScript as renderScriptFile, type ScriptValue } from "../../template";
+import { CACHE_LOG } from "../../compile/compileOnly";
 import { HOST_DEFAULTS } from "./defaults";
 
 /** Where the host scripts are, under the package root. */
@@ -151,6 +152,8 @@ export interface UnitApplyInput {
   hostLockWaitSeconds: number;
   rank: ReadinessRank;
   wait: ServingWait;
+  /** The marker of the rank's compile key: present when its compiled cache was placed ahead (copied, pulled, compiled off the NPUs), and then the rank must load it. */
+  compileMarker: string;
 }
 
 
@@ -185,6 +188,10 @@ export function unitApplyScript(p: UnitApplyInput): string {
     timeout_s,
     interval_s,
     start_limit_burst,
+    compile_marker: p.compileMarker,
+    cache_hit_line: CACHE_LOG.hit,
+    cache_warmup_line: CACHE_LOG.warmUp,
+    cache_saved_line: CACHE_LOG.saved,
     env_text: p.envText,
     unit_text: p.unitText,
   });

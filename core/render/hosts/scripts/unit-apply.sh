@@ -24,6 +24,10 @@ probe_host=127.0.0.1
 timeout_s=9600
 interval_s=30
 start_limit_burst=3
+compile_marker=/var/lib/rbln-serving/vllm/rbln-serving-complete/compile-1cf6c9744861508e
+cache_hit_line='Loaded rbln mega-cache bundle from '
+cache_warmup_line='rbln_backend [warm-up]'
+cache_saved_line='Saved rbln mega-cache bundle to '
 env_text="VLLM_ENGINE_READY_TIMEOUT_S='9600'"
 unit_text='[Service]
 ExecStart=/bin/true'
@@ -33,6 +37,8 @@ ExecStart=/bin/true'
 . serving.sh
 # shellcheck source=restart-disk.sh
 . restart-disk.sh
+# shellcheck source=cache-hit.sh
+. cache-hit.sh
 
 umask 077
 install -d -m 0700 "$(dirname "$env_path")" "$state_dir"
@@ -122,6 +128,8 @@ journal_tail "$unit" "$started"
 
 # Going back is a switch too; it waits as long as it takes, since what served must serve again.
 flock 7
+# What served before loads the cache it compiled or got then.
+expect_cache_hit=no
 if [ "$legacy" = yes ]; then
   legacy_give_back
   unit=$legacy_unit
