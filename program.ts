@@ -46,5 +46,6 @@ export function runProgram() {
     selection: serving.selection,
     warnings: [...warnings, ...serving.warnings],
     scrapeTargets: serving.scrapeTargets,
+    compileKeys: serving.compileKeys,
   };
 }

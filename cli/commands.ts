@@ -2,6 +2,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { parseStackSettings, type SecretKey } from "../core/config/stackConfig";
 import { projectStackDir, readStackFile } from "../core/config/stackFile";
+import { withCompileAhead } from "../core/compile/ahead";
 import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { compareCompileKeys, compileKeyChanges, recompileLines } from "../core/plan/compileKey";
@@ -52,7 +53,7 @@ export function stackDeployment(options: CliOptions, catalog: RecipeCatalog, sta
   for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
   const axes = typeof raw["axes"] === "object" && raw["axes"] !== null ? (raw["axes"] as Record<string, unknown>) : {};
   const merged = { ...raw, ...flagOverrides(options), axes: { ...axes, ...parseSets(options.set) } };
-  return { deployment: planDeployment(parseStackSettings(merged), catalog), secrets };
+  return { deployment: withCompileAhead(planDeployment(parseStackSettings(merged), catalog)), secrets };
 }
 
 /** A stack's plan (flags override its keys), or a plan from flags alone. */

@@ -9,11 +9,21 @@ import { clientCommand } from "../core/render/client";
 import { renderDeployment } from "../core/render/deployment";
 import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
+import { checkRegistrySecret, withCompileAhead } from "../core/compile/ahead";
+import { reportedDigest } from "../core/compile/artifact";
+import { CompileHost } from "./hosts/compileHost";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
 import { LlmdRouter } from "./router/llmdRouter";
 
 export type ServingSecrets = Partial<Record<SecretKey, pulumi.Input<string>>>;
+
+export interface CompileKeyOutput {
+  key: string;
+  roles: string[];
+  /** The registry digest of its compiled cache; absent without a registry, or while no pull or push has reported it. */
+  digest?: string;
+}
 
 export interface ModelServingArgs {
   /** The same keys as the `rbln-serving:` stack config; validated before anything is registered. */
@@ -38,8 +48,9 @@ export function reportedRevision(stdout: string | undefined, model: string): str
 /** Validates settings and secrets together; throws a ConfigError before any resource exists. */
 export function planServing(args: ModelServingArgs): Deployment {
   const settings = parseStackSettings(args.settings as Record<string, unknown>);
-  const deployment = planDeployment(settings, args.catalog ?? RecipeCatalog.load());
+  const deployment = withCompileAhead(planDeployment(settings, args.catalog ?? RecipeCatalog.load()));
   const has = (key: SecretKey) => args.secrets?.[key] !== undefined;
+  checkRegistrySecret(deployment, has);
   if (settings.platform === "hosts" && !has("sshPrivateKey")) {
     throw new ConfigError("sshPrivateKey", "required with platform: hosts; set it with: pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519");
   }
@@ -67,6 +78,8 @@ export class ModelServing extends pulumi.ComponentResource {
   readonly warnings: string[];
   /** Every rank's metrics endpoint with its labels (hosts; empty on Kubernetes): Prometheus `file_sd` groups. */
   readonly scrapeTargets: ScrapeTarget[];
+  /** The compile keys this stack runs, each with its roles and the registry digest of its compiled cache: what retention must keep. */
+  readonly compileKeys: pulumi.Output<CompileKeyOutput[]>;
 
   constructor(name: string, args: ModelServingArgs, opts?: pulumi.ComponentResourceOptions) {
     const deployment = planServing(args);
@@ -80,10 +93,19 @@ export class ModelServing extends pulumi.ComponentResource {
     const rendered = renderDeployment(deployment, { stack: pulumi.getStack(), instance: name, secrets: present, hostOptions: args.hostOptions, copyOptions: args.copyOptions });
 
     let endpoints: pulumi.Output<string[]>;
+    const keyReports = new Map<string, pulumi.Output<string>>();
     if (rendered.hosts) {
-      const { waves, copies, weightsHosts } = rendered.hosts;
-      const byHost = new Map<string, NpuHost>();
-      let previousWave: NpuHost[] = [];
+      const { waves, copies, weightsHosts, compileHost, pulls } = rendered.hosts;
+      const byHost = new Map<string, NpuHost | CompileHost>();
+      let previousWave: (NpuHost | CompileHost)[] = [];
+      if (compileHost) {
+        const host = compileHost.placement.host.name;
+        const compiler = new CompileHost(`${name}-${host}`, { rendered: compileHost, sshPrivateKey: secrets.sshPrivateKey!, secrets, downloads: weightsHosts.includes(host) }, child);
+        byHost.set(host, compiler);
+        // Every key is compiled (or pulled) before the first wave's units change: they wait for it.
+        previousWave = [compiler];
+        compileHost.steps.forEach((step, i) => keyReports.set(step.key, compiler.unitCommands[i]!.stdout));
+      }
       for (const wave of waves) {
         // A wave's units start changing only after the previous wave's serve.
         const afterUnits = previousWave.flatMap((h) => h.unitCommands);
@@ -95,15 +117,17 @@ export class ModelServing extends pulumi.ComponentResource {
               const source = byHost.get(copy.source.host.name)!;
               return { rendered: copy, sourceName: `${name}-${copy.source.host.name}`, after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };
             });
-          const npuHost = new NpuHost(`${name}-${host}`, { rendered: bundle, sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: weightsHosts.includes(host), copies: peerCopies }, child);
+          const hostPulls = pulls.filter((p) => p.host === host).map((p) => p.step);
+          const npuHost = new NpuHost(`${name}-${host}`, { rendered: bundle, sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: weightsHosts.includes(host), copies: peerCopies, pulls: hostPulls }, child);
+          hostPulls.forEach((pull, i) => keyReports.set(pull.key, npuHost.pullCommands[i]!.stdout));
           byHost.set(host, npuHost);
           return npuHost;
         });
       }
       const hosts = [...byHost.values()];
-      const seedWeights = hosts[0]!.weights!;
+      const seedWeights = byHost.get(weightsHosts[0]!)!.weights!;
       this.modelRevision = settings.revision !== undefined ? pulumi.output(settings.revision) : seedWeights.stdout.apply((stdout) => reportedRevision(stdout, plan.model));
-      this.units = pulumi.all(hosts.map((h) => h.units)).apply((all) => all.flat());
+      this.units = pulumi.all(hosts.flatMap((h) => (h instanceof NpuHost ? [h.units] : []))).apply((all) => all.flat());
       this.deployments = pulumi.output([]);
       endpoints = this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));
     } else {
@@ -129,6 +153,12 @@ export class ModelServing extends pulumi.ComponentResource {
     this.selection = { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
     this.warnings = plan.warnings;
     this.scrapeTargets = rendered.hosts?.scrapeTargets ?? [];
-    this.registerOutputs({ endpoints: this.endpoints, curl: this.curl, units: this.units, modelRevision: this.modelRevision, deployments: this.deployments, selection: this.selection, warnings: this.warnings, scrapeTargets: this.scrapeTargets });
+    this.compileKeys = pulumi.all(
+      rendered.compile.keys.map((k) => (keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
+        const digest = reportedDigest(stdout, k.key);
+        return { key: k.key, roles: k.roles, ...(digest ? { digest } : {}) };
+      })),
+    );
+    this.registerOutputs({ compileKeys: this.compileKeys, endpoints: this.endpoints, curl: this.curl, units: this.units, modelRevision: this.modelRevision, deployments: this.deployments, selection: this.selection, warnings: this.warnings, scrapeTargets: this.scrapeTargets });
   }
 }

@@ -21,7 +21,7 @@ describe("npm test provisions what the suite needs", () => {
     const run = spawnSync("/bin/bash", [SCRIPT], { env: { PATH: bin }, encoding: "utf8" });
     expect(run.status).toBe(1);
     expect(run.stderr.trimEnd().split("\n")).toHaveLength(1);
-    expect(run.stderr).toMatch(/^npm test needs: systemd shellcheck (openssh-server )?openssh-client util-linux prometheus( rsync)?( python3-venv)?; run as root: apt-get update && apt-get install -y --no-install-recommends systemd shellcheck /);
+    expect(run.stderr).toMatch(/^npm test needs: systemd shellcheck (openssh-server )?openssh-client util-linux prometheus( rsync)? docker-registry skopeo( python3-venv)?; run as root: apt-get update && apt-get install -y --no-install-recommends systemd shellcheck /);
   });
 
   it("does nothing when every tool is there", () => {

@@ -25,8 +25,9 @@ export function fakeHostsSettings(hosts: readonly TestHost[], roots: { installRo
 }
 
 /** The commands ModelServing registers for `settings`; the SSH key is unused, each fake host takes its own client key. */
-export async function registerServing(settings: ModelServingArgs["settings"], options: Pick<ModelServingArgs, "hostOptions" | "copyOptions"> = {}): Promise<Registration[]> {
-  const { registrations, error } = await runUnderMocks(() => new ModelServing("rbln-serving", { settings, secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key" }, ...options }));
+export async function registerServing(settings: ModelServingArgs["settings"], options: Pick<ModelServingArgs, "hostOptions" | "copyOptions" | "secrets"> = {}): Promise<Registration[]> {
+  const { secrets, ...rest } = options;
+  const { registrations, error } = await runUnderMocks(() => new ModelServing("rbln-serving", { settings, secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key", ...secrets }, ...rest }));
   if (error) throw error;
   return registrations;
 }

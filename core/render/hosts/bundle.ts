@@ -25,6 +25,8 @@ export interface HostRenderOptions {
   startLimitIntervalSeconds?: number;
   /** Where the NPU device nodes appear: `/dev` on a host. */
   devRoot?: string;
+  /** Where a compile-only run listens, if it serves: loopback on a compile host (tests on shared loopback give each host its own). */
+  compileListenAddress?: string;
 }
 
 export interface RenderedHost {

@@ -58,6 +58,17 @@ export const HOST_DEFAULTS = {
   pythonVersions: ["3.10", "3.11", "3.12", "3.13"],
   /** The vLLM 0.30 CPU wheel that vllm-rbln 0.12 pulls in is built for glibc 2.39. */
   minGlibc: "2.39",
+  /** The compile host (compile.host, core/compile/). */
+  compile: {
+    /**
+     * Memory a compile wants, GiB: not published by Rebellions; the figure the serving pods get for
+     * the same model (kubernetes/defaults.ts), which covers the weights in host memory and the
+     * compiler. Below it preflight warns, it does not refuse.
+     */
+    minMemoryGib: 384,
+    /** Free disk under cacheRoot: the weights' (minFreeDiskGb) plus room for compiled caches (minFreeDiskGbToRestart's 50 GiB). */
+    cacheRoomGib: 50,
+  },
   /** The shared cache's leases and completion markers: a folder of its own on the shared filesystem. */
   sharedLockDir: "rbln-serving-locks",
   sharedLease: LEASE_DEFAULTS,
