@@ -132,7 +132,7 @@ export class ModelServing extends pulumi.ComponentResource {
       endpoints = this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));
     } else {
       const { workloads, monitoring, routerValues } = rendered.kubernetes!;
-      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring }, child);
+      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring, registryPassword: secrets.registryPassword }, child);
       this.units = pulumi.output([]);
       this.modelRevision = pulumi.output(settings.revision ?? null);
       this.deployments = npu.deployments;

@@ -1,4 +1,10 @@
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { compileOnlyEnv } from "../core/compile/compileOnly";
+import { compileJobScript } from "../core/compile/steps";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { planDeployment } from "../core/plan/deployment";
 import { withCompileAhead } from "../core/compile/ahead";
@@ -7,6 +13,7 @@ import { runProgram } from "../program";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
+import { freePort } from "./helpers/sshd";
 
 /**
  * Compile ahead under the mock runtime (issue 22): the compile host's steps come before every unit
@@ -132,3 +139,82 @@ describe("compile settings", () => {
   });
 });
 
+describe("compile ahead on Kubernetes, under the mock runtime", async () => {
+  const IMAGE = `registry.example.com/ml/vllm-rbln@sha256:${"e".repeat(64)}`;
+  const prod = {
+    strategy: "prefill-decode-disaggregated",
+    target: "Throughput",
+    platform: "kubernetes",
+    revision: REVISION,
+    kubernetes: { image: IMAGE, gateway: { name: "gw" } },
+    compile: { enabled: true, nodeSelector: { "node-role.example.com/cpu": "true" }, resources: { requests: { cpu: "16" } }, registry: REGISTRY },
+  };
+  const { registrations, error } = await runUnderMocks(runProgram, prod, { registryPassword: SECRETS.registryPassword });
+  const jobs = ofType(registrations, "kubernetes:batch/v1:Job").filter((r) => r.name.endsWith("-compile"));
+
+  it("has a compile Job per role that asks for no NPU, on the compile nodes, valid for the Kubernetes API", async () => {
+    expect(error).toBeUndefined();
+    expect(jobs.map((j) => j.name).sort()).toEqual(["rbln-serving-workloads-decode-compile", "rbln-serving-workloads-prefill-compile"]);
+    const { Job } = await import("kubernetes-models/batch/v1");
+    for (const job of jobs) {
+      const pod = job.inputs.spec.template.spec;
+      expect(pod.nodeSelector).toEqual({ "node-role.example.com/cpu": "true" });
+      for (const container of [...pod.containers, ...(pod.initContainers ?? [])]) {
+        expect(Object.keys({ ...container.resources?.requests, ...container.resources?.limits }).filter((k) => k.includes("/")), `${job.name} ${container.name}`).toEqual([]);
+      }
+      expect(pod.containers[0].resources.requests).toEqual({ cpu: "16", memory: "384Gi" });
+      expect(pod.containers[0].env).toEqual(expect.arrayContaining([{ name: "VLLM_RBLN_COMPILE_ONLY", value: "1" }, { name: "RBLN_TARGET_SOC", value: "RBLN-CR13" }]));
+      expect(pod.containers[0].env).toContainEqual({ name: "REGISTRY_PASSWORD", valueFrom: { secretKeyRef: { name: "rbln-serving-registry", key: "password" } } });
+      expect(() => new Job(job.inputs).validate(), job.name).not.toThrow();
+    }
+  });
+
+  it("makes each role's Deployment wait for its compile Job; no serving pod runs compile-only", () => {
+    for (const role of ["prefill", "decode"]) {
+      const deployment = registrations.find((r) => r.type === "kubernetes:apps/v1:Deployment" && r.name === `rbln-serving-workloads-${role}`)!;
+      expect(deployment.dependencies).toContain(jobs.find((j) => j.name.includes(`-${role}-`))!.urn);
+      expect(JSON.stringify(deployment.inputs)).not.toContain("VLLM_RBLN_COMPILE_ONLY");
+    }
+  });
+
+  it("keeps the registry password in a Secret of its own, never in plain inputs", () => {
+    const secret = registrations.find((r) => r.name === "rbln-serving-workloads-registry")!;
+    expect(secret.inputs.stringData).toEqual({ password: SECRETS.registryPassword });
+    for (const r of registrations.filter((x) => x !== secret)) expect(JSON.stringify(r.inputs), r.name).not.toContain(SECRETS.registryPassword);
+  });
+});
+
+describe("the compile Job's script under real bash, with the stand-in vllm in compile-only mode", () => {
+  const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
+  let port = 0;
+  const run = (dir: string, launch: string, env: Record<string, string> = {}) => {
+    const script = compileJobScript({ key: "k1", roles: ["main"], marker: `${dir}/vllm/rbln-serving-complete/compile-k1`, compileHere: true, launch, ports: [port], timeoutSeconds: 60, intervalSeconds: 1, registry: null });
+    return spawnSync("bash", ["-c", script], { encoding: "utf8", env: { PATH: process.env.PATH, VLLM_CACHE_ROOT: `${dir}/vllm`, ...compileOnlyEnv("RBLN-CR13"), ...env } });
+  };
+
+  it("runs the launch script until vllm-rbln saved the cache, records the key's files and marker, and does nothing the second time", async () => {
+    port = await freePort();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "compile-job-"));
+    try {
+      fs.copyFileSync(FAKE_VLLM, `${dir}/vllm-bin`);
+      fs.chmodSync(`${dir}/vllm-bin`, 0o755);
+      fs.writeFileSync(`${dir}/known-flags.json`, JSON.stringify(["--port", "--host"]));
+      fs.writeFileSync(`${dir}/launch.sh`, `exec ${dir}/vllm-bin serve MiniMaxAI/MiniMax-M2.7 --port ${port} --host 127.0.0.1\n`);
+      const first = run(dir, `${dir}/launch.sh`);
+      expect([first.status, first.stderr]).toEqual([0, expect.any(String)]);
+      expect(first.stdout).toContain("compile job k1: compiled");
+      expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1`, "utf8")).toBe("local\n");
+      expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1.files`, "utf8")).toMatch(/^MiniMaxAI_MiniMax-M2\.7-[0-9a-f]{8}\/[0-9a-f]{16}\/rank0\/mega_cache\.bin\n$/);
+      const again = run(dir, `${dir}/launch.sh`);
+      expect(again.stdout).toContain("already on the compile-cache volume; nothing to do");
+      // Compile-only without the vLLM-native model path is vllm-rbln's ValueError: the Job fails, no marker.
+      fs.rmSync(`${dir}/vllm`, { recursive: true });
+      const refused = run(dir, `${dir}/launch.sh`, { VLLM_RBLN_USE_VLLM_MODEL: "0" });
+      expect(refused.status).toBe(1);
+      expect(refused.stderr.trim().split("\n").pop()).toBe("compile job k1: the compile-only run ended (exit 1) before vllm-rbln saved the cache");
+      expect(fs.existsSync(`${dir}/vllm/rbln-serving-complete/compile-k1`)).toBe(false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});

@@ -54,3 +54,37 @@ export function compileStepScript(p: CompileStepInput): string {
   });
 }
 
+export interface CompileJobInput {
+  key: string;
+  roles: readonly string[];
+  marker: string;
+  compileHere: boolean;
+  /** The role's launch script in the pod. */
+  launch: string;
+  ports: readonly number[];
+  timeoutSeconds: number;
+  intervalSeconds: number;
+  registry: { repository: string; username?: string } | null;
+}
+
+/** The Kubernetes compile Job's script: the same order as on a compile host, in a pod (no systemd, no root). */
+export function compileJobScript(p: CompileJobInput): string {
+  return renderScript("core/compile/scripts/compile-job.sh", `${p.compileHere ? "compile ahead" : "pull the compiled cache of"} key ${p.key} (${p.roles.join(", ")}) in a pod without NPUs`, {
+    host_name: "job",
+    key: p.key,
+    roles: p.roles,
+    service_user: "",
+    marker: p.marker,
+    compile_here: p.compileHere ? "yes" : "no",
+    launch: p.launch,
+    ports: p.ports.map(String),
+    timeout_s: p.timeoutSeconds,
+    interval_s: p.intervalSeconds,
+    saved_line: CACHE_LOG.saved,
+    repository: p.registry?.repository ?? "",
+    registry_user: p.registry?.username ?? "",
+    artifact_type: COMPILE_ARTIFACT.artifactType,
+    config_type: COMPILE_ARTIFACT.configType,
+    layer_type: COMPILE_ARTIFACT.layerType,
+  });
+}

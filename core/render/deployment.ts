@@ -88,9 +88,9 @@ function renderHosts(deployment: Deployment, compile: CompileAheadPlan, options:
   };
 }
 
-function renderKubernetes(deployment: Deployment, options: RenderOptions): RenderedKubernetes {
+function renderKubernetes(deployment: Deployment, compile: CompileAheadPlan, options: RenderOptions): RenderedKubernetes {
   const { settings, plan } = deployment;
-  const workloads = renderKubernetesWorkloads(deployment, { instance: options.instance, namespace: settings.kubernetes.namespace }, options.secrets);
+  const workloads = renderKubernetesWorkloads(deployment, { instance: options.instance, namespace: settings.kubernetes.namespace }, options.secrets, compile);
   return {
     workloads,
     monitoring: monitoringObjects(deployment, workloads, options.instance),
@@ -107,6 +107,6 @@ export function renderDeployment(deployment: Deployment, options: RenderOptions)
     compile,
     secrets: options.secrets,
     hosts: onHosts ? renderHosts(deployment, compile, options) : null,
-    kubernetes: onHosts ? null : renderKubernetes(deployment, options),
+    kubernetes: onHosts ? null : renderKubernetes(deployment, compile, options),
   };
 }

@@ -55,6 +55,14 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
     }
     for (const volume of workloads.volumes) write(volume.object, `pvc-${volume.id}`);
     write(workloads.weightsJob, "job-weights");
+    if (workloads.registrySecret) {
+      const secret: typeof workloads.registrySecret = { ...workloads.registrySecret, stringData: { password: secretPlaceholder("registryPassword") } };
+      write(secret, "secret-registry");
+    }
+    for (const compile of workloads.compileJobs) {
+      write(compile.configMap, `${compile.role}-compile-configmap`);
+      write(compile.job, `job-compile-${compile.key}`);
+    }
     for (const role of workloads.roles) {
       write(role.configMap, `${role.role}-configmap`);
       write(role.deployment, `${role.role}-deployment`);

@@ -16,6 +16,7 @@ export type Probe = Unwrap<types.input.core.v1.Probe>;
 export type NetworkPolicy = Unwrap<types.input.networking.v1.NetworkPolicy>;
 export type NetworkPolicyPeer = Unwrap<types.input.networking.v1.NetworkPolicyPeer>;
 export type PodDisruptionBudget = Unwrap<types.input.policy.v1.PodDisruptionBudget>;
+export type Job = Unwrap<types.input.batch.v1.Job>;
 
 /** Every object carries its name: what `render` names files by and the components name resources by. */
 export type Named<T> = T & { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> } };
