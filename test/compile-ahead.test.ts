@@ -98,6 +98,8 @@ describe("a registry without a compile host pulls on the first host of each key"
     expect(pull).toMatch(/^rbln-serving-npu-0-pull-compile-[0-9a-f]{16}$/);
     expect(names.filter((n) => n.includes("-pull-compile-"))).toHaveLength(1);
     expect(upstream(registrations, commands(registrations).find((r) => r.name === "rbln-serving-npu-0-main-0")!.urn)).toContain(pull);
+    // After the install, which creates the service user the pulled files belong to.
+    expect(upstream(registrations, commands(registrations).find((r) => r.name === pull)!.urn)).toContain("rbln-serving-npu-0-install");
     expect(commands(registrations).find((r) => r.name === pull)!.inputs.create).toContain("compile_here=no");
   });
 

@@ -137,8 +137,9 @@ export class NpuHost extends pulumi.ComponentResource {
       return copied;
     });
 
+    // After the install, which creates the service user the pulled files belong to.
     this.pullCommands = (args.pulls ?? []).map((pull) =>
-      step(`pull-compile-${pull.key}`, pull.script, { stdin: registryStdin(args.secrets.registryPassword), logging: args.secrets.registryPassword !== undefined ? "none" : "stdoutAndStderr" }, { dependsOn: [preflight], customTimeouts: { create: compileStepTimeout(pull), update: compileStepTimeout(pull) } }),
+      step(`pull-compile-${pull.key}`, pull.script, { stdin: registryStdin(args.secrets.registryPassword), logging: args.secrets.registryPassword !== undefined ? "none" : "stdoutAndStderr" }, { dependsOn: [install], customTimeouts: { create: compileStepTimeout(pull), update: compileStepTimeout(pull) } }),
     );
 
     // The variables SECRET_ENV names (HF_TOKEN, VLLM_API_KEY), from the secrets that carry them.
