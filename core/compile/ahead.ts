@@ -68,8 +68,13 @@ export function compileWarnings(deployment: Deployment): string[] {
   return warnings;
 }
 
-/** The deployment with the compile-ahead warnings in its plan's warnings. */
+/** The deployment with the compile-ahead warnings in its plan's warnings; a serving rank set to compile only is refused. */
 export function withCompileAhead(deployment: Deployment): Deployment {
+  for (const [role, env] of Object.entries(deployment.settings.extraEnv)) {
+    if (Object.keys(env).some((name) => name === "VLLM_RBLN_COMPILE_ONLY")) {
+      throw new ConfigError(`extraEnv.${role}.VLLM_RBLN_COMPILE_ONLY`, "a serving rank in compile-only mode compiles and never serves; compile ahead sets it only where it compiles (compile.host, compile.enabled)");
+    }
+  }
   const warnings = compileWarnings(deployment);
   return warnings.length === 0 ? deployment : { ...deployment, plan: { ...deployment.plan, warnings: [...deployment.plan.warnings, ...warnings] } };
 }
