@@ -150,9 +150,29 @@ describe("compile ahead with a registry, on fake hosts", { timeout: 300_000 }, (
     const [digestA, digestB] = [reportedDigest(a!.stdout, key), reportedDigest(b!.stdout, key)];
     expect(digestA).toMatch(/^sha256:/);
     expect(digestB).toBe(digestA);
+    // Pushing a key that exists is a no-op: run again, it finds its cache here and the tag there.
+    const again = await hosts[OTHER_COMPILER]!.run(onOther, `${registry.password}\n`);
+    expect(again.stdout).toContain(`already here (${registry.host}/ml/rbln-compile-cache@${digestA}); nothing to do`);
     // The artifact behind the tag pulls and checks on a third host.
     const pull = await hosts[PROD_NPU]!.run(step.inputs.create.replace("compile_here=yes", "compile_here=no"), `${registry.password}\n`);
     expect(pull.stdout).toContain(`pulled ${registry.host}/ml/rbln-compile-cache@${digestA} and checked it`);
+  });
+
+  it("an artifact whose tar holds a link is refused before anything is extracted", async () => {
+    const evilKey = "deadbeefdeadbeef";
+    const step = stagingRegistrations.find((r) => r.name.includes("-cpu-0-compile-"))!.inputs.create.replaceAll(stagingKey, evilKey);
+    // A "compiled cache" of one symlink pointing out of the cache, pushed as if compiled here.
+    const other = hosts[OTHER_COMPILER]!;
+    const done = `${CACHE_ROOT}/vllm/rbln-serving-complete/compile-${evilKey}`;
+    await other.run(`set -e; install -d ${CACHE_ROOT}/vllm/rbln ${CACHE_ROOT}/vllm/rbln-serving-complete; ln -sfn /etc/passwd ${CACHE_ROOT}/vllm/rbln/evil; echo evil > ${done}.files; echo local > ${done}`);
+    const push = await other.run(step.replaceAll(hosts[STAGING_COMPILER]!.address, other.address), `${registry.password}\n`);
+    expect(push.stdout).toContain("already compiled here; pushed to");
+    const host = hosts[PROD_NPU]!;
+    const before = await host.run(`find ${CACHE_ROOT}/vllm | sort`);
+    const pull = await host.run(step.replace("compile_here=yes", "compile_here=no"), `${registry.password}\n`);
+    expect(pull.status).not.toBe(0);
+    expect(pull.stderr.trim()).toMatch(new RegExp(`^compile cpu-0 ${evilKey}: ${registry.host}/ml/rbln-compile-cache@sha256:[0-9a-f]{64}: its layer holds links, devices or paths outside the cache; refused, nothing changed$`));
+    expect((await host.run(`find ${CACHE_ROOT}/vllm | sort`)).stdout).toBe(before.stdout);
   });
 
   it("a corrupted blob is refused with one line and nothing changes", async () => {
