@@ -24,7 +24,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1
 
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates skopeo \
  && rm -rf /var/lib/apt/lists/* \
  && python3 -m venv /opt/vllm
 
@@ -41,6 +41,7 @@ RUN --mount=type=secret,id=pip_conf,target=/etc/pip.conf \
 RUN groupadd --gid 10001 vllm \
  && useradd --uid 10001 --gid 10001 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin vllm
 
-# The launch script comes from a ConfigMap; bash and python3 (probes) are all it needs here.
+# The launch script comes from a ConfigMap; bash and python3 (probes) are all it needs here, and
+# skopeo (with GNU tar) for the compile Jobs' registry of compiled caches (compile.registry).
 WORKDIR /var/lib/rbln-serving
 USER 10001:10001

@@ -42,5 +42,6 @@ export function runProgram() {
     selection: serving.selection,
     warnings: [...warnings, ...serving.warnings],
     scrapeTargets: serving.scrapeTargets,
+    compileKeys: serving.compileKeys,
   };
 }

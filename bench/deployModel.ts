@@ -13,8 +13,8 @@ function compileKeyOf(compileKeyOfRole: Readonly<Record<string, string>>, unitSt
  * durations, evaluated as earliest finish times.
  */
 
-/** `check`: a step that takes no time worth modelling (preflight, a grant, a step that does not run again). */
-export type StageKind = "check" | "install" | "hubDownload" | "lanCopy" | "compile" | "load";
+/** `check`: a step that takes no time worth modelling (preflight, a grant, a step that does not run again). `compileAhead`: a compile on the compile host, off the NPUs. */
+export type StageKind = "check" | "install" | "hubDownload" | "lanCopy" | "compile" | "compileAhead" | "load";
 
 export interface DeployStep {
   id: string;
@@ -54,8 +54,17 @@ export const DEFAULT_DURATIONS: StageDurations = {
   loadSeconds: REPLICA_LOAD_SECONDS,
 };
 
-/** `today`: every host downloads and compiles (the layout before issue 11). `copies`: the seed downloads, the others copy. `shared`: `cache.shared`. */
-export type Layout = "today" | "copies" | "shared";
+/**
+ * `today`: every host downloads and compiles (the layout before issue 11). `copies`: the seed
+ * downloads, the others copy. `shared`: `cache.shared`. `compileAhead`: `compile.host` compiles
+ * every key off the NPUs first, and the first wave copies from it (issue 22). `registryHit`: the
+ * same graph, the keys already in `compile.registry`: the compile host pulls instead of compiling.
+ */
+export type Layout = "today" | "copies" | "shared" | "compileAhead" | "registryHit";
+/** What the program is registered with: copies between hosts, `cache.shared`, or `compile.host` with a registry. */
+export type Registered = "copies" | "shared" | "ahead";
+/** Which registration each layout reads. */
+export const REGISTERED: Readonly<Record<Layout, Registered>> = { today: "copies", copies: "copies", shared: "shared", compileAhead: "ahead", registryHit: "ahead" };
 /** `first`: nothing on the hosts yet. `recompile`: installed, weights present, a change alters every compile key. */
 export type Scenario = "first" | "recompile";
 
@@ -87,6 +96,8 @@ export function programDeployGraph(
     if (/-preflight$|-(allow|revoke)-/.test(id)) return { id, kind: "check", deps };
     if (id.endsWith("-install")) return { id, kind: first ? "install" : "check", deps };
     if (id.endsWith("-weights")) return { id, kind: first ? "hubDownload" : "check", deps, bytes: durations.weightsBytes };
+    // The compile host's step per key: a compile off the NPUs, or a pull of what the registry has (at LAN speed, like a copy).
+    if (/-compile-[0-9a-f]{16}$/.test(id) && !/-(copy|pull)-compile-/.test(id)) return layout === "registryHit" ? { id, kind: "lanCopy", deps, bytes: durations.compiledCacheBytes } : { id, kind: "compileAhead", deps };
     // Today nothing is copied: a copy neither takes time nor waits for its source.
     if (/-copy-compile-/.test(id)) return layout === "today" ? { id, kind: "check", deps: [] } : { id, kind: "lanCopy", deps, bytes: durations.compiledCacheBytes };
     if (/-copy-/.test(id)) {
@@ -117,7 +128,7 @@ export function programDeployGraph(
     if (layout === "today") continue;
     const above = [...upstream(unit.id)];
     // Copies: a unit that got a compiled cache loads it. Shared: a unit after one of its key loads.
-    const cached = layout === "copies" ? above.some((d) => /-copy-compile-/.test(d)) : above.some((d) => unitStepRole(d, roles) !== undefined && keyOf(d) === keyOf(unit.id));
+    const cached = layout !== "shared" ? above.some((d) => /-copy-compile-/.test(d)) : above.some((d) => unitStepRole(d, roles) !== undefined && keyOf(d) === keyOf(unit.id));
     const compiler = compilers.get(keyOf(unit.id));
     if (cached) unit.kind = "load";
     else if (layout === "shared" && compiler) Object.assign(unit, { kind: "load", deps: [...unit.deps, compiler] });
@@ -128,12 +139,23 @@ export function programDeployGraph(
 
 export interface DeployEstimate {
   hubDownloads: number;
-  /** Compiles per compile key, e.g. `{ "1e8c…": 8 }`. */
+  /** Compiles per compile key, e.g. `{ "1e8c…": 8 }`, wherever they run. */
   compilesPerKey: Record<string, number>;
   compiles: number;
+  /** Compiles in a unit step: an NPU replica out of service while it compiles. */
+  npuCompiles: number;
   internetBytes: number;
   /** When the last unit serves. */
   minutesToFullCapacity: number;
+  /** Summed over the replicas: how long each is out of service (its unit step's compile or load). */
+  replicaMinutesOutOfService: number;
+  /** The lowest share of replicas serving at any moment (for a change: they all served before). */
+  lowestServingShare: number;
+}
+
+/** The replica of a unit step `<instance>-npu-<i>-<role>-<rank>`: the bench's hosts are named `npu-<i>`, one per replica. */
+export function replicaOfUnit(id: string): number {
+  return Number(/-npu-(\d+)-[a-z]+-\d+$/.exec(id)![1]);
 }
 
 /**
@@ -154,6 +176,7 @@ export function simulateDeploy(steps: readonly DeployStep[], durations: StageDur
       case "lanCopy":
         return ((step.bytes ?? 0) * 8) / (durations.lanGbitPerS * 1e9);
       case "compile":
+      case "compileAhead":
         return durations.compileSeconds;
       case "load":
         return durations.loadSeconds;
@@ -172,13 +195,21 @@ export function simulateDeploy(steps: readonly DeployStep[], durations: StageDur
     return end;
   };
   const compilesPerKey: Record<string, number> = {};
-  for (const step of steps) if (step.kind === "compile") compilesPerKey[keyOf(step.id)] = (compilesPerKey[keyOf(step.id)] ?? 0) + 1;
+  const compileKeyOf = (step: DeployStep) => (step.kind === "compileAhead" ? /-compile-([0-9a-f]{16})$/.exec(step.id)![1]! : keyOf(step.id));
+  for (const step of steps) if (step.kind === "compile" || step.kind === "compileAhead") compilesPerKey[compileKeyOf(step)] = (compilesPerKey[compileKeyOf(step)] ?? 0) + 1;
+  // A replica is out of service while one of its unit steps restarts it: from the step's start to its end.
+  const outages = steps.filter((s) => s.serves).map((s) => ({ end: finishOf(s.id), start: finishOf(s.id) - seconds(s), replica: replicaOfUnit(s.id) }));
+  const replicas = new Set(outages.map((o) => o.replica)).size;
+  const mostDown = Math.max(0, ...outages.map((o) => new Set(outages.filter((p) => p.start <= o.start && o.start < p.end).map((p) => p.replica)).size));
   return {
     hubDownloads: hubDownloads.length,
     compilesPerKey,
-    compiles: steps.filter((s) => s.kind === "compile").length,
+    compiles: Object.values(compilesPerKey).reduce((n, c) => n + c, 0),
+    npuCompiles: steps.filter((s) => s.kind === "compile").length,
     internetBytes: hubDownloads.reduce((n, s) => n + (s.bytes ?? 0), 0),
     minutesToFullCapacity: Math.max(0, ...steps.filter((s) => s.serves).map((s) => finishOf(s.id))) / 60,
+    replicaMinutesOutOfService: outages.reduce((n, o) => n + (o.end - o.start), 0) / 60,
+    lowestServingShare: replicas === 0 ? 1 : (replicas - mostDown) / replicas,
   };
 }
 
@@ -189,21 +220,22 @@ export interface LayoutComparison {
   recompile: DeployEstimate;
 }
 
-/** The three layouts for each replica count, from the program registered with copies and with `cache.shared`. */
+/** The layouts for each replica count, from the program registered with copies, with `cache.shared` and with `compile.host` (and a registry). */
 export async function compareDeployLayouts(
   replicaCounts: readonly number[],
-  register: (replicas: number, shared: boolean) => Promise<readonly Registration[]>,
+  register: (replicas: number, registered: Registered) => Promise<readonly Registration[]>,
   compileKeyOfRole: Readonly<Record<string, string>>,
   durations: StageDurations = DEFAULT_DURATIONS,
+  layouts: readonly Layout[] = ["today", "copies", "shared", "compileAhead", "registryHit"],
 ): Promise<LayoutComparison[]> {
   const keyOf = (id: string) => compileKeyOf(compileKeyOfRole, id);
   const comparisons: LayoutComparison[] = [];
   for (const replicas of replicaCounts) {
-    const withCopies = await register(replicas, false);
-    const withShared = await register(replicas, true);
-    for (const layout of ["today", "copies", "shared"] as const) {
-      const registrations = layout === "shared" ? withShared : withCopies;
-      const estimate = (scenario: Scenario) => simulateDeploy(programDeployGraph(registrations, compileKeyOfRole, layout, scenario, durations), durations, keyOf);
+    const registered = new Map<Registered, readonly Registration[]>();
+    for (const layout of layouts) {
+      const kind = REGISTERED[layout];
+      if (!registered.has(kind)) registered.set(kind, await register(replicas, kind));
+      const estimate = (scenario: Scenario) => simulateDeploy(programDeployGraph(registered.get(kind)!, compileKeyOfRole, layout, scenario, durations), durations, keyOf);
       comparisons.push({ replicas, layout, first: estimate("first"), recompile: estimate("recompile") });
     }
   }

@@ -1,5 +1,5 @@
 import { Bench } from "tinybench";
-import { compareDeployLayouts, DEFAULT_DURATIONS } from "./deployModel";
+import { compareDeployLayouts, DEFAULT_DURATIONS, type Layout, type Registered } from "./deployModel";
 import { allSelections, resolvePlan } from "../core/plan/resolve";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { runProgram } from "../program";
@@ -132,10 +132,16 @@ async function main() {
       ];
     }),
   ];
-  // Deploy model (issue 11): the program's own graph, registered with copies and with cache.shared, against today's layout.
+  // Deploy model (issues 11 and 22): the program's own graph, registered with copies, with cache.shared
+  // and with compile.host and a registry, against today's layout.
   const deployPlan = resolvePlan(recipe, { model: recipe.model, strategy: "aggregated-data-expert-parallel", target: "Throughput" });
-  const registerHosts = async (replicas: number, shared: boolean) => {
-    const run = await runUnderMocks(runProgram, { ...configFor("hosts", replicas), ...(shared ? { cache: { shared: "/mnt/rbln-cache" } } : {}) }, secrets);
+  const compileAhead = {
+    revision: "0123456789abcdef0123456789abcdef01234567",
+    compile: { host: { name: "cpu-0", address: "10.255.0.5", hostKey: EXAMPLE_HOST_KEY }, registry: { repository: "registry.example.com/ml/rbln-compile-cache", username: "bench" } },
+  };
+  const registerHosts = async (replicas: number, registered: Registered) => {
+    const more = registered === "shared" ? { cache: { shared: "/mnt/rbln-cache" } } : registered === "ahead" ? compileAhead : {};
+    const run = await runUnderMocks(runProgram, { ...configFor("hosts", replicas), ...more }, registered === "ahead" ? { ...secrets, registryPassword: "bench-registry-pw" } : secrets);
     if (run.error) throw run.error;
     return run.registrations;
   };
@@ -143,6 +149,15 @@ async function main() {
   for (const layout of ["copies", "shared"] as const) {
     const eight = deploy.find((d) => d.replicas === 8 && d.layout === layout)!.first;
     targets.push({ target: `8 replicas, ${layout}: 1 hub download and 1 compile per compile key`, value: Math.max(eight.hubDownloads, ...Object.values(eight.compilesPerKey)), met: eight.hubDownloads === 1 && Object.values(eight.compilesPerKey).every((n) => n === 1) });
+  }
+  // Issue 22's targets, for a recompiling change.
+  for (const replicas of [4, 64]) {
+    const change = (layout: Layout) => deploy.find((d) => d.replicas === replicas && d.layout === layout)!.recompile;
+    const ahead = change("compileAhead");
+    const loads = (replicas * DEFAULT_DURATIONS.loadSeconds) / 60;
+    targets.push({ target: `${replicas} replicas, compile ahead: replica-minutes out of service = replicas x load (${loads} min)`, value: ahead.replicaMinutesOutOfService, met: Math.abs(ahead.replicaMinutesOutOfService - loads) < 1e-6 && ahead.npuCompiles === 0 });
+    targets.push({ target: `${replicas} replicas, registry hit: 0 compiles anywhere`, value: change("registryHit").compiles, met: change("registryHit").compiles === 0 });
+    for (const layout of ["compileAhead", "registryHit"] as const) targets.push({ target: `${replicas} replicas, ${layout}: lowest share serving at least 75%`, value: change(layout).lowestServingShare, met: change(layout).lowestServingShare >= 0.75 });
   }
   // Autoscaling (issue 23) and the drain (issue 21) on Kubernetes, read from what the prod stack renders.
   const catalog = RecipeCatalog.load();
@@ -176,8 +191,14 @@ async function main() {
     console.log("\nplatform    replicas  update waves  lowest share serving during a change");
     for (const r of rollouts) console.log(`${r.platform.padEnd(10)}  ${String(r.replicas).padStart(8)}  ${String(r.waves).padStart(12)}  ${(r.lowestServingShare * 100).toFixed(0).padStart(5)}%`);
     console.log("\ndeploy model (hosts, aggregated-data-expert-parallel; defaults in bench/deployModel.ts)");
-    console.log("replicas  layout   hub downloads  compiles  internet GB  first deploy min  recompiling change min");
-    for (const d of deploy) console.log(`${String(d.replicas).padStart(8)}  ${d.layout.padEnd(7)}  ${String(d.first.hubDownloads).padStart(13)}  ${String(d.first.compiles).padStart(8)}  ${(d.first.internetBytes / 1e9).toFixed(0).padStart(11)}  ${d.first.minutesToFullCapacity.toFixed(0).padStart(16)}  ${d.recompile.minutesToFullCapacity.toFixed(0).padStart(22)}`);
+    console.log("replicas  layout        hub downloads  compiles  internet GB  first deploy min  recompiling change min");
+    for (const d of deploy) console.log(`${String(d.replicas).padStart(8)}  ${d.layout.padEnd(12)}  ${String(d.first.hubDownloads).padStart(13)}  ${String(d.first.compiles).padStart(8)}  ${(d.first.internetBytes / 1e9).toFixed(0).padStart(11)}  ${d.first.minutesToFullCapacity.toFixed(0).padStart(16)}  ${d.recompile.minutesToFullCapacity.toFixed(0).padStart(22)}`);
+    console.log("\na recompiling change (hosts, aggregated-data-expert-parallel, maxUnavailable 25%)");
+    console.log("replicas  layout        minutes to full capacity  replica-minutes out of service  lowest share serving  compiles on NPUs  compiles anywhere");
+    for (const d of deploy.filter((x) => x.replicas === 4 || x.replicas === 64)) {
+      const r = d.recompile;
+      console.log(`${String(d.replicas).padStart(8)}  ${d.layout.padEnd(12)}  ${r.minutesToFullCapacity.toFixed(0).padStart(24)}  ${r.replicaMinutesOutOfService.toFixed(0).padStart(30)}  ${(r.lowestServingShare * 100).toFixed(0).padStart(19)}%  ${String(r.npuCompiles).padStart(16)}  ${String(r.compiles).padStart(17)}`);
+    }
     console.log("\nkubernetes autoscaling (prod stack, autoscaling.enabled, maxReplicas 4; load time from bench/deployModel.ts)");
     console.log("strategy                         role     poll s  scale-up window s  load s  step to serving min  min between scale-downs");
     for (const s of scaling) console.log(`${s.strategy.padEnd(31)}  ${s.role.padEnd(7)}  ${String(s.pollingSeconds).padStart(6)}  ${String(s.scaleUpWindowSeconds).padStart(17)}  ${String(s.loadSeconds).padStart(6)}  ${s.stepToServingMinutes.toFixed(2).padStart(19)}  ${s.minutesBetweenScaleDowns.toFixed(0).padStart(23)}`);

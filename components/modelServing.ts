@@ -10,12 +10,22 @@ import { renderDeployment } from "../core/render/deployment";
 import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
+import { checkRegistrySecret, withCompileAhead } from "../core/compile/ahead";
+import { reportedDigest } from "../core/compile/artifact";
+import { CompileHost } from "./hosts/compileHost";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
 import { FrontDoor } from "./router/frontDoor";
 import { LlmdRouter } from "./router/llmdRouter";
 
 export type ServingSecrets = Partial<Record<SecretKey, pulumi.Input<string>>>;
+
+export interface CompileKeyOutput {
+  key: string;
+  roles: string[];
+  /** The registry digest of its compiled cache; absent without a registry, or while no pull or push has reported it. */
+  digest?: string;
+}
 
 export interface ModelServingArgs {
   /** The same keys as the `rbln-serving:` stack config; validated before anything is registered. */
@@ -40,8 +50,9 @@ export function reportedRevision(stdout: string | undefined, model: string): str
 /** Validates settings and secrets together; throws a ConfigError before any resource exists. */
 export function planServing(args: ModelServingArgs): Deployment {
   const settings = parseStackSettings(args.settings as Record<string, unknown>);
-  const deployment = planDeployment(settings, args.catalog ?? RecipeCatalog.load());
+  const deployment = withCompileAhead(planDeployment(settings, args.catalog ?? RecipeCatalog.load()));
   const has = (key: SecretKey) => args.secrets?.[key] !== undefined;
+  checkRegistrySecret(deployment, has);
   if (settings.platform === "hosts" && !has("sshPrivateKey")) {
     throw new ConfigError("sshPrivateKey", "required with platform: hosts; set it with: pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519");
   }
@@ -69,6 +80,8 @@ export class ModelServing extends pulumi.ComponentResource {
   readonly warnings: string[];
   /** Every rank's metrics endpoint with its labels (hosts; empty on Kubernetes): Prometheus `file_sd` groups. */
   readonly scrapeTargets: ScrapeTarget[];
+  /** The compile keys this stack runs, each with its roles and the registry digest of its compiled cache: what retention must keep. */
+  readonly compileKeys: pulumi.Output<CompileKeyOutput[]>;
 
   constructor(name: string, args: ModelServingArgs, opts?: pulumi.ComponentResourceOptions) {
     checkInstanceName(name);
@@ -83,13 +96,22 @@ export class ModelServing extends pulumi.ComponentResource {
     const rendered = renderDeployment(deployment, { stack: pulumi.getStack(), instance: name, secrets: present, hostOptions: args.hostOptions, copyOptions: args.copyOptions });
 
     let endpoints: pulumi.Output<string[]>;
+    const keyReports = new Map<string, pulumi.Output<string>>();
     if (rendered.hosts) {
-      const { waves, copies, weightsHosts } = rendered.hosts;
+      const { waves, copies, weightsHosts, compileHost, pulls } = rendered.hosts;
       // The front door first: the unit steps take their ranks out of it before a restart.
       const frontDoor = rendered.hosts.frontDoor;
       const door = frontDoor ? new FrontDoor(`${name}-${frontDoor.host.name}-front-door`, { rendered: frontDoor, sshPrivateKey: secrets.sshPrivateKey! }, child) : undefined;
-      const byHost = new Map<string, NpuHost>();
-      let previousWave: NpuHost[] = [];
+      const byHost = new Map<string, NpuHost | CompileHost>();
+      let previousWave: (NpuHost | CompileHost)[] = [];
+      if (compileHost) {
+        const host = compileHost.placement.host.name;
+        const compiler = new CompileHost(`${name}-${host}`, { rendered: compileHost, sshPrivateKey: secrets.sshPrivateKey!, secrets, downloads: weightsHosts.includes(host) }, child);
+        byHost.set(host, compiler);
+        // Every key is compiled (or pulled) before the first wave's units change: they wait for it.
+        previousWave = [compiler];
+        compileHost.steps.forEach((step, i) => keyReports.set(step.key, compiler.unitCommands[i]!.stdout));
+      }
       for (const wave of waves) {
         // A wave's units start changing only after the previous wave's serve.
         const afterUnits = previousWave.flatMap((h) => h.unitCommands);
@@ -101,22 +123,28 @@ export class ModelServing extends pulumi.ComponentResource {
               const source = byHost.get(copy.source.host.name)!;
               return { rendered: copy, sourceName: `${name}-${copy.source.host.name}`, after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };
             });
+          const hostPulls = pulls.filter((p) => p.host === host).map((p) => p.step);
           const behindDoor = door ? { accessKey: door.accessKey, after: door.ready, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
-          const npuHost = new NpuHost(`${name}-${host}`, { rendered: bundle, sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: weightsHosts.includes(host), copies: peerCopies, frontDoor: behindDoor }, child);
+          const npuHost = new NpuHost(
+            `${name}-${host}`,
+            { rendered: bundle, sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: weightsHosts.includes(host), copies: peerCopies, pulls: hostPulls, frontDoor: behindDoor },
+            child,
+          );
+          hostPulls.forEach((pull, i) => keyReports.set(pull.key, npuHost.pullCommands[i]!.stdout));
           byHost.set(host, npuHost);
           return npuHost;
         });
       }
       const hosts = [...byHost.values()];
-      const seedWeights = hosts[0]!.weights!;
+      const seedWeights = byHost.get(weightsHosts[0]!)!.weights!;
       this.modelRevision = settings.revision !== undefined ? pulumi.output(settings.revision) : seedWeights.stdout.apply((stdout) => reportedRevision(stdout, plan.model));
-      this.units = pulumi.all(hosts.map((h) => h.units)).apply((all) => all.flat());
+      this.units = pulumi.all(hosts.flatMap((h) => (h instanceof NpuHost ? [h.units] : []))).apply((all) => all.flat());
       this.deployments = pulumi.output([]);
       // One front door for every replica and role; without one, each replica's rank 0.
       endpoints = door ? door.url.apply((url) => [url]) : this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));
     } else {
       const { workloads, scalers, monitoring, routerValues } = rendered.kubernetes!;
-      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring, scalers }, child);
+      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring, scalers, registryPassword: secrets.registryPassword }, child);
       this.units = pulumi.output([]);
       this.modelRevision = pulumi.output(settings.revision ?? null);
       this.deployments = npu.deployments;
@@ -137,6 +165,12 @@ export class ModelServing extends pulumi.ComponentResource {
     this.selection = { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
     this.warnings = plan.warnings;
     this.scrapeTargets = rendered.hosts?.scrapeTargets ?? [];
-    this.registerOutputs({ endpoints: this.endpoints, curl: this.curl, units: this.units, modelRevision: this.modelRevision, deployments: this.deployments, selection: this.selection, warnings: this.warnings, scrapeTargets: this.scrapeTargets });
+    this.compileKeys = pulumi.all(
+      rendered.compile.keys.map((k) => (keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
+        const digest = reportedDigest(stdout, k.key);
+        return { key: k.key, roles: k.roles, ...(digest ? { digest } : {}) };
+      })),
+    );
+    this.registerOutputs({ compileKeys: this.compileKeys, endpoints: this.endpoints, curl: this.curl, units: this.units, modelRevision: this.modelRevision, deployments: this.deployments, selection: this.selection, warnings: this.warnings, scrapeTargets: this.scrapeTargets });
   }
 }

@@ -44,6 +44,12 @@ export interface ScrapeTargetOutput {
   labels: ScrapeLabelsOutput;
 }
 
+export interface CompileKeyOutput {
+  key: string;
+  roles: string[];
+  digest?: string;
+}
+
 const SETTINGS = settingsShape(StackSettings);
 
 /** The component's arguments from the package's: the secrets apart, and the settings in the stack config's terms. */
@@ -79,6 +85,8 @@ export class ModelServing extends ServingComponent {
   declare readonly warnings: string[];
   /** Platform hosts: every rank's metrics endpoint with its labels, as Prometheus file_sd groups. */
   declare readonly scrapeTargets: ScrapeTargetOutput[];
+  /** The compile keys the stack runs, with their roles and the registry digest of each compiled cache (retention keeps these). */
+  declare readonly compileKeys: pulumi.Output<CompileKeyOutput[]>;
 
   constructor(name: string, args: ModelServingArgs, opts?: pulumi.ComponentResourceOptions) {
     super(name, componentArgs(args), opts);

@@ -34,6 +34,7 @@ export interface ModelServingArgs {
   cache?: CacheArgs;
   kubernetes?: KubernetesArgs;
   extraArgs?: { [key: string]: string[] };
+  compile?: CompileArgs;
   extraEnv?: { [key: string]: { [key: string]: string } };
   router?: RouterArgs;
   monitoring?: MonitoringArgs;
@@ -47,6 +48,8 @@ export interface ModelServingArgs {
   pipPassword?: pulumi.Input<string>;
   /** A secret: pulumi config set --secret apiKey. vLLM gets it as VLLM_API_KEY. */
   apiKey?: pulumi.Input<string>;
+  /** A secret: pulumi config set --secret registryPassword. */
+  registryPassword?: pulumi.Input<string>;
 }
 
 /** The values of the stack config's `platform`. */
@@ -116,6 +119,16 @@ export interface KubernetesArgs {
   imagePullSecrets?: string[];
   securityContext?: KubernetesSecurityContextArgs;
   clients?: KubernetesClientsArgs;
+}
+
+/** The stack config's `compile`. */
+export interface CompileArgs {
+  host?: CompileHostArgs;
+  /** Default: false. */
+  enabled?: boolean;
+  nodeSelector?: { [key: string]: string };
+  resources?: CompileResourcesArgs;
+  registry?: CompileRegistryArgs;
 }
 
 /** The stack config's `router`. */
@@ -226,6 +239,30 @@ export interface KubernetesClientsArgs {
   podLabels?: { [key: string]: string };
 }
 
+/** The stack config's `compile.host`. */
+export interface CompileHostArgs {
+  name: string;
+  address: string;
+  /** Default: "root". */
+  user?: string;
+  /** Default: 22. */
+  port?: number;
+  hostKey?: string;
+  proxy?: CompileHostProxyArgs;
+}
+
+/** The stack config's `compile.resources`. */
+export interface CompileResourcesArgs {
+  requests?: CompileResourcesRequestsArgs;
+  limits?: CompileResourcesLimitsArgs;
+}
+
+/** The stack config's `compile.registry`. */
+export interface CompileRegistryArgs {
+  repository: string;
+  username?: string;
+}
+
 /** The stack config's `router.pickerResources`. */
 export interface RouterPickerResourcesArgs {
   requests?: RouterPickerResourcesRequestsArgs;
@@ -281,6 +318,28 @@ export type KubernetesTolerationOperator = (typeof KubernetesTolerationOperator)
 /** The values of the stack config's `kubernetes.tolerations[].effect`. */
 export const KubernetesTolerationEffect = { NoSchedule: "NoSchedule", PreferNoSchedule: "PreferNoSchedule", NoExecute: "NoExecute" } as const;
 export type KubernetesTolerationEffect = (typeof KubernetesTolerationEffect)[keyof typeof KubernetesTolerationEffect];
+
+/** The stack config's `compile.host.proxy`. */
+export interface CompileHostProxyArgs {
+  address: string;
+  /** Default: "root". */
+  user?: string;
+  /** Default: 22. */
+  port?: number;
+  hostKey?: string;
+}
+
+/** The stack config's `compile.resources.requests`. */
+export interface CompileResourcesRequestsArgs {
+  cpu?: string;
+  memory?: string;
+}
+
+/** The stack config's `compile.resources.limits`. */
+export interface CompileResourcesLimitsArgs {
+  cpu?: string;
+  memory?: string;
+}
 
 /** The stack config's `router.pickerResources.requests`. */
 export interface RouterPickerResourcesRequestsArgs {

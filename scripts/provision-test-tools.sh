@@ -14,6 +14,10 @@ command -v ssh >/dev/null || need+=(openssh-client)
 { command -v promtool && command -v prometheus; } >/dev/null || need+=(prometheus)
 # Host-to-host copies: rsync, and rrsync (Debian ships it in the rsync package) on the source.
 [ -x /usr/bin/rrsync ] || need+=(rsync)
+# The compiled-cache registry (compile.registry): a real OCI registry on loopback (distribution 2.8)
+# and skopeo, which the compile host and NPU hosts push and pull with.
+command -v docker-registry >/dev/null || need+=(docker-registry)
+command -v skopeo >/dev/null || need+=(skopeo)
 # The host scripts run over SSH with the system python3; its venv module is a separate package.
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 # The front door's stand-ins (test/fixtures/stand-ins) read the EPP's and Envoy's YAML with PyYAML.

@@ -6,7 +6,7 @@ import { planDeployment } from "../core/plan/deployment";
 import { diffPlans } from "../core/plan/diff";
 import { allSelections, resolvePlan } from "../core/plan/resolve";
 import type { Selection } from "../core/plan/types";
-import { compareDeployLayouts, DEFAULT_DURATIONS, programDeployGraph, simulateDeploy } from "../bench/deployModel";
+import { compareDeployLayouts, DEFAULT_DURATIONS, programDeployGraph, simulateDeploy, type Registered } from "../bench/deployModel";
 import { runProgram } from "../program";
 import { runUnderMocks } from "./helpers/pulumiHarness";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
@@ -57,7 +57,20 @@ describe("compile keys", () => {
     expect(decode.compileKey).toMatch(/^[0-9a-f]{16}$/);
     const reordered = { ...decode, ranks: decode.ranks.map((rank) => ({ ...rank, flags: [...rank.flags].reverse() })) };
     expect(compileKey(plan, reordered)).toBe(decode.compileKey);
-    expect(compileKey({ packages: [] }, decode)).not.toBe(decode.compileKey);
+    expect(compileKey({ packages: [], nodes: plan.nodes }, decode)).not.toBe(decode.compileKey);
+  });
+
+  it("cover the target NPU and, on Kubernetes, the image: the rest of what issue 22 names (versions, model, revision, keyed flags) is in the rank settings", () => {
+    const plan = pd({});
+    const decode = plan.roles.find((r) => r.role === "decode")!;
+    const otherSoc = plan.nodes.map((n) => ({ ...n, skus: ["RBLN-CA25"] }));
+    expect(compileKey({ ...plan, nodes: otherSoc }, decode)).not.toBe(decode.compileKey);
+    const image = "registry.example.com/ml/vllm-rbln@sha256:" + "a".repeat(64);
+    expect(compileKey(plan, decode, image)).not.toBe(decode.compileKey);
+    expect(compileKey(plan, decode, image)).not.toBe(compileKey(plan, decode, image.replace(/a{64}$/, "b".repeat(64))));
+    const prod = { ...readStackFile("prod").raw, kubernetes: { ...(readStackFile("prod").raw["kubernetes"] as object), image } };
+    const deployed = planDeployment(parseStackSettings(prod), shippedCatalog).plan;
+    expect(deployed.roles.map((r) => r.compileKey)).toEqual(deployed.roles.map((r) => compileKey(deployed, r, image)));
   });
 });
 
@@ -105,9 +118,10 @@ describe("revision and offline serving", () => {
 describe("deploy model", () => {
   const plan = resolvePlan(minimax, { model: minimax.model, strategy: "aggregated-data-expert-parallel", target: "Throughput" } satisfies Selection);
   const keys = { main: plan.roles[0]!.compileKey };
-  const register = async (replicas: number, shared: boolean) => {
+  const register = async (replicas: number, registered: Registered) => {
     const hosts = Array.from({ length: replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
-    const run = await runUnderMocks(runProgram, { strategy: "aggregated-data-expert-parallel", target: "Throughput", replicas, hosts, ...(shared ? { cache: { shared: "/mnt/rbln-cache" } } : {}) }, { sshPrivateKey: "k" });
+    const more = registered === "shared" ? { cache: { shared: "/mnt/rbln-cache" } } : registered === "ahead" ? { revision: REVISION, compile: { host: { name: "cpu-0", address: "10.0.1.1", hostKey: EXAMPLE_HOST_KEY }, registry: { repository: "registry.example.com/cache" } } } : {};
+    const run = await runUnderMocks(runProgram, { strategy: "aggregated-data-expert-parallel", target: "Throughput", replicas, hosts, ...more }, { sshPrivateKey: "k" });
     if (run.error) throw run.error;
     return run.registrations;
   };
@@ -124,8 +138,23 @@ describe("deploy model", () => {
     expect(shared!.first.minutesToFullCapacity).toBeLessThan(copies!.first.minutesToFullCapacity);
   });
 
+  it("a recompiling change with compile ahead: no NPU compiles, each replica out for one load; a registry hit compiles nothing", async () => {
+    const d = DEFAULT_DURATIONS;
+    for (const replicas of [4, 64]) {
+      const layouts = await compareDeployLayouts([replicas], register, keys);
+      const change = (layout: string) => layouts.find((l) => l.layout === layout)!.recompile;
+      expect(change("compileAhead")).toMatchObject({ npuCompiles: 0, compiles: 1, replicaMinutesOutOfService: (replicas * d.loadSeconds) / 60 });
+      expect(change("registryHit")).toMatchObject({ npuCompiles: 0, compiles: 0, replicaMinutesOutOfService: (replicas * d.loadSeconds) / 60 });
+      // Today's layouts take the first wave's replica out for a whole compile.
+      expect(change("copies").npuCompiles).toBe(1);
+      expect(change("copies").replicaMinutesOutOfService).toBeGreaterThanOrEqual(d.compileSeconds / 60);
+      for (const layout of ["copies", "compileAhead", "registryHit"]) expect(change(layout).lowestServingShare, layout).toBeGreaterThanOrEqual(0.75);
+      expect(change("registryHit").minutesToFullCapacity).toBeLessThan(change("compileAhead").minutesToFullCapacity);
+    }
+  });
+
   it("evaluates earliest finish times: one replica is install/download, then compile", async () => {
-    const steps = programDeployGraph(await register(1, false), keys, "copies", "first");
+    const steps = programDeployGraph(await register(1, "copies"), keys, "copies", "first");
     expect(steps.map((s) => `${s.id} ${s.kind}`).sort()).toEqual(["rbln-serving-npu-0-install install", "rbln-serving-npu-0-main-0 compile", "rbln-serving-npu-0-preflight check", "rbln-serving-npu-0-weights hubDownload"]);
     const d = DEFAULT_DURATIONS;
     const download = (d.weightsBytes * 8) / (d.internetGbitPerS * 1e9);

@@ -341,7 +341,7 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
   it("names the value it refuses, or says it is missing, and lists the allowed keys for an unknown one", () => {
     expect(() => parseStackSettings({ ...dev(), replicas: "many" })).toThrow(/^replicas: .*\(got "many"\)$/);
     expect(() => parseStackSettings({ ...dev(), strategy: undefined })).toThrow(/^strategy: .*\(missing\)$/);
-    expect(() => parseStackSettings({ ...dev(), colour: "blue" })).toThrow(/^colour: unknown key; allowed: model, revision, strategy, .* and the secrets sshPrivateKey, hfToken, pipPassword, apiKey$/);
+    expect(() => parseStackSettings({ ...dev(), colour: "blue" })).toThrow(/^colour: unknown key; allowed: model, revision, strategy, .* and the secrets sshPrivateKey, hfToken, pipPassword, apiKey, registryPassword$/);
     expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], colour: "blue" }] })).toThrow("hosts[0].colour: unknown key; allowed: name, address, user, port, listenAddress, hostKey, proxy");
     expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.9", colour: "blue" } }] })).toThrow("hosts[0].proxy.colour: unknown key; allowed: address, user, port, hostKey");
     expect(() => parseStackSettings({ ...dev(), rollout: { max: 1 } })).toThrow("rollout.max: unknown key; allowed: maxUnavailable");

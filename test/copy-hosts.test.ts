@@ -107,7 +107,9 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
     expect(run("npu-1-copy-compile-npu-0").startedAt).toBeGreaterThanOrEqual(run("npu-0-main-0").endedAt);
     expect(run("npu-2-copy-compile-npu-1").startedAt).toBeGreaterThanOrEqual(run("npu-1-main-0").endedAt);
     expect(run("npu-2-main-0").startedAt).toBeGreaterThanOrEqual(run("npu-2-copy-compile-npu-1").endedAt);
-    expect((await hosts[2]!.run(`cat ${CACHE_ROOT}/vllm/rbln/graph.bin`)).stdout).toBe(`compiled for ${MODEL}\n`);
+    expect((await hosts[2]!.run(`cat ${CACHE_ROOT}/vllm/rbln/*/*/rank0/mega_cache.bin`)).stdout).toBe(`compiled for ${MODEL} on RBLN-CR13\n`);
+    // The hosts that got the compiled cache loaded it: their unit steps check the rank's log for the load.
+    for (const i of [1, 2]) expect((await hosts[i]!.run("journalctl -u rbln-serving-test.main-0.service -o cat --no-pager")).stdout).toContain("Loaded rbln mega-cache bundle from");
     // A unit start never reaches the hub.
     expect((await hosts[2]!.run(`cat ${INSTALL_ROOT}/env/test.main-0.env`)).stdout).toMatch(/^HF_HUB_OFFLINE='1'$/m);
   });

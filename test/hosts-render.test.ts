@@ -28,6 +28,11 @@ function renderedVariants(): Record<string, string> {
   variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three }, { ...readStackFile("dev").raw, replicas: 3, hosts: three.map(({ hostKey: _, ...h }) => h), insecureSkipHostKeyCheck: true });
   // A shared cache: no copies, leases in the weights step and around each rank.
   variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three, cache: { shared: "/mnt/rbln-cache" } });
+  // Compile ahead: a compile host with a registry (it seeds and compiles, the first wave copies), and a registry alone (the first host pulls).
+  const registry = { repository: "registry.example.com/ml/rbln-compile-cache", username: "ci" };
+  const revision = "0123456789abcdef0123456789abcdef01234567";
+  variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three, revision, compile: { host: { name: "cpu-0", address: "10.1.2.9", hostKey: EXAMPLE_HOST_KEY }, registry } });
+  variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three, revision, compile: { registry } });
   const files: Record<string, string> = {};
   variants.forEach((raw, i) => {
     const deployment = planDeployment(parseStackSettings(raw), shippedCatalog);
@@ -49,10 +54,13 @@ describe("rendered host artifacts", () => {
   const files = renderedVariants();
   const dir = writeTree(files);
 
-  it("every script passes shellcheck", () => {
+  // shellcheck reads every rendered script of every variant: minutes on a loaded machine.
+  it("every script passes shellcheck", { timeout: 240_000 }, () => {
     const scripts = Object.keys(files).filter((f) => f.endsWith(".sh"));
     expect(scripts.length).toBeGreaterThan(40);
-    expect(scripts.filter((f) => /\/(allow|copy|revoke)-(weights|compile)-/.test(f))).toHaveLength(24);
+    expect(scripts.filter((f) => /\/(allow|copy|revoke)-(weights|compile)-/.test(f))).toHaveLength(24 + 18 + 12);
+    expect(scripts.filter((f) => /\/cpu-0\/(preflight|install|weights|compile-[0-9a-f]{16})\.sh$/.test(f))).toHaveLength(4);
+    expect(scripts.filter((f) => /\/npu-0\/pull-compile-[0-9a-f]{16}\.sh$/.test(f))).toHaveLength(1);
     const result = spawnSync("shellcheck", ["--severity=style", ...scripts], { cwd: dir, encoding: "utf8" });
     expect(result.stdout).toBe("");
     expect(result.status).toBe(0);

@@ -7,6 +7,9 @@ import { runProgram } from "../program";
 import { runUnderMocks, type Registration } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 
+/** The unit step names its compile key's marker: a keyed change changes that line too. */
+const COMPILE_MARKER_LINE = expect.stringMatching(/^compile_marker=\/var\/lib\/rbln-serving\/vllm\/rbln-serving-complete\/compile-[0-9a-f]{16}$/);
+
 /**
  * What `pulumi preview` would show between two configs: resources added, removed and changed (by
  * URN, comparing inputs), and for changed string inputs the lines that differ.
@@ -76,7 +79,8 @@ describe("preview on platform hosts: each single change touches exactly what car
     expect(diff.changed).toEqual({ "rbln-serving-npu-dev-0-preflight": ["create"], "rbln-serving-npu-dev-0-weights": ["create"], "rbln-serving-npu-dev-0-main-0": ["create"] });
     expect(addedLines(diff, "rbln-serving-npu-dev-0-weights", "create")).toContainEqual("models=(MiniMaxAI/MiniMax-M2.7 asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k)");
     // One added line: the flag goes before the stack's own last flag (--shutdown-timeout), so no other line changes.
-    expect(addedLines(diff, "rbln-serving-npu-dev-0-main-0", "create")).toEqual([expect.stringMatching(/^ {4}--speculative-config "\{\\n {6}\\"method\\": \\"eagle3\\",/)]);
+    // And the step's marker of the new compile key (a rank whose cache was placed ahead must load it).
+    expect(addedLines(diff, "rbln-serving-npu-dev-0-main-0", "create")).toEqual([COMPILE_MARKER_LINE, expect.stringMatching(/^ {4}--speculative-config "\{\\n {6}\\"method\\": \\"eagle3\\",/)]);
   });
 
   it("spec_decode off → suffix also installs arctic-inference on that host", async () => {
@@ -88,7 +92,7 @@ describe("preview on platform hosts: each single change touches exactly what car
   it("target Latency → Throughput changes only the unit whose --max-num-seqs changes", async () => {
     const diff = await preview(dev, { ...dev, target: "Throughput" });
     expect(diff.changed).toEqual({ "rbln-serving-npu-dev-0-main-0": ["create"] });
-    expect(addedLines(diff, "rbln-serving-npu-dev-0-main-0", "create")).toEqual(["    --max-num-seqs 4 \\"]);
+    expect(addedLines(diff, "rbln-serving-npu-dev-0-main-0", "create")).toEqual([COMPILE_MARKER_LINE, "    --max-num-seqs 4 \\"]);
   });
 
   it("a versions.vllmRbln bump reinstalls and restarts every unit of the host", async () => {

@@ -170,6 +170,7 @@ describe("the component package schema", () => {
       selection: { type: "object", additionalProperties: { type: "string" } },
       warnings: { type: "array", items: { type: "string" } },
       scrapeTargets: { type: "array", items: { $ref: "#/types/rbln-serving:index:ScrapeTargetOutput" } },
+      compileKeys: { type: "array", items: { $ref: "#/types/rbln-serving:index:CompileKeyOutput" } },
     });
     expect(schema.types["rbln-serving:index:RoleDeploymentOutput"]?.properties?.["ranks"]).toMatchObject({ type: "array", items: { $ref: "#/types/rbln-serving:index:RankPlacement" } });
     expect(schema.types["rbln-serving:index:ScrapeTargetOutput"]?.properties?.["labels"]).toMatchObject({ $ref: "#/types/rbln-serving:index:ScrapeLabelsOutput" });
@@ -186,6 +187,7 @@ describe("the component package schema", () => {
     expectTypeOf<Same<"selection">[0]>().toEqualTypeOf<Same<"selection">[1]>();
     expectTypeOf<Same<"warnings">[0]>().toEqualTypeOf<Same<"warnings">[1]>();
     expectTypeOf<Same<"scrapeTargets">[0]>().toEqualTypeOf<Same<"scrapeTargets">[1]>();
+    expectTypeOf<Same<"compileKeys">[0]>().toEqualTypeOf<Same<"compileKeys">[1]>();
     // The analyzer has no null: an unresolved revision is an absent one.
     expectTypeOf<Same<"modelRevision">[0]>().toEqualTypeOf<Exclude<Same<"modelRevision">[1], null> | undefined>();
   });

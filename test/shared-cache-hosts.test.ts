@@ -93,7 +93,8 @@ describe("cache.shared on three hosts over SSH", { timeout: 240_000 }, () => {
     // Every host reports the one commit, read from the shared marker.
     for (const run of weights) expect(reportedRevision(run.stdout, MODEL)).toBe(COMMIT);
     expect(fs.readFileSync(`${SHARED}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`, "utf8")).toBe(`${COMMIT}\n`);
-    expect(fs.readFileSync(`${SHARED}/vllm/rbln/graph.bin`, "utf8")).toBe(`compiled for ${MODEL}\n`);
+    const bundles = fs.readdirSync(`${SHARED}/vllm/rbln`, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith("mega_cache.bin"));
+    expect(bundles.map((f) => fs.readFileSync(`${SHARED}/vllm/rbln/${f}`, "utf8"))).toEqual([`compiled for ${MODEL} on RBLN-CR13\n`]);
     // Written as the service user, never as root (which an NFS export may squash).
     const serviceUid = fs.statSync(`${SHARED}/vllm`).uid;
     expect(serviceUid).not.toBe(0);

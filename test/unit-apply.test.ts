@@ -53,6 +53,8 @@ beforeAll(async () => {
     { mode: 0o755 },
   );
   for (const tool of ["cp", "mv", "touch"]) fs.writeFileSync(path.join(dir, "bin", tool), `#!/usr/bin/env bash\n. "$STATE/bin/fail-at.sh"\nexec /bin/${tool} "$@"\n`, { mode: 0o755 });
+  // The rank's log, as journalctl -o cat prints it: what the test wrote to $STATE/journal.
+  fs.writeFileSync(path.join(dir, "bin", "journalctl"), `#!/usr/bin/env bash\ncat "$STATE/journal" 2>/dev/null || true\n`, { mode: 0o755 });
   server = http.createServer((_, response) => response.writeHead(fs.existsSync(path.join(dir, "active")) ? 200 : 503).end("{}"));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   port = (server.address() as { port: number }).port;
@@ -73,10 +75,11 @@ interface ApplyOptions {
   minFreeDiskGbToRestart?: number;
   /** The number of the stand-in call (systemctl, cp, mv, touch, counted together) that fails. */
   failAt?: number;
+  compileMarker?: string;
   onStdout?: (stdout: string) => void;
 }
 
-function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", envText = "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, failAt, onStdout }: ApplyOptions = {}): Promise<Run> {
+function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", envText = "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, failAt, compileMarker = path.join(dir, "no-such-marker"), onStdout }: ApplyOptions = {}): Promise<Run> {
   const script = unitApplyScript({
     hostName: "test-host",
     unitDir: path.join(dir, "units"),
@@ -92,6 +95,7 @@ function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", e
     hostLockWaitSeconds,
     rank: { unitName: UNIT, label: "main rank 0", port },
     wait: { probeHost: "127.0.0.1", timeoutSeconds: 30, intervalSeconds: 1, startLimitBurst: 3 },
+    compileMarker,
   });
   return runBash(script, stdin, onStdout, failAt);
 }
@@ -197,6 +201,36 @@ describe("the unit step", () => {
     expect(lastLine(start)).toMatch(tooLittle);
     // With the room there, the same start goes ahead.
     expect((await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 1 })).calls).toContain(`restart ${UNIT}`);
+  });
+
+  it("with its key's compiled cache placed ahead, a rank that compiles instead of loading fails the change and is rolled back; one that loads passes", async () => {
+    const marker = path.join(dir, "cache", "vllm", "rbln-serving-complete", "compile-k1");
+    fs.mkdirSync(path.dirname(marker), { recursive: true });
+    fs.writeFileSync(marker, "sha256:00\n");
+    const journal = path.join(dir, "journal");
+    const loads = "Loaded rbln mega-cache bundle from /c/rbln/m/sig/rank0/mega_cache.bin\nrbln_backend [warm-up] model: inputs=1\n";
+    try {
+      fs.writeFileSync(journal, "rbln_backend [warm-up] model: inputs=1\nrbln_backend done: 12.50s\n");
+      const miss = await apply(secrets, { unitText: "[Service]\nExecStart=/bin/true\n# compiled ahead\n", compileMarker: marker });
+      expect(miss.status).toBe(1);
+      expect(miss.stderr.trim().split("\n").pop()).toBe(
+        `test-host main rank 0: the new config failed (compiled cache miss: the compiled cache of its key is here (${marker}), but the rank compiles instead of loading it); the previous config is restored and serving`,
+      );
+      fs.writeFileSync(journal, loads);
+      const hit = await apply(secrets, { unitText: "[Service]\nExecStart=/bin/true\n# compiled ahead\n", compileMarker: marker });
+      expect(hit.status).toBe(0);
+      // Serving without a load line is a miss too (a compile that finished between two looks).
+      fs.writeFileSync(journal, "fake vllm started\n");
+      const silent = await apply(secrets, { unitText: "[Service]\nExecStart=/bin/true\n# compiled ahead, again\n", compileMarker: marker });
+      expect(silent.status).toBe(1);
+      expect(silent.stderr).toContain("compiled cache miss");
+      // Without the marker nothing is expected: a rank that compiles its own key is waited for.
+      const own = await apply(secrets, { unitText: "[Service]\nExecStart=/bin/true\n# compiled here\n" });
+      expect(own.status).toBe(0);
+    } finally {
+      fs.rmSync(journal, { force: true });
+      fs.rmSync(marker, { force: true });
+    }
   });
 
   it("refuses to change a unit another deploy is changing, and touches nothing", async () => {

@@ -5,6 +5,7 @@ import { renderSecretEnv, type RenderedHost } from "../../core/render/hosts/bund
 import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
 import { renderPipConfig } from "../../core/render/hosts/pip";
 import type { RenderedCopy } from "../../core/render/hosts/copies";
+import type { RenderedCompileStep } from "../../core/render/hosts/compileHost";
 import { remoteCommand } from "../../core/render/hosts/scripts";
 import type { RenderedSidecar } from "../../core/router/hosts/frontDoor";
 import { renamedFrom } from "../renamed";
@@ -13,6 +14,7 @@ export interface HostSecrets {
   pipPassword?: pulumi.Input<string>;
   hfToken?: pulumi.Input<string>;
   apiKey?: pulumi.Input<string>;
+  registryPassword?: pulumi.Input<string>;
 }
 
 export interface NpuHostArgs {
@@ -28,6 +30,8 @@ export interface NpuHostArgs {
   copies?: PeerCopy[];
   /** Behind the front door: its key for the unit steps' drains, what they wait for, and this host's routing sidecar. */
   frontDoor?: { accessKey: pulumi.Input<string>; after: pulumi.Resource[]; sidecar?: RenderedSidecar };
+  /** Compiled caches this host pulls from the registry before its units (a registry and no compile host). */
+  pulls?: RenderedCompileStep[];
 }
 
 export interface PeerCopy {
@@ -63,6 +67,16 @@ export function hostConnection(host: Host, sshPrivateKey: pulumi.Input<string>):
   };
 }
 
+/** A compile step's timeout: a compile as long as a first start, and a margin for the pull or push around it. */
+export function compileStepTimeout(step: RenderedCompileStep): string {
+  return `${Math.ceil(step.timeoutSeconds / 60) + HOST_DEFAULTS.steps.unitReadyMarginMinutes}m`;
+}
+
+/** The registry password on a step's stdin, one line (empty without); a secret whenever it is set. */
+export function registryStdin(password: pulumi.Input<string> | undefined): pulumi.Input<string> {
+  return password === undefined ? "\n" : pulumi.secret(pulumi.output(password).apply((p) => `${p}\n`));
+}
+
 /** Joins optional secret inputs into one stdin text; secret when any part is. */
 function stdinOf(parts: readonly (pulumi.Input<string> | undefined)[], build: (values: (string | undefined)[]) => string): pulumi.Output<string> {
   return pulumi.all(parts.map((p) => pulumi.output(p))).apply(build);
@@ -79,6 +93,8 @@ export class NpuHost extends pulumi.ComponentResource {
   readonly unitCommands: command.remote.Command[];
   /** The hub download, on the seed host only. */
   readonly weights: command.remote.Command | undefined;
+  /** This host's pulls of compiled caches, one per compile key it pulls. */
+  readonly pullCommands: command.remote.Command[];
 
   constructor(name: string, args: NpuHostArgs, opts?: pulumi.ComponentResourceOptions) {
     // Args carry the SSH key and secrets: keep them out of the component's recorded inputs.
@@ -124,6 +140,11 @@ export class NpuHost extends pulumi.ComponentResource {
       return copied;
     });
 
+    // After the install, which creates the service user the pulled files belong to.
+    this.pullCommands = (args.pulls ?? []).map((pull) =>
+      step(`pull-compile-${pull.key}`, pull.script, { stdin: registryStdin(args.secrets.registryPassword), logging: args.secrets.registryPassword !== undefined ? "none" : "stdoutAndStderr" }, { dependsOn: [install], customTimeouts: { create: compileStepTimeout(pull), update: compileStepTimeout(pull) } }),
+    );
+
     // The variables SECRET_ENV names (HF_TOKEN, VLLM_API_KEY), from the secrets that carry them.
     const envKeys = Object.keys(SECRET_ENV) as (SecretKey & keyof HostSecrets)[];
     const secretEnv = stdinOf(
@@ -145,7 +166,7 @@ export class NpuHost extends pulumi.ComponentResource {
         { delete: remoteCommand(rank.removeScript, asRoot), stdin: rank.behindFrontDoor ? keyThen(secretEnv) : secretEnv, logging: "stdoutAndStderr" },
         // Old and new share the unit name and port: remove the old one first.
         {
-          dependsOn: [install, ...(weights ? [weights] : []), ...copies, ...(args.afterUnits ?? []), ...(rank.behindFrontDoor ? [...frontDoor!.after, ...sidecar] : [])],
+          dependsOn: [install, ...(weights ? [weights] : []), ...copies, ...this.pullCommands, ...(args.afterUnits ?? []), ...(rank.behindFrontDoor ? [...frontDoor!.after, ...sidecar] : [])],
           deleteBeforeReplace: true,
           customTimeouts: { create: readyTimeout, update: readyTimeout, delete: HOST_DEFAULTS.steps.unitDelete },
         },

@@ -3,6 +3,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { MonitoringObjects } from "../../core/render/kubernetes/monitoring";
 import type { KubernetesWorkloads } from "../../core/render/kubernetes/workloads";
 import type { RenderedScaler } from "../../core/scaling/scaledObjects";
+import { REGISTRY_PASSWORD_KEY } from "../../core/render/kubernetes/compileJob";
 import { renamedFrom } from "../renamed";
 
 export interface NpuWorkloadsArgs {
@@ -10,6 +11,8 @@ export interface NpuWorkloadsArgs {
   workloads: KubernetesWorkloads;
   /** Secret environment (`HF_TOKEN`, `VLLM_API_KEY`) for the Secret the pods reference. */
   secretEnv: Record<string, pulumi.Input<string>>;
+  /** The compiled-cache registry's password, for the compile Jobs' Secret. */
+  registryPassword?: pulumi.Input<string>;
   /** PodMonitors, PrometheusRule and dashboard ConfigMap (`monitoringObjects`), when monitoring is on. */
   monitoring?: MonitoringObjects | null;
   /** KEDA ScaledObjects of the roles that scale (`renderScalers`); none with fixed replicas. */
@@ -53,6 +56,22 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       dependsOn: [serviceAccount, ...volumes, ...(secret ? [secret] : [])],
       customTimeouts: { create: weightsTimeout, update: weightsTimeout },
     });
+    const registrySecret =
+      workloads.registrySecret && args.registryPassword !== undefined
+        ? new k8s.core.v1.Secret(`${name}-registry`, { ...workloads.registrySecret, stringData: pulumi.secret(pulumi.output(args.registryPassword).apply((password) => ({ [REGISTRY_PASSWORD_KEY]: password }))) }, inNamespace)
+        : undefined;
+    // By role: each role's Job fills that role's compile-cache volume.
+    const compileJobs = new Map<string, k8s.batch.v1.Job>();
+    for (const compile of workloads.compileJobs) {
+      const script = new k8s.core.v1.ConfigMap(`${name}-${compile.role}-compile-script`, compile.configMap, { ...keep, dependsOn: [namespace] });
+      const timeout = `${Math.ceil(compile.timeoutSeconds / 60)}m`;
+      // After the weights (a compile loads the model), before the role's Deployment (which then loads).
+      compileJobs.set(compile.role, new k8s.batch.v1.Job(`${name}-${compile.role}-compile`, compile.job, {
+        ...child,
+        dependsOn: [script, serviceAccount, weightsJob, ...volumes, ...(registrySecret ? [registrySecret] : [])],
+        customTimeouts: { create: timeout, update: timeout },
+      }));
+    }
     const roleResources = workloads.roles.map((role) => {
       // Kept when replaced, so `kubectl rollout undo` finds the previous revision's launch script.
       const configMap = new k8s.core.v1.ConfigMap(`${name}-${role.role}-launch`, role.configMap, { ...keep, dependsOn: [namespace] });
@@ -63,7 +82,7 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       const scaledObject = scaler ? new k8s.apiextensions.CustomResource(`${name}-${role.role}-scaler`, scaler.object, inNamespace) : undefined;
       const deployment = new k8s.apps.v1.Deployment(`${name}-${role.role}`, role.deployment, {
         ...child,
-        dependsOn: [configMap, serviceAccount, weightsJob, ...volumes, ...(secret ? [secret] : []), ...(scaledObject ? [scaledObject] : [])],
+        dependsOn: [configMap, serviceAccount, weightsJob, ...volumes, ...(secret ? [secret] : []), ...(scaledObject ? [scaledObject] : []), ...(compileJobs.has(role.role) ? [compileJobs.get(role.role)!] : [])],
         // Compilation on a cold cache takes hours per wave: wait for the rollout as long as the startup budget allows.
         customTimeouts: { create: rolloutTimeout, update: rolloutTimeout },
       });

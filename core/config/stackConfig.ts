@@ -10,7 +10,7 @@ import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, OFFLINE_ENV, DEFAULT_RESTART_FREE
 export const CONFIG_NAMESPACE = "rbln-serving";
 
 /** Keys that must be set with `pulumi config set --secret`; they never pass through the plain schema. */
-export const SECRET_KEYS = ["sshPrivateKey", "hfToken", "pipPassword", "apiKey"] as const;
+export const SECRET_KEYS = ["sshPrivateKey", "hfToken", "pipPassword", "apiKey", "registryPassword"] as const;
 export type SecretKey = (typeof SECRET_KEYS)[number];
 
 /** Secrets that reach vLLM as environment variables (EnvironmentFile on hosts, a Secret on Kubernetes). */
@@ -287,6 +287,29 @@ const Autoscaling = z.strictObject({
   roles: z.record(roleName, AutoscalingRole).default({}),
 });
 export type Autoscaling = z.infer<typeof Autoscaling>;
+/** A compiled-cache registry's repository: `host[:port]/path`, no scheme, no tag (the tags are the compile keys). */
+const ociRepository = z
+  .string()
+  .regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(\/[a-z0-9]+([._-][a-z0-9]+)*)+$/, "an OCI repository such as registry.example.com/ml/rbln-compile-cache: host[:port]/path, no scheme, no tag");
+
+/**
+ * Compile ahead, off the NPUs (core/compile/): a CPU server (hosts) or a Job without NPUs
+ * (Kubernetes) compiles every compile key before any NPU replica stops serving, and a registry keeps
+ * the compiled caches across stacks.
+ */
+const Compile = z.strictObject({
+  /** Hosts: the CPU server that compiles, with the same roots as the NPU hosts; it is also the seed of the weights. */
+  host: Host.omit({ listenAddress: true }).optional(),
+  /** Kubernetes: a compile Job per compile key, with no NPU request. */
+  enabled: z.boolean().default(false),
+  /** Kubernetes: where the compile Jobs run (CPU nodes). */
+  nodeSelector: z.record(labelKey, labelValue).default({}),
+  /** Kubernetes: the compile Job's CPU and memory, over the defaults. */
+  resources: ContainerResources.default({}),
+  /** An OCI registry the compiled caches are pushed to and pulled from, tagged by compile key; the password is the registryPassword secret. */
+  registry: z.strictObject({ repository: ociRepository, username: z.string().regex(/^[^\s:]+$/, "a user name without spaces or ':'").optional() }).optional(),
+});
+export type CompileSettings = z.infer<typeof Compile>;
 
 /**
  * Flags and variables that define the topology; `extraArgs`/`extraEnv` may not touch them. The
@@ -431,6 +454,8 @@ export const StackSettings = z
     cache: z.strictObject({ shared: absolutePath.optional() }).default({}),
     kubernetes: Kubernetes.default(Kubernetes.parse({})),
     extraArgs: extraArgs.default({}),
+    /** Compile ahead, off the NPUs, and a registry of compiled caches (docs/compile-ahead.md). */
+    compile: Compile.default(Compile.parse({})),
     extraEnv: extraEnv.default({}),
     router: Router.default(Router.parse({})),
     /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
@@ -459,6 +484,19 @@ export const StackSettings = z
         else seen.set(`${field}=${key}`, { index: i, shown });
       }
     });
+    const compileHost = s.compile.host;
+    if (compileHost) {
+      for (const [field, value] of [["name", compileHost.name], ["address", `${compileHost.address}:${compileHost.port}`]] as const) {
+        if (seen.has(`${field}=${value}`)) ctx.addIssue({ code: "custom", path: ["compile", "host", field], message: `the compile host must be a server of its own, but hosts[${seen.get(`${field}=${value}`)}].${field} is "${value}" too`, params: { hideValue: true } });
+      }
+    }
+    // A key must name one compiled cache everywhere: an unpinned model resolves whatever the hub has then, and a tag moves.
+    if (s.compile.registry && s.revision === undefined) {
+      ctx.addIssue({ code: "custom", path: ["revision"], message: "required with compile.registry: the compile key names the model's commit, so every stack that pulls a key serves the weights it was compiled for (missing)" });
+    }
+    if (s.compile.registry && s.platform === "kubernetes" && s.kubernetes.image && !/@sha256:[0-9a-f]{64}$/.test(s.kubernetes.image)) {
+      ctx.addIssue({ code: "custom", path: ["kubernetes", "image"], message: `with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got ${JSON.stringify(s.kubernetes.image)})`, params: { hideValue: true } });
+    }
     if (s.platform === "kubernetes" && !s.kubernetes.image) {
       ctx.addIssue({ code: "custom", path: ["kubernetes", "image"], message: "required with platform: kubernetes (build it from the project's Dockerfile)" });
     }
@@ -499,6 +537,8 @@ export const StackSettings = z
         ...s.hosts.flatMap((host, i) => [...(host.hostKey ? [] : [["hosts", i, "hostKey"]]), ...(host.proxy && !host.proxy.hostKey ? [["hosts", i, "proxy", "hostKey"]] : [])]),
         ...(s.sshProxy && !s.sshProxy.hostKey ? [["sshProxy", "hostKey"]] : []),
         ...(typeof s.router.host === "object" ? [...(s.router.host.hostKey ? [] : [["router", "host", "hostKey"]]), ...(s.router.host.proxy && !s.router.host.proxy.hostKey ? [["router", "host", "proxy", "hostKey"]] : [])] : []),
+        ...(s.compile.host && !s.compile.host.hostKey ? [["compile", "host", "hostKey"]] : []),
+        ...(s.compile.host?.proxy && !s.compile.host.proxy.hostKey ? [["compile", "host", "proxy", "hostKey"]] : []),
       ];
       for (const path of unchecked) {
         ctx.addIssue({ code: "custom", path, message: `required: the server's public SSH host key, read with ssh-keyscan and checked out of band (or set insecureSkipHostKeyCheck: true to connect to whatever answers)` });

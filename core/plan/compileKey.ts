@@ -65,22 +65,33 @@ export function keyedSettings(rank: RankPlan): Map<string, string> {
   return new Map([...rankSettings(rank)].filter(([item]) => keyed(item)).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
-/** What a role's compiled cache depends on: the model, every package version, each rank's keyed settings. */
-function keyMaterial(plan: Pick<LaunchPlan, "packages">, role: RolePlan) {
+/** The NPU a role's graphs are compiled for: the recipe's SKU of its node, which is also RBLN's NPU name (`RBLN-CR13`). */
+export function targetSoc(plan: Pick<LaunchPlan, "nodes">, role: RolePlan): string {
+  return plan.nodes[role.node]?.skus[0] ?? "";
+}
+
+/**
+ * What a role's compiled cache depends on: every package version, the target NPU, the model and its
+ * pinned revision (`--revision`, in the command words), each rank's keyed settings and, on
+ * Kubernetes, the image (pinned by digest with a registry), which fixes the installed versions.
+ */
+function keyMaterial(plan: Pick<LaunchPlan, "packages" | "nodes">, role: RolePlan, image: string | null) {
   return {
     packages: plan.packages.map((p) => `${p.name}==${p.version}`).sort(),
+    targetSoc: targetSoc(plan, role),
+    ...(image === null ? {} : { image }),
     ranks: role.ranks.map((rank) => ({ command: commandWords(rank.argv, rank.flags), settings: [...keyedSettings(rank)] })),
   };
 }
 
 /** A role's compile key: 16 hex digits of SHA-256 over its key material. */
-export function compileKey(plan: Pick<LaunchPlan, "packages">, role: RolePlan): string {
-  return createHash("sha256").update(JSON.stringify(keyMaterial(plan, role))).digest("hex").slice(0, 16);
+export function compileKey(plan: Pick<LaunchPlan, "packages" | "nodes">, role: RolePlan, image: string | null = null): string {
+  return createHash("sha256").update(JSON.stringify(keyMaterial(plan, role, image))).digest("hex").slice(0, 16);
 }
 
-/** The plan with every role's compileKey computed from its final settings. */
-export function withCompileKeys(plan: LaunchPlan): LaunchPlan {
-  return { ...plan, roles: plan.roles.map((role) => ({ ...role, compileKey: compileKey(plan, role) })) };
+/** The plan with every role's compileKey computed from its final settings (and the Kubernetes image, where one runs it). */
+export function withCompileKeys(plan: LaunchPlan, image: string | null = null): LaunchPlan {
+  return { ...plan, roles: plan.roles.map((role) => ({ ...role, compileKey: compileKey(plan, role, image) })) };
 }
 
 /** Whether a role recompiles between two plans, and the settings that make it or that change without it. */
@@ -122,8 +133,8 @@ export function compareCompileKeys(a: LaunchPlan, b: LaunchPlan): RoleRecompile[
       for (const item of changedItems(keyedA, keyedB)) causes.add(describe(item, keyedA.get(item), keyedB.get(item)));
       for (const item of changedItems(rankSettings(rankA), rankSettings(rankB))) if (!keyedA.has(item) && !keyedB.has(item)) unkeyed.add(item);
     }
-    const beforeKey = compileKey(a, before);
-    const afterKey = compileKey(b, after);
+    // As the plans computed them: the Kubernetes image is in the key but not in the plan.
+    const [beforeKey, afterKey] = [before.compileKey, after.compileKey];
     return [{ role: before.role, recompile: beforeKey !== afterKey, before: beforeKey, after: afterKey, causes: [...causes], unkeyed: [...unkeyed] }];
   });
 }

@@ -187,6 +187,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
       },
       settings.revision,
     ),
+    settings.platform === "kubernetes" ? (settings.kubernetes.image ?? null) : null,
   );
 
   const roleReplicas = { prefillReplicas: settings.prefillReplicas, decodeReplicas: settings.decodeReplicas };

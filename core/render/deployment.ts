@@ -5,8 +5,10 @@ import { hostWaves } from "../rollout/hostWaves";
 import { routerChartValues } from "../router/chartValues";
 import { renderFrontDoor, type RenderedFrontDoor } from "../router/hosts/frontDoor";
 import { renderScalers, type RenderedScaler } from "../scaling/scaledObjects";
+import { planCompileAhead, type CompileAheadPlan, type CompileKeyPlan } from "../compile/ahead";
 import { renderHost, type HostRenderOptions, type RenderedHost } from "./hosts/bundle";
-import { copySources, renderCopy, weightsHosts, type HostCopyOptions, type RenderedCopy } from "./hosts/copies";
+import { renderCompileHost, renderCompileStep, type RenderedCompileHost, type RenderedCompileStep } from "./hosts/compileHost";
+import { copySources, firstHostsOfKeys, renderCopy, weightsHosts, type HostCopyOptions, type RenderedCopy } from "./hosts/copies";
 import { deploymentId } from "./hosts/names";
 import { monitoringObjects, routerMonitoringValues, type MonitoringObjects } from "./kubernetes/monitoring";
 import { renderKubernetesWorkloads, type KubernetesWorkloads } from "./kubernetes/workloads";
@@ -43,6 +45,10 @@ export interface RenderedHosts {
   scrapeTargets: ScrapeTarget[];
   /** With router.host: the llm-d router's front door, on its host, and the decode hosts' sidecars. */
   frontDoor: RenderedFrontDoor | null;
+  /** compile.host: the CPU server that compiles every key before the first wave (the weights' seed, the first copies' source); null without. */
+  compileHost: RenderedCompileHost | null;
+  /** With a registry and no compile host: each key's pull on the first NPU host that runs it, before its units. */
+  pulls: { host: string; step: RenderedCompileStep }[];
 }
 
 /** Platform Kubernetes: the workloads, their scalers, the monitoring objects and the router chart's values. */
@@ -57,32 +63,42 @@ export interface RenderedKubernetes {
 
 export interface RenderedDeployment {
   deployment: Deployment;
+  /** What compile ahead does (core/compile): the keys, the mode, the registry. */
+  compile: CompileAheadPlan;
   /** The secrets that are set, which the rendered texts refer to. */
   secrets: readonly SecretKey[];
   hosts: RenderedHosts | null;
   kubernetes: RenderedKubernetes | null;
 }
 
-function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHosts {
+function renderHosts(deployment: Deployment, compile: CompileAheadPlan, options: RenderOptions): RenderedHosts {
   const id = deploymentId(options.stack, options.instance);
   const placementWaves = hostWaves(deployment);
   const copyOptions = { ...options.copyOptions, deploymentId: id };
   const frontDoor = deployment.frontDoor ? renderFrontDoor(deployment, { id, runtimePath: options.hostOptions?.containerRuntime, authorizedKeysFile: options.copyOptions?.authorizedKeysFile }) : null;
+  const compileHost = compile.mode === "host" ? renderCompileHost(deployment, compile, id, options.hostOptions) : null;
+  const compiler = compileHost?.placement;
+  const keyPlan = (key: string) => compile.keys.find((k) => k.key === key) as CompileKeyPlan;
   return {
     id,
     waves: placementWaves.map((wave) => wave.map((placement) => renderHost(deployment, placement, id, options.hostOptions))),
     // The seed downloads from the hub and the others copy from it; with cache.shared every host's
     // weights step takes the download's lease and nothing is copied.
-    weightsHosts: weightsHosts(deployment, placementWaves).map((p) => p.host.name),
-    copies: copySources(deployment, placementWaves).map((copy) => renderCopy(deployment, copy, copyOptions)),
+    weightsHosts: weightsHosts(deployment, placementWaves, compiler).map((p) => p.host.name),
+    copies: copySources(deployment, placementWaves, compiler).map((copy) => renderCopy(deployment, copy, copyOptions)),
     scrapeTargets: [...scrapeTargets(deployment), ...(frontDoor ? [frontDoor.scrapeTarget] : [])],
     frontDoor,
+    compileHost,
+    pulls:
+      compile.registry && !compileHost
+        ? firstHostsOfKeys(deployment, placementWaves).map(({ key, placement }) => ({ host: placement.host.name, step: renderCompileStep(deployment, placement, id, keyPlan(key), compile.registry, false, options.hostOptions) }))
+        : [],
   };
 }
 
-function renderKubernetes(deployment: Deployment, options: RenderOptions): RenderedKubernetes {
+function renderKubernetes(deployment: Deployment, compile: CompileAheadPlan, options: RenderOptions): RenderedKubernetes {
   const { settings, plan } = deployment;
-  const workloads = renderKubernetesWorkloads(deployment, { instance: options.instance, namespace: settings.kubernetes.namespace }, options.secrets);
+  const workloads = renderKubernetesWorkloads(deployment, { instance: options.instance, namespace: settings.kubernetes.namespace }, options.secrets, compile);
   const scalers = renderScalers(deployment, workloads);
   return {
     workloads,
@@ -95,10 +111,12 @@ function renderKubernetes(deployment: Deployment, options: RenderOptions): Rende
 /** Renders a validated deployment for its platform. */
 export function renderDeployment(deployment: Deployment, options: RenderOptions): RenderedDeployment {
   const onHosts = deployment.settings.platform === "hosts";
+  const compile = planCompileAhead(deployment);
   return {
     deployment,
+    compile,
     secrets: options.secrets,
-    hosts: onHosts ? renderHosts(deployment, options) : null,
-    kubernetes: onHosts ? null : renderKubernetes(deployment, options),
+    hosts: onHosts ? renderHosts(deployment, compile, options) : null,
+    kubernetes: onHosts ? null : renderKubernetes(deployment, compile, options),
   };
 }

@@ -3,6 +3,7 @@ import { secretEnvironment, secretPlaceholder } from "../config/stackConfig";
 import { alertRules } from "../monitoring/rules";
 import type { RenderedDeployment } from "./deployment";
 import { hostFiles } from "./hosts/files";
+import { renderPipConfig } from "./hosts/pip";
 import type { KubeObject } from "./kubernetes/objects";
 
 /** YAML without folded lines or anchors, so scripts, JSON values and shared objects read as they are. */
@@ -44,6 +45,16 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
         files[`hosts/${sidecar.host}/systemd/${sidecar.unitName}`] = sidecar.unitText;
       }
     }
+    const { compileHost, pulls } = rendered.hosts;
+    if (compileHost) {
+      const name = compileHost.placement.host.name;
+      files[`hosts/${name}/preflight.sh`] = compileHost.preflightScript;
+      files[`hosts/${name}/install.sh`] = compileHost.installScript;
+      if (weightsHosts.includes(name)) files[`hosts/${name}/weights.sh`] = compileHost.weightsScript;
+      files[`hosts/${name}/pip.conf`] = renderPipConfig(compileHost.pipIndexes, secrets.includes("pipPassword") ? secretPlaceholder("pipPassword") : null);
+      for (const step of compileHost.steps) files[`hosts/${name}/compile-${step.key}.sh`] = step.script;
+    }
+    for (const { host, step } of pulls) files[`hosts/${host}/pull-compile-${step.key}.sh`] = step.script;
     files["prometheus/targets.json"] = `${JSON.stringify(scrapeTargets, null, 2)}\n`;
     files["prometheus/rbln-serving-rules.yaml"] = alertRulesFile ??= toYaml(alertRules());
   }
@@ -58,6 +69,14 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
     }
     for (const volume of workloads.volumes) write(volume.object, `pvc-${volume.id}`);
     write(workloads.weightsJob, "job-weights");
+    if (workloads.registrySecret) {
+      const secret: typeof workloads.registrySecret = { ...workloads.registrySecret, stringData: { password: secretPlaceholder("registryPassword") } };
+      write(secret, "secret-registry");
+    }
+    for (const compile of workloads.compileJobs) {
+      write(compile.configMap, `${compile.role}-compile-configmap`);
+      write(compile.job, `job-compile-${compile.key}`);
+    }
     for (const role of workloads.roles) {
       write(role.configMap, `${role.role}-configmap`);
       write(role.deployment, `${role.role}-deployment`);

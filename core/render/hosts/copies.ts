@@ -27,30 +27,39 @@ function compileKeysOf(deployment: Deployment, placement: HostPlacement): string
 }
 
 /**
- * The hosts that run the weights step: the seed alone, or with cache.shared every host, whose
- * lease lock on the shared folder lets exactly one of them download.
+ * The hosts that run the weights step: the seed alone (the compile host when there is one), or with
+ * cache.shared every host, whose lease lock on the shared folder lets exactly one of them download.
  */
-export function weightsHosts(deployment: Deployment, waves: readonly HostPlacement[][]): HostPlacement[] {
-  if (deployment.settings.cache.shared !== undefined) return waves.flat();
-  return waves[0]?.[0] ? [waves[0][0]] : [];
+export function weightsHosts(deployment: Deployment, waves: readonly HostPlacement[][], compiler?: HostPlacement): HostPlacement[] {
+  if (deployment.settings.cache.shared !== undefined) return [...(compiler ? [compiler] : []), ...waves.flat()];
+  const seed = compiler ?? waves[0]?.[0];
+  return seed ? [seed] : [];
 }
 
-/** Who copies what from whom, given the rollout waves (core/rollout/hostWaves.ts); nothing with a shared cache. */
-export function copySources(deployment: Deployment, waves: readonly HostPlacement[][]): CopySource[] {
+/**
+ * Who copies what from whom, given the rollout waves (core/rollout/hostWaves.ts); nothing with a
+ * shared cache. A compile host (compile.host) comes before the first wave: it is the seed and has
+ * every compile key, so the first wave copies from it and compiles nothing.
+ */
+export function copySources(deployment: Deployment, npuWaves: readonly HostPlacement[][], compiler?: HostPlacement): CopySource[] {
+  const waves = compiler ? [[compiler], ...npuWaves] : npuWaves;
   const seed = waves[0]?.[0];
   if (!seed || deployment.settings.cache.shared !== undefined) return [];
+  const allKeys = [...new Set(deployment.plan.roles.map((r) => r.compileKey))];
+  const keysOf = (p: HostPlacement) => (p === compiler ? allKeys : compileKeysOf(deployment, p));
   const weights: CopySource[] = waves.flat().filter((p) => p !== seed).map((dest) => ({ kind: "weights", source: seed, dest, compileKeys: [] }));
   const compile: CopySource[] = [];
   waves.forEach((wave, k) => {
     wave.forEach((dest, position) => {
+      if (dest === compiler) return;
       const bySource = new Map<HostPlacement, string[]>();
-      for (const key of compileKeysOf(deployment, dest)) {
+      for (const key of keysOf(dest)) {
         // The nearest earlier wave that has the key; spread the destinations over its hosts.
-        const earlier = waves.slice(0, k).reverse().map((w) => w.filter((p) => compileKeysOf(deployment, p).includes(key))).find((w) => w.length > 0);
+        const earlier = waves.slice(0, k).reverse().map((w) => w.filter((p) => keysOf(p).includes(key))).find((w) => w.length > 0);
         // A key no earlier wave has is compiled by the first host of this wave that runs it; the
         // others copy from it, and keep serving their previous config while it compiles.
-        const compiler = wave.slice(0, position).find((p) => compileKeysOf(deployment, p).includes(key));
-        const source = earlier ? earlier[position % earlier.length] : compiler;
+        const firstInWave = wave.slice(0, position).find((p) => keysOf(p).includes(key));
+        const source = earlier ? earlier[position % earlier.length] : firstInWave;
         if (!source) continue;
         bySource.set(source, [...(bySource.get(source) ?? []), key]);
       }
@@ -58,6 +67,15 @@ export function copySources(deployment: Deployment, waves: readonly HostPlacemen
     });
   });
   return [...weights, ...compile];
+}
+
+/** Per compile key, the first NPU host that runs it: without a compile host, the one that compiles it (or pulls it from a registry) for the others. */
+export function firstHostsOfKeys(deployment: Deployment, waves: readonly HostPlacement[][]): { key: string; placement: HostPlacement }[] {
+  const keys = [...new Set(deployment.plan.roles.map((r) => r.compileKey))];
+  return keys.flatMap((key) => {
+    const placement = waves.flat().find((p) => compileKeysOf(deployment, p).includes(key));
+    return placement ? [{ key, placement }] : [];
+  });
 }
 
 export interface HostCopyOptions {
@@ -99,10 +117,11 @@ export function renderCopy(deployment: Deployment, copy: CopySource, options: Ho
           markers: models.map((m) => weightsMarker(`${cacheRoot}/huggingface`, m)),
         }
       : {
-          // RBLN's cache layout is its own: the whole directory, once per set of keys.
-          dirs: ["vllm/rbln"],
-          sourceMarkers: [""],
-          markers: [compileMarker(cacheRoot, copy.compileKeys.join("-"))],
+          // RBLN's cache layout is its own: the whole directory, with a marker per key (a second
+          // key's pass finds nothing left to transfer), which tells the unit step to expect a load.
+          dirs: copy.compileKeys.map(() => "vllm/rbln"),
+          sourceMarkers: copy.compileKeys.map(() => ""),
+          markers: copy.compileKeys.map((key) => compileMarker(cacheRoot, key)),
         }),
   });
   const access: CopyAccessInput = {

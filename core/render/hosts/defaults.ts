@@ -75,6 +75,17 @@ export const HOST_DEFAULTS = {
     /** How long a sidecar's step waits for it to answer on every port. */
     sidecarReadyTimeoutSeconds: 300,
   },
+  /** The compile host (compile.host, core/compile/). */
+  compile: {
+    /**
+     * Memory a compile wants, GiB: not published by Rebellions; the figure the serving pods get for
+     * the same model (kubernetes/defaults.ts), which covers the weights in host memory and the
+     * compiler. Below it preflight warns, it does not refuse.
+     */
+    minMemoryGib: 384,
+    /** Free disk under cacheRoot: the weights' (minFreeDiskGb) plus room for compiled caches (minFreeDiskGbToRestart's 50 GiB). */
+    cacheRoomGib: 50,
+  },
   /** The shared cache's leases and completion markers: a folder of its own on the shared filesystem. */
   sharedLockDir: "rbln-serving-locks",
   sharedLease: LEASE_DEFAULTS,

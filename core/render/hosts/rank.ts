@@ -6,7 +6,7 @@ import type { Deployment, FrontDoorEndpoint, HostPlacement, RankPlan, RolePlan }
 import { renderTemplate } from "../../template";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
-import { envPath as envPathOf, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
+import { compileMarker, envPath as envPathOf, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
 import { unitApplyScript, unitRemoveScript, type FrontDoorAccess, type ServingWait } from "./scripts";
 import { execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
 
@@ -148,6 +148,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
       wait: servingWait(context, readyTimeoutSeconds(context.cache, bound.env)),
       frontDoor,
+      compileMarker: compileMarker(context.cache.root, role.compileKey),
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
     behindFrontDoor: frontDoor !== null,

@@ -1,5 +1,6 @@
 import { heredocDelimiter, renderScript as renderScriptFile, type ScriptValue } from "../../template";
 import { PROBE_SCRIPT } from "../../probe";
+import { CACHE_LOG } from "../../compile/compileOnly";
 import { HOST_DEFAULTS } from "./defaults";
 
 /** Where the host scripts are, under the package root. */
@@ -154,6 +155,8 @@ export interface UnitApplyInput {
   wait: ServingWait;
   /** The front door this rank is behind, if any: its unit step takes the rank out before a restart. */
   frontDoor?: FrontDoorAccess | null;
+  /** The marker of the rank's compile key: present when its compiled cache was placed ahead (copied, pulled, compiled off the NPUs), and then the rank must load it. */
+  compileMarker: string;
 }
 
 /** How a host's steps reach the router host to take its endpoints out of the front door and back. */
@@ -212,6 +215,10 @@ export function unitApplyScript(p: UnitApplyInput): string {
     probe_py,
     ...frontDoorSettings(p.frontDoor),
     front_door_endpoint: p.frontDoor?.endpoints.join(" ") ?? "",
+    compile_marker: p.compileMarker,
+    cache_hit_line: CACHE_LOG.hit,
+    cache_warmup_line: CACHE_LOG.warmUp,
+    cache_saved_line: CACHE_LOG.saved,
     env_text: p.envText,
     unit_text: p.unitText,
   });

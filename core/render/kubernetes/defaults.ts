@@ -86,7 +86,17 @@ export const KUBERNETES_DEFAULTS = {
     /** A download is network-bound: a few CPUs for hashing, a little memory for buffers. */
     weightsFetch: { requests: { cpu: "2", memory: "4Gi" }, limits: { memory: "8Gi" } },
     weightsWait: { requests: { cpu: "10m", memory: "32Mi" }, limits: { memory: "64Mi" } },
+    /**
+     * The compile Job (compile.enabled): the serving container's figures without its NPUs, since a
+     * compile-only run loads the same model into host memory and runs the compiler; Rebellions
+     * publishes no figure of its own (test/fixtures/vllm-rbln-0.12.0.json: compileOnly.resources).
+     */
+    compile: { requests: { cpu: "32", memory: "384Gi" }, limits: { memory: "384Gi" } },
   },
+  /** How often a compile Job looks for vllm-rbln's "saved" line. */
+  compileJobPollSeconds: 30,
+  /** A compile Job's retries of a failed compile or pull. */
+  compileJobBackoffLimit: 2,
   /** One compiler per compile key on a role's compile-cache volume. */
   compileLock: LEASE_DEFAULTS,
 } as const;

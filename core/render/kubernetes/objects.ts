@@ -18,6 +18,7 @@ export type NetworkPolicyPeer = Unwrap<types.input.networking.v1.NetworkPolicyPe
 export type PodDisruptionBudget = Unwrap<types.input.policy.v1.PodDisruptionBudget>;
 /** What KEDA passes to the HPA it owns (a ScaledObject's `advanced.horizontalPodAutoscalerConfig.behavior`). */
 export type HorizontalPodAutoscalerBehavior = Unwrap<types.input.autoscaling.v2.HorizontalPodAutoscalerBehavior>;
+export type Job = Unwrap<types.input.batch.v1.Job>;
 
 /** Every object carries its name: what `render` names files by and the components name resources by. */
 export type Named<T> = T & { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> } };

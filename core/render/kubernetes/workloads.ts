@@ -6,6 +6,8 @@ import { KUBERNETES_DEFAULTS } from "./defaults";
 import type * as k8s from "./objects";
 import { containerSecurity, podSecurity } from "./pod";
 import { renderRoleWorkload, type RoleWorkload } from "./role";
+import type { CompileAheadPlan } from "../../compile/ahead";
+import { compileJob, type CompileJob } from "./compileJob";
 
 export type { KubeObject } from "./objects";
 export type { RoleWorkload } from "./role";
@@ -27,6 +29,10 @@ export interface KubernetesWorkloads {
   /** How long the weights Job may take. */
   weightsJobTimeoutSeconds: number;
   roles: RoleWorkload[];
+  /** Per compile key, its compile (or pull) Job; the role's Deployment waits for it. Empty without compile.enabled and a registry. */
+  compileJobs: CompileJob[];
+  /** The registry password's Secret (stringData filled by the component), with a registry user. */
+  registrySecret: k8s.Named<k8s.Secret> | null;
   router: RouterIntent | null;
   /** The EPP Service the ranks' `<EPP_HOST>` resolves to. */
   eppHost: string | null;
@@ -58,7 +64,7 @@ function claim(name: string, namespace: string, labels: Record<string, string>, 
   };
 }
 
-export function renderKubernetesWorkloads(deployment: Deployment, names: KubernetesNames, secrets: readonly SecretKey[]): KubernetesWorkloads {
+export function renderKubernetesWorkloads(deployment: Deployment, names: KubernetesNames, secrets: readonly SecretKey[], compile: CompileAheadPlan | null = null): KubernetesWorkloads {
   if (!DNS_LABEL.test(names.instance)) {
     throw new ConfigError("name", `"${names.instance}" cannot prefix Kubernetes object names: use 1-40 lower-case letters, digits or '-'`);
   }
@@ -95,9 +101,9 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     securityContext: containerSecurity(k8sSettings.securityContext),
     activeDeadlineSeconds: budgets.weightsJobDeadlineSeconds,
   });
-  const roles = plan.roles.map((role) =>
-    renderRoleWorkload(
-      {
+  const contexts = plan.roles.map((role) => ({
+    role,
+    context: {
         deployment,
         instance: names.instance,
         namespace: ns,
@@ -112,12 +118,15 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
         apiKey: secrets.includes("apiKey"),
         claim: newClaim,
       },
-      role,
-    ),
-  );
+  }));
+  const roles = contexts.map(({ context, role }) => renderRoleWorkload(context, role));
+  const registrySecret: k8s.Named<k8s.Secret> | null =
+    compile?.registry?.username !== undefined ? { apiVersion: "v1", kind: "Secret", metadata: { name: `${names.instance}-registry`, namespace: ns, labels: baseLabels }, type: "Opaque", stringData: {} } : null;
+  // One Job per role and key: each role has its own compile-cache volume.
+  const compileJobs = compile && (compile.mode === "job" || compile.registry) ? contexts.map(({ context, role }, i) => compileJob(context, role, roles[i]!, compile, registrySecret?.metadata.name ?? null)) : [];
   const volumes = [{ id: "weights", object: weights }, ...roles.map((role) => ({ id: `${role.role}-compile-cache`, object: role.compileCache }))];
 
-  const objects = [serviceAccount, weightsDownload, ...volumes.map((v) => v.object), ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])])];
+  const objects = [serviceAccount, weightsDownload, ...compileJobs.flatMap((c) => [c.job, c.configMap]), ...volumes.map((v) => v.object), ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])])];
   for (const object of objects) {
     if (object.metadata.name.length > 63) {
       throw new ConfigError("name", `"${names.instance}" makes the ${object.kind} name "${object.metadata.name}" longer than 63 characters; use a shorter name`);
@@ -146,6 +155,8 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     weightsJob: weightsDownload,
     weightsJobTimeoutSeconds: budgets.weightsJobDeadlineSeconds,
     roles,
+    compileJobs,
+    registrySecret,
     router,
     eppHost,
   };

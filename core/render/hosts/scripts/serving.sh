@@ -45,8 +45,11 @@ wait_serving() {
   local unit=$1 label=$2 port=$3 since=$4 start elapsed reason
   start=$(date +%s)
   while :; do
+    # A rank that must load a compiled cache and compiles instead has failed (cache-hit.sh, in the unit step).
+    [ "${expect_cache_hit:-no}" = yes ] && cache_miss "$unit" "$since" && return 1
     unit_state "$unit"
     if probe "$port" "$main_pid"; then
+      [ "${expect_cache_hit:-no}" = yes ] && cache_miss "$unit" "$since" yes && return 1
       echo "ready ${host_name}: $label serves on port $port after $(( $(date +%s) - start ))s"
       return 0
     fi

@@ -32,6 +32,10 @@ front_door_port=22
 front_door_host_key=''
 front_door_bind=''
 front_door_endpoint=''
+compile_marker=/var/lib/rbln-serving/vllm/rbln-serving-complete/compile-1cf6c9744861508e
+cache_hit_line='Loaded rbln mega-cache bundle from '
+cache_warmup_line='rbln_backend [warm-up]'
+cache_saved_line='Saved rbln mega-cache bundle to '
 env_text="VLLM_ENGINE_READY_TIMEOUT_S='9600'"
 unit_text='[Service]
 ExecStart=/bin/true'
@@ -43,6 +47,8 @@ ExecStart=/bin/true'
 . restart-disk.sh
 # shellcheck source=front-door.sh
 . front-door.sh
+# shellcheck source=cache-hit.sh
+. cache-hit.sh
 
 # Where the step is: before (nothing changed yet), switching (what serves may have changed and has
 # not been seen to serve), served, back (going back to the previous config), ended (its last line
@@ -110,6 +116,8 @@ go_back() {
   phase=back
   # Going back is a switch too; it waits as long as it takes, since what served must serve again.
   flock 7
+  # What served before loads the cache it compiled or got then.
+  expect_cache_hit=no
   if [ "$legacy" = yes ]; then
     legacy_give_back
     unit=$legacy_unit

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# One compile key, ahead of the NPU units that run it. In order: a key whose cache is here already
+# (its marker) is done; a key the registry has is pulled by digest, checked and extracted; otherwise
+# (on the compile host) the role's exact command line runs in vllm-rbln's compile-only mode, with
+# no NPU, until vllm-rbln has saved the warmed-up cache, and is stopped; the files it wrote are the
+# key's cache, pushed to the registry as one artifact unless the key is there already. On an NPU
+# host without a compile host this only pulls: a key the registry lacks is compiled by the rank's
+# first start, as without compile ahead. The last line of stdout is `compiled <key> <digest|local|none>`.
+# stdin: line 1 the registry password (may be empty).
+set -euo pipefail
+# --- settings (the renderer writes the real values here) ---
+host_name=compile-0
+key=1cf6c9744861508e
+roles=(main)
+cache_root=/var/lib/rbln-serving
+service_user=rbln-serving
+marker=/var/lib/rbln-serving/vllm/rbln-serving-complete/compile-1cf6c9744861508e
+compile_here=yes
+unit=rbln-serving-dev.compile-1cf6c9744861508e.service
+command=(/opt/rbln-serving/venvs/dev/current/bin/vllm serve MiniMaxAI/MiniMax-M2.7 --port 8000 --host 127.0.0.1)
+env_text="VLLM_RBLN_COMPILE_ONLY='1'"
+port=8000
+probe_host=127.0.0.1
+timeout_s=9600
+interval_s=30
+saved_line='Saved rbln mega-cache bundle to '
+repository=''
+registry_user=''
+artifact_type=application/vnd.rbln-serving.compile-cache.v1
+config_type=application/vnd.rbln-serving.compile-cache.config.v1+json
+layer_type=application/vnd.rbln-serving.compile-cache.layer.v1.tar
+# --- end of settings ---
+
+fail() { echo "compile ${host_name} ${key}: $*" >&2; exit 1; }
+say() { echo "compile ${host_name} ${key}: $*"; }
+report() { echo "compiled ${key} $1"; }
+registry_password=
+IFS= read -r registry_password || true
+cache_dir="$cache_root/vllm/rbln"
+files_list="$marker.files"
+umask 022
+install -d -m 0755 "$(dirname "$marker")"
+work=$(mktemp -d /run/rbln-serving-compile.XXXXXX)
+scratch=$(mktemp -d "$cache_root/vllm/.rbln-serving-scratch.XXXXXX")
+trap 'systemctl stop "$unit" 2>/dev/null || true; rm -rf "$work" "$scratch"' EXIT
+chmod 0700 "$work" "$scratch"
+
+# shellcheck source=registry.sh
+. registry.sh
+
+# 0 when the compile-only server answers /health: every engine is past its warm-up.
+healthy() {
+  python3 -c 'import sys, urllib.request
+host = "[%s]" % sys.argv[1] if ":" in sys.argv[1] else sys.argv[1]
+urllib.request.urlopen("http://%s:%s/health" % (host, sys.argv[2]), timeout=10)' "$probe_host" "$port" 2>/dev/null
+}
+
+# Runs the role's command in compile-only mode as a transient unit of the service user and waits for
+# vllm-rbln's "saved" line, then for the server to answer or the process to end well: what serve
+# does once compile-only has compiled is not documented, so either counts; dying first does not.
+compile_only() {
+  local started log active result status elapsed reason
+  [ -x "${command[0]}" ] || fail "${command[0]} not found (the install step puts it there)"
+  command -v systemd-run >/dev/null || fail "systemd-run not found: the compile host needs systemd"
+  install -d -o "$service_user" -g "$service_user" -m 0750 "$cache_dir"
+  printf '%s\n' "$env_text" > "$work/env"
+  touch "$work/start"
+  systemctl stop "$unit" 2>/dev/null || true
+  systemctl reset-failed "$unit" 2>/dev/null || true
+  started=$(date +%s)
+  systemd-run --quiet --unit="$unit" --property=User="$service_user" --property=Group="$service_user" \
+    --property=EnvironmentFile="$work/env" --property=WorkingDirectory="$cache_root" --property=KillMode=mixed -- "${command[@]}"
+  say "compiling for ${roles[*]} in compile-only mode, with no NPU; this takes as long as a first start"
+  while :; do
+    log=$(journalctl -u "$unit" --since "@$started" -o cat --no-pager 2>/dev/null || true)
+    active=$(systemctl show -p ActiveState --value "$unit" 2>/dev/null || echo unknown)
+    result=$(systemctl show -p Result --value "$unit" 2>/dev/null || echo unknown)
+    status=$(systemctl show -p ExecMainStatus --value "$unit" 2>/dev/null || echo 0)
+    if grep -qF -- "$saved_line" <<<"$log"; then
+      if healthy || { [ "$active" != active ] && [ "$active" != activating ] && [ "$result" = success ]; }; then break; fi
+    fi
+    if [ "$active" = failed ] || { [ "$active" = inactive ] && [ "$result" != success ]; } || { [ "$active" = inactive ] && ! grep -qF -- "$saved_line" <<<"$log"; }; then
+      reason=$(grep -iE 'error' <<<"$log" | tail -n 1 | cut -c 1-200 || true)
+      fail "the compile-only run ended (exit ${status}) before vllm-rbln saved the cache${reason:+: $reason}"
+    fi
+    elapsed=$(( $(date +%s) - started ))
+    [ "$elapsed" -lt "$timeout_s" ] || fail "vllm-rbln saved no cache within ${timeout_s}s (unit ${active})"
+    say "waiting for the compile (${elapsed}s)"
+    sleep "$interval_s"
+  done
+  systemctl stop "$unit" 2>/dev/null || true
+  # The key's cache: what this run wrote (RBLN's layout is its own; a key's bundles are files of their own).
+  (cd "$cache_dir" && find . -type f -newer "$work/start" ! -name '*.tmp' -printf '%P\n' | LC_ALL=C sort) > "$files_list.tmp"
+  [ -s "$files_list.tmp" ] || fail "the compile-only run saved nothing under $cache_dir"
+  mv "$files_list.tmp" "$files_list"
+  say "compiled $(wc -l < "$files_list") file(s) in $(( $(date +%s) - started ))s"
+}
+
+mark() { printf '%s\n' "$1" > "$marker.tmp"; mv "$marker.tmp" "$marker"; }
+
+[ -z "$repository" ] || registry_login
+if [ -f "$marker" ]; then
+  have=$(cat "$marker")
+  remote=$([ -z "$repository" ] || registry_digest)
+  if [ -n "$repository" ] && [ -z "$remote" ] && [ "$compile_here" = yes ] && [ -f "$files_list" ]; then
+    remote=$(registry_push)
+    mark "$remote"
+    say "already compiled here; pushed to ${repository}@${remote}"
+    report "$remote"
+  else
+    say "already here${remote:+ (${repository}@${remote})}; nothing to do"
+    report "${remote:-$have}"
+  fi
+  exit 0
+fi
+remote=$([ -z "$repository" ] || registry_digest)
+if [ -n "$remote" ]; then
+  registry_pull "$remote"
+  mark "$remote"
+  say "pulled ${repository}@${remote} and checked it: nothing to compile"
+  report "$remote"
+  exit 0
+fi
+if [ "$compile_here" != yes ]; then
+  say "${repository} has no ${key}: the first start of ${roles[*]} here compiles it"
+  report none
+  exit 0
+fi
+compile_only
+if [ -n "$repository" ]; then
+  remote=$(registry_push)
+  mark "$remote"
+  say "pushed to ${repository}@${remote}"
+  report "$remote"
+else
+  mark local
+  report local
+fi

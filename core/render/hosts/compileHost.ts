@@ -1,0 +1,98 @@
+import { compileOnlyEnv } from "../../compile/compileOnly";
+import { compileStepScript } from "../../compile/steps";
+import type { CompileAheadPlan, CompileKeyPlan } from "../../compile/ahead";
+import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
+import { bindRank } from "../../plan/bind";
+import type { Deployment, HostPlacement } from "../../plan/types";
+import { renderScript } from "../../template";
+import { renderHost, type HostRenderOptions, type RenderedHost } from "./bundle";
+import { hostCacheLayout } from "./cacheLayout";
+import { HOST_DEFAULTS } from "./defaults";
+import { compileMarker } from "./names";
+import { HOST_SCRIPT_DIR } from "./scripts";
+import { renderEnvFile } from "./systemd";
+
+/** One compile key's step on a host: the compile host's compile ahead, or an NPU host's pull. */
+export interface RenderedCompileStep {
+  key: string;
+  roles: string[];
+  script: string;
+  /** How long it may take: a compile as long as a first start. */
+  timeoutSeconds: number;
+}
+
+/** The compile host: preflight, the NPU hosts' install and weights steps (it is the seed), one step per compile key. */
+export interface RenderedCompileHost {
+  placement: HostPlacement;
+  preflightScript: string;
+  installScript: string;
+  weightsScript: string;
+  pipIndexes: RenderedHost["pipIndexes"];
+  steps: RenderedCompileStep[];
+}
+
+/**
+ * One key's step on `placement`: with `compileHere`, the first rank of the key's first role runs in
+ * compile-only mode with its exact command line and environment (the aggregated strategies the
+ * hosts platform runs have one rank per role), at the NPU hosts' paths.
+ */
+export function renderCompileStep(deployment: Deployment, placement: HostPlacement, id: string, key: CompileKeyPlan, registry: CompileAheadPlan["registry"], compileHere: boolean, options: HostRenderOptions = {}): RenderedCompileStep {
+  const { settings, plan } = deployment;
+  const cache = hostCacheLayout(settings);
+  const role = plan.roles.find((r) => r.role === key.roles[0])!;
+  const rank = bindRank(role.ranks[0]!, { POD_IP: placement.host.address }, "hosts");
+  const command = commandWords(rank.argv, rank.flags);
+  const venv = renderHost(deployment, { ...placement, node: role.node }, id, options).venv;
+  // Loopback only: if compile-only serves at all, nobody else should reach it (--host is not keyed).
+  const listen = options.compileListenAddress ?? "127.0.0.1";
+  const flags = [...rank.flags.filter((f) => f.name !== "--host"), { name: "--host", values: [listen] }];
+  const env = { ...rank.env, HF_HOME: `${cache.root}/huggingface`, VLLM_CACHE_ROOT: `${cache.root}/vllm`, RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`, ...compileOnlyEnv(key.targetSoc) };
+  const timeoutSeconds = engineReadyTimeoutSeconds(rank.env);
+  return {
+    key: key.key,
+    roles: key.roles,
+    timeoutSeconds,
+    script: compileStepScript({
+      hostName: placement.host.name,
+      key: key.key,
+      roles: key.roles,
+      cacheRoot: cache.root,
+      serviceUser: HOST_DEFAULTS.serviceUser,
+      marker: compileMarker(cache.root, key.key),
+      compileHere,
+      unit: `rbln-serving-${id}.compile-${key.key}.service`,
+      command: [`${venv}/bin/${command[0]}`, ...command.slice(1), ...flags.flatMap((f) => [f.name, ...f.values])],
+      envText: renderEnvFile(env),
+      port: role.ranks[0]!.ports[0]!,
+      probeHost: listen,
+      timeoutSeconds,
+      intervalSeconds: options.readinessIntervalSeconds ?? HOST_DEFAULTS.readinessIntervalSeconds,
+      registry,
+    }),
+  };
+}
+
+/** The compile host's steps (compile.host): it installs the pinned packages and downloads the weights as an NPU host would, then compiles every key. */
+export function renderCompileHost(deployment: Deployment, ahead: CompileAheadPlan, id: string, options: HostRenderOptions = {}): RenderedCompileHost {
+  const { settings } = deployment;
+  const host = settings.compile.host!;
+  const proxy = host.proxy ?? settings.sshProxy;
+  const placement: HostPlacement = { replica: -1, node: 0, host: { ...host, ...(proxy ? { proxy } : {}) } };
+  const bundle = renderHost(deployment, placement, id, options);
+  return {
+    placement,
+    preflightScript: renderScript(`${HOST_SCRIPT_DIR}/compile-preflight.sh`, `preflight checks on the compile host ${host.name}; reads only, changes nothing`, {
+      host_name: host.name,
+      cache_root: hostCacheLayout(settings).root,
+      min_free_gb: settings.minFreeDiskGb + HOST_DEFAULTS.compile.cacheRoomGib,
+      python_versions: HOST_DEFAULTS.pythonVersions,
+      min_glibc: HOST_DEFAULTS.minGlibc,
+      needs_skopeo: ahead.registry ? "yes" : "no",
+      min_memory_gb: HOST_DEFAULTS.compile.minMemoryGib,
+    }),
+    installScript: bundle.installScript,
+    weightsScript: bundle.weightsScript,
+    pipIndexes: bundle.pipIndexes,
+    steps: ahead.keys.map((key) => renderCompileStep(deployment, placement, id, key, ahead.registry, true, options)),
+  };
+}

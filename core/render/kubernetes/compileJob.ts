@@ -1,0 +1,117 @@
+import { createHash } from "node:crypto";
+import type { CompileAheadPlan } from "../../compile/ahead";
+import { compileOnlyEnv } from "../../compile/compileOnly";
+import { compileJobScript } from "../../compile/steps";
+import { engineReadyTimeoutSeconds } from "../../plan/argv";
+import { targetSoc } from "../../plan/compileKey";
+import type { RolePlan } from "../../plan/types";
+import { COMPILE_LOCK_FILE } from "./compileLock";
+import { KUBERNETES_DEFAULTS } from "./defaults";
+import type * as k8s from "./objects";
+import { containerSecurity, mergeResources, podSecurity } from "./pod";
+import type { RoleContext, RoleWorkload } from "./role";
+import { waitForWeights } from "./weights";
+
+/** The compile Job of one role (its key, on its compile-cache volume) and the ConfigMap with its script. */
+export interface CompileJob {
+  role: string;
+  key: string;
+  configMap: k8s.Named<k8s.ConfigMap>;
+  job: k8s.Named<k8s.Job>;
+  /** How long it may take: a compile as long as a first start, and the weights' wait. */
+  timeoutSeconds: number;
+}
+
+/** The key of the registry Secret's password. */
+export const REGISTRY_PASSWORD_KEY = "password";
+
+/**
+ * A Job per compile key (compile.enabled): the role's launch script in compile-only mode in a pod
+ * that asks for no NPU (compile.nodeSelector, compile.resources), on the role's compile-cache
+ * volume under its compile lock, so the role's pods find the cache and load. With a registry it
+ * pulls a key the registry has and pushes one it compiled; with a registry and no compile.enabled
+ * it only pulls, outside the lock, so a key the registry lacks is compiled by the pods as before.
+ */
+export function compileJob(context: RoleContext, role: RolePlan, workload: RoleWorkload, ahead: CompileAheadPlan, registrySecret: string | null): CompileJob {
+  const { deployment, instance, namespace } = context;
+  const { settings, plan } = deployment;
+  const { paths } = KUBERNETES_DEFAULTS;
+  const compileHere = ahead.mode === "job";
+  const cacheRoot = `${paths.dataRoot}/vllm`;
+  const scriptDir = "/etc/rbln-serving-compile";
+  const timeoutSeconds = engineReadyTimeoutSeconds(role.ranks[0]!.env) + KUBERNETES_DEFAULTS.budgets.startMarginSeconds;
+  const script = compileJobScript({
+    key: role.compileKey,
+    roles: [role.role],
+    marker: `${cacheRoot}/rbln-serving-complete/compile-${role.compileKey}`,
+    compileHere,
+    launch: `${paths.launchDir}/launch.sh`,
+    ports: workload.ports,
+    timeoutSeconds: engineReadyTimeoutSeconds(role.ranks[0]!.env),
+    intervalSeconds: KUBERNETES_DEFAULTS.compileJobPollSeconds,
+    registry: ahead.registry,
+  });
+  const labels = { ...context.baseLabels, "app.kubernetes.io/component": `${role.role}-compile` };
+  const digest = createHash("sha256").update(script).digest("hex").slice(0, 10);
+  const configMap: k8s.Named<k8s.ConfigMap> = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: `${instance}-${role.role}-compile-${digest}`, namespace, labels }, data: { "compile-job.sh": script } };
+  const run = ["bash", `${scriptDir}/compile-job.sh`];
+  const security = settings.kubernetes.securityContext;
+  const container: k8s.Container = {
+    name: "compile",
+    image: settings.kubernetes.image!,
+    // One compiler per key: the serving pods' lease of the same name, whose marker lets them start and load.
+    command: compileHere ? ["bash", `${paths.launchDir}/${COMPILE_LOCK_FILE}`, "run", "--", ...run] : run,
+    env: [
+      { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+      { name: "HOME", value: paths.scratchDir },
+      { name: "HF_HOME", value: context.hfHome },
+      { name: "VLLM_CACHE_ROOT", value: cacheRoot },
+      { name: "RBLN_OFFLOAD_DIR", value: `${paths.dataRoot}/offload` },
+      ...(compileHere ? Object.entries(compileOnlyEnv(targetSoc(plan, role))).map(([name, value]) => ({ name, value })) : []),
+      ...(registrySecret ? [{ name: "REGISTRY_PASSWORD", valueFrom: { secretKeyRef: { name: registrySecret, key: REGISTRY_PASSWORD_KEY } } }] : []),
+    ],
+    // No NPU: requests and limits name CPU and memory only.
+    resources: mergeResources(KUBERNETES_DEFAULTS.resources.compile, settings.compile.resources),
+    securityContext: containerSecurity(security),
+    volumeMounts: [
+      { name: "launch", mountPath: paths.launchDir, readOnly: true },
+      { name: "compile-script", mountPath: scriptDir, readOnly: true },
+      { name: "weights", mountPath: context.hfHome, readOnly: true },
+      { name: "compile-cache", mountPath: cacheRoot },
+      { name: "offload", mountPath: `${paths.dataRoot}/offload` },
+      { name: "scratch", mountPath: paths.scratchDir },
+    ],
+  };
+  const job: k8s.Named<k8s.Job> = {
+    apiVersion: "batch/v1",
+    kind: "Job",
+    // Named after the key and the script: a new key is a new Job (a Job's spec cannot change).
+    metadata: { name: `${instance}-compile-${role.role}-${role.compileKey.slice(0, 10)}`, namespace, labels },
+    spec: {
+      backoffLimit: KUBERNETES_DEFAULTS.compileJobBackoffLimit,
+      activeDeadlineSeconds: timeoutSeconds,
+      template: {
+        metadata: { labels },
+        spec: {
+          serviceAccountName: context.serviceAccountName,
+          automountServiceAccountToken: false,
+          ...context.imagePullSecrets,
+          restartPolicy: "Never",
+          ...(Object.keys(settings.compile.nodeSelector).length > 0 ? { nodeSelector: settings.compile.nodeSelector } : {}),
+          securityContext: podSecurity(security),
+          initContainers: [waitForWeights(settings.kubernetes.image!, context.hfHome, plan.models, containerSecurity(security))],
+          containers: [container],
+          volumes: [
+            { name: "launch", configMap: { name: workload.configMap.metadata.name, defaultMode: 0o555 } },
+            { name: "compile-script", configMap: { name: configMap.metadata.name, defaultMode: 0o555 } },
+            { name: "weights", persistentVolumeClaim: { claimName: context.weightsClaim } },
+            { name: "compile-cache", persistentVolumeClaim: { claimName: workload.compileCache.metadata.name } },
+            { name: "offload", emptyDir: {} },
+            { name: "scratch", emptyDir: {} },
+          ],
+        },
+      },
+    },
+  };
+  return { role: role.role, key: role.compileKey, configMap, job, timeoutSeconds };
+}

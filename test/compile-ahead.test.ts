@@ -1,0 +1,223 @@
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { describe, expect, it } from "vitest";
+import { compileOnlyEnv } from "../core/compile/compileOnly";
+import { compileJobScript } from "../core/compile/steps";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { planDeployment } from "../core/plan/deployment";
+import { withCompileAhead } from "../core/compile/ahead";
+import { planServing } from "../components/modelServing";
+import { runProgram } from "../program";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
+import { ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
+import { shippedCatalog } from "./helpers/recipes";
+import { freePort } from "./helpers/sshd";
+
+/**
+ * Compile ahead under the mock runtime (issue 22): the compile host's steps come before every unit
+ * step of a changed key, no NPU unit runs compile-only, and the settings are refused or warned
+ * about as the README says.
+ */
+const SECRETS = { sshPrivateKey: "MARKER-SSH-KEY", registryPassword: "MARKER-REGISTRY-PW" };
+const REVISION = "0123456789abcdef0123456789abcdef01234567";
+const hosts = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 10}`, hostKey: EXAMPLE_HOST_KEY }));
+const compileHost = { name: "cpu-0", address: "10.0.1.5", hostKey: EXAMPLE_HOST_KEY };
+const REGISTRY = { repository: "registry.example.com/ml/rbln-compile-cache", username: "ci" };
+
+function hostsStack(more: Record<string, unknown> = {}, replicas = 4): Record<string, unknown> {
+  return { strategy: "aggregated-data-expert-parallel", target: "Latency", replicas, hosts: hosts(replicas), revision: REVISION, compile: { host: compileHost, registry: REGISTRY }, ...more };
+}
+
+const commands = (registrations: readonly Registration[]) => ofType(registrations, "command:remote:Command");
+const isUnitStep = (name: string) => /-npu-\d+-main-\d+$/.test(name);
+
+/** Every command `urn` depends on, directly or through others. */
+function upstream(registrations: readonly Registration[], urn: string): Set<string> {
+  const byUrn = new Map(registrations.map((r) => [r.urn, r]));
+  const seen = new Set<string>();
+  const visit = (u: string) => {
+    for (const d of byUrn.get(u)?.dependencies ?? []) if (!seen.has(d)) (seen.add(d), visit(d));
+  };
+  visit(urn);
+  return new Set([...seen].map((u) => byUrn.get(u)?.name ?? u));
+}
+
+describe("compile ahead on hosts, under the mock runtime", async () => {
+  const { registrations, error, result } = await runUnderMocks(runProgram, hostsStack(), SECRETS);
+  const names = commands(registrations).map((r) => r.name);
+
+  it("runs, with the compile host's steps: preflight, install, weights (it is the seed), one compile step per key", () => {
+    expect(error).toBeUndefined();
+    expect(names.filter((n) => n.includes("-cpu-0-") && !/-(allow|revoke)-/.test(n)).sort()).toEqual(
+      ["rbln-serving-cpu-0-preflight", "rbln-serving-cpu-0-install", "rbln-serving-cpu-0-weights", expect.stringMatching(/^rbln-serving-cpu-0-compile-[0-9a-f]{16}$/)].sort(),
+    );
+    // Nothing else downloads from the hub: every NPU host copies the weights from the compile host.
+    expect(names.filter((n) => n.endsWith("-weights"))).toEqual(["rbln-serving-cpu-0-weights"]);
+  });
+
+  it("puts every compile step before every NPU unit step, and the first wave copies from the compile host instead of compiling", () => {
+    const compileSteps = names.filter((n) => n.includes("-cpu-0-compile-"));
+    const units = commands(registrations).filter((r) => isUnitStep(r.name));
+    expect(units).toHaveLength(4);
+    for (const unit of units) for (const step of compileSteps) expect(upstream(registrations, unit.urn), unit.name).toContain(step);
+    expect(names).toContain("rbln-serving-npu-0-copy-compile-cpu-0");
+    expect(names.filter((n) => /-copy-compile-npu-/.test(n))).toEqual(["rbln-serving-npu-1-copy-compile-npu-0", "rbln-serving-npu-2-copy-compile-npu-1", "rbln-serving-npu-3-copy-compile-npu-2"]);
+  });
+
+  it("runs compile-only on the compile host and on no NPU unit", () => {
+    const compile = commands(registrations).find((r) => r.name.includes("-cpu-0-compile-"))!;
+    expect(compile.inputs.create).toContain("VLLM_RBLN_COMPILE_ONLY='1'");
+    expect(compile.inputs.create).toContain("RBLN_TARGET_SOC='RBLN-CR13'");
+    for (const unit of commands(registrations).filter((r) => isUnitStep(r.name))) expect(unit.inputs.create).not.toContain("VLLM_RBLN_COMPILE_ONLY");
+  });
+
+  it("sends the registry password only on stdin, as a secret, with logging off", () => {
+    const compile = commands(registrations).find((r) => r.name.includes("-cpu-0-compile-"))!;
+    expect(compile.inputs.stdin).toBe(`${SECRETS.registryPassword}\n`);
+    expect(compile.inputs.logging).toBe("none");
+    for (const r of registrations) expect(JSON.stringify({ create: r.inputs.create, delete: r.inputs.delete }), r.name).not.toContain(SECRETS.registryPassword);
+  });
+
+  it("lists the stack's compile keys, with the digest the compile step reports", async () => {
+    const keys = await valueOf((result as ReturnType<typeof runProgram>).compileKeys);
+    // Under mocks the step printed nothing: the key is listed, its digest unknown yet.
+    expect(keys).toEqual([{ key: expect.stringMatching(/^[0-9a-f]{16}$/), roles: ["main"] }]);
+  });
+});
+
+describe("a registry without a compile host pulls on the first host of each key", async () => {
+  const settings = hostsStack({ compile: { registry: REGISTRY } });
+  const { registrations, error } = await runUnderMocks(runProgram, settings, SECRETS);
+
+  it("pulls before that host's units, and compiles nowhere ahead", () => {
+    expect(error).toBeUndefined();
+    const names = commands(registrations).map((r) => r.name);
+    const pull = names.find((n) => n.includes("-pull-compile-"))!;
+    expect(pull).toMatch(/^rbln-serving-npu-0-pull-compile-[0-9a-f]{16}$/);
+    expect(names.filter((n) => n.includes("-pull-compile-"))).toHaveLength(1);
+    expect(upstream(registrations, commands(registrations).find((r) => r.name === "rbln-serving-npu-0-main-0")!.urn)).toContain(pull);
+    // After the install, which creates the service user the pulled files belong to.
+    expect(upstream(registrations, commands(registrations).find((r) => r.name === pull)!.urn)).toContain("rbln-serving-npu-0-install");
+    expect(commands(registrations).find((r) => r.name === pull)!.inputs.create).toContain("compile_here=no");
+  });
+
+  it("warns that this stack only pulls", () => {
+    const deployment = withCompileAhead(planDeployment(parseStackSettings(settings), shippedCatalog));
+    expect(deployment.plan.warnings).toContain("compile.registry: without compile.host this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed");
+  });
+});
+
+describe("compile settings", () => {
+  const refusal = (settings: Record<string, unknown>, secrets: Record<string, string> = { sshPrivateKey: "k" }) => {
+    try {
+      planServing({ settings: settings as never, secrets });
+      return "accepted";
+    } catch (e) {
+      return (e as Error).message;
+    }
+  };
+
+  it("refuse a compile host that is one of the hosts, a registry without a pinned revision, a user without the password and back", () => {
+    expect(refusal(hostsStack({ compile: { host: { ...compileHost, name: "npu-1" } } }))).toBe('compile.host.name: the compile host must be a server of its own, but hosts[1].name is "npu-1" too');
+    expect(refusal(hostsStack({ revision: undefined }), SECRETS)).toMatch(/^revision: required with compile\.registry/);
+    expect(refusal(hostsStack({}))).toMatch(/^registryPassword: required when compile\.registry\.username is set/);
+    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: REGISTRY.repository } } }), SECRETS)).toMatch(/^compile\.registry\.username: required when the registryPassword secret is set/);
+    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "https://registry.example.com/x:tag" } } }), SECRETS)).toMatch(/^compile\.registry\.repository: an OCI repository/);
+    expect(refusal(hostsStack({ compile: { host: { name: "cpu-0", address: "10.0.1.5" } } }))).toMatch(/^compile\.host\.hostKey: required/);
+    expect(refusal(hostsStack({ extraEnv: { main: { VLLM_RBLN_COMPILE_ONLY: "1" } } }), SECRETS)).toBe("extraEnv.main.VLLM_RBLN_COMPILE_ONLY: a serving rank in compile-only mode compiles and never serves; compile ahead sets it only where it compiles (compile.host, compile.enabled)");
+  });
+
+  it("want the Kubernetes image by digest with a registry, and warn where they do nothing", () => {
+    const k8s = { strategy: "aggregated-pipeline-parallel", target: "Throughput", platform: "kubernetes", revision: REVISION, kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0" }, compile: { registry: REGISTRY } };
+    expect(refusal(k8s, SECRETS)).toBe('kubernetes.image: with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got "registry.example.com/vllm-rbln:0.12.0")');
+    const warned = withCompileAhead(planDeployment(parseStackSettings({ ...hostsStack({ compile: { host: compileHost, enabled: true } }) }), shippedCatalog));
+    expect(warned.plan.warnings).toContain("compile.enabled: does nothing with platform: hosts (set compile.host for a compile server)");
+  });
+
+  it("fall back to compiling on the NPUs, with a warning, when the installed vllm-rbln has no compile-only mode", () => {
+    const old = withCompileAhead(planDeployment(parseStackSettings(hostsStack({ versions: { vllmRbln: "0.10.4" }, compile: { host: compileHost } })), shippedCatalog));
+    expect(old.plan.warnings).toContain("compile ahead: vllm-rbln 0.10.4 has no compile-only mode (it arrived in 0.10.5a0); the first wave compiles on its NPUs, as without compile ahead");
+  });
+});
+
+describe("compile ahead on Kubernetes, under the mock runtime", async () => {
+  const IMAGE = `registry.example.com/ml/vllm-rbln@sha256:${"e".repeat(64)}`;
+  const prod = {
+    strategy: "prefill-decode-disaggregated",
+    target: "Throughput",
+    platform: "kubernetes",
+    revision: REVISION,
+    kubernetes: { image: IMAGE, gateway: { name: "gw" } },
+    compile: { enabled: true, nodeSelector: { "node-role.example.com/cpu": "true" }, resources: { requests: { cpu: "16" } }, registry: REGISTRY },
+  };
+  const { registrations, error } = await runUnderMocks(runProgram, prod, { registryPassword: SECRETS.registryPassword });
+  const jobs = ofType(registrations, "kubernetes:batch/v1:Job").filter((r) => r.name.endsWith("-compile"));
+
+  it("has a compile Job per role that asks for no NPU, on the compile nodes, valid for the Kubernetes API", async () => {
+    expect(error).toBeUndefined();
+    expect(jobs.map((j) => j.name).sort()).toEqual(["rbln-serving-workloads-decode-compile", "rbln-serving-workloads-prefill-compile"]);
+    const { Job } = await import("kubernetes-models/batch/v1");
+    for (const job of jobs) {
+      const pod = job.inputs.spec.template.spec;
+      expect(pod.nodeSelector).toEqual({ "node-role.example.com/cpu": "true" });
+      for (const container of [...pod.containers, ...(pod.initContainers ?? [])]) {
+        expect(Object.keys({ ...container.resources?.requests, ...container.resources?.limits }).filter((k) => k.includes("/")), `${job.name} ${container.name}`).toEqual([]);
+      }
+      expect(pod.containers[0].resources.requests).toEqual({ cpu: "16", memory: "384Gi" });
+      expect(pod.containers[0].env).toEqual(expect.arrayContaining([{ name: "VLLM_RBLN_COMPILE_ONLY", value: "1" }, { name: "RBLN_TARGET_SOC", value: "RBLN-CR13" }]));
+      expect(pod.containers[0].env).toContainEqual({ name: "REGISTRY_PASSWORD", valueFrom: { secretKeyRef: { name: "rbln-serving-registry", key: "password" } } });
+      expect(() => new Job(job.inputs).validate(), job.name).not.toThrow();
+    }
+  });
+
+  it("makes each role's Deployment wait for its compile Job; no serving pod runs compile-only", () => {
+    for (const role of ["prefill", "decode"]) {
+      const deployment = registrations.find((r) => r.type === "kubernetes:apps/v1:Deployment" && r.name === `rbln-serving-workloads-${role}`)!;
+      expect(deployment.dependencies).toContain(jobs.find((j) => j.name.includes(`-${role}-`))!.urn);
+      expect(JSON.stringify(deployment.inputs)).not.toContain("VLLM_RBLN_COMPILE_ONLY");
+    }
+  });
+
+  it("keeps the registry password in a Secret of its own, never in plain inputs", () => {
+    const secret = registrations.find((r) => r.name === "rbln-serving-workloads-registry")!;
+    expect(secret.inputs.stringData).toEqual({ password: SECRETS.registryPassword });
+    for (const r of registrations.filter((x) => x !== secret)) expect(JSON.stringify(r.inputs), r.name).not.toContain(SECRETS.registryPassword);
+  });
+});
+
+describe("the compile Job's script under real bash, with the stand-in vllm in compile-only mode", () => {
+  const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
+  let port = 0;
+  const run = (dir: string, launch: string, env: Record<string, string> = {}) => {
+    const script = compileJobScript({ key: "k1", roles: ["main"], marker: `${dir}/vllm/rbln-serving-complete/compile-k1`, compileHere: true, launch, ports: [port], timeoutSeconds: 60, intervalSeconds: 1, registry: null });
+    return spawnSync("bash", ["-c", script], { encoding: "utf8", env: { PATH: process.env.PATH, VLLM_CACHE_ROOT: `${dir}/vllm`, ...compileOnlyEnv("RBLN-CR13"), ...env } });
+  };
+
+  it("runs the launch script until vllm-rbln saved the cache, records the key's files and marker, and does nothing the second time", async () => {
+    port = await freePort();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "compile-job-"));
+    try {
+      fs.copyFileSync(FAKE_VLLM, `${dir}/vllm-bin`);
+      fs.chmodSync(`${dir}/vllm-bin`, 0o755);
+      fs.writeFileSync(`${dir}/known-flags.json`, JSON.stringify(["--port", "--host"]));
+      fs.writeFileSync(`${dir}/launch.sh`, `exec ${dir}/vllm-bin serve MiniMaxAI/MiniMax-M2.7 --port ${port} --host 127.0.0.1\n`);
+      const first = run(dir, `${dir}/launch.sh`);
+      expect([first.status, first.stderr]).toEqual([0, expect.any(String)]);
+      expect(first.stdout).toContain("compile job k1: compiled");
+      expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1`, "utf8")).toBe("local\n");
+      expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1.files`, "utf8")).toMatch(/^MiniMaxAI_MiniMax-M2\.7-[0-9a-f]{8}\/[0-9a-f]{16}\/rank0\/mega_cache\.bin\n$/);
+      const again = run(dir, `${dir}/launch.sh`);
+      expect(again.stdout).toContain("already on the compile-cache volume; nothing to do");
+      // Compile-only without the vLLM-native model path is vllm-rbln's ValueError: the Job fails, no marker.
+      fs.rmSync(`${dir}/vllm`, { recursive: true });
+      const refused = run(dir, `${dir}/launch.sh`, { VLLM_RBLN_USE_VLLM_MODEL: "0" });
+      expect(refused.status).toBe(1);
+      expect(refused.stderr.trim().split("\n").pop()).toBe("compile job k1: the compile-only run ended (exit 1) before vllm-rbln saved the cache");
+      expect(fs.existsSync(`${dir}/vllm/rbln-serving-complete/compile-k1`)).toBe(false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
