@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startHosts, type TestHost } from "./helpers/hostNamespace";
+import { startHosts, type TestHost } from "../helpers/hostNamespace";
 
 // The fake hosts share the machine's root filesystem: this canary shows their private /tmp keeps it untouched.
 const canary = `/tmp/host-namespace-canary-${randomUUID()}`;
