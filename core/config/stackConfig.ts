@@ -486,8 +486,9 @@ export const StackSettings = z
     });
     const compileHost = s.compile.host;
     if (compileHost) {
-      for (const [field, value] of [["name", compileHost.name], ["address", `${compileHost.address}:${compileHost.port}`]] as const) {
-        if (seen.has(`${field}=${value}`)) ctx.addIssue({ code: "custom", path: ["compile", "host", field], message: `the compile host must be a server of its own, but hosts[${seen.get(`${field}=${value}`)}].${field} is "${value}" too`, params: { hideValue: true } });
+      for (const [field, key] of [["name", compileHost.name], ["address", `${normalAddress(compileHost.address)} ${compileHost.port}`]] as const) {
+        const host = seen.get(`${field}=${key}`);
+        if (host) ctx.addIssue({ code: "custom", path: ["compile", "host", field], message: `the compile host must be a server of its own, but hosts[${host.index}].${field} is "${host.shown}" too`, params: { hideValue: true } });
       }
     }
     // A key must name one compiled cache everywhere: an unpinned model resolves whatever the hub has then, and a tag moves.
