@@ -47,6 +47,10 @@ describe("fake NPU hosts (real systemd in namespaces)", () => {
     }
   });
 
+  it("starts sessions in a home of their own, with none of this machine's root dotfiles and the system python3", async () => {
+    expect(await sh(hosts[0], 'echo "$HOME"; ls -A "$HOME"; command -v python3')).toBe("/run/rbln-host/ssh/home\n/usr/bin/python3\n");
+  });
+
   it("gives each host its own /etc/systemd/system, private paths and /tmp", async () => {
     const [a, b] = hosts;
     await sh(a, "touch /etc/systemd/system/only-on-a.service /opt/rbln-test/only-on-a /tmp/only-on-a");
