@@ -11,7 +11,7 @@ export default defineConfig({
     include: [
       "test/config.test.ts",
       "test/cli.test.ts",
-      "test/regressions.test.ts",
+      "test/secrets.test.ts",
       "test/quoting.test.ts",
       "test/unit-apply.test.ts",
       "test/preflight.test.ts",

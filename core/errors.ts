@@ -36,6 +36,18 @@ export function maskUrlCredentials(text: string): string {
   return masked + text.slice(from);
 }
 
+/**
+ * One value meant as a URL, as a refusal shows it: everything before its last `@` masked, scheme
+ * kept. Unlike maskUrlCredentials it needs no `://`, since a refused value may lack one
+ * (`user:token@mirror/simple`).
+ */
+export function maskedUrl(value: string): string {
+  const at = value.lastIndexOf("@");
+  if (at < 0) return value;
+  const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.exec(value)?.[0] ?? "";
+  return `${scheme}***${value.slice(at)}`;
+}
+
 /** What ends a URL's authority (user info and host). */
 const AUTHORITY_END = /[\s/?#"']/;
 

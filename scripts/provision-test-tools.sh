@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `npm test`'s pretest step: the real tools the suite checks rendered artifacts with, from Debian.
+# The pretest step of `npm test` and `npm run test:hosts`: the real tools the suites check rendered artifacts with, from Debian.
 # As root it installs what is missing; otherwise it prints the one apt-get line to run and fails.
 set -euo pipefail
 

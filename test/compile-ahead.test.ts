@@ -121,6 +121,8 @@ describe("compile settings", () => {
 
   it("refuse a compile host that is one of the hosts, a registry without a pinned revision, a user without the password and back", () => {
     expect(refusal(hostsStack({ compile: { host: { ...compileHost, name: "npu-1" } } }))).toBe('compile.host.name: the compile host must be a server of its own, but hosts[1].name is "npu-1" too');
+    // The same SSH server under another spelling of its address.
+    expect(refusal(hostsStack({ compile: { host: { ...compileHost, address: "10.0.0.12", port: 22 } } }))).toBe('compile.host.address: the compile host must be a server of its own, but hosts[2].address is "10.0.0.12:22" too');
     expect(refusal(hostsStack({ revision: undefined }), SECRETS)).toMatch(/^revision: required with compile\.registry/);
     expect(refusal(hostsStack({}))).toMatch(/^registryPassword: required when compile\.registry\.username is set/);
     expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: REGISTRY.repository } } }), SECRETS)).toMatch(/^compile\.registry\.username: required when the registryPassword secret is set/);

@@ -164,7 +164,9 @@ const kubernetesMutations: Mutation[] = [
   ["kubernetes.namespace", (c) => (c.kubernetes.namespace = "kube-system")],
   ["kubernetes.namespace", (c) => (c.kubernetes.namespace = "default")],
   ["kubernetes.extra", (c) => (c.kubernetes.extra = 1)],
-  ["platform", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY }])) : (c.platform = "nope"))],
+  ["platform", (c) => (c.platform = "nope")],
+  // On hosts the disaggregated strategy needs the front door's server; any strategy refuses one that names no host.
+  ["router.host", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY }])) : ((c.platform = "hosts"), (c.hosts ??= [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }]), (c.router = { host: "no-such-host" })))],
 ];
 
 const invalidConfig = validConfig.chain((config) =>

@@ -384,6 +384,7 @@ describe("the one reading of stack config (readConfigEntries)", () => {
     monitoring: { enabled: true },
     rollout: { maxUnavailable: 1 },
     autoscaling: { enabled: true, maxReplicas: 4 },
+    compile: { enabled: true, registry: { repository: "registry.example.com/ml/rbln-compile-cache" } },
   };
 
   it("gives every structured key the same value from an object, its JSON text, and a stack file's YAML", () => {
@@ -411,7 +412,7 @@ describe("the one reading of stack config (readConfigEntries)", () => {
 
   it("refuses a secret key in plain text, and an encrypted key that is no secret", () => {
     expect(() => readConfigEntries({ "rbln-serving:hfToken": "hf_x" }, plain)).toThrow(/^hfToken: is stored in plain text; set it with: pulumi config set --secret hfToken$/);
-    expect(() => readConfigEntries({ "rbln-serving:pip": { indexUrl: { secure: "v1:AAAA" } } }, (_, value) => holdsCiphertext(value))).toThrow(/^pip: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey are read as secrets; set it without --secret$/);
+    expect(() => readConfigEntries({ "rbln-serving:pip": { indexUrl: { secure: "v1:AAAA" } } }, (_, value) => holdsCiphertext(value))).toThrow(/^pip: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey, registryPassword are read as secrets; set it without --secret$/);
     expect(readConfigEntries({ "rbln-serving:hfToken": { secure: "v1:AAAA" }, "rbln-serving:strategy": "s" }, (_, value) => holdsCiphertext(value))).toEqual({ settings: { strategy: "s" }, secrets: ["hfToken"], warnings: [] });
     expect([{ secure: "v1:x" }, [{ a: { secure: "v1:x" } }], { secure: "v1:x", other: 1 }, { secure: 5 }, "secure"].map(holdsCiphertext)).toEqual([true, true, false, false, false]);
   });
@@ -470,6 +471,10 @@ describe("index URLs: one line, no password, no credentials over http", () => {
     expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "http://mirror.example.com/simple" } })).toThrow('pip.indexUrl: "http://mirror.example.com/simple" would receive pip.username and the pipPassword secret over plain http, readable on the way; use an https:// index');
     expect(() => plan({ ...dev(), pip: { username: "u", extraIndexUrls: ["http://pypi.rbln.ai/simple"] } })).toThrow(/^pip\.extraIndexUrls\[0\]: "http:\/\/pypi\.rbln\.ai\/simple" would receive pip\.username/);
     expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "https://mirror.example.com/simple", extraIndexUrls: ["http://mirror.example.com/extra"] } })).toThrow(/^pip\.extraIndexUrls\[0\]: /);
+    // The host's own loopback: nothing is on the path. A name that only starts like it is not.
+    expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "http://127.0.0.1:8080/simple", extraIndexUrls: [] } })).not.toThrow();
+    expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "http://[::1]:8080/simple", extraIndexUrls: [] } })).not.toThrow();
+    expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "http://127.0.0.1.example.com/simple", extraIndexUrls: [] } })).toThrow(/^pip\.indexUrl: /);
     // No user, no credentials; and an index on another host gets none.
     expect(() => plan({ ...dev(), pip: { indexUrl: "http://mirror.example.com/simple" } })).not.toThrow();
     expect(() => plan({ ...dev(), pip: { username: "u", extraIndexUrls: ["http://other.example.com/simple"] } })).not.toThrow();

@@ -11,6 +11,7 @@ import { planDeployment } from "../core/plan/deployment";
 import { renderStackFiles } from "./helpers/render";
 import { envFileLine, execStartLine, isEnvFileValue } from "../core/render/hosts/systemd";
 import { remoteCommand } from "../core/render/hosts/scripts";
+import { renderHost } from "../core/render/hosts/bundle";
 import { shippedCatalog } from "./helpers/recipes";
 import { systemdEnvFile, systemdExecArgv } from "./helpers/systemdOracle";
 import { hostileString } from "./helpers/arbitraries";
@@ -132,5 +133,21 @@ describe("systemd quoting round-trips through systemd's own parsers", () => {
     const text = values.map((value, i) => `${envFileLine(`RBLN_PROBE_${i}`, value)}\n`).join("");
     const parsed = systemdEnvFile(text);
     values.forEach((value, i) => expect(parsed[`RBLN_PROBE_${i}`], JSON.stringify(value)).toBe(value));
+  });
+});
+
+describe("host scripts stop at the first failure (set -euo pipefail)", () => {
+  it.skipIf(process.getuid?.() !== 0)("a weights download that fails exits non-zero and writes no completion marker", () => {
+    const work = fs.mkdtempSync(path.join(os.tmpdir(), "rbln-weights-"));
+    const deployment = planDeployment(parseStackSettings({ ...readStackFile("dev").raw, installRoot: `${work}/opt`, cacheRoot: `${work}/cache` }), shippedCatalog);
+    const { weightsScript } = renderHost(deployment, deployment.placements[0]!, "test");
+    // Every python3 fails, as a broken download or index would.
+    const stubs = path.join(work, "bin");
+    fs.mkdirSync(stubs);
+    fs.writeFileSync(path.join(stubs, "python3"), "#!/bin/sh\necho 'stub python3: failing' >&2\nexit 1\n", { mode: 0o755 });
+    const run = spawnSync("bash", ["-c", weightsScript], { input: "\n", encoding: "utf8", env: { ...process.env, PATH: `${stubs}:${process.env.PATH}` } });
+    const files = fs.readdirSync(`${work}/cache`, { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile());
+    expect(run.status, run.stderr).not.toBe(0);
+    expect(files.map((f) => f.name)).toEqual([]);
   });
 });

@@ -443,3 +443,15 @@ describe("the Dockerfile", () => {
     }
   });
 });
+
+describe("the Kubernetes startup probe", () => {
+  it("waits for the engine's ready timeout plus an hour (another pod's compile of the same key, then the load)", () => {
+    const deployment = planDeployment(parseStackSettings(readStackFile("prod").raw), shippedCatalog);
+    const workloads = renderKubernetesWorkloads(deployment, { instance: "t", namespace: "t" }, []);
+    for (const role of workloads.roles) {
+      const container = (role.deployment as any).spec.template.spec.containers[0];
+      const ready = Number(deployment.plan.roles.find((r) => r.role === role.role)!.ranks[0]!.env["VLLM_ENGINE_READY_TIMEOUT_S"]);
+      expect(container.startupProbe.periodSeconds * container.startupProbe.failureThreshold, role.role).toBeGreaterThanOrEqual(ready + 3600);
+    }
+  });
+});

@@ -2,34 +2,14 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { preflightScript, remoteCommand } from "../core/render/hosts/scripts";
-import { SERVICE_USER } from "../core/render/hosts/bundle";
-import { startHosts, type TestHost } from "./helpers/hostNamespace";
+import { afterAll, describe, expect, it } from "vitest";
+import { preflightScript } from "../core/render/hosts/scripts";
+import { ENGINE_PID, EXITED_PID, OTHER_PID, rblnSmiFixture as fixture } from "./helpers/rblnSmi";
 
 /**
  * Every preflight check, in order, against a made-up driver tree (sysfs, device nodes, rbln-smi)
  * under real bash: each failure is one line naming the host and the check.
- *
- * The rbln-smi outputs in test/fixtures/rbln-smi/ are made here for 4 × RBLN-CR13 (140 GiB each,
- * KMD 3.5.1 as on docs.rbln.ai v0.12.0), in the shapes public code reads `rbln-smi -j`/`rbln-stat
- * --json` in: `busy.json` and `idle.json` with the field names and JSON types of a captured
- * `rbln-stat` 3.0.0 output (lablup/all-smi `src/device/readers/rebellions.rs` and
- * `tests/fixtures/rbln-stat-loaded.json`: top-level `contexts` of `{ctx_id, npu (number), process,
- * pid (string), memalloc, ...}`); `sdk1-busy.json` with what that reader also accepts from older
- * SDKs (`npu` a string, `cmd` for `process`); `no-contexts.json` with the fields
- * RBLN-SW/rblnlib-go `pkg/rblnsmi/rblnsmi.go` declares (no contexts at all);
- * `per-device-contexts.json` with `devices[].contexts`, as the project notes describe it (unconfirmed).
  */
-const FIXTURES = path.join(__dirname, "fixtures", "rbln-smi");
-const fixture = (name: string, pids: Record<string, string | number> = {}) =>
-  Object.entries(pids).reduce((text, [from, to]) => text.replaceAll(from, String(to)), fs.readFileSync(path.join(FIXTURES, name), "utf8"));
-/** The fixtures' process ids, replaced per test by live or impossible ones. */
-const ENGINE_PID = "3100417";
-const OTHER_PID = "3100988";
-/** Above the kernel's PID_MAX_LIMIT (2^22): no process has it. */
-const EXITED_PID = 4194304;
-
 type Access = { mode: number; group: string };
 
 function host(
@@ -217,66 +197,5 @@ describe("preflight: idle NPUs, from rbln-smi -j", () => {
     const run = host({ ...ok, smi: fixture("no-contexts.json") });
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/^preflight npu-7: warning: this rbln-smi lists no contexts, so whether other processes use the NPUs is not checked\npreflight npu-7: ok /);
-  });
-});
-
-/**
- * A re-run while this deployment serves: rbln-smi then lists the contexts of its own units, which
- * are not another process's. On a fake host with the real systemd (test/helpers/hostNamespace.ts),
- * a unit named like ours forks a child, as vLLM's engines do; another unit, and one named like ours
- * outside system.slice, hold NPUs too.
- */
-describe("preflight while this deployment's units hold the NPUs (real systemd)", { timeout: 120_000 }, () => {
-  const ROOT = "/opt/rbln-preflight-test";
-  let testHost: TestHost;
-  const sh = async (command: string) => {
-    const result = await testHost.run(command);
-    expect(result, command).toMatchObject({ status: 0 });
-    return result.stdout.trim();
-  };
-
-  beforeAll(async () => {
-    [testHost] = await startHosts(1, { privatePaths: [ROOT] });
-    await sh(
-      [
-        `install -d ${ROOT}/sys/module/rebellions ${ROOT}/dev ${ROOT}/bin`,
-        `touch ${ROOT}/dev/rbln0 ${ROOT}/dev/rbln1 ${ROOT}/dev/rbln2 ${ROOT}/dev/rbln3`,
-        `printf '#!/bin/sh\\ncat ${ROOT}/smi.json\\n' > ${ROOT}/bin/rbln-smi`,
-        `printf '#!/bin/sh\\necho glibc 2.39\\n' > ${ROOT}/bin/getconf`,
-        `chmod 755 ${ROOT}/bin/*`,
-        `printf '[Service]\\nExecStart=/bin/sh -c "sleep 600 & echo $$! > /run/engine.pid; exec sleep 600"\\n' > /etc/systemd/system/rbln-serving-main-0.service`,
-        "systemctl daemon-reload",
-        "systemctl start rbln-serving-main-0.service",
-        "systemd-run --quiet --unit=other-tenant sleep 600",
-        // Named like ours outside system.slice, as a user's own systemd could name a unit.
-        "systemd-run --quiet --slice=user-like.slice --unit=rbln-serving-impostor-0 sleep 600",
-        "for i in $(seq 100); do [ -s /run/engine.pid ] && exit 0; sleep 0.05; done; exit 1",
-      ].join(" && "),
-    );
-  }, 120_000);
-
-  afterAll(async () => {
-    await testHost?.stop();
-  });
-
-  async function preflight(pids: Record<string, string>) {
-    await testHost.run(`cat > ${ROOT}/smi.json`, fixture("busy.json", pids));
-    const script = preflightScript({ hostName: "npu-7", sysRoot: `${ROOT}/sys`, devRoot: `${ROOT}/dev`, npus: 4, cacheRoot: `${ROOT}/cache`, minFreeDiskGb: 0, weightsMarkers: [], serviceUser: SERVICE_USER, ownUnits: ["rbln-serving-main-0.service"] });
-    return testHost.run(`PATH=${ROOT}/bin:$PATH ${remoteCommand(script, true)}`);
-  }
-
-  it("does not count the processes of its own units, in their cgroups, and names the others", async () => {
-    const main = await sh("systemctl show -p MainPID --value rbln-serving-main-0.service");
-    const engine = await sh("cat /run/engine.pid");
-    const other = await sh("systemctl show -p MainPID --value other-tenant.service");
-    expect(await sh(`cat /proc/${engine}/cgroup`)).toContain("/system.slice/rbln-serving-main-0.service");
-    const own = await preflight({ [ENGINE_PID]: engine, [OTHER_PID]: main });
-    expect(own).toMatchObject({ status: 0, stdout: expect.stringMatching(/^preflight npu-7: ok \(4 NPUs, /) });
-    const shared = await preflight({ [ENGINE_PID]: engine, [OTHER_PID]: other });
-    expect(shared.status).toBe(1);
-    expect(shared.stderr.trim()).toBe(`preflight npu-7: NPUs in use by other processes: pid ${other} (python3) on npu 0; stop them (or wait until rbln-smi -j lists no contexts) and run again`);
-    const impostor = await sh("systemctl show -p MainPID --value rbln-serving-impostor-0.service");
-    expect(await sh(`cat /proc/${impostor}/cgroup`)).toContain("/user-like.slice/rbln-serving-impostor-0.service");
-    expect((await preflight({ [ENGINE_PID]: engine, [OTHER_PID]: impostor })).stderr).toContain(`NPUs in use by other processes: pid ${impostor} (python3) on npu 0;`);
   });
 });

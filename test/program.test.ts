@@ -205,7 +205,7 @@ describe("the program reads config as the offline commands do", () => {
     expect((plain.error as Error).message).toBe("rbln-serving:hfToken: is stored in plain text; set it with: pulumi config set --secret hfToken");
     expect(plain.registrations).toEqual([]);
     const encrypted = await runUnderMocks(runProgram, dev, { ...SECRETS, strategy: "aggregated-data-expert-parallel" });
-    expect((encrypted.error as Error).message).toMatch(/^rbln-serving:strategy: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey are read as secrets/);
+    expect((encrypted.error as Error).message).toMatch(/^rbln-serving:strategy: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey, registryPassword are read as secrets/);
   });
 });
 

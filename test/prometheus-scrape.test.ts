@@ -93,6 +93,7 @@ describe("a real Prometheus pointed at the rendered files", () => {
     });
     expect(rules[0].rules.map((r: any) => [r.name, r.health])).toEqual([
       ["RblnServingRankDown", "ok"],
+      ["RblnServingFrontDoorDown", "ok"],
       ["RblnServingQueueGrowing", "ok"],
       ["RblnServingKvCacheNearlyFull", "ok"],
       ["RblnServingTtftHigh", "ok"],

@@ -7,11 +7,13 @@ import { describe, expect, it } from "vitest";
 const ROOT = path.resolve(__dirname, "..");
 const SCRIPT = path.join(ROOT, "scripts/provision-test-tools.sh");
 
-describe("npm test provisions what the suite needs", () => {
+describe("npm test and npm run test:hosts provision what the suites need", () => {
   it("runs the provisioning script before the tests", () => {
     const { scripts } = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"));
     expect(scripts.pretest).toBe("bash scripts/provision-test-tools.sh");
-    expect(fs.readFileSync(path.join(ROOT, ".ci/run"), "utf8")).toMatch(/^npm test$/m);
+    expect(scripts["pretest:hosts"]).toBe("bash scripts/provision-test-tools.sh");
+    // CI runs both tiers: the fast one, then the suites that boot systemd and sshd.
+    expect(fs.readFileSync(path.join(ROOT, ".ci/run"), "utf8")).toMatch(/^npm test\nnpm run test:hosts$/m);
   });
 
   it("as a user other than root, prints the one apt-get line for what is missing, and fails", () => {
@@ -21,7 +23,7 @@ describe("npm test provisions what the suite needs", () => {
     const run = spawnSync("/bin/bash", [SCRIPT], { env: { PATH: bin }, encoding: "utf8" });
     expect(run.status).toBe(1);
     expect(run.stderr.trimEnd().split("\n")).toHaveLength(1);
-    expect(run.stderr).toMatch(/^npm test needs: systemd shellcheck (openssh-server )?openssh-client util-linux prometheus( rsync)?( python3-venv)?( python3-yaml)?; run as root: apt-get update && apt-get install -y --no-install-recommends systemd shellcheck /);
+    expect(run.stderr).toMatch(/^npm test needs: systemd shellcheck (openssh-server )?openssh-client util-linux prometheus( rsync)?( docker-registry)?( skopeo)?( python3-venv)?( python3-yaml)?; run as root: apt-get update && apt-get install -y --no-install-recommends systemd shellcheck /);
   });
 
   it("does nothing when every tool is there", () => {

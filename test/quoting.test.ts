@@ -9,7 +9,7 @@ import { readStackFile } from "../core/config/stackFile";
 import { bindRank } from "../core/plan/bind";
 import { planDeployment } from "../core/plan/deployment";
 import { renderHost } from "../core/render/hosts/bundle";
-import { isEnvFileValue } from "../core/render/hosts/systemd";
+import { envFileLine, isEnvFileValue, quoteExecWord, renderEnvFile } from "../core/render/hosts/systemd";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import { hostileString } from "./helpers/arbitraries";
 import { shippedCatalog } from "./helpers/recipes";
@@ -61,5 +61,27 @@ describe("config values round-trip exactly", () => {
     expect(argv.slice(-argValues.length * 2)).toEqual(argValues.flatMap((v, i) => [`--probe-${i}`, v]));
     const env = new Map(fs.readFileSync(path.join(dir, "env"), "utf8").split("\0").filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
     k8sEnvValues.forEach((v, i) => expect(env.get(`PROBE_${i}`), JSON.stringify(v)).toBe(v));
+  });
+});
+
+describe("env files read by bash (the unit step sources them)", () => {
+  it("keep $ literal in double-quoted values: no command substitution runs", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rbln-env-"));
+    const witness = path.join(dir, "ran");
+    const value = `it's $(touch ${witness}) and \`touch ${witness}\` and $HOME`;
+    const envFile = path.join(dir, "rank.env");
+    fs.writeFileSync(envFile, renderEnvFile({ NOTE: value }));
+    const run = spawnSync("bash", ["-c", `. "$1" && printf '%s' "$NOTE"`, "bash", envFile], { encoding: "utf8" });
+    expect(run.stdout).toBe(value);
+    expect(fs.existsSync(witness)).toBe(false);
+  });
+});
+
+describe("systemd quoting refuses what it cannot carry", () => {
+  it("escapes line breaks in ExecStart words, refuses NUL, bad names and control characters in env files", () => {
+    expect(quoteExecWord("a\nb\tc\rd\u0001")).toBe('"a\\nb\\tc\\rd\\x01"');
+    expect(() => quoteExecWord("a\u0000b")).toThrow(/contains a NUL byte/);
+    expect(() => envFileLine("1BAD", "x")).toThrow(/"1BAD" is not an environment variable name/);
+    expect(() => envFileLine("GOOD", "bell\u0007")).toThrow(/^GOOD: value has control characters/);
   });
 });

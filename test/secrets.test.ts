@@ -1,11 +1,31 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { describe, expect, it } from "vitest";
+import * as pulumi from "@pulumi/pulumi";
+import { describe, expect, it, vi } from "vitest";
+import { NpuHost } from "../components/hosts/npuHost";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { planDeployment } from "../core/plan/deployment";
+import { renderHost } from "../core/render/hosts/bundle";
 import { readStackFile } from "../core/config/stackFile";
 import { ModelServing, type ModelServingArgs } from "../components/modelServing";
 import { runProgram } from "../program";
-import { runUnderMocks, SECRET_SIG, valueOf } from "./helpers/pulumiHarness";
+import { isSecretAt, ofType, runUnderMocks, SECRET_SIG, valueOf } from "./helpers/pulumiHarness";
+import { shippedCatalog } from "./helpers/recipes";
+
+// The connection each remote Command is given, before @pulumi/command 1.2.1 wraps the whole of it
+// as a secret (a later SDK need not): the key must already be a secret when it leaves NpuHost.
+const { connections } = vi.hoisted(() => ({ connections: [] as any[] }));
+vi.mock("@pulumi/command", async (importOriginal) => {
+  const original = await importOriginal<typeof import("@pulumi/command")>();
+  class RecordingCommand extends original.remote.Command {
+    constructor(name: string, args: import("@pulumi/command").remote.CommandArgs, opts?: pulumi.CustomResourceOptions) {
+      connections.push(args.connection);
+      super(name, args, opts);
+    }
+  }
+  return { ...original, remote: { ...original.remote, Command: RecordingCommand } };
+});
 
 const MARKERS = { sshPrivateKey: "MARKER-SSH-7f3a", pipPassword: "MARKER-PIP-91bc", hfToken: "MARKER-HF-55de", apiKey: "MARKER-KEY-0a1f" };
 const markerPattern = new RegExp(Object.values(MARKERS).join("|"));
@@ -83,5 +103,27 @@ describe("stack files read offline", () => {
 
   it("refuse a secret stored in plain text", () => {
     expect(() => readStackFile("t", stackDir("  rbln-serving:apiKey: hunter2\n"))).toThrow(/^apiKey: is stored in plain text; set it with: pulumi config set --secret apiKey$/);
+  });
+});
+
+describe("NpuHost", () => {
+  it("keeps the SSH key a secret even when given as a plain string", async () => {
+    const deployment = planDeployment(parseStackSettings(readStackFile("dev").raw), shippedCatalog);
+    const rendered = renderHost(deployment, deployment.placements[0]!, "test");
+    const { registrations, error } = await runUnderMocks(() => new NpuHost("h", { rendered, sshPrivateKey: "MARKER-PLAIN-KEY", secrets: {}, downloads: true }));
+    expect(error).toBeUndefined();
+    const commands = ofType(registrations, "command:remote:Command");
+    expect(commands.length).toBeGreaterThan(0);
+    for (const command of commands) expect(isSecretAt(command.wireInputs, ["connection", "privateKey"]), command.name).toBe(true);
+    expect(connections.length).toBeGreaterThanOrEqual(commands.length);
+    for (const connection of connections) expect(await pulumi.isSecret(pulumi.output(connection.privateKey))).toBe(true);
+  });
+
+  it("logs no pip or download output while the pip password is in play, and logs it otherwise", async () => {
+    const withPassword = await runUnderMocks(runProgram, readStackFile("dev").raw, { sshPrivateKey: "k", pipPassword: "p" });
+    const without = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, pip: {} }, { sshPrivateKey: "k" });
+    const logging = (registrations: typeof withPassword.registrations) => Object.fromEntries(ofType(registrations, "command:remote:Command").map((r) => [r.name.split("-").pop(), r.inputs.logging]));
+    expect(logging(withPassword.registrations)).toMatchObject({ install: "none", weights: "none" });
+    expect(logging(without.registrations)).toMatchObject({ install: "stdoutAndStderr", weights: "stdoutAndStderr" });
   });
 });

@@ -3,7 +3,7 @@ import * as path from "node:path";
 import { valid as isPep440Version } from "@renovatebot/pep440";
 import { z } from "zod";
 import { DEFAULT_MODEL } from "../recipe/catalog";
-import { ConfigError, formatPath, issueMessage, maskUrlCredentials } from "../errors";
+import { ConfigError, formatPath, issueMessage, maskedUrl, maskUrlCredentials } from "../errors";
 import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, OFFLINE_ENV, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "./defaults";
 
 /** The project's config namespace: stack keys are `rbln-serving:<key>`. */
@@ -106,14 +106,6 @@ export const Host = z.strictObject({
   proxy: SshProxy.optional(),
 });
 export type Host = z.infer<typeof Host>;
-
-/** A URL as an error may show it: whatever comes before its last `@` (a user, a password, a token) masked. */
-export function maskedUrl(value: string): string {
-  const at = value.lastIndexOf("@");
-  if (at < 0) return value;
-  const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.exec(value)?.[0] ?? "";
-  return `${scheme}***${value.slice(at)}`;
-}
 
 /** An http(s) index URL without credentials, which would sit in the stack file in plain text; a refusal shows it masked. */
 const indexUrl = z.string().superRefine((value, ctx) => {
@@ -486,8 +478,9 @@ export const StackSettings = z
     });
     const compileHost = s.compile.host;
     if (compileHost) {
-      for (const [field, value] of [["name", compileHost.name], ["address", `${compileHost.address}:${compileHost.port}`]] as const) {
-        if (seen.has(`${field}=${value}`)) ctx.addIssue({ code: "custom", path: ["compile", "host", field], message: `the compile host must be a server of its own, but hosts[${seen.get(`${field}=${value}`)}].${field} is "${value}" too`, params: { hideValue: true } });
+      for (const [field, key] of [["name", compileHost.name], ["address", `${normalAddress(compileHost.address)} ${compileHost.port}`]] as const) {
+        const host = seen.get(`${field}=${key}`);
+        if (host) ctx.addIssue({ code: "custom", path: ["compile", "host", field], message: `the compile host must be a server of its own, but hosts[${host.index}].${field} is "${host.shown}" too`, params: { hideValue: true } });
       }
     }
     // A key must name one compiled cache everywhere: an unpinned model resolves whatever the hub has then, and a tag moves.

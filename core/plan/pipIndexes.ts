@@ -22,7 +22,8 @@ export function pipIndexUrls(pip: StackSettings["pip"], plan: Pick<LaunchPlan, "
 
 /**
  * With pip.username set, pip sends it and the pipPassword secret (basic auth, plain to anyone on
- * the path without TLS) to every listed index on a credential host: refuses one on http://.
+ * the path without TLS) to every listed index on a credential host: refuses one on http://,
+ * unless it is the host's own loopback (a local mirror), where nothing is on the path.
  */
 export function checkIndexCredentials(pip: StackSettings["pip"], indexes: PipIndexUrls): void {
   if (pip.username === undefined) return;
@@ -33,9 +34,13 @@ export function checkIndexCredentials(pip: StackSettings["pip"], indexes: PipInd
   ];
   for (const [key, url] of listed) {
     const { protocol, host } = new URL(url);
-    if (protocol === "http:" && indexes.credentialHosts.includes(host)) {
+    if (protocol === "http:" && indexes.credentialHosts.includes(host) && !isLoopback(new URL(url).hostname)) {
       const whose = key === "pip.username" ? `the recipe's index "${url}"` : `"${url}"`;
       throw new ConfigError(key, `${whose} would receive pip.username and the pipPassword secret over plain http, readable on the way; use an https:// index`);
     }
   }
+}
+
+function isLoopback(hostname: string): boolean {
+  return hostname === "localhost" || hostname === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(hostname);
 }

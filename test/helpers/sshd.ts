@@ -51,12 +51,15 @@ export async function waitForPort(address: string, port: number, failure: () => 
 /**
  * Writes a throwaway host key, client key and sshd_config into `dir` for a server on address:port where root
  * logs in by key only. `configDir` is where sshd will see `dir` (differs when sshd runs in another mount namespace).
+ * Sessions get a home of their own: root's dotfiles on this machine are not a server's (here its ~/.bashrc runs
+ * `pyenv init`, whose rehash lock serialises every session, for up to 60 s each once a killed one leaves it behind).
  */
 export function writeSshdFiles(dir: string, address: string, port: number, configDir = dir): string {
   for (const key of ["host_key", "client_key"]) {
     spawnSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", path.join(dir, key)], { stdio: "ignore" });
   }
   fs.copyFileSync(path.join(dir, "client_key.pub"), path.join(dir, "authorized_keys"));
+  fs.mkdirSync(path.join(dir, "home"), { mode: 0o700 });
   const config = path.join(dir, "sshd_config");
   fs.writeFileSync(
     config,
@@ -71,6 +74,7 @@ export function writeSshdFiles(dir: string, address: string, port: number, confi
       "KbdInteractiveAuthentication no",
       "UsePAM no",
       "StrictModes no",
+      `SetEnv HOME=${configDir}/home`,
       "",
     ].join("\n"),
   );

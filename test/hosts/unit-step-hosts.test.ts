@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseStackSettings } from "../core/config/stackConfig";
-import { planDeployment } from "../core/plan/deployment";
-import { weightsMarker } from "../core/cache/markers";
-import { DEFAULT_INSTANCE, deploymentId, venvPath } from "../core/render/hosts/names";
-import type { FakeEngine, UpResult } from "./helpers/engine";
-import { startHosts, type TestHost } from "./helpers/hostNamespace";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./helpers/hostStack";
-import { shippedCatalog } from "./helpers/recipes";
-import { prepareStandInServer } from "./helpers/standInServer";
+import { parseStackSettings } from "../../core/config/stackConfig";
+import { planDeployment } from "../../core/plan/deployment";
+import { weightsMarker } from "../../core/cache/markers";
+import { DEFAULT_INSTANCE, deploymentId, venvPath } from "../../core/render/hosts/names";
+import type { FakeEngine, UpResult } from "../helpers/engine";
+import { startHosts, type TestHost } from "../helpers/hostNamespace";
+import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "../helpers/hostStack";
+import { shippedCatalog } from "../helpers/recipes";
+import { prepareStandInServer } from "../helpers/standInServer";
 
 /**
  * What a rank's unit step hands vLLM and what it probes with, for real: two fake NPU hosts (real

@@ -1,14 +1,14 @@
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { reportedDigest } from "../core/compile/artifact";
-import type { UpResult } from "./helpers/engine";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./helpers/hostStack";
-import { hubStubSource } from "./helpers/hubStub";
-import { startHosts, type TestHost } from "./helpers/hostNamespace";
-import { startRegistry, type TestRegistry } from "./helpers/ociRegistry";
-import { startPackageIndex, type PackageIndex } from "./helpers/packageIndex";
-import type { Registration } from "./helpers/pulumiHarness";
-import { prepareStandInServer } from "./helpers/standInServer";
+import { reportedDigest } from "../../core/compile/artifact";
+import type { UpResult } from "../helpers/engine";
+import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "../helpers/hostStack";
+import { hubStubSource } from "../helpers/hubStub";
+import { startHosts, type TestHost } from "../helpers/hostNamespace";
+import { startRegistry, type TestRegistry } from "../helpers/ociRegistry";
+import { startPackageIndex, type PackageIndex } from "../helpers/packageIndex";
+import type { Registration } from "../helpers/pulumiHarness";
+import { prepareStandInServer } from "../helpers/standInServer";
 
 /**
  * Compile ahead and the compiled-cache registry, for real (issue 22): five fake hosts (real systemd

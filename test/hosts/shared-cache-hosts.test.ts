@@ -1,13 +1,13 @@
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { reportedRevision } from "../components/modelServing";
-import type { FakeEngine, UpResult } from "./helpers/engine";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./helpers/hostStack";
-import { startHosts, type TestHost } from "./helpers/hostNamespace";
-import { hubStubSource } from "./helpers/hubStub";
-import { startPackageIndex, type PackageIndex } from "./helpers/packageIndex";
-import type { Registration } from "./helpers/pulumiHarness";
-import { prepareStandInServer } from "./helpers/standInServer";
+import { reportedRevision } from "../../components/modelServing";
+import type { FakeEngine, UpResult } from "../helpers/engine";
+import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "../helpers/hostStack";
+import { startHosts, type TestHost } from "../helpers/hostNamespace";
+import { hubStubSource } from "../helpers/hubStub";
+import { startPackageIndex, type PackageIndex } from "../helpers/packageIndex";
+import type { Registration } from "../helpers/pulumiHarness";
+import { prepareStandInServer } from "../helpers/standInServer";
 
 /**
  * `cache.shared` for real: three fake NPU hosts (real systemd and sshd each) that all see one

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startHosts, type TestHost } from "./helpers/hostNamespace";
+import { startHosts, type TestHost } from "../helpers/hostNamespace";
 
 // The fake hosts share the machine's root filesystem: this canary shows their private /tmp keeps it untouched.
 const canary = `/tmp/host-namespace-canary-${randomUUID()}`;
@@ -45,6 +45,10 @@ describe("fake NPU hosts (real systemd in namespaces)", () => {
     for (const host of hosts) {
       expect(await sh(host, "cat /proc/1/comm; systemctl is-system-running")).toBe("systemd\nrunning\n");
     }
+  });
+
+  it("starts sessions in a home of their own, with none of this machine's root dotfiles and the system python3", async () => {
+    expect(await sh(hosts[0], 'echo "$HOME"; ls -A "$HOME"; command -v python3')).toBe("/run/rbln-host/ssh/home\n/usr/bin/python3\n");
   });
 
   it("gives each host its own /etc/systemd/system, private paths and /tmp", async () => {

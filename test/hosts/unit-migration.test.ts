@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ModelServing } from "../components/modelServing";
-import { parseStackSettings } from "../core/config/stackConfig";
-import { planDeployment } from "../core/plan/deployment";
-import { renderHost } from "../core/render/hosts/bundle";
-import { FakeEngine, type UpResult } from "./helpers/engine";
-import { startHosts, type TestHost } from "./helpers/hostNamespace";
-import { runUnderMocks, type Registration } from "./helpers/pulumiHarness";
-import { shippedCatalog } from "./helpers/recipes";
-import { prepareStandInServer } from "./helpers/standInServer";
+import { ModelServing } from "../../components/modelServing";
+import { parseStackSettings } from "../../core/config/stackConfig";
+import { planDeployment } from "../../core/plan/deployment";
+import { renderHost } from "../../core/render/hosts/bundle";
+import { FakeEngine, type UpResult } from "../helpers/engine";
+import { startHosts, type TestHost } from "../helpers/hostNamespace";
+import { runUnderMocks, type Registration } from "../helpers/pulumiHarness";
+import { shippedCatalog } from "../helpers/recipes";
+import { prepareStandInServer } from "../helpers/standInServer";
 
 /**
  * Deployment ids on a real host (a fake NPU host: real systemd and sshd, the stand-in vllm): a

@@ -1,8 +1,8 @@
 import * as http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startLoad, startSampler } from "./helpers/frontDoorLoad";
-import { startHosts, type TestHost } from "./helpers/hostNamespace";
-import { aggregatedEppConfig, endpointsFile, frontDoorBootstrap, installStandIns, STAND_IN_IMAGES } from "./helpers/standIns";
+import { startLoad, startSampler } from "../helpers/frontDoorLoad";
+import { startHosts, type TestHost } from "../helpers/hostNamespace";
+import { aggregatedEppConfig, endpointsFile, frontDoorBootstrap, installStandIns, STAND_IN_IMAGES } from "../helpers/standIns";
 
 /**
  * The stand-ins on a fake host (real systemd as PID 1, real sshd: test/helpers/hostNamespace.ts), run

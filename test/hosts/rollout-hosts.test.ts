@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { FakeEngine, UpResult } from "./helpers/engine";
-import { startHosts, type TestHost } from "./helpers/hostNamespace";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./helpers/hostStack";
-import { prepareStandInServer } from "./helpers/standInServer";
+import type { FakeEngine, UpResult } from "../helpers/engine";
+import { startHosts, type TestHost } from "../helpers/hostNamespace";
+import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "../helpers/hostStack";
+import { prepareStandInServer } from "../helpers/standInServer";
 
 /**
  * Safe rollouts on three replicas, for real: three fake NPU hosts (real systemd as PID 1 and a real

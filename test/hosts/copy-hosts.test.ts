@@ -1,15 +1,15 @@
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { reportedRevision } from "../components/modelServing";
-import { deploymentId } from "../core/render/hosts/names";
-import { copyAllowScript, remoteCommand } from "../core/render/hosts/scripts";
-import type { FakeEngine, UpResult } from "./helpers/engine";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./helpers/hostStack";
-import { hubStubSource } from "./helpers/hubStub";
-import { startHosts, type TestHost } from "./helpers/hostNamespace";
-import { startPackageIndex, type PackageIndex } from "./helpers/packageIndex";
-import type { Registration } from "./helpers/pulumiHarness";
-import { prepareStandInServer } from "./helpers/standInServer";
+import { reportedRevision } from "../../components/modelServing";
+import { deploymentId } from "../../core/render/hosts/names";
+import { copyAllowScript, remoteCommand } from "../../core/render/hosts/scripts";
+import type { FakeEngine, UpResult } from "../helpers/engine";
+import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "../helpers/hostStack";
+import { hubStubSource } from "../helpers/hubStub";
+import { startHosts, type TestHost } from "../helpers/hostNamespace";
+import { startPackageIndex, type PackageIndex } from "../helpers/packageIndex";
+import type { Registration } from "../helpers/pulumiHarness";
+import { prepareStandInServer } from "../helpers/standInServer";
 
 /**
  * Download once, compile once, for real: three fake NPU hosts (real systemd and sshd each), the

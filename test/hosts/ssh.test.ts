@@ -4,14 +4,14 @@ import * as http from "node:http";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseStackSettings } from "../core/config/stackConfig";
-import { planDeployment } from "../core/plan/deployment";
-import { renderHost, type RenderedHost } from "../core/render/hosts/bundle";
-import { renderPipConfig } from "../core/render/hosts/pip";
-import { readinessScript, remoteCommand } from "../core/render/hosts/scripts";
-import { startPackageIndex, type PackageIndex } from "./helpers/packageIndex";
-import { shippedCatalog } from "./helpers/recipes";
-import { freePort, startSshd, type TestSshServer } from "./helpers/sshd";
+import { parseStackSettings } from "../../core/config/stackConfig";
+import { planDeployment } from "../../core/plan/deployment";
+import { renderHost, type RenderedHost } from "../../core/render/hosts/bundle";
+import { renderPipConfig } from "../../core/render/hosts/pip";
+import { readinessScript, remoteCommand } from "../../core/render/hosts/scripts";
+import { startPackageIndex, type PackageIndex } from "../helpers/packageIndex";
+import { shippedCatalog } from "../helpers/recipes";
+import { freePort, startSshd, type TestSshServer } from "../helpers/sshd";
 
 /**
  * The host scripts run for real: over SSH (a real OpenSSH server on loopback) against this machine,

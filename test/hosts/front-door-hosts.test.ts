@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startFrontDoorStack, underLoad, untilListed, type FrontDoorStack } from "./helpers/frontDoorStack";
+import { startFrontDoorStack, underLoad, untilListed, type FrontDoorStack } from "../helpers/frontDoorStack";
 
 /**
  * Changes of a running hosts deployment behind the front door lose no request. Three fake NPU hosts

@@ -5,14 +5,14 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
-import { resolvePlan } from "../core/plan/resolve";
-import { endpointPickerConfig } from "../core/router/chartValues";
-import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
-import { validateEndpointPickerConfig, validateEndpointsFile } from "./helpers/eppConfig";
-import { bodyProblem, now, startLoad, startSampler, type RequestRecord } from "./helpers/frontDoorLoad";
-import { minimax } from "./helpers/recipes";
-import { aggregatedEppConfig, endpointsFile, EPP_ENDPOINTS_PATH, frontDoorBootstrap, STAND_IN_IMAGES } from "./helpers/standIns";
-import { freePort, waitForPort } from "./helpers/sshd";
+import { resolvePlan } from "../../core/plan/resolve";
+import { endpointPickerConfig } from "../../core/router/chartValues";
+import { validateEnvoyBootstrap } from "../helpers/envoyBootstrap";
+import { validateEndpointPickerConfig, validateEndpointsFile } from "../helpers/eppConfig";
+import { bodyProblem, now, startLoad, startSampler, type RequestRecord } from "../helpers/frontDoorLoad";
+import { minimax } from "../helpers/recipes";
+import { aggregatedEppConfig, endpointsFile, EPP_ENDPOINTS_PATH, frontDoorBootstrap, STAND_IN_IMAGES } from "../helpers/standIns";
+import { freePort, waitForPort } from "../helpers/sshd";
 
 /**
  * The stand-ins of test/fixtures/stand-ins/ (container runtime, EPP, Envoy, routing sidecar) and the
@@ -20,9 +20,9 @@ import { freePort, waitForPort } from "./helpers/sshd";
  * front door rely on the real program doing, and refuses what it does not implement.
  */
 
-const STAND_INS = path.join(__dirname, "fixtures", "stand-ins");
+const STAND_INS = path.join(__dirname, "..", "fixtures", "stand-ins");
 const RUNTIME = path.join(STAND_INS, "container-runtime-stand-in");
-const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
+const FAKE_VLLM = path.join(__dirname, "..", "fixtures", "fake-vllm", "vllm");
 const { endpointPicker: EPP_IMAGE, proxy: ENVOY_IMAGE, sidecar: SIDECAR_IMAGE } = STAND_IN_IMAGES;
 /** This file's own loopback address (apart from the other files' servers), standing for the host. */
 const ADDRESS = `127.${50 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250)}.${10 + Math.floor(Math.random() * 240)}`;
