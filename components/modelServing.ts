@@ -1,8 +1,8 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
-import { SECRET_KEYS, StackSettings, parseStackSettings, secretEnvironment, type SecretKey } from "../core/config/stackConfig";
+import { SECRET_KEYS, StackSettings, secretEnvironment, type SecretKey } from "../core/config/stackConfig";
 import { ConfigError } from "../core/errors";
-import { planDeployment, type Deployment } from "../core/plan/deployment";
+import type { Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import type { ScrapeTarget } from "../core/monitoring/targets";
 import { clientCommand } from "../core/render/client";
@@ -10,7 +10,8 @@ import { renderDeployment } from "../core/render/deployment";
 import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
-import { checkRegistrySecret, withCompileAhead } from "../core/compile/ahead";
+import { checkRegistrySecret } from "../core/compile/ahead";
+import { planStack } from "../core/stack";
 import { reportedDigest } from "../core/compile/artifact";
 import { CompileHost } from "./hosts/compileHost";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
@@ -49,8 +50,8 @@ export function reportedRevision(stdout: string | undefined, model: string): str
 
 /** Validates settings and secrets together; throws a ConfigError before any resource exists. */
 export function planServing(args: ModelServingArgs): Deployment {
-  const settings = parseStackSettings(args.settings as Record<string, unknown>);
-  const deployment = withCompileAhead(planDeployment(settings, args.catalog ?? RecipeCatalog.load()));
+  const deployment = planStack(args.settings as Record<string, unknown>, args.catalog ?? RecipeCatalog.load());
+  const { settings } = deployment;
   const has = (key: SecretKey) => args.secrets?.[key] !== undefined;
   checkRegistrySecret(deployment, has);
   if (settings.platform === "hosts" && !has("sshPrivateKey")) {
