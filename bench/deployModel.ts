@@ -26,7 +26,7 @@ export interface DeployStep {
   serves?: boolean;
 }
 
-/** Stage durations. Each default is an assumption, stated here and in the README; all can be overridden. */
+/** Stage durations. Each default is an assumption, stated here and in docs/measured.md; all can be overridden. */
 export interface StageDurations {
   /** MiniMax-M2.7's weights: about 230 GB (issue 11). */
   weightsBytes: number;

@@ -18,7 +18,7 @@ import { freePort } from "./helpers/sshd";
 /**
  * Compile ahead under the mock runtime (issue 22): the compile host's steps come before every unit
  * step of a changed key, no NPU unit runs compile-only, and the settings are refused or warned
- * about as the README says.
+ * about as docs/compile-ahead.md says.
  */
 const SECRETS = { sshPrivateKey: "MARKER-SSH-KEY", registryPassword: "MARKER-REGISTRY-PW" };
 const REVISION = "0123456789abcdef0123456789abcdef01234567";

@@ -71,7 +71,7 @@ describe("the deployment id on a host", () => {
     );
     expect(deploymentId("s".repeat(40), "i".repeat(40))).toMatch(/^s{24}\.i{24}\.[0-9a-f]{12}$/);
     expect(deploymentId("dev", "team a/b")).toMatch(/^dev\.team-a-b\.[0-9a-f]{12}$/);
-    // The README's example.
+    // docs/hosts.md's example.
     expect(deploymentId("my.stack", "team a")).toBe("my-stack.team-a.9b7724305540");
   });
 

@@ -53,7 +53,7 @@ describe("a real Prometheus pointed at the rendered files", () => {
     const files = renderStackFiles(deployment, [], "dev");
     fs.writeFileSync(path.join(dir, "targets.json"), files["prometheus/targets.json"]!);
     fs.writeFileSync(path.join(dir, "rbln-serving-rules.yaml"), files["prometheus/rbln-serving-rules.yaml"]!);
-    // The README's prometheus.yml lines, with a short interval for the test.
+    // docs/observability.md's prometheus.yml lines, with a short interval for the test.
     fs.writeFileSync(
       path.join(dir, "prometheus.yml"),
       [

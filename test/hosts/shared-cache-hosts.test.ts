@@ -123,7 +123,7 @@ describe("cache.shared on three hosts over SSH", { timeout: 240_000 }, () => {
     try {
       const run = await hosts[1]!.run(install.inputs.create, String(install.inputs.stdin));
       expect(run.status).not.toBe(0);
-      expect(run.stderr.trim().split("\n").pop()).toBe(`cache.shared npu-1: ${SHARED}/vllm belongs to uid ${owner.uid + 1}, but rbln-serving is uid ${owner.uid} here; the service user needs the same uid on every host (see the README's A shared cache)`);
+      expect(run.stderr.trim().split("\n").pop()).toBe(`cache.shared npu-1: ${SHARED}/vllm belongs to uid ${owner.uid + 1}, but rbln-serving is uid ${owner.uid} here; the service user needs the same uid on every host (see docs/caches.md, A shared cache)`);
     } finally {
       fs.chownSync(`${SHARED}/vllm`, owner.uid, owner.gid);
     }

@@ -13,7 +13,7 @@ if [ -n "$shared_root" ]; then
     [ -d "$dir" ] || install -d -o "$service_user" -g "$service_user" -m 0750 "$dir"
     owner=$(stat -c %u "$dir")
     if [ "$owner" != "$service_uid" ]; then
-      echo "cache.shared ${host_name}: $dir belongs to uid $owner, but $service_user is uid $service_uid here; the service user needs the same uid on every host (see the README's A shared cache)" >&2
+      echo "cache.shared ${host_name}: $dir belongs to uid $owner, but $service_user is uid $service_uid here; the service user needs the same uid on every host (see docs/caches.md, A shared cache)" >&2
       exit 1
     fi
   done
