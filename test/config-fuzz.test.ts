@@ -104,6 +104,7 @@ const mutations: Mutation[] = [
   ["versions.vllmRbln", set("versions", { vllmRbln: "1".padEnd(260, "0") })],
   ["__proto__", (c) => Object.defineProperty(c, "__proto__", { value: { replicas: 2 }, enumerable: true, writable: true, configurable: true })],
   ["axes.__proto__", (c) => (c.axes = JSON.parse('{"__proto__": {"lmcache": "cpu"}}'))],
+  ["extraEnv", (c) => (c.extraEnv = JSON.parse(`${'{"main":'.repeat(100)}{}${"}".repeat(100)}`))],
   ["extraEnv", (c) => (c.extraEnv = { [rolesOf(c.strategy)[0]!]: { "A\nB": "1" } })],
   ["extraEnv", (c) => (c.extraEnv = { [rolesOf(c.strategy)[0]!]: { HF_HOME: "/elsewhere" } })],
   ["extraEnv", (c) => (c.extraEnv = { [rolesOf(c.strategy)[0]!]: { HF_HUB_OFFLINE: "0" } })],

@@ -417,6 +417,16 @@ describe("the one reading of stack config (readConfigEntries)", () => {
     expect([{ secure: "v1:x" }, [{ a: { secure: "v1:x" } }], { secure: "v1:x", other: 1 }, { secure: 5 }, "secure"].map(holdsCiphertext)).toEqual([true, true, false, false, false]);
   });
 
+  it("refuses a structured key nested deeper than any setting goes, as JSON text or as an object, in one line naming the key", () => {
+    const deep = (depth: number, open: string, close: string, inner: string) => `${open.repeat(depth)}${inner}${close.repeat(depth)}`;
+    for (const [key, text] of [["axes", deep(20_000, "[", "]", "")], ["extraEnv", deep(20_000, '{"a":', "}", "1")], ["kubernetes", `{"affinity": ${deep(70, '{"a":', "}", "1")}}`]] as const) {
+      const refusal = `${key}: nested more than 64 levels deep; allowed: at most 64 levels of maps and lists`;
+      expect(() => parseStackSettings(read({ ...dev, [key]: text })), key).toThrow(refusal);
+      expect(() => parseStackSettings({ ...dev, [key]: JSON.parse(text) })).toThrow(refusal);
+    }
+    expect(parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, affinity: JSON.parse(deep(60, '{"a":', "}", "1")) } }).kubernetes.affinity).toBeDefined();
+  });
+
   it("refuses __proto__ keys at any depth instead of applying them through the object prototype", () => {
     const top = readConfigEntries({ "rbln-serving:__proto__": '{"replicas": 2}', "rbln-serving:strategy": "s" }, plain).settings;
     expect(Object.keys(top)).toEqual(["__proto__", "strategy"]);

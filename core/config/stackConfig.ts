@@ -2,7 +2,7 @@ import * as net from "node:net";
 import * as path from "node:path";
 import { valid as isPep440Version } from "@renovatebot/pep440";
 import { z } from "zod";
-import { DEFAULT_MODEL } from "../recipe/catalog";
+import { DEFAULT_MODEL, MAX_JSON_DEPTH } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage, maskedUrl, maskUrlCredentials } from "../errors";
 import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, OFFLINE_ENV, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "./defaults";
 
@@ -613,10 +613,12 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
 
 /**
  * Refuses `__proto__` keys at any depth: JSON and YAML make them ordinary keys, but an object
- * built from them (zod's records, a spread) would take them as its prototype, or drop them.
+ * built from them (zod's records, a spread) would take them as its prototype, or drop them. Also
+ * refuses nesting deeper than any setting goes (as in a recipe), before anything recurses through it.
  */
 function refusePrototypeKeys(value: unknown, path: PropertyKey[] = []): void {
   if (value === null || typeof value !== "object") return;
+  if (path.length >= MAX_JSON_DEPTH) throw new ConfigError(String(path[0]), `nested more than ${MAX_JSON_DEPTH} levels deep; allowed: at most ${MAX_JSON_DEPTH} levels of maps and lists`);
   if (Object.hasOwn(value, "__proto__")) throw new ConfigError(formatPath([...path, "__proto__"]), "not a key any setting takes (JavaScript reads it as an object's prototype)");
   for (const [key, inner] of Object.entries(value)) refusePrototypeKeys(inner, [...path, Array.isArray(value) ? Number(key) : key]);
 }
