@@ -107,17 +107,18 @@ function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
 }
 
 /** The options each command reads; any other given option is refused rather than ignored. */
-const COMMAND_OPTIONS: Record<string, readonly (keyof CliOptions)[]> = {
+const COMMAND_OPTIONS: Record<string, readonly string[]> = {
   plan: ["stack", "strategy", "target", "preset", "set", "model", "format", "diff"],
   diff: ["stack", "strategy", "target", "preset", "set", "model", "format", "diff"],
   render: ["stack", "strategy", "target", "preset", "set", "model", "out"],
+  status: ["stack", "strategy", "target", "preset", "set", "model", "format", "endpoint", "interval"],
 };
 
-function refuseUnusedOptions(command: string, options: CliOptions): void {
+export function refuseUnusedOptions(command: string, options: object): void {
   const allowed = COMMAND_OPTIONS[command];
   if (!allowed) return;
   for (const [key, value] of Object.entries(options)) {
-    if (value !== undefined && !(allowed as readonly string[]).includes(key)) {
+    if (value !== undefined && !allowed.includes(key)) {
       throw new ConfigError(`--${key}`, `not an option of ${command}${command === "render" && key === "format" ? " (render writes files; --format is for plan and diff)" : ""}; ${command} takes ${allowed.map((o) => `--${o}`).join(", ")}`);
     }
   }

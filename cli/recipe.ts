@@ -76,6 +76,14 @@ function listCommand(dir: string): string {
     .concat("\n");
 }
 
+/** Refuses an option or word the recipe command does not read, rather than ignoring it. */
+function refuseUnread(command: "import" | "list", parsed: { values: { out?: string; dir?: string }; positionals: string[] }): void {
+  const [option, other, usage] = command === "import" ? (["--out", "dir", "recipe import PAGE.txt [--out DIR]"] as const) : (["--dir", "out", "recipe list [--dir DIR]"] as const);
+  if (parsed.values[other] !== undefined) throw new ConfigError(`--${other}`, `not an option of recipe ${command}, which takes ${option}; allowed: ${usage}`);
+  const extra = parsed.positionals[command === "import" ? 1 : 0];
+  if (extra !== undefined) throw new ConfigError(command === "import" ? "PAGE" : "recipe list", `${JSON.stringify(extra)} is ${command === "import" ? "a second page" : "a word it does not read"}; allowed: ${usage}`);
+}
+
 export function recipeMain(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   return commandLine(
@@ -83,9 +91,10 @@ export function recipeMain(argv: string[]): Promise<number> {
     command,
     () => parseArgs({ args: rest, options: { out: { type: "string" }, dir: { type: "string" }, help: { type: "boolean", short: "h" } }, strict: true, allowPositionals: true }),
     (parsed) => {
+      if (command !== "import" && command !== "list") throw new ConfigError("command", `unknown recipe command "${command}"; allowed: "import", "list"`);
+      refuseUnread(command, parsed);
       if (command === "import") process.stdout.write(importCommand(parsed.positionals[0], parsed.values.out ?? "recipes"));
-      else if (command === "list") process.stdout.write(listCommand(parsed.values.dir ?? DEFAULT_RECIPE_DIR));
-      else throw new ConfigError("command", `unknown recipe command "${command}"; allowed: "import", "list"`);
+      else process.stdout.write(listCommand(parsed.values.dir ?? DEFAULT_RECIPE_DIR));
       return 0;
     },
   );

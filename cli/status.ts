@@ -6,7 +6,7 @@ import { hostPort, httpUrl } from "../core/address";
 import { FRONT_DOOR_PORTS } from "../core/plan/frontDoor";
 import type { Deployment, FrontDoorPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
-import { stackDeployment, type CliOptions } from "./commands";
+import { refuseUnusedOptions, stackDeployment, type CliOptions } from "./commands";
 
 export interface StatusOptions extends CliOptions {
   endpoint?: string[];
@@ -61,7 +61,10 @@ export interface FrontDoorStatus {
 /** The ranks to ask: `--endpoint` URLs, or every rank of a hosts stack (and its front door). */
 function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[]; plannedModel: string; frontDoor: FrontDoorPlan | null } {
   const endpoints = (options.endpoint ?? []).map((url) => {
-    if (!/^https?:\/\/[^/\s]+\/?$/.test(url)) throw new ConfigError("--endpoint", `"${url}" is not a base URL such as http://10.0.0.5:8000`);
+    const parsed = /^https?:\/\/[^/\s\p{Cc}]+\/?$/u.test(url) && URL.canParse(url) ? new URL(url) : undefined;
+    if (parsed === undefined) throw new ConfigError("--endpoint", `"${url}" is not a base URL such as http://10.0.0.5:8000`);
+    // It would be printed in every row; the refusal masks it.
+    if (parsed.username !== "" || parsed.password !== "") throw new ConfigError("--endpoint", `"${url}" holds user:password@; give a base URL such as http://10.0.0.5:8000 (an API key goes in VLLM_API_KEY)`);
     return { url: url.replace(/\/$/, ""), labels: {} };
   });
   if (options.stack === undefined) {
@@ -298,6 +301,7 @@ function frontDoorLines(door: FrontDoorStatus): string {
  * over `--interval` seconds, TTFT p50). Exit status 1 when a rank is down or serves another model.
  */
 export async function statusCommand(options: StatusOptions, catalog: RecipeCatalog): Promise<{ stdout: string; exitCode: number }> {
+  refuseUnusedOptions("status", options);
   if (options.format !== undefined && options.format !== "text" && options.format !== "json") {
     throw new ConfigError("--format", `unknown format "${options.format}"; allowed: "text", "json"`);
   }

@@ -48,11 +48,16 @@ function fsStep<T>(at: string, where: UserPath, step: () => T): T {
  * blocking on it.
  */
 export function readUserFile(file: string, where: UserPath, maxBytes: number): string {
+  return readUserBytes(file, where, maxBytes).toString("utf8");
+}
+
+/** readUserFile's bytes, for a reader that checks the encoding itself. */
+export function readUserBytes(file: string, where: UserPath, maxBytes: number): Buffer {
   const stat = fsStep(file, where, () => fs.statSync(file));
   if (stat.isDirectory()) throw refusal(file, where, "is a folder");
   if (!stat.isFile()) throw refusal(file, where, "is not a regular file");
   if (stat.size > maxBytes) throw refusal(file, where, `is ${stat.size} bytes`);
-  return fsStep(file, where, () => fs.readFileSync(file, "utf8"));
+  return fsStep(file, where, () => fs.readFileSync(file));
 }
 
 /** The names in an existing folder. */

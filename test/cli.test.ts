@@ -107,6 +107,23 @@ describe("a malformed stack file", () => {
   }
 });
 
+describe("a stack file that is no regular file", () => {
+  it("(a folder, a FIFO, a device, a file too large) is refused unread, in one line naming it", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stack-kinds-"));
+    fs.mkdirSync(path.join(dir, "Pulumi.folder.yaml"));
+    expect(spawnSync("mkfifo", [path.join(dir, "Pulumi.fifo.yaml")]).status).toBe(0);
+    fs.symlinkSync("/dev/zero", path.join(dir, "Pulumi.device.yaml"));
+    const large = `config:\n  rbln-serving:strategy: ${"x".repeat(5 * 2 ** 20)}\n`;
+    fs.writeFileSync(path.join(dir, "Pulumi.large.yaml"), large);
+    const allowed = "allowed: a stack file: a YAML text file of at most 4 MiB";
+    for (const [name, problem] of [["folder", "is a folder"], ["fifo", "is not a regular file"], ["device", "is not a regular file"], ["large", `is ${large.length} bytes`]]) {
+      const shown = path.relative(process.cwd(), path.join(dir, `Pulumi.${name}.yaml`));
+      expect(() => readStackFile(name!, dir), name).toThrow(`--stack: ${JSON.stringify(shown)} ${problem}; ${allowed}`);
+    }
+    fs.rmSync(dir, { recursive: true });
+  });
+});
+
 describe("a refused index URL", () => {
   it("is one line with exit status 2, its password masked, also given as JSON text", () => {
     const name = `bad-url-${process.pid}`;

@@ -169,6 +169,23 @@ describe("plain-text credentials in the stack config", () => {
     expect(() => parseStackSettings({ ...raw(), pip: { extraIndexUrls: ["https://a.example.com/simple", "https://me:hunter2@b.example.com/simple"] } })).toThrow(/^pip\.extraIndexUrls\[1\]: a URL without user:password@/);
     expect(() => parseStackSettings({ ...raw(), pip: { indexUrl: "https://mirror.example.com/simple" } })).not.toThrow();
   });
+
+  it("refuses autoscaling.prometheusAddress with user:password@, which the ScaledObject would carry in plain text", () => {
+    const prod = readStackFile("prod").raw as Record<string, any>;
+    const address = (prometheusAddress: string) => () => parseStackSettings({ ...prod, autoscaling: { enabled: true, maxReplicas: 2, prometheusAddress } });
+    for (const url of ["https://me:hunter2@prom.example.com:9090", "http://hunter2@prom.example.com"]) {
+      expect(address(url), url).toThrow(/^autoscaling\.prometheusAddress: a URL without user:password@: .*TriggerAuthentication of your own$/);
+      expect(address(url)).not.toThrow(/hunter2/);
+    }
+    // An `@` after the host is no credential.
+    for (const url of ["http://prom.example.com:9090/x@y", "http://prom.example.com:9090?a=b@c"]) expect(parseStackSettings({ ...prod, autoscaling: { prometheusAddress: url } }).autoscaling.prometheusAddress).toBe(url);
+  });
+
+  it("never shows what follows a ':' in a refused pip.username or compile.registry.username: a password typed with the user", () => {
+    expect(() => parseStackSettings({ ...raw(), pip: { username: "me:hunter2" } })).toThrow(`pip.username: a user name without spaces, ':', '@' or '/' (got "me:***")`);
+    expect(() => parseStackSettings({ ...raw(), compile: { registry: { repository: "registry.example.com/c", username: "me:hunter2:x" } } })).toThrow(`compile.registry.username: a user name without spaces or ':' (got "me:***")`);
+    expect(() => parseStackSettings({ ...raw(), pip: { username: "me you" } })).toThrow(`pip.username: a user name without spaces, ':', '@' or '/' (got "me you")`);
+  });
 });
 
 describe("extraEnv names bash keeps for itself", () => {
@@ -341,6 +358,7 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
   it("names the value it refuses, or says it is missing, and lists the allowed keys for an unknown one", () => {
     expect(() => parseStackSettings({ ...dev(), replicas: "many" })).toThrow(/^replicas: .*\(got "many"\)$/);
     expect(() => parseStackSettings({ ...dev(), strategy: undefined })).toThrow(/^strategy: .*\(missing\)$/);
+    expect(() => parseStackSettings({ ...dev(), compile: { registry: { repository: "registry.example.com/c" } } })).toThrow(/^revision: required with compile\.registry: .* it was compiled for \(missing\)$/);
     expect(() => parseStackSettings({ ...dev(), colour: "blue" })).toThrow(/^colour: unknown key; allowed: model, revision, strategy, .* and the secrets sshPrivateKey, hfToken, pipPassword, apiKey, registryPassword$/);
     expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], colour: "blue" }] })).toThrow("hosts[0].colour: unknown key; allowed: name, address, user, port, listenAddress, hostKey, proxy");
     expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.9", colour: "blue" } }] })).toThrow("hosts[0].proxy.colour: unknown key; allowed: address, user, port, hostKey");
@@ -415,6 +433,16 @@ describe("the one reading of stack config (readConfigEntries)", () => {
     expect(() => readConfigEntries({ "rbln-serving:pip": { indexUrl: { secure: "v1:AAAA" } } }, (_, value) => holdsCiphertext(value))).toThrow(/^pip: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey, registryPassword are read as secrets; set it without --secret$/);
     expect(readConfigEntries({ "rbln-serving:hfToken": { secure: "v1:AAAA" }, "rbln-serving:strategy": "s" }, (_, value) => holdsCiphertext(value))).toEqual({ settings: { strategy: "s" }, secrets: ["hfToken"], warnings: [] });
     expect([{ secure: "v1:x" }, [{ a: { secure: "v1:x" } }], { secure: "v1:x", other: 1 }, { secure: 5 }, "secure"].map(holdsCiphertext)).toEqual([true, true, false, false, false]);
+  });
+
+  it("refuses a structured key nested deeper than any setting goes, as JSON text or as an object, in one line naming the key", () => {
+    const deep = (depth: number, open: string, close: string, inner: string) => `${open.repeat(depth)}${inner}${close.repeat(depth)}`;
+    for (const [key, text] of [["axes", deep(20_000, "[", "]", "")], ["extraEnv", deep(20_000, '{"a":', "}", "1")], ["kubernetes", `{"affinity": ${deep(70, '{"a":', "}", "1")}}`]] as const) {
+      const refusal = `${key}: nested more than 64 levels deep; allowed: at most 64 levels of maps and lists`;
+      expect(() => parseStackSettings(read({ ...dev, [key]: text })), key).toThrow(refusal);
+      expect(() => parseStackSettings({ ...dev, [key]: JSON.parse(text) })).toThrow(refusal);
+    }
+    expect(parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, affinity: JSON.parse(deep(60, '{"a":', "}", "1")) } }).kubernetes.affinity).toBeDefined();
   });
 
   it("refuses __proto__ keys at any depth instead of applying them through the object prototype", () => {
@@ -512,6 +540,18 @@ describe("kubernetes.image", () => {
     // No backtracking blow-up on a long near-match.
     expect(image(`${"a-".repeat(20000)}!`)).toThrow(/^kubernetes\.image: /);
   });
+
+  it("takes router.images in the same grammar: valid tags such as 0.12.0-RC1, and no user:password@", () => {
+    const dev = readStackFile("dev").raw as Record<string, any>;
+    for (const name of ["endpointPicker", "proxy", "sidecar"]) {
+      const image = (value: string) => () => parseStackSettings({ ...dev, router: { images: { [name]: value } } });
+      expect(image("registry.example.com/llm-d/epp:0.12.0-RC1"), name).not.toThrow();
+      for (const bad of ["a::::b//c@@", "me:hunter2@registry.example.com/envoy:1", "Registry.example.com/X:1"]) {
+        expect(image(bad), bad).toThrow(new RegExp(`^router\\.images\\.${name}: an image reference such as `));
+        expect(image(bad)).not.toThrow(/hunter2/);
+      }
+    }
+  });
 });
 
 describe("quantities", () => {
@@ -553,7 +593,9 @@ describe("kubernetes.namespace", () => {
     for (const namespace of ["default", "kube-system", "kube-public", "kube-node-lease"]) {
       expect(() => parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace } }), namespace).toThrow(`kubernetes.namespace: a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels (got "${namespace}")`);
     }
-    expect(parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace: "kube-systems" } }).kubernetes.namespace).toBe("kube-systems");
+    // Kubernetes reserves the whole prefix.
+    for (const namespace of ["kube-systems", "kube-foo"]) expect(() => parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace } }), namespace).toThrow(/^kubernetes\.namespace: a namespace of the deployment's own/);
+    expect(parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace: "kubernetes-serving" } }).kubernetes.namespace).toBe("kubernetes-serving");
   });
 });
 

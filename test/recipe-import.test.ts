@@ -221,6 +221,16 @@ describe("recipe import and list on the command line", () => {
     expect(fs.readFileSync(file, "utf8")).toBe("text");
   });
 
+  it("refuses a word or option the command does not read, and writes nothing", async () => {
+    const dir = folder();
+    const page = path.resolve(__dirname, "fixtures/second-model-page.txt");
+    await refused(["import", page, "extra.txt", "--out", dir], 'PAGE: "extra.txt" is a second page; allowed: recipe import PAGE.txt [--out DIR]');
+    await refused(["import", page, "--dir", dir], "--dir: not an option of recipe import, which takes --out; allowed: recipe import PAGE.txt [--out DIR]");
+    await refused(["list", "--dir", dir, "extra"], 'recipe list: "extra" is a word it does not read; allowed: recipe list [--dir DIR]');
+    await refused(["list", "--out", dir], "--out: not an option of recipe list, which takes --dir; allowed: recipe list [--dir DIR]");
+    expect(fs.readdirSync(dir)).toEqual([]);
+  });
+
   describe("where the recipe is written", () => {
     const SEED = path.resolve(__dirname, "fixtures/seed-page.txt");
     const otherOrgPage = (dir: string, model: string) => {

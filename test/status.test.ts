@@ -167,6 +167,21 @@ describe("status against fake vLLM ranks on loopback", () => {
     await expect(statusCommand({ stack: "prod" }, catalog)).rejects.toThrow(/^--endpoint: stack "prod" runs on Kubernetes/);
     await expect(statusCommand({}, catalog)).rejects.toThrow(/^--stack: required without --endpoint/);
   });
+
+  it("refuses an --endpoint with user:password@ without printing it, and one that is no URL, before asking any rank", async () => {
+    for (const url of ["http://me:hunter2@127.0.0.1:9", "https://hunter2@127.0.0.1:9/"]) {
+      await expect(statusCommand({ endpoint: [url], interval: "0.05" }, shippedCatalog)).rejects.toThrow(/^--endpoint: "https?:\/\/\*\*\*@127\.0\.0\.1:9\/?" holds user:password@; give a base URL such as http:\/\/10\.0\.0\.5:8000 \(an API key goes in VLLM_API_KEY\)$/);
+    }
+    for (const url of ["http://127.0.0.1:9\u001b[2J", "http://127.0.0.1:99999", "http://[::1"]) {
+      await expect(statusCommand({ endpoint: [url], interval: "0.05" }, shippedCatalog), url).rejects.toThrow(/^--endpoint: ".*" is not a base URL such as http:\/\/10\.0\.0\.5:8000$/);
+    }
+  });
+
+  it("refuses options it does not read rather than ignoring them", async () => {
+    for (const options of [{ out: "x" }, { diff: "dev" }]) {
+      await expect(statusCommand({ endpoint: ["http://127.0.0.1:9"], interval: "0.05", ...options }, shippedCatalog)).rejects.toThrow(new RegExp(`^--${Object.keys(options)[0]}: not an option of status; status takes --stack, `));
+    }
+  });
 });
 
 /** Answers that a misbehaving rank sends in place of vLLM's. */

@@ -2,7 +2,7 @@ import * as net from "node:net";
 import * as path from "node:path";
 import { valid as isPep440Version } from "@renovatebot/pep440";
 import { z } from "zod";
-import { DEFAULT_MODEL } from "../recipe/catalog";
+import { DEFAULT_MODEL, MAX_JSON_DEPTH } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage, maskedUrl, maskUrlCredentials } from "../errors";
 import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, OFFLINE_ENV, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "./defaults";
 
@@ -117,13 +117,19 @@ const indexUrl = z.string().superRefine((value, ctx) => {
   }
 });
 
+/** A user name for an index's or registry's basic auth; a refusal masks what follows a ':', most likely the password typed with it. */
+const userName = (pattern: RegExp, wanted: string) =>
+  z.string().superRefine((value, ctx) => {
+    if (!pattern.test(value)) ctx.addIssue({ code: "custom", message: `${wanted} (got ${JSON.stringify(value.replace(/:.*/s, ":***"))})`, params: { hideValue: true } });
+  });
+
 const Pip = z.strictObject({
   /** Replaces PyPI, e.g. a mirror for air-gapped sites. */
   indexUrl: indexUrl.optional(),
   /** Replaces the recipe's extra index URLs when set. */
   extraIndexUrls: z.array(indexUrl).optional(),
   /** The user name for the index's basic auth; the password is the `pipPassword` secret. */
-  username: z.string().regex(/^[^\s:@/]+$/, "a user name without spaces, ':', '@' or '/'").optional(),
+  username: userName(/^[^\s:@/]+$/, "a user name without spaces, ':', '@' or '/'").optional(),
 });
 
 const labelKey = z.string().regex(/^([a-z0-9]([a-z0-9.-]*[a-z0-9])?\/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/, "a Kubernetes label key");
@@ -176,8 +182,8 @@ const PodSecurity = z
   })
   .refine((s) => !s.runAsNonRoot || s.runAsUser !== 0, { path: ["runAsUser"], message: "0 is root: set a non-zero UID, or runAsNonRoot: false" });
 
-/** Namespaces Kubernetes itself uses: the package creates its namespace and sets its Pod Security labels. */
-const SYSTEM_NAMESPACES = ["default", "kube-system", "kube-public", "kube-node-lease"];
+/** Namespaces of the cluster itself (Kubernetes reserves the kube- prefix): the package creates its namespace and sets its Pod Security labels. */
+const isClusterNamespace = (namespace: string) => namespace === "default" || namespace.startsWith("kube-");
 
 /**
  * An image reference in the grammar of the OCI distribution reference (distribution/reference's
@@ -195,11 +201,16 @@ const IMAGE_REFERENCE = (() => {
 })();
 // Longer than any reference can be (a 255-character name, a tag, a long digest), checked before the pattern runs.
 const MAX_IMAGE_REFERENCE = 1024;
-const imageReference = z.string().refine((value) => value.length <= MAX_IMAGE_REFERENCE && (IMAGE_REFERENCE.exec(value)?.groups?.["name"]?.length ?? Infinity) <= 255, "an image reference such as registry.example.com/vllm-rbln:0.12.0 ([registry[:port]/]name[:tag][@digest], the name in lower case)");
+const imageReference = z.string().superRefine((value, ctx) => {
+  if (value.length <= MAX_IMAGE_REFERENCE && (IMAGE_REFERENCE.exec(value)?.groups?.["name"]?.length ?? Infinity) <= 255) return;
+  // `user:password@registry/...` is no reference; a refusal does not repeat the password.
+  const shown = value.replace(/^[^/@]*:[^/@]*@/, "***@").slice(0, 80);
+  ctx.addIssue({ code: "custom", message: `an image reference such as registry.example.com/vllm-rbln:0.12.0 ([registry[:port]/]name[:tag][@digest], the name in lower case) (got ${JSON.stringify(shown)})`, params: { hideValue: true } });
+});
 
 const Kubernetes = z.strictObject({
   namespace: dnsLabel
-    .refine((namespace) => !SYSTEM_NAMESPACES.includes(namespace), "a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels")
+    .refine((namespace) => !isClusterNamespace(namespace), "a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels")
     .default("rbln-serving"),
   /** A vllm-rbln image built from this project's Dockerfile; there is no public one. */
   image: imageReference.optional(),
@@ -241,8 +252,6 @@ export const RouterHost = z.strictObject({
 });
 export type RouterHost = z.infer<typeof RouterHost>;
 
-const containerImage = z.string().regex(/^[a-z0-9][a-z0-9._\-/:@]*$/, "an image reference such as registry.example.com/llm-d/llm-d-router-endpoint-picker:v0.10.0");
-
 const Router = z.strictObject({
   /** How long a request may run: the HTTPRoute's (Kubernetes) or Envoy's route timeout (hosts). The chart's own default, 300s, cuts long generations. */
   requestTimeout: z.string().regex(/^([0-9]{1,5}(h|m|s|ms)){1,4}$/, "a Gateway API duration such as 1h, 90m or 3600s").default("1h"),
@@ -253,7 +262,7 @@ const Router = z.strictObject({
   /** Hosts: the container runtime the front door and the routing sidecars run under. */
   runtime: z.enum(["podman", "docker"]).default("podman"),
   /** Hosts: the images of the front door and the sidecars, for a mirror or an air-gapped site; unset, the pinned defaults. */
-  images: z.strictObject({ endpointPicker: containerImage.optional(), proxy: containerImage.optional(), sidecar: containerImage.optional() }).default({}),
+  images: z.strictObject({ endpointPicker: imageReference.optional(), proxy: imageReference.optional(), sidecar: imageReference.optional() }).default({}),
   /** Hosts: the front door's port. */
   port: port.default(8080),
 });
@@ -275,7 +284,11 @@ const Autoscaling = z.strictObject({
   /** Lets minReplicas be 0: a role with nothing to serve gives its NPUs back. */
   scaleToZero: z.boolean().default(false),
   /** The Prometheus KEDA queries; unset, the operator's prometheus-operated Service in monitoring.namespace. */
-  prometheusAddress: z.url({ protocol: /^https?$/, error: "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090" }).optional(),
+  prometheusAddress: z
+    .url({ protocol: /^https?$/, error: "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090" })
+    // It goes into the ScaledObject in plain text, as it stands in the stack file.
+    .refine((url) => !URL.canParse(url) || (new URL(url).username === "" && new URL(url).password === ""), { message: "a URL without user:password@: the stack file and the ScaledObject would hold the password in plain text; give KEDA its credentials through a TriggerAuthentication of your own", params: { hideValue: true } })
+    .optional(),
   roles: z.record(roleName, AutoscalingRole).default({}),
 });
 export type Autoscaling = z.infer<typeof Autoscaling>;
@@ -299,7 +312,7 @@ const Compile = z.strictObject({
   /** Kubernetes: the compile Job's CPU and memory, over the defaults. */
   resources: ContainerResources.default({}),
   /** An OCI registry the compiled caches are pushed to and pulled from, tagged by compile key; the password is the registryPassword secret. */
-  registry: z.strictObject({ repository: ociRepository, username: z.string().regex(/^[^\s:]+$/, "a user name without spaces or ':'").optional() }).optional(),
+  registry: z.strictObject({ repository: ociRepository, username: userName(/^[^\s:]+$/, "a user name without spaces or ':'").optional() }).optional(),
 });
 export type CompileSettings = z.infer<typeof Compile>;
 
@@ -485,7 +498,7 @@ export const StackSettings = z
     }
     // A key must name one compiled cache everywhere: an unpinned model resolves whatever the hub has then, and a tag moves.
     if (s.compile.registry && s.revision === undefined) {
-      ctx.addIssue({ code: "custom", path: ["revision"], message: "required with compile.registry: the compile key names the model's commit, so every stack that pulls a key serves the weights it was compiled for (missing)" });
+      ctx.addIssue({ code: "custom", path: ["revision"], message: "required with compile.registry: the compile key names the model's commit, so every stack that pulls a key serves the weights it was compiled for" });
     }
     if (s.compile.registry && s.platform === "kubernetes" && s.kubernetes.image && !/@sha256:[0-9a-f]{64}$/.test(s.kubernetes.image)) {
       ctx.addIssue({ code: "custom", path: ["kubernetes", "image"], message: `with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got ${JSON.stringify(s.kubernetes.image)})`, params: { hideValue: true } });
@@ -613,10 +626,12 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
 
 /**
  * Refuses `__proto__` keys at any depth: JSON and YAML make them ordinary keys, but an object
- * built from them (zod's records, a spread) would take them as its prototype, or drop them.
+ * built from them (zod's records, a spread) would take them as its prototype, or drop them. Also
+ * refuses nesting deeper than any setting goes (as in a recipe), before anything recurses through it.
  */
 function refusePrototypeKeys(value: unknown, path: PropertyKey[] = []): void {
   if (value === null || typeof value !== "object") return;
+  if (path.length >= MAX_JSON_DEPTH) throw new ConfigError(String(path[0]), `nested more than ${MAX_JSON_DEPTH} levels deep; allowed: at most ${MAX_JSON_DEPTH} levels of maps and lists`);
   if (Object.hasOwn(value, "__proto__")) throw new ConfigError(formatPath([...path, "__proto__"]), "not a key any setting takes (JavaScript reads it as an object's prototype)");
   for (const [key, inner] of Object.entries(value)) refusePrototypeKeys(inner, [...path, Array.isArray(value) ? Number(key) : key]);
 }

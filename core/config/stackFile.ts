@@ -4,6 +4,7 @@ import * as path from "node:path";
 import { parse, parseDocument, type YAMLError } from "yaml";
 import { ConfigError } from "../errors";
 import { packageRoot } from "../packageRoot";
+import { readUserBytes, type UserPath } from "../userFiles";
 import { holdsCiphertext, readConfigEntries } from "./configEntries";
 import type { SecretKey } from "./stackConfig";
 
@@ -32,9 +33,16 @@ export function stackFilePath(name: string, dir: string = DEFAULT_STACK_DIR): st
   return path.join(dir, `Pulumi.${name}.yaml`);
 }
 
-/** A stack file's text; a byte that is not UTF-8 is refused with its line (a decoder would make it U+FFFD without a word). */
-function readUtf8(file: string, shownPath: string): string {
-  const bytes = fs.readFileSync(file);
+/** Larger than any stack file (a thousand hosts take a few hundred kB); a bigger one is refused unread. */
+const MAX_STACK_FILE_BYTES = 4 * 2 ** 20;
+const STACK_FILE: UserPath = { key: "--stack", wanted: `a stack file: a YAML text file of at most ${MAX_STACK_FILE_BYTES / 2 ** 20} MiB` };
+
+/**
+ * A stack file's text: a regular file (a folder, FIFO or device is refused without reading it);
+ * a byte that is not UTF-8 is refused with its line (a decoder would make it U+FFFD without a word).
+ */
+function readUtf8(shownPath: string): string {
+  const bytes = readUserBytes(shownPath, STACK_FILE, MAX_STACK_FILE_BYTES);
   if (!isUtf8(bytes)) {
     // A newline byte is never inside a UTF-8 sequence, so the first line that fails alone holds the fault.
     let start = 0;
@@ -83,7 +91,7 @@ export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): St
     throw new ConfigError("--stack", `no stack file ${path.relative(process.cwd(), file)}; stacks: ${known.join(", ") || "(none)"}`);
   }
   const shownPath = path.relative(process.cwd(), file);
-  const document = parseStackYaml(readUtf8(file, shownPath), shownPath);
+  const document = parseStackYaml(readUtf8(shownPath), shownPath);
   const { settings, secrets, warnings } = readConfigEntries(document.config ?? {}, (_, value) => holdsCiphertext(value));
   return { name, raw: settings, secrets, warnings: warnings.map((w) => `${path.basename(file)}: ${w}`) };
 }
