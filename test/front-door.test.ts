@@ -110,6 +110,10 @@ describe("the front door's settings, refused with one line", () => {
     expect(refused({ ...edge(), router: { host: "npu-edge-1", port: 8003 } })).toBe("router.port: 8003 is decode rank 3's routing sidecar port on npu-edge-1; choose another port");
     expect(refused({ ...edge(), router: { host: "npu-edge-0", port: 8000 } })).toBe("router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port");
     expect(refused({ ...edge(), router: { ...(edge().router as object), port: 9002 } })).toBe("router.port: 9002 is the front door's eppGrpc port; choose another port");
+    // A server of its own that is an entry of hosts under its address is that entry's server too.
+    const sameServer = { name: "router", address: "10.30.0.11", hostKey: EXAMPLE_HOST_KEY };
+    expect(refused({ ...edge(), router: { host: sameServer, port: 8000 } })).toBe("router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port");
+    expect(plan({ ...edge(), router: { host: sameServer, port: 8090 } }).frontDoor!.sharedWith).toBeNull();
   });
 
   it("refuses a host name behind the router (file discovery reads literal IPv4 addresses), and a decode host's listenAddress (the sidecar forwards to localhost)", () => {

@@ -1,6 +1,6 @@
 import * as net from "node:net";
 import { specificListenAddress } from "../address";
-import { servingAddress, type Host, type StackSettings } from "../config/stackConfig";
+import { normalAddress, servingAddress, type Host, type StackSettings } from "../config/stackConfig";
 import { ConfigError } from "../errors";
 import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RolePlan, RouterIntent } from "./types";
 
@@ -89,11 +89,11 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
     }
   }
   const taken = new Map<number, string>(Object.entries(FRONT_DOOR_PORTS).map(([name, p]) => [p, `the front door's ${name} port`]));
-  if (sharedWith !== null) {
-    for (const endpoint of endpoints.filter((e) => e.host === sharedWith)) {
-      taken.set(endpoint.rankPort, `${endpoint.role} rank ${endpoint.rank}'s port on ${sharedWith}`);
-      if (endpoint.port !== endpoint.rankPort) taken.set(endpoint.port, `${endpoint.role} rank ${endpoint.rank}'s routing sidecar port on ${sharedWith}`);
-    }
+  // The router's server may be an entry of hosts by name, or by its address under an object of its own.
+  const onRouterServer = new Set(settings.hosts.filter((h) => h.name === sharedWith || normalAddress(h.address) === normalAddress(host.address)).map((h) => h.name));
+  for (const endpoint of endpoints.filter((e) => onRouterServer.has(e.host))) {
+    taken.set(endpoint.rankPort, `${endpoint.role} rank ${endpoint.rank}'s port on ${endpoint.host}`);
+    if (endpoint.port !== endpoint.rankPort) taken.set(endpoint.port, `${endpoint.role} rank ${endpoint.rank}'s routing sidecar port on ${endpoint.host}`);
   }
   const clash = taken.get(settings.router.port);
   if (clash !== undefined) throw new ConfigError("router.port", `${settings.router.port} is ${clash}; choose another port`);
