@@ -9,7 +9,7 @@ export async function commandLine<T extends { values: { help?: boolean } }>(usag
   try {
     parsed = parse();
   } catch (error) {
-    process.stderr.write(`error: ${(error as Error).message}\n${usage}\n`);
+    process.stderr.write(`error: ${(error as Error).message}; see --help\n`);
     return 2;
   }
   if (parsed.values.help || !command) {
