@@ -597,6 +597,13 @@ describe("kubernetes.namespace", () => {
     for (const namespace of ["kube-systems", "kube-foo"]) expect(() => parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace } }), namespace).toThrow(/^kubernetes\.namespace: a namespace of the deployment's own/);
     expect(parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace: "kubernetes-serving" } }).kubernetes.namespace).toBe("kubernetes-serving");
   });
+
+  it("refuses the namespace Prometheus runs in, with monitoring on", () => {
+    const prod = readStackFile("prod").raw as Record<string, any>;
+    const inMonitoring = { ...prod, kubernetes: { ...prod.kubernetes, namespace: "observability" }, monitoring: { enabled: true, namespace: "observability" } };
+    expect(() => parseStackSettings(inMonitoring)).toThrow(/^kubernetes\.namespace: "observability" is monitoring\.namespace too, where Prometheus runs; /);
+    expect(() => parseStackSettings({ ...inMonitoring, monitoring: { enabled: false, namespace: "observability" } })).not.toThrow();
+  });
 });
 
 describe("extraEnv over the package's own variables", () => {

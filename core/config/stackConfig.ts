@@ -506,6 +506,10 @@ export const StackSettings = z
     if (s.platform === "kubernetes" && !s.kubernetes.image) {
       ctx.addIssue({ code: "custom", path: ["kubernetes", "image"], message: "required with platform: kubernetes (build it from the project's Dockerfile)" });
     }
+    // The package creates its namespace and labels it with Pod Security levels: never one Prometheus already lives in.
+    if (s.platform === "kubernetes" && s.monitoring.enabled && s.kubernetes.namespace === s.monitoring.namespace) {
+      ctx.addIssue({ code: "custom", path: ["kubernetes", "namespace"], message: `"${s.kubernetes.namespace}" is monitoring.namespace too, where Prometheus runs; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own`, params: { hideValue: true } });
+    }
     if (s.platform === "hosts" && s.hosts.length === 0) {
       ctx.addIssue({ code: "custom", path: ["hosts"], message: "required with platform: hosts: a list of {name, address, user, port, hostKey}" });
     }
