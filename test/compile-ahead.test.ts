@@ -127,6 +127,9 @@ describe("compile settings", () => {
     expect(refusal(hostsStack({}))).toMatch(/^registryPassword: required when compile\.registry\.username is set/);
     expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: REGISTRY.repository } } }), SECRETS)).toMatch(/^compile\.registry\.username: required when the registryPassword secret is set/);
     expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "https://registry.example.com/x:tag" } } }), SECRETS)).toMatch(/^compile\.registry\.repository: an OCI repository/);
+    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "registry.example.com:99999/x" } } }), SECRETS)).toMatch(/^compile\.registry\.repository: a registry port from 1 to 65535/);
+    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "registry.example.com:0/x" } } }), SECRETS)).toMatch(/^compile\.registry\.repository: a registry port from 1 to 65535/);
+    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "registry.example.com:5000/x", username: "u" } } }), SECRETS)).toBe("accepted");
     expect(refusal(hostsStack({ compile: { host: { name: "cpu-0", address: "10.0.1.5" } } }))).toMatch(/^compile\.host\.hostKey: required/);
     expect(refusal(hostsStack({ extraEnv: { main: { VLLM_RBLN_COMPILE_ONLY: "1" } } }), SECRETS)).toBe("extraEnv.main.VLLM_RBLN_COMPILE_ONLY: a serving rank in compile-only mode compiles and never serves; compile ahead sets it only where it compiles (compile.host, compile.enabled)");
   });

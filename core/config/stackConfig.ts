@@ -295,7 +295,11 @@ export type Autoscaling = z.infer<typeof Autoscaling>;
 /** A compiled-cache registry's repository: `host[:port]/path`, no scheme, no tag (the tags are the compile keys). */
 const ociRepository = z
   .string()
-  .regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(\/[a-z0-9]+([._-][a-z0-9]+)*)+$/, "an OCI repository such as registry.example.com/ml/rbln-compile-cache: host[:port]/path, no scheme, no tag");
+  .regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(\/[a-z0-9]+([._-][a-z0-9]+)*)+$/, "an OCI repository such as registry.example.com/ml/rbln-compile-cache: host[:port]/path, no scheme, no tag")
+  .refine((repository) => {
+    const port = Number(/^[^/:]+:(\d+)\//.exec(repository)?.[1] ?? 443);
+    return port >= 1 && port <= 65535;
+  }, "a registry port from 1 to 65535");
 
 /**
  * Compile ahead, off the NPUs (core/compile/): a CPU server (hosts) or a Job without NPUs
