@@ -35,11 +35,25 @@ export interface TestHost {
 export interface HostOptions {
   /** Absolute paths each host gets its own empty directory at (e.g. the install and cache roots). */
   privatePaths?: string[];
+  /**
+   * Python programs on the host bind to its own address where they name all interfaces or loopback,
+   * and connect there where they name loopback (test/fixtures/fake-host/sitecustomize.py), as if the
+   * host had a network of its own: for servers on one port on several hosts, each probed on 127.0.0.1.
+   */
+  loopbackIsHostAddress?: boolean;
 }
 
 const SYSTEMD_LIB = "/usr/lib/systemd";
 const HIDDEN_WANTS = ["sysinit", "sockets", "timers", "local-fs"].map((t) => `${SYSTEMD_LIB}/system/${t}.target.wants`);
 const CGROUP_HIERARCHIES = ["/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified"];
+const OWN_NETWORK_SITECUSTOMIZE = path.join(__dirname, "..", "fixtures", "fake-host", "sitecustomize.py");
+
+/** The system python's sitecustomize module (Debian's, under /etc), which a host with loopbackIsHostAddress replaces with its own. */
+function systemSitecustomize(): string {
+  const found = spawnSync("/usr/bin/python3", ["-c", "import os, sitecustomize; print(os.path.realpath(sitecustomize.__file__))"], { encoding: "utf8" });
+  if (found.status !== 0) throw new Error(`loopbackIsHostAddress: /usr/bin/python3 has no sitecustomize module to replace: ${found.stderr}`);
+  return found.stdout.trim();
+}
 
 const UNITS: Record<string, string> = {
   "rbln-test.target": `[Unit]
@@ -67,7 +81,10 @@ mount --bind "$host/etc-systemd-system" /etc/systemd/system
 mount --bind "$host/var-lib-systemd" /var/lib/systemd
 for hidden in ${[...HIDDEN_WANTS, `${SYSTEMD_LIB}/system-generators`].join(" ")}; do mount --bind "$host/empty" "$hidden"; done
 while [ $# -gt 0 ]; do mkdir -p "$2"; mount --bind "$1" "$2"; shift 2; done
+if [ -n "\${RBLN_HOST_SITECUSTOMIZE:-}" ]; then mount --bind "${OWN_NETWORK_SITECUSTOMIZE}" "$RBLN_HOST_SITECUSTOMIZE"; unset RBLN_HOST_SITECUSTOMIZE; fi
 mount -t tmpfs -o mode=755 tmpfs /run
+# For every user of the host (its own folder, below, is root's only).
+printf '%s\n' "$RBLN_HOST_ADDRESS" > /run/rbln-host-address; unset RBLN_HOST_ADDRESS
 mkdir -p /run/rbln-host /run/systemd/system /run/systemd/journald.conf.d
 mount --bind "$host" /run/rbln-host
 cp "$host"/units/* /run/systemd/system/
@@ -134,12 +151,13 @@ async function stopBooted(host: Booted): Promise<void> {
   await removeCgroups(host.cgroup);
 }
 
-async function startHost(index: number, network: string, privatePaths: string[]): Promise<TestHost> {
+async function startHost(index: number, network: string, { privatePaths = [], loopbackIsHostAddress = false }: HostOptions): Promise<TestHost> {
   const name = `host-${index}`;
   const address = `${network}.${index + 2}`;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `rbln-host-${index}-`));
   for (const sub of ["etc-systemd-system", "var-lib-systemd", "empty", "units", "ssh", "private"]) fs.mkdirSync(path.join(dir, sub));
   for (const [unit, text] of Object.entries(UNITS)) fs.writeFileSync(path.join(dir, "units", unit), text);
+  const sitecustomize = loopbackIsHostAddress ? systemSitecustomize() : "";
   const port = await freePort(address);
   writeSshdFiles(path.join(dir, "ssh"), address, port, "/run/rbln-host/ssh");
   const binds = privatePaths.flatMap((target, i) => {
@@ -156,7 +174,7 @@ async function startHost(index: number, network: string, privatePaths: string[])
   const launcher = spawn(
     "sh",
     ["-c", `${enterCgroup}; exec setpriv --pdeathsig KILL unshare --cgroup --pid --fork --mount --uts --propagation private --mount-proc --kill-child=SIGKILL bash -c "$0" rbln-boot "$@"`, BOOT_SCRIPT, dir, ...binds],
-    { stdio: ["ignore", "pipe", "pipe"] },
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RBLN_HOST_ADDRESS: address, RBLN_HOST_SITECUSTOMIZE: sitecustomize } },
   );
   let log = "";
   const append = (chunk: Buffer) => (log = (log + chunk.toString()).slice(-20_000));
@@ -190,7 +208,7 @@ async function startHost(index: number, network: string, privatePaths: string[])
 export async function startHosts(count: number, options: HostOptions = {}): Promise<TestHost[]> {
   // 127.200.0.0-127.249.255.255: a band apart from the other tests' loopback servers.
   const network = `127.${200 + Math.floor(Math.random() * 50)}.${Math.floor(Math.random() * 256)}`;
-  const results = await Promise.allSettled(Array.from({ length: count }, (_, i) => startHost(i, network, options.privatePaths ?? [])));
+  const results = await Promise.allSettled(Array.from({ length: count }, (_, i) => startHost(i, network, options)));
   const hosts = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
   const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
   if (failure) {

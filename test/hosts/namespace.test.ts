@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
+import { freePort } from "../helpers/sshd";
 
 // The fake hosts share the machine's root filesystem: this canary shows their private /tmp keeps it untouched.
 const canary = `/tmp/host-namespace-canary-${randomUUID()}`;
@@ -9,7 +10,7 @@ let hosts: TestHost[];
 
 beforeAll(async () => {
   fs.writeFileSync(canary, "still here");
-  hosts = await startHosts(2, { privatePaths: ["/opt/rbln-test", "/var/lib/rbln-test"] });
+  hosts = await startHosts(2, { privatePaths: ["/opt/rbln-test", "/var/lib/rbln-test"], loopbackIsHostAddress: true });
 });
 
 afterAll(async () => {
@@ -81,6 +82,21 @@ systemctl daemon-reload && systemctl start greeter`,
     const before = await pid();
     await sh(a, "systemctl restart greeter");
     expect(await pid()).not.toBe(before);
+  });
+
+  it("gives each host's Python programs all interfaces and a loopback of their own (loopbackIsHostAddress), whatever their user and environment", async () => {
+    const port = await freePort(hosts[0]!.address);
+    for (const host of hosts) {
+      await sh(host, `echo ${host.name} > /opt/rbln-test/index.html && systemd-run --quiet --unit=own-network --uid=nobody /usr/bin/python3 -m http.server ${port} --bind 0.0.0.0 --directory /opt/rbln-test`);
+    }
+    // As root, which writes the compiled sitecustomize to this machine's __pycache__ for the other host to find.
+    const fetch = `env -i /usr/bin/python3 -c 'import urllib.request, time
+for _ in range(100):
+    try: print(urllib.request.urlopen("http://127.0.0.1:${port}/", timeout=1).read().decode().strip()); break
+    except OSError: time.sleep(0.05)'`;
+    for (const host of hosts) expect((await sh(host, fetch)).trim()).toBe(host.name);
+    expect((await sh(hosts[0]!, `/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen("http://${hosts[1]!.address}:${port}/").read().decode().strip())'`)).trim()).toBe(hosts[1]!.name);
+    for (const host of hosts) await sh(host, "systemctl stop own-network");
   });
 
   // systemd 252 keeps the last exit's Result when the start limit stops an automatic restart (Result=start-limit-hit
