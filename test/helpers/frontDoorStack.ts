@@ -1,9 +1,13 @@
 import type { ModelServingArgs } from "../../components/modelServing";
+import { parseStackSettings } from "../../core/config/stackConfig";
+import { planDeployment } from "../../core/plan/deployment";
 import { DEFAULT_INSTANCE, deploymentId } from "../../core/render/hosts/names";
 import type { FakeEngine, UpResult } from "./engine";
 import { startLoad, startSampler, type LoadReport, type SampleReport } from "./frontDoorLoad";
 import { startHosts, type TestHost } from "./hostNamespace";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "./hostStack";
+import { fakeHostsEngine, fakeHostsSettings, planFlags, servingUnderMocks } from "./hostStack";
+import { valueOf, type Registration } from "./pulumiHarness";
+import { shippedCatalog } from "./recipes";
 import { installStandIns } from "./standIns";
 import { prepareStandInServer } from "./standInServer";
 
@@ -11,8 +15,9 @@ import { prepareStandInServer } from "./standInServer";
  * A hosts stack behind the front door, for real: N fake NPU hosts and a router host (real systemd
  * and sshd each, test/helpers/hostNamespace.ts), the program's commands run over SSH in graph order
  * (test/helpers/engine.ts). Stand-ins replace only what cannot run here: vLLM on the NPU hosts, and
- * the container runtime with the EPP and Envoy on the router host (test/fixtures/stand-ins). The
- * endpoints agent, the drains, the unit steps and systemd are the real ones.
+ * the container runtime with the EPP and Envoy on the router host and the routing sidecar on decode
+ * hosts (test/fixtures/stand-ins). The endpoints agent, the drains, the unit steps and systemd are
+ * the real ones.
  */
 const INSTALL_ROOT = "/opt/rbln-front-door-test";
 const CACHE_ROOT = "/var/lib/rbln-front-door-test";
@@ -25,35 +30,58 @@ export const FRONT_DOOR_PORT = 18080;
 const REQUEST_SECONDS = "0.3";
 
 type Settings = ModelServingArgs["settings"];
+/** Flags and variables a change gives one role's ranks, on top of the stack's. */
+export interface RoleChange {
+  extraArgs?: string[];
+  extraEnv?: Record<string, string>;
+}
+
+export interface FrontDoorStackOptions {
+  /**
+   * The stack over the aggregated defaults of fakeHostsSettings (a replica on each NPU host):
+   * another strategy, and the hosts it runs on.
+   */
+  stack?: (npuHosts: readonly TestHost[]) => Record<string, unknown>;
+  /** Each host as if on a network of its own (HostOptions.loopbackIsHostAddress): ranks on all interfaces, decode hosts with their sidecars. */
+  loopbackIsHostAddress?: boolean;
+}
 
 export interface FrontDoorStack {
   npuHosts: TestHost[];
   router: TestHost;
   url: string;
-  /** The stack's settings with `main` flags and variables on top. */
-  settings(main?: { extraArgs?: string[]; extraEnv?: Record<string, string> }): Settings;
-  up(settings: Settings): Promise<UpResult>;
+  /** The stack's settings with each role's changes, and top-level settings over the stack's. */
+  settings(changes?: Record<string, RoleChange>, more?: Record<string, unknown>): Settings;
+  /** A deploy, and the stack's `endpoints` output for the config it ran. */
+  up(settings: Settings): Promise<UpResult & { endpoints: string[] }>;
   /** The registered commands of a config, for running one step by hand (a cut-off step). */
-  register(settings: Settings): ReturnType<typeof registerServing>;
+  register(settings: Settings): Promise<Registration[]>;
   /** The endpoints file the EPP reads on the router host. */
   endpointsFile(): Promise<string>;
   stop(): Promise<void>;
 }
 
-export async function startFrontDoorStack(replicas: number): Promise<FrontDoorStack> {
-  const hosts = await startHosts(replicas + 1, { privatePaths: [INSTALL_ROOT, CACHE_ROOT, STAND_INS] });
-  const npuHosts = hosts.slice(0, replicas);
-  const router = hosts[replicas]!;
-  const runtime = await installStandIns(router, STAND_INS);
-  const base = (main: { extraArgs?: string[]; extraEnv?: Record<string, string> } = {}): Settings =>
-    fakeHostsSettings(npuHosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }, {
-      extraArgs: main.extraArgs ? { main: main.extraArgs } : {},
-      extraEnv: { main: { FAKE_VLLM_READY_AFTER: "2", FAKE_VLLM_REQUEST_SECONDS: REQUEST_SECONDS, ...main.extraEnv } },
-      router: { host: { name: "door", address: router.address, port: router.port, hostKey: router.hostPublicKey, listenAddress: router.address }, port: FRONT_DOOR_PORT },
-      // In-flight requests finish within a second; the stop need not wait an hour.
-      rollout: { shutdownTimeoutSeconds: 30 },
-    });
-  const knownFlags = planFlags(base(), ["--max-log-len"]);
+export async function startFrontDoorStack(npuHostCount: number, options: FrontDoorStackOptions = {}): Promise<FrontDoorStack> {
+  const hosts = await startHosts(npuHostCount + 1, { privatePaths: [INSTALL_ROOT, CACHE_ROOT, STAND_INS], loopbackIsHostAddress: options.loopbackIsHostAddress });
+  const npuHosts = hosts.slice(0, npuHostCount);
+  const router = hosts[npuHostCount]!;
+  // The router's units, and a decode host's sidecar, run under the container runtime (at one path on every host).
+  const runtime = (await Promise.all(hosts.map((host) => installStandIns(host, STAND_INS))))[0]!;
+  const stack = {
+    ...fakeHostsSettings(npuHosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }),
+    router: { host: { name: "door", address: router.address, port: router.port, hostKey: router.hostPublicKey, listenAddress: router.address }, port: FRONT_DOOR_PORT },
+    // In-flight requests finish within a second; the stop need not wait an hour.
+    rollout: { shutdownTimeoutSeconds: 30 },
+    ...options.stack?.(npuHosts),
+  };
+  const roles = [...new Set(planDeployment(parseStackSettings(stack), shippedCatalog).plan.roles.map((r) => r.role))];
+  const settings = (changes: Record<string, RoleChange> = {}, more: Record<string, unknown> = {}): Settings => ({
+    ...stack,
+    extraArgs: Object.fromEntries(roles.flatMap((role) => (changes[role]?.extraArgs ? [[role, changes[role].extraArgs]] : []))),
+    extraEnv: Object.fromEntries(roles.map((role) => [role, { FAKE_VLLM_READY_AFTER: "2", FAKE_VLLM_REQUEST_SECONDS: REQUEST_SECONDS, ...changes[role]?.extraEnv }])),
+    ...more,
+  });
+  const knownFlags = planFlags(settings(), ["--max-log-len"]);
   const marker = `${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`;
   for (const host of npuHosts) {
     await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
@@ -61,8 +89,8 @@ export async function startFrontDoorStack(replicas: number): Promise<FrontDoorSt
     if (weights.status !== 0) throw new Error(`${host.name}: ${weights.stderr}`);
   }
   const engine: FakeEngine = fakeHostsEngine(hosts);
-  const register = (settings: Settings) =>
-    registerServing(settings, {
+  const underMocks = (config: Settings) =>
+    servingUnderMocks(config, {
       hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120, devRoot: FAKE_DEV, containerRuntime: runtime },
       // The fake hosts' sshd reads its own authorized_keys, not this machine's /root.
       copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
@@ -72,9 +100,13 @@ export async function startFrontDoorStack(replicas: number): Promise<FrontDoorSt
     npuHosts,
     router,
     url: `http://${router.address}:${FRONT_DOOR_PORT}`,
-    settings: base,
-    register,
-    up: async (settings) => engine.up(await register(settings)),
+    settings,
+    register: async (config) => (await underMocks(config)).registrations,
+    up: async (config) => {
+      const { registrations, serving } = await underMocks(config);
+      const endpoints = await valueOf(serving.endpoints);
+      return { ...(await engine.up(registrations)), endpoints };
+    },
     endpointsFile: async () => {
       const read = await router.run(`cat ${INSTALL_ROOT}/router/${id}/epp/endpoints.yaml`);
       if (read.status !== 0) throw new Error(read.stderr);

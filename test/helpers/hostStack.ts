@@ -17,7 +17,7 @@ export function fakeHostsSettings(hosts: readonly TestHost[], roots: { installRo
     strategy: "aggregated-data-expert-parallel",
     target: "Latency",
     replicas: hosts.length,
-    hosts: hosts.map((h, i) => ({ name: `npu-${i}`, address: h.address, port: h.port, listenAddress: h.address, hostKey: h.hostPublicKey })),
+    hosts: hosts.map((h, i) => hostEntry(h, i)),
     ...roots,
     // The fake hosts share this machine's disk: the unit steps' disk check is tested in unit-apply.test.ts.
     minFreeDiskGbToRestart: 0,
@@ -25,14 +25,23 @@ export function fakeHostsSettings(hosts: readonly TestHost[], roots: { installRo
   };
 }
 
-/** The commands ModelServing (the program's instance, unless `instance` names another) registers for `settings`; the SSH key is unused, each fake host takes its own client key. */
-export async function registerServing(
-  settings: ModelServingArgs["settings"],
-  { secrets, instance = DEFAULT_INSTANCE, ...options }: Pick<ModelServingArgs, "hostOptions" | "copyOptions" | "secrets"> & { instance?: string } = {},
-): Promise<Registration[]> {
-  const { registrations, error } = await runUnderMocks(() => new ModelServing(instance, { settings, secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key", ...secrets }, ...options }));
+/** Fake host `index` as an entry of `hosts`, named npu-<index>: its ranks listen on its own address, or with `allInterfaces` on all (listenAddress unset). */
+export function hostEntry(host: TestHost, index: number, { allInterfaces = false } = {}) {
+  return { name: `npu-${index}`, address: host.address, port: host.port, ...(allInterfaces ? {} : { listenAddress: host.address }), hostKey: host.hostPublicKey };
+}
+
+type ServingOptions = Pick<ModelServingArgs, "hostOptions" | "copyOptions" | "secrets"> & { instance?: string };
+
+/** ModelServing (the program's instance, unless `instance` names another) for `settings` under mocks, and what it registered; the SSH key is unused, each fake host takes its own client key. */
+export async function servingUnderMocks(settings: ModelServingArgs["settings"], { secrets, instance = DEFAULT_INSTANCE, ...options }: ServingOptions = {}): Promise<{ registrations: Registration[]; serving: ModelServing }> {
+  const { registrations, result, error } = await runUnderMocks(() => new ModelServing(instance, { settings, secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key", ...secrets }, ...options }));
   if (error) throw error;
-  return registrations;
+  return { registrations, serving: result as ModelServing };
+}
+
+/** The commands ModelServing registers for `settings` (servingUnderMocks). */
+export async function registerServing(settings: ModelServingArgs["settings"], options: ServingOptions = {}): Promise<Registration[]> {
+  return (await servingUnderMocks(settings, options)).registrations;
 }
 
 /** Every flag the plan's ranks pass, for the stand-in vllm to accept. */

@@ -31,7 +31,7 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
   });
 
   it("a rolling one-flag change of 3 replicas: no request fails, every listed endpoint serves at every sample", async () => {
-    const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ extraArgs: ["--max-log-len", "100"] })));
+    const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100"] } })));
     expect(result.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
     expect(result.runs.filter((r) => r.name.endsWith("-main-0")).map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0-main-0", "rbln-serving-npu-1-main-0", "rbln-serving-npu-2-main-0"]);
     for (const step of result.runs.filter((r) => r.name.endsWith("-main-0"))) expect(step.stdout).toMatch(/out of the endpoints; its in-flight requests finish/);
@@ -45,7 +45,7 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
   });
 
   it("a bad flag rolls back: no request fails, and the rolled-back replica is listed again", async () => {
-    const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ extraArgs: ["--max-log-len", "100", "--bogus"] })));
+    const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100", "--bogus"] } })));
     expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
     expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(/^npu-0 main rank 0: the new config failed \(.*unrecognized arguments: --bogus\); the previous config is restored and serving$/);
     expect(load.failures).toEqual([]);
@@ -55,7 +55,7 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
   });
 
   it("a change cut off midway and resumed by the next run: no request fails, and the replica is listed again", async () => {
-    const config = stack.settings({ extraArgs: ["--max-log-len", "200"] });
+    const config = stack.settings({ main: { extraArgs: ["--max-log-len", "200"] } });
     const step = (await stack.register(config)).find((r) => r.name === "rbln-serving-npu-1-main-0")!;
     const stdin = String(step.inputs.stdin);
     const { load, samples } = await underLoad(stack, async () => {

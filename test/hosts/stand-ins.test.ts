@@ -673,7 +673,7 @@ describe("frontDoorLoad", () => {
     const report = await sampler.stop();
     const first = report.samples[0]!;
     expect(first.listed.map((e) => e.name)).toEqual(["up", "down"]);
-    expect(first.notServing).toEqual([{ endpoint: { name: "down", address: ADDRESS, port: String(deadPort) }, reason: "ECONNREFUSED" }]);
+    expect(first.notServing).toEqual([{ endpoint: { name: "down", address: ADDRESS, port: String(deadPort), labels: {} }, reason: "ECONNREFUSED" }]);
     expect(report.bad).toHaveLength(report.samples.length);
     expect(report.samples.at(-1)!.problems.join()).toContain("endpoints[0].port: json: cannot unmarshal");
     expect(serving.requests.every((r) => r.url === "/v1/models")).toBe(true);
