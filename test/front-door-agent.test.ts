@@ -33,11 +33,12 @@ async function rank(): Promise<Rank> {
 const ranks: Record<string, Rank> = {};
 let agent: ChildProcess;
 
-function writeDesired(extra: Record<string, unknown> = {}) {
-  const endpoint = (name: string, host: string, role: string) => ({ name, host, role, rank: 0, address: "127.0.0.1", port: ranks[name]!.port, rankPort: ranks[name]!.port, labels: { "llm-d.ai/role": role } });
+/** desired.json with endpoints a-main-0, b-main-0 and c-prefill-0 (all in rollout wave 0), `added` ones after them. */
+function writeDesired(extra: Record<string, unknown> = {}, added: { name: string; host: string; role: string; wave: number }[] = []) {
+  const endpoint = (name: string, host: string, role: string, wave = 0) => ({ name, host, role, rank: 0, address: "127.0.0.1", port: ranks[name]!.port, rankPort: ranks[name]!.port, labels: { "llm-d.ai/role": role }, wave });
   const desired = {
     namespace: "rbln-serving",
-    endpoints: [endpoint("a-main-0", "a", "main"), endpoint("b-main-0", "b", "main"), endpoint("c-prefill-0", "c", "prefill")],
+    endpoints: [endpoint("a-main-0", "a", "main"), endpoint("b-main-0", "b", "main"), endpoint("c-prefill-0", "c", "prefill"), ...added.map((e) => endpoint(e.name, e.host, e.role, e.wave))],
     allowEmpty: false,
     drainWaitSeconds: 20,
     settleSeconds: 0,
@@ -113,6 +114,27 @@ describe("the front door's agent", () => {
     const result = await drain;
     expect(result.status, result.stderr).toBe(0);
     expect(listed()).toEqual(["a-main-0", "c-prefill-0"]);
+  });
+
+  it("refuses at once where the role's other server never served and changes only after this one (it is new), and waits for one that has served", async () => {
+    ranks["d-prefill-0"] = Object.assign(await rank(), { up: false });
+    writeDesired({}, [{ name: "d-prefill-0", host: "d", role: "prefill", wave: 1 }]);
+    const refused = await ctl(["drain", dir, "c-prefill-0"]);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr.trim()).toBe("front door: draining c-prefill-0 would leave role prefill with no endpoint in the front door (d never served and changes only after c); deploy d first with role prefill unchanged, or set rollout.allowEmptyFrontDoor: true to accept the outage");
+    expect(listed()).toContain("c-prefill-0");
+    // Once d has served it may come back by itself, whatever its wave: the drain waits for it.
+    ranks["d-prefill-0"]!.up = true;
+    await until(() => listed().includes("d-prefill-0"), "d listed");
+    ranks["d-prefill-0"]!.up = false;
+    await until(() => !listed().includes("d-prefill-0"), "d out");
+    const drain = ctl(["drain", dir, "c-prefill-0"]);
+    await until(() => drain.output().includes("c-prefill-0: waiting for another prefill server to serve before taking it out"), "the drain waits");
+    ranks["d-prefill-0"]!.up = true;
+    expect((await drain).status).toBe(0);
+    expect((await ctl(["rejoin", dir, "c-prefill-0"])).status).toBe(0);
+    writeDesired();
+    await until(() => listed().includes("c-prefill-0") && !listed().includes("d-prefill-0"), "d gone from the stack, c back");
   });
 
   it("ends a drain by itself once its endpoint has been seen down and serves again", async () => {

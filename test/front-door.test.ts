@@ -46,6 +46,13 @@ describe("the front door on hosts, rendered", () => {
     expect(config).toMatch(/dataLayer:\n {2}discovery:\n {4}pluginRef: file-discovery/);
   });
 
+  it("tells the drain each endpoint's rollout wave: with xPyD a second decode server changes after the first", () => {
+    const hosts = [...(edge().hosts as object[]), host("npu-edge-2", "10.30.0.13")];
+    const desired = JSON.parse(render({ ...edge(), decodeReplicas: 2, hosts }).hosts!.frontDoor!.files["desired.json"]!);
+    const waves = Object.fromEntries(desired.endpoints.map((e: { host: string; role: string; wave: number }) => [`${e.host} ${e.role}`, e.wave]));
+    expect(waves).toEqual({ "npu-edge-0 prefill": 0, "npu-edge-1 decode": 0, "npu-edge-2 decode": 1 });
+  });
+
   it("gives aggregated replicas one front door with the chart's default picker, and publishes its URL as the endpoint", async () => {
     const raw = { ...readStackFile("dev").raw, replicas: 2, hosts: [host("npu-a", "10.20.0.11"), host("npu-b", "10.20.0.12")], router: { host: host("door", "10.20.0.5") } };
     const frontDoor = render(raw).hosts!.frontDoor!;

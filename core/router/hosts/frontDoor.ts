@@ -6,6 +6,7 @@ import type { ScrapeTarget } from "../../monitoring/targets";
 import { FRONT_DOOR_PORTS } from "../../plan/frontDoor";
 import type { Deployment, FrontDoorPlan } from "../../plan/types";
 import { hostCacheLayout } from "../../render/hosts/cacheLayout";
+import { hostWaves } from "../../rollout/hostWaves";
 import { HOST_DEFAULTS } from "../../render/hosts/defaults";
 import { frontDoorAccess, readyTimeoutSeconds, switchSeconds } from "../../render/hosts/rank";
 import { execStartLine } from "../../render/hosts/systemd";
@@ -124,9 +125,11 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
   const agentPath = `${settings.installRoot}/bin/front-door-${createHash("sha256").update(agentText).digest("hex").slice(0, 12)}.py`;
   const units = routerUnits(frontDoor, id, runtime, stateDir, agentPath);
   const cache = hostCacheLayout(settings);
+  // Each endpoint's rollout wave: a drain does not wait for a server that changes only after it.
+  const waveOf = new Map(hostWaves(deployment).flatMap((wave, k) => wave.map((p) => [p.host.name, k] as const)));
   const desired = {
     namespace: defaults.poolNamespace,
-    endpoints: frontDoor.endpoints,
+    endpoints: frontDoor.endpoints.map((e) => ({ ...e, wave: waveOf.get(e.host)! })),
     allowEmpty: settings.rollout.allowEmptyFrontDoor,
     // A role's other server may be starting, even compiling: wait as long as a rank may take to serve.
     drainWaitSeconds: Math.max(...plan.roles.map((role) => readyTimeoutSeconds(cache, role.ranks[0]!.env))),

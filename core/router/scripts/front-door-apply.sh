@@ -50,7 +50,7 @@ put() {
 }
 
 install -d -m 0755 "$state_dir" "$state_dir/epp" "$state_dir/envoy" "$(dirname "$agent_path")"
-install -d -m 0700 "$state_dir/drains"
+install -d -m 0700 "$state_dir/drains" "$state_dir/served"
 [ -f "$state_dir/epp/endpoints.yaml" ] || printf 'endpoints: []\n' > "$state_dir/epp/endpoints.yaml"
 chmod 0644 "$state_dir/epp/endpoints.yaml"
 restart=(no no no)

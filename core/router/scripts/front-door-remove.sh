@@ -13,5 +13,5 @@ for unit in "${units[@]}"; do
   rm -f "$unit_dir/$unit"
 done
 systemctl daemon-reload
-rm -rf "$state_dir/epp" "$state_dir/envoy" "$state_dir/drains" "$state_dir/desired.json" "$state_dir/lock"
+rm -rf "$state_dir/epp" "$state_dir/envoy" "$state_dir/drains" "$state_dir/served" "$state_dir/desired.json" "$state_dir/lock"
 echo "front door ${host_name}: removed"

@@ -10,7 +10,8 @@ place, which the EPP reloads.
   front-door.py ssh DIR            the command of the unit steps' SSH key: $SSH_ORIGINAL_COMMAND is
                                    `drain NAME` or `rejoin NAME`
   front-door.py drain DIR NAME     take NAME out before its unit restarts; waits while that would
-                                   leave its role without an endpoint on another host
+                                   leave its role without an endpoint on another host, unless no
+                                   other host of the role can serve before NAME's step ends
   front-door.py rejoin DIR NAME    end NAME's drain; it is listed again as soon as it serves
 
 A drain also ends by itself: once its endpoint has been seen down and serves again (the restart is
@@ -47,7 +48,10 @@ class FrontDoor:
         self.endpoints = {e["name"]: e for e in self.desired["endpoints"]}
         self.file = os.path.join(directory, "epp", "endpoints.yaml")
         self.drains = os.path.join(directory, "drains")
-        os.makedirs(self.drains, exist_ok=True)
+        # A marker for each endpoint the file has listed: it has served in this front door.
+        self.served = os.path.join(directory, "served")
+        for folder in (self.drains, self.served):
+            os.makedirs(folder, exist_ok=True)
 
     @contextlib.contextmanager
     def locked(self):
@@ -90,6 +94,10 @@ class FrontDoor:
 
     def write(self, names):
         """The file, listing `names` in the stack's order; renamed into place, only when it changes."""
+        for name in names:
+            marker = os.path.join(self.served, name)
+            if not os.path.exists(marker):
+                open(marker, "a").close()
         lines = []
         for endpoint in self.endpoints.values():
             if endpoint["name"] not in names:
@@ -157,7 +165,11 @@ class FrontDoor:
     def drain(self, name):
         endpoint = self.endpoints[name]
         role, host = endpoint["role"], endpoint["host"]
-        elsewhere = any(e["role"] == role and e["host"] != host for e in self.endpoints.values())
+        others = [e for e in self.endpoints.values() if e["role"] == role and e["host"] != host]
+        # Worth waiting for: a server whose step runs before or beside this one, or one that has served and
+        # may come back by itself. A new server of a later wave starts only after this step: waiting for it
+        # would hold both until drainWaitSeconds.
+        awaited = [e for e in others if e["wave"] <= endpoint["wave"] or os.path.exists(os.path.join(self.served, e["name"]))]
         deadline = time.time() + self.desired["drainWaitSeconds"]
         said = 0.0
         while True:
@@ -167,8 +179,11 @@ class FrontDoor:
                     self.write_drain(name, drain or {"since": time.time(), "seenDown": False})
                     self.write([n for n in self.listed() if n != name])
                     break
-            if not elsewhere:
+            if not others:
                 fail(f"draining {name} would leave role {role} with no endpoint in the front door ({host} is its only server); add a replica, or set rollout.allowEmptyFrontDoor: true to accept the outage")
+            if not awaited:
+                new = ", ".join(sorted({e["host"] for e in others}))
+                fail(f"draining {name} would leave role {role} with no endpoint in the front door ({new} never served and changes only after {host}); deploy {new} first with role {role} unchanged, or set rollout.allowEmptyFrontDoor: true to accept the outage")
             if time.time() >= deadline:
                 fail(f"draining {name} would leave role {role} with no endpoint in the front door, and none of its other servers came back within {self.desired['drainWaitSeconds']}s; run again once one serves")
             if time.time() - said >= 30:
