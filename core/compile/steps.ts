@@ -1,6 +1,19 @@
+import { PROBE_SCRIPT } from "../probe";
 import { renderScript } from "../template";
 import { COMPILE_ARTIFACT } from "./artifact";
 import { CACHE_LOG } from "./compileOnly";
+
+/** What the host step and the Job share: vllm-rbln's "saved" line, the registry, the artifact's media types. */
+function cacheSettings(registry: { repository: string; username?: string } | null) {
+  return {
+    saved_line: CACHE_LOG.saved,
+    repository: registry?.repository ?? "",
+    registry_user: registry?.username ?? "",
+    artifact_type: COMPILE_ARTIFACT.artifactType,
+    config_type: COMPILE_ARTIFACT.configType,
+    layer_type: COMPILE_ARTIFACT.layerType,
+  };
+}
 
 export interface CompileStepInput {
   hostName: string;
@@ -43,14 +56,10 @@ export function compileStepScript(p: CompileStepInput): string {
     env_text: p.envText,
     port: p.port,
     probe_host: p.probeHost,
+    probe_py: PROBE_SCRIPT,
     timeout_s: p.timeoutSeconds,
     interval_s: p.intervalSeconds,
-    saved_line: CACHE_LOG.saved,
-    repository: p.registry?.repository ?? "",
-    registry_user: p.registry?.username ?? "",
-    artifact_type: COMPILE_ARTIFACT.artifactType,
-    config_type: COMPILE_ARTIFACT.configType,
-    layer_type: COMPILE_ARTIFACT.layerType,
+    ...cacheSettings(p.registry),
   });
 }
 
@@ -77,14 +86,10 @@ export function compileJobScript(p: CompileJobInput): string {
     marker: p.marker,
     compile_here: p.compileHere ? "yes" : "no",
     launch: p.launch,
-    ports: p.ports.map(String),
+    ports: p.ports.join(","),
+    probe_py: PROBE_SCRIPT,
     timeout_s: p.timeoutSeconds,
     interval_s: p.intervalSeconds,
-    saved_line: CACHE_LOG.saved,
-    repository: p.registry?.repository ?? "",
-    registry_user: p.registry?.username ?? "",
-    artifact_type: COMPILE_ARTIFACT.artifactType,
-    config_type: COMPILE_ARTIFACT.configType,
-    layer_type: COMPILE_ARTIFACT.layerType,
+    ...cacheSettings(p.registry),
   });
 }

@@ -15,7 +15,8 @@ service_user=''
 marker=/var/lib/rbln-serving/vllm/rbln-serving-complete/compile-1cf6c9744861508e
 compile_here=yes
 launch=/etc/rbln-serving/launch.sh
-ports=(8000)
+ports=8000
+probe_py='import sys'
 timeout_s=9600
 interval_s=30
 saved_line='Saved rbln mega-cache bundle to '
@@ -46,11 +47,8 @@ install() { [ "$1" = -d ] && mkdir -p "${@: -1}"; }
 
 mark() { printf '%s\n' "$1" > "$marker.tmp"; mv "$marker.tmp" "$marker"; }
 
-healthy() {
-  python3 -c 'import sys, urllib.request
-for port in sys.argv[1:]:
-    urllib.request.urlopen("http://127.0.0.1:%s/health" % port, timeout=10)' "${ports[@]}" 2>/dev/null
-}
+# 0 when every port answers /health (core/probe.py; PID 0: no API key, /health needs none).
+healthy() { python3 -c "$probe_py" 127.0.0.1 10 "$ports" /health 0 2>/dev/null; }
 
 compile_only() {
   local pid started status

@@ -21,6 +21,7 @@ command=(/opt/rbln-serving/venvs/dev/current/bin/vllm serve MiniMaxAI/MiniMax-M2
 env_text="VLLM_RBLN_COMPILE_ONLY='1'"
 port=8000
 probe_host=127.0.0.1
+probe_py='import sys'
 timeout_s=9600
 interval_s=30
 saved_line='Saved rbln mega-cache bundle to '
@@ -48,12 +49,8 @@ chmod 0700 "$work" "$scratch"
 # shellcheck source=registry.sh
 . registry.sh
 
-# 0 when the compile-only server answers /health: every engine is past its warm-up.
-healthy() {
-  python3 -c 'import sys, urllib.request
-host = "[%s]" % sys.argv[1] if ":" in sys.argv[1] else sys.argv[1]
-urllib.request.urlopen("http://%s:%s/health" % (host, sys.argv[2]), timeout=10)' "$probe_host" "$port" 2>/dev/null
-}
+# 0 when the compile-only server answers /health: every engine is past its warm-up (core/probe.py; PID 0: no API key, /health needs none).
+healthy() { python3 -c "$probe_py" "$probe_host" 10 "$port" /health 0 2>/dev/null; }
 
 # Runs the role's command in compile-only mode as a transient unit of the service user and waits for
 # vllm-rbln's "saved" line, then for the server to answer or the process to end well: what serve
