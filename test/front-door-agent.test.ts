@@ -11,7 +11,8 @@ import { validateEndpointsFile } from "./helpers/eppConfig";
  * The front door's agent and its drain and rejoin (core/router/scripts/front-door.py) under real
  * Python, against ranks on loopback that serve or not as the test says: the endpoints file it keeps
  * passes the EPP's own rules, lists exactly what serves and is not drained, and a drain never
- * leaves a role without an endpoint on another server, and ends by itself once its rank restarted.
+ * leaves a role without an endpoint on another server, and ends only when told: by its step's
+ * rejoin, or when the step stops renewing its lease.
  */
 const AGENT = path.resolve(__dirname, "../core/router/scripts/front-door.py");
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "front-door-agent-"));
@@ -42,7 +43,7 @@ function writeDesired(extra: Record<string, unknown> = {}, added: { name: string
     allowEmpty: false,
     drainWaitSeconds: 20,
     settleSeconds: 0,
-    switchBoundSeconds: 3600,
+    drainLeaseSeconds: 3600,
     intervalSeconds: 0.2,
     probeTimeoutSeconds: 1,
     ...extra,
@@ -137,12 +138,29 @@ describe("the front door's agent", () => {
     await until(() => listed().includes("c-prefill-0") && !listed().includes("d-prefill-0"), "d gone from the stack, c back");
   });
 
-  it("ends a drain by itself once its endpoint has been seen down and serves again", async () => {
+  it("keeps a drained endpoint out while it restarts and serves again, by its step or by systemd, until its step rejoins", async () => {
+    // b is drained (above), and its rank restarts: the agent sees it down, then serving.
     ranks["b-main-0"]!.up = false;
     await new Promise((r) => setTimeout(r, 600));
-    expect(listed()).not.toContain("b-main-0");
     ranks["b-main-0"]!.up = true;
-    await until(() => listed().includes("b-main-0"), "b back after its restart");
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(listed()).toEqual(["a-main-0", "c-prefill-0"]);
+    expect((await ctl(["rejoin", dir, "b-main-0"])).status).toBe(0);
+    expect(listed()).toContain("b-main-0");
+  });
+
+  it("holds a drain asked again (a step resumed after a cut one) until its rejoin, whatever restarts it saw before", async () => {
+    expect((await ctl(["drain", dir, "b-main-0"])).status).toBe(0);
+    // The cut step restarted the rank; the next run drains again while that restart is still loading.
+    ranks["b-main-0"]!.up = false;
+    await new Promise((r) => setTimeout(r, 600));
+    expect((await ctl(["drain", dir, "b-main-0"])).status).toBe(0);
+    // The cut step's restart serves: the resumed step has not restarted the rank yet, let alone decided.
+    ranks["b-main-0"]!.up = true;
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(listed()).not.toContain("b-main-0");
+    expect((await ctl(["rejoin", dir, "b-main-0"])).status).toBe(0);
+    expect(listed()).toContain("b-main-0");
   });
 
   it("refuses at once to drain a role's only server, unless rollout.allowEmptyFrontDoor lets it", async () => {
@@ -155,23 +173,36 @@ describe("the front door's agent", () => {
     expect(listed()).not.toContain("c-prefill-0");
   });
 
-  it("rejoins a drained endpoint that serves at once, and ends a drain its unit never restarted after the switch bound", async () => {
+  it("rejoins a drained endpoint that serves at once; a drain its step stops renewing ends when its lease runs out", async () => {
     const rejoined = await ctl(["rejoin", dir, "c-prefill-0"]);
     expect(rejoined.status, rejoined.stderr).toBe(0);
     expect(listed()).toContain("c-prefill-0");
-    writeDesired({ allowEmpty: true, switchBoundSeconds: 1 });
+    writeDesired({ allowEmpty: true, drainLeaseSeconds: 1.5 });
     expect((await ctl(["drain", dir, "a-main-0"])).status).toBe(0);
-    expect(listed()).not.toContain("a-main-0");
-    await until(() => listed().includes("a-main-0"), "a back after the switch bound", 5);
+    // Renewed while its step runs: out for longer than one lease.
+    for (let i = 0; i < 6; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      expect((await ctl(["renew", dir, "a-main-0"])).status).toBe(0);
+      expect(listed()).not.toContain("a-main-0");
+    }
+    // The step is gone: back once the lease has run out, though it was never seen down.
+    await until(() => listed().includes("a-main-0"), "a back after its lease", 5);
+    // A renewal after the rejoin (one in flight as the step ended) drains nothing.
+    expect((await ctl(["renew", dir, "a-main-0"])).status).toBe(0);
+    expect(fs.existsSync(path.join(dir, "drains", "a-main-0.json"))).toBe(false);
+    // A drain an agent of before leases wrote lasts one lease from its start.
+    fs.writeFileSync(path.join(dir, "drains", "b-main-0.json"), JSON.stringify({ since: Date.now() / 1000 - 10, seenDown: false }));
+    await until(() => !fs.existsSync(path.join(dir, "drains", "b-main-0.json")), "the old drain ended", 5);
+    expect(listed()).toContain("b-main-0");
   });
 
-  it("as the hosts' forced SSH command, runs only drain or rejoin of one of its endpoints", async () => {
+  it("as the hosts' forced SSH command, runs only drain, renew or rejoin of one of its endpoints", async () => {
     for (const command of ["rm -rf /", "drain", "drain a-main-0 b-main-0", "drain ../../etc", "drain nobody"]) {
       const result = await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: command });
       expect(result.status, command).toBe(1);
-      expect(result.stderr, command).toMatch(/^front door: (this key runs `drain NAME` or `rejoin NAME` only|'[^']*' is no endpoint of this front door)/);
+      expect(result.stderr, command).toMatch(/^front door: (this key runs `drain NAME`, `renew NAME` or `rejoin NAME` only|'[^']*' is no endpoint of this front door)/);
     }
-    expect((await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: "rejoin a-main-0" })).status).toBe(0);
+    for (const command of ["renew a-main-0", "rejoin a-main-0"]) expect((await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: command })).status, command).toBe(0);
   });
 
   it("is valid Python a host's python3 compiles", () => {

@@ -3,8 +3,8 @@ import * as fs from "node:fs";
 import * as http from "node:http";
 import * as os from "node:os";
 import * as path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { unitApplyScript, unitRemoveScript } from "../core/render/hosts/scripts";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { unitApplyScript, unitRemoveScript, type FrontDoorAccess } from "../core/render/hosts/scripts";
 import { renderEnvFile } from "../core/render/hosts/systemd";
 
 /**
@@ -42,12 +42,25 @@ beforeAll(async () => {
       '. "$STATE/bin/fail-at.sh"',
       'case "$1" in',
       '  is-active) [ -f "$STATE/active" ] ;;',
-      '  restart) cp "$STATE/units/$2" "$STATE/active" ;;',
+      // A unit file marked so starts and fails at once; restart-seconds makes a restart take that long.
+      '  restart) [ ! -f "$STATE/restart-seconds" ] || sleep "$(cat "$STATE/restart-seconds")"; grep -q "^# fails to start" "$STATE/units/$2" || cp "$STATE/units/$2" "$STATE/active" ;;',
       '  enable) touch "$STATE/enabled/${*: -1}" ;;',
       '  disable) rm -f "$STATE/enabled/${*: -1}"; [ "$2" != --now ] || rm -f "$STATE/active" ;;',
       '  stop) rm -f "$STATE/active" ;;',
       '  show) if [ -f "$STATE/active" ]; then echo ActiveState=active; else printf "ActiveState=failed\\nResult=exit-code\\nExecMainStatus=1\\n"; fi ;;',
       "esac",
+      "",
+    ].join("\n"),
+    { mode: 0o755 },
+  );
+  // The router host's side of the drains: each SSH session's command is recorded; the drain numbered
+  // $STATE/ssh-fail-drain fails, as one the router refuses.
+  fs.writeFileSync(
+    path.join(dir, "bin", "ssh"),
+    [
+      "#!/usr/bin/env bash",
+      'echo "ssh ${*: -1}" >> "$STATE/calls"',
+      'case "${*: -1}" in drain*) n=$(( $(cat "$STATE/drains" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$STATE/drains"; [ "$n" != "$(cat "$STATE/ssh-fail-drain" 2>/dev/null)" ] || { echo "front door: refused on purpose" >&2; exit 1; } ;; esac',
       "",
     ].join("\n"),
     { mode: 0o755 },
@@ -76,10 +89,14 @@ interface ApplyOptions {
   /** The number of the stand-in call (systemctl, cp, mv, touch, counted together) that fails. */
   failAt?: number;
   compileMarker?: string;
+  /** The front door the rank is behind: its key goes first on stdin. */
+  frontDoor?: FrontDoorAccess;
   onStdout?: (stdout: string) => void;
+  /** SIGKILL to the step's bash after this long, as a reboot would end it. */
+  killAfterMs?: number;
 }
 
-function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", envText = "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, failAt, compileMarker = path.join(dir, "no-such-marker"), onStdout }: ApplyOptions = {}): Promise<Run> {
+function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", envText = "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, failAt, compileMarker = path.join(dir, "no-such-marker"), frontDoor, onStdout, killAfterMs }: ApplyOptions = {}): Promise<Run> {
   const script = unitApplyScript({
     hostName: "test-host",
     unitDir: path.join(dir, "units"),
@@ -96,8 +113,10 @@ function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", e
     rank: { unitName: UNIT, label: "main rank 0", port },
     wait: { probeHost: "127.0.0.1", timeoutSeconds: 30, intervalSeconds: 1, startLimitBurst: 3 },
     compileMarker,
+    frontDoor,
   });
-  return runBash(script, stdin, onStdout, failAt);
+  const key = frontDoor ? "-----BEGIN OPENSSH PRIVATE KEY-----\nnot a key\n-----END OPENSSH PRIVATE KEY-----\n" : "";
+  return runBash(script, key + stdin, onStdout, failAt, killAfterMs);
 }
 
 interface Run {
@@ -111,8 +130,8 @@ interface Run {
   injected: string | null;
 }
 
-function runBash(script: string, stdin: string, onStdout?: (stdout: string) => void, failAt?: number): Promise<Run> {
-  for (const record of ["calls", "count", "injected"]) fs.rmSync(path.join(dir, record), { force: true });
+function runBash(script: string, stdin: string, onStdout?: (stdout: string) => void, failAt?: number, killAfterMs?: number): Promise<Run> {
+  for (const record of ["calls", "count", "injected", "drains"]) fs.rmSync(path.join(dir, record), { force: true });
   // A host's root PATH behind the stand-ins (not this machine's pyenv shims, which take a second per python3).
   const child = spawn("bash", ["-c", script], { env: { PATH: `${dir}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`, STATE: dir, ...(failAt ? { FAIL_AT: String(failAt) } : {}) } });
   let stdout = "";
@@ -123,6 +142,7 @@ function runBash(script: string, stdin: string, onStdout?: (stdout: string) => v
   });
   child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
   child.stdin.end(stdin);
+  if (killAfterMs !== undefined) setTimeout(() => child.kill("SIGKILL"), killAfterMs);
   return new Promise((resolve) =>
     child.on("close", (status) => {
       const calls = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n") : [];
@@ -324,38 +344,38 @@ describe("the unit step", () => {
   });
 });
 
+const A = { unitText: "[Service]\nExecStart=/bin/true a\n", envText: "CONFIG='a'\n" };
+const B = { unitText: "[Service]\nExecStart=/bin/true b\n", envText: "CONFIG='b'\n" };
+const read = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8") : null);
+/** What is in place and what runs: the unit and env files (and the old-named ones), what a reboot starts, the unit file the running unit started from, a pending change. */
+const state = () => ({
+  unit: read(path.join(dir, "units", UNIT)),
+  env: read(envFile("test.main-0.env")),
+  legacy: [read(path.join(dir, "units", LEGACY)), read(envFile("main-0.env"))],
+  enabled: fs.readdirSync(path.join(dir, "enabled")),
+  running: read(path.join(dir, "active")),
+  pending: fs.existsSync(path.join(dir, "rollout", `${UNIT}.pending`)),
+});
+type State = ReturnType<typeof state>;
+const serving = (config: typeof A): State => ({ unit: config.unitText, env: config.envText, legacy: [null, null], enabled: [UNIT], running: config.unitText, pending: false });
+/** The state a step that served `config` leaves, written directly (running the step for it would double the test's time). */
+const servingNow = (config: typeof A) => {
+  removeUnit();
+  fs.mkdirSync(path.dirname(envFile("test.main-0.env")), { recursive: true });
+  fs.writeFileSync(path.join(dir, "units", UNIT), config.unitText);
+  fs.writeFileSync(envFile("test.main-0.env"), config.envText);
+  fs.writeFileSync(path.join(dir, "active"), config.unitText);
+  fs.writeFileSync(path.join(dir, "enabled", UNIT), "");
+};
+const removeUnit = () => {
+  const files = [path.join(dir, "units", UNIT), envFile("test.main-0.env"), path.join(dir, "units", LEGACY), envFile("main-0.env"), path.join(dir, "active")];
+  const state = ["previous", "previous-env", "pending"].map((s) => path.join(dir, "rollout", `${UNIT}.${s}`));
+  for (const file of [...files, ...state, ...fs.readdirSync(path.join(dir, "enabled")).map((u) => path.join(dir, "enabled", u))]) fs.rmSync(file, { force: true });
+};
+
 describe("the unit step when a command fails once the change begins", { timeout: 180_000 }, () => {
-  const A = { unitText: "[Service]\nExecStart=/bin/true a\n", envText: "CONFIG='a'\n" };
-  const B = { unitText: "[Service]\nExecStart=/bin/true b\n", envText: "CONFIG='b'\n" };
   const LEGACY_TEXT = "# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true legacy\n";
   const LEGACY_ENV = "CONFIG='legacy'\n";
-  const read = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8") : null);
-  /** What is in place and what runs: the unit and env files (and the old-named ones), what a reboot starts, the unit file the running unit started from, a pending change. */
-  const state = () => ({
-    unit: read(path.join(dir, "units", UNIT)),
-    env: read(envFile("test.main-0.env")),
-    legacy: [read(path.join(dir, "units", LEGACY)), read(envFile("main-0.env"))],
-    enabled: fs.readdirSync(path.join(dir, "enabled")),
-    running: read(path.join(dir, "active")),
-    pending: fs.existsSync(path.join(dir, "rollout", `${UNIT}.pending`)),
-  });
-  type State = ReturnType<typeof state>;
-  const serving = (config: typeof A): State => ({ unit: config.unitText, env: config.envText, legacy: [null, null], enabled: [UNIT], running: config.unitText, pending: false });
-  /** The state a step that served `config` leaves, written directly (running the step for it would double the test's time). */
-  const servingNow = (config: typeof A) => {
-    removeUnit();
-    fs.mkdirSync(path.dirname(envFile("test.main-0.env")), { recursive: true });
-    fs.writeFileSync(path.join(dir, "units", UNIT), config.unitText);
-    fs.writeFileSync(envFile("test.main-0.env"), config.envText);
-    fs.writeFileSync(path.join(dir, "active"), config.unitText);
-    fs.writeFileSync(path.join(dir, "enabled", UNIT), "");
-  };
-  const removeUnit = () => {
-    const files = [path.join(dir, "units", UNIT), envFile("test.main-0.env"), path.join(dir, "units", LEGACY), envFile("main-0.env"), path.join(dir, "active")];
-    const state = ["previous", "previous-env", "pending"].map((s) => path.join(dir, "rollout", `${UNIT}.${s}`));
-    for (const file of [...files, ...state, ...fs.readdirSync(path.join(dir, "enabled")).map((u) => path.join(dir, "enabled", u))]) fs.rmSync(file, { force: true });
-  };
-
   /**
    * Counts the calls a clean change from `setup`'s state to B makes, then, from that state again each
    * time, fails each of them in turn; the step must end in the state `expected` names for whether
@@ -412,5 +432,48 @@ describe("the unit step when a command fails once the change begins", { timeout:
     );
     expect(lines.length).toBeGreaterThanOrEqual(4);
     for (const line of lines) expect(line).toMatch(/; the previous config is restored and serving$/);
+  });
+});
+
+describe("the unit step behind the front door", { timeout: 60_000 }, () => {
+  const ENDPOINT = "test-host-main-0";
+  const door = (renewSeconds = 3600): FrontDoorAccess => ({ address: "127.0.0.9", port: 22, hostKey: "", bind: "127.0.0.1", endpoints: [ENDPOINT], renewSeconds });
+  /** The calls that take the rank out or in, and those that stop it. */
+  const drainsAndStops = (run: Run) => run.calls.filter((call) => /^(ssh |restart |disable --now)/.test(call));
+  const calls = () => read(path.join(dir, "calls"));
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  afterEach(() => {
+    for (const file of ["ssh-fail-drain", "restart-seconds"]) fs.rmSync(path.join(dir, file), { force: true });
+  });
+
+  it("takes the rank out before it restarts it, and back in as the last thing it does, once the new config served", async () => {
+    servingNow(A);
+    const run = await apply("", { ...B, frontDoor: door() });
+    expect(run.status, run.stderr).toBe(0);
+    expect(drainsAndStops(run)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh rejoin ${ENDPOINT}`]);
+    expect(run.calls.at(-1)).toBe(`ssh rejoin ${ENDPOINT}`);
+  });
+
+  it("renews its drain while it runs, and stops renewing once it has rejoined, or once it is killed", async () => {
+    fs.writeFileSync(path.join(dir, "restart-seconds"), "2.5");
+    servingNow(A);
+    const run = await apply("", { ...B, frontDoor: door(1) });
+    expect(run.status, run.stderr).toBe(0);
+    const renewals = drainsAndStops(run).slice(1, -1).filter((call) => call === `ssh renew ${ENDPOINT}`);
+    expect(renewals.length).toBeGreaterThanOrEqual(2);
+    expect(run.calls.at(-1)).toBe(`ssh rejoin ${ENDPOINT}`);
+    const after = calls();
+    await sleep(2500);
+    expect(calls()).toBe(after);
+    // Killed outright (a reboot) while it restarts the rank: no rejoin, and the renewals stop, so the lease runs out.
+    servingNow(A);
+    const killed = await apply("", { ...B, frontDoor: door(1), killAfterMs: 1500 });
+    expect(killed.status).toBeNull();
+    expect(killed.calls).not.toContain(`ssh rejoin ${ENDPOINT}`);
+    await sleep(1200);
+    const settled = calls();
+    await sleep(2500);
+    expect(calls()).toBe(settled);
   });
 });

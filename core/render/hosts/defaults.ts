@@ -68,6 +68,13 @@ export const HOST_DEFAULTS = {
     probeTimeoutSeconds: 2,
     /** After a drain's rename: the EPP's reload, and the requests it placed just before reaching their rank. */
     settleSeconds: 3,
+    /**
+     * A drain ends by its step's rejoin, or when its lease runs out: the step renews it every
+     * drainRenewSeconds while it runs, so one that died leaves its endpoint out for a lease at most,
+     * and four renewals may fail (an SSH connect waits 30 s) before a running step loses it.
+     */
+    drainLeaseSeconds: 300,
+    drainRenewSeconds: 60,
     /** A container's stop: SIGTERM, then this long before the runtime kills it. */
     containerStopSeconds: 30,
     /** How long the front door's step waits for Envoy and the EPP to answer, image pulls excluded. */

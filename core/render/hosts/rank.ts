@@ -54,7 +54,7 @@ export function frontDoorAccess(deployment: Deployment, host: Host, which: (endp
   const frontDoor = deployment.frontDoor;
   const endpoints = frontDoor?.endpoints.filter((e) => e.host === host.name && which(e)).map((e) => e.name) ?? [];
   if (!frontDoor || endpoints.length === 0) return null;
-  return { address: frontDoor.host.address, port: frontDoor.host.port, hostKey: frontDoor.host.hostKey ?? "", bind: host.address, endpoints };
+  return { address: frontDoor.host.address, port: frontDoor.host.port, hostKey: frontDoor.host.hostKey ?? "", bind: host.address, endpoints, renewSeconds: HOST_DEFAULTS.frontDoor.drainRenewSeconds };
 }
 
 /** How long systemd gives a stopping rank: vLLM's shutdown timeout (its in-flight requests finish), then the engine processes end. */

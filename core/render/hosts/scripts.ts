@@ -169,6 +169,8 @@ export interface FrontDoorAccess {
   bind: string;
   /** The endpoints the step takes out: a rank's own, or every rank's of the host for its sidecar. */
   endpoints: string[];
+  /** How often the step renews its drains' lease while it runs. */
+  renewSeconds: number;
 }
 
 function frontDoorSettings(access: FrontDoorAccess | null | undefined) {
@@ -215,6 +217,7 @@ export function unitApplyScript(p: UnitApplyInput): string {
     probe_py,
     ...frontDoorSettings(p.frontDoor),
     front_door_endpoint: p.frontDoor?.endpoints.join(" ") ?? "",
+    front_door_renew_s: p.frontDoor?.renewSeconds ?? HOST_DEFAULTS.frontDoor.drainRenewSeconds,
     compile_marker: p.compileMarker,
     cache_hit_line: CACHE_LOG.hit,
     cache_warmup_line: CACHE_LOG.warmUp,

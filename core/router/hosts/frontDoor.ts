@@ -8,7 +8,7 @@ import type { Deployment, FrontDoorPlan } from "../../plan/types";
 import { hostCacheLayout } from "../../render/hosts/cacheLayout";
 import { hostWaves } from "../../rollout/hostWaves";
 import { HOST_DEFAULTS } from "../../render/hosts/defaults";
-import { frontDoorAccess, readyTimeoutSeconds, switchSeconds } from "../../render/hosts/rank";
+import { frontDoorAccess, readyTimeoutSeconds } from "../../render/hosts/rank";
 import { execStartLine } from "../../render/hosts/systemd";
 import { packageFile, renderScript, renderTemplate, type ScriptValue } from "../../template";
 import { envoyBootstrap } from "./envoy";
@@ -134,8 +134,8 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
     // A role's other server may be starting, even compiling: wait as long as a rank may take to serve.
     drainWaitSeconds: Math.max(...plan.roles.map((role) => readyTimeoutSeconds(cache, role.ranks[0]!.env))),
     settleSeconds: defaults.settleSeconds,
-    // A drained endpoint that served throughout this was not restarted: its unit step ended without.
-    switchBoundSeconds: switchSeconds(deployment),
+    // A drain its step stopped renewing (the step died, or cannot reach the router) ends after this.
+    drainLeaseSeconds: defaults.drainLeaseSeconds,
     intervalSeconds: defaults.intervalSeconds,
     probeTimeoutSeconds: defaults.probeTimeoutSeconds,
   };
@@ -177,6 +177,7 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
         front_door_host_key: door.hostKey,
         front_door_bind: door.bind,
         front_door_endpoint: door.endpoints.join(" "),
+        front_door_renew_s: door.renewSeconds,
       }),
       removeScript: renderRouterScript("sidecar-remove.sh", `remove ${unitName} from ${sidecar.host}`, { host_name: sidecar.host, unit: unitName, unit_path: unitPath }),
     };

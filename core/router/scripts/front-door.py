@@ -8,15 +8,22 @@ place, which the EPP reloads.
 
   front-door.py agent DIR          the loop: probe every endpoint, rewrite the file when it changes
   front-door.py ssh DIR            the command of the unit steps' SSH key: $SSH_ORIGINAL_COMMAND is
-                                   `drain NAME` or `rejoin NAME`
+                                   `drain NAME`, `renew NAME` or `rejoin NAME`
   front-door.py drain DIR NAME     take NAME out before its unit restarts; waits while that would
                                    leave its role without an endpoint on another host, unless no
-                                   other host of the role can serve before NAME's step ends
+                                   other host of the role can serve before NAME's step ends. Asked
+                                   again while NAME is out (a resumed step, a step's way back), it
+                                   holds the drain that is there, with a new lease
+  front-door.py renew DIR NAME     extend NAME's drain by its lease; nothing when NAME is not drained
   front-door.py rejoin DIR NAME    end NAME's drain; it is listed again as soon as it serves
 
-A drain also ends by itself: once its endpoint has been seen down and serves again (the restart is
-over, with the new config or the old one), or once it has served throughout `switchBoundSeconds`
-(the unit step ended without restarting it). So an endpoint never stays out because a step failed.
+A drain ends only when it is told to: by its unit step's rejoin, once the step has decided (the new
+config serves, or the old one is back), or when its lease runs out (`drainLeaseSeconds`), which the
+step renews while it runs: a step that died, or cannot reach this host, stops renewing it. What the
+agent sees of a drained rank (down, then serving again) never ends its drain: a restart by systemd
+after a crash, a cut step's restart and the step's own look the same from here. An endpoint that is
+not drained is listed exactly while it answers: a crashed rank leaves at the first probe it fails
+and comes back once it serves.
 """
 import contextlib
 import fcntl
@@ -29,6 +36,8 @@ import time
 import urllib.request
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+# What a unit step's key may ask for, each of one endpoint.
+STEP_COMMANDS = ("drain", "renew", "rejoin")
 
 
 def log(message):
@@ -142,21 +151,22 @@ class FrontDoor:
             log(f"{name}: drain over ({why})")
 
     def tick(self, serving):
-        """One pass of the agent: drains that ended, then the file."""
+        """One pass of the agent: drains whose lease ran out, then the file."""
         now = time.time()
         with self.locked():
             for name in self.endpoints:
                 drain = self.read_drain(name)
-                if drain is None:
-                    continue
-                if not serving[name]:
-                    if not drain["seenDown"]:
-                        self.write_drain(name, {**drain, "seenDown": True})
-                elif drain["seenDown"]:
-                    self.end_drain(name, "restarted and serving")
-                elif now - drain["since"] > self.desired["switchBoundSeconds"]:
-                    self.end_drain(name, f"served throughout {self.desired['switchBoundSeconds']}s, so its unit was not restarted")
+                if drain is not None and now >= self.lease_end(drain):
+                    self.end_drain(name, f"its lease of {self.desired['drainLeaseSeconds']}s ran out: its unit step ended without a rejoin, or stopped renewing it")
             self.write([n for n in self.endpoints if serving[n] and self.read_drain(n) is None])
+
+    def lease_end(self, drain):
+        # A drain written before leases (by an older agent) lasts one lease from its start.
+        return drain.get("until", drain["since"] + self.desired["drainLeaseSeconds"])
+
+    def hold(self, name, drain):
+        """Writes NAME's drain with a lease from now; kept from `drain` (one there already): when it began."""
+        self.write_drain(name, {"since": drain["since"] if drain else time.time(), "until": time.time() + self.desired["drainLeaseSeconds"]})
 
     def others_listed(self, name):
         endpoint = self.endpoints[name]
@@ -175,8 +185,7 @@ class FrontDoor:
         while True:
             with self.locked():
                 if name not in self.listed() or self.others_listed(name) or self.desired["allowEmpty"]:
-                    drain = self.read_drain(name)
-                    self.write_drain(name, drain or {"since": time.time(), "seenDown": False})
+                    self.hold(name, self.read_drain(name))
                     self.write([n for n in self.listed() if n != name])
                     break
             if not others:
@@ -194,6 +203,12 @@ class FrontDoor:
         time.sleep(self.desired["settleSeconds"])
         log(f"{name}: out of the endpoints; its in-flight requests finish under vLLM's --shutdown-timeout")
 
+    def renew(self, name):
+        with self.locked():
+            drain = self.read_drain(name)
+            if drain is not None:
+                self.hold(name, drain)
+
     def rejoin(self, name):
         with self.locked():
             self.end_drain(name, "its unit step is done")
@@ -203,13 +218,13 @@ class FrontDoor:
 
 
 def main(argv):
-    if len(argv) < 2 or argv[0] not in ("agent", "ssh", "drain", "rejoin"):
-        fail("usage: front-door.py agent|ssh|drain|rejoin DIR [NAME]")
+    if len(argv) < 2 or argv[0] not in ("agent", "ssh", *STEP_COMMANDS):
+        fail(f"usage: front-door.py agent|ssh|{'|'.join(STEP_COMMANDS)} DIR [NAME]")
     command, directory, rest = argv[0], argv[1], argv[2:]
     if command == "ssh":
         words = os.environ.get("SSH_ORIGINAL_COMMAND", "").split()
-        if len(words) != 2 or words[0] not in ("drain", "rejoin"):
-            fail("this key runs `drain NAME` or `rejoin NAME` only")
+        if len(words) != 2 or words[0] not in STEP_COMMANDS:
+            fail("this key runs `drain NAME`, `renew NAME` or `rejoin NAME` only")
         command, rest = words[0], words[1:]
     door = FrontDoor(directory)
     if command == "agent":
@@ -221,7 +236,7 @@ def main(argv):
     name = rest[0] if len(rest) == 1 else ""
     if not set(name) <= NAME_CHARS or name not in door.endpoints:
         fail(f"{name!r} is no endpoint of this front door; endpoints: {', '.join(door.endpoints)}")
-    door.drain(name) if command == "drain" else door.rejoin(name)
+    getattr(door, command)(name)
 
 
 if __name__ == "__main__":

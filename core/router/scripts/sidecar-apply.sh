@@ -20,6 +20,7 @@ front_door_port=22
 front_door_host_key=''
 front_door_bind=''
 front_door_endpoint=''
+front_door_renew_s=60
 # --- end of settings ---
 
 # shellcheck source=http.sh
@@ -44,7 +45,7 @@ if cmp -s "$new" "$unit_path" && systemctl is-active --quiet "$unit"; then
   exit 0
 fi
 # shellcheck disable=SC2086 # no endpoint: no words
-front_door_drain $front_door_endpoint
+front_door_drain $front_door_endpoint || { echo "${host_name}: the front door did not take $front_door_endpoint out (see above); nothing changed" >&2; exit 1; }
 mv -f "$new" "$unit_path"
 systemctl daemon-reload
 systemctl enable --quiet "$unit"

@@ -1,10 +1,13 @@
 # shellcheck shell=bash
 # Taking this host's endpoints out of the front door before their ranks stop, and back once the step
-# is done: over SSH to the router host, where the key this step was handed runs only the front door's
-# `drain NAME` and `rejoin NAME` (front-door.py). The router's agent also lists an endpoint again by
-# itself once it has restarted and serves, so a step that never gets to rejoin leaves nothing out
-# for good. Nothing without a front door (front_door_address empty).
-# Reads: front_door_address, front_door_port, front_door_host_key, front_door_bind; the key from stdin.
+# has decided: over SSH to the router host, where the key this step was handed runs only the front
+# door's `drain NAME`, `renew NAME` and `rejoin NAME` (front-door.py). A drain ends only by the
+# step's rejoin, or when its lease runs out: while the step runs, a keeper renews it in the
+# background, so a step that dies (killed, its host rebooted) leaves its endpoints out for one lease
+# at most, and one that runs for hours keeps them out throughout. Nothing without a front door
+# (front_door_address empty).
+# Reads: front_door_address, front_door_port, front_door_host_key, front_door_bind,
+# front_door_renew_s; the key from stdin.
 # shellcheck disable=SC2154
 
 # shellcheck source=peer-ssh.sh
@@ -12,6 +15,7 @@
 
 front_door_key=
 front_door_drained=()
+front_door_keeper=
 
 # The key the router host's access step made: the first lines of stdin, through the key's last line.
 read_front_door_key() {
@@ -25,7 +29,7 @@ read_front_door_key() {
   exit 1
 }
 
-# front_door_ctl drain|rejoin NAME...: one SSH session per endpoint; fails at the first that fails.
+# front_door_ctl drain|renew|rejoin NAME...: one SSH session per endpoint; fails at the first that fails.
 front_door_ctl() {
   local action=$1 dir name status=0
   shift
@@ -39,22 +43,42 @@ front_door_ctl() {
   return "$status"
 }
 
-# Out of the front door before a restart; the router's one-line reason and exit 1 when it cannot
-# (it would leave a role without an endpoint, the router is unreachable), with nothing changed.
+# Renews the drains of $@ every front_door_renew_s while this step ($1) lives; a renewal that fails
+# (the router host rebooting) is tried again at the next turn. Ends on TERM, or once the step is gone.
+front_door_keep() {
+  local step=$1 nap=
+  shift
+  trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+  while :; do
+    sleep "$front_door_renew_s" &
+    nap=$!
+    wait "$nap"
+    kill -0 "$step" 2>/dev/null || exit 0
+    front_door_ctl renew "$@" || true
+  done
+}
+
+# Out of the front door before a restart: 1 when it cannot (it would leave a role without an
+# endpoint, the router is unreachable), the router's reason on stderr. Asked again (the way back, a
+# resumed step), it holds the drain that is there with a fresh lease. What it took out before a
+# failure goes back with the rejoin.
 front_door_drain() {
   [ -n "$front_door_address" ] && [ "$#" -gt 0 ] || return 0
   front_door_drained=("$@")
-  if ! front_door_ctl drain "$@"; then
-    front_door_drained=()
-    echo "${host_name}: the front door did not take $* out (see above); nothing changed" >&2
-    exit 1
-  fi
+  front_door_ctl drain "$@" || return 1
+  [ -z "$front_door_keeper" ] || return 0
+  # Its own output goes nowhere: the step's end must not wait for it.
+  (trap - ERR; set +e; front_door_keep "$$" "$@") </dev/null >/dev/null 2>&1 &
+  front_door_keeper=$!
 }
 
-# Back in, once; the agent does it anyway when the router cannot be reached now.
+# Back in, once the step has decided; the drain runs out one lease after the step when the router
+# cannot be reached now.
 front_door_rejoin() {
   [ "${#front_door_drained[@]}" -gt 0 ] || return 0
   local names=("${front_door_drained[@]}")
   front_door_drained=()
-  front_door_ctl rejoin "${names[@]}" || echo "${host_name}: the front door was not told that ${names[*]} may serve again; its agent lists them once they serve" >&2
+  [ -z "$front_door_keeper" ] || kill "$front_door_keeper" 2>/dev/null || true
+  front_door_keeper=
+  front_door_ctl rejoin "${names[@]}" || echo "${host_name}: the front door was not told that ${names[*]} may serve again; they are listed again once their drain's lease runs out and they serve" >&2
 }

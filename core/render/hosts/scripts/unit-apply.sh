@@ -32,6 +32,7 @@ front_door_port=22
 front_door_host_key=''
 front_door_bind=''
 front_door_endpoint=''
+front_door_renew_s=60
 compile_marker=/var/lib/rbln-serving/vllm/rbln-serving-complete/compile-1cf6c9744861508e
 cache_hit_line='Loaded rbln mega-cache bundle from '
 cache_warmup_line='rbln_backend [warm-up]'
@@ -202,7 +203,7 @@ fi
 if [ "$mode" != none ] || [ "$legacy" = yes ]; then
   flock -u 7
   # shellcheck disable=SC2086 # no endpoint: no words
-  front_door_drain $front_door_endpoint
+  front_door_drain $front_door_endpoint || { echo "${host_name}: the front door did not take $front_door_endpoint out (see above); nothing changed" >&2; exit 1; }
   flock -w "$host_lock_wait_s" 7 || { echo "${host_name} ${label}: another rbln-serving deploy held $host_lock for ${host_lock_wait_s}s; run again when it ends" >&2; exit 1; }
 fi
 # From here on what serves may change: finish owns every way out.
