@@ -440,8 +440,22 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
   const door = (renewSeconds = 3600): FrontDoorAccess => ({ address: "127.0.0.9", port: 22, hostKey: "", bind: "127.0.0.1", endpoints: [ENDPOINT], renewSeconds });
   /** The calls that take the rank out or in, and those that stop it. */
   const drainsAndStops = (run: Run) => run.calls.filter((call) => /^(ssh |restart |disable --now)/.test(call));
+  const lastLine = (run: Run) => run.stderr.trim().split("\n").pop();
   const calls = () => read(path.join(dir, "calls"));
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  /** Runs `change` with its compiled cache placed ahead and a rank that compiles instead: a change that serves, then fails the step. */
+  async function compilesInstead<T>(change: (compileMarker: string) => Promise<T>): Promise<T> {
+    const marker = path.join(dir, "cache", "vllm", "rbln-serving-complete", "compile-front-door");
+    fs.mkdirSync(path.dirname(marker), { recursive: true });
+    fs.writeFileSync(marker, "sha256:00\n");
+    fs.writeFileSync(path.join(dir, "journal"), "rbln_backend [warm-up] model: inputs=1\n");
+    try {
+      return await change(marker);
+    } finally {
+      for (const file of [marker, path.join(dir, "journal")]) fs.rmSync(file, { force: true });
+    }
+  }
 
   afterEach(() => {
     for (const file of ["ssh-fail-drain", "restart-seconds"]) fs.rmSync(path.join(dir, file), { force: true });
@@ -453,6 +467,34 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
     expect(run.status, run.stderr).toBe(0);
     expect(drainsAndStops(run)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh rejoin ${ENDPOINT}`]);
     expect(run.calls.at(-1)).toBe(`ssh rejoin ${ENDPOINT}`);
+  });
+
+  it("goes back through a drain too: a change that served and failed drains again before the previous config starts, or before a first deploy's unit stops", async () => {
+    servingNow(A);
+    const back = await compilesInstead((compileMarker) => apply("", { ...B, compileMarker, frontDoor: door() }));
+    expect(lastLine(back)).toMatch(/: the new config failed \(compiled cache miss: .*\); the previous config is restored and serving$/);
+    expect(drainsAndStops(back)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh rejoin ${ENDPOINT}`]);
+    expect(state()).toEqual(serving(A));
+    removeUnit();
+    const first = await compilesInstead((compileMarker) => apply("", { ...B, compileMarker, frontDoor: door() }));
+    expect(lastLine(first)).toMatch(/; there is no previous config to go back to, so \S+ is stopped and disabled$/);
+    expect(drainsAndStops(first)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh drain ${ENDPOINT}`, `disable --now --quiet ${UNIT}`, `ssh rejoin ${ENDPOINT}`]);
+  });
+
+  it("when the way back cannot drain, leaves a rank that serves on the new config, pending, and takes one that does not serve back all the same", async () => {
+    fs.writeFileSync(path.join(dir, "ssh-fail-drain"), "2");
+    servingNow(A);
+    const stays = await compilesInstead((compileMarker) => apply("", { ...B, compileMarker, frontDoor: door() }));
+    expect(stays.status).toBe(1);
+    expect(lastLine(stays)).toMatch(/: the new config failed \(compiled cache miss: .*\); the front door did not take it out to go back \(see above\), so it stays on the new config, which serves; run the step again$/);
+    expect(drainsAndStops(stays)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh drain ${ENDPOINT}`, `ssh rejoin ${ENDPOINT}`]);
+    expect(state()).toEqual({ ...serving(B), pending: true });
+    servingNow(A);
+    const fails = { unitText: "[Service]\nExecStart=/bin/false\n# fails to start\n", envText: B.envText };
+    const back = await apply("", { ...fails, frontDoor: door() });
+    expect(lastLine(back)).toBe("test-host main rank 0: the new config failed (unit exited 1); the previous config is restored and serving");
+    expect(drainsAndStops(back)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh rejoin ${ENDPOINT}`]);
+    expect(state()).toEqual(serving(A));
   });
 
   it("renews its drain while it runs, and stops renewing once it has rejoined, or once it is killed", async () => {

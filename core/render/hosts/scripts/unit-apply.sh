@@ -115,6 +115,18 @@ restart() {
 go_back() {
   going_back_for=$1
   phase=back
+  # Going back restarts the rank, so through a drain as well: the one the step holds, with a fresh
+  # lease, or a new one if it ran out (the rank may be listed again). Without it the rank restarts
+  # only when it does not serve, so that the front door cannot list it.
+  # shellcheck disable=SC2086 # no endpoint: no words
+  if ! front_door_drain $front_door_endpoint; then
+    unit_state "$unit"
+    if probe "$port" "$main_pid"; then
+      phase=ended
+      echo "${host_name} ${label}: $1; the front door did not take it out to go back (see above), so it stays on the new config, which serves; run the step again" >&2
+      leave 1
+    fi
+  fi
   # Going back is a switch too; it waits as long as it takes, since what served must serve again.
   flock 7
   # What served before loads the cache it compiled or got then.
