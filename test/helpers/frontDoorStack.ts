@@ -2,6 +2,7 @@ import type { ModelServingArgs } from "../../components/modelServing";
 import { parseStackSettings } from "../../core/config/stackConfig";
 import { planDeployment } from "../../core/plan/deployment";
 import { DEFAULT_INSTANCE, deploymentId } from "../../core/render/hosts/names";
+import type { UnitTimings } from "../../core/render/hosts/rank";
 import type { FakeEngine, UpResult } from "./engine";
 import { startLoad, startSampler, type LoadReport, type SampleReport } from "./frontDoorLoad";
 import { startHosts, type TestHost } from "./hostNamespace";
@@ -54,8 +55,8 @@ export interface FrontDoorStack {
   settings(changes?: Record<string, RoleChange>, more?: Record<string, unknown>): Settings;
   /** A deploy, and the stack's `endpoints` output for the config it ran. */
   up(settings: Settings): Promise<UpResult & { endpoints: string[] }>;
-  /** The registered commands of a config, for running one step by hand (a cut-off step). */
-  register(settings: Settings): Promise<Registration[]>;
+  /** The registered commands of a config, for running one step by hand (a cut-off step); `timings` over the stack's. */
+  register(settings: Settings, timings?: Partial<UnitTimings>): Promise<Registration[]>;
   /** The endpoints file the EPP reads on the router host. */
   endpointsFile(): Promise<string>;
   stop(): Promise<void>;
@@ -89,9 +90,9 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
     if (weights.status !== 0) throw new Error(`${host.name}: ${weights.stderr}`);
   }
   const engine: FakeEngine = fakeHostsEngine(hosts);
-  const underMocks = (config: Settings) =>
+  const underMocks = (config: Settings, timings: Partial<UnitTimings> = {}) =>
     servingUnderMocks(config, {
-      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120, devRoot: FAKE_DEV, containerRuntime: runtime },
+      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120, devRoot: FAKE_DEV, containerRuntime: runtime, ...timings },
       // The fake hosts' sshd reads its own authorized_keys, not this machine's /root.
       copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
     });
@@ -101,7 +102,7 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
     router,
     url: `http://${router.address}:${FRONT_DOOR_PORT}`,
     settings,
-    register: async (config) => (await underMocks(config)).registrations,
+    register: async (config, timings) => (await underMocks(config, timings)).registrations,
     up: async (config) => {
       const { registrations, serving } = await underMocks(config);
       const endpoints = await valueOf(serving.endpoints);

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { now } from "../helpers/frontDoorLoad";
 import { startFrontDoorStack, underLoad, untilListed, type FrontDoorStack } from "../helpers/frontDoorStack";
 
 /**
@@ -19,6 +20,14 @@ afterAll(async () => {
 });
 
 const names = (text: string) => [...text.matchAll(/^- name: "([^"]+)"$/gm)].map((m) => m[1]);
+const UNIT = "rbln-serving-test.main-0.service";
+
+/** One host's unit step of `config`, to run by hand: its command, and its stdin with the front door key the engine would pass (the access step's stdout). */
+async function stepByHand(config: ReturnType<FrontDoorStack["settings"]>, host: number, timings?: Parameters<FrontDoorStack["register"]>[1]): Promise<{ create: string; stdin: string }> {
+  const step = (await stack.register(config, timings)).find((r) => r.name === `rbln-serving-npu-${host}-main-0`)!;
+  const key = (await stack.router.run("cat /opt/rbln-front-door-test/router/test/access/id")).stdout;
+  return { create: String(step.inputs.create), stdin: String(step.inputs.stdin).replace(/<<stdout of [^>]+>>/, key.trimEnd()) };
+}
 
 describe("the front door on fake hosts, under steady load", { timeout: 300_000 }, () => {
   it("first deploy: the router host runs the front door, and lists each replica once it serves", async () => {
@@ -55,21 +64,52 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
   });
 
   it("a change cut off midway and resumed by the next run: no request fails, and the replica is listed again", async () => {
-    const config = stack.settings({ main: { extraArgs: ["--max-log-len", "200"] } });
-    const step = (await stack.register(config)).find((r) => r.name === "rbln-serving-npu-1-main-0")!;
-    const stdin = String(step.inputs.stdin);
+    const step = await stepByHand(stack.settings({ main: { extraArgs: ["--max-log-len", "200"] } }), 1);
     const { load, samples } = await underLoad(stack, async () => {
-      // The step's stdin holds the front door key as the engine would pass it: the access step's stdout.
-      const key = (await stack.router.run("cat /opt/rbln-front-door-test/router/test/access/id")).stdout;
-      const realStdin = stdin.replace(/<<stdout of [^>]+>>/, key.trimEnd());
-      const cut = await stack.npuHosts[1]!.run(`timeout -s KILL 4 ${step.inputs.create}`, realStdin);
+      const cut = await stack.npuHosts[1]!.run(`timeout -s KILL 4 ${step.create}`, step.stdin);
       expect(cut.status).not.toBe(0);
-      const resumed = await stack.npuHosts[1]!.run(step.inputs.create, realStdin);
+      const resumed = await stack.npuHosts[1]!.run(step.create, step.stdin);
       expect(resumed.status, resumed.stderr).toBe(0);
       return resumed;
     });
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);
     expect(names(await untilListed(stack, 3))).toContain("npu-1-main-0");
+  });
+
+  it("a change that serves and then fails its step (a compiled-cache miss) goes back through a drain: no request fails, and the replica is listed again", async () => {
+    const host = stack.npuHosts[2]!;
+    // The step looks every 3 s (30 s on a real host), the rank serves after 1: it serves before the step has decided.
+    const step = await stepByHand(stack.settings({ main: { extraArgs: ["--max-log-len", "300"], extraEnv: { FAKE_VLLM_READY_AFTER: "1" } } }), 2, { readinessIntervalSeconds: 3 });
+    const marker = /^compile_marker=(\S+)$/m.exec(step.create)![1]!;
+    // The key's compiled cache was placed ahead (its marker), but its bundle is gone: the rank compiles instead of loading.
+    const placed = await host.run(`touch ${marker} && find /var/lib/rbln-front-door-test/vllm/rbln -name mega_cache.bin -delete -print`);
+    expect(placed.stdout).toContain("mega_cache.bin");
+    const { result, load, samples } = await underLoad(stack, () => host.run(step.create, step.stdin));
+    expect(result.status).toBe(1);
+    expect(result.stderr.trim().split("\n").pop()).toMatch(/^npu-2 main rank 0: the new config failed \(compiled cache miss: .*\); the previous config is restored and serving$/);
+    expect(load.failures).toEqual([]);
+    expect(samples.bad).toEqual([]);
+    expect(names(await untilListed(stack, 3))).toContain("npu-2-main-0");
+  });
+
+  it("a listed rank that crashes is restarted by systemd: it leaves the endpoints file once it stops answering, and comes back only once it serves", async () => {
+    const host = stack.npuHosts[0]!;
+    const restarts = async () => Number((await host.run(`systemctl show -p NRestarts --value ${UNIT}`)).stdout.trim());
+    const before = await restarts();
+    const listed = async () => names(await stack.endpointsFile()).includes("npu-0-main-0");
+    const { result: killedAt, load, samples } = await underLoad(stack, async () => {
+      const at = now();
+      expect((await host.run(`systemctl kill -s KILL ${UNIT}`)).status).toBe(0);
+      for (let i = 0; await listed(); i++) expect(i, "still listed").toBeLessThan(200);
+      await untilListed(stack, 3);
+      return at;
+    });
+    expect(await restarts()).toBe(before + 1);
+    const outAt = samples.samples.find((s) => s.at > killedAt && !s.listed.some((e) => e.name === "npu-0-main-0"))!.at;
+    const backAt = samples.samples.find((s) => s.at > outAt && s.listed.some((e) => e.name === "npu-0-main-0"))!.at;
+    // Once out, it is listed again only as it serves, and no request fails from then on.
+    expect(samples.bad.filter((s) => s.at >= outAt)).toEqual([]);
+    expect(load.failures.filter((f) => f.startedAt < killedAt || f.startedAt >= backAt)).toEqual([]);
   });
 });
