@@ -2,7 +2,8 @@
 # The key the stack's hosts take their endpoints out of the front door with: made once on the router
 # host, kept there (root only), and let into root's account by ONE authorized_keys line that accepts
 # it only from the stack's hosts, with no shell, forwarding or pty, and only the front door's
-# `drain NAME` and `rejoin NAME`. stdout: the private key (a secret output, the unit steps' stdin).
+# `drain NAME`, `renew NAME` and `rejoin NAME`. stdout: the private key (a secret output, the unit
+# steps' stdin).
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=router-0
