@@ -92,11 +92,11 @@ interface ApplyOptions {
   /** The front door the rank is behind: its key goes first on stdin. */
   frontDoor?: FrontDoorAccess;
   onStdout?: (stdout: string) => void;
-  /** SIGKILL to the step's bash after this long, as a reboot would end it. */
-  killAfterMs?: number;
+  /** A signal to the step's bash after some milliseconds: SIGKILL as a reboot ends it, SIGHUP as a lost connection. */
+  cut?: { afterMs: number; signal: NodeJS.Signals };
 }
 
-function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", envText = "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, failAt, compileMarker = path.join(dir, "no-such-marker"), frontDoor, onStdout, killAfterMs }: ApplyOptions = {}): Promise<Run> {
+function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", envText = "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, failAt, compileMarker = path.join(dir, "no-such-marker"), frontDoor, onStdout, cut }: ApplyOptions = {}): Promise<Run> {
   const script = unitApplyScript({
     hostName: "test-host",
     unitDir: path.join(dir, "units"),
@@ -116,7 +116,7 @@ function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", e
     frontDoor,
   });
   const key = frontDoor ? "-----BEGIN OPENSSH PRIVATE KEY-----\nnot a key\n-----END OPENSSH PRIVATE KEY-----\n" : "";
-  return runBash(script, key + stdin, onStdout, failAt, killAfterMs);
+  return runBash(script, key + stdin, onStdout, failAt, cut);
 }
 
 interface Run {
@@ -130,7 +130,7 @@ interface Run {
   injected: string | null;
 }
 
-function runBash(script: string, stdin: string, onStdout?: (stdout: string) => void, failAt?: number, killAfterMs?: number): Promise<Run> {
+function runBash(script: string, stdin: string, onStdout?: (stdout: string) => void, failAt?: number, cut?: ApplyOptions["cut"]): Promise<Run> {
   for (const record of ["calls", "count", "injected", "drains"]) fs.rmSync(path.join(dir, record), { force: true });
   // A host's root PATH behind the stand-ins (not this machine's pyenv shims, which take a second per python3).
   const child = spawn("bash", ["-c", script], { env: { PATH: `${dir}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`, STATE: dir, ...(failAt ? { FAIL_AT: String(failAt) } : {}) } });
@@ -142,7 +142,7 @@ function runBash(script: string, stdin: string, onStdout?: (stdout: string) => v
   });
   child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
   child.stdin.end(stdin);
-  if (killAfterMs !== undefined) setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+  if (cut) setTimeout(() => child.kill(cut.signal), cut.afterMs);
   return new Promise((resolve) =>
     child.on("close", (status) => {
       const calls = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n") : [];
@@ -510,12 +510,27 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
     expect(calls()).toBe(after);
     // Killed outright (a reboot) while it restarts the rank: no rejoin, and the renewals stop, so the lease runs out.
     servingNow(A);
-    const killed = await apply("", { ...B, frontDoor: door(1), killAfterMs: 1500 });
+    const killed = await apply("", { ...B, frontDoor: door(1), cut: { afterMs: 1500, signal: "SIGKILL" } });
     expect(killed.status).toBeNull();
     expect(killed.calls).not.toContain(`ssh rejoin ${ENDPOINT}`);
     await sleep(1200);
     const settled = calls();
     await sleep(2500);
     expect(calls()).toBe(settled);
+  });
+
+  it("cut by a signal while it restarts the rank, leaves it drained with the change pending: it may be stopping", async () => {
+    fs.writeFileSync(path.join(dir, "restart-seconds"), "2");
+    servingNow(A);
+    const cut = await apply("", { ...B, frontDoor: door(), cut: { afterMs: 1000, signal: "SIGHUP" } });
+    expect(cut.status).toBe(1);
+    expect(drainsAndStops(cut)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`]);
+    expect(state().pending).toBe(true);
+    // The next run holds that drain as its own, and rejoins once the change has served.
+    fs.rmSync(path.join(dir, "restart-seconds"));
+    const resumed = await apply("", { ...B, frontDoor: door() });
+    expect(resumed.stdout).toContain("resuming the unfinished change");
+    expect(drainsAndStops(resumed)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh rejoin ${ENDPOINT}`]);
+    expect(state()).toEqual(serving(B));
   });
 });

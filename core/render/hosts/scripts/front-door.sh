@@ -46,8 +46,14 @@ front_door_ctl() {
 # Renews the drains of $@ every front_door_renew_s while this step ($1) lives; a renewal that fails
 # (the router host rebooting) is tried again at the next turn. Ends on TERM, or once the step is gone.
 front_door_keep() {
-  local step=$1 nap=
+  local step=$1 nap= fd
   shift
+  # The step's locks are descriptors it holds open (unit-apply.sh): the keeper may outlive the step by
+  # a turn, and must not hold them then.
+  for fd in /proc/self/fd/*; do
+    fd=${fd##*/}
+    [ "$fd" -le 2 ] || eval "exec $fd>&-"
+  done 2>/dev/null
   trap 'kill "$nap" 2>/dev/null; exit 0' TERM
   while :; do
     sleep "$front_door_renew_s" &

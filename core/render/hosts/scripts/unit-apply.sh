@@ -78,7 +78,9 @@ trap 'on_error $? "$BASH_COMMAND"' ERR
 
 # Every way out of the step. While switching, a way out that did not see the new config serve goes back
 # to the previous one, so no line of that phase, now or added later, can leave the rank half-switched.
-# A signal (a cut connection, a reboot) leaves the change pending instead, for the next run to resume.
+# A signal (a cut connection, a reboot) leaves the change pending instead, for the next run to resume,
+# and the rank drained: it may be stopping (vLLM answers /health while it drains) or on a config never
+# seen to serve. The next run holds that drain as its own; without one it ends with its lease.
 # shellcheck disable=SC2317 # run by the trap
 finish() {
   local status=$?
@@ -89,7 +91,7 @@ finish() {
     before) [ -z "$failed" ] || echo "${host_name} ${label}: the unit step failed (${failed}); nothing changed" >&2 ;;
     served) [ -z "$failed" ] || echo "${host_name} ${label}: the new config serves, but the step failed after (${failed})" >&2 ;;
   esac
-  front_door_rejoin
+  [ "$phase" = cut ] || front_door_rejoin
   exit "$status"
 }
 
