@@ -9,8 +9,14 @@ import { autoscalingSeries } from "./helpers/keda";
 import { seriesNames } from "./helpers/promql";
 
 const ROOT = join(__dirname, "..");
-const fixtures = { "vllm-rbln-0.12.0.json": vllmRbln, "keda.json": keda } as unknown as Record<string, ResearchFixture>;
+const fixtures = { "vllm-rbln-0.12.0.json": vllmRbln, "keda.json": keda } as unknown as Record<"vllm-rbln-0.12.0.json" | "keda.json", ResearchFixture>;
 const copy = (fixture: ResearchFixture): ResearchFixture => JSON.parse(JSON.stringify(fixture));
+/** An entry the test reads or breaks on purpose: the test fails here, naming it, if the fixture lost it. */
+function entry<T>(table: Record<string, T>, id: string): T {
+  const found = table[id];
+  if (found === undefined) throw new Error(`the fixture has no ${id}`);
+  return found;
+}
 
 describe("research fixtures are well-formed", () => {
   for (const [name, fixture] of Object.entries(fixtures)) {
@@ -21,17 +27,17 @@ describe("research fixtures are well-formed", () => {
 
   it("a confirmed fact cites a source at the pinned version of its component", () => {
     const broken = copy(fixtures["keda.json"]);
-    broken.facts["metrics.keda"].sources = ["llmd-keda-readme"]; // an llm-d file, not KEDA v2.19.0
+    entry(broken.facts, "metrics.keda").sources = ["llmd-keda-readme"]; // an llm-d file, not KEDA v2.19.0
     expect(checkResearchFixture(broken)).toContain("facts.metrics.keda: confirmed for keda v2.19.0, but no source is at v2.19.0");
   });
 
   it("refuses a fact without sources, an unknown source, a bad commit, an unsourced value and an uncited source", () => {
     const broken = copy(fixtures["vllm-rbln-0.12.0.json"]);
-    broken.facts["shutdown.flag"].sources = [];
-    broken.facts["cache.logLines"].sources = ["no-such-source"];
-    broken.sources["vllm-rbln-mega_cache"].commit = "main";
-    broken.facts["compileOnly.serveExit"].value = 0;
-    broken.facts["compileOnly.socNameCr13"].note = "";
+    entry(broken.facts, "shutdown.flag").sources = [];
+    entry(broken.facts, "cache.logLines").sources = ["no-such-source"];
+    entry(broken.sources, "vllm-rbln-mega_cache").commit = "main";
+    entry(broken.facts, "compileOnly.serveExit").value = 0;
+    entry(broken.facts, "compileOnly.socNameCr13").note = "";
     broken.sources["unused"] = { kind: "web", url: "https://example.org/" };
     const problems = checkResearchFixture(broken);
     expect(problems).toEqual(
@@ -48,10 +54,11 @@ describe("research fixtures are well-formed", () => {
 
   it("refuses a git source without a commit or tag, a web source without https, a local file that does not exist", () => {
     const broken = copy(fixtures["keda.json"]);
-    delete broken.sources["keda-types"].commit;
-    delete broken.sources["keda-types"].ref;
-    broken.sources["k8s-deployment-replicas-doc"].url = "http://kubernetes.io/";
-    broken.sources["vllm-metrics-fixture"].path = "test/fixtures/gone.json";
+    const types = entry(broken.sources, "keda-types");
+    delete types.commit;
+    delete types.ref;
+    entry(broken.sources, "k8s-deployment-replicas-doc").url = "http://kubernetes.io/";
+    entry(broken.sources, "vllm-metrics-fixture").path = "test/fixtures/gone.json";
     expect(checkResearchFixture(broken, ROOT)).toEqual(
       expect.arrayContaining([
         "sources.keda-types: needs a commit or a tag/branch (ref)",
@@ -80,8 +87,8 @@ describe("the facts agree with each other and with this repository", () => {
     for (const name of ["vllm:num_requests_waiting", "vllm:num_requests_running"]) {
       const family = vllmMetrics.metrics.find((m) => m.name === name);
       expect(family, name).toBeDefined();
-      expect(family!.type).toBe(fact[name].type);
-      expect([...vllmMetrics.labels, ...((family as { labels?: string[] }).labels ?? [])]).toEqual(fact[name].labels);
+      expect(family!.type).toBe(entry(fact, name).type);
+      expect([...vllmMetrics.labels, ...((family as { labels?: string[] }).labels ?? [])]).toEqual(entry(fact, name).labels);
     }
   });
 
