@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
-import { SECRET_KEYS, StackSettings, secretEnvironment, type SecretKey } from "../core/config/stackConfig";
+import { StackSettings } from "../core/config/stackConfig";
+import { SECRET_KEYS, secretEnvironment, type SecretKey } from "../core/config/secrets";
 import { ConfigError } from "../core/errors";
 import type { Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";

@@ -1,6 +1,7 @@
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
-import { SECRET_ENV, secretEnvironment, type Host, type SecretKey } from "../../core/config/stackConfig";
+import type { Host } from "../../core/config/schema";
+import { SECRET_ENV, secretEnvironment, type SecretKey } from "../../core/config/secrets";
 import { renderSecretEnv, type RenderedHost } from "../../core/render/hosts/bundle";
 import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
 import { renderPipConfig } from "../../core/render/hosts/pip";

@@ -1,4 +1,6 @@
-import { quantityValue, type ContainerResources, type StackSettings } from "../../config/stackConfig";
+import type { StackSettings } from "../../config/stackConfig";
+import type { ContainerResources } from "../../config/schema";
+import { quantityValue } from "../../config/fields";
 import { probeCommand } from "../../probe";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type { Container, PodSpec, Probe } from "./objects";

@@ -1,4 +1,4 @@
-import { secretEnvironment, type SecretKey } from "../../config/stackConfig";
+import { secretEnvironment, type SecretKey } from "../../config/secrets";
 import { weightsJob } from "./weights";
 import { ConfigError } from "../../errors";
 import type { Deployment, RouterIntent } from "../../plan/types";
