@@ -7,20 +7,19 @@ import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, DEFAULT_RESTART_FREE_GIB, DEFAULT
 import { absolutePath, address, dnsLabel, dnsSubdomain, duration, hostKey, imageReference, indexUrl, labelKey, labelValue, MaxUnavailable, ociRepository, packageVersion, port, posixUser, quantity, quantityValue, replicaLimit, roleName, unixId, userName, volumeSize } from "./fields";
 import { extraArgs, extraEnv } from "./vllmOptions";
 
+/** How an SSH server is reached: its address, and the user and port, root and 22 unless set. */
+const sshLogin = { address, user: posixUser.default("root"), port: port.default(22) };
+
 /** A bastion (jump host) the SSH connection goes through; it gets the same private key. */
 const SshProxy = z.strictObject({
-  address,
-  user: posixUser.default("root"),
-  port: port.default(22),
+  ...sshLogin,
   hostKey: hostKey.optional(),
 });
 export type SshProxy = z.infer<typeof SshProxy>;
 
 export const Host = z.strictObject({
   name: dnsLabel,
-  address,
-  user: posixUser.default("root"),
-  port: port.default(22),
+  ...sshLogin,
   /** The address vLLM listens on (`--host`); all interfaces when unset. */
   listenAddress: z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).optional(),
   /** The server's public SSH host key; the connection refuses any other server. */
@@ -109,9 +108,7 @@ const Kubernetes = z.strictObject({
 /** A server of the front door on hosts: no NPU needed, podman or docker. */
 export const RouterHost = z.strictObject({
   name: dnsLabel,
-  address,
-  user: posixUser.default("root"),
-  port: port.default(22),
+  ...sshLogin,
   hostKey: hostKey.optional(),
   proxy: SshProxy.optional(),
   /** The address the front door listens on (Envoy, the picker's metrics); all interfaces when unset. */

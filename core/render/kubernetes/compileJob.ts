@@ -8,7 +8,7 @@ import type { RolePlan } from "../../plan/types";
 import { COMPILE_LOCK_FILE } from "./compileLock";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type * as k8s from "./objects";
-import { containerSecurity, mergeResources, podSecurity } from "./pod";
+import { containerSecurity, mergeResources, podAccount, podSecurity } from "./pod";
 import { ROLE_DIRS, roleEnvironment, roleVolumes, type RoleContext, type RoleWorkload } from "./role";
 import { waitForWeights } from "./weights";
 
@@ -92,9 +92,7 @@ export function compileJob(context: RoleContext, role: RolePlan, workload: RoleW
       template: {
         metadata: { labels },
         spec: {
-          serviceAccountName: context.serviceAccountName,
-          automountServiceAccountToken: false,
-          ...context.imagePullSecrets,
+          ...podAccount(context.serviceAccountName, context.imagePullSecrets),
           restartPolicy: "Never",
           ...(Object.keys(settings.compile.nodeSelector).length > 0 ? { nodeSelector: settings.compile.nodeSelector } : {}),
           securityContext: podSecurity(security),

@@ -46,6 +46,11 @@ export function rankProbe(path: "/health" | "/v1/models", ports: number[], apiKe
   };
 }
 
+/** Whom a pod runs as: the stack's service account with no API token mounted (nothing in the pods calls the API server), and the image pull secrets. */
+export function podAccount(serviceAccountName: string, imagePullSecrets: Pick<PodSpec, "imagePullSecrets">): Pick<PodSpec, "serviceAccountName" | "automountServiceAccountToken" | "imagePullSecrets"> {
+  return { serviceAccountName, automountServiceAccountToken: false, ...imagePullSecrets };
+}
+
 /** The container security context every container gets: no privilege escalation, no capabilities. */
 export function containerSecurity(security: StackSettings["kubernetes"]["securityContext"]): NonNullable<Container["securityContext"]> {
   return {

@@ -10,7 +10,7 @@ import { routingSidecar, vllmContainer } from "./containers";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import { launchScript } from "./launch";
 import type * as k8s from "./objects";
-import { mergeResources, placement, podSecurity } from "./pod";
+import { mergeResources, placement, podAccount, podSecurity } from "./pod";
 import { podDisruptionBudget, roleNetworkPolicy } from "./policies";
 
 /** The pod label naming the role's compile key: the scaler's queries tell pods of the current key apart by it. */
@@ -191,9 +191,7 @@ function roleDeployment(context: RoleContext, role: RolePlan, parts: { labels: R
       template: {
         metadata: { labels: podLabels, ...(router ? { annotations: { "llm-d.ai/active-ports": containers.activePorts.join(",") } } : {}) },
         spec: {
-          serviceAccountName: context.serviceAccountName,
-          automountServiceAccountToken: false,
-          ...context.imagePullSecrets,
+          ...podAccount(context.serviceAccountName, context.imagePullSecrets),
           ...placement(k8sSettings, selector),
           securityContext: podSecurity(k8sSettings.securityContext),
           terminationGracePeriodSeconds: timings.gracePeriodSeconds,
