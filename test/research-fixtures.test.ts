@@ -4,12 +4,26 @@ import { join } from "node:path";
 import vllmRbln from "./fixtures/vllm-rbln-0.12.0.json";
 import keda from "./fixtures/keda.json";
 import vllmMetrics from "./fixtures/vllm-metrics-v0.30.0.json";
+import keda220 from "./fixtures/keda-v2.20.json";
+import multiModel from "./fixtures/llm-d-router-v0.10.0/multi-model.json";
+import eppHa from "./fixtures/llm-d-router-v0.10.0/epp-ha.json";
+import eppFlags from "./fixtures/llm-d-router-v0.10.0/epp-flags.json";
+import chartFacts from "./fixtures/llm-d-router-gateway-v0.10.0.json";
+import payloadProcessor from "./fixtures/payload-processor/v0.1.0-rc.1.json";
 import { checkResearchFixture, type ResearchFixture } from "./helpers/researchFixtures";
 import { autoscalingSeries } from "./helpers/keda";
 import { seriesNames } from "./helpers/promql";
 
 const ROOT = join(__dirname, "..");
-const fixtures = { "vllm-rbln-0.12.0.json": vllmRbln, "keda.json": keda } as unknown as Record<"vllm-rbln-0.12.0.json" | "keda.json", ResearchFixture>;
+const FIXTURES = {
+  "vllm-rbln-0.12.0.json": vllmRbln,
+  "keda.json": keda,
+  "keda-v2.20.json": keda220,
+  "llm-d-router-v0.10.0/multi-model.json": multiModel,
+  "llm-d-router-v0.10.0/epp-ha.json": eppHa,
+  "payload-processor/v0.1.0-rc.1.json": payloadProcessor,
+};
+const fixtures = FIXTURES as unknown as Record<keyof typeof FIXTURES, ResearchFixture>;
 const copy = (fixture: ResearchFixture): ResearchFixture => JSON.parse(JSON.stringify(fixture));
 /** An entry the test reads or breaks on purpose: the test fails here, naming it, if the fixture lost it. */
 function entry<T>(table: Record<string, T>, id: string): T {
@@ -111,6 +125,29 @@ describe("the facts agree with each other and with this repository", () => {
     const gated = keda.facts["epp.series"].value.filter((s) => s.needs === "featureGates: [flowControl]").map((s) => s.name);
     expect(gated.sort()).toEqual(["llm_d_epp_flow_control_pool_saturation", "llm_d_epp_flow_control_queue_size"]);
     expect(keda.facts["llmd.kedaEpp.featureGate"].value.featureGates).toEqual(["flowControl"]);
+  });
+
+  it("the header the payload processor sets is the one the router chart's HTTPRoute matches, and the chart fixture lists the key", () => {
+    const header = payloadProcessor.facts["plugin.base-model-to-header"].value.header;
+    expect(header).toBe("X-Gateway-Base-Model-Name");
+    expect(multiModel.facts["httpRoute.baseModel"].value.header).toBe(header);
+    expect(Object.keys(chartFacts.keys)).toEqual(expect.arrayContaining(["httpRoute.create", "httpRoute.baseModel", "httpRoute.headerMatches", "router.epp.replicas"]));
+  });
+
+  it("the EPP HA facts agree with the flag fixture, and PR #2228 probes the service name the file-mode EPP answers", () => {
+    const flag = (name: string) => eppFlags.flags.find((f) => f.flag === name)?.default;
+    expect(eppHa.facts["ports"].value).toMatchObject({ "--grpc-port": flag("--grpc-port"), "--grpc-health-port": flag("--grpc-health-port"), "--metrics-port": flag("--metrics-port") });
+    const probed = eppHa.facts["pr2228.envoyCluster"].value.health_checks[0]?.grpc_health_check.service_name;
+    expect(probed).toBeTypeOf("string");
+    expect(eppHa.facts["health.answers"].value.forEnvoyGrpcHealthCheck.service_name).toBe(probed);
+    expect(Object.keys(eppHa.facts["health.answers"].value.serviceNames)).toContain(probed);
+  });
+
+  it("KEDA v2.20 keeps v2.19's pollingInterval and cooldownPeriod defaults, so omitting them where v2.20 warns changes nothing", () => {
+    const v219 = keda.facts["scaledObject.specFields"].value;
+    const v220 = keda220.facts["defaults"].value;
+    expect([v220.pollingInterval, v220.cooldownPeriod]).toEqual([v219.pollingInterval.default, v219.cooldownPeriod.default]);
+    expect(keda220.facts["renderRule"].value["minReplicaCount>=1"].omit).toEqual(["pollingInterval", "cooldownPeriod"]);
   });
 
   it("the compile-only facts name both NPU variables, and the RBLN-CR13 name", () => {

@@ -66,10 +66,10 @@ function digest(text: string): string {
 export const ROLE_DIRS = { compileCache: `${KUBERNETES_DEFAULTS.paths.dataRoot}/vllm`, offload: `${KUBERNETES_DEFAULTS.paths.dataRoot}/offload` } as const;
 
 /**
- * The environment vLLM runs with in a role's pods, and so in its compile Job: vLLM hashes its own
- * variables into the compiled graphs' signature (test/fixtures/vllm-rbln-0.12.0.json,
- * cache.megaCacheKey), so a Job that compiled under another environment would fill a cache the pods
- * do not read.
+ * The environment vLLM runs with in a role's pods, and so in its compile Job: the compiled bundle's
+ * signature hashes environment variables (vllm-rbln's RBLN_COMPILE_ENV, earlier vLLM's
+ * compile_factors(): test/fixtures/vllm-rbln-cache-signature.json), so a Job that compiled under
+ * another environment would fill a cache the pods do not read.
  */
 export function roleEnvironment(context: RoleContext): NonNullable<k8s.Container["env"]> {
   return [
