@@ -1,5 +1,5 @@
 import * as path from "node:path";
-import type { SecretKey } from "../core/config/stackConfig";
+import type { SecretKey } from "../core/config/secrets";
 import { projectStackDir, readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
 import type { Deployment } from "../core/plan/deployment";

@@ -1,4 +1,5 @@
-import type { CompileSettings, SecretKey } from "../config/stackConfig";
+import type { CompileSettings } from "../config/schema";
+import type { SecretKey } from "../config/secrets";
 import { ConfigError } from "../errors";
 import { targetSoc } from "../plan/compileKey";
 import type { Deployment } from "../plan/types";
