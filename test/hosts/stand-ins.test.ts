@@ -749,14 +749,14 @@ describe("the stand-in vllm", () => {
     expect(bodyProblem("text/event-stream", text)).toBeUndefined();
   });
 
-  it("--shutdown-timeout 5: on SIGTERM every in-flight request finishes; meanwhile /health answers 200 and new completions 503, then connections are refused", async () => {
+  it("--shutdown-timeout 5: on SIGTERM every in-flight request finishes; meanwhile /health answers 200 and new completions 500, then connections are refused", async () => {
     const run = await sigtermUnderLoad(5, "2", { prompt: "p", max_tokens: 8 });
     expect(run.exit).toEqual({ code: 0, signal: null });
     expect(run.inFlight).toHaveLength(run.concurrency);
     expect(errors(run.inFlight)).toEqual(["ok"]);
     expect(run.healthWhileStopping).toBe(200);
     expect(run.after.length).toBeGreaterThan(0);
-    expect(errors(run.after).sort()).toEqual(["ECONNREFUSED", expect.stringMatching(/^status 503: .*shutting down/)]);
+    expect(errors(run.after).sort()).toEqual(["ECONNREFUSED", expect.stringMatching(/^status 500: .*shutting down/)]);
     expect(run.output).toContain("stopping engine client mode=drain timeout=5s");
   });
 
@@ -770,7 +770,7 @@ describe("the stand-in vllm", () => {
     expect(run.inFlight).toHaveLength(run.concurrency);
     expect(errors(run.inFlight)).toEqual(['finish_reason "abort"']);
     expect(errors(run.after)).toContain("ECONNREFUSED");
-    for (const error of errors(run.after)) expect(error).toMatch(/^(ECONNREFUSED|status 503: .*shutting down)/);
+    for (const error of errors(run.after)) expect(error).toMatch(/^(ECONNREFUSED|status 500: .*shutting down)/);
     expect(run.output).toContain(`stopping engine client mode=${timeout ? "drain" : "abort"} timeout=${timeout ?? 0}s`);
   });
 });
