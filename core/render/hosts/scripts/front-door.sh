@@ -46,7 +46,7 @@ front_door_ctl() {
 # Renews the drains of $@ every front_door_renew_s while this step ($1) lives; a renewal that fails
 # (the router host rebooting) is tried again at the next turn. Ends on TERM, or once the step is gone.
 front_door_keep() {
-  local step=$1 nap= fd
+  local step=$1 nap='' fd
   shift
   # The step's locks are descriptors it holds open (unit-apply.sh): the keeper may outlive the step by
   # a turn, and must not hold them then.
