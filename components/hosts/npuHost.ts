@@ -7,7 +7,7 @@ import { renderPipConfig } from "../../core/render/hosts/pip";
 import type { RenderedCopy } from "../../core/render/hosts/copies";
 import type { RenderedCompileStep } from "../../core/render/hosts/compileHost";
 import { remoteCommand } from "../../core/render/hosts/scripts";
-import type { RenderedSidecar } from "../../core/router/hosts/frontDoor";
+import type { RenderedSidecar } from "../../core/render/hosts/frontDoor/frontDoor";
 import { renamedFrom } from "../renamed";
 
 export interface HostSecrets {

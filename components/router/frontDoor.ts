@@ -1,6 +1,6 @@
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
-import type { RenderedFrontDoor } from "../../core/router/hosts/frontDoor";
+import type { RenderedFrontDoor } from "../../core/render/hosts/frontDoor/frontDoor";
 import { remoteCommand } from "../../core/render/hosts/scripts";
 import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
 import { hostConnection } from "../hosts/npuHost";

@@ -3,7 +3,7 @@ import { scrapeTargets, type ScrapeTarget } from "../monitoring/targets";
 import type { Deployment } from "../plan/types";
 import { hostWaves } from "../rollout/hostWaves";
 import { routerChartValues } from "../router/chartValues";
-import { renderFrontDoor, type RenderedFrontDoor } from "../router/hosts/frontDoor";
+import { renderFrontDoor, type RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
 import { renderScalers, type RenderedScaler } from "../scaling/scaledObjects";
 import { planCompileAhead, type CompileAheadPlan, type CompileKeyPlan } from "../compile/ahead";
 import { renderHost, type HostRenderOptions, type RenderedHost } from "./hosts/bundle";

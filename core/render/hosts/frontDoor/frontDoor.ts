@@ -1,22 +1,21 @@
 import { createHash } from "node:crypto";
-import { hostPort, httpUrl } from "../../address";
-import { durationSeconds } from "../../config/defaults";
-import type { Host } from "../../config/stackConfig";
-import type { ScrapeTarget } from "../../monitoring/targets";
-import { FRONT_DOOR_PORTS } from "../../plan/frontDoor";
-import type { Deployment, FrontDoorPlan } from "../../plan/types";
-import { hostCacheLayout } from "../../render/hosts/cacheLayout";
-import { hostWaves } from "../../rollout/hostWaves";
-import { HOST_DEFAULTS } from "../../render/hosts/defaults";
-import { frontDoorAccess, readyTimeoutSeconds, switchSeconds } from "../../render/hosts/rank";
-import { execStartLine } from "../../render/hosts/systemd";
-import { packageFile, renderScript, renderTemplate, type ScriptValue } from "../../template";
+import { hostPort, httpUrl } from "../../../address";
+import { durationSeconds } from "../../../config/defaults";
+import type { Host } from "../../../config/stackConfig";
+import type { ScrapeTarget } from "../../../monitoring/targets";
+import { FRONT_DOOR_PORTS } from "../../../plan/frontDoor";
+import type { Deployment, FrontDoorPlan } from "../../../plan/types";
+import { hostCacheLayout } from "../cacheLayout";
+import { hostWaves } from "../../../rollout/hostWaves";
+import { HOST_DEFAULTS } from "../defaults";
+import { frontDoorAccess, readyTimeoutSeconds, switchSeconds } from "../rank";
+import { HOST_SCRIPT_DIR } from "../scripts";
+import { execStartLine } from "../systemd";
+import { packageFile, renderScript, renderTemplate } from "../../../template";
 import { envoyBootstrap } from "./envoy";
 import { fileModePickerConfig } from "./eppConfig";
 
-/** Where the front door's scripts are, under the package root. */
-const SCRIPTS = "core/router/scripts";
-const AGENT_FILE = `${SCRIPTS}/front-door.py`;
+const AGENT_FILE = `${HOST_SCRIPT_DIR}/front-door.py`;
 /** Where the EPP and Envoy see their files, in their containers. */
 const EPP_DIR = "/etc/epp";
 const ENVOY_DIR = "/etc/envoy";
@@ -57,14 +56,10 @@ export interface FrontDoorOptions {
   authorizedKeysFile?: string;
 }
 
-function renderRouterScript(file: string, purpose: string, values: Readonly<Record<string, ScriptValue>>): string {
-  return renderScript(`${SCRIPTS}/${file}`, purpose, values);
-}
-
 /** A container's systemd unit: run in the foreground by the runtime, stopped with the runtime's own stop. */
 function containerUnit(description: string, runtime: string, daemon: string | null, container: string, lines: readonly (readonly string[])[]): string {
   const stop = HOST_DEFAULTS.frontDoor.containerStopSeconds;
-  return renderTemplate("core/router/templates/container.service", {
+  return renderTemplate("core/render/hosts/templates/container.service", {
     managed_marker: HOST_DEFAULTS.managedMarker,
     description,
     runtime_service: daemon,
@@ -103,7 +98,7 @@ function routerUnits(frontDoor: FrontDoorPlan, id: string, runtime: string, stat
       [frontDoor.images.proxy],
       ["-c", `${ENVOY_DIR}/envoy.yaml`, "--log-level", "info"],
     ]),
-    agent: renderTemplate("core/router/templates/agent.service", {
+    agent: renderTemplate("core/render/hosts/templates/agent.service", {
       managed_marker: HOST_DEFAULTS.managedMarker,
       description: `rbln-serving front door ${id}: endpoints agent`,
       agent_path: agentPath,
@@ -163,7 +158,7 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
       host: sidecar.host,
       unitName,
       unitText,
-      applyScript: renderRouterScript("sidecar-apply.sh", `routing sidecar ${unitName} on ${sidecar.host}`, {
+      applyScript: renderScript(`${HOST_SCRIPT_DIR}/sidecar-apply.sh`, `routing sidecar ${unitName} on ${sidecar.host}`, {
         host_name: sidecar.host,
         runtime,
         images: [frontDoor.images.sidecar],
@@ -178,19 +173,19 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
         front_door_bind: door.bind,
         front_door_endpoint: door.endpoints.join(" "),
       }),
-      removeScript: renderRouterScript("sidecar-remove.sh", `remove ${unitName} from ${sidecar.host}`, { host_name: sidecar.host, unit: unitName, unit_path: unitPath }),
+      removeScript: renderScript(`${HOST_SCRIPT_DIR}/sidecar-remove.sh`, `remove ${unitName} from ${sidecar.host}`, { host_name: sidecar.host, unit: unitName, unit_path: unitPath }),
     };
   });
   return {
     host,
     url: httpUrl(frontDoor.address, frontDoor.port),
-    accessScript: renderRouterScript("front-door-access.sh", `the stack's hosts' key to the front door on ${host.name}`, {
+    accessScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-access.sh`, `the stack's hosts' key to the front door on ${host.name}`, {
       ...access,
       from_addresses: [...new Set(deployment.placements.map((p) => p.host.address))].join(","),
       agent_path: agentPath,
     }),
-    revokeScript: renderRouterScript("front-door-revoke.sh", `remove the hosts' front door key from ${host.name}`, access),
-    applyScript: renderRouterScript("front-door-apply.sh", `front door ${id} on ${host.name}: EPP, Envoy and the endpoints agent`, {
+    revokeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-revoke.sh`, `remove the hosts' front door key from ${host.name}`, access),
+    applyScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-apply.sh`, `front door ${id} on ${host.name}: EPP, Envoy and the endpoints agent`, {
       host_name: host.name,
       state_dir: stateDir,
       runtime,
@@ -211,7 +206,7 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
       epp_metrics_port: FRONT_DOOR_PORTS.eppMetrics,
       ready_timeout_s: defaults.readyTimeoutSeconds,
     }),
-    removeScript: renderRouterScript("front-door-remove.sh", `remove front door ${id} from ${host.name}`, { host_name: host.name, state_dir: stateDir, unit_dir: HOST_DEFAULTS.systemdUnitDir, units: units.names }),
+    removeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-remove.sh`, `remove front door ${id} from ${host.name}`, { host_name: host.name, state_dir: stateDir, unit_dir: HOST_DEFAULTS.systemdUnitDir, units: units.names }),
     files: { ...files, ...Object.fromEntries(units.names.map((name, i) => [`systemd/${name}`, [units.epp, units.proxy, units.agent][i]!])) },
     sidecars,
     scrapeTarget: {

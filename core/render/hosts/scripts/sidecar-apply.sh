@@ -26,8 +26,8 @@ front_door_endpoint=''
 . http.sh
 # shellcheck source=images.sh
 . images.sh
-# shellcheck source=../../render/hosts/scripts/front-door.sh
-. ../../render/hosts/scripts/front-door.sh
+# shellcheck source=front-door.sh
+. front-door.sh
 
 umask 022
 [ -x "$runtime" ] || { echo "sidecar ${host_name}: $runtime not found: install $(basename "$runtime") (router.runtime)" >&2; exit 1; }
