@@ -7,7 +7,7 @@ import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RoleP
 /**
  * The front door on hosts: the llm-d router's endpoint picker (EPP) in file-discovery mode and
  * Envoy on a router host, the routing sidecar on each decode host, and the endpoints the EPP may
- * route to. Planned here (where it runs, which endpoints, which ports); rendered by core/router.
+ * route to. Planned here (where it runs, which endpoints, which ports); rendered in core/render/hosts/frontDoor/.
  */
 
 /** The ports the front door takes on the router host besides `router.port`. */

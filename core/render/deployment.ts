@@ -2,7 +2,7 @@ import type { SecretKey } from "../config/stackConfig";
 import { scrapeTargets, type ScrapeTarget } from "../monitoring/targets";
 import type { Deployment } from "../plan/types";
 import { hostWaves } from "../rollout/hostWaves";
-import { routerChartValues } from "../router/chartValues";
+import { routerChartValues } from "./kubernetes/chartValues";
 import { renderFrontDoor, type RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
 import { renderScalers, type RenderedScaler } from "../scaling/scaledObjects";
 import { planCompileAhead, type CompileAheadPlan, type CompileKeyPlan } from "../compile/ahead";
