@@ -4,7 +4,7 @@ import type { Deployment } from "../plan/types";
 import { hostWaves } from "../rollout/hostWaves";
 import { routerChartValues } from "./kubernetes/chartValues";
 import { renderFrontDoor, type RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
-import { renderScalers, type RenderedScaler } from "../scaling/scaledObjects";
+import { renderScalers, type RenderedScaler } from "./kubernetes/scaledObjects";
 import { planCompileAhead, type CompileAheadPlan, type CompileKeyPlan } from "../compile/ahead";
 import { renderHost, type HostRenderOptions, type RenderedHost } from "./hosts/bundle";
 import { renderCompileHost, renderCompileStep, type RenderedCompileHost, type RenderedCompileStep } from "./hosts/compileHost";
