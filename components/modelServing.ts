@@ -1,8 +1,8 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
-import { SECRET_KEYS, StackSettings, secretEnvironment, type SecretKey } from "../core/config/stackConfig";
+import { parseStackSettings, SECRET_KEYS, StackSettings, secretEnvironment, type SecretKey } from "../core/config/stackConfig";
 import { ConfigError } from "../core/errors";
-import type { Deployment } from "../core/plan/deployment";
+import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import type { ScrapeTarget } from "../core/monitoring/targets";
 import { clientCommand } from "../core/render/client";
@@ -10,8 +10,7 @@ import { renderDeployment } from "../core/render/deployment";
 import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
-import { checkRegistrySecret } from "../core/compile/ahead";
-import { planStack } from "../core/stack";
+import { checkRegistrySecret } from "../core/plan/compileAhead";
 import { reportedDigest } from "../core/compile/artifact";
 import { CompileHost } from "./hosts/compileHost";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
@@ -50,7 +49,7 @@ export function reportedRevision(stdout: string | undefined, model: string): str
 
 /** Validates settings and secrets together; throws a ConfigError before any resource exists. */
 export function planServing(args: ModelServingArgs): Deployment {
-  const deployment = planStack(args.settings as Record<string, unknown>, args.catalog ?? RecipeCatalog.load());
+  const deployment = planDeployment(parseStackSettings(args.settings as Record<string, unknown>), args.catalog ?? RecipeCatalog.load());
   const { settings } = deployment;
   const has = (key: SecretKey) => args.secrets?.[key] !== undefined;
   checkRegistrySecret(deployment, has);
@@ -167,7 +166,7 @@ export class ModelServing extends pulumi.ComponentResource {
     this.warnings = plan.warnings;
     this.scrapeTargets = rendered.hosts?.scrapeTargets ?? [];
     this.compileKeys = pulumi.all(
-      rendered.compile.keys.map((k) => (keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
+      deployment.compile.keys.map((k) => (keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
         const digest = reportedDigest(stdout, k.key);
         return { key: k.key, roles: k.roles, ...(digest ? { digest } : {}) };
       })),

@@ -7,7 +7,6 @@ import { compileOnlyEnv } from "../core/compile/compileOnly";
 import { compileJobScript } from "../core/compile/steps";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { planDeployment } from "../core/plan/deployment";
-import { withCompileAhead } from "../core/compile/ahead";
 import { planServing } from "../components/modelServing";
 import { runProgram } from "../program";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
@@ -104,7 +103,7 @@ describe("a registry without a compile host pulls on the first host of each key"
   });
 
   it("warns that this stack only pulls", () => {
-    const deployment = withCompileAhead(planDeployment(parseStackSettings(settings), shippedCatalog));
+    const deployment = planDeployment(parseStackSettings(settings), shippedCatalog);
     expect(deployment.plan.warnings).toContain("compile.registry: without compile.host this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed");
   });
 });
@@ -137,12 +136,12 @@ describe("compile settings", () => {
   it("want the Kubernetes image by digest with a registry, and warn where they do nothing", () => {
     const k8s = { strategy: "aggregated-pipeline-parallel", target: "Throughput", platform: "kubernetes", revision: REVISION, kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0" }, compile: { registry: REGISTRY } };
     expect(refusal(k8s, SECRETS)).toBe('kubernetes.image: with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got "registry.example.com/vllm-rbln:0.12.0")');
-    const warned = withCompileAhead(planDeployment(parseStackSettings({ ...hostsStack({ compile: { host: compileHost, enabled: true } }) }), shippedCatalog));
+    const warned = planDeployment(parseStackSettings({ ...hostsStack({ compile: { host: compileHost, enabled: true } }) }), shippedCatalog);
     expect(warned.plan.warnings).toContain("compile.enabled: does nothing with platform: hosts (set compile.host for a compile server)");
   });
 
   it("fall back to compiling on the NPUs, with a warning, when the installed vllm-rbln has no compile-only mode", () => {
-    const old = withCompileAhead(planDeployment(parseStackSettings(hostsStack({ versions: { vllmRbln: "0.10.4" }, compile: { host: compileHost } })), shippedCatalog));
+    const old = planDeployment(parseStackSettings(hostsStack({ versions: { vllmRbln: "0.10.4" }, compile: { host: compileHost } })), shippedCatalog);
     expect(old.plan.warnings).toContain("compile ahead: vllm-rbln 0.10.4 has no compile-only mode (it arrived in 0.10.5a0); the first wave compiles on its NPUs, as without compile ahead");
   });
 });

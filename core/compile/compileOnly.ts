@@ -1,20 +1,3 @@
-import { gte } from "@renovatebot/pep440";
-import type { PackagePlan } from "../plan/types";
-
-/**
- * vllm-rbln's compile-only mode, as read in RBLN-SW/vllm-rbln (test/fixtures/vllm-rbln-0.12.0.json:
- * compileOnly.*, cache.logLines): `VLLM_RBLN_COMPILE_ONLY=1` compiles every graph and writes it to
- * `$VLLM_CACHE_ROOT/rbln` with the runtime on a dummy device, so no NPU is needed. It arrived in
- * v0.10.5a0 (PR #618).
- */
-export const COMPILE_ONLY_SINCE = "0.10.5a0";
-
-/** Whether the plan's vllm-rbln has compile-only mode. */
-export function supportsCompileOnly(packages: readonly PackagePlan[]): boolean {
-  const vllmRbln = packages.find((p) => p.name === "vllm-rbln");
-  return vllmRbln !== undefined && gte(vllmRbln.version, COMPILE_ONLY_SINCE);
-}
-
 /**
  * The variables a compile-only run adds to a rank's own: the mode; the vLLM-native (torch.compile)
  * model path, the only one compile-only works on (it raises ValueError otherwise); the NPU to compile

@@ -1,9 +1,8 @@
 import { compileOnlyEnv } from "../../compile/compileOnly";
 import { compileStepScript } from "../../compile/steps";
-import type { CompileAheadPlan, CompileKeyPlan } from "../../compile/ahead";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
-import type { Deployment, HostPlacement } from "../../plan/types";
+import type { CompileAheadPlan, CompileKeyPlan, Deployment, HostPlacement } from "../../plan/types";
 import { renderScript } from "../../template";
 import { renderHost, type HostRenderOptions, type RenderedHost } from "./bundle";
 import { hostCacheLayout } from "./cacheLayout";
@@ -73,8 +72,8 @@ export function renderCompileStep(deployment: Deployment, placement: HostPlaceme
 }
 
 /** The compile host's steps (compile.host): it installs the pinned packages and downloads the weights as an NPU host would, then compiles every key. */
-export function renderCompileHost(deployment: Deployment, ahead: CompileAheadPlan, id: string, options: HostRenderOptions = {}): RenderedCompileHost {
-  const { settings } = deployment;
+export function renderCompileHost(deployment: Deployment, id: string, options: HostRenderOptions = {}): RenderedCompileHost {
+  const { settings, compile: ahead } = deployment;
   const host = settings.compile.host!;
   const proxy = host.proxy ?? settings.sshProxy;
   const placement: HostPlacement = { replica: -1, node: 0, host: { ...host, ...(proxy ? { proxy } : {}) } };

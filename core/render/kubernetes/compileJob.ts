@@ -1,10 +1,9 @@
 import { createHash } from "node:crypto";
-import type { CompileAheadPlan } from "../../compile/ahead";
 import { compileOnlyEnv } from "../../compile/compileOnly";
 import { compileJobScript } from "../../compile/steps";
 import { engineReadyTimeoutSeconds } from "../../plan/argv";
 import { targetSoc } from "../../plan/compileKey";
-import type { RolePlan } from "../../plan/types";
+import type { CompileAheadPlan, RolePlan } from "../../plan/types";
 import { COMPILE_LOCK_FILE } from "./compileLock";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type * as k8s from "./objects";

@@ -1,33 +1,25 @@
-import type { CompileSettings, SecretKey } from "../config/stackConfig";
+import { gte } from "@renovatebot/pep440";
+import type { SecretKey, StackSettings } from "../config/stackConfig";
 import { ConfigError } from "../errors";
-import { targetSoc } from "../plan/compileKey";
-import type { Deployment } from "../plan/types";
-import { COMPILE_ONLY_SINCE, supportsCompileOnly } from "./compileOnly";
+import { targetSoc } from "./compileKey";
+import type { CompileAheadPlan, CompileKeyPlan, Deployment, LaunchPlan, PackagePlan } from "./types";
 
 /**
- * Compile ahead, off the NPUs (issue 22). With `compile.host` (hosts) or `compile.enabled`
- * (Kubernetes), every compile key of the plan is compiled before any NPU unit or pod of that key
- * changes: on a CPU server, or in a Job with no NPU request, in vllm-rbln's compile-only mode. With
- * `compile.registry`, a key the registry has is pulled instead, and a key compiled here is pushed.
+ * vllm-rbln's compile-only mode, as read in RBLN-SW/vllm-rbln (test/fixtures/vllm-rbln-0.12.0.json:
+ * compileOnly.*, cache.logLines): `VLLM_RBLN_COMPILE_ONLY=1` compiles every graph and writes it to
+ * `$VLLM_CACHE_ROOT/rbln` with the runtime on a dummy device, so no NPU is needed. It arrived in
+ * v0.10.5a0 (PR #618).
  */
-export interface CompileKeyPlan {
-  key: string;
-  /** The roles that run with it (one per key on the aggregated strategies). */
-  roles: string[];
-  /** The NPU it is compiled for (RBLN's NPU name). */
-  targetSoc: string;
-}
+export const COMPILE_ONLY_SINCE = "0.10.5a0";
 
-export interface CompileAheadPlan {
-  /** `host`: compile.host compiles; `job`: a Kubernetes Job per key; `off`: the first wave compiles on its NPUs, as without compile ahead. */
-  mode: "off" | "host" | "job";
-  keys: CompileKeyPlan[];
-  registry: NonNullable<CompileSettings["registry"]> | null;
+/** Whether the plan's vllm-rbln has compile-only mode. */
+export function supportsCompileOnly(packages: readonly PackagePlan[]): boolean {
+  const vllmRbln = packages.find((p) => p.name === "vllm-rbln");
+  return vllmRbln !== undefined && gte(vllmRbln.version, COMPILE_ONLY_SINCE);
 }
 
 /** The plan's compile keys, each once, with the roles that run it. */
-export function compileKeys(deployment: Deployment): CompileKeyPlan[] {
-  const { plan } = deployment;
+export function compileKeys(plan: LaunchPlan): CompileKeyPlan[] {
   const byKey = new Map<string, CompileKeyPlan>();
   for (const role of plan.roles) {
     const entry = byKey.get(role.compileKey) ?? { key: role.compileKey, roles: [], targetSoc: targetSoc(plan, role) };
@@ -37,18 +29,16 @@ export function compileKeys(deployment: Deployment): CompileKeyPlan[] {
   return [...byKey.values()];
 }
 
-/** What compile ahead does for a validated deployment. */
-export function planCompileAhead(deployment: Deployment): CompileAheadPlan {
-  const { settings, plan } = deployment;
+/** What compile ahead does for the stack's settings and launch plan. */
+export function planCompileAhead(settings: StackSettings, plan: LaunchPlan): CompileAheadPlan {
   const { compile } = settings;
   const wanted = settings.platform === "hosts" ? (compile.host ? "host" : "off") : compile.enabled ? "job" : "off";
   const mode = wanted !== "off" && supportsCompileOnly(plan.packages) ? wanted : "off";
-  return { mode, keys: compileKeys(deployment), registry: compile.registry ?? null };
+  return { mode, keys: compileKeys(plan), registry: compile.registry ?? null };
 }
 
 /** Where compile settings do nothing or fall back, for the plan's and the stack's `warnings`. */
-export function compileWarnings(deployment: Deployment): string[] {
-  const { settings, plan } = deployment;
+export function compileWarnings(settings: StackSettings, plan: LaunchPlan): string[] {
   const { compile } = settings;
   const warnings: string[] = [];
   const onHosts = settings.platform === "hosts";
@@ -68,15 +58,13 @@ export function compileWarnings(deployment: Deployment): string[] {
   return warnings;
 }
 
-/** The deployment with the compile-ahead warnings in its plan's warnings; a serving rank set to compile only is refused. */
-export function withCompileAhead(deployment: Deployment): Deployment {
-  for (const [role, env] of Object.entries(deployment.settings.extraEnv)) {
+/** A serving rank set to compile only is refused: it would compile and never serve. */
+export function refuseCompileOnlyServing(settings: StackSettings): void {
+  for (const [role, env] of Object.entries(settings.extraEnv)) {
     if (Object.keys(env).some((name) => name === "VLLM_RBLN_COMPILE_ONLY")) {
       throw new ConfigError(`extraEnv.${role}.VLLM_RBLN_COMPILE_ONLY`, "a serving rank in compile-only mode compiles and never serves; compile ahead sets it only where it compiles (compile.host, compile.enabled)");
     }
   }
-  const warnings = compileWarnings(deployment);
-  return warnings.length === 0 ? deployment : { ...deployment, plan: { ...deployment.plan, warnings: [...deployment.plan.warnings, ...warnings] } };
 }
 
 /** The registry's password goes with its user: like pip's, checked with the secrets before anything is registered. */
