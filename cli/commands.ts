@@ -1,5 +1,6 @@
 import * as path from "node:path";
 import { parseStackSettings, type SecretKey } from "../core/config/stackConfig";
+import { secretPairingErrors } from "../core/config/secrets";
 import { projectStackDir, readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
@@ -58,7 +59,10 @@ export function stackDeployment(options: CliOptions, catalog: RecipeCatalog, sta
   // --set adds to the stack's axes; axes that are no map stay as given, for validation to refuse.
   const isMap = axes === undefined || (axes !== null && typeof axes === "object" && !Array.isArray(axes));
   const merged = { ...raw, ...flagOverrides(options), ...(Object.keys(sets).length > 0 && isMap ? { axes: { ...(axes as object | undefined), ...sets } } : {}) };
-  return { deployment: planDeployment(parseStackSettings(merged), catalog), secrets };
+  const deployment = planDeployment(parseStackSettings(merged), catalog);
+  // `pulumi up` refuses these; offline, the stack file may simply not hold its secrets yet.
+  for (const missing of secretPairingErrors(deployment.settings, (key) => secrets.includes(key))) process.stderr.write(`warning: ${missing.message}\n`);
+  return { deployment, secrets };
 }
 
 /** A stack's plan (flags override its keys), or a plan from flags alone. */

@@ -1,7 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
+import { checkSecretPairings } from "../core/config/secrets";
 import { parseStackSettings, SECRET_KEYS, StackSettings, secretEnvironment, type SecretKey } from "../core/config/stackConfig";
-import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import type { ScrapeTarget } from "../core/monitoring/targets";
@@ -10,7 +10,6 @@ import { renderDeployment } from "../core/render/deployment";
 import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
-import { checkRegistrySecret } from "../core/plan/compileAhead";
 import { reportedDigest } from "../core/compile/artifact";
 import { CompileHost } from "./hosts/compileHost";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
@@ -50,18 +49,7 @@ export function reportedRevision(stdout: string | undefined, model: string): str
 /** Validates settings and secrets together; throws a ConfigError before any resource exists. */
 export function planServing(args: ModelServingArgs): Deployment {
   const deployment = planDeployment(parseStackSettings(args.settings as Record<string, unknown>), args.catalog ?? RecipeCatalog.load());
-  const { settings } = deployment;
-  const has = (key: SecretKey) => args.secrets?.[key] !== undefined;
-  checkRegistrySecret(deployment, has);
-  if (settings.platform === "hosts" && !has("sshPrivateKey")) {
-    throw new ConfigError("sshPrivateKey", "required with platform: hosts; set it with: pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519");
-  }
-  if (settings.platform === "hosts" && settings.pip.username !== undefined && !has("pipPassword")) {
-    throw new ConfigError("pipPassword", "required when pip.username is set; set it with: pulumi config set --secret pipPassword");
-  }
-  if (settings.platform === "hosts" && has("pipPassword") && settings.pip.username === undefined) {
-    throw new ConfigError("pip.username", "required when the pipPassword secret is set (the package index's user name)");
-  }
+  checkSecretPairings(deployment.settings, (key) => args.secrets?.[key] !== undefined);
   return deployment;
 }
 

@@ -1,8 +1,8 @@
 import { gte } from "@renovatebot/pep440";
-import type { SecretKey, StackSettings } from "../config/stackConfig";
+import type { StackSettings } from "../config/stackConfig";
 import { ConfigError } from "../errors";
 import { targetSoc } from "./compileKey";
-import type { CompileAheadPlan, CompileKeyPlan, Deployment, LaunchPlan, PackagePlan } from "./types";
+import type { CompileAheadPlan, CompileKeyPlan, LaunchPlan, PackagePlan } from "./types";
 
 /**
  * vllm-rbln's compile-only mode, as read in RBLN-SW/vllm-rbln (test/fixtures/vllm-rbln-0.12.0.json:
@@ -64,16 +64,5 @@ export function refuseCompileOnlyServing(settings: StackSettings): void {
     if (Object.keys(env).some((name) => name === "VLLM_RBLN_COMPILE_ONLY")) {
       throw new ConfigError(`extraEnv.${role}.VLLM_RBLN_COMPILE_ONLY`, "a serving rank in compile-only mode compiles and never serves; compile ahead sets it only where it compiles (compile.host, compile.enabled)");
     }
-  }
-}
-
-/** The registry's password goes with its user: like pip's, checked with the secrets before anything is registered. */
-export function checkRegistrySecret(deployment: Deployment, has: (key: SecretKey) => boolean): void {
-  const registry = deployment.settings.compile.registry;
-  if (registry?.username !== undefined && !has("registryPassword")) {
-    throw new ConfigError("registryPassword", "required when compile.registry.username is set; set it with: pulumi config set --secret registryPassword");
-  }
-  if (has("registryPassword") && registry?.username === undefined) {
-    throw new ConfigError("compile.registry.username", "required when the registryPassword secret is set (the registry's user name)");
   }
 }
