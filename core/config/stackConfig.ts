@@ -302,7 +302,7 @@ const ociRepository = z
   }, "a registry port from 1 to 65535");
 
 /**
- * Compile ahead, off the NPUs (core/compile/): a CPU server (hosts) or a Job without NPUs
+ * Compile ahead, off the NPUs (core/plan/compileAhead.ts): a CPU server (hosts) or a Job without NPUs
  * (Kubernetes) compiles every compile key before any NPU replica stops serving, and a registry keeps
  * the compiled caches across stacks.
  */

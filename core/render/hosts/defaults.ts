@@ -75,7 +75,7 @@ export const HOST_DEFAULTS = {
     /** How long a sidecar's step waits for it to answer on every port. */
     sidecarReadyTimeoutSeconds: 300,
   },
-  /** The compile host (compile.host, core/compile/). */
+  /** The compile host (compile.host, compileHost.ts). */
   compile: {
     /**
      * Memory a compile wants, GiB: not published by Rebellions; the figure the serving pods get for

@@ -1,6 +1,6 @@
 import { heredocDelimiter, renderScript as renderScriptFile, type ScriptValue } from "../../template";
 import { PROBE_SCRIPT } from "../../probe";
-import { CACHE_LOG } from "../../compile/compileOnly";
+import { CACHE_LOG } from "../compileCache";
 import { HOST_DEFAULTS } from "./defaults";
 
 /** Where the host scripts are, under the package root. */

@@ -46,8 +46,8 @@ scratch=$(mktemp -d "$cache_root/vllm/.rbln-serving-scratch.XXXXXX")
 trap 'systemctl stop "$unit" 2>/dev/null || true; rm -rf "$work" "$scratch"' EXIT
 chmod 0700 "$work" "$scratch"
 
-# shellcheck source=registry.sh
-. registry.sh
+# shellcheck source=../../scripts/registry.sh
+. ../../scripts/registry.sh
 
 # 0 when the compile-only server answers /health: every engine is past its warm-up (core/probe.py; PID 0: no API key, /health needs none).
 healthy() { python3 -c "$probe_py" "$probe_host" 10 "$port" /health 0 2>/dev/null; }

@@ -42,8 +42,8 @@ trap 'rm -rf "$work" "$scratch"' EXIT
 chown() { :; }
 install() { [ "$1" = -d ] && mkdir -p "${@: -1}"; }
 
-# shellcheck source=registry.sh
-. registry.sh
+# shellcheck source=../../scripts/registry.sh
+. ../../scripts/registry.sh
 
 mark() { printf '%s\n' "$1" > "$marker.tmp"; mv "$marker.tmp" "$marker"; }
 
