@@ -209,11 +209,14 @@ describe("the compile Job's script under real bash, with the stand-in vllm in co
       fs.writeFileSync(`${dir}/launch.sh`, `exec ${dir}/vllm-bin serve MiniMaxAI/MiniMax-M2.7 --port ${port} --host 127.0.0.1\n`);
       const first = run(dir, `${dir}/launch.sh`);
       expect([first.status, first.stderr]).toEqual([0, expect.any(String)]);
-      expect(first.stdout).toContain("compile job k1: compiled");
+      expect(first.stdout).toContain("compile job k1: compiled 1 file(s) in ");
+      // The compile host's flow (core/render/scripts/compile-flow.sh): its last line reports the key.
+      expect(first.stdout.trimEnd().split("\n").pop()).toBe("compiled k1 local");
       expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1`, "utf8")).toBe("local\n");
       expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1.files`, "utf8")).toMatch(/^MiniMaxAI_MiniMax-M2\.7-[0-9a-f]{8}\/[0-9a-f]{16}\/rank0\/mega_cache\.bin\n$/);
       const again = run(dir, `${dir}/launch.sh`);
       expect(again.stdout).toContain("already on the compile-cache volume; nothing to do");
+      expect(again.stdout.trimEnd().split("\n").pop()).toBe("compiled k1 local");
       // Compile-only without the vLLM-native model path is vllm-rbln's ValueError: the Job fails, no marker.
       fs.rmSync(`${dir}/vllm`, { recursive: true });
       const refused = run(dir, `${dir}/launch.sh`, { VLLM_RBLN_USE_VLLM_MODEL: "0" });

@@ -1,7 +1,7 @@
 /**
  * What compile ahead's steps share on both platforms (the compile host's step and pulls on hosts,
  * the compile Job on Kubernetes): vllm-rbln's compile-only variables and log lines, the registry
- * artifact's layout, and the settings both steps read (registry.sh).
+ * artifact's layout, and the settings of the flow both steps run (scripts/compile-flow.sh).
  */
 
 /**
