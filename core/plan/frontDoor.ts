@@ -32,6 +32,11 @@ export const DEFAULT_IMAGES = {
 /** The disaggregated roles' label the EPP's role filters read. */
 export const ROLE_LABEL = "llm-d.ai/role";
 
+/** The disaggregation sidecar's image: released with the picker, under the same tag. */
+export function sidecarImage(pickerImage: string): string {
+  return pickerImage.replace(/\/[^/:]+:/, "/llm-d-router-disagg-sidecar:");
+}
+
 /** The ports a role is reached on through the router: its ranks' own, or (ranks off the pool's ports, as decode's) its routing sidecar's. */
 export function servingPorts(router: RouterIntent | null, role: Pick<RolePlan, "ranks">): { ports: number[]; sidecar: boolean } {
   const rankPorts = role.ranks.flatMap((r) => r.ports);
@@ -109,8 +114,7 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
     images: {
       endpointPicker: settings.router.images.endpointPicker ?? image,
       proxy: settings.router.images.proxy ?? DEFAULT_IMAGES.proxy,
-      // The disaggregation sidecar is released with the picker, under the same tag.
-      sidecar: settings.router.images.sidecar ?? image.replace(/\/[^/:]+:/, "/llm-d-router-disagg-sidecar:"),
+      sidecar: settings.router.images.sidecar ?? sidecarImage(image),
     },
     endpoints,
     sidecars,

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { compileLock } from "./compileLock";
 import { waitForWeights } from "./weights";
 import { engineReadyTimeoutSeconds } from "../../plan/argv";
-import { servingPorts } from "../../plan/frontDoor";
+import { ROLE_LABEL, servingPorts, sidecarImage } from "../../plan/frontDoor";
 import { roleReplicas } from "../../plan/replicas";
 import type { Deployment, RolePlan, RoleScaling, RouterIntent } from "../../plan/types";
 import { unavailableCount } from "../../rollout/waves";
@@ -103,7 +103,7 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
   const gracePeriod = preStopSleepSeconds + deployment.shutdownTimeoutSeconds + teardownSeconds;
   const podLabels = {
     ...labels,
-    ...(router ? { ...router.values.inference_pool.match_labels, "llm-d.ai/role": role.role } : {}),
+    ...(router ? { ...router.values.inference_pool.match_labels, [ROLE_LABEL]: role.role } : {}),
     ...(scaling ? { [COMPILE_KEY_LABEL]: role.compileKey } : {}),
   };
   const env = [
@@ -129,7 +129,7 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
   });
   const sidecar = router
     ? routingSidecar({
-        image: router.values.endpoint_picker.image.replace(/\/[^/:]+:/, "/llm-d-router-disagg-sidecar:"),
+        image: sidecarImage(router.values.endpoint_picker.image),
         ports: sidecarPorts,
         rankPorts,
         resources: mergeResources(KUBERNETES_DEFAULTS.resources.sidecar, k8sSettings.sidecarResources),
