@@ -173,10 +173,10 @@ export interface FrontDoorAccess {
 
 function frontDoorSettings(access: FrontDoorAccess | null | undefined) {
   return {
-    front_door_address: access?.address ?? "",
-    front_door_port: access?.port ?? 22,
-    front_door_host_key: access?.hostKey ?? "",
-    front_door_bind: access?.bind ?? "",
+    router_ssh_address: access?.address ?? "",
+    router_ssh_port: access?.port ?? 22,
+    router_ssh_host_key: access?.hostKey ?? "",
+    router_ssh_bind: access?.bind ?? "",
   };
 }
 

@@ -3,8 +3,8 @@
 # is done: over SSH to the router host, where the key this step was handed runs only the front door's
 # `drain NAME` and `rejoin NAME` (front-door.py). The router's agent also lists an endpoint again by
 # itself once it has restarted and serves, so a step that never gets to rejoin leaves nothing out
-# for good. Nothing without a front door (front_door_address empty).
-# Reads: front_door_address, front_door_port, front_door_host_key, front_door_bind; the key from stdin.
+# for good. Nothing without a front door (router_ssh_address empty).
+# Reads: router_ssh_address, router_ssh_port, router_ssh_host_key, router_ssh_bind; the key from stdin.
 # shellcheck disable=SC2154
 
 # shellcheck source=peer-ssh.sh
@@ -15,7 +15,7 @@ front_door_drained=()
 
 # The key the router host's access step made: the first lines of stdin, through the key's last line.
 read_front_door_key() {
-  [ -n "$front_door_address" ] || return 0
+  [ -n "$router_ssh_address" ] || return 0
   local line
   while IFS= read -r line; do
     front_door_key+="$line"$'\n'
@@ -31,7 +31,7 @@ front_door_ctl() {
   shift
   dir=$(mktemp -d /run/rbln-serving-front-door.XXXXXX)
   (umask 077; printf '%s' "$front_door_key" > "$dir/id")
-  peer_ssh_setup "$dir" "$front_door_address" "$front_door_port" "$front_door_host_key" "$front_door_bind"
+  peer_ssh_setup "$dir" "$router_ssh_address" "$router_ssh_port" "$router_ssh_host_key" "$router_ssh_bind"
   for name in "$@"; do
     "${peer_ssh[@]}" "$peer_remote" "$action $name" || { status=1; break; }
   done
@@ -42,7 +42,7 @@ front_door_ctl() {
 # Out of the front door before a restart; the router's one-line reason and exit 1 when it cannot
 # (it would leave a role without an endpoint, the router is unreachable), with nothing changed.
 front_door_drain() {
-  [ -n "$front_door_address" ] && [ "$#" -gt 0 ] || return 0
+  [ -n "$router_ssh_address" ] && [ "$#" -gt 0 ] || return 0
   front_door_drained=("$@")
   if ! front_door_ctl drain "$@"; then
     front_door_drained=()

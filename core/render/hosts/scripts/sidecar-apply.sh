@@ -15,10 +15,10 @@ unit_text='[Service]
 ExecStart=/bin/true'
 ports=(8000 8001 8002 8003)
 ready_timeout_s=300
-front_door_address=''
-front_door_port=22
-front_door_host_key=''
-front_door_bind=''
+router_ssh_address=''
+router_ssh_port=22
+router_ssh_host_key=''
+router_ssh_bind=''
 front_door_endpoint=''
 # --- end of settings ---
 
