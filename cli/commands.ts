@@ -1,6 +1,6 @@
 import * as path from "node:path";
-import { parseStackSettings, type SecretKey } from "../core/config/stackConfig";
-import { secretPairingErrors } from "../core/config/secrets";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { secretPairingErrors, type SecretKey } from "../core/config/secrets";
 import { projectStackDir, readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";

@@ -1,12 +1,12 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
-import { checkSecretPairings } from "../core/config/secrets";
-import { parseStackSettings, SECRET_KEYS, StackSettings, secretEnvironment, type SecretKey } from "../core/config/stackConfig";
+import { parseStackSettings, StackSettings } from "../core/config/stackConfig";
+import { checkSecretPairings, SECRET_KEYS, secretEnvironment, type SecretKey } from "../core/config/secrets";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import type { ScrapeTarget } from "../core/monitoring/targets";
 import { clientCommand } from "../core/render/client";
-import { renderDeployment } from "../core/render/deployment";
+import { renderDeployment, type RenderedHosts, type RenderedKubernetes } from "../core/render/deployment";
 import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
@@ -53,6 +53,93 @@ export function planServing(args: ModelServingArgs): Deployment {
   return deployment;
 }
 
+/** What a platform's resources give the component's outputs. */
+interface PlatformOutputs {
+  endpoints: pulumi.Output<string[]>;
+  units: pulumi.Output<RankUnit[]>;
+  modelRevision: pulumi.Output<string | null>;
+  deployments: pulumi.Output<RoleDeployment[]>;
+  /** Per compile key, the stdout of the step that compiled or pulled it: its registry digest report. */
+  keyReports: Map<string, pulumi.Output<string>>;
+}
+
+/**
+ * The hosts platform: the front door first (the unit steps take their ranks out of it before a
+ * restart), the compile host, then the NPU hosts wave by wave, each wave's units after the previous
+ * wave's serve.
+ */
+function hostResources(name: string, hosts: RenderedHosts, deployment: Deployment, secrets: ServingSecrets, child: pulumi.ComponentResourceOptions): PlatformOutputs {
+  const { waves, copies, weightsHosts, compileHost, pulls, frontDoor } = hosts;
+  const { settings, plan } = deployment;
+  const sshPrivateKey = secrets.sshPrivateKey!;
+  const keyReports = new Map<string, pulumi.Output<string>>();
+  const door = frontDoor ? new FrontDoor(`${name}-${frontDoor.host.name}-front-door`, { rendered: frontDoor, sshPrivateKey }, child) : undefined;
+  const byHost = new Map<string, NpuHost | CompileHost>();
+  let previousWave: (NpuHost | CompileHost)[] = [];
+  if (compileHost) {
+    const host = compileHost.placement.host.name;
+    const compiler = new CompileHost(`${name}-${host}`, { rendered: compileHost, sshPrivateKey, secrets, downloads: weightsHosts.includes(host) }, child);
+    byHost.set(host, compiler);
+    // Every key is compiled (or pulled) before the first wave's units change: they wait for it.
+    previousWave = [compiler];
+    compileHost.steps.forEach((step, i) => keyReports.set(step.key, compiler.unitCommands[i]!.stdout));
+  }
+  for (const wave of waves) {
+    // A wave's units start changing only after the previous wave's serve.
+    const afterUnits = previousWave.flatMap((h) => h.unitCommands);
+    previousWave = wave.map((bundle) => {
+      const host = bundle.placement.host.name;
+      const peerCopies = copies
+        .filter((c) => c.dest.host.name === host)
+        .map((copy) => {
+          const source = byHost.get(copy.source.host.name)!;
+          return { rendered: copy, sourceName: `${name}-${copy.source.host.name}`, after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };
+        });
+      const hostPulls = pulls.filter((p) => p.host === host).map((p) => p.step);
+      const behindDoor = door ? { accessKey: door.accessKey, after: door.ready, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
+      const npuHost = new NpuHost(`${name}-${host}`, { rendered: bundle, sshPrivateKey, secrets, afterUnits, downloads: weightsHosts.includes(host), copies: peerCopies, pulls: hostPulls, frontDoor: behindDoor }, child);
+      hostPulls.forEach((pull, i) => keyReports.set(pull.key, npuHost.pullCommands[i]!.stdout));
+      byHost.set(host, npuHost);
+      return npuHost;
+    });
+  }
+  const all = [...byHost.values()];
+  const seedWeights = byHost.get(weightsHosts[0]!)!.weights!;
+  const units = pulumi.all(all.flatMap((h) => (h instanceof NpuHost ? [h.units] : []))).apply((each) => each.flat());
+  return {
+    // One front door for every replica and role; without one, each replica's rank 0.
+    endpoints: door ? door.url.apply((url) => [url]) : units.apply((list) => list.filter((u) => u.rank === 0).map((u) => u.url)),
+    units,
+    modelRevision: settings.revision !== undefined ? pulumi.output(settings.revision) : seedWeights.stdout.apply((stdout) => reportedRevision(stdout, plan.model)),
+    deployments: pulumi.output([]),
+    keyReports,
+  };
+}
+
+/** The Kubernetes platform: the workloads and, for the strategies with a router, the llm-d router. */
+function kubernetesResources(name: string, kubernetes: RenderedKubernetes, deployment: Deployment, secrets: ServingSecrets, child: pulumi.ComponentResourceOptions): PlatformOutputs {
+  const { workloads, scalers, monitoring, routerValues } = kubernetes;
+  const { settings, plan } = deployment;
+  const present = SECRET_KEYS.filter((key) => secrets[key] !== undefined);
+  const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring, scalers, registryPassword: secrets.registryPassword }, child);
+  const router =
+    plan.router && routerValues
+      ? new LlmdRouter(
+          `${name}-router`,
+          { release: plan.router.release, chart: plan.router.chart, version: plan.router.version, namespace: settings.kubernetes.namespace, values: routerValues, gateway: settings.kubernetes.gateway },
+          // Not after the workloads: their rollout can take hours of compilation, and the pool may exist first.
+          child,
+        )
+      : undefined;
+  return {
+    endpoints: router ? router.endpoint.apply((e) => (e ? [e] : [])) : npu.serviceEndpoints,
+    units: pulumi.output([]),
+    modelRevision: pulumi.output(settings.revision ?? null),
+    deployments: npu.deployments,
+    keyReports: new Map(),
+  };
+}
+
 /**
  * A model served on RBLN NPUs from its recipe: the launch plan of the chosen strategy, target and
  * axes, deployed to SSH hosts (systemd units) or to Kubernetes (Deployments and the llm-d router).
@@ -75,86 +162,23 @@ export class ModelServing extends pulumi.ComponentResource {
     checkInstanceName(name);
     const deployment = planServing(args);
     super("rbln-serving:index:ModelServing", name, {}, opts);
-    const { plan, settings } = deployment;
+    const { plan } = deployment;
     // A library caller may pass plain strings: every secret is a secret from here on, whatever came in.
     const secrets: ServingSecrets = Object.fromEntries(Object.entries(args.secrets ?? {}).filter(([, value]) => value !== undefined).map(([key, value]) => [key, pulumi.secret(value)]));
-    const child = { parent: this };
-
     const present = SECRET_KEYS.filter((key) => secrets[key] !== undefined);
     const rendered = renderDeployment(deployment, { stack: pulumi.getStack(), instance: name, secrets: present, hostOptions: args.hostOptions, copyOptions: args.copyOptions });
+    const platform = rendered.hosts ? hostResources(name, rendered.hosts, deployment, secrets, { parent: this }) : kubernetesResources(name, rendered.kubernetes!, deployment, secrets, { parent: this });
 
-    let endpoints: pulumi.Output<string[]>;
-    const keyReports = new Map<string, pulumi.Output<string>>();
-    if (rendered.hosts) {
-      const { waves, copies, weightsHosts, compileHost, pulls } = rendered.hosts;
-      // The front door first: the unit steps take their ranks out of it before a restart.
-      const frontDoor = rendered.hosts.frontDoor;
-      const door = frontDoor ? new FrontDoor(`${name}-${frontDoor.host.name}-front-door`, { rendered: frontDoor, sshPrivateKey: secrets.sshPrivateKey! }, child) : undefined;
-      const byHost = new Map<string, NpuHost | CompileHost>();
-      let previousWave: (NpuHost | CompileHost)[] = [];
-      if (compileHost) {
-        const host = compileHost.placement.host.name;
-        const compiler = new CompileHost(`${name}-${host}`, { rendered: compileHost, sshPrivateKey: secrets.sshPrivateKey!, secrets, downloads: weightsHosts.includes(host) }, child);
-        byHost.set(host, compiler);
-        // Every key is compiled (or pulled) before the first wave's units change: they wait for it.
-        previousWave = [compiler];
-        compileHost.steps.forEach((step, i) => keyReports.set(step.key, compiler.unitCommands[i]!.stdout));
-      }
-      for (const wave of waves) {
-        // A wave's units start changing only after the previous wave's serve.
-        const afterUnits = previousWave.flatMap((h) => h.unitCommands);
-        previousWave = wave.map((bundle) => {
-          const host = bundle.placement.host.name;
-          const peerCopies = copies
-            .filter((c) => c.dest.host.name === host)
-            .map((copy) => {
-              const source = byHost.get(copy.source.host.name)!;
-              return { rendered: copy, sourceName: `${name}-${copy.source.host.name}`, after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };
-            });
-          const hostPulls = pulls.filter((p) => p.host === host).map((p) => p.step);
-          const behindDoor = door ? { accessKey: door.accessKey, after: door.ready, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
-          const npuHost = new NpuHost(
-            `${name}-${host}`,
-            { rendered: bundle, sshPrivateKey: secrets.sshPrivateKey!, secrets, afterUnits, downloads: weightsHosts.includes(host), copies: peerCopies, pulls: hostPulls, frontDoor: behindDoor },
-            child,
-          );
-          hostPulls.forEach((pull, i) => keyReports.set(pull.key, npuHost.pullCommands[i]!.stdout));
-          byHost.set(host, npuHost);
-          return npuHost;
-        });
-      }
-      const hosts = [...byHost.values()];
-      const seedWeights = byHost.get(weightsHosts[0]!)!.weights!;
-      this.modelRevision = settings.revision !== undefined ? pulumi.output(settings.revision) : seedWeights.stdout.apply((stdout) => reportedRevision(stdout, plan.model));
-      this.units = pulumi.all(hosts.flatMap((h) => (h instanceof NpuHost ? [h.units] : []))).apply((all) => all.flat());
-      this.deployments = pulumi.output([]);
-      // One front door for every replica and role; without one, each replica's rank 0.
-      endpoints = door ? door.url.apply((url) => [url]) : this.units.apply((units) => units.filter((u) => u.rank === 0).map((u) => u.url));
-    } else {
-      const { workloads, scalers, monitoring, routerValues } = rendered.kubernetes!;
-      const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring, scalers, registryPassword: secrets.registryPassword }, child);
-      this.units = pulumi.output([]);
-      this.modelRevision = pulumi.output(settings.revision ?? null);
-      this.deployments = npu.deployments;
-      if (plan.router && routerValues) {
-        const router = new LlmdRouter(
-          `${name}-router`,
-          { release: plan.router.release, chart: plan.router.chart, version: plan.router.version, namespace: settings.kubernetes.namespace, values: routerValues, gateway: settings.kubernetes.gateway },
-          // Not after the workloads: their rollout can take hours of compilation, and the pool may exist first.
-          child,
-        );
-        endpoints = router.endpoint.apply((e) => (e ? [e] : []));
-      } else {
-        endpoints = npu.serviceEndpoints;
-      }
-    }
-    this.endpoints = endpoints;
-    this.curl = endpoints.apply((list) => clientCommand(plan.client, list[0] ?? "http://<endpoint>", secrets.apiKey !== undefined));
+    this.endpoints = platform.endpoints;
+    this.units = platform.units;
+    this.modelRevision = platform.modelRevision;
+    this.deployments = platform.deployments;
+    this.curl = platform.endpoints.apply((list) => clientCommand(plan.client, list[0] ?? "http://<endpoint>", secrets.apiKey !== undefined));
     this.selection = { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
     this.warnings = plan.warnings;
     this.scrapeTargets = rendered.hosts?.scrapeTargets ?? [];
     this.compileKeys = pulumi.all(
-      deployment.compile.keys.map((k) => (keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
+      deployment.compile.keys.map((k) => (platform.keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
         const digest = reportedDigest(stdout, k.key);
         return { key: k.key, roles: k.roles, ...(digest ? { digest } : {}) };
       })),

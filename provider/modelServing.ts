@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
-import { SECRET_KEYS, StackSettings } from "../core/config/stackConfig";
+import { StackSettings } from "../core/config/stackConfig";
+import { SECRET_KEYS } from "../core/config/secrets";
 import { fromPackageValue, settingsShape } from "../core/config/settingsShape";
 import { ModelServing as ModelServingComponent, type ModelServingArgs as ComponentArgs } from "../components/modelServing";
 import type { ModelServingArgs } from "./settingsArgs.generated";

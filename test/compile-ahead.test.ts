@@ -7,6 +7,8 @@ import { compileOnlyEnv } from "../core/render/compileCache";
 import { compileJobScript } from "../core/render/kubernetes/compileJob";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { planDeployment } from "../core/plan/deployment";
+import { renderDeployment } from "../core/render/deployment";
+import { REGISTRY_PASSWORD_ENV } from "../core/render/kubernetes/compileJob";
 import { planServing } from "../components/modelServing";
 import { runProgram } from "../program";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
@@ -189,6 +191,35 @@ describe("compile ahead on Kubernetes, under the mock runtime", async () => {
     expect(secret.inputs.stringData).toEqual({ password: SECRETS.registryPassword });
     for (const r of registrations.filter((x) => x !== secret)) expect(JSON.stringify(r.inputs), r.name).not.toContain(SECRETS.registryPassword);
   });
+});
+
+describe("the compile Job's environment", () => {
+  // What the Job adds on purpose: compile-only mode's variables (core/render/compileCache.ts) and the
+  // registry password its script reads for skopeo (and unsets before vLLM starts).
+  const ADDED_ON_PURPOSE = [...Object.keys(compileOnlyEnv("RBLN-CR13")), REGISTRY_PASSWORD_ENV];
+  const stack = (compile: Record<string, unknown>) => ({
+    strategy: "prefill-decode-disaggregated",
+    target: "Throughput",
+    platform: "kubernetes",
+    revision: REVISION,
+    kubernetes: { image: `registry.example.com/ml/vllm-rbln@sha256:${"e".repeat(64)}`, gateway: { name: "gw" } },
+    compile,
+  });
+  const envOf = (pod: unknown) => ((pod as { spec: { containers: { env: { name: string }[] }[] } }).spec.containers[0]!.env);
+
+  for (const [what, compile] of [["compile.enabled and a registry", { enabled: true, registry: REGISTRY }], ["a registry only (pull)", { registry: REGISTRY }], ["compile.enabled alone", { enabled: true }]] as const) {
+    it(`is the serving pods' exactly, the secrets' variables included, plus only ${ADDED_ON_PURPOSE.join(", ")}: with ${what}`, () => {
+      const deployment = planDeployment(parseStackSettings(stack(compile)), shippedCatalog);
+      const { workloads } = renderDeployment(deployment, { stack: "test", instance: "rbln-serving", secrets: ["hfToken", "apiKey", "registryPassword"] }).kubernetes!;
+      expect(workloads.compileJobs.map((j) => j.role).sort()).toEqual(["decode", "prefill"]);
+      for (const job of workloads.compileJobs) {
+        const serving = envOf(workloads.roles.find((r) => r.role === job.role)!.deployment.spec!.template);
+        const compiling = envOf(job.job.spec!.template);
+        expect(serving.map((v) => v.name)).toEqual(expect.arrayContaining(["HF_HOME", "VLLM_CACHE_ROOT", "HF_TOKEN", "VLLM_API_KEY"]));
+        expect(compiling.filter((v) => !ADDED_ON_PURPOSE.includes(v.name)), job.role).toEqual(serving);
+      }
+    });
+  }
 });
 
 describe("the compile Job's script under real bash, with the stand-in vllm in compile-only mode", () => {

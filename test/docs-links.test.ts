@@ -4,7 +4,8 @@ import GithubSlugger from "github-slugger";
 import { marked, type Token, type Tokens } from "marked";
 import { describe, expect, it } from "vitest";
 import { settingsShape, type SettingShape } from "../core/config/settingsShape";
-import { SECRET_KEYS, StackSettings } from "../core/config/stackConfig";
+import { StackSettings } from "../core/config/stackConfig";
+import { SECRET_KEYS } from "../core/config/secrets";
 
 const ROOT = path.resolve(__dirname, "..");
 const DOCS = ["README.md", ...fs.readdirSync(path.join(ROOT, "docs")).filter((name) => name.endsWith(".md")).map((name) => `docs/${name}`)];

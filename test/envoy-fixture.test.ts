@@ -141,10 +141,10 @@ describe("the fixture", () => {
 
   it("keeps the protoc-gen-validate rules, repeated values included", () => {
     const root = envoyRoot();
-    const port = root.lookupType("envoy.config.core.v3.SocketAddress").fields.port_value;
-    expect(port.options?.["(validate.rules)"]).toEqual({ uint32: { lte: 65535 } });
-    const strict = root.lookupType("envoy.extensions.filters.http.router.v3.Router").fields.strict_check_headers;
-    expect(strict.options?.["(validate.rules)"].repeated.items.string.in).toHaveLength(5);
+    const port = root.lookupType("envoy.config.core.v3.SocketAddress").fields["port_value"];
+    expect(port?.options?.["(validate.rules)"]).toEqual({ uint32: { lte: 65535 } });
+    const strict = root.lookupType("envoy.extensions.filters.http.router.v3.Router").fields["strict_check_headers"];
+    expect(strict?.options?.["(validate.rules)"].repeated.items.string.in).toHaveLength(5);
   });
 
   it("has no PGV rule the validator neither checks nor knows Envoy leaves unchecked", () => {

@@ -2,6 +2,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
+import { shippedPaths } from "./helpers/shippedFiles";
 
 // Data flows one way (recipe -> config -> plan -> render -> components -> the program, the CLI and
 // the provider): every import between areas is one the table below allows, no shipped file imports
@@ -10,7 +11,6 @@ import { describe, expect, it } from "vitest";
 // module names by path (`renderScript("core/...")`, a scripts folder) and the fragments a bash
 // script sources (`. file`, `source file`).
 const ROOT = path.resolve(__dirname, "..");
-const SHIPPED = ["core", "components", "cli", "provider", "program.ts", "index.ts"];
 /** What is read for imports: TypeScript, and the scripts the package renders. */
 const READ = /\.(ts|sh)$/;
 
@@ -39,20 +39,6 @@ export function areaOf(file: string): string {
   const [top, second, third] = file.split("/");
   if (top === "core") return third === undefined ? "core" : `core/${second}`;
   return top === "program.ts" || top === "index.ts" ? "program" : top!;
-}
-
-function shippedFiles(): string[] {
-  const files: string[] = [];
-  const walk = (relative: string) => {
-    const full = path.join(ROOT, relative);
-    if (fs.statSync(full).isFile()) {
-      if (!relative.endsWith(".d.ts")) files.push(relative);
-      return;
-    }
-    for (const entry of fs.readdirSync(full)) walk(path.join(relative, entry));
-  };
-  for (const root of SHIPPED) walk(root);
-  return files.sort();
 }
 
 /** A module's relative imports, resolved as TypeScript resolves them. */
@@ -148,14 +134,14 @@ function backEdges(graph: ReadonlyMap<string, ReadonlySet<string>>, table: Reado
 }
 
 describe("imports of the shipped code", () => {
-  const files = shippedFiles();
+  const files = shippedPaths(ROOT);
   const graph = importGraph(files);
 
   it("reads every shipped module and script, and the imports, path references and sourced fragments between them", () => {
     expect(graph.size).toBeGreaterThan(100);
     expect(graph.get("core/plan/deployment.ts")).toContain("core/plan/resolve.ts");
     // A type-only import is an import.
-    expect(graph.get("core/rollout/waves.ts")).toContain("core/config/stackConfig.ts");
+    expect(graph.get("core/rollout/waves.ts")).toContain("core/config/fields.ts");
     // A script or template named by its path, directly or through its folder.
     expect(graph.get("core/cache/leaseLock.ts")).toContain("core/cache/scripts/lease-lock.sh");
     expect(graph.get("core/render/hosts/rank.ts")).toContain("core/render/hosts/templates/rank.service");

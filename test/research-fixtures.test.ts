@@ -4,13 +4,33 @@ import { join } from "node:path";
 import vllmRbln from "./fixtures/vllm-rbln-0.12.0.json";
 import keda from "./fixtures/keda.json";
 import vllmMetrics from "./fixtures/vllm-metrics-v0.30.0.json";
+import keda220 from "./fixtures/keda-v2.20.json";
+import multiModel from "./fixtures/llm-d-router-v0.10.0/multi-model.json";
+import eppHa from "./fixtures/llm-d-router-v0.10.0/epp-ha.json";
+import eppFlags from "./fixtures/llm-d-router-v0.10.0/epp-flags.json";
+import chartFacts from "./fixtures/llm-d-router-gateway-v0.10.0.json";
+import payloadProcessor from "./fixtures/payload-processor/v0.1.0-rc.1.json";
 import { checkResearchFixture, type ResearchFixture } from "./helpers/researchFixtures";
 import { autoscalingSeries } from "./helpers/keda";
 import { seriesNames } from "./helpers/promql";
 
 const ROOT = join(__dirname, "..");
-const fixtures = { "vllm-rbln-0.12.0.json": vllmRbln, "keda.json": keda } as unknown as Record<string, ResearchFixture>;
+const FIXTURES = {
+  "vllm-rbln-0.12.0.json": vllmRbln,
+  "keda.json": keda,
+  "keda-v2.20.json": keda220,
+  "llm-d-router-v0.10.0/multi-model.json": multiModel,
+  "llm-d-router-v0.10.0/epp-ha.json": eppHa,
+  "payload-processor/v0.1.0-rc.1.json": payloadProcessor,
+};
+const fixtures = FIXTURES as unknown as Record<keyof typeof FIXTURES, ResearchFixture>;
 const copy = (fixture: ResearchFixture): ResearchFixture => JSON.parse(JSON.stringify(fixture));
+/** An entry the test reads or breaks on purpose: the test fails here, naming it, if the fixture lost it. */
+function entry<T>(table: Record<string, T>, id: string): T {
+  const found = table[id];
+  if (found === undefined) throw new Error(`the fixture has no ${id}`);
+  return found;
+}
 
 describe("research fixtures are well-formed", () => {
   for (const [name, fixture] of Object.entries(fixtures)) {
@@ -21,17 +41,17 @@ describe("research fixtures are well-formed", () => {
 
   it("a confirmed fact cites a source at the pinned version of its component", () => {
     const broken = copy(fixtures["keda.json"]);
-    broken.facts["metrics.keda"].sources = ["llmd-keda-readme"]; // an llm-d file, not KEDA v2.19.0
+    entry(broken.facts, "metrics.keda").sources = ["llmd-keda-readme"]; // an llm-d file, not KEDA v2.19.0
     expect(checkResearchFixture(broken)).toContain("facts.metrics.keda: confirmed for keda v2.19.0, but no source is at v2.19.0");
   });
 
   it("refuses a fact without sources, an unknown source, a bad commit, an unsourced value and an uncited source", () => {
     const broken = copy(fixtures["vllm-rbln-0.12.0.json"]);
-    broken.facts["shutdown.flag"].sources = [];
-    broken.facts["cache.logLines"].sources = ["no-such-source"];
-    broken.sources["vllm-rbln-mega_cache"].commit = "main";
-    broken.facts["compileOnly.serveExit"].value = 0;
-    broken.facts["compileOnly.socNameCr13"].note = "";
+    entry(broken.facts, "shutdown.flag").sources = [];
+    entry(broken.facts, "cache.logLines").sources = ["no-such-source"];
+    entry(broken.sources, "vllm-rbln-mega_cache").commit = "main";
+    entry(broken.facts, "compileOnly.serveExit").value = 0;
+    entry(broken.facts, "compileOnly.socNameCr13").note = "";
     broken.sources["unused"] = { kind: "web", url: "https://example.org/" };
     const problems = checkResearchFixture(broken);
     expect(problems).toEqual(
@@ -48,10 +68,11 @@ describe("research fixtures are well-formed", () => {
 
   it("refuses a git source without a commit or tag, a web source without https, a local file that does not exist", () => {
     const broken = copy(fixtures["keda.json"]);
-    delete broken.sources["keda-types"].commit;
-    delete broken.sources["keda-types"].ref;
-    broken.sources["k8s-deployment-replicas-doc"].url = "http://kubernetes.io/";
-    broken.sources["vllm-metrics-fixture"].path = "test/fixtures/gone.json";
+    const types = entry(broken.sources, "keda-types");
+    delete types.commit;
+    delete types.ref;
+    entry(broken.sources, "k8s-deployment-replicas-doc").url = "http://kubernetes.io/";
+    entry(broken.sources, "vllm-metrics-fixture").path = "test/fixtures/gone.json";
     expect(checkResearchFixture(broken, ROOT)).toEqual(
       expect.arrayContaining([
         "sources.keda-types: needs a commit or a tag/branch (ref)",
@@ -80,8 +101,8 @@ describe("the facts agree with each other and with this repository", () => {
     for (const name of ["vllm:num_requests_waiting", "vllm:num_requests_running"]) {
       const family = vllmMetrics.metrics.find((m) => m.name === name);
       expect(family, name).toBeDefined();
-      expect(family!.type).toBe(fact[name].type);
-      expect([...vllmMetrics.labels, ...((family as { labels?: string[] }).labels ?? [])]).toEqual(fact[name].labels);
+      expect(family!.type).toBe(entry(fact, name).type);
+      expect([...vllmMetrics.labels, ...((family as { labels?: string[] }).labels ?? [])]).toEqual(entry(fact, name).labels);
     }
   });
 
@@ -104,6 +125,29 @@ describe("the facts agree with each other and with this repository", () => {
     const gated = keda.facts["epp.series"].value.filter((s) => s.needs === "featureGates: [flowControl]").map((s) => s.name);
     expect(gated.sort()).toEqual(["llm_d_epp_flow_control_pool_saturation", "llm_d_epp_flow_control_queue_size"]);
     expect(keda.facts["llmd.kedaEpp.featureGate"].value.featureGates).toEqual(["flowControl"]);
+  });
+
+  it("the header the payload processor sets is the one the router chart's HTTPRoute matches, and the chart fixture lists the key", () => {
+    const header = payloadProcessor.facts["plugin.base-model-to-header"].value.header;
+    expect(header).toBe("X-Gateway-Base-Model-Name");
+    expect(multiModel.facts["httpRoute.baseModel"].value.header).toBe(header);
+    expect(Object.keys(chartFacts.keys)).toEqual(expect.arrayContaining(["httpRoute.create", "httpRoute.baseModel", "httpRoute.headerMatches", "router.epp.replicas"]));
+  });
+
+  it("the EPP HA facts agree with the flag fixture, and PR #2228 probes the service name the file-mode EPP answers", () => {
+    const flag = (name: string) => eppFlags.flags.find((f) => f.flag === name)?.default;
+    expect(eppHa.facts["ports"].value).toMatchObject({ "--grpc-port": flag("--grpc-port"), "--grpc-health-port": flag("--grpc-health-port"), "--metrics-port": flag("--metrics-port") });
+    const probed = eppHa.facts["pr2228.envoyCluster"].value.health_checks[0]?.grpc_health_check.service_name;
+    expect(probed).toBeTypeOf("string");
+    expect(eppHa.facts["health.answers"].value.forEnvoyGrpcHealthCheck.service_name).toBe(probed);
+    expect(Object.keys(eppHa.facts["health.answers"].value.serviceNames)).toContain(probed);
+  });
+
+  it("KEDA v2.20 keeps v2.19's pollingInterval and cooldownPeriod defaults, so omitting them where v2.20 warns changes nothing", () => {
+    const v219 = keda.facts["scaledObject.specFields"].value;
+    const v220 = keda220.facts["defaults"].value;
+    expect([v220.pollingInterval, v220.cooldownPeriod]).toEqual([v219.pollingInterval.default, v219.cooldownPeriod.default]);
+    expect(keda220.facts["renderRule"].value["minReplicaCount>=1"].omit).toEqual(["pollingInterval", "cooldownPeriod"]);
   });
 
   it("the compile-only facts name both NPU variables, and the RBLN-CR13 name", () => {

@@ -295,7 +295,8 @@ describe("the unit step", () => {
     expect(run.calls.filter((call) => call.includes(LEGACY))).toEqual([]);
     expect(fs.existsSync(path.join(dir, "units", LEGACY))).toBe(true);
     // The same address, or all interfaces on either side, is in the way.
-    for (const [ours, theirs] of [["10.0.0.2", "10.0.0.2"], ["0.0.0.0", "10.0.0.2"], [null, "10.0.0.2"], ["10.0.0.1", null]]) {
+    const listens: [string | null, string | null][] = [["10.0.0.2", "10.0.0.2"], ["0.0.0.0", "10.0.0.2"], [null, "10.0.0.2"], ["10.0.0.1", null]];
+    for (const [ours, theirs] of listens) {
       const host = (address: string | null) => (address ? ` \\\n    --host ${address}` : "");
       fs.writeFileSync(path.join(dir, "units", LEGACY), `# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true${host(theirs)}\n`);
       const takeover = await apply(`HF_TOKEN='hf_${ours}_${theirs}'\n`, { unitText: `[Service]\nExecStart=/bin/true${host(ours)}\n` });

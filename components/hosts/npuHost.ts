@@ -1,14 +1,13 @@
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
-import { SECRET_ENV, secretEnvironment, type Host, type SecretKey } from "../../core/config/stackConfig";
+import { SECRET_ENV, secretEnvironment, type SecretKey } from "../../core/config/secrets";
 import { renderSecretEnv, type RenderedHost } from "../../core/render/hosts/bundle";
 import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
-import { renderPipConfig } from "../../core/render/hosts/pip";
 import type { RenderedCopy } from "../../core/render/hosts/copies";
 import type { RenderedCompileStep } from "../../core/render/hosts/compileHost";
-import { remoteCommand } from "../../core/render/hosts/scripts";
 import type { RenderedSidecar } from "../../core/render/hosts/frontDoor/frontDoor";
 import { renamedFrom } from "../renamed";
+import { compileKeyStep, hostSteps, setupSteps, stdinOf } from "./steps";
 
 export interface HostSecrets {
   pipPassword?: pulumi.Input<string>;
@@ -50,38 +49,6 @@ export interface RankUnit {
   url: string;
 }
 
-/** How the engine reaches a host: the deployer's key; a rebooting host refuses connections for a while, so keep dialing. */
-export function hostConnection(host: Host, sshPrivateKey: pulumi.Input<string>): command.types.input.remote.ConnectionArgs {
-  const privateKey = pulumi.secret(sshPrivateKey);
-  const retries = HOST_DEFAULTS.ssh;
-  return {
-    host: host.address,
-    port: host.port,
-    user: host.user,
-    privateKey,
-    // Without it the provider accepts any server key; the config refuses that unless insecureSkipHostKeyCheck.
-    ...(host.hostKey ? { hostKey: host.hostKey } : {}),
-    // The bastion takes the same key.
-    ...(host.proxy ? { proxy: { host: host.proxy.address, port: host.proxy.port, user: host.proxy.user, privateKey, ...(host.proxy.hostKey ? { hostKey: host.proxy.hostKey } : {}), ...retries } } : {}),
-    ...retries,
-  };
-}
-
-/** A compile step's timeout: a compile as long as a first start, and a margin for the pull or push around it. */
-export function compileStepTimeout(step: RenderedCompileStep): string {
-  return `${Math.ceil(step.timeoutSeconds / 60) + HOST_DEFAULTS.steps.unitReadyMarginMinutes}m`;
-}
-
-/** The registry password on a step's stdin, one line (empty without); a secret whenever it is set. */
-export function registryStdin(password: pulumi.Input<string> | undefined): pulumi.Input<string> {
-  return password === undefined ? "\n" : pulumi.secret(pulumi.output(password).apply((p) => `${p}\n`));
-}
-
-/** Joins optional secret inputs into one stdin text; secret when any part is. */
-function stdinOf(parts: readonly (pulumi.Input<string> | undefined)[], build: (values: (string | undefined)[]) => string): pulumi.Output<string> {
-  return pulumi.all(parts.map((p) => pulumi.output(p))).apply(build);
-}
-
 /**
  * One RBLN NPU server over SSH: preflight, then the pinned install and the weights (the seed
  * downloads them from the hub, every other host copies them from the seed) in parallel, the compiled
@@ -101,30 +68,9 @@ export class NpuHost extends pulumi.ComponentResource {
     super("rbln-serving:index:NpuHost", name, {}, renamedFrom("rbln-serving:hosts:NpuHost", opts));
     const { rendered } = args;
     const host = rendered.placement.host;
-    const asRoot = host.user === "root";
-    const connection = hostConnection(host, args.sshPrivateKey);
-    const stepOn = (target: Host, fullName: string, script: string, extra: Partial<command.remote.CommandArgs>, options: pulumi.CustomResourceOptions = {}) =>
-      new command.remote.Command(
-        fullName,
-        { connection: target === host ? connection : hostConnection(target, args.sshPrivateKey), create: remoteCommand(script, target.user === "root"), addPreviousOutputInEnv: false, ...extra },
-        { parent: this, ...options },
-      );
-    const step = (suffix: string, script: string, extra: Partial<command.remote.CommandArgs>, options: pulumi.CustomResourceOptions = {}) => stepOn(host, `${name}-${suffix}`, script, extra, options);
-
-    const preflight = step("preflight", rendered.preflightScript, { logging: "stdoutAndStderr" });
-    const pipConfig = stdinOf([args.secrets.pipPassword], ([password]) => renderPipConfig(rendered.pipIndexes, password ?? null));
-    // pip and huggingface_hub print index URLs and progress; logs stay off where credentials are in play.
-    const withCredentials = args.secrets.pipPassword !== undefined ? "none" : "stdoutAndStderr";
-    const install = step("install", rendered.installScript, { stdin: pipConfig, logging: withCredentials }, { dependsOn: [preflight], customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install } });
-    const weights = args.downloads ? step(
-      "weights",
-      rendered.weightsScript,
-      {
-        stdin: stdinOf([args.secrets.hfToken, args.secrets.pipPassword], ([token, password]) => `${token ?? ""}\n${renderPipConfig(rendered.pipIndexes, password ?? null)}`),
-        logging: args.secrets.hfToken !== undefined || args.secrets.pipPassword !== undefined ? "none" : "stdoutAndStderr",
-      },
-      { dependsOn: [preflight], customTimeouts: { create: HOST_DEFAULTS.steps.weights, update: HOST_DEFAULTS.steps.weights } },
-    ) : undefined;
+    const steps = hostSteps(this, name, host, args.sshPrivateKey);
+    const { step } = steps;
+    const { preflight, install, weights } = setupSteps(steps, rendered, args.secrets, args.downloads);
     this.weights = weights;
 
     // Each copy: a one-time grant on the source (its stdout, the private key, is secret and never
@@ -133,17 +79,14 @@ export class NpuHost extends pulumi.ComponentResource {
     const copies = (args.copies ?? []).map(({ rendered: copy, sourceName, after }) => {
       const source = copy.source.host;
       const kind = copy.kind === "weights" ? "" : "compile-";
-      const revoke = remoteCommand(copy.revokeScript, source.user === "root");
-      const allow = stepOn(source, `${sourceName}-allow-${kind}${host.name}`, copy.allowScript, { delete: revoke, logging: "none" }, { dependsOn: after, additionalSecretOutputs: ["stdout"] });
+      const allow = steps.on(source, `${sourceName}-allow-${kind}${host.name}`, { create: copy.allowScript, delete: copy.revokeScript }, { logging: "none" }, { dependsOn: after, additionalSecretOutputs: ["stdout"] });
       const copied = step(`copy-${kind}${source.name}`, copy.copyScript, { stdin: pulumi.secret(allow.stdout), logging: "stdoutAndStderr" }, { dependsOn: [preflight, allow], customTimeouts: copyTimeouts });
-      stepOn(source, `${sourceName}-revoke-${kind}${host.name}`, copy.revokeScript, { logging: "stdoutAndStderr" }, { dependsOn: [copied] });
+      steps.on(source, `${sourceName}-revoke-${kind}${host.name}`, copy.revokeScript, { logging: "stdoutAndStderr" }, { dependsOn: [copied] });
       return copied;
     });
 
     // After the install, which creates the service user the pulled files belong to.
-    this.pullCommands = (args.pulls ?? []).map((pull) =>
-      step(`pull-compile-${pull.key}`, pull.script, { stdin: registryStdin(args.secrets.registryPassword), logging: args.secrets.registryPassword !== undefined ? "none" : "stdoutAndStderr" }, { dependsOn: [install], customTimeouts: { create: compileStepTimeout(pull), update: compileStepTimeout(pull) } }),
-    );
+    this.pullCommands = (args.pulls ?? []).map((pull) => compileKeyStep(steps, `pull-compile-${pull.key}`, pull, args.secrets.registryPassword, [install]));
 
     // The variables SECRET_ENV names (HF_TOKEN, VLLM_API_KEY), from the secrets that carry them.
     const envKeys = Object.keys(SECRET_ENV) as (SecretKey & keyof HostSecrets)[];
@@ -155,15 +98,15 @@ export class NpuHost extends pulumi.ComponentResource {
     const frontDoor = args.frontDoor;
     const keyThen = (rest: pulumi.Input<string>) => pulumi.secret(pulumi.all([frontDoor!.accessKey, rest]).apply(([key, text]) => `${key.trimEnd()}\n${text}`));
     const sidecar = frontDoor?.sidecar
-      ? [step("sidecar", frontDoor.sidecar.applyScript, { delete: remoteCommand(frontDoor.sidecar.removeScript, asRoot), stdin: keyThen(""), logging: "stdoutAndStderr" }, { dependsOn: [preflight, ...frontDoor.after] })]
+      ? [step("sidecar", { create: frontDoor.sidecar.applyScript, delete: frontDoor.sidecar.removeScript }, { stdin: keyThen(""), logging: "stdoutAndStderr" }, { dependsOn: [preflight, ...frontDoor.after] })]
       : [];
     // Each unit step waits until its rank serves: as long as the engine's own ready timeout, and then some.
     const readyTimeout = `${Math.ceil(rendered.readyTimeoutSeconds / 60) + HOST_DEFAULTS.steps.unitReadyMarginMinutes}m`;
     this.unitCommands = rendered.ranks.map((rank) =>
       step(
         `${rank.role}-${rank.rank}`,
-        rank.applyScript,
-        { delete: remoteCommand(rank.removeScript, asRoot), stdin: rank.behindFrontDoor ? keyThen(secretEnv) : secretEnv, logging: "stdoutAndStderr" },
+        { create: rank.applyScript, delete: rank.removeScript },
+        { stdin: rank.behindFrontDoor ? keyThen(secretEnv) : secretEnv, logging: "stdoutAndStderr" },
         // Old and new share the unit name and port: remove the old one first.
         {
           dependsOn: [install, ...(weights ? [weights] : []), ...copies, ...this.pullCommands, ...(args.afterUnits ?? []), ...(rank.behindFrontDoor ? [...frontDoor!.after, ...sidecar] : [])],

@@ -1,9 +1,7 @@
-import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import type { RenderedFrontDoor } from "../../core/render/hosts/frontDoor/frontDoor";
-import { remoteCommand } from "../../core/render/hosts/scripts";
 import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
-import { hostConnection } from "../hosts/npuHost";
+import { hostSteps } from "../hosts/steps";
 
 export interface FrontDoorArgs {
   /** The front door, rendered by the core (`renderFrontDoor`). */
@@ -26,20 +24,10 @@ export class FrontDoor extends pulumi.ComponentResource {
   constructor(name: string, args: FrontDoorArgs, opts?: pulumi.ComponentResourceOptions) {
     super("rbln-serving:index:FrontDoor", name, {}, opts);
     const { rendered } = args;
-    const host = rendered.host;
-    const asRoot = host.user === "root";
-    const connection = hostConnection(host, args.sshPrivateKey);
-    const apply = new command.remote.Command(
-      `${name}-apply`,
-      { connection, create: remoteCommand(rendered.applyScript, asRoot), delete: remoteCommand(rendered.removeScript, asRoot), addPreviousOutputInEnv: false, logging: "stdoutAndStderr" },
-      { parent: this, customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install } },
-    );
+    const steps = hostSteps(this, name, rendered.host, args.sshPrivateKey);
+    const apply = steps.step("apply", { create: rendered.applyScript, delete: rendered.removeScript }, { logging: "stdoutAndStderr" }, { customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install } });
     // Its stdout is the private key: a secret output, never logged.
-    const access = new command.remote.Command(
-      `${name}-access`,
-      { connection, create: remoteCommand(rendered.accessScript, asRoot), delete: remoteCommand(rendered.revokeScript, asRoot), addPreviousOutputInEnv: false, logging: "none" },
-      { parent: this, additionalSecretOutputs: ["stdout"] },
-    );
+    const access = steps.step("access", { create: rendered.accessScript, delete: rendered.revokeScript }, { logging: "none" }, { additionalSecretOutputs: ["stdout"] });
     this.url = pulumi.output(rendered.url);
     this.accessKey = pulumi.secret(access.stdout);
     this.ready = [apply, access];

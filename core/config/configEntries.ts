@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { ConfigError } from "../errors";
-import { CONFIG_NAMESPACE, foreignKeyWarnings, SECRET_KEYS, StackSettings, type SecretKey } from "./stackConfig";
+import { CONFIG_NAMESPACE, foreignKeyWarnings, StackSettings } from "./stackConfig";
+import { SECRET_KEYS, type SecretKey } from "./secrets";
 
 /** The stack config as the project reads it: the same from a stack file (offline) as from Pulumi (the program). */
 export interface ConfigReading {

@@ -1,5 +1,5 @@
 /**
- * Defaults of stack settings that code below the config reads too (the schema in stackConfig.ts
+ * Defaults of stack settings that code below the config reads too (the schema in schema.ts
  * applies them; the checks and renderers that explain a value name them). The config is the root of
  * the core's data flow, so these live here and everything else imports them.
  */

@@ -6,7 +6,7 @@ import { ConfigError } from "../errors";
 import { packageRoot } from "../packageRoot";
 import { readUserBytes, type UserPath } from "../userFiles";
 import { holdsCiphertext, readConfigEntries } from "./configEntries";
-import type { SecretKey } from "./stackConfig";
+import type { SecretKey } from "./secrets";
 
 export const DEFAULT_STACK_DIR = path.join(packageRoot(), "stacks");
 

@@ -1,5 +1,7 @@
 import type { z } from "zod";
-import { checkServingAddresses, otherPlatformKeys, StackSettings, TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES } from "../config/stackConfig";
+import { otherPlatformKeys, StackSettings } from "../config/stackConfig";
+import { checkServingAddresses } from "../config/crossFieldChecks";
+import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES } from "../config/vllmOptions";
 import { ConfigError, listValues } from "../errors";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { durationSeconds } from "../config/defaults";

@@ -1,6 +1,8 @@
 import * as net from "node:net";
 import { specificListenAddress } from "../address";
-import { normalAddress, servingAddress, type Host, type StackSettings } from "../config/stackConfig";
+import type { StackSettings } from "../config/stackConfig";
+import type { Host } from "../config/schema";
+import { normalAddress, servingAddress } from "../config/fields";
 import { ConfigError } from "../errors";
 import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RolePlan, RouterIntent } from "./types";
 

@@ -1,4 +1,4 @@
-import { isPackageVersion } from "../config/stackConfig";
+import { isPackageVersion } from "../config/fields";
 import { ConfigError, listValues } from "../errors";
 import type { Grid, Recipe, RoleTemplate, StrategyOption } from "../recipe/schema";
 import { ShellSyntaxError, splitShellWords } from "../shell";

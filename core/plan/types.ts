@@ -1,4 +1,5 @@
-import type { CompileSettings, Host, StackSettings } from "../config/stackConfig";
+import type { StackSettings } from "../config/stackConfig";
+import type { CompileSettings, Host } from "../config/schema";
 
 /** A choice of what to serve: the input of the resolver. */
 export interface Selection {

@@ -1,4 +1,4 @@
-import type { SecretKey } from "../config/stackConfig";
+import type { SecretKey } from "../config/secrets";
 import { scrapeTargets, type ScrapeTarget } from "../monitoring/targets";
 import type { CompileKeyPlan, Deployment } from "../plan/types";
 import { hostWaves } from "../rollout/hostWaves";

@@ -1,5 +1,5 @@
 import { stringify } from "yaml";
-import { secretEnvironment, secretPlaceholder } from "../config/stackConfig";
+import { secretEnvironment, secretPlaceholder } from "../config/secrets";
 import { alertRules } from "../monitoring/rules";
 import type { RenderedDeployment } from "./deployment";
 import { hostFiles } from "./hosts/files";

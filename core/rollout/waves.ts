@@ -1,4 +1,4 @@
-import type { MaxUnavailable } from "../config/stackConfig";
+import type { MaxUnavailable } from "../config/fields";
 
 /**
  * Replicas that may be down at once: a percentage rounds up (Kubernetes rounds a Deployment's

@@ -95,24 +95,25 @@ const ANY_SLOTS: Record<string, { category: string; nameField?: string; keyIsNam
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
-const YAML_BOOL: Record<string, boolean> = { y: true, n: false, yes: true, no: false, true: true, false: false, on: true, off: false };
+const YAML_BOOL = new Map<string, boolean>(Object.entries({ y: true, n: false, yes: true, no: false, true: true, false: false, on: true, off: false }));
 const YAML_NULL = new Set(["", "~", "null", "Null", "NULL"]);
 
 /** yaml-cpp's IsFlexibleCase: all lower, all upper, or one capital then lower. */
 function flexibleCase(s: string): boolean {
-  return s === s.toLowerCase() || s === s.toUpperCase() || (s[0] === s[0].toUpperCase() && s.slice(1) === s.slice(1).toLowerCase());
+  return s === s.toLowerCase() || s === s.toUpperCase() || (s.charAt(0) === s.charAt(0).toUpperCase() && s.slice(1) === s.slice(1).toLowerCase());
 }
 
 function plainScalar(source: string): Json {
   if (YAML_NULL.has(source)) return null;
   const lower = source.toLowerCase();
-  if (flexibleCase(source) && lower in YAML_BOOL) return YAML_BOOL[lower];
+  const bool = YAML_BOOL.get(lower);
+  if (flexibleCase(source) && bool !== undefined) return bool;
   // yaml-cpp reads integers with the stream's base unset: 0x.. hex, 0.. octal, else decimal.
   const int = /^([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$/.exec(source);
   if (int) {
-    const digits = int[2];
+    const [, sign, digits = ""] = int;
     const magnitude = /^0[xX]/.test(digits) ? BigInt(digits) : digits.length > 1 && digits[0] === "0" ? BigInt(`0o${digits.slice(1)}`) : BigInt(digits);
-    const value = int[1] === "-" ? -magnitude : magnitude;
+    const value = sign === "-" ? -magnitude : magnitude;
     if (value >= -(2n ** 63n) && value < 2n ** 63n) {
       return value >= -(2n ** 31n) && value < 2n ** 31n ? Number(value) : value.toString();
     }

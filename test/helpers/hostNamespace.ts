@@ -204,8 +204,11 @@ async function startHost(index: number, network: string, { privatePaths = [], lo
   };
 }
 
+/** `count` hosts: a tuple of that length when the count is a literal, so `hosts[1]` is a host. */
+export type TestHosts<N extends number, Hosts extends TestHost[] = []> = number extends N ? TestHost[] : Hosts["length"] extends N ? Hosts : TestHosts<N, [...Hosts, TestHost]>;
+
 /** Boots `count` fake hosts in parallel; stop() each (process exit also kills any left running). */
-export async function startHosts(count: number, options: HostOptions = {}): Promise<TestHost[]> {
+export async function startHosts<N extends number>(count: N, options: HostOptions = {}): Promise<TestHosts<N>> {
   // 127.200.0.0-127.249.255.255: a band apart from the other tests' loopback servers.
   const network = `127.${200 + Math.floor(Math.random() * 50)}.${Math.floor(Math.random() * 256)}`;
   const results = await Promise.allSettled(Array.from({ length: count }, (_, i) => startHost(i, network, options)));
@@ -215,5 +218,5 @@ export async function startHosts(count: number, options: HostOptions = {}): Prom
     await Promise.all(hosts.map((h) => h.stop()));
     throw failure.reason;
   }
-  return hosts;
+  return hosts as TestHosts<N>;
 }

@@ -58,6 +58,13 @@ function checkInt32(at: string, value: unknown, problems: string[], min = 0): vo
   else if (value < min || value > INT32_MAX) problems.push(`${at}: ${value} is outside ${min}..${INT32_MAX}`);
 }
 
+/** A spec field's default as KEDA's types give it (the fixture's specFields); a fixture without it is broken. */
+function specDefault(name: string): number {
+  const value = SPEC[name]?.default;
+  if (typeof value !== "number") throw new Error(`the KEDA fixture gives spec.${name} no numeric default`);
+  return value;
+}
+
 function checkFields(at: string, value: unknown, fields: Record<string, FieldSpec>, problems: string[]): value is Obj {
   if (!isObj(value)) {
     problems.push(`${at}: not an object`);
@@ -234,8 +241,8 @@ export function checkScaledObject(object: unknown, options: ScaledObjectCheckOpt
   if (!checkFields("spec", spec, SPEC, problems)) return problems;
   if (spec.scaleTargetRef !== undefined) checkFields("spec.scaleTargetRef", spec.scaleTargetRef, TARGET, problems);
 
-  const min = typeof spec.minReplicaCount === "number" ? spec.minReplicaCount : (SPEC.minReplicaCount.default as number);
-  const max = typeof spec.maxReplicaCount === "number" ? spec.maxReplicaCount : (SPEC.maxReplicaCount.default as number);
+  const min = typeof spec.minReplicaCount === "number" ? spec.minReplicaCount : specDefault("minReplicaCount");
+  const max = typeof spec.maxReplicaCount === "number" ? spec.maxReplicaCount : specDefault("maxReplicaCount");
   if (min > max) problems.push(`spec.minReplicaCount: ${min} is above maxReplicaCount ${max}`);
   if (typeof spec.idleReplicaCount === "number" && spec.idleReplicaCount >= min) {
     problems.push(`spec.idleReplicaCount: ${spec.idleReplicaCount} must be below minReplicaCount ${min}`);

@@ -1,4 +1,4 @@
-import type { SecretKey } from "../../core/config/stackConfig";
+import type { SecretKey } from "../../core/config/secrets";
 import type { Deployment } from "../../core/plan/types";
 import { renderDeployment } from "../../core/render/deployment";
 import { renderFiles } from "../../core/render/files";

@@ -179,7 +179,8 @@ describe("compile ahead with a registry, on fake hosts", { timeout: 300_000 }, (
     const manifest = JSON.parse(fs.readFileSync(registry.blobPath(stagingDigest), "utf8"));
     const layer = registry.blobPath(manifest.layers[0].digest);
     const bytes = fs.readFileSync(layer);
-    bytes[bytes.length - 2048] ^= 0xff;
+    const flipped = bytes.length - 2048;
+    bytes[flipped] = bytes.readUInt8(flipped) ^ 0xff;
     fs.writeFileSync(layer, bytes);
     const pull = stagingRegistrations.find((r) => r.name.includes("-cpu-0-compile-"))!.inputs.create.replace("compile_here=yes", "compile_here=no");
     const host = hosts[OTHER_COMPILER]!;

@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startHosts, type TestHost } from "../helpers/hostNamespace";
+import { startHosts, type TestHost, type TestHosts } from "../helpers/hostNamespace";
 import { freePort } from "../helpers/sshd";
 
 // The fake hosts share the machine's root filesystem: this canary shows their private /tmp keeps it untouched.
 const canary = `/tmp/host-namespace-canary-${randomUUID()}`;
-let hosts: TestHost[];
+let hosts: TestHosts<2>;
 
 beforeAll(async () => {
   fs.writeFileSync(canary, "still here");
@@ -85,7 +85,7 @@ systemctl daemon-reload && systemctl start greeter`,
   });
 
   it("gives each host's Python programs all interfaces and a loopback of their own (loopbackIsHostAddress), whatever their user and environment", async () => {
-    const port = await freePort(hosts[0]!.address);
+    const port = await freePort(hosts[0].address);
     for (const host of hosts) {
       await sh(host, `echo ${host.name} > /opt/rbln-test/index.html && systemd-run --quiet --unit=own-network --uid=nobody /usr/bin/python3 -m http.server ${port} --bind 0.0.0.0 --directory /opt/rbln-test`);
     }
@@ -95,7 +95,7 @@ for _ in range(100):
     try: print(urllib.request.urlopen("http://127.0.0.1:${port}/", timeout=1).read().decode().strip()); break
     except OSError: time.sleep(0.05)'`;
     for (const host of hosts) expect((await sh(host, fetch)).trim()).toBe(host.name);
-    expect((await sh(hosts[0]!, `/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen("http://${hosts[1]!.address}:${port}/").read().decode().strip())'`)).trim()).toBe(hosts[1]!.name);
+    expect((await sh(hosts[0], `/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen("http://${hosts[1].address}:${port}/").read().decode().strip())'`)).trim()).toBe(hosts[1].name);
     for (const host of hosts) await sh(host, "systemctl stop own-network");
   });
 

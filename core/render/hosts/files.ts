@@ -1,5 +1,5 @@
 import * as path from "node:path";
-import { secretEnvironment, secretPlaceholder, type SecretKey } from "../../config/stackConfig";
+import { secretEnvironment, secretPlaceholder, type SecretKey } from "../../config/secrets";
 import { renderSecretEnv, type RenderedHost } from "./bundle";
 import { renderPipConfig } from "./pip";
 

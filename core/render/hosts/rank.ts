@@ -1,7 +1,7 @@
 import { httpUrl, listeningAddress } from "../../address";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
-import type { Host } from "../../config/stackConfig";
+import type { Host } from "../../config/schema";
 import type { Deployment, FrontDoorEndpoint, HostPlacement, RankPlan, RolePlan } from "../../plan/types";
 import { renderTemplate } from "../../template";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";

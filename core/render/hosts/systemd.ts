@@ -1,4 +1,4 @@
-import { isPortableEnvValue } from "../../config/stackConfig";
+import { isPortableEnvValue } from "../../config/vllmOptions";
 
 /**
  * systemd quoting. ExecStart words go in double quotes with C escapes (systemd unquotes them with

@@ -8,8 +8,8 @@ import { renderScript } from "../../template";
 import { COMPILE_LOCK_FILE } from "./compileLock";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type * as k8s from "./objects";
-import { containerSecurity, mergeResources, podSecurity } from "./pod";
-import type { RoleContext, RoleWorkload } from "./role";
+import { containerSecurity, mergeResources, podAccount, podSecurity } from "./pod";
+import { ROLE_DIRS, roleEnvironment, roleVolumes, type RoleContext, type RoleWorkload } from "./role";
 import { waitForWeights } from "./weights";
 
 export interface CompileJobInput {
@@ -55,6 +55,8 @@ export interface CompileJob {
 
 /** The key of the registry Secret's password. */
 export const REGISTRY_PASSWORD_KEY = "password";
+/** The variable the compile Job's script reads the registry password from (skopeo's login). */
+export const REGISTRY_PASSWORD_ENV = "REGISTRY_PASSWORD";
 
 /**
  * A Job per compile key (compile.enabled): the role's launch script in compile-only mode in a pod
@@ -68,7 +70,7 @@ export function compileJob(context: RoleContext, role: RolePlan, workload: RoleW
   const { settings, plan } = deployment;
   const { paths } = KUBERNETES_DEFAULTS;
   const compileHere = ahead.mode === "job";
-  const cacheRoot = `${paths.dataRoot}/vllm`;
+  const cacheRoot = ROLE_DIRS.compileCache;
   const scriptDir = "/etc/rbln-serving-compile";
   const timeoutSeconds = engineReadyTimeoutSeconds(role.ranks[0]!.env) + KUBERNETES_DEFAULTS.budgets.startMarginSeconds;
   const script = compileJobScript({
@@ -92,14 +94,11 @@ export function compileJob(context: RoleContext, role: RolePlan, workload: RoleW
     image: settings.kubernetes.image!,
     // One compiler per key: the serving pods' lease of the same name, whose marker lets them start and load.
     command: compileHere ? ["bash", `${paths.launchDir}/${COMPILE_LOCK_FILE}`, "run", "--", ...run] : run,
+    // The serving pods' environment exactly (their cache is the one compiled here), and what compiling adds.
     env: [
-      { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
-      { name: "HOME", value: paths.scratchDir },
-      { name: "HF_HOME", value: context.hfHome },
-      { name: "VLLM_CACHE_ROOT", value: cacheRoot },
-      { name: "RBLN_OFFLOAD_DIR", value: `${paths.dataRoot}/offload` },
+      ...roleEnvironment(context),
       ...(compileHere ? Object.entries(compileOnlyEnv(targetSoc(plan, role))).map(([name, value]) => ({ name, value })) : []),
-      ...(registrySecret ? [{ name: "REGISTRY_PASSWORD", valueFrom: { secretKeyRef: { name: registrySecret, key: REGISTRY_PASSWORD_KEY } } }] : []),
+      ...(registrySecret ? [{ name: REGISTRY_PASSWORD_ENV, valueFrom: { secretKeyRef: { name: registrySecret, key: REGISTRY_PASSWORD_KEY } } }] : []),
     ],
     // No NPU: requests and limits name CPU and memory only.
     resources: mergeResources(KUBERNETES_DEFAULTS.resources.compile, settings.compile.resources),
@@ -109,7 +108,7 @@ export function compileJob(context: RoleContext, role: RolePlan, workload: RoleW
       { name: "compile-script", mountPath: scriptDir, readOnly: true },
       { name: "weights", mountPath: context.hfHome, readOnly: true },
       { name: "compile-cache", mountPath: cacheRoot },
-      { name: "offload", mountPath: `${paths.dataRoot}/offload` },
+      { name: "offload", mountPath: ROLE_DIRS.offload },
       { name: "scratch", mountPath: paths.scratchDir },
     ],
   };
@@ -124,22 +123,13 @@ export function compileJob(context: RoleContext, role: RolePlan, workload: RoleW
       template: {
         metadata: { labels },
         spec: {
-          serviceAccountName: context.serviceAccountName,
-          automountServiceAccountToken: false,
-          ...context.imagePullSecrets,
+          ...podAccount(context.serviceAccountName, context.imagePullSecrets),
           restartPolicy: "Never",
           ...(Object.keys(settings.compile.nodeSelector).length > 0 ? { nodeSelector: settings.compile.nodeSelector } : {}),
           securityContext: podSecurity(security),
           initContainers: [waitForWeights(settings.kubernetes.image!, context.hfHome, plan.models, containerSecurity(security))],
           containers: [container],
-          volumes: [
-            { name: "launch", configMap: { name: workload.configMap.metadata.name, defaultMode: 0o555 } },
-            { name: "compile-script", configMap: { name: configMap.metadata.name, defaultMode: 0o555 } },
-            { name: "weights", persistentVolumeClaim: { claimName: context.weightsClaim } },
-            { name: "compile-cache", persistentVolumeClaim: { claimName: workload.compileCache.metadata.name } },
-            { name: "offload", emptyDir: {} },
-            { name: "scratch", emptyDir: {} },
-          ],
+          volumes: [...roleVolumes(context, workload.configMap.metadata.name, workload.compileCache.metadata.name), { name: "compile-script", configMap: { name: configMap.metadata.name, defaultMode: 0o555 } }],
         },
       },
     },

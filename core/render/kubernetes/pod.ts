@@ -1,4 +1,6 @@
-import { quantityValue, type ContainerResources, type StackSettings } from "../../config/stackConfig";
+import type { StackSettings } from "../../config/stackConfig";
+import type { ContainerResources } from "../../config/schema";
+import { quantityValue } from "../../config/fields";
 import { probeCommand } from "../../probe";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type { Container, PodSpec, Probe } from "./objects";
@@ -42,6 +44,11 @@ export function rankProbe(path: "/health" | "/v1/models", ports: number[], apiKe
     exec: { command: probeCommand("127.0.0.1", PROBE_PORT_TIMEOUT_S, ports, [path]) },
     timeoutSeconds: PROBE_PORT_TIMEOUT_S * ports.length + PROBE_PORT_TIMEOUT_S,
   };
+}
+
+/** Whom a pod runs as: the stack's service account with no API token mounted (nothing in the pods calls the API server), and the image pull secrets. */
+export function podAccount(serviceAccountName: string, imagePullSecrets: Pick<PodSpec, "imagePullSecrets">): Pick<PodSpec, "serviceAccountName" | "automountServiceAccountToken" | "imagePullSecrets"> {
+  return { serviceAccountName, automountServiceAccountToken: false, ...imagePullSecrets };
 }
 
 /** The container security context every container gets: no privilege escalation, no capabilities. */

@@ -1,10 +1,10 @@
-import { secretEnvironment, type SecretKey } from "../../config/stackConfig";
+import { secretEnvironment, type SecretKey } from "../../config/secrets";
 import { weightsJob } from "./weights";
 import { ConfigError } from "../../errors";
 import type { Deployment, RouterIntent } from "../../plan/types";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type * as k8s from "./objects";
-import { containerSecurity, podSecurity } from "./pod";
+import { containerSecurity, podAccount, podSecurity } from "./pod";
 import { renderRoleWorkload, type RoleWorkload } from "./role";
 import { compileJob, type CompileJob } from "./compileJob";
 
@@ -97,7 +97,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     hfHome,
     weightsClaim: weights.metadata.name,
     env: secretEnv.filter((name) => name === "HF_TOKEN").map(secretRef),
-    pod: { serviceAccountName: serviceAccount.metadata.name, automountServiceAccountToken: false, ...imagePullSecrets, securityContext: podSecurity(k8sSettings.securityContext) },
+    pod: { ...podAccount(serviceAccount.metadata.name, imagePullSecrets), securityContext: podSecurity(k8sSettings.securityContext) },
     securityContext: containerSecurity(k8sSettings.securityContext),
     activeDeadlineSeconds: budgets.weightsJobDeadlineSeconds,
   });

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { hostPort, httpUrl } from "../../../address";
 import { durationSeconds } from "../../../config/defaults";
-import type { Host } from "../../../config/stackConfig";
+import type { Host } from "../../../config/schema";
 import type { ScrapeTarget } from "../../../monitoring/targets";
 import { FRONT_DOOR_PORTS } from "../../../plan/frontDoor";
 import type { Deployment, FrontDoorPlan } from "../../../plan/types";
