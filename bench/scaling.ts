@@ -1,5 +1,5 @@
 import type { KubernetesWorkloads } from "../core/render/kubernetes/workloads";
-import type { RenderedScaler } from "../core/scaling/scaledObjects";
+import type { RenderedScaler } from "../core/render/kubernetes/scaledObjects";
 
 /**
  * Figures read from rendered Kubernetes objects, not from the defaults that made them: how fast a

@@ -1,8 +1,9 @@
 import * as path from "node:path";
-import type { SecretKey } from "../core/config/secrets";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { secretPairingErrors, type SecretKey } from "../core/config/secrets";
 import { projectStackDir, readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
-import type { Deployment } from "../core/plan/deployment";
+import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { compareCompileKeys, compileKeyChanges, recompileLines } from "../core/plan/compileKey";
 import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 import { resolvePlan } from "../core/plan/resolve";
@@ -13,7 +14,6 @@ import { renderDeployment } from "../core/render/deployment";
 import { writeRenderFolder } from "./outputFolder";
 import { renderFiles } from "../core/render/files";
 import { DEFAULT_INSTANCE } from "../core/render/hosts/names";
-import { planStack } from "../core/stack";
 
 export interface CliOptions {
   stack?: string;
@@ -59,7 +59,10 @@ export function stackDeployment(options: CliOptions, catalog: RecipeCatalog, sta
   // --set adds to the stack's axes; axes that are no map stay as given, for validation to refuse.
   const isMap = axes === undefined || (axes !== null && typeof axes === "object" && !Array.isArray(axes));
   const merged = { ...raw, ...flagOverrides(options), ...(Object.keys(sets).length > 0 && isMap ? { axes: { ...(axes as object | undefined), ...sets } } : {}) };
-  return { deployment: planStack(merged, catalog), secrets };
+  const deployment = planDeployment(parseStackSettings(merged), catalog);
+  // `pulumi up` refuses these; offline, the stack file may simply not hold its secrets yet.
+  for (const missing of secretPairingErrors(deployment.settings, (key) => secrets.includes(key))) process.stderr.write(`warning: ${missing.message}\n`);
+  return { deployment, secrets };
 }
 
 /** A stack's plan (flags override its keys), or a plan from flags alone. */

@@ -1,9 +1,8 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
-import { StackSettings } from "../core/config/stackConfig";
-import { SECRET_KEYS, secretEnvironment, type SecretKey } from "../core/config/secrets";
-import { ConfigError } from "../core/errors";
-import type { Deployment } from "../core/plan/deployment";
+import { parseStackSettings, StackSettings } from "../core/config/stackConfig";
+import { checkSecretPairings, SECRET_KEYS, secretEnvironment, type SecretKey } from "../core/config/secrets";
+import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import type { ScrapeTarget } from "../core/monitoring/targets";
 import { clientCommand } from "../core/render/client";
@@ -11,9 +10,7 @@ import { renderDeployment, type RenderedHosts, type RenderedKubernetes } from ".
 import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
-import { checkRegistrySecret } from "../core/compile/ahead";
-import { planStack } from "../core/stack";
-import { reportedDigest } from "../core/compile/artifact";
+import { reportedDigest } from "../core/render/compileCache";
 import { CompileHost } from "./hosts/compileHost";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
@@ -51,19 +48,8 @@ export function reportedRevision(stdout: string | undefined, model: string): str
 
 /** Validates settings and secrets together; throws a ConfigError before any resource exists. */
 export function planServing(args: ModelServingArgs): Deployment {
-  const deployment = planStack(args.settings as Record<string, unknown>, args.catalog ?? RecipeCatalog.load());
-  const { settings } = deployment;
-  const has = (key: SecretKey) => args.secrets?.[key] !== undefined;
-  checkRegistrySecret(deployment, has);
-  if (settings.platform === "hosts" && !has("sshPrivateKey")) {
-    throw new ConfigError("sshPrivateKey", "required with platform: hosts; set it with: pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519");
-  }
-  if (settings.platform === "hosts" && settings.pip.username !== undefined && !has("pipPassword")) {
-    throw new ConfigError("pipPassword", "required when pip.username is set; set it with: pulumi config set --secret pipPassword");
-  }
-  if (settings.platform === "hosts" && has("pipPassword") && settings.pip.username === undefined) {
-    throw new ConfigError("pip.username", "required when the pipPassword secret is set (the package index's user name)");
-  }
+  const deployment = planDeployment(parseStackSettings(args.settings as Record<string, unknown>), args.catalog ?? RecipeCatalog.load());
+  checkSecretPairings(deployment.settings, (key) => args.secrets?.[key] !== undefined);
   return deployment;
 }
 
@@ -192,7 +178,7 @@ export class ModelServing extends pulumi.ComponentResource {
     this.warnings = plan.warnings;
     this.scrapeTargets = rendered.hosts?.scrapeTargets ?? [];
     this.compileKeys = pulumi.all(
-      rendered.compile.keys.map((k) => (platform.keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
+      deployment.compile.keys.map((k) => (platform.keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
         const digest = reportedDigest(stdout, k.key);
         return { key: k.key, roles: k.roles, ...(digest ? { digest } : {}) };
       })),

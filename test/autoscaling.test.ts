@@ -14,7 +14,7 @@ import { compileLock } from "../core/render/kubernetes/compileLock";
 import { KUBERNETES_DEFAULTS } from "../core/render/kubernetes/defaults";
 import { COMPILE_KEY_LABEL } from "../core/render/kubernetes/role";
 import { unavailableCount } from "../core/rollout/waves";
-import type { RenderedScaler } from "../core/scaling/scaledObjects";
+import type { RenderedScaler } from "../core/render/kubernetes/scaledObjects";
 import { runProgram } from "../program";
 import { DEFAULT_DURATIONS } from "../bench/deployModel";
 import { drainCover, scalerTimings } from "../bench/scaling";

@@ -2,8 +2,9 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { describe, expect, it } from "vitest";
-import { runCommand, type CliOptions } from "../cli/commands";
+import { stringify } from "yaml";
+import { describe, expect, it, vi } from "vitest";
+import { runCommand, stackDeployment, type CliOptions } from "../cli/commands";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
@@ -47,6 +48,31 @@ describe("plan command", () => {
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/^strategy {2}aggregated-data-expert-parallel$/m);
     expect(run.stdout).toContain("env \\\n  VLLM_ENGINE_READY_TIMEOUT_S=9600 \\\n  HF_HUB_OFFLINE=1 \\\n  vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\");
+  });
+
+  it("warns about each secret the settings need and the stack file does not hold, and plans all the same", () => {
+    const run = cli("plan", "--", "--stack", "dev");
+    expect(run.status).toBe(0);
+    expect(run.stderr).toBe(
+      "warning: sshPrivateKey: required with platform: hosts; set it with: pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519\n" +
+        "warning: pipPassword: required when pip.username is set; set it with: pulumi config set --secret pipPassword\n",
+    );
+    // With the secrets in the file, nothing; a password without its user, that pairing (core/config/secrets.ts).
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stack-secrets-"));
+    const secure = { secure: "v1:AAAAciphertext" };
+    const stack = (config: Record<string, unknown>) => stringify({ config: { ...Object.fromEntries(Object.entries(readStackFile("dev").raw).map(([k, v]) => [`rbln-serving:${k}`, v])), ...config } });
+    fs.writeFileSync(path.join(dir, "Pulumi.held.yaml"), stack({ "rbln-serving:sshPrivateKey": secure, "rbln-serving:pipPassword": secure }));
+    fs.writeFileSync(path.join(dir, "Pulumi.stray.yaml"), stack({ "rbln-serving:sshPrivateKey": secure, "rbln-serving:pipPassword": secure, "rbln-serving:compile": { registry: { repository: "registry.example.com/x" } }, "rbln-serving:revision": "0123456789abcdef0123456789abcdef01234567", "rbln-serving:registryPassword": secure }));
+    const warned = vi.spyOn(process.stderr, "write").mockImplementation(() => true);
+    try {
+      stackDeployment({}, RecipeCatalog.load(), "held", dir);
+      expect(warned).not.toHaveBeenCalled();
+      stackDeployment({}, RecipeCatalog.load(), "stray", dir);
+      expect(warned.mock.calls).toEqual([["warning: compile.registry.username: required when the registryPassword secret is set (the registry's user name)\n"]]);
+    } finally {
+      warned.mockRestore();
+      fs.rmSync(dir, { recursive: true });
+    }
   });
 
   it("compares two stacks flag by flag, rank by rank (--diff)", () => {

@@ -3,13 +3,12 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { compileOnlyEnv } from "../core/compile/compileOnly";
-import { compileJobScript } from "../core/compile/steps";
+import { compileOnlyEnv } from "../core/render/compileCache";
+import { compileJobScript } from "../core/render/kubernetes/compileJob";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { planDeployment } from "../core/plan/deployment";
 import { renderDeployment } from "../core/render/deployment";
 import { REGISTRY_PASSWORD_ENV } from "../core/render/kubernetes/compileJob";
-import { withCompileAhead } from "../core/compile/ahead";
 import { planServing } from "../components/modelServing";
 import { runProgram } from "../program";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
@@ -106,7 +105,7 @@ describe("a registry without a compile host pulls on the first host of each key"
   });
 
   it("warns that this stack only pulls", () => {
-    const deployment = withCompileAhead(planDeployment(parseStackSettings(settings), shippedCatalog));
+    const deployment = planDeployment(parseStackSettings(settings), shippedCatalog);
     expect(deployment.plan.warnings).toContain("compile.registry: without compile.host this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed");
   });
 });
@@ -139,12 +138,12 @@ describe("compile settings", () => {
   it("want the Kubernetes image by digest with a registry, and warn where they do nothing", () => {
     const k8s = { strategy: "aggregated-pipeline-parallel", target: "Throughput", platform: "kubernetes", revision: REVISION, kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0" }, compile: { registry: REGISTRY } };
     expect(refusal(k8s, SECRETS)).toBe('kubernetes.image: with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got "registry.example.com/vllm-rbln:0.12.0")');
-    const warned = withCompileAhead(planDeployment(parseStackSettings({ ...hostsStack({ compile: { host: compileHost, enabled: true } }) }), shippedCatalog));
+    const warned = planDeployment(parseStackSettings({ ...hostsStack({ compile: { host: compileHost, enabled: true } }) }), shippedCatalog);
     expect(warned.plan.warnings).toContain("compile.enabled: does nothing with platform: hosts (set compile.host for a compile server)");
   });
 
   it("fall back to compiling on the NPUs, with a warning, when the installed vllm-rbln has no compile-only mode", () => {
-    const old = withCompileAhead(planDeployment(parseStackSettings(hostsStack({ versions: { vllmRbln: "0.10.4" }, compile: { host: compileHost } })), shippedCatalog));
+    const old = planDeployment(parseStackSettings(hostsStack({ versions: { vllmRbln: "0.10.4" }, compile: { host: compileHost } })), shippedCatalog);
     expect(old.plan.warnings).toContain("compile ahead: vllm-rbln 0.10.4 has no compile-only mode (it arrived in 0.10.5a0); the first wave compiles on its NPUs, as without compile ahead");
   });
 });
@@ -195,7 +194,7 @@ describe("compile ahead on Kubernetes, under the mock runtime", async () => {
 });
 
 describe("the compile Job's environment", () => {
-  // What the Job adds on purpose: compile-only mode's variables (core/compile/compileOnly.ts) and the
+  // What the Job adds on purpose: compile-only mode's variables (core/render/compileCache.ts) and the
   // registry password its script reads for skopeo (and unsets before vLLM starts).
   const ADDED_ON_PURPOSE = [...Object.keys(compileOnlyEnv("RBLN-CR13")), REGISTRY_PASSWORD_ENV];
   const stack = (compile: Record<string, unknown>) => ({
@@ -241,11 +240,14 @@ describe("the compile Job's script under real bash, with the stand-in vllm in co
       fs.writeFileSync(`${dir}/launch.sh`, `exec ${dir}/vllm-bin serve MiniMaxAI/MiniMax-M2.7 --port ${port} --host 127.0.0.1\n`);
       const first = run(dir, `${dir}/launch.sh`);
       expect([first.status, first.stderr]).toEqual([0, expect.any(String)]);
-      expect(first.stdout).toContain("compile job k1: compiled");
+      expect(first.stdout).toContain("compile job k1: compiled 1 file(s) in ");
+      // The compile host's flow (core/render/scripts/compile-flow.sh): its last line reports the key.
+      expect(first.stdout.trimEnd().split("\n").pop()).toBe("compiled k1 local");
       expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1`, "utf8")).toBe("local\n");
       expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1.files`, "utf8")).toMatch(/^MiniMaxAI_MiniMax-M2\.7-[0-9a-f]{8}\/[0-9a-f]{16}\/rank0\/mega_cache\.bin\n$/);
       const again = run(dir, `${dir}/launch.sh`);
       expect(again.stdout).toContain("already on the compile-cache volume; nothing to do");
+      expect(again.stdout.trimEnd().split("\n").pop()).toBe("compiled k1 local");
       // Compile-only without the vLLM-native model path is vllm-rbln's ValueError: the Job fails, no marker.
       fs.rmSync(`${dir}/vllm`, { recursive: true });
       const refused = run(dir, `${dir}/launch.sh`, { VLLM_RBLN_USE_VLLM_MODEL: "0" });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
-import { endpointPickerConfig } from "../core/router/chartValues";
+import { endpointPickerConfig } from "../core/render/pickerConfig";
 import { resolvePlan } from "../core/plan/resolve";
 import configSchema from "./fixtures/llm-d-router-v0.10.0/config-schema.json";
 import pluginFacts from "./fixtures/llm-d-router-v0.10.0/plugins.json";

@@ -8,13 +8,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { validateEndpointsFile } from "./helpers/eppConfig";
 
 /**
- * The front door's agent and its drain and rejoin (core/router/scripts/front-door.py) under real
+ * The front door's agent and its drain and rejoin (core/render/hosts/scripts/front-door.py) under real
  * Python, against ranks on loopback that serve or not as the test says: the endpoints file it keeps
  * passes the EPP's own rules, lists exactly what serves and is not drained, and a drain never
  * leaves a role without an endpoint on another server, and ends only when told: by its step's
  * rejoin, or when the step stops renewing its lease.
  */
-const AGENT = path.resolve(__dirname, "../core/router/scripts/front-door.py");
+const AGENT = path.resolve(__dirname, "../core/render/hosts/scripts/front-door.py");
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "front-door-agent-"));
 const file = path.join(dir, "epp", "endpoints.yaml");
 

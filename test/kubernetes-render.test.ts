@@ -17,7 +17,7 @@ import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { bindRank } from "../core/plan/bind";
 import { planDeployment } from "../core/plan/deployment";
-import { routerChartValues } from "../core/router/chartValues";
+import { routerChartValues } from "../core/render/kubernetes/chartValues";
 import { renderStackFiles } from "./helpers/render";
 import { renderKubernetesWorkloads, type KubeObject } from "../core/render/kubernetes/workloads";
 import type * as k8s from "../core/render/kubernetes/objects";

@@ -13,7 +13,7 @@ import { planDeployment } from "../core/plan/deployment";
 import { toYaml } from "../core/render/files";
 import { renderStackFiles } from "./helpers/render";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
-import { routerChartValues } from "../core/router/chartValues";
+import { routerChartValues } from "../core/render/kubernetes/chartValues";
 import chartFacts from "./fixtures/llm-d-router-gateway-v0.10.0.json";
 import exporterFixture from "./fixtures/rbln-metrics-exporter-v0.2.5.json";
 import vllmFixture from "./fixtures/vllm-metrics-v0.30.0.json";

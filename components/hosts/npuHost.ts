@@ -5,7 +5,7 @@ import { renderSecretEnv, type RenderedHost } from "../../core/render/hosts/bund
 import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
 import type { RenderedCopy } from "../../core/render/hosts/copies";
 import type { RenderedCompileStep } from "../../core/render/hosts/compileHost";
-import type { RenderedSidecar } from "../../core/router/hosts/frontDoor";
+import type { RenderedSidecar } from "../../core/render/hosts/frontDoor/frontDoor";
 import { renamedFrom } from "../renamed";
 import { compileKeyStep, hostSteps, setupSteps, stdinOf } from "./steps";
 

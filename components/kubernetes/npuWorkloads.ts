@@ -2,7 +2,7 @@ import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import type { MonitoringObjects } from "../../core/render/kubernetes/monitoring";
 import type { KubernetesWorkloads } from "../../core/render/kubernetes/workloads";
-import type { RenderedScaler } from "../../core/scaling/scaledObjects";
+import type { RenderedScaler } from "../../core/render/kubernetes/scaledObjects";
 import { REGISTRY_PASSWORD_KEY } from "../../core/render/kubernetes/compileJob";
 import { renamedFrom } from "../renamed";
 

@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import type { RenderedFrontDoor } from "../../core/router/hosts/frontDoor";
+import type { RenderedFrontDoor } from "../../core/render/hosts/frontDoor/frontDoor";
 import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
 import { hostSteps } from "../hosts/steps";
 

@@ -1,7 +1,7 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { httpUrl } from "../../core/address";
-import { LLM_D_CHART_REPOSITORY } from "../../core/router/chartValues";
+import { LLM_D_CHART_REPOSITORY } from "../../core/render/kubernetes/chartValues";
 import { renamedFrom } from "../renamed";
 
 export interface LlmdRouterArgs {

@@ -156,7 +156,7 @@ const Autoscaling = z.strictObject({
 export type Autoscaling = z.infer<typeof Autoscaling>;
 
 /**
- * Compile ahead, off the NPUs (core/compile/): a CPU server (hosts) or a Job without NPUs
+ * Compile ahead, off the NPUs (core/plan/compileAhead.ts): a CPU server (hosts) or a Job without NPUs
  * (Kubernetes) compiles every compile key before any NPU replica stops serving, and a registry keeps
  * the compiled caches across stacks.
  */

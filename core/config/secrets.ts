@@ -1,5 +1,7 @@
 // The stack's secrets: the keys set with `pulumi config set --secret`, the variables vLLM gets them
-// as, and where a credential goes instead of the plain-text config.
+// as, where a credential goes instead of the plain-text config, and the settings each goes with.
+import { ConfigError } from "../errors";
+import type { Settings } from "./schema";
 
 /** Keys that must be set with `pulumi config set --secret`; they never pass through the plain schema. */
 export const SECRET_KEYS = ["sshPrivateKey", "hfToken", "pipPassword", "apiKey", "registryPassword"] as const;
@@ -28,4 +30,38 @@ export function credentialRefusal(name: string): string {
     ? `set the ${secret} secret instead: pulumi config set --secret ${secret}`
     : `the project's secrets are ${SECRET_KEYS.filter((k) => k !== "sshPrivateKey").join(", ")} (pulumi config set --secret); keep other credentials in the host's or cluster's own secret store`;
   return `holds a credential, which would sit in the stack config in plain text; ${instead}`;
+}
+
+/**
+ * The secrets that go with settings, checked in one place: the SSH key on hosts, and each password
+ * with its user (pip's, the compile registry's). The component refuses a broken pairing before
+ * anything is registered; the offline commands, which see only which secrets a stack file holds,
+ * warn about it.
+ */
+export function secretPairingErrors(settings: Settings, has: (key: SecretKey) => boolean): ConfigError[] {
+  const errors: ConfigError[] = [];
+  const registry = settings.compile.registry;
+  if (registry?.username !== undefined && !has("registryPassword")) {
+    errors.push(new ConfigError("registryPassword", "required when compile.registry.username is set; set it with: pulumi config set --secret registryPassword"));
+  }
+  if (has("registryPassword") && registry?.username === undefined) {
+    errors.push(new ConfigError("compile.registry.username", "required when the registryPassword secret is set (the registry's user name)"));
+  }
+  if (settings.platform !== "hosts") return errors;
+  if (!has("sshPrivateKey")) {
+    errors.push(new ConfigError("sshPrivateKey", "required with platform: hosts; set it with: pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519"));
+  }
+  if (settings.pip.username !== undefined && !has("pipPassword")) {
+    errors.push(new ConfigError("pipPassword", "required when pip.username is set; set it with: pulumi config set --secret pipPassword"));
+  }
+  if (has("pipPassword") && settings.pip.username === undefined) {
+    errors.push(new ConfigError("pip.username", "required when the pipPassword secret is set (the package index's user name)"));
+  }
+  return errors;
+}
+
+/** Refuses the first broken pairing of settings and secrets. */
+export function checkSecretPairings(settings: Settings, has: (key: SecretKey) => boolean): void {
+  const [first] = secretPairingErrors(settings, has);
+  if (first) throw first;
 }

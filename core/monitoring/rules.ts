@@ -82,7 +82,7 @@ export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Ru
   };
 }
 
-/** The names a role's scaler alerts select: what core/scaling renders for it. */
+/** The names a role's scaler alerts select: what core/render/kubernetes/scaledObjects.ts renders for it. */
 export interface ScaledRole {
   namespace: string;
   deployment: string;

@@ -6,6 +6,7 @@ import { ConfigError, listValues } from "../errors";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { durationSeconds } from "../config/defaults";
 import { withFlags } from "./argv";
+import { compileWarnings, planCompileAhead, refuseCompileOnlyServing } from "./compileAhead";
 import { withCompileKeys } from "./compileKey";
 import { withRevision } from "./models";
 import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
@@ -209,6 +210,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
     checkServingAddresses(placements.map((p) => p.host), placements.map((p) => plan.roles.filter((role) => role.node === p.node).flatMap((role) => role.ranks.flatMap((rank) => rank.ports))));
     checkIndexCredentials(settings.pip, pipIndexUrls(settings.pip, plan));
   }
+  refuseCompileOnlyServing(settings);
   const deployment: Deployment = {
     settings,
     plan,
@@ -216,6 +218,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
     shutdownTimeoutSeconds,
     autoscaling: resolveAutoscaling(settings, plan),
     frontDoor: settings.platform === "hosts" ? planFrontDoor(settings, plan, placements) : null,
+    compile: planCompileAhead(settings, plan),
   };
-  return { ...deployment, plan: { ...plan, warnings: [...plan.warnings, ...frontDoorWarnings(deployment)] } };
+  return { ...deployment, plan: { ...plan, warnings: [...plan.warnings, ...frontDoorWarnings(deployment), ...compileWarnings(settings, plan)] } };
 }

@@ -9,7 +9,7 @@ import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RoleP
 /**
  * The front door on hosts: the llm-d router's endpoint picker (EPP) in file-discovery mode and
  * Envoy on a router host, the routing sidecar on each decode host, and the endpoints the EPP may
- * route to. Planned here (where it runs, which endpoints, which ports); rendered by core/router.
+ * route to. Planned here (where it runs, which endpoints, which ports); rendered in core/render/hosts/frontDoor/.
  */
 
 /** The ports the front door takes on the router host besides `router.port`. */
@@ -33,6 +33,11 @@ export const DEFAULT_IMAGES = {
 
 /** The disaggregated roles' label the EPP's role filters read. */
 export const ROLE_LABEL = "llm-d.ai/role";
+
+/** The disaggregation sidecar's image: released with the picker, under the same tag. */
+export function sidecarImage(pickerImage: string): string {
+  return pickerImage.replace(/\/[^/:]+:/, "/llm-d-router-disagg-sidecar:");
+}
 
 /** The ports a role is reached on through the router: its ranks' own, or (ranks off the pool's ports, as decode's) its routing sidecar's. */
 export function servingPorts(router: RouterIntent | null, role: Pick<RolePlan, "ranks">): { ports: number[]; sidecar: boolean } {
@@ -111,8 +116,7 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
     images: {
       endpointPicker: settings.router.images.endpointPicker ?? image,
       proxy: settings.router.images.proxy ?? DEFAULT_IMAGES.proxy,
-      // The disaggregation sidecar is released with the picker, under the same tag.
-      sidecar: settings.router.images.sidecar ?? image.replace(/\/[^/:]+:/, "/llm-d-router-disagg-sidecar:"),
+      sidecar: settings.router.images.sidecar ?? sidecarImage(image),
     },
     endpoints,
     sidecars,

@@ -1,5 +1,5 @@
 import type { StackSettings } from "../config/stackConfig";
-import type { Host } from "../config/schema";
+import type { CompileSettings, Host } from "../config/schema";
 
 /** A choice of what to serve: the input of the resolver. */
 export interface Selection {
@@ -215,6 +215,27 @@ export interface AutoscalingPlan {
   roles: RoleScaling[];
 }
 
+/**
+ * Compile ahead, off the NPUs (issue 22). With `compile.host` (hosts) or `compile.enabled`
+ * (Kubernetes), every compile key of the plan is compiled before any NPU unit or pod of that key
+ * changes: on a CPU server, or in a Job with no NPU request, in vllm-rbln's compile-only mode. With
+ * `compile.registry`, a key the registry has is pulled instead, and a key compiled here is pushed.
+ */
+export interface CompileKeyPlan {
+  key: string;
+  /** The roles that run with it (one per key on the aggregated strategies). */
+  roles: string[];
+  /** The NPU it is compiled for (RBLN's NPU name). */
+  targetSoc: string;
+}
+
+export interface CompileAheadPlan {
+  /** `host`: compile.host compiles; `job`: a Kubernetes Job per key; `off`: the first wave compiles on its NPUs, as without compile ahead. */
+  mode: "off" | "host" | "job";
+  keys: CompileKeyPlan[];
+  registry: NonNullable<CompileSettings["registry"]> | null;
+}
+
 /** The validated stack: its launch plan with the stack's own additions, and where each node runs. */
 export interface Deployment {
   settings: StackSettings;
@@ -227,4 +248,6 @@ export interface Deployment {
   frontDoor: FrontDoorPlan | null;
   /** Per role the replica limits KEDA keeps to; null with autoscaling off (fixed replicas). */
   autoscaling: AutoscalingPlan | null;
+  /** What compile ahead does (core/plan/compileAhead.ts): the keys, the mode, the registry. */
+  compile: CompileAheadPlan;
 }

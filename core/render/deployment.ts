@@ -1,11 +1,10 @@
 import type { SecretKey } from "../config/secrets";
 import { scrapeTargets, type ScrapeTarget } from "../monitoring/targets";
-import type { Deployment } from "../plan/types";
+import type { CompileKeyPlan, Deployment } from "../plan/types";
 import { hostWaves } from "../rollout/hostWaves";
-import { routerChartValues } from "../router/chartValues";
-import { renderFrontDoor, type RenderedFrontDoor } from "../router/hosts/frontDoor";
-import { renderScalers, type RenderedScaler } from "../scaling/scaledObjects";
-import { planCompileAhead, type CompileAheadPlan, type CompileKeyPlan } from "../compile/ahead";
+import { routerChartValues } from "./kubernetes/chartValues";
+import { renderFrontDoor, type RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
+import { renderScalers, type RenderedScaler } from "./kubernetes/scaledObjects";
 import { renderHost, type HostRenderOptions, type RenderedHost } from "./hosts/bundle";
 import { renderCompileHost, renderCompileStep, type RenderedCompileHost, type RenderedCompileStep } from "./hosts/compileHost";
 import { copySources, firstHostsOfKeys, renderCopy, weightsHosts, type HostCopyOptions, type RenderedCopy } from "./hosts/copies";
@@ -62,21 +61,21 @@ export interface RenderedKubernetes {
 }
 
 export interface RenderedDeployment {
+  /** The plan it renders, compile ahead's (`deployment.compile`) included. */
   deployment: Deployment;
-  /** What compile ahead does (core/compile): the keys, the mode, the registry. */
-  compile: CompileAheadPlan;
   /** The secrets that are set, which the rendered texts refer to. */
   secrets: readonly SecretKey[];
   hosts: RenderedHosts | null;
   kubernetes: RenderedKubernetes | null;
 }
 
-function renderHosts(deployment: Deployment, compile: CompileAheadPlan, options: RenderOptions): RenderedHosts {
+function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHosts {
+  const { compile } = deployment;
   const id = deploymentId(options.stack, options.instance);
   const placementWaves = hostWaves(deployment);
   const copyOptions = { ...options.copyOptions, deploymentId: id };
   const frontDoor = deployment.frontDoor ? renderFrontDoor(deployment, { id, runtimePath: options.hostOptions?.containerRuntime, authorizedKeysFile: options.copyOptions?.authorizedKeysFile }) : null;
-  const compileHost = compile.mode === "host" ? renderCompileHost(deployment, compile, id, options.hostOptions) : null;
+  const compileHost = compile.mode === "host" ? renderCompileHost(deployment, id, options.hostOptions) : null;
   const compiler = compileHost?.placement;
   const keyPlan = (key: string) => compile.keys.find((k) => k.key === key) as CompileKeyPlan;
   return {
@@ -96,9 +95,9 @@ function renderHosts(deployment: Deployment, compile: CompileAheadPlan, options:
   };
 }
 
-function renderKubernetes(deployment: Deployment, compile: CompileAheadPlan, options: RenderOptions): RenderedKubernetes {
+function renderKubernetes(deployment: Deployment, options: RenderOptions): RenderedKubernetes {
   const { settings, plan } = deployment;
-  const workloads = renderKubernetesWorkloads(deployment, { instance: options.instance, namespace: settings.kubernetes.namespace }, options.secrets, compile);
+  const workloads = renderKubernetesWorkloads(deployment, { instance: options.instance, namespace: settings.kubernetes.namespace }, options.secrets);
   const scalers = renderScalers(deployment, workloads);
   return {
     workloads,
@@ -111,12 +110,10 @@ function renderKubernetes(deployment: Deployment, compile: CompileAheadPlan, opt
 /** Renders a validated deployment for its platform. */
 export function renderDeployment(deployment: Deployment, options: RenderOptions): RenderedDeployment {
   const onHosts = deployment.settings.platform === "hosts";
-  const compile = planCompileAhead(deployment);
   return {
     deployment,
-    compile,
     secrets: options.secrets,
-    hosts: onHosts ? renderHosts(deployment, compile, options) : null,
-    kubernetes: onHosts ? null : renderKubernetes(deployment, compile, options),
+    hosts: onHosts ? renderHosts(deployment, options) : null,
+    kubernetes: onHosts ? null : renderKubernetes(deployment, options),
   };
 }

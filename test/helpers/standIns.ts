@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { stringify as stringifyYaml } from "yaml";
-import { envoyBootstrap } from "../../core/router/hosts/envoy";
+import { envoyBootstrap } from "../../core/render/hosts/frontDoor/envoy";
 import configSchema from "../fixtures/llm-d-router-v0.10.0/config-schema.json";
 import type { TestHost } from "./hostNamespace";
 

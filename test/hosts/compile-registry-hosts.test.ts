@@ -1,6 +1,6 @@
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { reportedDigest } from "../../core/compile/artifact";
+import { reportedDigest } from "../../core/render/compileCache";
 import type { UpResult } from "../helpers/engine";
 import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "../helpers/hostStack";
 import { hubStubSource } from "../helpers/hubStub";

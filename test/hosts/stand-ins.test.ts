@@ -6,7 +6,7 @@ import * as path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { resolvePlan } from "../../core/plan/resolve";
-import { endpointPickerConfig } from "../../core/router/chartValues";
+import { endpointPickerConfig } from "../../core/render/pickerConfig";
 import { validateEnvoyBootstrap } from "../helpers/envoyBootstrap";
 import { validateEndpointPickerConfig, validateEndpointsFile } from "../helpers/eppConfig";
 import { bodyProblem, now, startLoad, startSampler, type RequestRecord } from "../helpers/frontDoorLoad";

@@ -1,9 +1,8 @@
-import { compileOnlyEnv } from "../../compile/compileOnly";
-import { compileStepScript } from "../../compile/steps";
-import type { CompileAheadPlan, CompileKeyPlan } from "../../compile/ahead";
+import { compileFlowSettings, compileOnlyEnv } from "../compileCache";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
-import type { Deployment, HostPlacement } from "../../plan/types";
+import type { CompileAheadPlan, CompileKeyPlan, Deployment, HostPlacement } from "../../plan/types";
+import { PROBE_SCRIPT } from "../../probe";
 import { renderScript } from "../../template";
 import { renderHost, type HostRenderOptions, type RenderedHost } from "./bundle";
 import { hostCacheLayout } from "./cacheLayout";
@@ -29,6 +28,54 @@ export interface RenderedCompileHost {
   weightsScript: string;
   pipIndexes: RenderedHost["pipIndexes"];
   steps: RenderedCompileStep[];
+}
+
+export interface CompileStepInput {
+  hostName: string;
+  key: string;
+  roles: readonly string[];
+  /** HF_HOME and VLLM_CACHE_ROOT are under it: the same path as on the NPU hosts (the cache key may depend on it). */
+  cacheRoot: string;
+  serviceUser: string;
+  /** The key's completion marker, which the NPU unit steps also read. */
+  marker: string;
+  /** false on an NPU host without a compile host: pull if the registry has the key, else leave it to the first start. */
+  compileHere: boolean;
+  /** The transient unit the compile-only run goes in. */
+  unit: string;
+  /** The rank's exact command line, with the venv's vllm. */
+  command: readonly string[];
+  /** The rank's environment with the compile-only variables, in env-file syntax. */
+  envText: string;
+  port: number;
+  /** Where the compile-only server answers, if it serves. */
+  probeHost: string;
+  timeoutSeconds: number;
+  intervalSeconds: number;
+  registry: { repository: string; username?: string } | null;
+}
+
+/** The step that makes one compile key's cache present: here already, pulled, or compiled off the NPUs (and pushed). stdin: the registry password line. */
+export function compileStepScript(p: CompileStepInput): string {
+  const what = p.compileHere ? "compile ahead" : "pull the compiled cache of";
+  return renderScript(`${HOST_SCRIPT_DIR}/compile-key.sh`, `${what} key ${p.key} (${p.roles.join(", ")}) on ${p.hostName}`, {
+    host_name: p.hostName,
+    key: p.key,
+    roles: p.roles,
+    cache_root: p.cacheRoot,
+    service_user: p.serviceUser,
+    marker: p.marker,
+    compile_here: p.compileHere ? "yes" : "no",
+    unit: p.unit,
+    command: p.command,
+    env_text: p.envText,
+    port: p.port,
+    probe_host: p.probeHost,
+    probe_py: PROBE_SCRIPT,
+    timeout_s: p.timeoutSeconds,
+    interval_s: p.intervalSeconds,
+    ...compileFlowSettings(p.registry),
+  });
 }
 
 /**
@@ -73,8 +120,8 @@ export function renderCompileStep(deployment: Deployment, placement: HostPlaceme
 }
 
 /** The compile host's steps (compile.host): it installs the pinned packages and downloads the weights as an NPU host would, then compiles every key. */
-export function renderCompileHost(deployment: Deployment, ahead: CompileAheadPlan, id: string, options: HostRenderOptions = {}): RenderedCompileHost {
-  const { settings } = deployment;
+export function renderCompileHost(deployment: Deployment, id: string, options: HostRenderOptions = {}): RenderedCompileHost {
+  const { settings, compile: ahead } = deployment;
   const host = settings.compile.host!;
   const proxy = host.proxy ?? settings.sshProxy;
   const placement: HostPlacement = { replica: -1, node: 0, host: { ...host, ...(proxy ? { proxy } : {}) } };

@@ -58,7 +58,7 @@ export const HOST_DEFAULTS = {
   pythonVersions: ["3.10", "3.11", "3.12", "3.13"],
   /** The vLLM 0.30 CPU wheel that vllm-rbln 0.12 pulls in is built for glibc 2.39. */
   minGlibc: "2.39",
-  /** The front door on a router host (core/router/hosts): the EPP, Envoy, the agent, and the sidecars. */
+  /** The front door on a router host (core/render/hosts/frontDoor): the EPP, Envoy, the agent, and the sidecars. */
   frontDoor: {
     runtimes: { podman: "/usr/bin/podman", docker: "/usr/bin/docker" },
     /** The EPP's pool (`--pool-namespace`; `--pool-name` is the deployment id) and its endpoints' namespace. */
@@ -82,7 +82,7 @@ export const HOST_DEFAULTS = {
     /** How long a sidecar's step waits for it to answer on every port. */
     sidecarReadyTimeoutSeconds: 300,
   },
-  /** The compile host (compile.host, core/compile/). */
+  /** The compile host (compile.host, compileHost.ts). */
   compile: {
     /**
      * Memory a compile wants, GiB: not published by Rebellions; the figure the serving pods get for

@@ -1,6 +1,6 @@
 import { heredocDelimiter, renderScript as renderScriptFile, type ScriptValue } from "../../template";
 import { PROBE_SCRIPT } from "../../probe";
-import { CACHE_LOG } from "../../compile/compileOnly";
+import { CACHE_LOG } from "../compileCache";
 import { HOST_DEFAULTS } from "./defaults";
 
 /** Where the host scripts are, under the package root. */
@@ -175,10 +175,10 @@ export interface FrontDoorAccess {
 
 function frontDoorSettings(access: FrontDoorAccess | null | undefined) {
   return {
-    front_door_address: access?.address ?? "",
-    front_door_port: access?.port ?? 22,
-    front_door_host_key: access?.hostKey ?? "",
-    front_door_bind: access?.bind ?? "",
+    router_ssh_address: access?.address ?? "",
+    router_ssh_port: access?.port ?? 22,
+    router_ssh_host_key: access?.hostKey ?? "",
+    router_ssh_bind: access?.bind ?? "",
   };
 }
 

@@ -1,16 +1,47 @@
 import { createHash } from "node:crypto";
-import type { CompileAheadPlan } from "../../compile/ahead";
-import { compileOnlyEnv } from "../../compile/compileOnly";
-import { compileJobScript } from "../../compile/steps";
+import { compileFlowSettings, compileOnlyEnv } from "../compileCache";
 import { engineReadyTimeoutSeconds } from "../../plan/argv";
 import { targetSoc } from "../../plan/compileKey";
-import type { RolePlan } from "../../plan/types";
+import type { CompileAheadPlan, RolePlan } from "../../plan/types";
+import { PROBE_SCRIPT } from "../../probe";
+import { renderScript } from "../../template";
 import { COMPILE_LOCK_FILE } from "./compileLock";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type * as k8s from "./objects";
 import { containerSecurity, mergeResources, podAccount, podSecurity } from "./pod";
 import { ROLE_DIRS, roleEnvironment, roleVolumes, type RoleContext, type RoleWorkload } from "./role";
 import { waitForWeights } from "./weights";
+
+export interface CompileJobInput {
+  key: string;
+  roles: readonly string[];
+  marker: string;
+  compileHere: boolean;
+  /** The role's launch script in the pod. */
+  launch: string;
+  ports: readonly number[];
+  timeoutSeconds: number;
+  intervalSeconds: number;
+  registry: { repository: string; username?: string } | null;
+}
+
+/** The Kubernetes compile Job's script: the same order as on a compile host, in a pod (no systemd, no root). */
+export function compileJobScript(p: CompileJobInput): string {
+  return renderScript("core/render/kubernetes/scripts/compile-job.sh", `${p.compileHere ? "compile ahead" : "pull the compiled cache of"} key ${p.key} (${p.roles.join(", ")}) in a pod without NPUs`, {
+    host_name: "job",
+    key: p.key,
+    roles: p.roles,
+    service_user: "",
+    marker: p.marker,
+    compile_here: p.compileHere ? "yes" : "no",
+    launch: p.launch,
+    ports: p.ports.join(","),
+    probe_py: PROBE_SCRIPT,
+    timeout_s: p.timeoutSeconds,
+    interval_s: p.intervalSeconds,
+    ...compileFlowSettings(p.registry),
+  });
+}
 
 /** The compile Job of one role (its key, on its compile-cache volume) and the ConfigMap with its script. */
 export interface CompileJob {

@@ -42,7 +42,7 @@ export const KUBERNETES_DEFAULTS = {
     /** After the drain: the engines' teardown, the supervisor and the routing sidecar's exit. */
     teardownSeconds: 30,
   },
-  /** KEDA ScaledObjects (core/scaling), with `autoscaling.enabled`. */
+  /** KEDA ScaledObjects (scaledObjects.ts), with `autoscaling.enabled`. */
   autoscaling: {
     /** How often KEDA reads the triggers (llm-d's guides: 15 s). */
     pollingIntervalSeconds: 15,

@@ -48,7 +48,7 @@ export function monitoringObjects(deployment: Deployment, workloads: KubernetesW
   const namespace = workloads.namespace.metadata.name;
   const labels = { "app.kubernetes.io/name": "rbln-serving", "app.kubernetes.io/instance": instance, "app.kubernetes.io/managed-by": "pulumi" };
   const staticLabel = (targetLabel: string, replacement: string) => ({ action: "replace", targetLabel, replacement });
-  // The scalers tell the pods of a role's current compile key apart by it (core/scaling/queries.ts).
+  // The scalers tell the pods of a role's current compile key apart by it (core/monitoring/queries.ts).
   const compileKeyLabel = deployment.autoscaling
     ? [{ action: "replace", sourceLabels: [`__meta_kubernetes_pod_label_${COMPILE_KEY_LABEL.replace(/[^A-Za-z0-9_]/g, "_")}`], targetLabel: "compile_key" }]
     : [];

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { compileLock } from "./compileLock";
 import { waitForWeights } from "./weights";
 import { engineReadyTimeoutSeconds } from "../../plan/argv";
-import { servingPorts } from "../../plan/frontDoor";
+import { ROLE_LABEL, servingPorts, sidecarImage } from "../../plan/frontDoor";
 import { roleReplicas } from "../../plan/replicas";
 import type { Deployment, RolePlan, RoleScaling, RouterIntent } from "../../plan/types";
 import { unavailableCount } from "../../rollout/waves";
@@ -155,7 +155,7 @@ function roleContainers(context: RoleContext, role: RolePlan, command: string[],
   const sidecar =
     router && serving.sidecar
       ? routingSidecar({
-          image: router.values.endpoint_picker.image.replace(/\/[^/:]+:/, "/llm-d-router-disagg-sidecar:"),
+          image: sidecarImage(router.values.endpoint_picker.image),
           ports: serving.ports,
           rankPorts,
           resources: mergeResources(KUBERNETES_DEFAULTS.resources.sidecar, k8sSettings.sidecarResources),
@@ -172,7 +172,7 @@ function roleDeployment(context: RoleContext, role: RolePlan, parts: { labels: R
   const k8sSettings = deployment.settings.kubernetes;
   const podLabels = {
     ...labels,
-    ...(router ? { ...router.values.inference_pool.match_labels, "llm-d.ai/role": role.role } : {}),
+    ...(router ? { ...router.values.inference_pool.match_labels, [ROLE_LABEL]: role.role } : {}),
     ...(timings.scaling ? { [COMPILE_KEY_LABEL]: role.compileKey } : {}),
   };
   return {

@@ -6,7 +6,6 @@ import { KUBERNETES_DEFAULTS } from "./defaults";
 import type * as k8s from "./objects";
 import { containerSecurity, podAccount, podSecurity } from "./pod";
 import { renderRoleWorkload, type RoleWorkload } from "./role";
-import type { CompileAheadPlan } from "../../compile/ahead";
 import { compileJob, type CompileJob } from "./compileJob";
 
 export type { KubeObject } from "./objects";
@@ -64,7 +63,8 @@ function claim(name: string, namespace: string, labels: Record<string, string>, 
   };
 }
 
-export function renderKubernetesWorkloads(deployment: Deployment, names: KubernetesNames, secrets: readonly SecretKey[], compile: CompileAheadPlan | null = null): KubernetesWorkloads {
+export function renderKubernetesWorkloads(deployment: Deployment, names: KubernetesNames, secrets: readonly SecretKey[]): KubernetesWorkloads {
+  const { compile } = deployment;
   if (!DNS_LABEL.test(names.instance)) {
     throw new ConfigError("name", `"${names.instance}" cannot prefix Kubernetes object names: use 1-40 lower-case letters, digits or '-'`);
   }
@@ -121,9 +121,9 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
   }));
   const roles = contexts.map(({ context, role }) => renderRoleWorkload(context, role));
   const registrySecret: k8s.Named<k8s.Secret> | null =
-    compile?.registry?.username !== undefined ? { apiVersion: "v1", kind: "Secret", metadata: { name: `${names.instance}-registry`, namespace: ns, labels: baseLabels }, type: "Opaque", stringData: {} } : null;
+    compile.registry?.username !== undefined ? { apiVersion: "v1", kind: "Secret", metadata: { name: `${names.instance}-registry`, namespace: ns, labels: baseLabels }, type: "Opaque", stringData: {} } : null;
   // One Job per role and key: each role has its own compile-cache volume.
-  const compileJobs = compile && (compile.mode === "job" || compile.registry) ? contexts.map(({ context, role }, i) => compileJob(context, role, roles[i]!, compile, registrySecret?.metadata.name ?? null)) : [];
+  const compileJobs = compile.mode === "job" || compile.registry ? contexts.map(({ context, role }, i) => compileJob(context, role, roles[i]!, compile, registrySecret?.metadata.name ?? null)) : [];
   const volumes = [{ id: "weights", object: weights }, ...roles.map((role) => ({ id: `${role.role}-compile-cache`, object: role.compileCache }))];
 
   const objects = [serviceAccount, weightsDownload, ...compileJobs.flatMap((c) => [c.job, c.configMap]), ...volumes.map((v) => v.object), ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])])];

@@ -5,8 +5,8 @@
 # step's rejoin, or when its lease runs out: while the step runs, a keeper renews it in the
 # background, so a step that dies (killed, its host rebooted) leaves its endpoints out for one lease
 # at most, and one that runs for hours keeps them out throughout. Nothing without a front door
-# (front_door_address empty).
-# Reads: front_door_address, front_door_port, front_door_host_key, front_door_bind,
+# (router_ssh_address empty).
+# Reads: router_ssh_address, router_ssh_port, router_ssh_host_key, router_ssh_bind,
 # front_door_renew_s; the key from stdin.
 # shellcheck disable=SC2154
 
@@ -19,7 +19,7 @@ front_door_keeper=
 
 # The key the router host's access step made: the first lines of stdin, through the key's last line.
 read_front_door_key() {
-  [ -n "$front_door_address" ] || return 0
+  [ -n "$router_ssh_address" ] || return 0
   local line
   while IFS= read -r line; do
     front_door_key+="$line"$'\n'
@@ -35,7 +35,7 @@ front_door_ctl() {
   shift
   dir=$(mktemp -d /run/rbln-serving-front-door.XXXXXX)
   (umask 077; printf '%s' "$front_door_key" > "$dir/id")
-  peer_ssh_setup "$dir" "$front_door_address" "$front_door_port" "$front_door_host_key" "$front_door_bind"
+  peer_ssh_setup "$dir" "$router_ssh_address" "$router_ssh_port" "$router_ssh_host_key" "$router_ssh_bind"
   for name in "$@"; do
     "${peer_ssh[@]}" "$peer_remote" "$action $name" || { status=1; break; }
   done
@@ -69,7 +69,7 @@ front_door_keep() {
 # resumed step), it holds the drain that is there with a fresh lease. What it took out before a
 # failure goes back with the rejoin.
 front_door_drain() {
-  [ -n "$front_door_address" ] && [ "$#" -gt 0 ] || return 0
+  [ -n "$router_ssh_address" ] && [ "$#" -gt 0 ] || return 0
   front_door_drained=("$@")
   front_door_ctl drain "$@" || return 1
   [ -z "$front_door_keeper" ] || return 0

@@ -21,8 +21,8 @@ install -d -m 0700 "$state_dir/access"
 line="from=\"${from_addresses}\",restrict,command=\"/usr/bin/env python3 ${agent_path} ssh ${state_dir}\" $(cut -d ' ' -f 1,2 "$state_dir/access/id.pub") ${tag}"
 
 grant_label="front door access on ${host_name}"
-# shellcheck source=../../render/hosts/scripts/authorized-keys.sh
-. ../../render/hosts/scripts/authorized-keys.sh
+# shellcheck source=authorized-keys.sh
+. authorized-keys.sh
 edit_authorized_keys "$line"
 echo "front door access ${host_name}: ${from_addresses} may take their endpoints out and back" >&2
 cat "$state_dir/access/id"

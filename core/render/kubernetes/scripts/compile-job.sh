@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # The compile Job of one compile key on Kubernetes (compile.enabled), in a pod with no NPU, under the
-# role's compile lock (the serving pods' lease of the same key): a key whose marker is on the
-# compile-cache volume is done; a key the registry has is pulled by digest, checked and extracted;
-# otherwise the role's launch script runs in vllm-rbln's compile-only mode until vllm-rbln has saved
-# the warmed-up cache, is stopped, and what it wrote is pushed to the registry (if any) as one
-# artifact. Without compile.enabled (a registry only) it only pulls. Env: the compile-only variables,
-# VLLM_CACHE_ROOT, and REGISTRY_PASSWORD from the stack's registry Secret.
+# role's compile lock (the serving pods' lease of the same key), in the flow compile-flow.sh shares
+# with the compile host: the role's launch script runs in vllm-rbln's compile-only mode until
+# vllm-rbln has saved the warmed-up cache, and is stopped. Without compile.enabled (a registry only)
+# it only pulls. Env: the compile-only variables, VLLM_CACHE_ROOT, and REGISTRY_PASSWORD from the
+# stack's registry Secret.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=compile-job
@@ -27,13 +26,13 @@ config_type=application/vnd.rbln-serving.compile-cache.config.v1+json
 layer_type=application/vnd.rbln-serving.compile-cache.layer.v1.tar
 # --- end of settings ---
 
-say() { echo "compile ${host_name} ${key}: $*"; }
-fail() { echo "compile ${host_name} ${key}: $*" >&2; exit 1; }
 : "${VLLM_CACHE_ROOT:?VLLM_CACHE_ROOT names the compile-cache volume}"
 registry_password=${REGISTRY_PASSWORD:-}
 unset REGISTRY_PASSWORD
 cache_dir="$VLLM_CACHE_ROOT/rbln"
 files_list="$marker.files"
+cache_place="on the compile-cache volume"
+first_compiler="the first pod of ${roles[*]}"
 mkdir -p "$(dirname "$marker")" "$cache_dir"
 work=$(mktemp -d)
 scratch=$(mktemp -d "$VLLM_CACHE_ROOT/.rbln-serving-scratch.XXXXXX")
@@ -42,10 +41,8 @@ trap 'rm -rf "$work" "$scratch"' EXIT
 chown() { :; }
 install() { [ "$1" = -d ] && mkdir -p "${@: -1}"; }
 
-# shellcheck source=registry.sh
-. registry.sh
-
-mark() { printf '%s\n' "$1" > "$marker.tmp"; mv "$marker.tmp" "$marker"; }
+# shellcheck source=../../scripts/compile-flow.sh
+. ../../scripts/compile-flow.sh
 
 # 0 when every port answers /health (core/probe.py; PID 0: no API key, /health needs none).
 healthy() { python3 -c "$probe_py" 127.0.0.1 10 "$ports" /health 0 2>/dev/null; }
@@ -70,33 +67,6 @@ compile_only() {
   done
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  (cd "$cache_dir" && find . -type f -newer "$work/start" ! -name '*.tmp' -printf '%P\n' | LC_ALL=C sort) > "$files_list.tmp"
-  [ -s "$files_list.tmp" ] || fail "the compile-only run saved nothing under $cache_dir"
-  mv "$files_list.tmp" "$files_list"
 }
 
-[ -z "$repository" ] || registry_login
-if [ -f "$marker" ]; then
-  say "already on the compile-cache volume; nothing to do"
-  exit 0
-fi
-remote=$([ -z "$repository" ] || registry_digest)
-if [ -n "$remote" ]; then
-  registry_pull "$remote"
-  mark "$remote"
-  say "pulled ${repository}@${remote} and checked it: nothing to compile"
-  exit 0
-fi
-if [ "$compile_here" != yes ]; then
-  say "${repository} has no ${key}: the first pod of ${roles[*]} compiles it"
-  exit 0
-fi
-compile_only
-if [ -n "$repository" ]; then
-  remote=$(registry_push)
-  mark "$remote"
-  say "pushed to ${repository}@${remote}"
-else
-  mark local
-fi
-say "compiled"
+compile_key

@@ -9,8 +9,8 @@ tag='rbln-serving-front-door dev'
 # --- end of settings ---
 
 grant_label="front door access on ${host_name}"
-# shellcheck source=../../render/hosts/scripts/authorized-keys.sh
-. ../../render/hosts/scripts/authorized-keys.sh
+# shellcheck source=authorized-keys.sh
+. authorized-keys.sh
 edit_authorized_keys ""
 rm -rf "$state_dir/access"
 echo "front door access ${host_name}: revoked"

@@ -15,10 +15,10 @@ unit_text='[Service]
 ExecStart=/bin/true'
 ports=(8000 8001 8002 8003)
 ready_timeout_s=300
-front_door_address=''
-front_door_port=22
-front_door_host_key=''
-front_door_bind=''
+router_ssh_address=''
+router_ssh_port=22
+router_ssh_host_key=''
+router_ssh_bind=''
 front_door_endpoint=''
 front_door_renew_s=60
 # --- end of settings ---
@@ -27,8 +27,8 @@ front_door_renew_s=60
 . http.sh
 # shellcheck source=images.sh
 . images.sh
-# shellcheck source=../../render/hosts/scripts/front-door.sh
-. ../../render/hosts/scripts/front-door.sh
+# shellcheck source=front-door.sh
+. front-door.sh
 
 umask 022
 [ -x "$runtime" ] || { echo "sidecar ${host_name}: $runtime not found: install $(basename "$runtime") (router.runtime)" >&2; exit 1; }

@@ -1,8 +1,8 @@
-import type { Deployment } from "../plan/types";
-import { KUBERNETES_DEFAULTS } from "../render/kubernetes/defaults";
-import type { HorizontalPodAutoscalerBehavior, Named } from "../render/kubernetes/objects";
-import type { KubernetesWorkloads } from "../render/kubernetes/workloads";
-import { deploymentReplicas, pickerQueue, podMatchers, runningRequests, triggerQuery, waitingRequests } from "./queries";
+import type { Deployment } from "../../plan/types";
+import { KUBERNETES_DEFAULTS } from "./defaults";
+import type { HorizontalPodAutoscalerBehavior, Named } from "./objects";
+import type { KubernetesWorkloads } from "./workloads";
+import { deploymentReplicas, pickerQueue, podMatchers, runningRequests, triggerQuery, waitingRequests } from "../../monitoring/queries";
 
 /** A prometheus trigger as KEDA v2.19.0 reads it (metadata is a map of strings). */
 export interface PrometheusTrigger {

@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# One compile key, ahead of the NPU units that run it. In order: a key whose cache is here already
-# (its marker) is done; a key the registry has is pulled by digest, checked and extracted; otherwise
-# (on the compile host) the role's exact command line runs in vllm-rbln's compile-only mode, with
-# no NPU, until vllm-rbln has saved the warmed-up cache, and is stopped; the files it wrote are the
-# key's cache, pushed to the registry as one artifact unless the key is there already. On an NPU
-# host without a compile host this only pulls: a key the registry lacks is compiled by the rank's
-# first start, as without compile ahead. The last line of stdout is `compiled <key> <digest|local|none>`.
+# One compile key on a host, ahead of the NPU units that run it, in the flow compile-flow.sh shares
+# with the compile Job: here on the compile host the role's exact command line runs in vllm-rbln's
+# compile-only mode, with no NPU, as a transient systemd unit of the service user. On an NPU host
+# without a compile host this only pulls: a key the registry lacks is compiled by the rank's first
+# start, as without compile ahead. The last line of stdout is `compiled <key> <digest|local|none>`.
 # stdin: line 1 the registry password (may be empty).
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
@@ -32,13 +30,12 @@ config_type=application/vnd.rbln-serving.compile-cache.config.v1+json
 layer_type=application/vnd.rbln-serving.compile-cache.layer.v1.tar
 # --- end of settings ---
 
-fail() { echo "compile ${host_name} ${key}: $*" >&2; exit 1; }
-say() { echo "compile ${host_name} ${key}: $*"; }
-report() { echo "compiled ${key} $1"; }
 registry_password=
 IFS= read -r registry_password || true
 cache_dir="$cache_root/vllm/rbln"
 files_list="$marker.files"
+cache_place=here
+first_compiler="the first start of ${roles[*]} here"
 umask 022
 install -d -m 0755 "$(dirname "$marker")"
 work=$(mktemp -d /run/rbln-serving-compile.XXXXXX)
@@ -46,8 +43,8 @@ scratch=$(mktemp -d "$cache_root/vllm/.rbln-serving-scratch.XXXXXX")
 trap 'systemctl stop "$unit" 2>/dev/null || true; rm -rf "$work" "$scratch"' EXIT
 chmod 0700 "$work" "$scratch"
 
-# shellcheck source=registry.sh
-. registry.sh
+# shellcheck source=../../scripts/compile-flow.sh
+. ../../scripts/compile-flow.sh
 
 # 0 when the compile-only server answers /health: every engine is past its warm-up (core/probe.py; PID 0: no API key, /health needs none).
 healthy() { python3 -c "$probe_py" "$probe_host" 10 "$port" /health 0 2>/dev/null; }
@@ -86,50 +83,6 @@ compile_only() {
     sleep "$interval_s"
   done
   systemctl stop "$unit" 2>/dev/null || true
-  # The key's cache: what this run wrote (RBLN's layout is its own; a key's bundles are files of their own).
-  (cd "$cache_dir" && find . -type f -newer "$work/start" ! -name '*.tmp' -printf '%P\n' | LC_ALL=C sort) > "$files_list.tmp"
-  [ -s "$files_list.tmp" ] || fail "the compile-only run saved nothing under $cache_dir"
-  mv "$files_list.tmp" "$files_list"
-  say "compiled $(wc -l < "$files_list") file(s) in $(( $(date +%s) - started ))s"
 }
 
-mark() { printf '%s\n' "$1" > "$marker.tmp"; mv "$marker.tmp" "$marker"; }
-
-[ -z "$repository" ] || registry_login
-if [ -f "$marker" ]; then
-  have=$(cat "$marker")
-  remote=$([ -z "$repository" ] || registry_digest)
-  if [ -n "$repository" ] && [ -z "$remote" ] && [ "$compile_here" = yes ] && [ -f "$files_list" ]; then
-    remote=$(registry_push)
-    mark "$remote"
-    say "already compiled here; pushed to ${repository}@${remote}"
-    report "$remote"
-  else
-    say "already here${remote:+ (${repository}@${remote})}; nothing to do"
-    report "${remote:-$have}"
-  fi
-  exit 0
-fi
-remote=$([ -z "$repository" ] || registry_digest)
-if [ -n "$remote" ]; then
-  registry_pull "$remote"
-  mark "$remote"
-  say "pulled ${repository}@${remote} and checked it: nothing to compile"
-  report "$remote"
-  exit 0
-fi
-if [ "$compile_here" != yes ]; then
-  say "${repository} has no ${key}: the first start of ${roles[*]} here compiles it"
-  report none
-  exit 0
-fi
-compile_only
-if [ -n "$repository" ]; then
-  remote=$(registry_push)
-  mark "$remote"
-  say "pushed to ${repository}@${remote}"
-  report "$remote"
-else
-  mark local
-  report local
-fi
+compile_key

@@ -1,6 +1,6 @@
 import { stringify } from "yaml";
-import type { LaunchPlan } from "../../plan/types";
-import { EPP_CONFIG_API_VERSION, pickerConfig, type EndpointPickerConfig } from "../chartValues";
+import type { LaunchPlan } from "../../../plan/types";
+import { EPP_CONFIG_API_VERSION, pickerConfig, type EndpointPickerConfig } from "../../pickerConfig";
 
 /** The plugin that reads the endpoints file: the EPP then runs without Kubernetes (llm-d-router v0.10.0, docs/discovery.md). */
 export const FILE_DISCOVERY = "file-discovery";

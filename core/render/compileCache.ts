@@ -1,0 +1,64 @@
+/**
+ * What compile ahead's steps share on both platforms (the compile host's step and pulls on hosts,
+ * the compile Job on Kubernetes): vllm-rbln's compile-only variables and log lines, the registry
+ * artifact's layout, and the settings of the flow both steps run (scripts/compile-flow.sh).
+ */
+
+/**
+ * The variables a compile-only run adds to a rank's own: the mode; the vLLM-native (torch.compile)
+ * model path, the only one compile-only works on (it raises ValueError otherwise); the NPU to compile
+ * for under both the current and the legacy name (which one 0.12.0 reads was not confirmed), since
+ * with no NPU mounted vllm-rbln cannot detect it; and the compile cache on (compile-only refuses
+ * VLLM_DISABLE_COMPILE_CACHE=1). None of them is a vLLM variable, so none is in the mega-cache's
+ * signature (vLLM's compile_factors); VLLM_RBLN_USE_VLLM_MODEL selects the path MiniMax-M2 only has.
+ */
+export function compileOnlyEnv(targetSoc: string): Record<string, string> {
+  return {
+    VLLM_RBLN_COMPILE_ONLY: "1",
+    VLLM_RBLN_USE_VLLM_MODEL: "1",
+    RBLN_FORCE_NPU_NAME: targetSoc,
+    RBLN_TARGET_SOC: targetSoc,
+    VLLM_DISABLE_COMPILE_CACHE: "0",
+  };
+}
+
+/** The log lines of vllm-rbln's mega cache that tell a load from a compile (cache.logLines). */
+export const CACHE_LOG = {
+  /** Printed before warm-up when a bundle is found; a miss prints nothing. */
+  hit: "Loaded rbln mega-cache bundle from ",
+  /** Printed after every warm-up that succeeded, hit or not: the bundle is on disk, complete. */
+  saved: "Saved rbln mega-cache bundle to ",
+  /** Each graph the backend runs in warm-up: after it with no hit before, the rank is compiling. */
+  warmUp: "rbln_backend [warm-up]",
+} as const;
+
+/**
+ * The compiled cache of one compile key as an OCI artifact (OCI image-spec 1.1 artifact guidance):
+ * an `artifactType` of our own, a config of our own media type, and one uncompressed tar layer
+ * (compiled graphs barely compress, and gzip would cost more time than the bytes it saves). Tagged
+ * by the compile key, pulled by digest.
+ */
+export const COMPILE_ARTIFACT = {
+  artifactType: "application/vnd.rbln-serving.compile-cache.v1",
+  configType: "application/vnd.rbln-serving.compile-cache.config.v1+json",
+  layerType: "application/vnd.rbln-serving.compile-cache.layer.v1.tar",
+} as const;
+
+/** The step's last stdout line: `compiled <key> <digest>`, `local` (no registry) or `none` (pull-only, not in the registry). */
+export function reportedDigest(stdout: string | undefined, key: string): string | null {
+  const line = (stdout ?? "").split("\n").reverse().find((l) => l.startsWith(`compiled ${key} `));
+  const digest = line?.split(" ")[2];
+  return digest && /^sha256:[0-9a-f]{64}$/.test(digest) ? digest : null;
+}
+
+/** What the host step and the Job share: vllm-rbln's "saved" line, the registry, the artifact's media types. */
+export function compileFlowSettings(registry: { repository: string; username?: string } | null) {
+  return {
+    saved_line: CACHE_LOG.saved,
+    repository: registry?.repository ?? "",
+    registry_user: registry?.username ?? "",
+    artifact_type: COMPILE_ARTIFACT.artifactType,
+    config_type: COMPILE_ARTIFACT.configType,
+    layer_type: COMPILE_ARTIFACT.layerType,
+  };
+}

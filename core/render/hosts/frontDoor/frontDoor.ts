@@ -1,0 +1,266 @@
+import { createHash } from "node:crypto";
+import { hostPort, httpUrl } from "../../../address";
+import { durationSeconds } from "../../../config/defaults";
+import type { Host } from "../../../config/schema";
+import type { ScrapeTarget } from "../../../monitoring/targets";
+import { FRONT_DOOR_PORTS } from "../../../plan/frontDoor";
+import type { Deployment, FrontDoorPlan } from "../../../plan/types";
+import { hostCacheLayout } from "../cacheLayout";
+import { hostWaves } from "../../../rollout/hostWaves";
+import { HOST_DEFAULTS } from "../defaults";
+import { frontDoorAccess, readyTimeoutSeconds } from "../rank";
+import { HOST_SCRIPT_DIR } from "../scripts";
+import { execStartLine } from "../systemd";
+import { packageFile, renderScript, renderTemplate } from "../../../template";
+import { envoyBootstrap } from "./envoy";
+import { fileModePickerConfig } from "./eppConfig";
+
+const AGENT_FILE = `${HOST_SCRIPT_DIR}/front-door.py`;
+/** Where the EPP and Envoy see their files, in their containers. */
+const EPP_DIR = "/etc/epp";
+const ENVOY_DIR = "/etc/envoy";
+
+/** A decode host's routing sidecar: its unit and the step that applies it. */
+export interface RenderedSidecar {
+  host: string;
+  unitName: string;
+  unitText: string;
+  applyScript: string;
+  removeScript: string;
+}
+
+/** The front door on hosts, rendered: the router host's steps and files, and the sidecars'. */
+export interface RenderedFrontDoor {
+  /** The router host, reached over SSH. */
+  host: Host;
+  /** Where clients send every request. */
+  url: string;
+  /** Makes the key the stack's hosts drain with, and lets it into the router host; stdout: the key. */
+  accessScript: string;
+  revokeScript: string;
+  applyScript: string;
+  removeScript: string;
+  /** What the router host holds, by path under the deployment's folder there, for `render`. */
+  files: Record<string, string>;
+  sidecars: RenderedSidecar[];
+  /** The EPP's metrics endpoint, for Prometheus beside the ranks'. */
+  scrapeTarget: ScrapeTarget;
+}
+
+export interface FrontDoorOptions {
+  /** The deployment id (`deploymentId`): it names the units, containers and folders. */
+  id: string;
+  /** The container runtime's path: `router.runtime`'s binary, or a test's stand-in. */
+  runtimePath?: string;
+  /** root's authorized_keys on the router host, where the hosts' key goes. */
+  authorizedKeysFile?: string;
+}
+
+/** What every part of one front door's rendering shares. */
+interface DoorContext {
+  deployment: Deployment;
+  frontDoor: FrontDoorPlan;
+  id: string;
+  /** The container runtime's path on the router and decode hosts. */
+  runtime: string;
+  /** The runtime's daemon unit, which the containers' units need (docker); none for podman. */
+  daemon: string | null;
+  /** The deployment's folder on the router host. */
+  stateDir: string;
+  /** The endpoints agent's text and where it goes, named by its content: the access key's forced command names the agent it was made with. */
+  agent: { text: string; path: string };
+}
+
+function doorContext(deployment: Deployment, options: FrontDoorOptions): DoorContext {
+  const frontDoor = deployment.frontDoor!;
+  const { installRoot } = deployment.settings;
+  const text = packageFile(AGENT_FILE);
+  return {
+    deployment,
+    frontDoor,
+    id: options.id,
+    runtime: options.runtimePath ?? HOST_DEFAULTS.frontDoor.runtimes[frontDoor.runtime],
+    daemon: frontDoor.runtime === "docker" ? "docker.service" : null,
+    stateDir: `${installRoot}/router/${options.id}`,
+    agent: { text, path: `${installRoot}/bin/front-door-${createHash("sha256").update(text).digest("hex").slice(0, 12)}.py` },
+  };
+}
+
+/** A container's systemd unit: run in the foreground by the runtime, stopped with the runtime's own stop. */
+function containerUnit(door: DoorContext, description: string, container: string, lines: readonly (readonly string[])[]): string {
+  const stop = HOST_DEFAULTS.frontDoor.containerStopSeconds;
+  return renderTemplate("core/render/hosts/templates/container.service", {
+    managed_marker: HOST_DEFAULTS.managedMarker,
+    description,
+    runtime_service: door.daemon,
+    runtime: door.runtime,
+    container,
+    exec_start: execStartLine([[door.runtime, "run", "--rm", "--name", container, "--pull", "never"], ...lines]),
+    stop_s: stop,
+    timeout_stop_s: stop + 30,
+  });
+}
+
+/** The front door's units, env-less: the EPP (gRPC on loopback only), Envoy (host network), the agent. */
+function routerUnits(door: DoorContext) {
+  const { frontDoor, id, stateDir } = door;
+  const name = (part: string) => ({ unit: `rbln-serving-${id}.front-door-${part}.service`, container: `rbln-serving-${id}-${part}` });
+  const [epp, proxy, agent] = [name("epp"), name("proxy"), name("agent")];
+  const ports = FRONT_DOOR_PORTS;
+  return {
+    names: [epp.unit, proxy.unit, agent.unit],
+    epp: containerUnit(door, `rbln-serving front door ${id}: endpoint picker`, epp.container, [
+      // The EPP has no bind-address flag: its ports are published, gRPC and health on loopback only, so
+      // Envoy alone reaches them and --secure-serving=false stays on this host.
+      ["--publish", `127.0.0.1:${ports.eppGrpc}:${ports.eppGrpc}`],
+      ["--publish", `127.0.0.1:${ports.eppHealth}:${ports.eppHealth}`],
+      ["--publish", `${frontDoor.listenAddress}:${ports.eppMetrics}:${ports.eppMetrics}`],
+      ["--volume", `${stateDir}/epp:${EPP_DIR}:ro,z`],
+      [frontDoor.images.endpointPicker],
+      [`--config-file=${EPP_DIR}/epp.yaml`],
+      [`--pool-name=${id}`, `--pool-namespace=${HOST_DEFAULTS.frontDoor.poolNamespace}`],
+      ["--secure-serving=false", "--tracing=false"],
+      [`--grpc-port=${ports.eppGrpc}`, `--grpc-health-port=${ports.eppHealth}`, `--metrics-port=${ports.eppMetrics}`],
+    ]),
+    proxy: containerUnit(door, `rbln-serving front door ${id}: Envoy`, proxy.container, [
+      ["--network", "host"],
+      ["--volume", `${stateDir}/envoy:${ENVOY_DIR}:ro,z`],
+      [frontDoor.images.proxy],
+      ["-c", `${ENVOY_DIR}/envoy.yaml`, "--log-level", "info"],
+    ]),
+    agent: renderTemplate("core/render/hosts/templates/agent.service", {
+      managed_marker: HOST_DEFAULTS.managedMarker,
+      description: `rbln-serving front door ${id}: endpoints agent`,
+      agent_path: door.agent.path,
+      state_dir: stateDir,
+    }),
+  };
+}
+
+/** What the agent keeps the EPP's endpoints file to (desired.json): every endpoint with its rollout wave, and the drain's bounds. */
+function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
+  const { settings, plan } = deployment;
+  const defaults = HOST_DEFAULTS.frontDoor;
+  const cache = hostCacheLayout(settings);
+  // Each endpoint's rollout wave: a drain does not wait for a server that changes only after it.
+  const waveOf = new Map(hostWaves(deployment).flatMap((wave, k) => wave.map((p) => [p.host.name, k] as const)));
+  return {
+    namespace: defaults.poolNamespace,
+    endpoints: frontDoor.endpoints.map((e) => ({ ...e, wave: waveOf.get(e.host)! })),
+    allowEmpty: settings.rollout.allowEmptyFrontDoor,
+    // A role's other server may be starting, even compiling: wait as long as a rank may take to serve.
+    drainWaitSeconds: Math.max(...plan.roles.map((role) => readyTimeoutSeconds(cache, role.ranks[0]!.env))),
+    settleSeconds: defaults.settleSeconds,
+    // A drain its step stopped renewing (the step died, or cannot reach the router) ends after this.
+    drainLeaseSeconds: defaults.drainLeaseSeconds,
+    intervalSeconds: defaults.intervalSeconds,
+    probeTimeoutSeconds: defaults.probeTimeoutSeconds,
+  };
+}
+
+/** The router host's config files: the EPP's, Envoy's bootstrap, the agent's desired endpoints. */
+function routerFiles(door: DoorContext) {
+  const { deployment, frontDoor } = door;
+  return {
+    "epp/epp.yaml": fileModePickerConfig(deployment.plan, `${EPP_DIR}/endpoints.yaml`),
+    "envoy/envoy.yaml": envoyBootstrap({ listenAddress: frontDoor.listenAddress, port: frontDoor.port, adminPort: FRONT_DOOR_PORTS.envoyAdmin, eppGrpcPort: FRONT_DOOR_PORTS.eppGrpc, requestTimeoutSeconds: durationSeconds(deployment.settings.router.requestTimeout) }),
+    "desired.json": `${JSON.stringify(desiredEndpoints(deployment, frontDoor), null, 2)}\n`,
+  };
+}
+
+/** A decode host's routing sidecar: its unit, and the steps that apply it (draining the host's endpoints first) and remove it. */
+function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][number]): RenderedSidecar {
+  const { deployment, frontDoor, id } = door;
+  const placement = deployment.placements.find((p) => p.host.name === sidecar.host)!;
+  const unitName = `rbln-serving-${id}.sidecar.service`;
+  const unitPath = `${HOST_DEFAULTS.systemdUnitDir}/${unitName}`;
+  const ports = Array.from({ length: sidecar.dataParallelSize }, (_, r) => sidecar.port + r);
+  const unitText = containerUnit(door, `rbln-serving ${id}: routing sidecar`, `rbln-serving-${id}-sidecar`, [
+    ["--network", "host"],
+    [frontDoor.images.sidecar],
+    [`--port=${sidecar.port}`, `--model-server-port=${sidecar.modelServerPort}`, `--data-parallel-size=${sidecar.dataParallelSize}`],
+    // Plain HTTP: Envoy and the EPP reach the ports over it.
+    ["--kv-connector=nixlv2", "--secure-proxy=false"],
+  ]);
+  const access = frontDoorAccess(deployment, placement.host, () => true)!;
+  return {
+    host: sidecar.host,
+    unitName,
+    unitText,
+    applyScript: renderScript(`${HOST_SCRIPT_DIR}/sidecar-apply.sh`, `routing sidecar ${unitName} on ${sidecar.host}`, {
+      host_name: sidecar.host,
+      runtime: door.runtime,
+      images: [frontDoor.images.sidecar],
+      unit: unitName,
+      unit_path: unitPath,
+      unit_text: unitText,
+      ports: ports.map(String),
+      ready_timeout_s: HOST_DEFAULTS.frontDoor.sidecarReadyTimeoutSeconds,
+      router_ssh_address: access.address,
+      router_ssh_port: access.port,
+      router_ssh_host_key: access.hostKey,
+      router_ssh_bind: access.bind,
+      front_door_endpoint: access.endpoints.join(" "),
+      front_door_renew_s: access.renewSeconds,
+    }),
+    removeScript: renderScript(`${HOST_SCRIPT_DIR}/sidecar-remove.sh`, `remove ${unitName} from ${sidecar.host}`, { host_name: sidecar.host, unit: unitName, unit_path: unitPath }),
+  };
+}
+
+/** The router host's steps: the hosts' drain key in and out, and the front door's units and files applied and removed. */
+function routerScripts(door: DoorContext, options: FrontDoorOptions, units: ReturnType<typeof routerUnits>, files: ReturnType<typeof routerFiles>) {
+  const { deployment, frontDoor, id, stateDir } = door;
+  const host = frontDoor.host;
+  const access = { host_name: host.name, state_dir: stateDir, authorized_keys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys, tag: `rbln-serving-front-door ${id}` };
+  return {
+    accessScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-access.sh`, `the stack's hosts' key to the front door on ${host.name}`, {
+      ...access,
+      from_addresses: [...new Set(deployment.placements.map((p) => p.host.address))].join(","),
+      agent_path: door.agent.path,
+    }),
+    revokeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-revoke.sh`, `remove the hosts' front door key from ${host.name}`, access),
+    applyScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-apply.sh`, `front door ${id} on ${host.name}: EPP, Envoy and the endpoints agent`, {
+      host_name: host.name,
+      state_dir: stateDir,
+      runtime: door.runtime,
+      images: [frontDoor.images.endpointPicker, frontDoor.images.proxy],
+      agent_path: door.agent.path,
+      agent_text: door.agent.text,
+      epp_config: files["epp/epp.yaml"],
+      envoy_config: files["envoy/envoy.yaml"],
+      desired_json: files["desired.json"],
+      unit_dir: HOST_DEFAULTS.systemdUnitDir,
+      units: units.names,
+      epp_unit: units.epp,
+      proxy_unit: units.proxy,
+      agent_unit: units.agent,
+      // The front door listens there (or everywhere: then on loopback too).
+      probe_address: frontDoor.listenAddress === "0.0.0.0" ? "127.0.0.1" : frontDoor.listenAddress,
+      front_door_port: frontDoor.port,
+      epp_metrics_port: FRONT_DOOR_PORTS.eppMetrics,
+      ready_timeout_s: HOST_DEFAULTS.frontDoor.readyTimeoutSeconds,
+    }),
+    removeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-remove.sh`, `remove front door ${id} from ${host.name}`, { host_name: host.name, state_dir: stateDir, unit_dir: HOST_DEFAULTS.systemdUnitDir, units: units.names }),
+  };
+}
+
+/** The front door of a hosts deployment with `router.host`: the router host's steps and files, the sidecars' steps. */
+export function renderFrontDoor(deployment: Deployment, options: FrontDoorOptions): RenderedFrontDoor {
+  const door = doorContext(deployment, options);
+  const { frontDoor } = door;
+  const { plan } = deployment;
+  const units = routerUnits(door);
+  const files = routerFiles(door);
+  return {
+    host: frontDoor.host,
+    url: httpUrl(frontDoor.address, frontDoor.port),
+    ...routerScripts(door, options, units, files),
+    files: { ...files, ...Object.fromEntries(units.names.map((name, i) => [`systemd/${name}`, [units.epp, units.proxy, units.agent][i]!])) },
+    sidecars: frontDoor.sidecars.map((sidecar) => renderSidecar(door, sidecar)),
+    scrapeTarget: {
+      targets: [hostPort(frontDoor.address, FRONT_DOOR_PORTS.eppMetrics)],
+      // No rank: the dashboard's and the alerts' rank panels leave it out.
+      labels: { host: frontDoor.host.name, role: "endpoint-picker", rank: "", model: plan.model, strategy: plan.strategy },
+    },
+  };
+}
