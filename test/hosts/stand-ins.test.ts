@@ -375,6 +375,23 @@ describe("epp-stand-in", () => {
     expect(await epp.readyEndpoints()).toBe(1);
   });
 
+  it("misses no rename that comes right after another: after each burst it holds the last file's endpoints", async () => {
+    const epp = await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }]));
+    await untilListening(epp.running, epp.pick);
+    const file = path.join(epp.dir, "endpoints.yaml");
+    const set = (n: number) => endpointsFile(ADDRESS, Array.from({ length: n }, (_, i) => ({ name: `e${i}`, port: String(8000 + i) })));
+    for (let burst = 0; burst < 20; burst++) {
+      // Back to back, as drains of several ranks and the agent's own writes may come.
+      for (let i = 0; i < 10; i++) replaceFile(file, set(1 + ((burst + i) % 4)));
+      const last = 1 + ((burst + 9) % 4);
+      const deadline = Date.now() + 3000;
+      while ((await epp.readyEndpoints()) !== last) {
+        if (Date.now() > deadline) throw new Error(`burst ${burst}: ${await epp.readyEndpoints()} endpoints, not the last file's ${last}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  });
+
   it("with a disagg-profile-handler, picks a decode endpoint and names a prefill one in x-prefiller-host-port", async () => {
     const file = endpointsFile(ADDRESS, [
       { name: "prefill-0", port: "8000", role: "prefill" },
