@@ -46,9 +46,9 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
     for (const step of result.runs.filter((r) => r.name.endsWith("-main-0"))) expect(step.stdout).toMatch(/out of the endpoints; its in-flight requests finish/);
     expect(load.total).toBeGreaterThan(100);
     expect(load.failures).toEqual([]);
-    expect(samples.samples.length).toBeGreaterThan(20);
     expect(samples.bad).toEqual([]);
-    // Each replica left the file while it restarted, one at a time.
+    // Each replica left the file while it restarted, one at a time: the samples saw every restart, however slow they were.
+    for (const name of ["npu-0-main-0", "npu-1-main-0", "npu-2-main-0"]) expect(samples.samples.some((s) => !s.listed.some((e) => e.name === name)), name).toBe(true);
     expect(Math.min(...samples.samples.map((s) => s.listed.length))).toBe(2);
     expect(names(await untilListed(stack, 3))).toHaveLength(3);
   });
