@@ -55,7 +55,7 @@ export function stackDeployment(options: CliOptions, catalog: RecipeCatalog, sta
   const { raw, secrets, warnings } = readStackFile(stack, stackDir);
   for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
   const sets = parseSets(options.set);
-  const axes = raw["axes"];
+  const axes = raw.axes;
   // --set adds to the stack's axes; axes that are no map stay as given, for validation to refuse.
   const isMap = axes === undefined || (axes !== null && typeof axes === "object" && !Array.isArray(axes));
   const merged = { ...raw, ...flagOverrides(options), ...(Object.keys(sets).length > 0 && isMap ? { axes: { ...(axes as object | undefined), ...sets } } : {}) };

@@ -245,7 +245,7 @@ async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, 
 
 /** Asks every rank at once; `VLLM_API_KEY` from the environment goes to /v1/models, which wants it when vLLM has a key. */
 export async function probeRanks(ranks: readonly Rank[], plannedModel: string, intervalSeconds: number): Promise<RankStatus[]> {
-  const apiKey = process.env["VLLM_API_KEY"] || undefined;
+  const apiKey = process.env.VLLM_API_KEY || undefined;
   return Promise.all(ranks.map((rank) => rankStatus(rank, plannedModel, intervalSeconds * 1000, apiKey)));
 }
 
@@ -282,18 +282,18 @@ function table(statuses: readonly RankStatus[]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
   const problems = statuses.filter((s) => s.problem).map((s) => printable(`${s.url}: ${s.problem}`));
-  return [line(header), ...rows.map(line), ...problems].join("\n") + "\n";
+  return `${[line(header), ...rows.map(line), ...problems].join("\n")}\n`;
 }
 
 function frontDoorLines(door: FrontDoorStatus): string {
   const ready = door.picker.readyEndpoints === null ? "" : `, ${door.picker.readyEndpoints} endpoints ready`;
-  return [
+  return `${[
     `FRONT DOOR  ${door.url}  ${door.up ? "up" : "down"}  ${door.model ?? "-"}`,
     `PICKER      ${door.picker.url}  ${door.picker.up ? "up" : "down"}${ready}`,
     ...(door.problem ? [`${door.url}: ${door.problem}`] : []),
   ]
     .map(printable)
-    .join("\n") + "\n";
+    .join("\n")}\n`;
 }
 
 /**
@@ -307,7 +307,7 @@ export async function statusCommand(options: StatusOptions, catalog: RecipeCatal
   }
   const interval = intervalSeconds(options);
   const { ranks, plannedModel, frontDoor } = ranksOf(options, catalog);
-  const [statuses, door] = await Promise.all([probeRanks(ranks, plannedModel, interval), frontDoor ? frontDoorStatus(frontDoor, plannedModel, process.env["VLLM_API_KEY"] || undefined) : null]);
+  const [statuses, door] = await Promise.all([probeRanks(ranks, plannedModel, interval), frontDoor ? frontDoorStatus(frontDoor, plannedModel, process.env.VLLM_API_KEY || undefined) : null]);
   const exitCode = statuses.some((s) => s.problem) || door?.problem ? 1 : 0;
   const stdout =
     options.format === "json"

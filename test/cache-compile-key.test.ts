@@ -65,10 +65,10 @@ describe("compile keys", () => {
     const decode = plan.roles.find((r) => r.role === "decode")!;
     const otherSoc = plan.nodes.map((n) => ({ ...n, skus: ["RBLN-CA25"] }));
     expect(compileKey({ ...plan, nodes: otherSoc }, decode)).not.toBe(decode.compileKey);
-    const image = "registry.example.com/ml/vllm-rbln@sha256:" + "a".repeat(64);
+    const image = `registry.example.com/ml/vllm-rbln@sha256:${"a".repeat(64)}`;
     expect(compileKey(plan, decode, image)).not.toBe(decode.compileKey);
     expect(compileKey(plan, decode, image)).not.toBe(compileKey(plan, decode, image.replace(/a{64}$/, "b".repeat(64))));
-    const prod = { ...readStackFile("prod").raw, kubernetes: { ...(readStackFile("prod").raw["kubernetes"] as object), image } };
+    const prod = { ...readStackFile("prod").raw, kubernetes: { ...(readStackFile("prod").raw.kubernetes as object), image } };
     const deployed = planDeployment(parseStackSettings(prod), shippedCatalog).plan;
     expect(deployed.roles.map((r) => r.compileKey)).toEqual(deployed.roles.map((r) => compileKey(deployed, r, image)));
   });
@@ -95,7 +95,7 @@ describe("revision and offline serving", () => {
     const { plan } = planDeployment(parseStackSettings({ ...dev, revision: REVISION, axes: { spec_decode: "eagle3" } }), shippedCatalog);
     const rank = plan.roles[0]!.ranks[0]!;
     expect(rank.argv.slice(-4)).toEqual(["--revision", REVISION, "--tokenizer-revision", REVISION]);
-    expect(rank.env["HF_HUB_OFFLINE"]).toBe("1");
+    expect(rank.env.HF_HUB_OFFLINE).toBe("1");
     expect(plan.revision).toBe(REVISION);
     expect(plan.models).toEqual([
       { id: "MiniMaxAI/MiniMax-M2.7", use: "model", revision: REVISION, roles: ["main"] },

@@ -267,7 +267,7 @@ describe("diff between stacks", () => {
     // One change, not also an empty `cache` removed.
     expect(diff({ ...dev, cache: { shared: "/mnt/rbln-cache" } })).toBe("settings:\n  + cache.shared /mnt/rbln-cache\n");
     expect(diff({ ...dev, hosts: [...dev.hosts, { ...dev.hosts[0], name: "npu-dev-1", address: "10.20.0.12" }], replicas: 2 })).toContain("  + hosts[1].name npu-dev-1\n");
-    expect(diff({ ...dev, versions: { vllmRbln: "0.12.1" } })).toMatch(/^packages:\n  ~ vllm-rbln vllm-rbln\S*==0\.12\.0 → vllm-rbln\S*==0\.12\.1\n/);
+    expect(diff({ ...dev, versions: { vllmRbln: "0.12.1" } })).toMatch(/^packages:\n {2}~ vllm-rbln vllm-rbln\S*==0\.12\.0 → vllm-rbln\S*==0\.12\.1\n/);
     expect(diff(dev, ["sshPrivateKey"], ["sshPrivateKey", "apiKey"])).toBe("secrets:\n  + apiKey set\n");
     const platform = diff({ ...dev, platform: "kubernetes", kubernetes: { image: "registry.example.com/x:1" } });
     expect(platform).toContain("  ~ platform hosts → kubernetes\n");

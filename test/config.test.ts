@@ -450,7 +450,7 @@ describe("the one reading of stack config (readConfigEntries)", () => {
   it("refuses __proto__ keys at any depth instead of applying them through the object prototype", () => {
     const top = readConfigEntries({ "rbln-serving:__proto__": '{"replicas": 2}', "rbln-serving:strategy": "s" }, plain).settings;
     expect(Object.keys(top)).toEqual(["__proto__", "strategy"]);
-    expect(top["replicas"]).toBeUndefined();
+    expect(top.replicas).toBeUndefined();
     expect(() => parseStackSettings({ ...dev, ...top })).toThrow(/^__proto__: not a key any setting takes \(JavaScript reads it as an object's prototype\)$/);
     expect(() => parseStackSettings(read({ ...dev, extraEnv: '{"main": {"__proto__": "x"}}' }))).toThrow(/^extraEnv\.main\.__proto__: not a key any setting takes/);
     expect(() => parseStackSettings(read({ ...dev, hosts: `[${JSON.stringify(dev.hosts[0]).replace("{", '{"__proto__": {"port": 2222},')}]` }))).toThrow(/^hosts\[0\]\.__proto__: not a key/);

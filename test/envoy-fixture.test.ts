@@ -141,9 +141,9 @@ describe("the fixture", () => {
 
   it("keeps the protoc-gen-validate rules, repeated values included", () => {
     const root = envoyRoot();
-    const port = root.lookupType("envoy.config.core.v3.SocketAddress").fields["port_value"];
+    const port = root.lookupType("envoy.config.core.v3.SocketAddress").fields.port_value;
     expect(port?.options?.["(validate.rules)"]).toEqual({ uint32: { lte: 65535 } });
-    const strict = root.lookupType("envoy.extensions.filters.http.router.v3.Router").fields["strict_check_headers"];
+    const strict = root.lookupType("envoy.extensions.filters.http.router.v3.Router").fields.strict_check_headers;
     expect(strict?.options?.["(validate.rules)"].repeated.items.string.in).toHaveLength(5);
   });
 
@@ -211,7 +211,7 @@ describe("validateEnvoyBootstrap", () => {
 
   describe("refuses", () => {
     it("an unknown field at every depth", () => {
-      expectRefused(BOOTSTRAP + "bogus: 1\n", "envoy.config.bootstrap.v3.Bootstrap: unknown field", "bogus");
+      expectRefused(`${BOOTSTRAP}bogus: 1\n`, "envoy.config.bootstrap.v3.Bootstrap: unknown field", "bogus");
       expectRefused(mutate("  - name: inference\n    address:", "  - name: inference\n    bogus: 1\n    address:"), "envoy.config.listener.v3.Listener: unknown field");
       expectRefused(mutate("stat_prefix: inference", "stat_prefix: inference\n          bogus: 1"), "HttpConnectionManager: unknown field");
       expectRefused(

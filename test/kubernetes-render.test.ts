@@ -163,7 +163,7 @@ describe("rendered Kubernetes objects", () => {
     const policy = (overrides: Record<string, unknown>) => renderKubernetesWorkloads(kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", monitoring: { enabled: false }, ...overrides }), { instance: "x", namespace: "llm-serving" }, []).roles[0]!.networkPolicy as any;
     const ports = [{ protocol: "TCP", port: 8000 }];
     expect(policy({}).spec.ingress).toEqual([{ from: [ns("gateway-system"), ns("llm-serving")], ports }]);
-    const k8s = { ...readStackFile("prod").raw["kubernetes"] as object };
+    const k8s = { ...readStackFile("prod").raw.kubernetes as object };
     expect(policy({ kubernetes: { ...k8s, gateway: undefined } }).spec.ingress).toEqual([{ from: [ns("llm-serving")], ports }]);
     expect(policy({ kubernetes: { ...k8s, clients: { namespaces: ["apps"], podLabels: { app: "chat" } } } }).spec.ingress).toEqual([{ from: [{ ...ns("apps"), podSelector: { matchLabels: { app: "chat" } } }], ports }]);
     expect(policy({ monitoring: { enabled: true, namespace: "observability" } }).spec.ingress[1]).toEqual({ from: [ns("observability")], ports });
@@ -242,7 +242,7 @@ describe("rendered Kubernetes objects", () => {
       const job = renderKubernetesWorkloads(deployment, { instance: "x", namespace: "n" }, []).weightsJob.spec!.template.spec!.containers[0]!;
       expect(Object.keys(job.resources!.requests!)).toEqual(["cpu", "memory"]);
     }
-    const k8s = readStackFile("prod").raw["kubernetes"] as object;
+    const k8s = readStackFile("prod").raw.kubernetes as object;
     const decode = (resources: unknown) => (renderKubernetesWorkloads(kubernetesDeployment({ kubernetes: { ...k8s, resources } }), { instance: "x", namespace: "n" }, []).roles[1]!.deployment.spec.template.spec as any).containers[0].resources;
     expect(decode({})).toEqual({ requests: { cpu: "32", memory: "384Gi", "rebellions.ai/npu": "4" }, limits: { memory: "384Gi", "rebellions.ai/npu": "4" } });
     expect(decode({ decode: { requests: { memory: "512Gi" } }, prefill: { requests: { cpu: "8" } } })).toEqual({ requests: { cpu: "32", memory: "512Gi", "rebellions.ai/npu": "4" }, limits: { memory: "512Gi", "rebellions.ai/npu": "4" } });
@@ -269,7 +269,7 @@ describe("rendered Kubernetes objects", () => {
       // The router chart's endpoint picker runs in the namespace without a security context: baseline only.
       expect(workloads.namespace.metadata.labels!["pod-security.kubernetes.io/enforce"]).toBe(workloads.router ? "baseline" : "restricted");
     }
-    const k8s = readStackFile("prod").raw["kubernetes"] as object;
+    const k8s = readStackFile("prod").raw.kubernetes as object;
     const root = renderKubernetesWorkloads(kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", kubernetes: { ...k8s, securityContext: { runAsNonRoot: false } } }), { instance: "x", namespace: "n" }, []);
     expect((root.roles[0]!.deployment.spec.template.spec as any).containers[0].securityContext).toMatchObject({ runAsNonRoot: false, runAsUser: 0, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } });
     expect(root.namespace.metadata.labels!["pod-security.kubernetes.io/enforce"]).toBe("baseline");
@@ -279,7 +279,7 @@ describe("rendered Kubernetes objects", () => {
   });
 
   it("places one pod of a role per node unless told otherwise, with the placement settings", () => {
-    const k8s = readStackFile("prod").raw["kubernetes"] as object;
+    const k8s = readStackFile("prod").raw.kubernetes as object;
     const pod = (extra: Record<string, unknown>) => renderKubernetesWorkloads(kubernetesDeployment({ kubernetes: { ...k8s, ...extra } }), { instance: "x", namespace: "n" }, []).roles[1]!.deployment.spec.template.spec as any;
     expect(pod({}).affinity).toEqual({
       podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: { matchLabels: { "app.kubernetes.io/instance": "x", "app.kubernetes.io/component": "decode" } }, topologyKey: "kubernetes.io/hostname" }] },
@@ -436,7 +436,7 @@ describe("the Dockerfile", () => {
     const dockerfile = fs.readFileSync(path.resolve(__dirname, "../Dockerfile"), "utf8");
     const recipe = shippedCatalog.get("MiniMaxAI/MiniMax-M2.7");
     for (const install of recipe.installs) {
-      const arg = install.package.toUpperCase().replace(/-/g, "_") + "_VERSION";
+      const arg = `${install.package.toUpperCase().replace(/-/g, "_")}_VERSION`;
       expect(dockerfile).toContain(`ARG ${arg}=${install.version}\n`);
       expect(dockerfile).toContain(`"${install.package}${install.extras.length ? `[${install.extras.join(",")}]` : ""}==\${${arg}}"`);
       expect(dockerfile).toContain(install.import);
@@ -450,7 +450,7 @@ describe("the Kubernetes startup probe", () => {
     const workloads = renderKubernetesWorkloads(deployment, { instance: "t", namespace: "t" }, []);
     for (const role of workloads.roles) {
       const container = (role.deployment as any).spec.template.spec.containers[0];
-      const ready = Number(deployment.plan.roles.find((r) => r.role === role.role)!.ranks[0]!.env["VLLM_ENGINE_READY_TIMEOUT_S"]);
+      const ready = Number(deployment.plan.roles.find((r) => r.role === role.role)!.ranks[0]!.env.VLLM_ENGINE_READY_TIMEOUT_S);
       expect(container.startupProbe.periodSeconds * container.startupProbe.failureThreshold, role.role).toBeGreaterThanOrEqual(ready + 3600);
     }
   });

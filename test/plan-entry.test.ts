@@ -31,11 +31,11 @@ const PINNED_IMAGE = `registry.example.com/ml/vllm-rbln@sha256:${"a".repeat(64)}
  * plan accepts (docs/compile-ahead.md, "Limits": hosts compile a role's first rank only).
  */
 function variants(raw: Record<string, unknown>): [string, Record<string, unknown>][] {
-  const onHosts = raw["platform"] !== "kubernetes";
-  if (onHosts && raw["strategy"] === "prefill-decode-disaggregated") return [["as shipped", raw]];
+  const onHosts = raw.platform !== "kubernetes";
+  if (onHosts && raw.strategy === "prefill-decode-disaggregated") return [["as shipped", raw]];
   const ahead = onHosts ? { host: COMPILE_HOST } : { enabled: true };
   // A registry needs a pinned revision, and on Kubernetes an image by digest.
-  const pinned = { revision: REVISION, ...(onHosts ? {} : { kubernetes: { ...(raw["kubernetes"] as object), image: PINNED_IMAGE } }) };
+  const pinned = { revision: REVISION, ...(onHosts ? {} : { kubernetes: { ...(raw.kubernetes as object), image: PINNED_IMAGE } }) };
   return [
     ["as shipped", raw],
     ["compile ahead", { ...raw, compile: ahead }],
@@ -47,9 +47,9 @@ function variants(raw: Record<string, unknown>): [string, Record<string, unknown
 /** The secrets the settings need: the SSH key on hosts, and each password whose user is set. */
 function secretsFor(raw: Record<string, any>): Record<string, string> {
   return {
-    ...(raw["platform"] !== "kubernetes" ? { sshPrivateKey: "MARKER-SSH-KEY" } : {}),
-    ...(raw["pip"]?.username !== undefined ? { pipPassword: "MARKER-PIP-PW" } : {}),
-    ...(raw["compile"]?.registry?.username !== undefined ? { registryPassword: "MARKER-REGISTRY-PW" } : {}),
+    ...(raw.platform !== "kubernetes" ? { sshPrivateKey: "MARKER-SSH-KEY" } : {}),
+    ...(raw.pip?.username !== undefined ? { pipPassword: "MARKER-PIP-PW" } : {}),
+    ...(raw.compile?.registry?.username !== undefined ? { registryPassword: "MARKER-REGISTRY-PW" } : {}),
   };
 }
 

@@ -173,8 +173,8 @@ describe("the component package schema", () => {
       scrapeTargets: { type: "array", items: { $ref: "#/types/rbln-serving:index:ScrapeTargetOutput" } },
       compileKeys: { type: "array", items: { $ref: "#/types/rbln-serving:index:CompileKeyOutput" } },
     });
-    expect(schema.types["rbln-serving:index:RoleDeploymentOutput"]?.properties?.["ranks"]).toMatchObject({ type: "array", items: { $ref: "#/types/rbln-serving:index:RankPlacement" } });
-    expect(schema.types["rbln-serving:index:ScrapeTargetOutput"]?.properties?.["labels"]).toMatchObject({ $ref: "#/types/rbln-serving:index:ScrapeLabelsOutput" });
+    expect(schema.types["rbln-serving:index:RoleDeploymentOutput"]?.properties?.ranks).toMatchObject({ type: "array", items: { $ref: "#/types/rbln-serving:index:RankPlacement" } });
+    expect(schema.types["rbln-serving:index:ScrapeTargetOutput"]?.properties?.labels).toMatchObject({ $ref: "#/types/rbln-serving:index:ScrapeLabelsOutput" });
   });
 
   it("declares the TypeScript component's outputs, with the same types", () => {

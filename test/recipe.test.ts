@@ -72,7 +72,7 @@ describe("recipe loading", () => {
 
   const cases: [string, (r: any) => void, RegExp][] = [
     ["a role without a launcher", (r) => delete r.strategies[1].options[0].grid.base[0].launcher, /strategies\[1\]\.options\[0\]\.grid\.base\[0\]\.launcher/],
-    ["a rank arg that is not a flag", (r) => (r.strategies[2].options[0].grid.base[1].ranks[2].args["port"] = "port 1"), /strategies\[2\]\.options\[0\]\.grid\.base\[1\]\.ranks\[2\]\.args\.port: invalid key: a flag like --name/],
+    ["a rank arg that is not a flag", (r) => (r.strategies[2].options[0].grid.base[1].ranks[2].args.port = "port 1"), /strategies\[2\]\.options\[0\]\.grid\.base\[1\]\.ranks\[2\]\.args\.port: invalid key: a flag like --name/],
     ["a delta for an axis value the grid lacks", (r) => (r.strategies[0].options[1].grid.deltas["lmcache=disk"] = {}), /strategies\[0\]\.options\[1\]\.grid\.deltas\.lmcache=disk: names an axis value/],
     ["a delta for a role without base", (r) => (r.strategies[0].options[0].grid.deltas["lmcache=cpu"].decode = r.strategies[0].options[0].grid.deltas["lmcache=cpu"].main), /deltas\.lmcache=cpu\.decode: names a role/],
     ["a mode axis without off", (r) => (r.strategies[0].options[0].grid.modes.lmcache = ["cpu"]), /grid\.modes\.lmcache: a mode axis needs an "off" value/],

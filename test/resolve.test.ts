@@ -52,7 +52,7 @@ describe("every combination the recipe verifies", () => {
           expect(rank.env).toEqual({ ...expected.env, HF_HUB_OFFLINE: "1" });
           const port = expected.flags["--port"]?.[0];
           expect(rank.ports).toEqual([port ? Number(port) : 8000]);
-          const visible = expected.env["RBLN_VISIBLE_DEVICES"];
+          const visible = expected.env.RBLN_VISIBLE_DEVICES;
           expect(rank.devices).toEqual(visible ? visible.split(",").map(Number) : [0, 1, 2, 3]);
           const text = JSON.stringify([rank.argv, rank.env]);
           for (const name of ["POD_IP", "EPP_HOST"]) expect(rank.placeholders.includes(name)).toBe(text.includes(`<${name}>`));

@@ -44,7 +44,7 @@ describe("the exposition format", () => {
     const histogram = new Histogram({ name: "vllm:time_to_first_token_seconds", help: "h", buckets: [0.25, 0.5, 0.75, 5], registers: [registry] });
     for (const v of [0.2, 0.3, 0.7, 3]) histogram.observe(v);
     const samples = parseExposition(`${await registry.metrics()}\nnan_metric NaN\ninf_metric{le="+Inf"} +Inf 1700000000000\n`);
-    expect(samples.find((s) => s.labels["engine"] === "0")).toEqual({ name: "vllm:generation_tokens_total", labels: { model_name: 'we"ird\\name\nx', engine: "0" }, value: 7 });
+    expect(samples.find((s) => s.labels.engine === "0")).toEqual({ name: "vllm:generation_tokens_total", labels: { model_name: 'we"ird\\name\nx', engine: "0" }, value: 7 });
     expect(sumOf(samples, "vllm:generation_tokens_total")).toBe(12);
     expect(sumOf(samples, "vllm:time_to_first_token_seconds_count")).toBe(4);
     expect(samples.find((s) => s.name === "nan_metric")!.value).toBeNaN();
@@ -320,7 +320,7 @@ describe("status trusts nothing a rank sends", () => {
   });
 
   it("escapes a rank's control characters in the table; JSON escapes them too, C1 and bidi controls included", async () => {
-    const forged = `M\x1b[2J\r\n${"http://10.0.0.1:8000  -  -  -  up  " + MODEL}\u009b31m\u202e\x7f\u2028`;
+    const forged = `M\x1b[2J\r\n${`http://10.0.0.1:8000  -  -  -  up  ${MODEL}`}\u009b31m\u202e\x7f\u2028`;
     const evil = await fake({ model: forged, answers: { "/metrics": answer.text(`vllm:num_requests_running 1\n\x1b]0;title\x07 1\n`) } });
     const liar = await fake({ model: forged });
     const healthy = await fake({ model: MODEL });

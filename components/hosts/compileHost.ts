@@ -1,4 +1,4 @@
-import * as command from "@pulumi/command";
+import type * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import type { RenderedCompileHost } from "../../core/render/hosts/compileHost";
 import { compileKeyStep, hostSteps, setupSteps } from "./steps";

@@ -1,4 +1,4 @@
-import * as command from "@pulumi/command";
+import type * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import { SECRET_ENV, secretEnvironment, type SecretKey } from "../../core/config/secrets";
 import { renderSecretEnv, type RenderedHost } from "../../core/render/hosts/bundle";

@@ -115,7 +115,7 @@ const IMAGE_REFERENCE = (() => {
 // Longer than any reference can be (a 255-character name, a tag, a long digest), checked before the pattern runs.
 const MAX_IMAGE_REFERENCE = 1024;
 export const imageReference = z.string().superRefine((value, ctx) => {
-  if (value.length <= MAX_IMAGE_REFERENCE && (IMAGE_REFERENCE.exec(value)?.groups?.["name"]?.length ?? Infinity) <= 255) return;
+  if (value.length <= MAX_IMAGE_REFERENCE && (IMAGE_REFERENCE.exec(value)?.groups?.name?.length ?? Infinity) <= 255) return;
   // `user:password@registry/...` is no reference; a refusal does not repeat the password.
   const shown = value.replace(/^[^/@]*:[^/@]*@/, "***@").slice(0, 80);
   ctx.addIssue({ code: "custom", message: `an image reference such as registry.example.com/vllm-rbln:0.12.0 ([registry[:port]/]name[:tag][@digest], the name in lower case) (got ${JSON.stringify(shown)})`, params: { hideValue: true } });

@@ -1,6 +1,6 @@
 // Parsing the stack config: the schema (schema.ts) with the checks across keys (crossFieldChecks.ts),
 // one refusal line per bad config, and the warnings about keys the project does not read.
-import { z } from "zod";
+import type { z } from "zod";
 import { MAX_JSON_DEPTH } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage, maskedUrl, maskUrlCredentials } from "../errors";
 import { crossFieldIssues } from "./crossFieldChecks";
@@ -80,7 +80,7 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
   for (const part of issue.path) value = value !== null && typeof value === "object" && Object.hasOwn(value, part) ? (value as Record<PropertyKey, unknown>)[part] : undefined;
   // A refused credential is not repeated in the error, which ends up in terminals and CI logs; other
   // messages with this mark name the value themselves.
-  if (issue.code === "custom" && issue.params?.["hideValue"]) return new ConfigError(at, issueMessage(issue));
+  if (issue.code === "custom" && issue.params?.hideValue) return new ConfigError(at, issueMessage(issue));
   const text = JSON.stringify(issue.path[0] === "pip" ? maskUrls(value) : value);
   // Masked before it is cut, so no cut hides the `@` that marks a password.
   const shown = value === undefined ? "missing" : `got ${maskUrlCredentials(text).slice(0, 80)}`;

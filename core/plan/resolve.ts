@@ -123,7 +123,7 @@ function resolveRank(model: string, launcher: string[], npus: number, rank: numb
   const env = { ...Object.fromEntries([...envs].map(([name, text]) => [name, parseEnv(name, text)])), ...OFFLINE_ENV };
   const argv = [...launcher, model, ...flags.flatMap((f) => [f.name, ...f.values])];
   const port = flags.find((f) => f.name === "--port")?.values[0];
-  const visible = env["RBLN_VISIBLE_DEVICES"];
+  const visible = env.RBLN_VISIBLE_DEVICES;
   return {
     rank,
     argv,

@@ -55,8 +55,8 @@ export function routerWarnings(intent: RouterIntent, plan: { roles: readonly Rol
       `router: ranks of ${publishers.join(", ")} publish KV events (--kv-events-config), but approx-prefix-cache-producer does not read them; only precise-prefix-cache-producer does, so the events go nowhere`,
     );
   }
-  if (approx?.parameters && "lruCapacityPerServer" in approx.parameters && approx.parameters["autoTune"] !== false) {
-    warnings.push(`router: approx-prefix-cache-producer lruCapacityPerServer: ${String(approx.parameters["lruCapacityPerServer"])} is ignored while autoTune is on (the default); it applies only with autoTune: false`);
+  if (approx?.parameters && "lruCapacityPerServer" in approx.parameters && approx.parameters.autoTune !== false) {
+    warnings.push(`router: approx-prefix-cache-producer lruCapacityPerServer: ${String(approx.parameters.lruCapacityPerServer)} is ignored while autoTune is on (the default); it applies only with autoTune: false`);
   }
   const cachingOff = plan.roles.filter((r) => publishers.includes(r.role) && r.ranks.some((k) => k.flags.some((f) => f.name === "--no-enable-prefix-caching"))).map((r) => r.role);
   if (cachingOff.length > 0) {

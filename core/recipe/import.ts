@@ -60,7 +60,7 @@ export function importRecipePage(page: string, source: string): ImportedRecipe {
 
   const installs: PackageInstall[] = [];
   const warnings: string[] = [];
-  const baseLine = typeof json["installLine"] === "string" ? json["installLine"] : "";
+  const baseLine = typeof json.installLine === "string" ? json.installLine : "";
   const base = new Set(baseRequirements(baseLine));
   for (const { words, urls } of commands) {
     for (const word of words) {
@@ -180,7 +180,7 @@ function featureCondition(name: string, json: Record<string, unknown>, warnings:
     return null;
   }
   // A page whose strategies do not parse is refused by the schema check that follows.
-  const strategies = Strategy.array().safeParse(json["strategies"]).data ?? [];
+  const strategies = Strategy.array().safeParse(json.strategies).data ?? [];
   const keys = new Set<string>();
   for (const option of strategies.flatMap((strategy) => strategy.options)) {
     for (const [key, roles] of Object.entries(option.grid.deltas)) {

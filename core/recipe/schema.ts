@@ -201,7 +201,7 @@ export const Recipe = z
         }
         for (const [where, args] of shellArgMaps(grid)) {
           const text = args[SPECULATIVE_CONFIG_FLAG];
-          const draft = text === undefined ? undefined : flagJsonValue(text)?.["model"];
+          const draft = text === undefined ? undefined : flagJsonValue(text)?.model;
           if (draft !== undefined && (typeof draft !== "string" || !isHubModelId(draft))) {
             ctx.addIssue({ code: "custom", path: [...path, ...where, SPECULATIVE_CONFIG_FLAG], message: `draft model ${hubModelIdRefusal(draft)}` });
           }

@@ -327,7 +327,7 @@ function plain(type: protobuf.Type, message: protobuf.Message): Msg {
 }
 
 function isSet(field: protobuf.Field, msg: Msg): boolean {
-  if (!Object.prototype.hasOwnProperty.call(msg, field.name)) return false;
+  if (!Object.hasOwn(msg, field.name)) return false;
   const v = msg[field.name];
   if (v == null) return false;
   if (field.map) return Object.keys(v).length > 0;

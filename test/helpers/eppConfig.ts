@@ -255,7 +255,7 @@ function checkParameters(plugin: Plugin, byName: Map<string, Plugin>, problems: 
   const type = registry.get(plugin.type);
   if (!type || type.factoryIgnoresParameters) return;
   const spec = parameterSpecs[plugin.type];
-  if (!spec || !spec.fields) return; // not recorded: not checked
+  if (!spec?.fields) return; // not recorded: not checked
   const at = `${plugin.path}.parameters`;
   const raw = plugin.parameters;
   if (raw === undefined || raw === null) {
@@ -297,9 +297,9 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
   if (doc === null) return []; // an empty file: the loader uses its default config
   if (!isObject(doc)) return [`(document): ${kindOf(doc)} cannot be decoded into EndpointPickerConfig`];
 
-  const apiVersion = doc["apiVersion"];
+  const apiVersion = doc.apiVersion;
   if (typeof apiVersion === "string" && apiVersion !== "" && !acceptedApiVersions.includes(apiVersion)) problems.push(`apiVersion: ${JSON.stringify(apiVersion)} is not registered (accepted: ${acceptedApiVersions.join(", ")})`);
-  const kind = doc["kind"];
+  const kind = doc.kind;
   if (typeof kind === "string" && kind !== "" && kind !== configSchema.apiVersions.kind) problems.push(`kind: ${JSON.stringify(kind)} is not registered (only ${configSchema.apiVersions.kind})`);
   checkFields(doc, types[configSchema.root]!.fields, "", problems, false, true);
   if (problems.length > 0) return problems; // the strict decoder fails before any other check
@@ -308,14 +308,14 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
   const list = (v: Json | undefined): Json[] => (Array.isArray(v) ? v : []);
   const str = (v: Json | undefined): string => (typeof v === "string" ? v : "");
 
-  for (const gate of list(doc["featureGates"]).map(str)) {
+  for (const gate of list(doc.featureGates).map(str)) {
     const [name = "", value] = gate.split("=");
     if (!(name in gates)) problems.push(`featureGates: feature gate '${name}' is unknown or unregistered`);
     else if (value !== undefined && parseGoBool(value) === undefined) problems.push(`featureGates: ${value} is not a valid value for the feature gate ${name}`);
   }
   const gateOn = (name: string) => {
     let on = gates[name]?.default ?? false;
-    for (const gate of list(doc["featureGates"]).map(str)) {
+    for (const gate of list(doc.featureGates).map(str)) {
       const [n, v] = gate.split("=");
       if (n === name) on = v === undefined ? true : parseGoBool(v) ?? on;
     }
@@ -323,10 +323,10 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
   };
 
   // Plugins: name defaults to type; type non-empty, names unique, type registered, alpha needs the flag.
-  const plugins: Plugin[] = list(doc["plugins"]).map((p, i) => {
+  const plugins: Plugin[] = list(doc.plugins).map((p, i) => {
     const spec = obj(p);
-    const type = str(spec["type"]);
-    return { name: str(spec["name"]) || type, type, parameters: spec["parameters"], path: `plugins[${i}]` };
+    const type = str(spec.type);
+    return { name: str(spec.name) || type, type, parameters: spec.parameters, path: `plugins[${i}]` };
   });
   const byName = new Map<string, Plugin>();
   for (const plugin of plugins) {
@@ -339,16 +339,16 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
   for (const plugin of plugins) if (registry.has(plugin.type)) checkParameters(plugin, byName, problems);
 
   // Scheduling profiles and the profile handler.
-  const profiles = list(doc["schedulingProfiles"]).map(obj);
+  const profiles = list(doc.schedulingProfiles).map(obj);
   const seenProfiles = new Set<string>();
   profiles.forEach((profile, i) => {
-    const name = str(profile["name"]);
+    const name = str(profile.name);
     if (name === "") problems.push(`schedulingProfiles[${i}] is missing a name`);
     else if (seenProfiles.has(name)) problems.push(`schedulingProfiles[${i}] has duplicate name '${name}'`);
     seenProfiles.add(name);
     let pickers = 0;
-    list(profile["plugins"]).map(obj).forEach((entry, j) => {
-      const ref = str(entry["pluginRef"]);
+    list(profile.plugins).map(obj).forEach((entry, j) => {
+      const ref = str(entry.pluginRef);
       if (ref === "") return problems.push(`schedulingProfiles[${name}].plugins[${j}] is missing a 'pluginRef'`);
       const target = byName.get(ref);
       if (!target) return problems.push(`schedulingProfiles[${name}] references undefined plugin '${ref}'`);
@@ -363,26 +363,26 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
   if (handlers.length === 1 && handlers[0]!.type === "single-profile-handler" && profileCount > 1) problems.push("SingleProfileHandler cannot support multiple scheduling profiles");
 
   // Data layer: discovery, sources, extractors, cross-replica syncer.
-  const dataLayer = obj(doc["dataLayer"]);
-  if (isObject(dataLayer["discovery"] ?? null)) {
-    const ref = str(obj(dataLayer["discovery"])["pluginRef"]);
+  const dataLayer = obj(doc.dataLayer);
+  if (isObject(dataLayer.discovery ?? null)) {
+    const ref = str(obj(dataLayer.discovery).pluginRef);
     const target = byName.get(ref);
     if (!target) problems.push(`dataLayer.discovery: no plugin found with name "${ref}"`);
     else if (!rolesOf(target).includes("endpointDiscovery")) problems.push(`dataLayer.discovery: plugin "${ref}" does not implement EndpointDiscovery`);
   }
-  list(dataLayer["sources"]).map(obj).forEach((source, i) => {
-    const ref = str(source["pluginRef"]);
+  list(dataLayer.sources).map(obj).forEach((source, i) => {
+    const ref = str(source.pluginRef);
     if (!rolesOf(byName.get(ref)).includes("dataSource")) problems.push(`dataLayer.sources[${i}]: the plugin ${ref} is not a fwkdl.DataSource`);
-    list(source["extractors"]).map(obj).forEach((extractor, j) => {
-      const eref = str(extractor["pluginRef"]);
+    list(source.extractors).map(obj).forEach((extractor, j) => {
+      const eref = str(extractor.pluginRef);
       if (!byName.has(eref)) problems.push(`dataLayer.sources[${i}].extractors[${j}]: the plugin ${eref} is not registered`);
     });
   });
-  const syncer = str(dataLayer["crossReplicaSyncerPluginRef"]);
+  const syncer = str(dataLayer.crossReplicaSyncerPluginRef);
   if (syncer !== "" && !rolesOf(byName.get(syncer)).includes("crossReplicaSyncer")) problems.push(`dataLayer.crossReplicaSyncerPluginRef: the plugin ${syncer} is not a fwkdl.CrossReplicaSyncer`);
 
   // Parsers: requestHandler.parsers wins over the deprecated top-level parser.
-  const parserRefs = list(obj(doc["requestHandler"])["parsers"]).length > 0 ? list(obj(doc["requestHandler"])["parsers"]).map((p) => str(obj(p)["pluginRef"])) : isObject(doc["parser"] ?? null) ? [str(obj(doc["parser"])["pluginRef"])] : [];
+  const parserRefs = list(obj(doc.requestHandler).parsers).length > 0 ? list(obj(doc.requestHandler).parsers).map((p) => str(obj(p).pluginRef)) : isObject(doc.parser ?? null) ? [str(obj(doc.parser).pluginRef)] : [];
   for (const ref of parserRefs) {
     const target = byName.get(ref);
     if (target) {
@@ -392,9 +392,9 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
   }
 
   // Saturation detector: flowControl.saturationDetector wins over the deprecated top-level one.
-  const flowControl = obj(doc["flowControl"]);
-  const detector = isObject(flowControl["saturationDetector"] ?? null) ? obj(flowControl["saturationDetector"]) : isObject(doc["saturationDetector"] ?? null) ? obj(doc["saturationDetector"]) : null;
-  const detectorRef = detector ? str(detector["pluginRef"]) || defaults.saturationDetector : defaults.saturationDetector;
+  const flowControl = obj(doc.flowControl);
+  const detector = isObject(flowControl.saturationDetector ?? null) ? obj(flowControl.saturationDetector) : isObject(doc.saturationDetector ?? null) ? obj(doc.saturationDetector) : null;
+  const detectorRef = detector ? str(detector.pluginRef) || defaults.saturationDetector : defaults.saturationDetector;
   const detectorPlugin = byName.get(detectorRef);
   if (detectorPlugin) {
     if (!rolesOf(detectorPlugin).includes("saturationDetector")) problems.push(`saturation detector: plugin '${detectorRef}' is not a fwkfc.SaturationDetector`);
@@ -409,14 +409,14 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
       else if (!rolesOf(target).includes(role)) problems.push(`${where}: plugin '${ref}' is not a ${role}`);
     };
     const [ordering, fairness, usage] = defaults.flowControlPolicies as [string, string, string];
-    policy(str(flowControl["usageLimitPolicyPluginRef"]), "usageLimitPolicy", usage, "flowControl.usageLimitPolicyPluginRef");
-    const bands: [string, Json | undefined][] = [["flowControl.defaultPriorityBand", flowControl["defaultPriorityBand"]], ["flowControl.defaultNegativePriorityBand", flowControl["defaultNegativePriorityBand"]], ...list(flowControl["priorityBands"]).map((b, i): [string, Json] => [`flowControl.priorityBands[${i}]`, b])];
+    policy(str(flowControl.usageLimitPolicyPluginRef), "usageLimitPolicy", usage, "flowControl.usageLimitPolicyPluginRef");
+    const bands: [string, Json | undefined][] = [["flowControl.defaultPriorityBand", flowControl.defaultPriorityBand], ["flowControl.defaultNegativePriorityBand", flowControl.defaultNegativePriorityBand], ...list(flowControl.priorityBands).map((b, i): [string, Json] => [`flowControl.priorityBands[${i}]`, b])];
     for (const [where, band] of bands) {
       if (!isObject(band ?? null)) continue;
-      policy(str(obj(band)["fairnessPolicyRef"]), "fairnessPolicy", fairness, `${where}.fairnessPolicyRef`);
-      policy(str(obj(band)["orderingPolicyRef"]), "orderingPolicy", ordering, `${where}.orderingPolicyRef`);
+      policy(str(obj(band).fairnessPolicyRef), "fairnessPolicy", fairness, `${where}.fairnessPolicyRef`);
+      policy(str(obj(band).orderingPolicyRef), "orderingPolicy", ordering, `${where}.orderingPolicyRef`);
     }
-    const quantities: [string, Json | undefined][] = [["flowControl.maxBytes", flowControl["maxBytes"]], ["flowControl.maxRequests", flowControl["maxRequests"]], ...bands.flatMap(([where, band]): [string, Json | undefined][] => [[`${where}.maxBytes`, obj(band)["maxBytes"]], [`${where}.maxRequests`, obj(band)["maxRequests"]]])];
+    const quantities: [string, Json | undefined][] = [["flowControl.maxBytes", flowControl.maxBytes], ["flowControl.maxRequests", flowControl.maxRequests], ...bands.flatMap(([where, band]): [string, Json | undefined][] => [[`${where}.maxBytes`, obj(band).maxBytes], [`${where}.maxRequests`, obj(band).maxRequests]])];
     for (const [where, q] of quantities) if ((typeof q === "string" && q.trim().startsWith("-")) || (typeof q === "number" && q < 0)) problems.push(`${where}: must be non-negative`);
   }
   return problems;
@@ -507,7 +507,7 @@ export function validateEndpointsFile(yamlText: string, options: EndpointsFileOp
         else
           for (const [label, v] of Object.entries(value)) {
             if (v !== null && typeof v !== "string") problems.push(`${where}.${label}: json: cannot unmarshal ${kindOf(v)} into Go struct field EndpointEntry.endpoints.labels of type string`);
-            else (entry["labels"] as Record<string, string>)[label] = v ?? "";
+            else (entry.labels as Record<string, string>)[label] = v ?? "";
           }
       } else if (typeof value !== "string") problems.push(`${where}: json: cannot unmarshal ${kindOf(value)} into Go struct field EndpointEntry.endpoints.${field} of type string`);
       else entry[field] = value;
@@ -518,13 +518,13 @@ export function validateEndpointsFile(yamlText: string, options: EndpointsFileOp
 
   const seen = new Set<string>();
   for (const entry of entries) {
-    const name = entry["name"] as string;
-    const address = entry["address"] as string;
-    const port = entry["port"] as string;
+    const name = entry.name as string;
+    const address = entry.address as string;
+    const port = entry.port as string;
     if (!goParsesAsIPv4(address)) problems.push(`endpoint ${JSON.stringify(name)}: invalid IPv4 address ${JSON.stringify(address)}`);
     else if (!goPortOk(port)) problems.push(`endpoint ${JSON.stringify(name)}: invalid port ${JSON.stringify(port)}`);
     else if (options.refuseDuplicateNames) {
-      const id = `${(entry["namespace"] as string) || "default"}/${name}`;
+      const id = `${(entry.namespace as string) || "default"}/${name}`;
       if (seen.has(id)) problems.push(`endpoint ${JSON.stringify(name)}: duplicate of an earlier entry ${id} (the loader keeps the later one)`);
       seen.add(id);
     }

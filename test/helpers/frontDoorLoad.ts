@@ -202,7 +202,7 @@ export function listedEndpoints(text: string): ListedEndpoint[] {
   const entries = Array.isArray(document?.endpoints) ? (document.endpoints as Record<string, unknown>[]) : [];
   return entries
     .filter((e) => e !== null && typeof e === "object")
-    .map((e) => ({ name: String(e["name"] ?? ""), address: String(e["address"] ?? ""), port: String(e["port"] ?? ""), labels: (e["labels"] ?? {}) as Record<string, string> }));
+    .map((e) => ({ name: String(e.name ?? ""), address: String(e.address ?? ""), port: String(e.port ?? ""), labels: (e.labels ?? {}) as Record<string, string> }));
 }
 
 /** GET /v1/models on the endpoint: what vLLM answers (through a sidecar too, which forwards it) once it serves. */

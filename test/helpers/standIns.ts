@@ -40,7 +40,7 @@ export const EPP_ENDPOINTS_PATH = "/etc/epp/endpoints.yaml";
 export function aggregatedEppConfig(endpointsPath = EPP_ENDPOINTS_PATH): string {
   const config = structuredClone(configSchema.chartDefaultPlugins.config) as Record<string, unknown> & { plugins: unknown[] };
   config.plugins.push({ name: "endpoints", type: "file-discovery", parameters: { path: endpointsPath, watchFile: true } });
-  config["dataLayer"] = { discovery: { pluginRef: "endpoints" } };
+  config.dataLayer = { discovery: { pluginRef: "endpoints" } };
   return stringifyYaml(config);
 }
 

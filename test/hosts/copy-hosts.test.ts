@@ -189,7 +189,7 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
   it("a corrupt blob on the seed is caught by the check, and no marker is written", async () => {
     const repo = `${CACHE_ROOT}/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7`;
     // Same size, other bytes: only the hash can tell.
-    await hosts[0]!.run(`for b in ${repo}/blobs/*; do n=\$(basename "\$b"); [ \${#n} -eq 64 ] && printf X | dd of="$b" bs=1 seek=3 conv=notrunc status=none; done; true`);
+    await hosts[0]!.run(`for b in ${repo}/blobs/*; do n=$(basename "$b"); [ \${#n} -eq 64 ] && printf X | dd of="$b" bs=1 seek=3 conv=notrunc status=none; done; true`);
     await hosts[2]!.run(`rm -rf ${repo} ${CACHE_ROOT}/huggingface/rbln-serving-complete`);
     const grant = await on(0, command("rbln-serving-npu-0-allow-npu-2"));
     const copy = await on(2, command("rbln-serving-npu-2-copy-npu-0"), grant.stdout);

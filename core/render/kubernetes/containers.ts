@@ -1,7 +1,7 @@
 import type { StackSettings } from "../../config/stackConfig";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type * as k8s from "./objects";
-import { containerSecurity, mergeResources, rankProbe } from "./pod";
+import { containerSecurity, type mergeResources, rankProbe } from "./pod";
 
 /** The vLLM container of a role's pod: its ranks' ports, the NPUs, the volumes and the probes over every rank port. */
 export function vllmContainer(input: {

@@ -32,7 +32,7 @@ export interface MonitoringObjects {
 /** Chart values that let Prometheus scrape the endpoint picker without a bearer token (its default wants one). */
 export function routerMonitoringValues(deployment: Deployment, values: Record<string, unknown>): Record<string, unknown> {
   if (!deployment.settings.monitoring.enabled) return values;
-  const router = (values["router"] ?? {}) as Record<string, unknown>;
+  const router = (values.router ?? {}) as Record<string, unknown>;
   return { ...values, router: { ...router, monitoring: { prometheus: { auth: { enabled: false } } } } };
 }
 
