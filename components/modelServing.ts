@@ -82,7 +82,7 @@ function hostResources(name: string, hosts: RenderedHosts, deployment: Deploymen
     byHost.set(host, compiler);
     // Every key is compiled (or pulled) before the first wave's units change: they wait for it.
     previousWave = [compiler];
-    compileHost.steps.forEach((step, i) => keyReports.set(step.key, compiler.unitCommands[i]!.stdout));
+    for (const [i, step] of compileHost.steps.entries()) keyReports.set(step.key, compiler.unitCommands[i]!.stdout);
   }
   for (const wave of waves) {
     // A wave's units start changing only after the previous wave's serve.
@@ -98,7 +98,7 @@ function hostResources(name: string, hosts: RenderedHosts, deployment: Deploymen
       const hostPulls = pulls.filter((p) => p.host === host).map((p) => p.step);
       const behindDoor = door ? { accessKey: door.accessKey, after: door.ready, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
       const npuHost = new NpuHost(`${name}-${host}`, { rendered: bundle, sshPrivateKey, secrets, afterUnits, downloads: weightsHosts.includes(host), copies: peerCopies, pulls: hostPulls, frontDoor: behindDoor }, child);
-      hostPulls.forEach((pull, i) => keyReports.set(pull.key, npuHost.pullCommands[i]!.stdout));
+      for (const [i, pull] of hostPulls.entries()) keyReports.set(pull.key, npuHost.pullCommands[i]!.stdout);
       byHost.set(host, npuHost);
       return npuHost;
     });

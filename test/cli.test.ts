@@ -14,7 +14,7 @@ import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 const ROOT = path.resolve(__dirname, "..");
 
 /** Runs the CLI the way the README and docs/commands.md do: `npm run --silent <command> -- ...`. */
-export function cli(...args: string[]) {
+function cli(...args: string[]) {
   const result = spawnSync("npm", ["run", "--silent", ...args], { cwd: ROOT, encoding: "utf8" });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }

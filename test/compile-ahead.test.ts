@@ -12,7 +12,7 @@ import { REGISTRY_PASSWORD_ENV } from "../core/render/kubernetes/compileJob";
 import { planServing } from "../components/modelServing";
 import { runProgram } from "../program";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
-import { ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
+import { ofType, runUnderMocks, outputValue, type Registration } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 import { freePort } from "./helpers/sshd";
 
@@ -39,7 +39,11 @@ function upstream(registrations: readonly Registration[], urn: string): Set<stri
   const byUrn = new Map(registrations.map((r) => [r.urn, r]));
   const seen = new Set<string>();
   const visit = (u: string) => {
-    for (const d of byUrn.get(u)?.dependencies ?? []) if (!seen.has(d)) (seen.add(d), visit(d));
+    for (const d of byUrn.get(u)?.dependencies ?? []) {
+      if (seen.has(d)) continue;
+      seen.add(d);
+      visit(d);
+    }
   };
   visit(urn);
   return new Set([...seen].map((u) => byUrn.get(u)?.name ?? u));
@@ -82,7 +86,7 @@ describe("compile ahead on hosts, under the mock runtime", async () => {
   });
 
   it("lists the stack's compile keys, with the digest the compile step reports", async () => {
-    const keys = await valueOf((result as ReturnType<typeof runProgram>).compileKeys);
+    const keys = await outputValue((result as ReturnType<typeof runProgram>).compileKeys);
     // Under mocks the step printed nothing: the key is listed, its digest unknown yet.
     expect(keys).toEqual([{ key: expect.stringMatching(/^[0-9a-f]{16}$/), roles: ["main"] }]);
   });

@@ -147,10 +147,22 @@ const hostMutations: Mutation[] = [
   ["hosts[0].hostKey", (c) => (c.hosts[0].hostKey = `${c.hosts[0].hostKey} root@npu\u001b[2J`)],
   ["hosts[0].proxy.hostKey", (c) => (c.hosts[0].proxy = { address: "10.9.0.1", hostKey: `${c.hosts[0].hostKey} \r` })],
   ["extraEnv.main.VLLM_CACHE_ROOT", (c) => (c.extraEnv = { main: { VLLM_CACHE_ROOT: "/tmp" } })],
-  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [c.hosts[0], { ...c.hosts[0], name: "dup", port: 2222 }]))],
-  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], address: "npu-a.example.com" }, { ...c.hosts[0], name: "dup", address: "NPU-A.example.com", port: 2222 }]))],
-  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], address: "fd00::a" }, { ...c.hosts[0], name: "dup", address: "fd00:0::a" }]))],
-  ["hosts[1].listenAddress", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], listenAddress: "10.7.7.7" }, { ...c.hosts[0], name: "dup", address: "10.0.0.99", listenAddress: "10.7.7.7" }]))],
+  ["hosts[1].address", (c) => {
+      c.replicas = 2;
+      c.hosts = [c.hosts[0], { ...c.hosts[0], name: "dup", port: 2222 }];
+    }],
+  ["hosts[1].address", (c) => {
+      c.replicas = 2;
+      c.hosts = [{ ...c.hosts[0], address: "npu-a.example.com" }, { ...c.hosts[0], name: "dup", address: "NPU-A.example.com", port: 2222 }];
+    }],
+  ["hosts[1].address", (c) => {
+      c.replicas = 2;
+      c.hosts = [{ ...c.hosts[0], address: "fd00::a" }, { ...c.hosts[0], name: "dup", address: "fd00:0::a" }];
+    }],
+  ["hosts[1].listenAddress", (c) => {
+      c.replicas = 2;
+      c.hosts = [{ ...c.hosts[0], listenAddress: "10.7.7.7" }, { ...c.hosts[0], name: "dup", address: "10.0.0.99", listenAddress: "10.7.7.7" }];
+    }],
 ];
 const kubernetesMutations: Mutation[] = [
   ["kubernetes.image", (c) => delete c.kubernetes.image],
@@ -173,7 +185,15 @@ const kubernetesMutations: Mutation[] = [
   ["kubernetes.extra", (c) => (c.kubernetes.extra = 1)],
   ["platform", (c) => (c.platform = "nope")],
   // On hosts the disaggregated strategy needs the front door's server; any strategy refuses one that names no host.
-  ["router.host", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY }])) : ((c.platform = "hosts"), (c.hosts ??= [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }]), (c.router = { host: "no-such-host" })))],
+  ["router.host", (c) => {
+      c.platform = "hosts";
+      if (c.strategy === "prefill-decode-disaggregated") {
+        c.hosts = [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY }];
+      } else {
+        c.hosts ??= [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }];
+        c.router = { host: "no-such-host" };
+      }
+    }],
 ];
 
 const invalidConfig = validConfig.chain((config) =>

@@ -12,7 +12,7 @@ import { runProgram } from "../program";
 import { validateEndpointPickerConfig } from "./helpers/eppConfig";
 import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
-import { isSecretAt, ofType, runUnderMocks, stdoutRef, valueOf } from "./helpers/pulumiHarness";
+import { isSecretAt, ofType, runUnderMocks, stdoutRef, outputValue } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 import { renderStackFiles } from "./helpers/render";
 
@@ -63,8 +63,8 @@ describe("the front door on hosts, rendered", () => {
     const { result, error } = await runUnderMocks(runProgram, raw, SECRETS);
     expect(error).toBeUndefined();
     const outputs = result as ReturnType<typeof runProgram>;
-    expect(await valueOf(outputs.endpoints)).toEqual(["http://10.20.0.5:8080"]);
-    expect(await valueOf(outputs.curl)).toContain("http://10.20.0.5:8080/");
+    expect(await outputValue(outputs.endpoints)).toEqual(["http://10.20.0.5:8080"]);
+    expect(await outputValue(outputs.curl)).toContain("http://10.20.0.5:8080/");
   });
 
   it("reaches decode ranks through their sidecar ports, labels the roles, and binds <EPP_HOST> to the router host", () => {

@@ -132,7 +132,7 @@ describe("systemd quoting round-trips through systemd's own parsers", () => {
     const values = fc.sample(hostileString.filter((s) => isEnvFileValue(s) && !s.includes("$") && s !== ""), { numRuns: 150, seed: 7 });
     const text = values.map((value, i) => `${envFileLine(`RBLN_PROBE_${i}`, value)}\n`).join("");
     const parsed = systemdEnvFile(text);
-    values.forEach((value, i) => expect(parsed[`RBLN_PROBE_${i}`], JSON.stringify(value)).toBe(value));
+    for (const [i, value] of values.entries()) expect(parsed[`RBLN_PROBE_${i}`], JSON.stringify(value)).toBe(value);
   });
 });
 

@@ -20,7 +20,7 @@ const READ = /\.(ts|sh)$/;
  * The table has no circle, so no two areas can import each other, even around others.
  */
 const CORE_AREAS = ["core", "core/recipe", "core/config", "core/plan", "core/rollout", "core/cache", "core/monitoring", "core/render"];
-export const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
+const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   core: [],
   "core/recipe": ["core"],
   "core/config": ["core", "core/recipe"],
@@ -35,7 +35,7 @@ export const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   program: ["components", ...CORE_AREAS],
 };
 
-export function areaOf(file: string): string {
+function areaOf(file: string): string {
   const [top, second, third] = file.split("/");
   if (top === "core") return third === undefined ? "core" : `core/${second}`;
   return top === "program.ts" || top === "index.ts" ? "program" : top!;

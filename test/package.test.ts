@@ -31,7 +31,7 @@ export const resolved = resolvePlan(RecipeCatalog.load().get(DEFAULT_MODEL), { m
 
 // Runs the program with the program's own @pulumi/pulumi (the one the package's components extend).
 const RUNNER = `import * as fs from "node:fs";
-import { runUnderMocks, valueOf } from "./pulumiHarness";
+import { runUnderMocks, outputValue } from "./pulumiHarness";
 
 void (async () => {
   const { registrations, result, error } = await runUnderMocks(() => require("./index"));
@@ -39,8 +39,8 @@ void (async () => {
   const outputs = result as Record<string, any>;
   fs.writeFileSync("result.json", JSON.stringify({
     registrations: registrations.map((r) => ({ type: r.type, name: r.name })),
-    hostEndpoints: await valueOf(outputs.hostEndpoints),
-    clusterEndpoints: await valueOf(outputs.clusterEndpoints),
+    hostEndpoints: await outputValue(outputs.hostEndpoints),
+    clusterEndpoints: await outputValue(outputs.clusterEndpoints),
     planned: outputs.planned,
     resolved: outputs.resolved,
   }));

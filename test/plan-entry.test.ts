@@ -5,7 +5,7 @@ import { parseStackSettings, planDeployment, type Deployment } from "../componen
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
-import { runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
+import { runUnderMocks, outputValue, type Registration } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 
 /**
@@ -88,7 +88,7 @@ describe.each(STACKS)("stack %s: the public plan entry is the plan the program a
     expect(error).toBeUndefined();
     const outputs = result as ReturnType<typeof runProgram>;
     expect(actedOn(registrations)).toEqual(planned(deployment));
-    expect((await valueOf(outputs.compileKeys)).map(({ key, roles }) => ({ key, roles }))).toEqual(deployment.compile.keys.map(({ key, roles }) => ({ key, roles })));
+    expect((await outputValue(outputs.compileKeys)).map(({ key, roles }) => ({ key, roles }))).toEqual(deployment.compile.keys.map(({ key, roles }) => ({ key, roles })));
     expect(outputs.warnings).toEqual(deployment.plan.warnings);
   });
 });

@@ -12,7 +12,7 @@ import { runProgram } from "../program";
 import { stackDeployment } from "../cli/commands";
 import { renderStackFiles } from "./helpers/render";
 import { shippedCatalog } from "./helpers/recipes";
-import { isSecretAt, ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
+import { isSecretAt, ofType, runUnderMocks, outputValue, type Registration } from "./helpers/pulumiHarness";
 
 const SECRETS = { sshPrivateKey: "MARKER-SSH-KEY-0001", pipPassword: "MARKER-PIP-PW-0002", hfToken: "MARKER-HF-TOKEN-0003", apiKey: "MARKER-API-KEY-0004" };
 
@@ -27,9 +27,9 @@ describe("the program on platform hosts", async () => {
 
   it("exports each rank's unit, host and URL, the endpoint and the curl", async () => {
     const outputs = result as ReturnType<typeof runProgram>;
-    expect(await valueOf(outputs.units)).toEqual([{ unit: "rbln-serving-test.main-0.service", host: "npu-dev-0", role: "main", rank: 0, url: "http://10.20.0.11:8000" }]);
-    expect(await valueOf(outputs.endpoints)).toEqual(["http://10.20.0.11:8000"]);
-    expect(await valueOf(outputs.curl)).toContain("http://10.20.0.11:8000/v1/chat/completions");
+    expect(await outputValue(outputs.units)).toEqual([{ unit: "rbln-serving-test.main-0.service", host: "npu-dev-0", role: "main", rank: 0, url: "http://10.20.0.11:8000" }]);
+    expect(await outputValue(outputs.endpoints)).toEqual(["http://10.20.0.11:8000"]);
+    expect(await outputValue(outputs.curl)).toContain("http://10.20.0.11:8000/v1/chat/completions");
   });
 
   it("runs without error", () => expect(error).toBeUndefined());
@@ -97,9 +97,9 @@ describe("the program publishes where ranks listen", () => {
     const { result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2, hosts }, SECRETS);
     expect(error).toBeUndefined();
     const outputs = result as ReturnType<typeof runProgram>;
-    expect(await valueOf(outputs.endpoints)).toEqual(["http://10.0.0.11:8000", "http://192.168.0.12:8000"]);
-    expect((await valueOf(outputs.units)).map((u) => u.url)).toEqual(["http://10.0.0.11:8000", "http://192.168.0.12:8000"]);
-    expect(await valueOf(outputs.curl)).toContain("http://10.0.0.11:8000/");
+    expect(await outputValue(outputs.endpoints)).toEqual(["http://10.0.0.11:8000", "http://192.168.0.12:8000"]);
+    expect((await outputValue(outputs.units)).map((u) => u.url)).toEqual(["http://10.0.0.11:8000", "http://192.168.0.12:8000"]);
+    expect(await outputValue(outputs.curl)).toContain("http://10.0.0.11:8000/");
     expect(outputs.scrapeTargets.map((t) => t.targets[0])).toEqual(["10.0.0.11:8000", "192.168.0.12:8000"]);
   });
 });
@@ -109,8 +109,8 @@ describe("the program on platform kubernetes", async () => {
 
   it("exports the gateway endpoint and a curl for the recipe's request that reads the API key from the environment", async () => {
     const outputs = result as ReturnType<typeof runProgram>;
-    expect(await valueOf(outputs.endpoints)).toEqual(["http://10.0.0.100"]);
-    const curl = await valueOf(outputs.curl);
+    expect(await outputValue(outputs.endpoints)).toEqual(["http://10.0.0.100"]);
+    const curl = await outputValue(outputs.curl);
     expect(curl).toMatch(/^curl -H "Authorization: Bearer \$VLLM_API_KEY" http:\/\/10\.0\.0\.100\/v1\/chat\/completions/);
     expect(curl).not.toContain(SECRETS.apiKey);
     expect(outputs.selection).toMatchObject({ strategy: "prefill-decode-disaggregated", target: "Throughput", spec_decode: "eagle3" });
@@ -283,7 +283,7 @@ describe("replicas", () => {
       "npu-1-main-0": ["npu-0-main-0", "npu-1-copy-compile-npu-0", "npu-1-copy-npu-0", "npu-1-install"],
       "npu-2-main-0": ["npu-1-main-0", "npu-2-copy-compile-npu-1", "npu-2-copy-npu-0", "npu-2-install"],
     });
-    expect(await valueOf((result as ReturnType<typeof runProgram>).endpoints)).toEqual(["http://10.0.1.1:8000", "http://10.0.1.2:8000", "http://10.0.1.3:8000"]);
+    expect(await outputValue((result as ReturnType<typeof runProgram>).endpoints)).toEqual(["http://10.0.1.1:8000", "http://10.0.1.2:8000", "http://10.0.1.3:8000"]);
   });
 
   it("on hosts: a grant's private key is a secret output, never logged, and reaches only its copy's stdin; the copy verifies the seed's host key", async () => {
@@ -303,7 +303,7 @@ describe("replicas", () => {
   it("on hosts: modelRevision is the pinned revision, or the commit the seed's download reports", async () => {
     const pinned = "0123456789abcdef0123456789abcdef01234567";
     const { registrations, result } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, revision: pinned }, SECRETS);
-    expect(await valueOf((result as ReturnType<typeof runProgram>).modelRevision)).toBe(pinned);
+    expect(await outputValue((result as ReturnType<typeof runProgram>).modelRevision)).toBe(pinned);
     expect(registrations.find((r) => r.name === "rbln-serving-npu-dev-0-weights")!.inputs.create).toContain(`revisions=(${pinned})`);
     expect(reportedRevision(`weights npu-0: done\nrevision MiniMaxAI/MiniMax-M2.7 ${pinned}\nrevision some/draft ${"f".repeat(40)}`, "MiniMaxAI/MiniMax-M2.7")).toBe(pinned);
     expect(reportedRevision("weights npu-0: done", "MiniMaxAI/MiniMax-M2.7")).toBeNull();
@@ -368,7 +368,7 @@ describe("ModelServing as a library", () => {
     expect(unit.inputs.connection).toMatchObject({ host: "192.168.10.5", port: 2222, user: "ubuntu" });
     // Not root: the scripts run through sudo.
     expect(unit.inputs.create.startsWith("sudo -n bash -c")).toBe(true);
-    expect(await valueOf((result as InstanceType<typeof ModelServing>).endpoints)).toEqual(["http://192.168.10.5:8000"]);
+    expect(await outputValue((result as InstanceType<typeof ModelServing>).endpoints)).toEqual(["http://192.168.10.5:8000"]);
   });
 
   it("refuses an instance name with a control character before registering anything, on either platform, naming it escaped on one line", async () => {
@@ -392,7 +392,7 @@ describe("ModelServing as a library", () => {
 describe("kubernetes outputs", () => {
   it("list each role's Deployment with the ranks, ports and NPUs of its pods", async () => {
     const { result } = await runUnderMocks(runProgram, readStackFile("prod").raw, {});
-    const deployments = await valueOf((result as ReturnType<typeof runProgram>).deployments);
+    const deployments = await outputValue((result as ReturnType<typeof runProgram>).deployments);
     expect(deployments).toEqual([
       { role: "prefill", deployment: "rbln-serving-prefill", namespace: "llm-serving", replicas: 1, ranks: [{ rank: 0, port: 8000, devices: [0, 1, 2, 3] }] },
       { role: "decode", deployment: "rbln-serving-decode", namespace: "llm-serving", replicas: 1, ranks: [0, 1, 2, 3].map((rank) => ({ rank, port: 8200 + rank, devices: [rank] })) },

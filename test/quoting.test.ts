@@ -47,7 +47,7 @@ describe("config values round-trip exactly", () => {
     expect(argv).toEqual([`${host.venv}/bin/vllm`, ...bound.argv.slice(1)]);
     expect(argv.slice(-argValues.length * 2)).toEqual(argValues.flatMap((v, i) => [`--probe-${i}`, v]));
     const env = systemdEnvFile(rank!.envText);
-    envValues.forEach((v, i) => expect(env[`PROBE_${i}`], JSON.stringify(v)).toBe(v));
+    for (const [i, v] of envValues.entries()) expect(env[`PROBE_${i}`], JSON.stringify(v)).toBe(v);
   });
 
   it("into a Kubernetes launch script, as bash runs it", () => {
@@ -60,7 +60,7 @@ describe("config values round-trip exactly", () => {
     const argv = fs.readFileSync(path.join(dir, "argv"), "utf8").split("\0").slice(0, -1);
     expect(argv.slice(-argValues.length * 2)).toEqual(argValues.flatMap((v, i) => [`--probe-${i}`, v]));
     const env = new Map(fs.readFileSync(path.join(dir, "env"), "utf8").split("\0").filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
-    k8sEnvValues.forEach((v, i) => expect(env.get(`PROBE_${i}`), JSON.stringify(v)).toBe(v));
+    for (const [i, v] of k8sEnvValues.entries()) expect(env.get(`PROBE_${i}`), JSON.stringify(v)).toBe(v);
   });
 });
 

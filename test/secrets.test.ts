@@ -10,7 +10,7 @@ import { renderHost } from "../core/render/hosts/bundle";
 import { readStackFile } from "../core/config/stackFile";
 import { ModelServing, type ModelServingArgs } from "../components/modelServing";
 import { runProgram } from "../program";
-import { isSecretAt, ofType, runUnderMocks, SECRET_SIG, valueOf } from "./helpers/pulumiHarness";
+import { isSecretAt, ofType, runUnderMocks, SECRET_SIG, outputValue } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 
 // The connection each remote Command is given, before @pulumi/command 1.2.1 wraps the whole of it
@@ -65,7 +65,7 @@ for (const [stack, secrets] of [
 
     it("never reach the stack outputs", async () => {
       const outputs = result as ReturnType<typeof runProgram>;
-      const values = await Promise.all([valueOf(outputs.endpoints), valueOf(outputs.curl), valueOf(outputs.units), valueOf(outputs.deployments)]);
+      const values = await Promise.all([outputValue(outputs.endpoints), outputValue(outputs.curl), outputValue(outputs.units), outputValue(outputs.deployments)]);
       expect(JSON.stringify([values, outputs.selection, outputs.warnings])).not.toMatch(markerPattern);
     });
   });

@@ -376,7 +376,7 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg): string[] {
           if (r?.min_items !== undefined && items.length < r.min_items) problems.push(`${here}: needs at least ${r.min_items} items`);
           if (r?.max_items !== undefined && items.length > r.max_items) problems.push(`${here}: at most ${r.max_items} items`);
           if (r?.unique && new Set(items.map((x) => JSON.stringify(x))).size !== items.length) problems.push(`${here}: items must be unique`);
-          items.forEach((item, i) => checkValue(field, item, true, r?.items, `${here}[${i}]`, problems, walker));
+          for (const [i, item] of items.entries()) checkValue(field, item, true, r?.items, `${here}[${i}]`, problems, walker);
           continue;
         }
         if (slot && set) {
@@ -431,14 +431,14 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg): string[] {
       const routeConfig = msg.route_config as Msg | undefined;
       const validate = routeConfig?.validate_clusters == null ? true : Boolean(routeConfig.validate_clusters.value);
       if (routeConfig && validate) {
-        (routeConfig.virtual_hosts ?? []).forEach((vh: Msg, v: number) =>
-          (vh.routes ?? []).forEach((r: Msg, i: number) => {
+        for (const [v, vh] of ((routeConfig.virtual_hosts ?? []) as Msg[]).entries()) {
+          for (const [i, r] of ((vh.routes ?? []) as Msg[]).entries()) {
             const cluster = r.route?.cluster;
             if (cluster && !clusterNames.has(cluster)) {
               problems.push(`${path}.route_config.virtual_hosts[${v}].routes[${i}].route.cluster: unknown cluster ${show(cluster)}`);
             }
-          }),
-        );
+          }
+        }
       }
     }
     if (typeName === "envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor") {

@@ -88,7 +88,7 @@ function readYaml(text: string, uniqueKeys: boolean): { value: Json; problems: s
 /** sigs.k8s.io/yaml then json.Marshal: infinities and NaN cannot become JSON. */
 function checkJsonable(value: unknown, path: string, problems: string[]): void {
   if (typeof value === "number" && !Number.isFinite(value)) problems.push(`${path || "(document)"}: ${value} cannot be converted to JSON`);
-  else if (Array.isArray(value)) value.forEach((v, i) => checkJsonable(v, `${path}[${i}]`, problems));
+  else if (Array.isArray(value)) for (const [i, v] of value.entries()) checkJsonable(v, `${path}[${i}]`, problems);
   else if (value !== null && typeof value === "object") for (const [k, v] of Object.entries(value)) checkJsonable(v, join(path, k), problems);
 }
 
@@ -115,50 +115,33 @@ const quantity = /^[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[e
  * value or a nil pointer). `caseInsensitive` selects encoding/json name matching (plugin parameters)
  * over the case-sensitive k8s decoder (the typed config).
  */
+/** The JSON kinds each field type decodes from; `struct:<name>` types decode from an object. */
+const DECODES_FROM: Readonly<Record<string, (value: Json) => boolean>> = {
+  string: (v) => typeof v === "string",
+  bool: (v) => typeof v === "boolean",
+  int: (v) => typeof v === "number" && Number.isInteger(v),
+  float: (v) => typeof v === "number",
+  raw: () => true,
+  duration: (v) => typeof v === "string",
+  quantity: (v) => typeof v === "string" || typeof v === "number",
+  list: (v) => Array.isArray(v),
+  object: (v) => isObject(v),
+};
+
 function checkValue(value: Json, field: FieldSpec, path: string, problems: string[], caseInsensitive: boolean, refuseUnknown: boolean): void {
   if (value === null) return;
-  const wrong = (): void => {
+  const struct = field.type.startsWith("struct:") ? field.type.slice("struct:".length) : undefined;
+  const decodes = struct === undefined ? DECODES_FROM[field.type] : isObject;
+  if (!decodes) throw new Error(`fixture field type ${field.type} is not understood`);
+  if (!decodes(value)) {
     problems.push(`${path}: ${kindOf(value)} cannot be decoded into Go ${field.goType}`);
-  };
-  switch (field.type) {
-    case "string":
-      if (typeof value !== "string") return wrong();
-      return;
-    case "bool":
-      if (typeof value !== "boolean") return wrong();
-      return;
-    case "int":
-      if (typeof value !== "number" || !Number.isInteger(value)) return wrong();
-      return;
-    case "float":
-      if (typeof value !== "number") return wrong();
-      return;
-    case "raw":
-      return;
-    case "duration":
-      if (typeof value !== "string") return wrong();
-      if (value !== "" && !goDuration.test(value)) problems.push(`${path}: ${JSON.stringify(value)} is not a Go duration`);
-      return;
-    case "quantity":
-      if (typeof value !== "string" && typeof value !== "number") return wrong();
-      if (!quantity.test(String(value).trim())) problems.push(`${path}: ${JSON.stringify(value)} is not a resource quantity`);
-      return;
-    case "list":
-      if (!Array.isArray(value)) return wrong();
-      value.forEach((item, i) => checkValue(item, field.items!, `${path}[${i}]`, problems, caseInsensitive, refuseUnknown));
-      return;
-    case "object":
-      if (!isObject(value)) return wrong();
-      checkFields(value, field.fields ?? [], path, problems, caseInsensitive, refuseUnknown);
-      return;
-    default:
-      if (field.type.startsWith("struct:")) {
-        if (!isObject(value)) return wrong();
-        checkFields(value, types[field.type.slice("struct:".length)]!.fields, path, problems, caseInsensitive, refuseUnknown);
-        return;
-      }
-      throw new Error(`fixture field type ${field.type} is not understood`);
+    return;
   }
+  if (field.type === "duration" && value !== "" && !goDuration.test(value as string)) problems.push(`${path}: ${JSON.stringify(value)} is not a Go duration`);
+  if (field.type === "quantity" && !quantity.test(String(value).trim())) problems.push(`${path}: ${JSON.stringify(value)} is not a resource quantity`);
+  if (Array.isArray(value) && field.type === "list") for (const [i, item] of value.entries()) checkValue(item, field.items!, `${path}[${i}]`, problems, caseInsensitive, refuseUnknown);
+  if (isObject(value) && field.type === "object") checkFields(value, field.fields ?? [], path, problems, caseInsensitive, refuseUnknown);
+  if (isObject(value) && struct !== undefined) checkFields(value, types[struct]!.fields, path, problems, caseInsensitive, refuseUnknown);
 }
 
 /** The field a JSON key decodes into: exact name first, then (encoding/json only) a case-insensitive match. */
@@ -347,14 +330,13 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
     else if (seenProfiles.has(name)) problems.push(`schedulingProfiles[${i}] has duplicate name '${name}'`);
     seenProfiles.add(name);
     let pickers = 0;
-    list(profile.plugins).map(obj).forEach((entry, j) => {
+    for (const [j, entry] of list(profile.plugins).map(obj).entries()) {
       const ref = str(entry.pluginRef);
-      if (ref === "") return problems.push(`schedulingProfiles[${name}].plugins[${j}] is missing a 'pluginRef'`);
       const target = byName.get(ref);
-      if (!target) return problems.push(`schedulingProfiles[${name}] references undefined plugin '${ref}'`);
-      if (rolesOf(target).includes("picker") && ++pickers > 1) problems.push(`schedulingProfiles[${name}]: failed to set '${ref}' as picker, already have a registered picker plugin`);
-      return undefined;
-    });
+      if (ref === "") problems.push(`schedulingProfiles[${name}].plugins[${j}] is missing a 'pluginRef'`);
+      else if (!target) problems.push(`schedulingProfiles[${name}] references undefined plugin '${ref}'`);
+      else if (rolesOf(target).includes("picker") && ++pickers > 1) problems.push(`schedulingProfiles[${name}]: failed to set '${ref}' as picker, already have a registered picker plugin`);
+    }
   });
   const profileCount = profiles.length === 0 ? 1 : profiles.length; // none: the loader makes a 'default' profile
   const handlers = plugins.filter((p) => rolesOf(p).includes("profileHandler"));
@@ -493,11 +475,14 @@ export function validateEndpointsFile(yamlText: string, options: EndpointsFileOp
   if (!Array.isArray(endpoints)) return [`${fileDiscovery.file.topLevelKey}: json: cannot unmarshal ${kindOf(endpoints)} into Go struct field EndpointsFile.endpoints of type []file.EndpointEntry`];
 
   const entries: Record<string, string | Record<string, string>>[] = [];
-  endpoints.forEach((raw, i) => {
+  for (const [i, raw] of endpoints.entries()) {
     const entry: Record<string, string | Record<string, string>> = { name: "", namespace: "", address: "", port: "", labels: {} };
     entries.push(entry);
-    if (raw === null) return;
-    if (!isObject(raw)) return problems.push(`endpoints[${i}]: json: cannot unmarshal ${kindOf(raw)} into Go value of type file.EndpointEntry`);
+    if (raw === null) continue;
+    if (!isObject(raw)) {
+      problems.push(`endpoints[${i}]: json: cannot unmarshal ${kindOf(raw)} into Go value of type file.EndpointEntry`);
+      continue;
+    }
     for (const [key, value] of Object.entries(raw)) {
       const field = Object.keys(entryFields).find((f) => f === key) ?? Object.keys(entryFields).find((f) => f.toLowerCase() === key.toLowerCase());
       if (!field || value === null) continue;
@@ -512,8 +497,7 @@ export function validateEndpointsFile(yamlText: string, options: EndpointsFileOp
       } else if (typeof value !== "string") problems.push(`${where}: json: cannot unmarshal ${kindOf(value)} into Go struct field EndpointEntry.endpoints.${field} of type string`);
       else entry[field] = value;
     }
-    return undefined;
-  });
+  }
   if (problems.length > 0) return problems; // json.Unmarshal failed: nothing is applied
 
   const seen = new Set<string>();

@@ -6,7 +6,7 @@ import type { FakeEngine, UpResult } from "./engine";
 import { startLoad, startSampler, type LoadReport, type SampleReport } from "./frontDoorLoad";
 import { startHosts, type TestHost } from "./hostNamespace";
 import { fakeHostsEngine, fakeHostsSettings, planFlags, servingUnderMocks } from "./hostStack";
-import { valueOf, type Registration } from "./pulumiHarness";
+import { outputValue, type Registration } from "./pulumiHarness";
 import { shippedCatalog } from "./recipes";
 import { installStandIns } from "./standIns";
 import { prepareStandInServer } from "./standInServer";
@@ -104,7 +104,7 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
     register: async (config) => (await underMocks(config)).registrations,
     up: async (config) => {
       const { registrations, serving } = await underMocks(config);
-      const endpoints = await valueOf(serving.endpoints);
+      const endpoints = await outputValue(serving.endpoints);
       return { ...(await engine.up(registrations)), endpoints };
     },
     endpointsFile: async () => {

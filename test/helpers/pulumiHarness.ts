@@ -71,7 +71,8 @@ export async function runUnderMocks(program: () => unknown, config: Record<strin
         custom: method === "readResource" || req.getCustom(),
         // Unwrapped on first use: large runs (the benchmark) keep one copy of the inputs.
         get inputs() {
-          return (inputs ??= unwrapSecrets(wireInputs));
+          inputs ??= unwrapSecrets(wireInputs) as Record<string, any>;
+          return inputs;
         },
         wireInputs,
         dependencies: method === "registerResource" ? req.getDependenciesList() : [],
@@ -124,6 +125,6 @@ export function isSecretAt(wire: any, path: readonly string[]): boolean {
 export const ofType = (registrations: readonly Registration[], type: string) => registrations.filter((r) => r.type === type);
 
 /** The value of an output (in a non-preview mock run every output resolves). */
-export function valueOf<T>(output: pulumi.Output<T>): Promise<T> {
+export function outputValue<T>(output: pulumi.Output<T>): Promise<T> {
   return new Promise((resolve) => output.apply(resolve));
 }
