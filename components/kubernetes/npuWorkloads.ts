@@ -30,6 +30,40 @@ export interface RoleDeployment {
 }
 
 /**
+ * By role, the Job that fills that role's compile-cache volume, with its script and the registry
+ * password's Secret: after `after` (the weights among them: a compile loads the model), before the
+ * role's Deployment (which then loads).
+ */
+function compileJobResources(
+  name: string,
+  workloads: KubernetesWorkloads,
+  registryPassword: pulumi.Input<string> | undefined,
+  parent: pulumi.Resource,
+  namespace: k8s.core.v1.Namespace,
+  after: pulumi.Resource[],
+): Map<string, k8s.batch.v1.Job> {
+  const registrySecret =
+    workloads.registrySecret && registryPassword !== undefined
+      ? new k8s.core.v1.Secret(`${name}-registry`, { ...workloads.registrySecret, stringData: pulumi.secret(pulumi.output(registryPassword).apply((password) => ({ [REGISTRY_PASSWORD_KEY]: password }))) }, { parent, dependsOn: [namespace] })
+      : undefined;
+  const compileJobs = new Map<string, k8s.batch.v1.Job>();
+  for (const compile of workloads.compileJobs) {
+    const script = new k8s.core.v1.ConfigMap(`${name}-${compile.role}-compile-script`, compile.configMap, { parent, retainOnDelete: true, dependsOn: [namespace] });
+    const timeout = `${Math.ceil(compile.timeoutSeconds / 60)}m`;
+    compileJobs.set(compile.role, new k8s.batch.v1.Job(`${name}-${compile.role}-compile`, compile.job, { parent, dependsOn: [script, ...after, ...(registrySecret ? [registrySecret] : [])], customTimeouts: { create: timeout, update: timeout } }));
+  }
+  return compileJobs;
+}
+
+function monitoringResources(name: string, monitoring: MonitoringObjects, parent: pulumi.Resource, namespace: k8s.core.v1.Namespace): void {
+  const inNamespace = { parent, dependsOn: [namespace] };
+  for (const { id, object } of monitoring.podMonitors) new k8s.apiextensions.CustomResource(`${name}-${id}-monitor`, object, inNamespace);
+  new k8s.apiextensions.CustomResource(`${name}-alerts`, monitoring.prometheusRule, inNamespace);
+  // In the monitoring namespace, where the Grafana sidecar looks; that namespace belongs to the monitoring stack.
+  new k8s.core.v1.ConfigMap(`${name}-dashboard`, monitoring.dashboard, { parent });
+}
+
+/**
  * The vLLM roles of one model on NPU nodes: per role a launch ConfigMap, a Deployment, a
  * PodDisruptionBudget, a NetworkPolicy, (for the aggregated strategies) a Service and (with
  * autoscaling) a KEDA ScaledObject; the weights and compile caches on volumes that outlive it.
@@ -56,22 +90,7 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       dependsOn: [serviceAccount, ...volumes, ...(secret ? [secret] : [])],
       customTimeouts: { create: weightsTimeout, update: weightsTimeout },
     });
-    const registrySecret =
-      workloads.registrySecret && args.registryPassword !== undefined
-        ? new k8s.core.v1.Secret(`${name}-registry`, { ...workloads.registrySecret, stringData: pulumi.secret(pulumi.output(args.registryPassword).apply((password) => ({ [REGISTRY_PASSWORD_KEY]: password }))) }, inNamespace)
-        : undefined;
-    // By role: each role's Job fills that role's compile-cache volume.
-    const compileJobs = new Map<string, k8s.batch.v1.Job>();
-    for (const compile of workloads.compileJobs) {
-      const script = new k8s.core.v1.ConfigMap(`${name}-${compile.role}-compile-script`, compile.configMap, { ...keep, dependsOn: [namespace] });
-      const timeout = `${Math.ceil(compile.timeoutSeconds / 60)}m`;
-      // After the weights (a compile loads the model), before the role's Deployment (which then loads).
-      compileJobs.set(compile.role, new k8s.batch.v1.Job(`${name}-${compile.role}-compile`, compile.job, {
-        ...child,
-        dependsOn: [script, serviceAccount, weightsJob, ...volumes, ...(registrySecret ? [registrySecret] : [])],
-        customTimeouts: { create: timeout, update: timeout },
-      }));
-    }
+    const compileJobs = compileJobResources(name, workloads, args.registryPassword, this, namespace, [serviceAccount, weightsJob, ...volumes]);
     const roleResources = workloads.roles.map((role) => {
       // Kept when replaced, so `kubectl rollout undo` finds the previous revision's launch script.
       const configMap = new k8s.core.v1.ConfigMap(`${name}-${role.role}-launch`, role.configMap, { ...keep, dependsOn: [namespace] });
@@ -91,13 +110,7 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       const service = role.service ? new k8s.core.v1.Service(`${name}-${role.role}`, role.service, inNamespace) : undefined;
       return { role, deployment, service };
     });
-    if (args.monitoring) {
-      const { podMonitors, prometheusRule, dashboard } = args.monitoring;
-      for (const { id, object } of podMonitors) new k8s.apiextensions.CustomResource(`${name}-${id}-monitor`, object, inNamespace);
-      new k8s.apiextensions.CustomResource(`${name}-alerts`, prometheusRule, inNamespace);
-      // In the monitoring namespace, where the Grafana sidecar looks; that namespace belongs to the monitoring stack.
-      new k8s.core.v1.ConfigMap(`${name}-dashboard`, dashboard, child);
-    }
+    if (args.monitoring) monitoringResources(name, args.monitoring, this, namespace);
     this.deployments = pulumi.output(
       workloads.roles.map((r) => ({ role: r.role, deployment: r.deployment.metadata.name, namespace: workloads.namespace.metadata.name, replicas: r.replicas, ranks: r.ranks })),
     );
