@@ -111,7 +111,9 @@ describe("revision and offline serving", () => {
     for (const bad of ["main", REVISION.slice(0, 39), REVISION.toUpperCase(), `${REVISION}0`]) {
       expect(() => parseStackSettings({ ...dev, revision: bad })).toThrow(/^revision: a 40-hex commit hash/);
     }
-    expect(() => planDeployment(parseStackSettings({ ...dev, extraArgs: { main: ["--revision", REVISION] } }), shippedCatalog)).toThrow(/^extraArgs\.main: "--revision" comes from the revision setting/);
+    expect(() => planDeployment(parseStackSettings({ ...dev, extraArgs: { main: ["--revision", REVISION] } }), shippedCatalog)).toThrow(
+      /^extraArgs\.main: "--revision" comes from the revision setting/,
+    );
   });
 });
 
@@ -120,8 +122,20 @@ describe("deploy model", () => {
   const keys = { main: plan.roles[0]!.compileKey };
   const register = async (replicas: number, registered: Registered) => {
     const hosts = Array.from({ length: replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
-    const more = registered === "shared" ? { cache: { shared: "/mnt/rbln-cache" } } : registered === "ahead" ? { revision: REVISION, compile: { host: { name: "cpu-0", address: "10.0.1.1", hostKey: EXAMPLE_HOST_KEY }, registry: { repository: "registry.example.com/cache" } } } : {};
-    const run = await runUnderMocks(runProgram, { strategy: "aggregated-data-expert-parallel", target: "Throughput", replicas, hosts, ...more }, { sshPrivateKey: "k" });
+    const more =
+      registered === "shared"
+        ? { cache: { shared: "/mnt/rbln-cache" } }
+        : registered === "ahead"
+          ? {
+              revision: REVISION,
+              compile: { host: { name: "cpu-0", address: "10.0.1.1", hostKey: EXAMPLE_HOST_KEY }, registry: { repository: "registry.example.com/cache" } },
+            }
+          : {};
+    const run = await runUnderMocks(
+      runProgram,
+      { strategy: "aggregated-data-expert-parallel", target: "Throughput", replicas, hosts, ...more },
+      { sshPrivateKey: "k" },
+    );
     if (run.error) throw run.error;
     return run.registrations;
   };
@@ -130,7 +144,12 @@ describe("deploy model", () => {
     const [today, copies, shared] = await compareDeployLayouts([8], register, keys);
     expect([today!.first.hubDownloads, today!.first.compiles, today!.first.internetBytes]).toEqual([8, 8, 8 * 230e9]);
     for (const cached of [copies!, shared!]) {
-      expect([cached.layout, cached.first.hubDownloads, cached.first.compilesPerKey, cached.first.internetBytes]).toEqual([cached.layout, 1, { [keys.main]: 1 }, 230e9]);
+      expect([cached.layout, cached.first.hubDownloads, cached.first.compilesPerKey, cached.first.internetBytes]).toEqual([
+        cached.layout,
+        1,
+        { [keys.main]: 1 },
+        230e9,
+      ]);
       expect(cached.first.minutesToFullCapacity).toBeLessThan(today!.first.minutesToFullCapacity);
       expect(cached.recompile.compiles).toBe(1);
     }
@@ -155,7 +174,12 @@ describe("deploy model", () => {
 
   it("evaluates earliest finish times: one replica is install/download, then compile", async () => {
     const steps = programDeployGraph(await register(1, "copies"), keys, "copies", "first");
-    expect(steps.map((s) => `${s.id} ${s.kind}`).sort()).toEqual(["rbln-serving-npu-0-install install", "rbln-serving-npu-0-main-0 compile", "rbln-serving-npu-0-preflight check", "rbln-serving-npu-0-weights hubDownload"]);
+    expect(steps.map((s) => `${s.id} ${s.kind}`).sort()).toEqual([
+      "rbln-serving-npu-0-install install",
+      "rbln-serving-npu-0-main-0 compile",
+      "rbln-serving-npu-0-preflight check",
+      "rbln-serving-npu-0-weights hubDownload",
+    ]);
     const d = DEFAULT_DURATIONS;
     const download = (d.weightsBytes * 8) / (d.internetGbitPerS * 1e9);
     expect(simulateDeploy(steps).minutesToFullCapacity).toBeCloseTo((Math.max(download, d.installSeconds) + d.compileSeconds) / 60, 6);

@@ -177,10 +177,20 @@ describe("imports of the shipped code", () => {
     add("core/config/stackConfig.ts", "core/plan/deployment.ts");
     // A bash include is an import too: the cache's lock sourcing a host script.
     add("core/cache/scripts/lease-lock.sh", "core/render/hosts/scripts/disk.sh");
-    expect(backEdges(planted, MAY_IMPORT)).toEqual(["core/cache -> core/render: core/cache/scripts/lease-lock.sh -> core/render/hosts/scripts/disk.sh", "core/config -> core/plan: core/config/stackConfig.ts -> core/plan/deployment.ts"]);
+    expect(backEdges(planted, MAY_IMPORT)).toEqual([
+      "core/cache -> core/render: core/cache/scripts/lease-lock.sh -> core/render/hosts/scripts/disk.sh",
+      "core/config -> core/plan: core/config/stackConfig.ts -> core/plan/deployment.ts",
+    ]);
     expect(circles(planted).some((c) => c.includes("core/config/stackConfig.ts"))).toBe(true);
     expect(folderPairs(planted)).toContain("core/config -> core/plan");
     // A table that lets two areas import each other is refused.
-    expect(circles(new Map([["core/plan", new Set(["core/render"])], ["core/render", new Set(["core/plan"])]]))).toEqual([["core/plan", "core/render"]]);
+    expect(
+      circles(
+        new Map([
+          ["core/plan", new Set(["core/render"])],
+          ["core/render", new Set(["core/plan"])],
+        ]),
+      ),
+    ).toEqual([["core/plan", "core/render"]]);
   });
 });

@@ -63,7 +63,14 @@ function actedOn(registrations: readonly Registration[]) {
     const job = r.type === "kubernetes:core/v1:ConfigMap" ? r.inputs.data?.["compile-job.sh"] : undefined;
     return job ? [{ on: "job", text: String(job) }] : [];
   });
-  const steps = scripts.filter((s) => setting(s.text, "compile_here") !== undefined).map((s) => ({ on: s.on, key: setting(s.text, "key")!, compileHere: setting(s.text, "compile_here") === "yes", repository: setting(s.text, "repository") ?? "" }));
+  const steps = scripts
+    .filter((s) => setting(s.text, "compile_here") !== undefined)
+    .map((s) => ({
+      on: s.on,
+      key: setting(s.text, "key")!,
+      compileHere: setting(s.text, "compile_here") === "yes",
+      repository: setting(s.text, "repository") ?? "",
+    }));
   const compiling = steps.filter((s) => s.compileHere);
   const repositories = [...new Set(steps.map((s) => s.repository).filter((r) => r !== ""))];
   return {
@@ -88,7 +95,9 @@ describe.each(STACKS)("stack %s: the public plan entry is the plan the program a
     expect(error).toBeUndefined();
     const outputs = result as ReturnType<typeof runProgram>;
     expect(actedOn(registrations)).toEqual(planned(deployment));
-    expect((await outputValue(outputs.compileKeys)).map(({ key, roles }) => ({ key, roles }))).toEqual(deployment.compile.keys.map(({ key, roles }) => ({ key, roles })));
+    expect((await outputValue(outputs.compileKeys)).map(({ key, roles }) => ({ key, roles }))).toEqual(
+      deployment.compile.keys.map(({ key, roles }) => ({ key, roles })),
+    );
     expect(outputs.warnings).toEqual(deployment.plan.warnings);
   });
 });

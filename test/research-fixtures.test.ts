@@ -131,12 +131,18 @@ describe("the facts agree with each other and with this repository", () => {
     const header = payloadProcessor.facts["plugin.base-model-to-header"].value.header;
     expect(header).toBe("X-Gateway-Base-Model-Name");
     expect(multiModel.facts["httpRoute.baseModel"].value.header).toBe(header);
-    expect(Object.keys(chartFacts.keys)).toEqual(expect.arrayContaining(["httpRoute.create", "httpRoute.baseModel", "httpRoute.headerMatches", "router.epp.replicas"]));
+    expect(Object.keys(chartFacts.keys)).toEqual(
+      expect.arrayContaining(["httpRoute.create", "httpRoute.baseModel", "httpRoute.headerMatches", "router.epp.replicas"]),
+    );
   });
 
   it("the EPP HA facts agree with the flag fixture, and PR #2228 probes the service name the file-mode EPP answers", () => {
     const flag = (name: string) => eppFlags.flags.find((f) => f.flag === name)?.default;
-    expect(eppHa.facts.ports.value).toMatchObject({ "--grpc-port": flag("--grpc-port"), "--grpc-health-port": flag("--grpc-health-port"), "--metrics-port": flag("--metrics-port") });
+    expect(eppHa.facts.ports.value).toMatchObject({
+      "--grpc-port": flag("--grpc-port"),
+      "--grpc-health-port": flag("--grpc-health-port"),
+      "--metrics-port": flag("--metrics-port"),
+    });
     const probed = eppHa.facts["pr2228.envoyCluster"].value.health_checks[0]?.grpc_health_check.service_name;
     expect(probed).toBeTypeOf("string");
     expect(eppHa.facts["health.answers"].value.forEnvoyGrpcHealthCheck.service_name).toBe(probed);

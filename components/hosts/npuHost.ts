@@ -58,8 +58,19 @@ function peerCopySteps(steps: HostSteps, hostName: string, copies: readonly Peer
   return copies.map(({ rendered: copy, sourceName, after }) => {
     const source = copy.source.host;
     const kind = copy.kind === "weights" ? "" : "compile-";
-    const allow = steps.on(source, `${sourceName}-allow-${kind}${hostName}`, { create: copy.allowScript, delete: copy.revokeScript }, { logging: "none" }, { dependsOn: after, additionalSecretOutputs: ["stdout"] });
-    const copied = steps.step(`copy-${kind}${source.name}`, copy.copyScript, { stdin: pulumi.secret(allow.stdout), logging: "stdoutAndStderr" }, { dependsOn: [preflight, allow], customTimeouts: copyTimeouts });
+    const allow = steps.on(
+      source,
+      `${sourceName}-allow-${kind}${hostName}`,
+      { create: copy.allowScript, delete: copy.revokeScript },
+      { logging: "none" },
+      { dependsOn: after, additionalSecretOutputs: ["stdout"] },
+    );
+    const copied = steps.step(
+      `copy-${kind}${source.name}`,
+      copy.copyScript,
+      { stdin: pulumi.secret(allow.stdout), logging: "stdoutAndStderr" },
+      { dependsOn: [preflight, allow], customTimeouts: copyTimeouts },
+    );
     steps.on(source, `${sourceName}-revoke-${kind}${hostName}`, copy.revokeScript, { logging: "stdoutAndStderr" }, { dependsOn: [copied] });
     return copied;
   });
@@ -104,7 +115,14 @@ export class NpuHost extends pulumi.ComponentResource {
     const frontDoor = args.frontDoor;
     const keyThen = (rest: pulumi.Input<string>) => pulumi.secret(pulumi.all([frontDoor!.accessKey, rest]).apply(([key, text]) => `${key.trimEnd()}\n${text}`));
     const sidecar = frontDoor?.sidecar
-      ? [step("sidecar", { create: frontDoor.sidecar.applyScript, delete: frontDoor.sidecar.removeScript }, { stdin: keyThen(""), logging: "stdoutAndStderr" }, { dependsOn: [preflight, ...frontDoor.after] })]
+      ? [
+          step(
+            "sidecar",
+            { create: frontDoor.sidecar.applyScript, delete: frontDoor.sidecar.removeScript },
+            { stdin: keyThen(""), logging: "stdoutAndStderr" },
+            { dependsOn: [preflight, ...frontDoor.after] },
+          ),
+        ]
       : [];
     // Each unit step waits until its rank serves: as long as the engine's own ready timeout, and then some.
     const readyTimeout = `${Math.ceil(rendered.readyTimeoutSeconds / 60) + HOST_DEFAULTS.steps.unitReadyMarginMinutes}m`;
@@ -115,7 +133,14 @@ export class NpuHost extends pulumi.ComponentResource {
         { stdin: rank.behindFrontDoor ? keyThen(secretEnv) : secretEnv, logging: "stdoutAndStderr" },
         // Old and new share the unit name and port: remove the old one first.
         {
-          dependsOn: [install, ...(weights ? [weights] : []), ...copies, ...this.pullCommands, ...(args.afterUnits ?? []), ...(rank.behindFrontDoor ? [...frontDoor!.after, ...sidecar] : [])],
+          dependsOn: [
+            install,
+            ...(weights ? [weights] : []),
+            ...copies,
+            ...this.pullCommands,
+            ...(args.afterUnits ?? []),
+            ...(rank.behindFrontDoor ? [...frontDoor!.after, ...sidecar] : []),
+          ],
           deleteBeforeReplace: true,
           customTimeouts: { create: readyTimeout, update: readyTimeout, delete: HOST_DEFAULTS.steps.unitDelete },
         },

@@ -44,13 +44,31 @@ function compileJobResources(
 ): Map<string, k8s.batch.v1.Job> {
   const registrySecret =
     workloads.registrySecret && registryPassword !== undefined
-      ? new k8s.core.v1.Secret(`${name}-registry`, { ...workloads.registrySecret, stringData: pulumi.secret(pulumi.output(registryPassword).apply((password) => ({ [REGISTRY_PASSWORD_KEY]: password }))) }, { parent, dependsOn: [namespace] })
+      ? new k8s.core.v1.Secret(
+          `${name}-registry`,
+          {
+            ...workloads.registrySecret,
+            stringData: pulumi.secret(pulumi.output(registryPassword).apply((password) => ({ [REGISTRY_PASSWORD_KEY]: password }))),
+          },
+          { parent, dependsOn: [namespace] },
+        )
       : undefined;
   const compileJobs = new Map<string, k8s.batch.v1.Job>();
   for (const compile of workloads.compileJobs) {
-    const script = new k8s.core.v1.ConfigMap(`${name}-${compile.role}-compile-script`, compile.configMap, { parent, retainOnDelete: true, dependsOn: [namespace] });
+    const script = new k8s.core.v1.ConfigMap(`${name}-${compile.role}-compile-script`, compile.configMap, {
+      parent,
+      retainOnDelete: true,
+      dependsOn: [namespace],
+    });
     const timeout = `${Math.ceil(compile.timeoutSeconds / 60)}m`;
-    compileJobs.set(compile.role, new k8s.batch.v1.Job(`${name}-${compile.role}-compile`, compile.job, { parent, dependsOn: [script, ...after, ...(registrySecret ? [registrySecret] : [])], customTimeouts: { create: timeout, update: timeout } }));
+    compileJobs.set(
+      compile.role,
+      new k8s.batch.v1.Job(`${name}-${compile.role}-compile`, compile.job, {
+        parent,
+        dependsOn: [script, ...after, ...(registrySecret ? [registrySecret] : [])],
+        customTimeouts: { create: timeout, update: timeout },
+      }),
+    );
   }
   return compileJobs;
 }
@@ -81,8 +99,12 @@ export class NpuWorkloads extends pulumi.ComponentResource {
     const namespace = new k8s.core.v1.Namespace(`${name}-namespace`, workloads.namespace, keep);
     const inNamespace = { ...child, dependsOn: [namespace] };
     const serviceAccount = new k8s.core.v1.ServiceAccount(`${name}-service-account`, workloads.serviceAccount, inNamespace);
-    const secret = workloads.secret ? new k8s.core.v1.Secret(`${name}-secrets`, { ...workloads.secret, stringData: pulumi.secret(args.secretEnv) }, inNamespace) : undefined;
-    const volumes = workloads.volumes.map((volume) => new k8s.core.v1.PersistentVolumeClaim(`${name}-${volume.id}`, volume.object, { ...keep, dependsOn: [namespace] }));
+    const secret = workloads.secret
+      ? new k8s.core.v1.Secret(`${name}-secrets`, { ...workloads.secret, stringData: pulumi.secret(args.secretEnv) }, inNamespace)
+      : undefined;
+    const volumes = workloads.volumes.map(
+      (volume) => new k8s.core.v1.PersistentVolumeClaim(`${name}-${volume.id}`, volume.object, { ...keep, dependsOn: [namespace] }),
+    );
     const weightsTimeout = `${Math.ceil(workloads.weightsJobTimeoutSeconds / 60)}m`;
     // Named in Kubernetes after the models and revisions: a new pair is a new Job (a Job's spec cannot change).
     const weightsJob = new k8s.batch.v1.Job(`${name}-weights-download`, workloads.weightsJob, {
@@ -101,7 +123,15 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       const scaledObject = scaler ? new k8s.apiextensions.CustomResource(`${name}-${role.role}-scaler`, scaler.object, inNamespace) : undefined;
       const deployment = new k8s.apps.v1.Deployment(`${name}-${role.role}`, role.deployment, {
         ...child,
-        dependsOn: [configMap, serviceAccount, weightsJob, ...volumes, ...(secret ? [secret] : []), ...(scaledObject ? [scaledObject] : []), ...(compileJobs.has(role.role) ? [compileJobs.get(role.role)!] : [])],
+        dependsOn: [
+          configMap,
+          serviceAccount,
+          weightsJob,
+          ...volumes,
+          ...(secret ? [secret] : []),
+          ...(scaledObject ? [scaledObject] : []),
+          ...(compileJobs.has(role.role) ? [compileJobs.get(role.role)!] : []),
+        ],
         // Compilation on a cold cache takes hours per wave: wait for the rollout as long as the startup budget allows.
         customTimeouts: { create: rolloutTimeout, update: rolloutTimeout },
       });
@@ -112,10 +142,18 @@ export class NpuWorkloads extends pulumi.ComponentResource {
     });
     if (args.monitoring) monitoringResources(name, args.monitoring, this, namespace);
     this.deployments = pulumi.output(
-      workloads.roles.map((r) => ({ role: r.role, deployment: r.deployment.metadata.name, namespace: workloads.namespace.metadata.name, replicas: r.replicas, ranks: r.ranks })),
+      workloads.roles.map((r) => ({
+        role: r.role,
+        deployment: r.deployment.metadata.name,
+        namespace: workloads.namespace.metadata.name,
+        replicas: r.replicas,
+        ranks: r.ranks,
+      })),
     );
     this.serviceEndpoints = pulumi.all(
-      roleResources.filter((r) => r.service).map(({ role, service }) => pulumi.interpolate`http://${service!.metadata.name}.${service!.metadata.namespace}.svc.cluster.local:${role.ports[0]}`),
+      roleResources
+        .filter((r) => r.service)
+        .map(({ role, service }) => pulumi.interpolate`http://${service!.metadata.name}.${service!.metadata.namespace}.svc.cluster.local:${role.ports[0]}`),
     );
     this.registerOutputs({ deployments: this.deployments, serviceEndpoints: this.serviceEndpoints });
   }

@@ -35,7 +35,10 @@ export function versionKeyOf(packageName: string): string {
 export function findOption(recipe: Recipe, strategySlug: string, target: string): StrategyOption {
   const strategy = recipe.strategies.find((s) => s.slug === strategySlug);
   if (!strategy) {
-    throw new ConfigError("strategy", `unknown strategy "${strategySlug}" for model "${recipe.model}"; allowed: ${listValues(recipe.strategies.map((s) => s.slug))}`);
+    throw new ConfigError(
+      "strategy",
+      `unknown strategy "${strategySlug}" for model "${recipe.model}"; allowed: ${listValues(recipe.strategies.map((s) => s.slug))}`,
+    );
   }
   const option = strategy.options.find((o) => o.target === target);
   if (!option) {

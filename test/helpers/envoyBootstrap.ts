@@ -161,14 +161,47 @@ type Msg = Record<string, any>;
  * validators (PGV v1.3.0 templates/cc) do not evaluate them either.
  */
 export const PGV_CHECKED = new Set([
-  "message.required", "message.skip", "string.min_len", "string.max_len", "string.len", "string.min_bytes", "string.max_bytes",
-  "string.prefix", "string.suffix", "string.contains", "string.not_contains", "string.in", "string.not_in", "string.pattern",
-  "string.ignore_empty", "bytes.min_len", "bytes.max_len", "bool.const", "enum.defined_only", "enum.in", "enum.not_in", "enum.const",
-  "repeated.min_items", "repeated.max_items", "repeated.unique", "repeated.items", "map.min_pairs", "map.max_pairs", "map.keys",
-  "map.values", "duration.required", "duration.gt", "duration.gte", "duration.lt", "duration.lte", "duration.const",
-  "any.required", "any.in", "any.not_in",
-  ...["uint32", "int32", "uint64", "int64", "double", "float", "fixed32", "sfixed32", "fixed64", "sfixed64", "sint32", "sint64"].flatMap(
-    (t) => ["const", "gt", "gte", "lt", "lte", "in", "not_in"].map((r) => `${t}.${r}`),
+  "message.required",
+  "message.skip",
+  "string.min_len",
+  "string.max_len",
+  "string.len",
+  "string.min_bytes",
+  "string.max_bytes",
+  "string.prefix",
+  "string.suffix",
+  "string.contains",
+  "string.not_contains",
+  "string.in",
+  "string.not_in",
+  "string.pattern",
+  "string.ignore_empty",
+  "bytes.min_len",
+  "bytes.max_len",
+  "bool.const",
+  "enum.defined_only",
+  "enum.in",
+  "enum.not_in",
+  "enum.const",
+  "repeated.min_items",
+  "repeated.max_items",
+  "repeated.unique",
+  "repeated.items",
+  "map.min_pairs",
+  "map.max_pairs",
+  "map.keys",
+  "map.values",
+  "duration.required",
+  "duration.gt",
+  "duration.gte",
+  "duration.lt",
+  "duration.lte",
+  "duration.const",
+  "any.required",
+  "any.in",
+  "any.not_in",
+  ...["uint32", "int32", "uint64", "int64", "double", "float", "fixed32", "sfixed32", "fixed64", "sfixed64", "sint32", "sint64"].flatMap((t) =>
+    ["const", "gt", "gte", "lt", "lte", "in", "not_in"].map((r) => `${t}.${r}`),
   ),
 ]);
 export const PGV_NOT_ENFORCED_BY_ENVOY = new Set(["string.well_known_regex", "string.strict"]);
@@ -258,7 +291,8 @@ function checkValue(field: protobuf.Field, value: any, present: boolean, rules: 
     }
     const wrapped = WRAPPERS[full];
     if (wrapped) {
-      if (present && rules?.[wrapped]) checkScalar(wrapped, value.value ?? (wrapped === "string" ? "" : wrapped === "bool" ? false : 0), rules[wrapped], path, problems);
+      if (present && rules?.[wrapped])
+        checkScalar(wrapped, value.value ?? (wrapped === "string" ? "" : wrapped === "bool" ? false : 0), rules[wrapped], path, problems);
       return;
     }
     if (present && !rules?.message?.skip) walk.message(resolved, value, path);
@@ -444,7 +478,8 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg): string[] {
     if (typeName === "envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor") {
       const grpcCluster = msg.grpc_service?.envoy_grpc?.cluster_name;
       if (grpcCluster && !clusterNames.has(grpcCluster)) problems.push(`${path}.grpc_service.envoy_grpc.cluster_name: unknown cluster ${show(grpcCluster)}`);
-      if (Boolean(msg.grpc_service) === Boolean(msg.http_service)) problems.push(`${path}: one and only one of grpc_service or http_service must be configured`);
+      if (Boolean(msg.grpc_service) === Boolean(msg.http_service))
+        problems.push(`${path}: one and only one of grpc_service or http_service must be configured`);
       const mode: Msg = msg.processing_mode ?? {};
       const FULL_DUPLEX = 4;
       const SEND = 1;

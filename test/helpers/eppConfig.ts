@@ -139,7 +139,8 @@ function checkValue(value: Json, field: FieldSpec, path: string, problems: strin
   }
   if (field.type === "duration" && value !== "" && !goDuration.test(value as string)) problems.push(`${path}: ${JSON.stringify(value)} is not a Go duration`);
   if (field.type === "quantity" && !quantity.test(String(value).trim())) problems.push(`${path}: ${JSON.stringify(value)} is not a resource quantity`);
-  if (Array.isArray(value) && field.type === "list") for (const [i, item] of value.entries()) checkValue(item, field.items!, `${path}[${i}]`, problems, caseInsensitive, refuseUnknown);
+  if (Array.isArray(value) && field.type === "list")
+    for (const [i, item] of value.entries()) checkValue(item, field.items!, `${path}[${i}]`, problems, caseInsensitive, refuseUnknown);
   if (isObject(value) && field.type === "object") checkFields(value, field.fields ?? [], path, problems, caseInsensitive, refuseUnknown);
   if (isObject(value) && struct !== undefined) checkFields(value, types[struct]!.fields, path, problems, caseInsensitive, refuseUnknown);
 }
@@ -149,7 +150,14 @@ function fieldFor(fields: FieldSpec[], key: string, caseInsensitive: boolean): F
   return fields.find((f) => f.json === key) ?? (caseInsensitive ? fields.find((f) => f.json.toLowerCase() === key.toLowerCase()) : undefined);
 }
 
-function checkFields(value: { [key: string]: Json }, fields: FieldSpec[], path: string, problems: string[], caseInsensitive: boolean, refuseUnknown: boolean): void {
+function checkFields(
+  value: { [key: string]: Json },
+  fields: FieldSpec[],
+  path: string,
+  problems: string[],
+  caseInsensitive: boolean,
+  refuseUnknown: boolean,
+): void {
   for (const [key, item] of Object.entries(value)) {
     const field = fieldFor(fields, key, caseInsensitive);
     if (!field) {
@@ -191,15 +199,18 @@ function checkParameterRules(plugin: Plugin, spec: ParamSpec, params: { [key: st
         if (field.min !== undefined && value < field.min) problems.push(`${where}: ${value} is below ${field.min}`);
         if (field.max !== undefined && value > field.max) problems.push(`${where}: ${value} is above ${field.max}`);
       }
-      if (field.enum && typeof value === "string" && field.json !== "stageOrder" && !field.enum.includes(value)) problems.push(`${where}: ${JSON.stringify(value)} is not one of ${field.enum.join(", ")}`);
+      if (field.enum && typeof value === "string" && field.json !== "stageOrder" && !field.enum.includes(value))
+        problems.push(`${where}: ${JSON.stringify(value)} is not one of ${field.enum.join(", ")}`);
       if (field.pluginRef && typeof value === "string" && value !== "") {
         const target = byName.get(value);
         if (!target) problems.push(`${where}: a plugin has a dependency on the unregistered plugin ${value}`);
-        else if (field.pluginRefRoles && !field.pluginRefRoles.some((r) => rolesOf(target).includes(r))) problems.push(`${where}: plugin ${value} (type ${target.type}) is not a ${field.pluginRefRoles.join(" or ")}`);
+        else if (field.pluginRefRoles && !field.pluginRefRoles.some((r) => rolesOf(target).includes(r)))
+          problems.push(`${where}: plugin ${value} (type ${target.type}) is not a ${field.pluginRefRoles.join(" or ")}`);
       }
       if (field.producerRef && typeof value === "string" && value !== "" && value !== prefixKey.defaultProducer) {
         const target = byName.get(value);
-        if (!target || !prefixKey.producers.includes(target.type)) problems.push(`${where}: no plugin named ${value} produces PrefixCacheMatchInfo, and it is not the default producer ${prefixKey.defaultProducer}`);
+        if (!target || !prefixKey.producers.includes(target.type))
+          problems.push(`${where}: no plugin named ${value} produces PrefixCacheMatchInfo, and it is not the default producer ${prefixKey.defaultProducer}`);
       }
       if (field.fields && isObject(value)) walk(field.fields, value, where);
     }
@@ -211,9 +222,11 @@ function checkParameterRules(plugin: Plugin, spec: ParamSpec, params: { [key: st
   };
   if (plugin.type === "approx-prefix-cache-producer") {
     const autoTune = param(params, "autoTune");
-    if (autoTune === false && num("blockSizeTokens", 16) <= 0 && num("blockSize", 0) <= 0) problems.push(`${at}.blockSizeTokens: must be > 0 when autoTune is false`);
+    if (autoTune === false && num("blockSizeTokens", 16) <= 0 && num("blockSize", 0) <= 0)
+      problems.push(`${at}.blockSizeTokens: must be > 0 when autoTune is false`);
   }
-  if (plugin.type === "prefix-cache-scorer" && num("matchLengthWeight", 0) > 0 && num("matchLengthScaleTokens", 8192) <= 0) problems.push(`${at}.matchLengthScaleTokens: must be > 0 when matchLengthWeight > 0`);
+  if (plugin.type === "prefix-cache-scorer" && num("matchLengthWeight", 0) > 0 && num("matchLengthScaleTokens", 8192) <= 0)
+    problems.push(`${at}.matchLengthScaleTokens: must be > 0 when matchLengthWeight > 0`);
   if (plugin.type === "metrics-data-source") {
     const interval = param(params, "interval");
     if (typeof interval === "string" && interval.startsWith("-")) problems.push(`${at}.interval: must be non-negative`);
@@ -221,14 +234,19 @@ function checkParameterRules(plugin: Plugin, spec: ParamSpec, params: { [key: st
   if (plugin.type === "disagg-profile-handler") {
     const order = param(params, "stageOrder");
     const normalized = typeof order === "string" ? order.replace(/[-_]/g, "").toLowerCase() : "";
-    if (!["", "decodefirst", "decode", "prefillfirst", "prefill"].includes(normalized)) problems.push(`${at}.stageOrder: invalid stage order ${JSON.stringify(order)}, must be "decode-first" or "prefill-first"`);
+    if (!["", "decodefirst", "decode", "prefillfirst", "prefill"].includes(normalized))
+      problems.push(`${at}.stageOrder: invalid stage order ${JSON.stringify(order)}, must be "decode-first" or "prefill-first"`);
     const deciders = param(params, "deciders");
-    const prefillDecider = isObject(deciders ?? null) ? param(deciders as { [key: string]: Json }, "prefill") : param(params, "prefillDeciderPluginName") ?? param(params, "deciderPluginName");
-    if (["prefillfirst", "prefill"].includes(normalized) && typeof prefillDecider === "string" && prefillDecider !== "") problems.push(`${at}: prefill decider is not supported in prefill-first stage order`);
+    const prefillDecider = isObject(deciders ?? null)
+      ? param(deciders as { [key: string]: Json }, "prefill")
+      : (param(params, "prefillDeciderPluginName") ?? param(params, "deciderPluginName"));
+    if (["prefillfirst", "prefill"].includes(normalized) && typeof prefillDecider === "string" && prefillDecider !== "")
+      problems.push(`${at}: prefill decider is not supported in prefill-first stage order`);
     // The deprecated flat names are not pluginRef-tagged: the factory looks them up by name.
     for (const legacy of ["prefillDeciderPluginName", "deciderPluginName", "encodeDeciderPluginName"]) {
       const ref = param(params, legacy);
-      if (!isObject(deciders ?? null) && typeof ref === "string" && ref !== "" && !byName.has(ref)) problems.push(`${at}.${legacy}: deciders plugin not found: ${ref}`);
+      if (!isObject(deciders ?? null) && typeof ref === "string" && ref !== "" && !byName.has(ref))
+        problems.push(`${at}.${legacy}: deciders plugin not found: ${ref}`);
     }
   }
 }
@@ -281,9 +299,11 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
   if (!isObject(doc)) return [`(document): ${kindOf(doc)} cannot be decoded into EndpointPickerConfig`];
 
   const apiVersion = doc.apiVersion;
-  if (typeof apiVersion === "string" && apiVersion !== "" && !acceptedApiVersions.includes(apiVersion)) problems.push(`apiVersion: ${JSON.stringify(apiVersion)} is not registered (accepted: ${acceptedApiVersions.join(", ")})`);
+  if (typeof apiVersion === "string" && apiVersion !== "" && !acceptedApiVersions.includes(apiVersion))
+    problems.push(`apiVersion: ${JSON.stringify(apiVersion)} is not registered (accepted: ${acceptedApiVersions.join(", ")})`);
   const kind = doc.kind;
-  if (typeof kind === "string" && kind !== "" && kind !== configSchema.apiVersions.kind) problems.push(`kind: ${JSON.stringify(kind)} is not registered (only ${configSchema.apiVersions.kind})`);
+  if (typeof kind === "string" && kind !== "" && kind !== configSchema.apiVersions.kind)
+    problems.push(`kind: ${JSON.stringify(kind)} is not registered (only ${configSchema.apiVersions.kind})`);
   checkFields(doc, types[configSchema.root]!.fields, "", problems, false, true);
   if (problems.length > 0) return problems; // the strict decoder fails before any other check
 
@@ -300,7 +320,7 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
     let on = gates[name]?.default ?? false;
     for (const gate of list(doc.featureGates).map(str)) {
       const [n, v] = gate.split("=");
-      if (n === name) on = v === undefined ? true : parseGoBool(v) ?? on;
+      if (n === name) on = v === undefined ? true : (parseGoBool(v) ?? on);
     }
     return on;
   };
@@ -315,7 +335,10 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
   for (const plugin of plugins) {
     if (plugin.type === "") problems.push(`${plugin.path}: plugin '${plugin.name}' is missing a type`);
     else if (!registry.has(plugin.type)) problems.push(`${plugin.path}: plugin type '${plugin.type}' is not registered`);
-    else if (registry.get(plugin.type)!.stability === "alpha" && !options.allowExperimentalPlugins) problems.push(`${plugin.path}: plugin '${plugin.name}' (type: '${plugin.type}') has Alpha stability level, but command line flag --allow-experimental-plugins is not set`);
+    else if (registry.get(plugin.type)!.stability === "alpha" && !options.allowExperimentalPlugins)
+      problems.push(
+        `${plugin.path}: plugin '${plugin.name}' (type: '${plugin.type}') has Alpha stability level, but command line flag --allow-experimental-plugins is not set`,
+      );
     if (byName.has(plugin.name)) problems.push(`${plugin.path}: duplicate plugin name '${plugin.name}'`);
     else byName.set(plugin.name, plugin);
   }
@@ -335,14 +358,16 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
       const target = byName.get(ref);
       if (ref === "") problems.push(`schedulingProfiles[${name}].plugins[${j}] is missing a 'pluginRef'`);
       else if (!target) problems.push(`schedulingProfiles[${name}] references undefined plugin '${ref}'`);
-      else if (rolesOf(target).includes("picker") && ++pickers > 1) problems.push(`schedulingProfiles[${name}]: failed to set '${ref}' as picker, already have a registered picker plugin`);
+      else if (rolesOf(target).includes("picker") && ++pickers > 1)
+        problems.push(`schedulingProfiles[${name}]: failed to set '${ref}' as picker, already have a registered picker plugin`);
     }
   });
   const profileCount = profiles.length === 0 ? 1 : profiles.length; // none: the loader makes a 'default' profile
   const handlers = plugins.filter((p) => rolesOf(p).includes("profileHandler"));
   if (handlers.length > 1) problems.push(`multiple profile handlers found (${handlers.map((h) => `'${h.name}'`).join(", ")}); only one is allowed`);
   if (handlers.length === 0 && profileCount > 1) problems.push("no profile handler configured");
-  if (handlers.length === 1 && handlers[0]!.type === "single-profile-handler" && profileCount > 1) problems.push("SingleProfileHandler cannot support multiple scheduling profiles");
+  if (handlers.length === 1 && handlers[0]!.type === "single-profile-handler" && profileCount > 1)
+    problems.push("SingleProfileHandler cannot support multiple scheduling profiles");
 
   // Data layer: discovery, sources, extractors, cross-replica syncer.
   const dataLayer = obj(doc.dataLayer);
@@ -352,19 +377,29 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
     if (!target) problems.push(`dataLayer.discovery: no plugin found with name "${ref}"`);
     else if (!rolesOf(target).includes("endpointDiscovery")) problems.push(`dataLayer.discovery: plugin "${ref}" does not implement EndpointDiscovery`);
   }
-  list(dataLayer.sources).map(obj).forEach((source, i) => {
-    const ref = str(source.pluginRef);
-    if (!rolesOf(byName.get(ref)).includes("dataSource")) problems.push(`dataLayer.sources[${i}]: the plugin ${ref} is not a fwkdl.DataSource`);
-    list(source.extractors).map(obj).forEach((extractor, j) => {
-      const eref = str(extractor.pluginRef);
-      if (!byName.has(eref)) problems.push(`dataLayer.sources[${i}].extractors[${j}]: the plugin ${eref} is not registered`);
+  list(dataLayer.sources)
+    .map(obj)
+    .forEach((source, i) => {
+      const ref = str(source.pluginRef);
+      if (!rolesOf(byName.get(ref)).includes("dataSource")) problems.push(`dataLayer.sources[${i}]: the plugin ${ref} is not a fwkdl.DataSource`);
+      list(source.extractors)
+        .map(obj)
+        .forEach((extractor, j) => {
+          const eref = str(extractor.pluginRef);
+          if (!byName.has(eref)) problems.push(`dataLayer.sources[${i}].extractors[${j}]: the plugin ${eref} is not registered`);
+        });
     });
-  });
   const syncer = str(dataLayer.crossReplicaSyncerPluginRef);
-  if (syncer !== "" && !rolesOf(byName.get(syncer)).includes("crossReplicaSyncer")) problems.push(`dataLayer.crossReplicaSyncerPluginRef: the plugin ${syncer} is not a fwkdl.CrossReplicaSyncer`);
+  if (syncer !== "" && !rolesOf(byName.get(syncer)).includes("crossReplicaSyncer"))
+    problems.push(`dataLayer.crossReplicaSyncerPluginRef: the plugin ${syncer} is not a fwkdl.CrossReplicaSyncer`);
 
   // Parsers: requestHandler.parsers wins over the deprecated top-level parser.
-  const parserRefs = list(obj(doc.requestHandler).parsers).length > 0 ? list(obj(doc.requestHandler).parsers).map((p) => str(obj(p).pluginRef)) : isObject(doc.parser ?? null) ? [str(obj(doc.parser).pluginRef)] : [];
+  const parserRefs =
+    list(obj(doc.requestHandler).parsers).length > 0
+      ? list(obj(doc.requestHandler).parsers).map((p) => str(obj(p).pluginRef))
+      : isObject(doc.parser ?? null)
+        ? [str(obj(doc.parser).pluginRef)]
+        : [];
   for (const ref of parserRefs) {
     const target = byName.get(ref);
     if (target) {
@@ -375,11 +410,16 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
 
   // Saturation detector: flowControl.saturationDetector wins over the deprecated top-level one.
   const flowControl = obj(doc.flowControl);
-  const detector = isObject(flowControl.saturationDetector ?? null) ? obj(flowControl.saturationDetector) : isObject(doc.saturationDetector ?? null) ? obj(doc.saturationDetector) : null;
+  const detector = isObject(flowControl.saturationDetector ?? null)
+    ? obj(flowControl.saturationDetector)
+    : isObject(doc.saturationDetector ?? null)
+      ? obj(doc.saturationDetector)
+      : null;
   const detectorRef = detector ? str(detector.pluginRef) || defaults.saturationDetector : defaults.saturationDetector;
   const detectorPlugin = byName.get(detectorRef);
   if (detectorPlugin) {
-    if (!rolesOf(detectorPlugin).includes("saturationDetector")) problems.push(`saturation detector: plugin '${detectorRef}' is not a fwkfc.SaturationDetector`);
+    if (!rolesOf(detectorPlugin).includes("saturationDetector"))
+      problems.push(`saturation detector: plugin '${detectorRef}' is not a fwkfc.SaturationDetector`);
   } else if (detectorRef !== defaults.saturationDetector) problems.push(`saturation detector references undefined plugin '${detectorRef}'`);
 
   // Flow control references, read only with the flowControl gate on.
@@ -392,14 +432,26 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
     };
     const [ordering, fairness, usage] = defaults.flowControlPolicies as [string, string, string];
     policy(str(flowControl.usageLimitPolicyPluginRef), "usageLimitPolicy", usage, "flowControl.usageLimitPolicyPluginRef");
-    const bands: [string, Json | undefined][] = [["flowControl.defaultPriorityBand", flowControl.defaultPriorityBand], ["flowControl.defaultNegativePriorityBand", flowControl.defaultNegativePriorityBand], ...list(flowControl.priorityBands).map((b, i): [string, Json] => [`flowControl.priorityBands[${i}]`, b])];
+    const bands: [string, Json | undefined][] = [
+      ["flowControl.defaultPriorityBand", flowControl.defaultPriorityBand],
+      ["flowControl.defaultNegativePriorityBand", flowControl.defaultNegativePriorityBand],
+      ...list(flowControl.priorityBands).map((b, i): [string, Json] => [`flowControl.priorityBands[${i}]`, b]),
+    ];
     for (const [where, band] of bands) {
       if (!isObject(band ?? null)) continue;
       policy(str(obj(band).fairnessPolicyRef), "fairnessPolicy", fairness, `${where}.fairnessPolicyRef`);
       policy(str(obj(band).orderingPolicyRef), "orderingPolicy", ordering, `${where}.orderingPolicyRef`);
     }
-    const quantities: [string, Json | undefined][] = [["flowControl.maxBytes", flowControl.maxBytes], ["flowControl.maxRequests", flowControl.maxRequests], ...bands.flatMap(([where, band]): [string, Json | undefined][] => [[`${where}.maxBytes`, obj(band).maxBytes], [`${where}.maxRequests`, obj(band).maxRequests]])];
-    for (const [where, q] of quantities) if ((typeof q === "string" && q.trim().startsWith("-")) || (typeof q === "number" && q < 0)) problems.push(`${where}: must be non-negative`);
+    const quantities: [string, Json | undefined][] = [
+      ["flowControl.maxBytes", flowControl.maxBytes],
+      ["flowControl.maxRequests", flowControl.maxRequests],
+      ...bands.flatMap(([where, band]): [string, Json | undefined][] => [
+        [`${where}.maxBytes`, obj(band).maxBytes],
+        [`${where}.maxRequests`, obj(band).maxRequests],
+      ]),
+    ];
+    for (const [where, q] of quantities)
+      if ((typeof q === "string" && q.trim().startsWith("-")) || (typeof q === "number" && q < 0)) problems.push(`${where}: must be non-negative`);
   }
   return problems;
 }
@@ -472,7 +524,10 @@ export function validateEndpointsFile(yamlText: string, options: EndpointsFileOp
   let endpoints: Json = null;
   for (const [key, value] of Object.entries(doc)) if (key.toLowerCase() === fileDiscovery.file.topLevelKey) endpoints = value;
   if (endpoints === null) return [];
-  if (!Array.isArray(endpoints)) return [`${fileDiscovery.file.topLevelKey}: json: cannot unmarshal ${kindOf(endpoints)} into Go struct field EndpointsFile.endpoints of type []file.EndpointEntry`];
+  if (!Array.isArray(endpoints))
+    return [
+      `${fileDiscovery.file.topLevelKey}: json: cannot unmarshal ${kindOf(endpoints)} into Go struct field EndpointsFile.endpoints of type []file.EndpointEntry`,
+    ];
 
   const entries: Record<string, string | Record<string, string>>[] = [];
   for (const [i, raw] of endpoints.entries()) {
@@ -488,13 +543,16 @@ export function validateEndpointsFile(yamlText: string, options: EndpointsFileOp
       if (!field || value === null) continue;
       const where = `endpoints[${i}].${key}`;
       if (field === "labels") {
-        if (!isObject(value)) problems.push(`${where}: json: cannot unmarshal ${kindOf(value)} into Go struct field EndpointEntry.endpoints.labels of type map[string]string`);
+        if (!isObject(value))
+          problems.push(`${where}: json: cannot unmarshal ${kindOf(value)} into Go struct field EndpointEntry.endpoints.labels of type map[string]string`);
         else
           for (const [label, v] of Object.entries(value)) {
-            if (v !== null && typeof v !== "string") problems.push(`${where}.${label}: json: cannot unmarshal ${kindOf(v)} into Go struct field EndpointEntry.endpoints.labels of type string`);
+            if (v !== null && typeof v !== "string")
+              problems.push(`${where}.${label}: json: cannot unmarshal ${kindOf(v)} into Go struct field EndpointEntry.endpoints.labels of type string`);
             else (entry.labels as Record<string, string>)[label] = v ?? "";
           }
-      } else if (typeof value !== "string") problems.push(`${where}: json: cannot unmarshal ${kindOf(value)} into Go struct field EndpointEntry.endpoints.${field} of type string`);
+      } else if (typeof value !== "string")
+        problems.push(`${where}: json: cannot unmarshal ${kindOf(value)} into Go struct field EndpointEntry.endpoints.${field} of type string`);
       else entry[field] = value;
     }
   }

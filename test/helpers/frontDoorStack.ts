@@ -62,14 +62,20 @@ export interface FrontDoorStack {
 }
 
 export async function startFrontDoorStack(npuHostCount: number, options: FrontDoorStackOptions = {}): Promise<FrontDoorStack> {
-  const hosts = await startHosts(npuHostCount + 1, { privatePaths: [INSTALL_ROOT, CACHE_ROOT, STAND_INS], loopbackIsHostAddress: options.loopbackIsHostAddress });
+  const hosts = await startHosts(npuHostCount + 1, {
+    privatePaths: [INSTALL_ROOT, CACHE_ROOT, STAND_INS],
+    loopbackIsHostAddress: options.loopbackIsHostAddress,
+  });
   const npuHosts = hosts.slice(0, npuHostCount);
   const router = hosts[npuHostCount]!;
   // The router's units, and a decode host's sidecar, run under the container runtime (at one path on every host).
   const runtime = (await Promise.all(hosts.map((host) => installStandIns(host, STAND_INS))))[0]!;
   const stack = {
     ...fakeHostsSettings(npuHosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }),
-    router: { host: { name: "door", address: router.address, port: router.port, hostKey: router.hostPublicKey, listenAddress: router.address }, port: FRONT_DOOR_PORT },
+    router: {
+      host: { name: "door", address: router.address, port: router.port, hostKey: router.hostPublicKey, listenAddress: router.address },
+      port: FRONT_DOOR_PORT,
+    },
     // In-flight requests finish within a second; the stop need not wait an hour.
     rollout: { shutdownTimeoutSeconds: 30 },
     ...options.stack?.(npuHosts),
@@ -78,7 +84,9 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
   const settings = (changes: Record<string, RoleChange> = {}, more: Record<string, unknown> = {}): Settings => ({
     ...stack,
     extraArgs: Object.fromEntries(roles.flatMap((role) => (changes[role]?.extraArgs ? [[role, changes[role].extraArgs]] : []))),
-    extraEnv: Object.fromEntries(roles.map((role) => [role, { FAKE_VLLM_READY_AFTER: "2", FAKE_VLLM_REQUEST_SECONDS: REQUEST_SECONDS, ...changes[role]?.extraEnv }])),
+    extraEnv: Object.fromEntries(
+      roles.map((role) => [role, { FAKE_VLLM_READY_AFTER: "2", FAKE_VLLM_REQUEST_SECONDS: REQUEST_SECONDS, ...changes[role]?.extraEnv }]),
+    ),
     ...more,
   });
   const knownFlags = planFlags(settings(), ["--max-log-len"]);
@@ -91,7 +99,14 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
   const engine: FakeEngine = fakeHostsEngine(hosts);
   const underMocks = (config: Settings) =>
     servingUnderMocks(config, {
-      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120, devRoot: FAKE_DEV, containerRuntime: runtime },
+      hostOptions: {
+        readinessIntervalSeconds: 1,
+        restartSeconds: 1,
+        startLimitBurst: 3,
+        startLimitIntervalSeconds: 120,
+        devRoot: FAKE_DEV,
+        containerRuntime: runtime,
+      },
       // The fake hosts' sshd reads its own authorized_keys, not this machine's /root.
       copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
     });
@@ -119,7 +134,11 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
 }
 
 /** Steady requests through the front door, and samples of its endpoints file, while `during` runs. */
-export async function underLoad<T>(stack: FrontDoorStack, during: () => Promise<T>, concurrency = 6): Promise<{ result: T; load: LoadReport; samples: SampleReport }> {
+export async function underLoad<T>(
+  stack: FrontDoorStack,
+  during: () => Promise<T>,
+  concurrency = 6,
+): Promise<{ result: T; load: LoadReport; samples: SampleReport }> {
   const load = startLoad(stack.url, { concurrency, maxSeconds: 900 });
   const sampler = startSampler({ every: 250, read: () => stack.endpointsFile(), maxSeconds: 900 });
   try {

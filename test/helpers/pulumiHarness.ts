@@ -46,7 +46,11 @@ function mockState(args: pulumi.runtime.MockResourceArgs): Record<string, any> {
  * Runs `program` under Pulumi's mock runtime with the given `rbln-serving:` config, capturing every
  * registration; returns once the runtime's RPC queue has drained.
  */
-export async function runUnderMocks(program: () => unknown, config: Record<string, unknown> = {}, secrets: Record<string, string> = {}): Promise<{ registrations: Registration[]; result: unknown; error?: unknown }> {
+export async function runUnderMocks(
+  program: () => unknown,
+  config: Record<string, unknown> = {},
+  secrets: Record<string, string> = {},
+): Promise<{ registrations: Registration[]; result: unknown; error?: unknown }> {
   const registrations: Registration[] = [];
   await pulumi.runtime.setMocks(
     {
@@ -80,7 +84,8 @@ export async function runUnderMocks(program: () => unknown, config: Record<strin
         retainOnDelete: method === "registerResource" ? req.getRetainondelete() : false,
         protect: method === "registerResource" ? req.getProtect() : false,
         read: method === "readResource",
-        aliasTypes: method === "registerResource" ? req.getAliasesList().flatMap((alias: any) => (alias.getSpec()?.getType() ? [alias.getSpec().getType()] : [])) : [],
+        aliasTypes:
+          method === "registerResource" ? req.getAliasesList().flatMap((alias: any) => (alias.getSpec()?.getType() ? [alias.getSpec().getType()] : [])) : [],
       };
       registrations.push(record);
       return original(req, callback);
@@ -88,9 +93,13 @@ export async function runUnderMocks(program: () => unknown, config: Record<strin
   }
   const all: Record<string, string> = {};
   // A key with its own namespace (`other:key`) goes in as it is.
-  for (const [key, value] of Object.entries(config)) all[key.includes(":") ? key : `rbln-serving:${key}`] = typeof value === "string" ? value : JSON.stringify(value);
+  for (const [key, value] of Object.entries(config))
+    all[key.includes(":") ? key : `rbln-serving:${key}`] = typeof value === "string" ? value : JSON.stringify(value);
   for (const [key, value] of Object.entries(secrets)) all[`rbln-serving:${key}`] = value;
-  pulumi.runtime.setAllConfig(all, Object.keys(secrets).map((k) => `rbln-serving:${k}`));
+  pulumi.runtime.setAllConfig(
+    all,
+    Object.keys(secrets).map((k) => `rbln-serving:${k}`),
+  );
 
   let result: unknown;
   let error: unknown;

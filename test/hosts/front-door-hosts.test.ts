@@ -26,15 +26,25 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
     expect(result.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
     expect(result.runs.find((r) => r.name.endsWith("-front-door-apply"))!.stdout).toContain("front door door: serving");
     expect(names(await untilListed(stack, 3))).toEqual(["npu-0-main-0", "npu-1-main-0", "npu-2-main-0"]);
-    const answer = await fetch(`${stack.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "m", prompt: "hi" }) });
+    const answer = await fetch(`${stack.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", prompt: "hi" }),
+    });
     expect(answer.status).toBe(200);
   });
 
   it("a rolling one-flag change of 3 replicas: no request fails, every listed endpoint serves at every sample", async () => {
     const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100"] } })));
     expect(result.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
-    expect(result.runs.filter((r) => r.name.endsWith("-main-0")).map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0-main-0", "rbln-serving-npu-1-main-0", "rbln-serving-npu-2-main-0"]);
-    for (const step of result.runs.filter((r) => r.name.endsWith("-main-0"))) expect(step.stdout).toMatch(/out of the endpoints; its in-flight requests finish/);
+    expect(
+      result.runs
+        .filter((r) => r.name.endsWith("-main-0"))
+        .map((r) => r.name)
+        .sort(),
+    ).toEqual(["rbln-serving-npu-0-main-0", "rbln-serving-npu-1-main-0", "rbln-serving-npu-2-main-0"]);
+    for (const step of result.runs.filter((r) => r.name.endsWith("-main-0")))
+      expect(step.stdout).toMatch(/out of the endpoints; its in-flight requests finish/);
     expect(load.total).toBeGreaterThan(100);
     expect(load.failures).toEqual([]);
     expect(samples.samples.length).toBeGreaterThan(20);
@@ -47,7 +57,9 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
   it("a bad flag rolls back: no request fails, and the rolled-back replica is listed again", async () => {
     const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100", "--bogus"] } })));
     expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
-    expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(/^npu-0 main rank 0: the new config failed \(.*unrecognized arguments: --bogus\); the previous config is restored and serving$/);
+    expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
+      /^npu-0 main rank 0: the new config failed \(.*unrecognized arguments: --bogus\); the previous config is restored and serving$/,
+    );
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);
     expect(samples.samples.some((s) => !s.listed.some((e) => e.name === "npu-0-main-0"))).toBe(true);

@@ -42,7 +42,12 @@ export function routerMonitoringValues(deployment: Deployment, values: Record<st
  * endpoint picker when the router runs. The PrometheusRule holds the alerts, and the scalers'
  * alerts for the roles in `scaled`.
  */
-export function monitoringObjects(deployment: Deployment, workloads: KubernetesWorkloads, instance: string, scaled: readonly ScaledRole[] = []): MonitoringObjects | null {
+export function monitoringObjects(
+  deployment: Deployment,
+  workloads: KubernetesWorkloads,
+  instance: string,
+  scaled: readonly ScaledRole[] = [],
+): MonitoringObjects | null {
   const { settings, plan } = deployment;
   if (!settings.monitoring.enabled) return null;
   const namespace = workloads.namespace.metadata.name;

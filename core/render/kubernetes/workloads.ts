@@ -50,7 +50,13 @@ function podSecurityLevel(deployment: Deployment, router: RouterIntent | null): 
 }
 
 /** A claim replicas on several nodes share: one download and one compilation serve them all. */
-function claim(name: string, namespace: string, labels: Record<string, string>, size: string, storageClass: string | undefined): k8s.Named<k8s.PersistentVolumeClaim> {
+function claim(
+  name: string,
+  namespace: string,
+  labels: Record<string, string>,
+  size: string,
+  storageClass: string | undefined,
+): k8s.Named<k8s.PersistentVolumeClaim> {
   return {
     apiVersion: "v1",
     kind: "PersistentVolumeClaim",
@@ -135,28 +141,37 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
   const contexts = plan.roles.map((role) => ({
     role,
     context: {
-        deployment,
-        instance: names.instance,
-        namespace: ns,
-        baseLabels,
-        router,
-        eppHost,
-        serviceAccountName: serviceAccount.metadata.name,
-        weightsClaim: weights.metadata.name,
-        hfHome,
-        imagePullSecrets,
-        secretEnv: secretEnv.map(secretRef),
-        apiKey: secrets.includes("apiKey"),
-        claim: newClaim,
-      },
+      deployment,
+      instance: names.instance,
+      namespace: ns,
+      baseLabels,
+      router,
+      eppHost,
+      serviceAccountName: serviceAccount.metadata.name,
+      weightsClaim: weights.metadata.name,
+      hfHome,
+      imagePullSecrets,
+      secretEnv: secretEnv.map(secretRef),
+      apiKey: secrets.includes("apiKey"),
+      claim: newClaim,
+    },
   }));
   const roles = contexts.map(({ context, role }) => renderRoleWorkload(context, role));
   const registrySecret = compile.registry?.username !== undefined ? opaqueSecret(`${names.instance}-registry`, ns, baseLabels) : null;
   // One Job per role and key: each role has its own compile-cache volume.
-  const compileJobs = compile.mode === "job" || compile.registry ? contexts.map(({ context, role }, i) => compileJob(context, role, roles[i]!, compile, registrySecret?.metadata.name ?? null)) : [];
+  const compileJobs =
+    compile.mode === "job" || compile.registry
+      ? contexts.map(({ context, role }, i) => compileJob(context, role, roles[i]!, compile, registrySecret?.metadata.name ?? null))
+      : [];
   const volumes = [{ id: "weights", object: weights }, ...roles.map((role) => ({ id: `${role.role}-compile-cache`, object: role.compileCache }))];
 
-  refuseLongNames(names.instance, [serviceAccount, weightsDownload, ...compileJobs.flatMap((c) => [c.job, c.configMap]), ...volumes.map((v) => v.object), ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])])]);
+  refuseLongNames(names.instance, [
+    serviceAccount,
+    weightsDownload,
+    ...compileJobs.flatMap((c) => [c.job, c.configMap]),
+    ...volumes.map((v) => v.object),
+    ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])]),
+  ]);
 
   return {
     namespace: namespaceObject(ns, podSecurityLevel(deployment, router)),

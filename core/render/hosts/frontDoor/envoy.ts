@@ -51,7 +51,13 @@ function bootstrapConfig(input: EnvoyInput) {
                     access_log: [{ name: "envoy.access_loggers.stdout", typed_config: typed("envoy.extensions.access_loggers.stream.v3.StdoutAccessLog") }],
                     route_config: {
                       name: "front-door",
-                      virtual_hosts: [{ name: "front-door", domains: ["*"], routes: [{ match: { prefix: "/" }, route: { cluster: "original_destination_cluster", timeout, idle_timeout: timeout } }] }],
+                      virtual_hosts: [
+                        {
+                          name: "front-door",
+                          domains: ["*"],
+                          routes: [{ match: { prefix: "/" }, route: { cluster: "original_destination_cluster", timeout, idle_timeout: timeout } }],
+                        },
+                      ],
                     },
                     http_filters: [
                       {
@@ -85,7 +91,9 @@ function bootstrapConfig(input: EnvoyInput) {
           connect_timeout: "10s",
           lb_policy: "LEAST_REQUEST",
           typed_extension_protocol_options: {
-            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": typed("envoy.extensions.upstreams.http.v3.HttpProtocolOptions", { explicit_http_config: { http2_protocol_options: {} } }),
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": typed("envoy.extensions.upstreams.http.v3.HttpProtocolOptions", {
+              explicit_http_config: { http2_protocol_options: {} },
+            }),
           },
           load_assignment: { cluster_name: "epp", endpoints: [{ lb_endpoints: [{ endpoint: { address: socket("127.0.0.1", input.eppGrpcPort) } }] }] },
         },
