@@ -8,6 +8,7 @@
 // records as maps; objects as interfaces named after their path (`kubernetes.gateway`:
 // KubernetesGatewayArgs), or after their `.meta({ id })`. Descriptions come from
 // `.describe()`/`.meta({ description })`, defaults from `.default()`.
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { z } from "zod";
@@ -143,7 +144,22 @@ export function providerTypesSource(schema: z.core.$ZodType = StackSettings): st
   return render(settingsShape(schema));
 }
 
+/**
+ * The generated file as written: the source in the repository's format (biome.json), so that
+ * `npm run lint` accepts the file as generated and `npm run format` leaves it as it is.
+ */
+export function generatedFileText(source: string = providerTypesSource()): string {
+  const root = path.resolve(__dirname, "..");
+  const run = spawnSync(path.join(root, "node_modules/.bin/biome"), ["format", `--stdin-file-path=${path.relative(root, GENERATED_FILE)}`], {
+    cwd: root,
+    input: source,
+    encoding: "utf8",
+  });
+  if (run.status !== 0) throw new Error(`biome format of the generated types failed: ${run.stderr}`);
+  return run.stdout;
+}
+
 if (require.main === module) {
-  fs.writeFileSync(GENERATED_FILE, providerTypesSource());
+  fs.writeFileSync(GENERATED_FILE, generatedFileText());
   console.log(`wrote ${path.relative(process.cwd(), GENERATED_FILE)}`);
 }
