@@ -11,6 +11,7 @@ const ROOT = path.resolve(__dirname, "..");
 const DOCS = [
   "README.md",
   "CONTRIBUTING.md",
+  "CHANGELOG.md",
   ...fs
     .readdirSync(path.join(ROOT, "docs"))
     .filter((name) => name.endsWith(".md"))
@@ -144,7 +145,7 @@ describe("the README and docs/", () => {
   const documents = new Map(DOCS.map((file) => [file, readDocument(file)]));
 
   it("have links that resolve: every relative file, and every #anchor as GitHub makes it from the heading", () => {
-    expect(DOCS).toEqual(expect.arrayContaining(["README.md", "CONTRIBUTING.md", "docs/hosts.md", "docs/testing.md"]));
+    expect(DOCS).toEqual(expect.arrayContaining(["README.md", "CONTRIBUTING.md", "CHANGELOG.md", "docs/hosts.md", "docs/testing.md"]));
     expect([...documents].flatMap(([file, document]) => brokenLinks(file, document, documents))).toEqual([]);
   });
 
