@@ -64,7 +64,13 @@ export type Layout = "today" | "copies" | "shared" | "compileAhead" | "registryH
 /** What the program is registered with: copies between hosts, `cache.shared`, or `compile.host` with a registry. */
 export type Registered = "copies" | "shared" | "ahead";
 /** Which registration each layout reads. */
-export const REGISTERED: Readonly<Record<Layout, Registered>> = { today: "copies", copies: "copies", shared: "shared", compileAhead: "ahead", registryHit: "ahead" };
+export const REGISTERED: Readonly<Record<Layout, Registered>> = {
+  today: "copies",
+  copies: "copies",
+  shared: "shared",
+  compileAhead: "ahead",
+  registryHit: "ahead",
+};
 /** `first`: nothing on the hosts yet. `recompile`: installed, weights present, a change alters every compile key. */
 export type Scenario = "first" | "recompile";
 
@@ -97,12 +103,16 @@ export function programDeployGraph(
     if (id.endsWith("-install")) return { id, kind: first ? "install" : "check", deps };
     if (id.endsWith("-weights")) return { id, kind: first ? "hubDownload" : "check", deps, bytes: durations.weightsBytes };
     // The compile host's step per key: a compile off the NPUs, or a pull of what the registry has (at LAN speed, like a copy).
-    if (/-compile-[0-9a-f]{16}$/.test(id) && !/-(copy|pull)-compile-/.test(id)) return layout === "registryHit" ? { id, kind: "lanCopy", deps, bytes: durations.compiledCacheBytes } : { id, kind: "compileAhead", deps };
+    if (/-compile-[0-9a-f]{16}$/.test(id) && !/-(copy|pull)-compile-/.test(id))
+      return layout === "registryHit" ? { id, kind: "lanCopy", deps, bytes: durations.compiledCacheBytes } : { id, kind: "compileAhead", deps };
     // Today nothing is copied: a copy neither takes time nor waits for its source.
-    if (/-copy-compile-/.test(id)) return layout === "today" ? { id, kind: "check", deps: [] } : { id, kind: "lanCopy", deps, bytes: durations.compiledCacheBytes };
+    if (/-copy-compile-/.test(id))
+      return layout === "today" ? { id, kind: "check", deps: [] } : { id, kind: "lanCopy", deps, bytes: durations.compiledCacheBytes };
     if (/-copy-/.test(id)) {
       if (!first) return { id, kind: "check", deps };
-      return layout === "today" ? { id, kind: "hubDownload", deps: deps.filter((d) => d.endsWith("-preflight")), bytes: durations.weightsBytes } : { id, kind: "lanCopy", deps, bytes: durations.weightsBytes };
+      return layout === "today"
+        ? { id, kind: "hubDownload", deps: deps.filter((d) => d.endsWith("-preflight")), bytes: durations.weightsBytes }
+        : { id, kind: "lanCopy", deps, bytes: durations.weightsBytes };
     }
     if (unitStepRole(id, roles)) return { id, kind: "compile", deps, serves: true };
     throw new Error(`deploy graph: no stage for command ${id}`);
@@ -128,7 +138,10 @@ export function programDeployGraph(
     if (layout === "today") continue;
     const above = [...upstream(unit.id)];
     // Copies: a unit that got a compiled cache loads it. Shared: a unit after one of its key loads.
-    const cached = layout !== "shared" ? above.some((d) => /-copy-compile-/.test(d)) : above.some((d) => unitStepRole(d, roles) !== undefined && keyOf(d) === keyOf(unit.id));
+    const cached =
+      layout !== "shared"
+        ? above.some((d) => /-copy-compile-/.test(d))
+        : above.some((d) => unitStepRole(d, roles) !== undefined && keyOf(d) === keyOf(unit.id));
     const compiler = compilers.get(keyOf(unit.id));
     if (cached) unit.kind = "load";
     else if (layout === "shared" && compiler) Object.assign(unit, { kind: "load", deps: [...unit.deps, compiler] });
@@ -162,7 +175,11 @@ export function replicaOfUnit(id: string): number {
  * Earliest finish times over the graph. Hub downloads have no dependencies, so all of them run at
  * once and share the uplink: each takes (downloads running) × its own time.
  */
-export function simulateDeploy(steps: readonly DeployStep[], durations: StageDurations = DEFAULT_DURATIONS, keyOf: (unitId: string) => string = () => "all"): DeployEstimate {
+export function simulateDeploy(
+  steps: readonly DeployStep[],
+  durations: StageDurations = DEFAULT_DURATIONS,
+  keyOf: (unitId: string) => string = () => "all",
+): DeployEstimate {
   const byId = new Map(steps.map((s) => [s.id, s]));
   const hubDownloads = steps.filter((s) => s.kind === "hubDownload");
   const seconds = (step: DeployStep): number => {
@@ -196,7 +213,8 @@ export function simulateDeploy(steps: readonly DeployStep[], durations: StageDur
   };
   const compilesPerKey: Record<string, number> = {};
   const compileKeyOf = (step: DeployStep) => (step.kind === "compileAhead" ? /-compile-([0-9a-f]{16})$/.exec(step.id)![1]! : keyOf(step.id));
-  for (const step of steps) if (step.kind === "compile" || step.kind === "compileAhead") compilesPerKey[compileKeyOf(step)] = (compilesPerKey[compileKeyOf(step)] ?? 0) + 1;
+  for (const step of steps)
+    if (step.kind === "compile" || step.kind === "compileAhead") compilesPerKey[compileKeyOf(step)] = (compilesPerKey[compileKeyOf(step)] ?? 0) + 1;
   // A replica is out of service while one of its unit steps restarts it: from the step's start to its end.
   const outages = steps.filter((s) => s.serves).map((s) => ({ end: finishOf(s.id), start: finishOf(s.id) - seconds(s), replica: replicaOfUnit(s.id) }));
   const replicas = new Set(outages.map((o) => o.replica)).size;
@@ -235,7 +253,8 @@ export async function compareDeployLayouts(
     for (const layout of layouts) {
       const kind = REGISTERED[layout];
       if (!registered.has(kind)) registered.set(kind, await register(replicas, kind));
-      const estimate = (scenario: Scenario) => simulateDeploy(programDeployGraph(registered.get(kind)!, compileKeyOfRole, layout, scenario, durations), durations, keyOf);
+      const estimate = (scenario: Scenario) =>
+        simulateDeploy(programDeployGraph(registered.get(kind)!, compileKeyOfRole, layout, scenario, durations), durations, keyOf);
       comparisons.push({ replicas, layout, first: estimate("first"), recompile: estimate("recompile") });
     }
   }

@@ -24,7 +24,10 @@ export async function frontDoorChanges(replicas: number): Promise<FrontDoorChang
     if (first.failed.length > 0) throw new Error(`first deploy failed: ${first.failed.map((f) => f.stderr).join("\n")}`);
     await untilListed(stack, replicas, 60);
     const changes: FrontDoorChange[] = [];
-    for (const [change, extraArgs] of [["rolling one-flag change", ["--max-log-len", "100"]], ["change that rolls back", ["--max-log-len", "100", "--bogus"]]] as const) {
+    for (const [change, extraArgs] of [
+      ["rolling one-flag change", ["--max-log-len", "100"]],
+      ["change that rolls back", ["--max-log-len", "100", "--bogus"]],
+    ] as const) {
       const { load, samples } = await underLoad(stack, () => stack.up(stack.settings({ main: { extraArgs: [...extraArgs] } })));
       changes.push({ change, requests: load.total, failed: load.failed, badSamples: samples.bad.length, samples: samples.samples.length });
       await untilListed(stack, replicas, 60);

@@ -23,14 +23,25 @@ export function unitStepRole(commandName: string, roles: readonly string[]): str
  * every unit step it depends on, directly or through the copies between them; the unit steps that
  * depend on the same number of earlier unit steps change at the same time.
  */
-export function hostsRollout(registrations: readonly Registration[], roles: readonly string[], replicaOfHost: (hostComponent: string) => number, replicas: number): RolloutShape {
+export function hostsRollout(
+  registrations: readonly Registration[],
+  roles: readonly string[],
+  replicaOfHost: (hostComponent: string) => number,
+  replicas: number,
+): RolloutShape {
   const commands = new Map(registrations.filter((r) => r.type === "command:remote:Command").map((r) => [r.urn, r]));
   const isUnit = (urn: string) => unitStepRole(commands.get(urn)!.name, roles) !== undefined;
   const waveMemo = new Map<string, number>();
   // The number of unit steps on the longest chain that ends at `urn` (its own unit step included).
   const unitsBefore = (urn: string): number => {
     if (!waveMemo.has(urn)) {
-      const upstream = Math.max(0, ...commands.get(urn)!.dependencies.filter((d) => commands.has(d)).map(unitsBefore));
+      const upstream = Math.max(
+        0,
+        ...commands
+          .get(urn)!
+          .dependencies.filter((d) => commands.has(d))
+          .map(unitsBefore),
+      );
       waveMemo.set(urn, upstream + (isUnit(urn) ? 1 : 0));
     }
     return waveMemo.get(urn)!;

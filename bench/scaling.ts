@@ -59,6 +59,12 @@ export function drainCover(workloads: KubernetesWorkloads): DrainCover[] {
     const shutdownTimeoutSeconds = Math.max(0, ...timeouts);
     const gracePeriodSeconds = pod.terminationGracePeriodSeconds ?? 30;
     const everyRankDrains = timeouts.length === role.ranks.length && timeouts.every((t) => t > 0);
-    return { role: role.role, preStopSeconds, shutdownTimeoutSeconds, gracePeriodSeconds, covered: everyRankDrains && gracePeriodSeconds > preStopSeconds + shutdownTimeoutSeconds };
+    return {
+      role: role.role,
+      preStopSeconds,
+      shutdownTimeoutSeconds,
+      gracePeriodSeconds,
+      covered: everyRankDrains && gracePeriodSeconds > preStopSeconds + shutdownTimeoutSeconds,
+    };
   });
 }

@@ -4,7 +4,12 @@ import { ConfigError } from "../core/errors";
  * The shell every command line here shares: a bad flag or a refused value is one line on stderr
  * and exit 2 (a stack trace only for a bug); `--help`, or no command, prints the usage.
  */
-export async function commandLine<T extends { values: { help?: boolean } }>(usage: string, command: string | undefined, parse: () => T, run: (parsed: T) => number | Promise<number>): Promise<number> {
+export async function commandLine<T extends { values: { help?: boolean } }>(
+  usage: string,
+  command: string | undefined,
+  parse: () => T,
+  run: (parsed: T) => number | Promise<number>,
+): Promise<number> {
   let parsed: T;
   try {
     parsed = parse();

@@ -51,14 +51,23 @@ function flagOverrides(options: CliOptions): Record<string, unknown> {
  * `stackDir` is where the stack files are: by default those of the Pulumi project in the working
  * directory (the repository's, or a user's project that installed the package).
  */
-export function stackDeployment(options: CliOptions, catalog: RecipeCatalog, stack: string, stackDir = projectStackDir()): { deployment: Deployment; secrets: SecretKey[] } {
+export function stackDeployment(
+  options: CliOptions,
+  catalog: RecipeCatalog,
+  stack: string,
+  stackDir = projectStackDir(),
+): { deployment: Deployment; secrets: SecretKey[] } {
   const { raw, secrets, warnings } = readStackFile(stack, stackDir);
   for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
   const sets = parseSets(options.set);
-  const axes = raw["axes"];
+  const axes = raw.axes;
   // --set adds to the stack's axes; axes that are no map stay as given, for validation to refuse.
   const isMap = axes === undefined || (axes !== null && typeof axes === "object" && !Array.isArray(axes));
-  const merged = { ...raw, ...flagOverrides(options), ...(Object.keys(sets).length > 0 && isMap ? { axes: { ...(axes as object | undefined), ...sets } } : {}) };
+  const merged = {
+    ...raw,
+    ...flagOverrides(options),
+    ...(Object.keys(sets).length > 0 && isMap ? { axes: { ...(axes as object | undefined), ...sets } } : {}),
+  };
   const deployment = planDeployment(parseStackSettings(merged), catalog);
   // `pulumi up` refuses these; offline, the stack file may simply not hold its secrets yet.
   for (const missing of secretPairingErrors(deployment.settings, (key) => secrets.includes(key))) process.stderr.write(`warning: ${missing.message}\n`);
@@ -70,7 +79,8 @@ export function planFor(options: CliOptions, catalog: RecipeCatalog, stack = opt
   if (stack !== undefined) return stackDeployment(options, catalog, stack).deployment.plan;
   if (options.strategy === undefined) throw new ConfigError("--strategy", "required without --stack (or give --stack NAME)");
   if (options.target === undefined) throw new ConfigError("--target", "required without --stack, e.g. --target Throughput");
-  if (options.preset !== undefined && options.preset !== "recommended") throw new ConfigError("--preset", `unknown preset "${options.preset}"; allowed: "recommended"`);
+  if (options.preset !== undefined && options.preset !== "recommended")
+    throw new ConfigError("--preset", `unknown preset "${options.preset}"; allowed: "recommended"`);
   const model = options.model ?? DEFAULT_MODEL;
   return resolvePlan(catalog.get(model), { model, strategy: options.strategy, target: options.target, preset: options.preset, axes: parseSets(options.set) });
 }
@@ -94,7 +104,12 @@ function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
   const changes = diffDeployments(a.deployment, b.deployment, a.secrets, b.secrets);
   const recompiles = changes.length > 0 ? compareCompileKeys(a.deployment.plan, b.deployment.plan) : [];
   if (format(options) === "json") return `${JSON.stringify([...changes, ...compileKeyChanges(recompiles)], null, 2)}\n`;
-  return renderPlanDiff(changes) + recompileLines(recompiles).map((line) => `warning: ${line}\n`).join("");
+  return (
+    renderPlanDiff(changes) +
+    recompileLines(recompiles)
+      .map((line) => `warning: ${line}\n`)
+      .join("")
+  );
 }
 
 /** Writes the texts the stack's resources carry into `--out`, secrets as placeholders; returns a file list. */
@@ -106,7 +121,9 @@ function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
   // Named as the program's own instance on that stack, so the files show the names `pulumi up` creates.
   const files = renderFiles(renderDeployment(deployment, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));
   writeRenderFolder(out, files);
-  return Object.keys(files).map((f) => `${path.join(out, f)}\n`).join("");
+  return Object.keys(files)
+    .map((f) => `${path.join(out, f)}\n`)
+    .join("");
 }
 
 /** The options each command reads; any other given option is refused rather than ignored. */
@@ -122,7 +139,10 @@ export function refuseUnusedOptions(command: string, options: object): void {
   if (!allowed) return;
   for (const [key, value] of Object.entries(options)) {
     if (value !== undefined && !allowed.includes(key)) {
-      throw new ConfigError(`--${key}`, `not an option of ${command}${command === "render" && key === "format" ? " (render writes files; --format is for plan and diff)" : ""}; ${command} takes ${allowed.map((o) => `--${o}`).join(", ")}`);
+      throw new ConfigError(
+        `--${key}`,
+        `not an option of ${command}${command === "render" && key === "format" ? " (render writes files; --format is for plan and diff)" : ""}; ${command} takes ${allowed.map((o) => `--${o}`).join(", ")}`,
+      );
     }
   }
 }

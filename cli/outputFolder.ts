@@ -24,14 +24,19 @@ function kindAt(file: string): "missing" | "directory" | "file" | "link" | "othe
  */
 function inside(root: string, relative: string, shown: string): string {
   const parts = relative.split("/");
-  if (path.isAbsolute(relative) || parts.some((p) => p === "" || p === "." || p === "..")) throw new ConfigError("--out", `"${shown}" lists ${JSON.stringify(relative)}, which is not a path inside it; remove ${RENDER_MANIFEST} and render into an empty folder`);
+  if (path.isAbsolute(relative) || parts.some((p) => p === "" || p === "." || p === ".."))
+    throw new ConfigError(
+      "--out",
+      `"${shown}" lists ${JSON.stringify(relative)}, which is not a path inside it; remove ${RENDER_MANIFEST} and render into an empty folder`,
+    );
   let at = root;
   for (const [i, part] of parts.entries()) {
     at = path.join(at, part);
     const kind = kindAt(at);
     const last = i === parts.length - 1;
     if (kind === "missing") return path.join(at, ...parts.slice(i + 1));
-    if (kind === "link") throw new ConfigError("--out", `"${path.join(shown, ...parts.slice(0, i + 1))}" is a symbolic link; render writes nothing through links: remove it`);
+    if (kind === "link")
+      throw new ConfigError("--out", `"${path.join(shown, ...parts.slice(0, i + 1))}" is a symbolic link; render writes nothing through links: remove it`);
     if (!last && kind !== "directory") throw new ConfigError("--out", `"${path.join(shown, ...parts.slice(0, i + 1))}" is not a folder; remove it`);
     if (last && kind !== "file") throw new ConfigError("--out", `"${path.join(shown, relative)}" is not a plain file; remove it`);
   }
@@ -45,19 +50,23 @@ function inside(root: string, relative: string, shown: string): string {
  * (never opened through a link that appeared meanwhile).
  */
 export function writeRenderFolder(out: string, files: Readonly<Record<string, string>>): void {
-  if (out.trim() === "") throw new ConfigError("--out", 'empty; give a folder such as --out rendered/');
+  if (out.trim() === "") throw new ConfigError("--out", "empty; give a folder such as --out rendered/");
   const outKind = kindAt(out);
-  if (outKind !== "missing" && !fs.statSync(out).isDirectory()) throw new ConfigError("--out", `"${out}" is a file; give a folder (new, empty, or written by an earlier render)`);
+  if (outKind !== "missing" && !fs.statSync(out).isDirectory())
+    throw new ConfigError("--out", `"${out}" is a file; give a folder (new, empty, or written by an earlier render)`);
   fs.mkdirSync(out, { recursive: true });
   // The folder itself may be reached through a link the user made; what is under it may not.
   const root = fs.realpathSync(out);
   const manifest = inside(root, RENDER_MANIFEST, out);
   const earlier = kindAt(manifest) === "file" ? fs.readFileSync(manifest, "utf8").split("\n").filter(Boolean) : [];
-  if (earlier.length === 0 && fs.readdirSync(root).some((name) => name !== RENDER_MANIFEST)) throw new ConfigError("--out", `"${out}" holds files render did not write; give a new or empty folder`);
+  if (earlier.length === 0 && fs.readdirSync(root).some((name) => name !== RENDER_MANIFEST))
+    throw new ConfigError("--out", `"${out}" holds files render did not write; give a new or empty folder`);
   const stale = earlier.map((relative) => inside(root, relative, out));
   const fresh = Object.keys(files).map((relative) => inside(root, relative, out));
   for (const file of [...stale, manifest]) fs.rmSync(file, { force: true });
-  for (const file of stale) for (let dir = path.dirname(file); dir !== root && kindAt(dir) === "directory" && fs.readdirSync(dir).length === 0; dir = path.dirname(dir)) fs.rmdirSync(dir);
+  for (const file of stale)
+    for (let dir = path.dirname(file); dir !== root && kindAt(dir) === "directory" && fs.readdirSync(dir).length === 0; dir = path.dirname(dir))
+      fs.rmdirSync(dir);
   const noFollow = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
   Object.entries(files).forEach(([relative, content], i) => {
     const target = fresh[i]!;

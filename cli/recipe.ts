@@ -49,14 +49,21 @@ function recipeTarget(dir: string, imported: ImportedRecipe): { file: string; re
   const file = path.join(dir, imported.fileName);
   if (fs.existsSync(file)) {
     const other = modelIn(file);
-    throw new ConfigError(OUT.key, `${JSON.stringify(file)} holds ${other === undefined ? "something that is not a recipe" : `the recipe of another model, "${other}"`}; not replaced; allowed: a folder where ${imported.fileName} is free or holds the recipe of "${model}"`);
+    throw new ConfigError(
+      OUT.key,
+      `${JSON.stringify(file)} holds ${other === undefined ? "something that is not a recipe" : `the recipe of another model, "${other}"`}; not replaced; allowed: a folder where ${imported.fileName} is free or holds the recipe of "${model}"`,
+    );
   }
   return { file, replaces: false };
 }
 
 function describeInstall(install: Recipe["installs"][number]): string {
   const extras = install.extras.length ? `[${install.extras.join(",")}]` : "";
-  const when = install.when ? ` (${Object.entries(install.when).map(([axis, value]) => `${axis}=${value}`).join(", ")})` : "";
+  const when = install.when
+    ? ` (${Object.entries(install.when)
+        .map(([axis, value]) => `${axis}=${value}`)
+        .join(", ")})`
+    : "";
   return `${install.package}${extras}==${install.version}${when}`;
 }
 
@@ -69,7 +76,13 @@ function listCommand(dir: string): string {
       const rows = recipe.strategies.flatMap((s) => s.options.map((o) => [s.slug, o.target, String(o.npus), o.verified]));
       const header = ["strategy", "target", "NPUs", "verified"];
       const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-      const table = [header, ...rows].map((row) => `  ${row.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()}`);
+      const table = [header, ...rows].map(
+        (row) =>
+          `  ${row
+            .map((cell, i) => cell.padEnd(widths[i]!))
+            .join("  ")
+            .trimEnd()}`,
+      );
       return [model, ...table, `  packages: ${recipe.installs.map(describeInstall).join(", ")}`].join("\n");
     })
     .join("\n\n")
@@ -78,10 +91,15 @@ function listCommand(dir: string): string {
 
 /** Refuses an option or word the recipe command does not read, rather than ignoring it. */
 function refuseUnread(command: "import" | "list", parsed: { values: { out?: string; dir?: string }; positionals: string[] }): void {
-  const [option, other, usage] = command === "import" ? (["--out", "dir", "recipe import PAGE.txt [--out DIR]"] as const) : (["--dir", "out", "recipe list [--dir DIR]"] as const);
+  const [option, other, usage] =
+    command === "import" ? (["--out", "dir", "recipe import PAGE.txt [--out DIR]"] as const) : (["--dir", "out", "recipe list [--dir DIR]"] as const);
   if (parsed.values[other] !== undefined) throw new ConfigError(`--${other}`, `not an option of recipe ${command}, which takes ${option}; allowed: ${usage}`);
   const extra = parsed.positionals[command === "import" ? 1 : 0];
-  if (extra !== undefined) throw new ConfigError(command === "import" ? "PAGE" : "recipe list", `${JSON.stringify(extra)} is ${command === "import" ? "a second page" : "a word it does not read"}; allowed: ${usage}`);
+  if (extra !== undefined)
+    throw new ConfigError(
+      command === "import" ? "PAGE" : "recipe list",
+      `${JSON.stringify(extra)} is ${command === "import" ? "a second page" : "a word it does not read"}; allowed: ${usage}`,
+    );
 }
 
 export function recipeMain(argv: string[]): Promise<number> {
@@ -89,7 +107,13 @@ export function recipeMain(argv: string[]): Promise<number> {
   return commandLine(
     USAGE,
     command,
-    () => parseArgs({ args: rest, options: { out: { type: "string" }, dir: { type: "string" }, help: { type: "boolean", short: "h" } }, strict: true, allowPositionals: true }),
+    () =>
+      parseArgs({
+        args: rest,
+        options: { out: { type: "string" }, dir: { type: "string" }, help: { type: "boolean", short: "h" } },
+        strict: true,
+        allowPositionals: true,
+      }),
     (parsed) => {
       if (command !== "import" && command !== "list") throw new ConfigError("command", `unknown recipe command "${command}"; allowed: "import", "list"`);
       refuseUnread(command, parsed);

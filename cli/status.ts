@@ -64,7 +64,8 @@ function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[
     const parsed = /^https?:\/\/[^/\s\p{Cc}]+\/?$/u.test(url) && URL.canParse(url) ? new URL(url) : undefined;
     if (parsed === undefined) throw new ConfigError("--endpoint", `"${url}" is not a base URL such as http://10.0.0.5:8000`);
     // It would be printed in every row; the refusal masks it.
-    if (parsed.username !== "" || parsed.password !== "") throw new ConfigError("--endpoint", `"${url}" holds user:password@; give a base URL such as http://10.0.0.5:8000 (an API key goes in VLLM_API_KEY)`);
+    if (parsed.username !== "" || parsed.password !== "")
+      throw new ConfigError("--endpoint", `"${url}" holds user:password@; give a base URL such as http://10.0.0.5:8000 (an API key goes in VLLM_API_KEY)`);
     return { url: url.replace(/\/$/, ""), labels: {} };
   });
   if (options.stack === undefined) {
@@ -74,7 +75,10 @@ function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[
   const { deployment } = stackDeployment(options, catalog, options.stack);
   if (endpoints.length > 0) return { ranks: endpoints, plannedModel: deployment.plan.model, frontDoor: null };
   if (deployment.settings.platform !== "hosts") {
-    throw new ConfigError("--endpoint", `stack "${options.stack}" runs on Kubernetes, where ranks have pod addresses: give each rank's URL with --endpoint (e.g. after kubectl port-forward)`);
+    throw new ConfigError(
+      "--endpoint",
+      `stack "${options.stack}" runs on Kubernetes, where ranks have pod addresses: give each rank's URL with --endpoint (e.g. after kubectl port-forward)`,
+    );
   }
   return { ranks: ranksOfDeployment(deployment), plannedModel: deployment.plan.model, frontDoor: deployment.frontDoor };
 }
@@ -83,7 +87,12 @@ function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[
 const READY_ENDPOINTS = "llm_d_epp_ready_endpoints";
 
 /** Envoy answers /v1/models through the picker and a rank; the picker serves its metrics. */
-export async function frontDoorStatus(frontDoor: Pick<FrontDoorPlan, "address" | "port">, plannedModel: string, apiKey: string | undefined, pickerPort: number = FRONT_DOOR_PORTS.eppMetrics): Promise<FrontDoorStatus> {
+export async function frontDoorStatus(
+  frontDoor: Pick<FrontDoorPlan, "address" | "port">,
+  plannedModel: string,
+  apiKey: string | undefined,
+  pickerPort: number = FRONT_DOOR_PORTS.eppMetrics,
+): Promise<FrontDoorStatus> {
   const url = httpUrl(frontDoor.address, frontDoor.port);
   const picker = { url: `http://${hostPort(frontDoor.address, pickerPort)}`, up: false, readyEndpoints: null as number | null };
   const problems: string[] = [];
@@ -131,11 +140,16 @@ function maskedLocation(location: string, from: string): string {
  */
 async function read(rankUrl: string, path: string, apiKey: string | undefined): Promise<string> {
   const url = `${rankUrl}${path}`;
-  const response = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS), headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {} });
+  const response = await fetch(url, {
+    redirect: "manual",
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {},
+  });
   if (!response.ok) {
     await response.body?.cancel();
     const location = response.headers.get("location");
-    if (response.status >= 300 && response.status < 400 && location !== null) throw new Error(`${path} redirected (${response.status}) to ${maskedLocation(location, url)}`);
+    if (response.status >= 300 && response.status < 400 && location !== null)
+      throw new Error(`${path} redirected (${response.status}) to ${maskedLocation(location, url)}`);
     throw new Error(`${path} answered ${response.status}${response.status === 401 && path === "/v1/models" ? " (set VLLM_API_KEY)" : ""}`);
   }
   // 204 and its kind have no body.
@@ -205,7 +219,8 @@ const METRIC = {
 const KEPT_SAMPLES: ReadonlySet<string> = new Set([...Object.values(METRIC), `${METRIC.ttft}_bucket`]);
 
 /** A rank's value for a field, or null (unknown) when it is not a finite number in [0, max]. */
-const measured = (value: number | undefined, max = Infinity): number | null => (value !== undefined && Number.isFinite(value) && value >= 0 && value <= max ? value : null);
+const measured = (value: number | undefined, max = Infinity): number | null =>
+  value !== undefined && Number.isFinite(value) && value >= 0 && value <= max ? value : null;
 
 /** Reads /health, /v1/models and two /metrics samples `intervalMs` apart from one rank. */
 async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, apiKey: string | undefined): Promise<RankStatus> {
@@ -245,7 +260,7 @@ async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, 
 
 /** Asks every rank at once; `VLLM_API_KEY` from the environment goes to /v1/models, which wants it when vLLM has a key. */
 export async function probeRanks(ranks: readonly Rank[], plannedModel: string, intervalSeconds: number): Promise<RankStatus[]> {
-  const apiKey = process.env["VLLM_API_KEY"] || undefined;
+  const apiKey = process.env.VLLM_API_KEY || undefined;
   return Promise.all(ranks.map((rank) => rankStatus(rank, plannedModel, intervalSeconds * 1000, apiKey)));
 }
 
@@ -280,20 +295,24 @@ function table(statuses: readonly RankStatus[]): string {
     ].map(printable),
   );
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd();
   const problems = statuses.filter((s) => s.problem).map((s) => printable(`${s.url}: ${s.problem}`));
-  return [line(header), ...rows.map(line), ...problems].join("\n") + "\n";
+  return `${[line(header), ...rows.map(line), ...problems].join("\n")}\n`;
 }
 
 function frontDoorLines(door: FrontDoorStatus): string {
   const ready = door.picker.readyEndpoints === null ? "" : `, ${door.picker.readyEndpoints} endpoints ready`;
-  return [
+  return `${[
     `FRONT DOOR  ${door.url}  ${door.up ? "up" : "down"}  ${door.model ?? "-"}`,
     `PICKER      ${door.picker.url}  ${door.picker.up ? "up" : "down"}${ready}`,
     ...(door.problem ? [`${door.url}: ${door.problem}`] : []),
   ]
     .map(printable)
-    .join("\n") + "\n";
+    .join("\n")}\n`;
 }
 
 /**
@@ -307,7 +326,10 @@ export async function statusCommand(options: StatusOptions, catalog: RecipeCatal
   }
   const interval = intervalSeconds(options);
   const { ranks, plannedModel, frontDoor } = ranksOf(options, catalog);
-  const [statuses, door] = await Promise.all([probeRanks(ranks, plannedModel, interval), frontDoor ? frontDoorStatus(frontDoor, plannedModel, process.env["VLLM_API_KEY"] || undefined) : null]);
+  const [statuses, door] = await Promise.all([
+    probeRanks(ranks, plannedModel, interval),
+    frontDoor ? frontDoorStatus(frontDoor, plannedModel, process.env.VLLM_API_KEY || undefined) : null,
+  ]);
   const exitCode = statuses.some((s) => s.problem) || door?.problem ? 1 : 0;
   const stdout =
     options.format === "json"

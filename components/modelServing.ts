@@ -1,6 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
-import { parseStackSettings, StackSettings } from "../core/config/stackConfig";
+import { parseStackSettings, type StackSettings } from "../core/config/stackConfig";
 import { checkSecretPairings, SECRET_KEYS, secretEnvironment, type SecretKey } from "../core/config/secrets";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { RecipeCatalog } from "../core/recipe/catalog";
@@ -41,7 +41,10 @@ export interface ModelServingArgs {
 
 /** The commit a seed's weights step reports for the served model: its stdout's `revision <model> <commit>` line. */
 export function reportedRevision(stdout: string | undefined, model: string): string | null {
-  const line = (stdout ?? "").split("\n").reverse().find((l) => l.startsWith(`revision ${model} `));
+  const line = (stdout ?? "")
+    .split("\n")
+    .reverse()
+    .find((l) => l.startsWith(`revision ${model} `));
   const commit = line?.split(" ")[2];
   return commit && /^[0-9a-f]{40}$/.test(commit) ? commit : null;
 }
@@ -68,7 +71,13 @@ interface PlatformOutputs {
  * restart), the compile host, then the NPU hosts wave by wave, each wave's units after the previous
  * wave's serve.
  */
-function hostResources(name: string, hosts: RenderedHosts, deployment: Deployment, secrets: ServingSecrets, child: pulumi.ComponentResourceOptions): PlatformOutputs {
+function hostResources(
+  name: string,
+  hosts: RenderedHosts,
+  deployment: Deployment,
+  secrets: ServingSecrets,
+  child: pulumi.ComponentResourceOptions,
+): PlatformOutputs {
   const { waves, copies, weightsHosts, compileHost, pulls, frontDoor } = hosts;
   const { settings, plan } = deployment;
   const sshPrivateKey = secrets.sshPrivateKey!;
@@ -82,7 +91,7 @@ function hostResources(name: string, hosts: RenderedHosts, deployment: Deploymen
     byHost.set(host, compiler);
     // Every key is compiled (or pulled) before the first wave's units change: they wait for it.
     previousWave = [compiler];
-    compileHost.steps.forEach((step, i) => keyReports.set(step.key, compiler.unitCommands[i]!.stdout));
+    for (const [i, step] of compileHost.steps.entries()) keyReports.set(step.key, compiler.unitCommands[i]!.stdout);
   }
   for (const wave of waves) {
     // A wave's units start changing only after the previous wave's serve.
@@ -97,8 +106,21 @@ function hostResources(name: string, hosts: RenderedHosts, deployment: Deploymen
         });
       const hostPulls = pulls.filter((p) => p.host === host).map((p) => p.step);
       const behindDoor = door ? { accessKey: door.accessKey, after: door.ready, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
-      const npuHost = new NpuHost(`${name}-${host}`, { rendered: bundle, sshPrivateKey, secrets, afterUnits, downloads: weightsHosts.includes(host), copies: peerCopies, pulls: hostPulls, frontDoor: behindDoor }, child);
-      hostPulls.forEach((pull, i) => keyReports.set(pull.key, npuHost.pullCommands[i]!.stdout));
+      const npuHost = new NpuHost(
+        `${name}-${host}`,
+        {
+          rendered: bundle,
+          sshPrivateKey,
+          secrets,
+          afterUnits,
+          downloads: weightsHosts.includes(host),
+          copies: peerCopies,
+          pulls: hostPulls,
+          frontDoor: behindDoor,
+        },
+        child,
+      );
+      for (const [i, pull] of hostPulls.entries()) keyReports.set(pull.key, npuHost.pullCommands[i]!.stdout);
       byHost.set(host, npuHost);
       return npuHost;
     });
@@ -110,23 +132,41 @@ function hostResources(name: string, hosts: RenderedHosts, deployment: Deploymen
     // One front door for every replica and role; without one, each replica's rank 0.
     endpoints: door ? door.url.apply((url) => [url]) : units.apply((list) => list.filter((u) => u.rank === 0).map((u) => u.url)),
     units,
-    modelRevision: settings.revision !== undefined ? pulumi.output(settings.revision) : seedWeights.stdout.apply((stdout) => reportedRevision(stdout, plan.model)),
+    modelRevision:
+      settings.revision !== undefined ? pulumi.output(settings.revision) : seedWeights.stdout.apply((stdout) => reportedRevision(stdout, plan.model)),
     deployments: pulumi.output([]),
     keyReports,
   };
 }
 
 /** The Kubernetes platform: the workloads and, for the strategies with a router, the llm-d router. */
-function kubernetesResources(name: string, kubernetes: RenderedKubernetes, deployment: Deployment, secrets: ServingSecrets, child: pulumi.ComponentResourceOptions): PlatformOutputs {
+function kubernetesResources(
+  name: string,
+  kubernetes: RenderedKubernetes,
+  deployment: Deployment,
+  secrets: ServingSecrets,
+  child: pulumi.ComponentResourceOptions,
+): PlatformOutputs {
   const { workloads, scalers, monitoring, routerValues } = kubernetes;
   const { settings, plan } = deployment;
   const present = SECRET_KEYS.filter((key) => secrets[key] !== undefined);
-  const npu = new NpuWorkloads(`${name}-workloads`, { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring, scalers, registryPassword: secrets.registryPassword }, child);
+  const npu = new NpuWorkloads(
+    `${name}-workloads`,
+    { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring, scalers, registryPassword: secrets.registryPassword },
+    child,
+  );
   const router =
     plan.router && routerValues
       ? new LlmdRouter(
           `${name}-router`,
-          { release: plan.router.release, chart: plan.router.chart, version: plan.router.version, namespace: settings.kubernetes.namespace, values: routerValues, gateway: settings.kubernetes.gateway },
+          {
+            release: plan.router.release,
+            chart: plan.router.chart,
+            version: plan.router.version,
+            namespace: settings.kubernetes.namespace,
+            values: routerValues,
+            gateway: settings.kubernetes.gateway,
+          },
           // Not after the workloads: their rollout can take hours of compilation, and the pool may exist first.
           child,
         )
@@ -164,10 +204,22 @@ export class ModelServing extends pulumi.ComponentResource {
     super("rbln-serving:index:ModelServing", name, {}, opts);
     const { plan } = deployment;
     // A library caller may pass plain strings: every secret is a secret from here on, whatever came in.
-    const secrets: ServingSecrets = Object.fromEntries(Object.entries(args.secrets ?? {}).filter(([, value]) => value !== undefined).map(([key, value]) => [key, pulumi.secret(value)]));
+    const secrets: ServingSecrets = Object.fromEntries(
+      Object.entries(args.secrets ?? {})
+        .filter(([, value]) => value !== undefined)
+        .map(([key, value]) => [key, pulumi.secret(value)]),
+    );
     const present = SECRET_KEYS.filter((key) => secrets[key] !== undefined);
-    const rendered = renderDeployment(deployment, { stack: pulumi.getStack(), instance: name, secrets: present, hostOptions: args.hostOptions, copyOptions: args.copyOptions });
-    const platform = rendered.hosts ? hostResources(name, rendered.hosts, deployment, secrets, { parent: this }) : kubernetesResources(name, rendered.kubernetes!, deployment, secrets, { parent: this });
+    const rendered = renderDeployment(deployment, {
+      stack: pulumi.getStack(),
+      instance: name,
+      secrets: present,
+      hostOptions: args.hostOptions,
+      copyOptions: args.copyOptions,
+    });
+    const platform = rendered.hosts
+      ? hostResources(name, rendered.hosts, deployment, secrets, { parent: this })
+      : kubernetesResources(name, rendered.kubernetes!, deployment, secrets, { parent: this });
 
     this.endpoints = platform.endpoints;
     this.units = platform.units;
@@ -178,11 +230,23 @@ export class ModelServing extends pulumi.ComponentResource {
     this.warnings = plan.warnings;
     this.scrapeTargets = rendered.hosts?.scrapeTargets ?? [];
     this.compileKeys = pulumi.all(
-      deployment.compile.keys.map((k) => (platform.keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
-        const digest = reportedDigest(stdout, k.key);
-        return { key: k.key, roles: k.roles, ...(digest ? { digest } : {}) };
-      })),
+      deployment.compile.keys.map((k) =>
+        (platform.keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
+          const digest = reportedDigest(stdout, k.key);
+          return { key: k.key, roles: k.roles, ...(digest ? { digest } : {}) };
+        }),
+      ),
     );
-    this.registerOutputs({ compileKeys: this.compileKeys, endpoints: this.endpoints, curl: this.curl, units: this.units, modelRevision: this.modelRevision, deployments: this.deployments, selection: this.selection, warnings: this.warnings, scrapeTargets: this.scrapeTargets });
+    this.registerOutputs({
+      compileKeys: this.compileKeys,
+      endpoints: this.endpoints,
+      curl: this.curl,
+      units: this.units,
+      modelRevision: this.modelRevision,
+      deployments: this.deployments,
+      selection: this.selection,
+      warnings: this.warnings,
+      scrapeTargets: this.scrapeTargets,
+    });
   }
 }

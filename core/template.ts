@@ -63,7 +63,9 @@ export function renderScript(file: string, purpose: string, values: Readonly<Rec
   const declared = [...block[1]!.matchAll(SETTING_NAME)].map((m) => m[1]!);
   const given = Object.keys(values);
   if (declared.join(" ") !== given.join(" ")) throw new Error(`${file} declares settings ${declared.join(", ")}; the renderer gives ${given.join(", ")}`);
-  const settings = Object.entries(values).map(([name, value]) => `${assignment(name, value)}\n`).join("");
+  const settings = Object.entries(values)
+    .map(([name, value]) => `${assignment(name, value)}\n`)
+    .join("");
   const [shebang, ...rest] = template
     .replace(SETTINGS, () => `# --- settings ---\n${settings}# --- end of settings ---\n`)
     .replace(INCLUDE, (_, fragment: string) => inlineFragment(path.join(path.dirname(file), fragment)))
@@ -86,7 +88,8 @@ export function renderTemplate(file: string, values: Readonly<Record<string, str
   const given = Object.keys(values);
   const missing = [...used].filter((name) => !given.includes(name));
   const unused = given.filter((name) => !used.has(name));
-  if (missing.length > 0 || unused.length > 0) throw new Error(`${file}: placeholders without values: ${missing.join(", ") || "none"}; values without placeholders: ${unused.join(", ") || "none"}`);
+  if (missing.length > 0 || unused.length > 0)
+    throw new Error(`${file}: placeholders without values: ${missing.join(", ") || "none"}; values without placeholders: ${unused.join(", ") || "none"}`);
   return template
     .split("\n")
     .filter((line) => ![...line.matchAll(PLACEHOLDER_REF)].some((m) => values[m[1]!] === null))

@@ -12,5 +12,10 @@ export { ModelServing };
 const root = packageRoot();
 const { version } = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as { version: string };
 // The host passes `version` on to the provider (its typings omit it); without it the schema says 0.0.0.
-const options: Parameters<typeof componentProviderHost>[0] & { version: string } = { name: "rbln-serving", components: [ModelServing], dirname: path.join(root, "provider"), version };
+const options: Parameters<typeof componentProviderHost>[0] & { version: string } = {
+  name: "rbln-serving",
+  components: [ModelServing],
+  dirname: path.join(root, "provider"),
+  version,
+};
 void componentProviderHost(options);

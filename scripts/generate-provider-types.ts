@@ -8,6 +8,7 @@
 // records as maps; objects as interfaces named after their path (`kubernetes.gateway`:
 // KubernetesGatewayArgs), or after their `.meta({ id })`. Descriptions come from
 // `.describe()`/`.meta({ description })`, defaults from `.default()`.
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { z } from "zod";
@@ -62,7 +63,8 @@ function namedTypes(root: ObjectShape): { types: Named[]; nameAt: Map<string, st
     const stem = i === 0 ? "" : parent.name.replace(/Args$/, "");
     for (const [key, field] of Object.entries(parent.shape.fields)) {
       let [shape, at, item] = [field.shape, parent.at ? `${parent.at}.${key}` : key, false];
-      for (; shape.kind === "array" || shape.kind === "map"; item = true) [shape, at] = shape.kind === "array" ? [shape.items, `${at}[]`] : [shape.values, `${at}.*`];
+      for (; shape.kind === "array" || shape.kind === "map"; item = true)
+        [shape, at] = shape.kind === "array" ? [shape.items, `${at}[]`] : [shape.values, `${at}.*`];
       if (shape.kind !== "object" && shape.kind !== "enum") continue;
       const base = `${stem}${pascal(item ? singular(key) : key)}`;
       const id = shape.kind === "object" ? shape.id : undefined;
@@ -97,7 +99,10 @@ function render(root: ObjectShape): string {
   };
   const notes = (field: SettingField): (string | undefined)[] => {
     const shape = field.shape;
-    const asString = shape.kind === "scalarUnion" ? `A ${shape.types.join(" or ")} in the stack config, given as a string here${shape.types.includes("number") ? ` ("1" for 1)` : ""}.` : undefined;
+    const asString =
+      shape.kind === "scalarUnion"
+        ? `A ${shape.types.join(" or ")} in the stack config, given as a string here${shape.types.includes("number") ? ` ("1" for 1)` : ""}.`
+        : undefined;
     const any = shape.kind === "any" ? "Any value; the component checks it as the stack config does." : undefined;
     const shown = field.default === undefined || shape.kind === "object" ? undefined : JSON.stringify(field.default);
     return [field.description, asString, any, shown && shown !== "{}" && shown !== "[]" ? `Default: ${shown}.` : undefined];
@@ -109,13 +114,19 @@ function render(root: ObjectShape): string {
       if (new Set(shape.values.map(memberName)).size !== members.length) throw new Error(`${at}: two values of ${name} give the same member name`);
       return `${docComment([`The values of the stack config's \`${at}\`.`], "")}export const ${name} = { ${members.join(", ")} } as const;\nexport type ${name} = (typeof ${name})[keyof typeof ${name}];\n`;
     }
-    const fields = Object.entries(shape.fields).map(([key, field]) => `${docComment(notes(field), "  ")}  ${key}${field.required ? "" : "?"}: ${typeOf(field.shape, fieldPath(key))};\n`);
-    const secrets = name === ROOT ? SECRET_KEYS.map((key) => {
-      if (key in shape.fields) throw new Error(`${key} is a secret and a plain setting`);
-      const env = SECRET_ENV[key];
-      return `${docComment([`A secret: pulumi config set --secret ${key}.${env ? ` vLLM gets it as ${env}.` : ""}`], "  ")}  ${key}?: pulumi.Input<string>;\n`;
-    }) : [];
-    const doc = shape.description ?? (at ? `The stack config's \`${at}\`.` : "The keys of the rbln-serving stack config, as plain values, and its secrets as inputs.");
+    const fields = Object.entries(shape.fields).map(
+      ([key, field]) => `${docComment(notes(field), "  ")}  ${key}${field.required ? "" : "?"}: ${typeOf(field.shape, fieldPath(key))};\n`,
+    );
+    const secrets =
+      name === ROOT
+        ? SECRET_KEYS.map((key) => {
+            if (key in shape.fields) throw new Error(`${key} is a secret and a plain setting`);
+            const env = SECRET_ENV[key];
+            return `${docComment([`A secret: pulumi config set --secret ${key}.${env ? ` vLLM gets it as ${env}.` : ""}`], "  ")}  ${key}?: pulumi.Input<string>;\n`;
+          })
+        : [];
+    const doc =
+      shape.description ?? (at ? `The stack config's \`${at}\`.` : "The keys of the rbln-serving stack config, as plain values, and its secrets as inputs.");
     return `${docComment([doc], "")}export interface ${name} {\n${[...fields, ...secrets].join("")}}\n`;
   });
   return [
@@ -133,7 +144,22 @@ export function providerTypesSource(schema: z.core.$ZodType = StackSettings): st
   return render(settingsShape(schema));
 }
 
+/**
+ * The generated file as written: the source in the repository's format (biome.json), so that
+ * `npm run lint` accepts the file as generated and `npm run format` leaves it as it is.
+ */
+export function generatedFileText(source: string = providerTypesSource()): string {
+  const root = path.resolve(__dirname, "..");
+  const run = spawnSync(path.join(root, "node_modules/.bin/biome"), ["format", `--stdin-file-path=${path.relative(root, GENERATED_FILE)}`], {
+    cwd: root,
+    input: source,
+    encoding: "utf8",
+  });
+  if (run.status !== 0) throw new Error(`biome format of the generated types failed: ${run.stderr}`);
+  return run.stdout;
+}
+
 if (require.main === module) {
-  fs.writeFileSync(GENERATED_FILE, providerTypesSource());
+  fs.writeFileSync(GENERATED_FILE, generatedFileText());
   console.log(`wrote ${path.relative(process.cwd(), GENERATED_FILE)}`);
 }

@@ -56,7 +56,16 @@ describe("renamed type tokens keep existing stacks", () => {
     const raw = readStackFile("dev").raw as Record<string, any>;
     const direct = await registrationsOf(runProgram, raw);
     const viaProvider = await registrationsOf(
-      () => new ProviderModelServing("rbln-serving", { ...raw, strategy: raw["strategy"], target: raw["target"], sshPrivateKey: pulumi.secret(SECRETS.sshPrivateKey), pipPassword: SECRETS.pipPassword, hfToken: SECRETS.hfToken, apiKey: SECRETS.apiKey }),
+      () =>
+        new ProviderModelServing("rbln-serving", {
+          ...raw,
+          strategy: raw.strategy,
+          target: raw.target,
+          sshPrivateKey: pulumi.secret(SECRETS.sshPrivateKey),
+          pipPassword: SECRETS.pipPassword,
+          hfToken: SECRETS.hfToken,
+          apiKey: SECRETS.apiKey,
+        }),
       {},
     );
     expect(viaProvider.map((r) => r.urn).sort()).toEqual(direct.map((r) => r.urn).sort());

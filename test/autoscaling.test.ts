@@ -32,9 +32,12 @@ const prodRaw = readStackFile("prod").raw;
 const { preset: _preset, ...prodWithoutPreset } = prodRaw;
 const aggregatedRaw = { ...prodWithoutPreset, strategy: "aggregated-data-expert-parallel", target: "Throughput", replicas: 2 };
 
-const disaggregated = (autoscaling: object = SCALING, overrides: Record<string, unknown> = {}) => planDeployment(parseStackSettings({ ...prodRaw, autoscaling, ...overrides }), shippedCatalog);
-const aggregated = (autoscaling: object = SCALING, overrides: Record<string, unknown> = {}) => planDeployment(parseStackSettings({ ...aggregatedRaw, autoscaling, ...overrides }), shippedCatalog);
-const kubernetesOf = (deployment: ReturnType<typeof disaggregated>) => renderDeployment(deployment, { stack: "prod", instance: "rbln-serving", secrets: [] }).kubernetes!;
+const disaggregated = (autoscaling: object = SCALING, overrides: Record<string, unknown> = {}) =>
+  planDeployment(parseStackSettings({ ...prodRaw, autoscaling, ...overrides }), shippedCatalog);
+const aggregated = (autoscaling: object = SCALING, overrides: Record<string, unknown> = {}) =>
+  planDeployment(parseStackSettings({ ...aggregatedRaw, autoscaling, ...overrides }), shippedCatalog);
+const kubernetesOf = (deployment: ReturnType<typeof disaggregated>) =>
+  renderDeployment(deployment, { stack: "prod", instance: "rbln-serving", secrets: [] }).kubernetes!;
 const refusal = (plan: () => unknown) => {
   try {
     plan();
@@ -68,29 +71,50 @@ describe("autoscaling settings", () => {
     expect(refusal(() => disaggregated({ enabled: true, maxReplicas: 4, roles: { decode: { maxReplicas: 1, minReplicas: 2 } } }))).toBe(
       "autoscaling.roles.decode.maxReplicas: 1 is below decode's minReplicas 2 (autoscaling.roles.decode.minReplicas); give at least 2",
     );
-    expect(refusal(() => disaggregated({ enabled: true, maxReplicas: 2 }, { decodeReplicas: 3 }))).toBe("autoscaling.maxReplicas: 2 is below decode's minReplicas 3 (decodeReplicas); give at least 3");
-    expect(refusal(() => disaggregated({ enabled: true }))).toBe("autoscaling.roles.prefill.maxReplicas: required with autoscaling.enabled: true (or autoscaling.maxReplicas for every role); at least minReplicas 1");
+    expect(refusal(() => disaggregated({ enabled: true, maxReplicas: 2 }, { decodeReplicas: 3 }))).toBe(
+      "autoscaling.maxReplicas: 2 is below decode's minReplicas 3 (decodeReplicas); give at least 3",
+    );
+    expect(refusal(() => disaggregated({ enabled: true }))).toBe(
+      "autoscaling.roles.prefill.maxReplicas: required with autoscaling.enabled: true (or autoscaling.maxReplicas for every role); at least minReplicas 1",
+    );
   });
 
   it("refuse limits for a role the strategy lacks", () => {
-    expect(refusal(() => disaggregated({ ...SCALING, roles: { main: { maxReplicas: 2 } } }))).toBe('autoscaling.roles.main: strategy "prefill-decode-disaggregated" has no role "main"; allowed: "prefill", "decode"');
-    expect(refusal(() => aggregated({ ...SCALING, roles: { decode: { target: 2 } } }))).toBe('autoscaling.roles.decode: strategy "aggregated-data-expert-parallel" has no role "decode"; allowed: "main"');
+    expect(refusal(() => disaggregated({ ...SCALING, roles: { main: { maxReplicas: 2 } } }))).toBe(
+      'autoscaling.roles.main: strategy "prefill-decode-disaggregated" has no role "main"; allowed: "prefill", "decode"',
+    );
+    expect(refusal(() => aggregated({ ...SCALING, roles: { decode: { target: 2 } } }))).toBe(
+      'autoscaling.roles.decode: strategy "aggregated-data-expert-parallel" has no role "decode"; allowed: "main"',
+    );
   });
 
   it("refuse zero replicas unless scaleToZero says so, and scaleToZero where nothing would wake a role", () => {
-    expect(refusal(() => disaggregated({ ...SCALING, minReplicas: 0 }))).toBe("autoscaling.minReplicas: 0 lets prefill scale to zero, which needs autoscaling.scaleToZero: true; otherwise at least 1");
+    expect(refusal(() => disaggregated({ ...SCALING, minReplicas: 0 }))).toBe(
+      "autoscaling.minReplicas: 0 lets prefill scale to zero, which needs autoscaling.scaleToZero: true; otherwise at least 1",
+    );
     expect(disaggregated({ ...SCALING, minReplicas: 0, scaleToZero: true }).autoscaling!.roles.map((r) => r.minReplicas)).toEqual([0, 0]);
-    expect(refusal(() => aggregated({ ...SCALING, minReplicas: 0, scaleToZero: true }))).toMatch(/^autoscaling\.scaleToZero: true needs a strategy behind the llm-d router: without it no request waits anywhere/);
+    expect(refusal(() => aggregated({ ...SCALING, minReplicas: 0, scaleToZero: true }))).toMatch(
+      /^autoscaling\.scaleToZero: true needs a strategy behind the llm-d router: without it no request waits anywhere/,
+    );
   });
 
   it("refuse autoscaling without the monitoring KEDA reads, a Prometheus address that is no URL, and an unknown key", () => {
-    expect(refusal(() => disaggregated(SCALING, { monitoring: { enabled: false } }))).toBe("autoscaling.enabled: true needs monitoring.enabled: true: KEDA reads the series the PodMonitors have Prometheus scrape");
-    expect(refusal(() => disaggregated({ ...SCALING, prometheusAddress: "prometheus:9090" }))).toMatch(/^autoscaling\.prometheusAddress: .* \(got "prometheus:9090"\)$/);
-    expect(refusal(() => disaggregated({ ...SCALING, roles: { decode: { maxReplica: 3 } } }))).toBe("autoscaling.roles.decode.maxReplica: unknown key; allowed: minReplicas, maxReplicas, target");
+    expect(refusal(() => disaggregated(SCALING, { monitoring: { enabled: false } }))).toBe(
+      "autoscaling.enabled: true needs monitoring.enabled: true: KEDA reads the series the PodMonitors have Prometheus scrape",
+    );
+    expect(refusal(() => disaggregated({ ...SCALING, prometheusAddress: "prometheus:9090" }))).toMatch(
+      /^autoscaling\.prometheusAddress: .* \(got "prometheus:9090"\)$/,
+    );
+    expect(refusal(() => disaggregated({ ...SCALING, roles: { decode: { maxReplica: 3 } } }))).toBe(
+      "autoscaling.roles.decode.maxReplica: unknown key; allowed: minReplicas, maxReplicas, target",
+    );
   });
 
   it("resolve per role: the role's own limits over the stack-wide ones, minReplicas from the role's replicas, the compiled batch from max_num_seqs", () => {
-    const { autoscaling } = disaggregated({ enabled: true, maxReplicas: 6, prometheusAddress: "http://prom.obs.svc:9090", roles: { prefill: { maxReplicas: 2, target: 4 } } }, { decodeReplicas: 3 });
+    const { autoscaling } = disaggregated(
+      { enabled: true, maxReplicas: 6, prometheusAddress: "http://prom.obs.svc:9090", roles: { prefill: { maxReplicas: 2, target: 4 } } },
+      { decodeReplicas: 3 },
+    );
     expect(autoscaling).toEqual({
       prometheusAddress: "http://prom.obs.svc:9090",
       scaleToZero: false,
@@ -101,7 +125,10 @@ describe("autoscaling settings", () => {
       ],
     });
     // One process with 4 data-parallel engines of max_num_seqs 4; the default address is the operator's Service in monitoring.namespace.
-    expect(aggregated(SCALING, { monitoring: { enabled: true, namespace: "obs" } }).autoscaling).toMatchObject({ prometheusAddress: "http://prometheus-operated.obs.svc:9090", roles: [{ role: "main", minReplicas: 2, compiledBatch: 16 }] });
+    expect(aggregated(SCALING, { monitoring: { enabled: true, namespace: "obs" } }).autoscaling).toMatchObject({
+      prometheusAddress: "http://prometheus-operated.obs.svc:9090",
+      roles: [{ role: "main", minReplicas: 2, compiledBatch: 16 }],
+    });
   });
 });
 
@@ -116,7 +143,10 @@ describe("the ScaledObjects", () => {
     expect(kubernetesOf(planDeployment(parseStackSettings(prodRaw), shippedCatalog)).scalers).toEqual([]);
     for (const [name, deployment] of Object.entries(variants)) {
       const { scalers, workloads } = kubernetesOf(deployment);
-      expect(scalers.map((s) => s.role), name).toEqual(deployment.plan.roles.map((r) => r.role));
+      expect(
+        scalers.map((s) => s.role),
+        name,
+      ).toEqual(deployment.plan.roles.map((r) => r.role));
       for (const scaler of scalers) {
         const object = scaler.object as any;
         expect(() => new ScaledObjectModel(object).validate(), `${name} ${scaler.role}`).not.toThrow();
@@ -150,11 +180,22 @@ describe("the ScaledObjects", () => {
 
   it("scale each role on its own signal: decode on the picker's pool-wide queue, prefill and main on their own vLLM queue; both on running requests against the compiled batch", () => {
     const triggers = (deployment: ReturnType<typeof disaggregated>) =>
-      Object.fromEntries(kubernetesOf(deployment).scalers.map((s) => [s.role, s.object.spec.triggers.map((t) => ({ name: t.name, metricType: t.metricType, threshold: t.metadata.threshold, query: t.metadata.query }))]));
+      Object.fromEntries(
+        kubernetesOf(deployment).scalers.map((s) => [
+          s.role,
+          s.object.spec.triggers.map((t) => ({ name: t.name, metricType: t.metricType, threshold: t.metadata.threshold, query: t.metadata.query })),
+        ]),
+      );
     const pd = triggers(disaggregated({ ...SCALING, roles: { decode: { target: 2 } } }));
-    expect(pd.decode!.map((t) => [t.name, t.metricType, t.threshold])).toEqual([["waiting", "Value", "2"], ["running", "Value", "12.8"]]);
+    expect(pd.decode!.map((t) => [t.name, t.metricType, t.threshold])).toEqual([
+      ["waiting", "Value", "2"],
+      ["running", "Value", "12.8"],
+    ]);
     expect(pd.decode![0]!.query).toMatch(/^\(\(\(sum\(llm_d_epp_flow_control_queue_size\{namespace="llm-serving",model="MiniMaxAI\/MiniMax-M2.7"\}\)\)/);
-    expect(pd.prefill!.map((t) => [t.name, t.threshold])).toEqual([["waiting", "1"], ["running", "3.2"]]);
+    expect(pd.prefill!.map((t) => [t.name, t.threshold])).toEqual([
+      ["waiting", "1"],
+      ["running", "3.2"],
+    ]);
     expect(pd.prefill![0]!.query).toContain('sum(vllm:num_requests_waiting{namespace="llm-serving",pod=~"rbln-serving-prefill-[a-z0-9]+-[a-z0-9]+"})');
     const main = triggers(aggregated()).main!;
     expect(main[0]!.query).toContain('sum(vllm:num_requests_waiting{namespace="llm-serving",pod=~"rbln-serving-main-[a-z0-9]+-[a-z0-9]+"})');
@@ -183,7 +224,11 @@ describe("the ScaledObjects", () => {
     }
     const endpoints = (monitoring!.podMonitors.find((m) => m.id === "vllm")!.object.spec as any).podMetricsEndpoints;
     for (const endpoint of endpoints) {
-      expect(endpoint.relabelings).toContainEqual({ action: "replace", sourceLabels: ["__meta_kubernetes_pod_label_rbln_serving_io_compile_key"], targetLabel: "compile_key" });
+      expect(endpoint.relabelings).toContainEqual({
+        action: "replace",
+        sourceLabels: ["__meta_kubernetes_pod_label_rbln_serving_io_compile_key"],
+        targetLabel: "compile_key",
+      });
     }
     const epp = (routerValues as any).router.epp;
     const config = epp.pluginsCustomConfig[epp.pluginsConfigFile];
@@ -199,7 +244,10 @@ describe("the ScaledObjects", () => {
   it("are written by render as kubernetes/<role>-scaledobject.yaml", () => {
     const files = renderFiles(renderDeployment(variants.disaggregated, { stack: "prod", instance: "rbln-serving", secrets: [] }));
     expect(parseYaml(files["kubernetes/decode-scaledobject.yaml"]!)).toEqual(kubernetesOf(variants.disaggregated).scalers[1]!.object);
-    expect(Object.keys(files).filter((f) => f.endsWith("-scaledobject.yaml"))).toEqual(["kubernetes/prefill-scaledobject.yaml", "kubernetes/decode-scaledobject.yaml"]);
+    expect(Object.keys(files).filter((f) => f.endsWith("-scaledobject.yaml"))).toEqual([
+      "kubernetes/prefill-scaledobject.yaml",
+      "kubernetes/decode-scaledobject.yaml",
+    ]);
   });
 });
 
@@ -237,7 +285,8 @@ function promtoolTest(tests: object): { status: number | null; output: string } 
 }
 
 describe("the scalers' queries, evaluated by Prometheus (promtool test rules)", () => {
-  const scalerOf = (deployment: ReturnType<typeof disaggregated>, role: string): RenderedScaler => kubernetesOf(deployment).scalers.find((s) => s.role === role)!;
+  const scalerOf = (deployment: ReturnType<typeof disaggregated>, role: string): RenderedScaler =>
+    kubernetesOf(deployment).scalers.find((s) => s.role === role)!;
   const queryOf = (scaler: RenderedScaler, trigger: string) => scaler.object.spec.triggers.find((t) => t.name === trigger)!.metadata.query;
   const pod = (deployment: string, i: number) => `${deployment}-5d4f8b7c9-pod${i}`;
   /** vLLM series of a pod, as our PodMonitor labels them, with its compile key. */
@@ -245,7 +294,11 @@ describe("the scalers' queries, evaluated by Prometheus (promtool test rules)", 
     series: `${name}{namespace="${namespace}",pod="${podName}",compile_key="${key}",role="r",rank="0",model_name="m",engine="0"}`,
     values,
   });
-  const queue = (values: string) => ({ series: 'llm_d_epp_flow_control_queue_size{namespace="llm-serving",model="MiniMaxAI/MiniMax-M2.7",fairness_id="f",priority="0",inference_pool="p",model_name="m",target_model_name="m"}', values });
+  const queue = (values: string) => ({
+    series:
+      'llm_d_epp_flow_control_queue_size{namespace="llm-serving",model="MiniMaxAI/MiniMax-M2.7",fairness_id="f",priority="0",inference_pool="p",model_name="m",target_model_name="m"}',
+    values,
+  });
   const value = (expr: string, v: number) => ({ expr, eval_time: "1m", exp_samples: [{ labels: "{}", value: v }] });
 
   it("decode behind the router: the picker's queue per serving replica once a pod of the current compile key serves; the threshold (hold) until then, also across a change of key", () => {
@@ -259,13 +312,21 @@ describe("the scalers' queries, evaluated by Prometheus (promtool test rules)", 
         {
           name: "a change of compile key while the scaler exists: the old key's pods serve, the new key compiles; 10 queued",
           interval: "1m",
-          input_series: [vllm("vllm:num_requests_running", pod(name, 1), "0ldc0mpi1ek3y00", "16 16"), vllm("vllm:num_requests_running", pod(name, 2), "0ldc0mpi1ek3y00", "16 16"), queue("10 10")],
+          input_series: [
+            vllm("vllm:num_requests_running", pod(name, 1), "0ldc0mpi1ek3y00", "16 16"),
+            vllm("vllm:num_requests_running", pod(name, 2), "0ldc0mpi1ek3y00", "16 16"),
+            queue("10 10"),
+          ],
           promql_expr_test: [value(waiting, 1), value(running, 12.8)],
         },
         {
           name: "a pod of the new key serves beside an old one: 10 queued over 2 serving pods; 24 running over 2",
           interval: "1m",
-          input_series: [vllm("vllm:num_requests_running", pod(name, 1), "0ldc0mpi1ek3y00", "16 16"), vllm("vllm:num_requests_running", pod(name, 2), key, "8 8"), queue("10 10")],
+          input_series: [
+            vllm("vllm:num_requests_running", pod(name, 1), "0ldc0mpi1ek3y00", "16 16"),
+            vllm("vllm:num_requests_running", pod(name, 2), key, "8 8"),
+            queue("10 10"),
+          ],
           promql_expr_test: [value(waiting, 5), value(running, 12)],
         },
         {
@@ -290,13 +351,31 @@ describe("the scalers' queries, evaluated by Prometheus (promtool test rules)", 
     const deployment = disaggregated({ ...SCALING, minReplicas: 0, scaleToZero: true });
     const prefill = scalerOf(deployment, "prefill");
     const [waiting, running] = [queryOf(prefill, "waiting"), queryOf(prefill, "running")];
-    const replicas = (v: string) => ({ series: `kube_deployment_spec_replicas{namespace="llm-serving",deployment="${prefill.deployment}",job="kube-state-metrics"}`, values: v });
+    const replicas = (v: string) => ({
+      series: `kube_deployment_spec_replicas{namespace="llm-serving",deployment="${prefill.deployment}",job="kube-state-metrics"}`,
+      values: v,
+    });
     const run = promtoolTest({
       evaluation_interval: "1m",
       tests: [
-        { name: "zero replicas, 3 queued: 3 wakes it", interval: "1m", input_series: [replicas("0 0"), queue("3 3")], promql_expr_test: [value(waiting, 3), value(running, 0)] },
-        { name: "zero replicas, nothing queued: 0 keeps it there", interval: "1m", input_series: [replicas("0 0")], promql_expr_test: [value(waiting, 0), value(running, 0)] },
-        { name: "one replica loading, 3 queued: hold", interval: "1m", input_series: [replicas("1 1"), queue("3 3")], promql_expr_test: [value(waiting, 1), value(running, 3.2)] },
+        {
+          name: "zero replicas, 3 queued: 3 wakes it",
+          interval: "1m",
+          input_series: [replicas("0 0"), queue("3 3")],
+          promql_expr_test: [value(waiting, 3), value(running, 0)],
+        },
+        {
+          name: "zero replicas, nothing queued: 0 keeps it there",
+          interval: "1m",
+          input_series: [replicas("0 0")],
+          promql_expr_test: [value(waiting, 0), value(running, 0)],
+        },
+        {
+          name: "one replica loading, 3 queued: hold",
+          interval: "1m",
+          input_series: [replicas("1 1"), queue("3 3")],
+          promql_expr_test: [value(waiting, 1), value(running, 3.2)],
+        },
       ],
     });
     expect(run.output).toContain("SUCCESS");
@@ -370,7 +449,10 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()' "$PO
     fs.writeFileSync(path.join(launchDir, lock.file), lock.text);
     fs.writeFileSync(path.join(launchDir, "launch.sh"), LAUNCH);
     let output = "";
-    const pod = spawn(lock.command[0]!, lock.command.slice(1), { env: { PATH: process.env.PATH, PORT: String(port), LEASE_OWNER: name }, stdio: ["ignore", "ignore", "pipe"] });
+    const pod = spawn(lock.command[0]!, lock.command.slice(1), {
+      env: { PATH: process.env.PATH, PORT: String(port), LEASE_OWNER: name },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     pod.stderr!.on("data", (c: Buffer) => (output += c.toString()));
     pods.push(pod);
     return () => output;

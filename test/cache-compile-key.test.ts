@@ -65,10 +65,10 @@ describe("compile keys", () => {
     const decode = plan.roles.find((r) => r.role === "decode")!;
     const otherSoc = plan.nodes.map((n) => ({ ...n, skus: ["RBLN-CA25"] }));
     expect(compileKey({ ...plan, nodes: otherSoc }, decode)).not.toBe(decode.compileKey);
-    const image = "registry.example.com/ml/vllm-rbln@sha256:" + "a".repeat(64);
+    const image = `registry.example.com/ml/vllm-rbln@sha256:${"a".repeat(64)}`;
     expect(compileKey(plan, decode, image)).not.toBe(decode.compileKey);
     expect(compileKey(plan, decode, image)).not.toBe(compileKey(plan, decode, image.replace(/a{64}$/, "b".repeat(64))));
-    const prod = { ...readStackFile("prod").raw, kubernetes: { ...(readStackFile("prod").raw["kubernetes"] as object), image } };
+    const prod = { ...readStackFile("prod").raw, kubernetes: { ...(readStackFile("prod").raw.kubernetes as object), image } };
     const deployed = planDeployment(parseStackSettings(prod), shippedCatalog).plan;
     expect(deployed.roles.map((r) => r.compileKey)).toEqual(deployed.roles.map((r) => compileKey(deployed, r, image)));
   });
@@ -95,7 +95,7 @@ describe("revision and offline serving", () => {
     const { plan } = planDeployment(parseStackSettings({ ...dev, revision: REVISION, axes: { spec_decode: "eagle3" } }), shippedCatalog);
     const rank = plan.roles[0]!.ranks[0]!;
     expect(rank.argv.slice(-4)).toEqual(["--revision", REVISION, "--tokenizer-revision", REVISION]);
-    expect(rank.env["HF_HUB_OFFLINE"]).toBe("1");
+    expect(rank.env.HF_HUB_OFFLINE).toBe("1");
     expect(plan.revision).toBe(REVISION);
     expect(plan.models).toEqual([
       { id: "MiniMaxAI/MiniMax-M2.7", use: "model", revision: REVISION, roles: ["main"] },
@@ -111,7 +111,9 @@ describe("revision and offline serving", () => {
     for (const bad of ["main", REVISION.slice(0, 39), REVISION.toUpperCase(), `${REVISION}0`]) {
       expect(() => parseStackSettings({ ...dev, revision: bad })).toThrow(/^revision: a 40-hex commit hash/);
     }
-    expect(() => planDeployment(parseStackSettings({ ...dev, extraArgs: { main: ["--revision", REVISION] } }), shippedCatalog)).toThrow(/^extraArgs\.main: "--revision" comes from the revision setting/);
+    expect(() => planDeployment(parseStackSettings({ ...dev, extraArgs: { main: ["--revision", REVISION] } }), shippedCatalog)).toThrow(
+      /^extraArgs\.main: "--revision" comes from the revision setting/,
+    );
   });
 });
 
@@ -120,8 +122,20 @@ describe("deploy model", () => {
   const keys = { main: plan.roles[0]!.compileKey };
   const register = async (replicas: number, registered: Registered) => {
     const hosts = Array.from({ length: replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
-    const more = registered === "shared" ? { cache: { shared: "/mnt/rbln-cache" } } : registered === "ahead" ? { revision: REVISION, compile: { host: { name: "cpu-0", address: "10.0.1.1", hostKey: EXAMPLE_HOST_KEY }, registry: { repository: "registry.example.com/cache" } } } : {};
-    const run = await runUnderMocks(runProgram, { strategy: "aggregated-data-expert-parallel", target: "Throughput", replicas, hosts, ...more }, { sshPrivateKey: "k" });
+    const more =
+      registered === "shared"
+        ? { cache: { shared: "/mnt/rbln-cache" } }
+        : registered === "ahead"
+          ? {
+              revision: REVISION,
+              compile: { host: { name: "cpu-0", address: "10.0.1.1", hostKey: EXAMPLE_HOST_KEY }, registry: { repository: "registry.example.com/cache" } },
+            }
+          : {};
+    const run = await runUnderMocks(
+      runProgram,
+      { strategy: "aggregated-data-expert-parallel", target: "Throughput", replicas, hosts, ...more },
+      { sshPrivateKey: "k" },
+    );
     if (run.error) throw run.error;
     return run.registrations;
   };
@@ -130,7 +144,12 @@ describe("deploy model", () => {
     const [today, copies, shared] = await compareDeployLayouts([8], register, keys);
     expect([today!.first.hubDownloads, today!.first.compiles, today!.first.internetBytes]).toEqual([8, 8, 8 * 230e9]);
     for (const cached of [copies!, shared!]) {
-      expect([cached.layout, cached.first.hubDownloads, cached.first.compilesPerKey, cached.first.internetBytes]).toEqual([cached.layout, 1, { [keys.main]: 1 }, 230e9]);
+      expect([cached.layout, cached.first.hubDownloads, cached.first.compilesPerKey, cached.first.internetBytes]).toEqual([
+        cached.layout,
+        1,
+        { [keys.main]: 1 },
+        230e9,
+      ]);
       expect(cached.first.minutesToFullCapacity).toBeLessThan(today!.first.minutesToFullCapacity);
       expect(cached.recompile.compiles).toBe(1);
     }
@@ -155,7 +174,12 @@ describe("deploy model", () => {
 
   it("evaluates earliest finish times: one replica is install/download, then compile", async () => {
     const steps = programDeployGraph(await register(1, "copies"), keys, "copies", "first");
-    expect(steps.map((s) => `${s.id} ${s.kind}`).sort()).toEqual(["rbln-serving-npu-0-install install", "rbln-serving-npu-0-main-0 compile", "rbln-serving-npu-0-preflight check", "rbln-serving-npu-0-weights hubDownload"]);
+    expect(steps.map((s) => `${s.id} ${s.kind}`).sort()).toEqual([
+      "rbln-serving-npu-0-install install",
+      "rbln-serving-npu-0-main-0 compile",
+      "rbln-serving-npu-0-preflight check",
+      "rbln-serving-npu-0-weights hubDownload",
+    ]);
     const d = DEFAULT_DURATIONS;
     const download = (d.weightsBytes * 8) / (d.internetGbitPerS * 1e9);
     expect(simulateDeploy(steps).minutesToFullCapacity).toBeCloseTo((Math.max(download, d.installSeconds) + d.compileSeconds) / 60, 6);

@@ -38,7 +38,10 @@ function startPod(name: string, port: number, cacheRoot: string, log: string): {
   fs.writeFileSync(path.join(launchDir, lock.file), lock.text);
   fs.writeFileSync(path.join(launchDir, "launch.sh"), LAUNCH);
   let output = "";
-  const pod = spawn(lock.command[0]!, lock.command.slice(1), { env: { PATH: process.env.PATH, POD: name, PORT: String(port), LOG: log, LEASE_OWNER: name }, stdio: ["ignore", "pipe", "pipe"] });
+  const pod = spawn(lock.command[0]!, lock.command.slice(1), {
+    env: { PATH: process.env.PATH, POD: name, PORT: String(port), LOG: log, LEASE_OWNER: name },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   pod.stderr!.on("data", (c: Buffer) => (output += c.toString()));
   pods.push(pod);
   return { output: () => output };
@@ -64,7 +67,11 @@ describe("the compile lock of a role's pods", () => {
     const writer = /writing as (pod-[ab])/.exec(a.output() + b.output())![1];
     const loader = writer === "pod-a" ? "pod-b" : "pod-a";
     expect((writer === "pod-a" ? b : a).output()).toContain("complete; starting, loading what the writer made");
-    const starts = fs.readFileSync(log, "utf8").trim().split("\n").map((line) => line.split(" "));
+    const starts = fs
+      .readFileSync(log, "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => line.split(" "));
     expect(starts.map((s) => s[1])).toEqual([writer, loader]);
     // The loader started only once the compiler answered, 3 s after it started (it polls every second).
     expect(Number(starts[1]![2]) - Number(starts[0]![2])).toBeGreaterThanOrEqual(3e9);

@@ -17,7 +17,18 @@ function scratch(): { dir: string; script: string } {
   dirs.push(dir);
   const script = path.join(dir, "lease-lock.sh");
   // A short lease so a dead writer is taken over within seconds; the heartbeat renews it twice a lease.
-  fs.writeFileSync(script, renderLeaseLock({ lockRoot: path.join(dir, "locks"), lockName: "compile-0123abcd", leaseSeconds: 2, heartbeatSeconds: 1, pollSeconds: 0.2, waitLimitSeconds: 60 }), { mode: 0o755 });
+  fs.writeFileSync(
+    script,
+    renderLeaseLock({
+      lockRoot: path.join(dir, "locks"),
+      lockName: "compile-0123abcd",
+      leaseSeconds: 2,
+      heartbeatSeconds: 1,
+      pollSeconds: 0.2,
+      waitLimitSeconds: 60,
+    }),
+    { mode: 0o755 },
+  );
   return { dir, script };
 }
 
@@ -30,7 +41,9 @@ function start(script: string, owner: string, args: string[]): Run {
   const child = spawn("bash", [script, "run", ...args], { env: { ...process.env, LEASE_OWNER: owner }, stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) => child.on("close", (code, signal) => resolve({ code, signal, stderr })));
+  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) =>
+    child.on("close", (code, signal) => resolve({ code, signal, stderr })),
+  );
   return { child, done };
 }
 
@@ -96,10 +109,19 @@ describe("lease lock", () => {
     const { dir, script } = scratch();
     const log = path.join(dir, "writes");
     const write = `echo "$LEASE_OWNER" >> ${log}`;
-    const runs = [["a0", "compile-aaaa"], ["a1", "compile-aaaa"], ["b0", "compile-bbbb"], ["b1", "compile-bbbb"]].map(([owner, name]) => start(script, owner!, ["--name", name!, "--", "bash", "-c", write]));
+    const runs = [
+      ["a0", "compile-aaaa"],
+      ["a1", "compile-aaaa"],
+      ["b0", "compile-bbbb"],
+      ["b1", "compile-bbbb"],
+    ].map(([owner, name]) => start(script, owner!, ["--name", name!, "--", "bash", "-c", write]));
     const results = await Promise.all(runs.map((r) => r.done));
     expect(results.map((r) => r.code)).toEqual([0, 0, 0, 0]);
-    expect(lines(log).map((owner) => owner[0]).sort()).toEqual(["a", "b"]);
+    expect(
+      lines(log)
+        .map((owner) => owner[0])
+        .sort(),
+    ).toEqual(["a", "b"]);
     expect(fs.readdirSync(path.join(dir, "locks")).sort()).toEqual(["compile-aaaa.done", "compile-bbbb.done"]);
   }, 30_000);
 
@@ -125,7 +147,10 @@ describe("lease lock", () => {
     const dead = start(script, "dead", ["--", "bash", "-c", `echo "$LEASE_OWNER started" >> ${log}; sleep 60`]);
     await until(() => lines(log).includes("dead started"), "the first writer to start");
     const waiters = ["w1", "w2", "w3"].map((owner) => start(script, owner, ["--", "bash", "-c", write]));
-    await until(() => waiters.every((w) => w.child.exitCode === null) && fs.existsSync(path.join(dir, "locks", "compile-0123abcd.lease", "1", "owner")), "the waiters");
+    await until(
+      () => waiters.every((w) => w.child.exitCode === null) && fs.existsSync(path.join(dir, "locks", "compile-0123abcd.lease", "1", "owner")),
+      "the waiters",
+    );
     dead.child.kill("SIGKILL");
     const results = await Promise.all(waiters.map((w) => w.done));
     expect((await dead.done).signal).toBe("SIGKILL");
@@ -149,7 +174,11 @@ describe("lease lock", () => {
     const go = path.join(dir, "go");
     // A start barrier, so the five look at the expired lease together and race to take it over.
     const runs = ["h0", "h1", "h2", "h3", "h4"].map((owner) => {
-      const child = spawn("bash", ["-c", `until [ -e ${go} ]; do sleep 0.01; done; exec bash ${script} run -- bash -c 'echo "$LEASE_OWNER" >> ${log}; sleep 1'`], { env: { ...process.env, LEASE_OWNER: owner }, stdio: ["ignore", "ignore", "pipe"] });
+      const child = spawn(
+        "bash",
+        ["-c", `until [ -e ${go} ]; do sleep 0.01; done; exec bash ${script} run -- bash -c 'echo "$LEASE_OWNER" >> ${log}; sleep 1'`],
+        { env: { ...process.env, LEASE_OWNER: owner }, stdio: ["ignore", "ignore", "pipe"] },
+      );
       let stderr = "";
       child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
       return new Promise<{ code: number | null; stderr: string }>((resolve) => child.on("close", (code) => resolve({ code, stderr })));

@@ -13,7 +13,16 @@ const MODELS: ModelRef[] = [
   { id: "MiniMaxAI/MiniMax-M2.7", use: "model", revision: null, roles: ["main"] },
   { id: "example/eagle3-draft", use: "draft", revision: "0123456789abcdef0123456789abcdef01234567", roles: ["main"] },
 ];
-const input = { instance: "rbln-serving", namespace: "llm", labels: { "app.kubernetes.io/instance": "rbln-serving" }, image: "registry.example.com/vllm-rbln:0.12.0", models: MODELS, hfHome: "/data/hf", weightsClaim: "rbln-serving-weights", activeDeadlineSeconds: 28_800 };
+const input = {
+  instance: "rbln-serving",
+  namespace: "llm",
+  labels: { "app.kubernetes.io/instance": "rbln-serving" },
+  image: "registry.example.com/vllm-rbln:0.12.0",
+  models: MODELS,
+  hfHome: "/data/hf",
+  weightsClaim: "rbln-serving-weights",
+  activeDeadlineSeconds: 28_800,
+};
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "weights-job-"));
 afterAll(() => fs.rmSync(work, { recursive: true, force: true }));
@@ -45,7 +54,11 @@ function runJob(hfHome: string, extraEnv: Record<string, string> = {}) {
   const container = job.spec!.template.spec!.containers[0]!;
   const [shell, flag, script] = container.command as string[];
   // stdin not a socket: bash reads ~/.bashrc when it thinks sshd started it.
-  return spawnSync(shell!, [flag!, script!], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], env: { PATH: process.env.PATH, HF_HUB_OFFLINE: "1", HF_HOME: hfHome, PYTHONPATH: stubHub(), ...extraEnv } });
+  return spawnSync(shell!, [flag!, script!], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { PATH: process.env.PATH, HF_HUB_OFFLINE: "1", HF_HOME: hfHome, PYTHONPATH: stubHub(), ...extraEnv },
+  });
 }
 
 describe("the weights Job", () => {
@@ -82,7 +95,11 @@ describe("the weights Job", () => {
     expect(waiting.stdout).toContain(`waiting for ${weightsMarker(hfHome, MODELS[1]!.id)} at ${"a".repeat(40)}`);
     const job = weightsJob({ ...input, hfHome, models: repinned });
     const [jobShell, jobFlag, jobScript] = job.spec!.template.spec!.containers[0]!.command as string[];
-    const second = spawnSync(jobShell!, [jobFlag!, jobScript!], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], env: { PATH: process.env.PATH, HF_HOME: hfHome, PYTHONPATH: stubHub() } });
+    const second = spawnSync(jobShell!, [jobFlag!, jobScript!], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { PATH: process.env.PATH, HF_HOME: hfHome, PYTHONPATH: stubHub() },
+    });
     expect(second.status).toBe(0);
     expect(fs.readFileSync(weightsMarker(hfHome, MODELS[1]!.id), "utf8")).toBe(`${"a".repeat(40)}\n`);
     expect(spawnSync(shell!, [flag!, script!, ...args], { encoding: "utf8", timeout: 5000 }).status).toBe(0);

@@ -14,7 +14,7 @@ import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 const ROOT = path.resolve(__dirname, "..");
 
 /** Runs the CLI the way the README and docs/commands.md do: `npm run --silent <command> -- ...`. */
-export function cli(...args: string[]) {
+function cli(...args: string[]) {
   const result = spawnSync("npm", ["run", "--silent", ...args], { cwd: ROOT, encoding: "utf8" });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
@@ -47,7 +47,9 @@ describe("plan command", () => {
     const run = cli("plan", "--", "--stack", "dev");
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/^strategy {2}aggregated-data-expert-parallel$/m);
-    expect(run.stdout).toContain("env \\\n  VLLM_ENGINE_READY_TIMEOUT_S=9600 \\\n  HF_HUB_OFFLINE=1 \\\n  vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\");
+    expect(run.stdout).toContain(
+      "env \\\n  VLLM_ENGINE_READY_TIMEOUT_S=9600 \\\n  HF_HUB_OFFLINE=1 \\\n  vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\",
+    );
   });
 
   it("warns about each secret the settings need and the stack file does not hold, and plans all the same", () => {
@@ -60,15 +62,27 @@ describe("plan command", () => {
     // With the secrets in the file, nothing; a password without its user, that pairing (core/config/secrets.ts).
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stack-secrets-"));
     const secure = { secure: "v1:AAAAciphertext" };
-    const stack = (config: Record<string, unknown>) => stringify({ config: { ...Object.fromEntries(Object.entries(readStackFile("dev").raw).map(([k, v]) => [`rbln-serving:${k}`, v])), ...config } });
+    const stack = (config: Record<string, unknown>) =>
+      stringify({ config: { ...Object.fromEntries(Object.entries(readStackFile("dev").raw).map(([k, v]) => [`rbln-serving:${k}`, v])), ...config } });
     fs.writeFileSync(path.join(dir, "Pulumi.held.yaml"), stack({ "rbln-serving:sshPrivateKey": secure, "rbln-serving:pipPassword": secure }));
-    fs.writeFileSync(path.join(dir, "Pulumi.stray.yaml"), stack({ "rbln-serving:sshPrivateKey": secure, "rbln-serving:pipPassword": secure, "rbln-serving:compile": { registry: { repository: "registry.example.com/x" } }, "rbln-serving:revision": "0123456789abcdef0123456789abcdef01234567", "rbln-serving:registryPassword": secure }));
+    fs.writeFileSync(
+      path.join(dir, "Pulumi.stray.yaml"),
+      stack({
+        "rbln-serving:sshPrivateKey": secure,
+        "rbln-serving:pipPassword": secure,
+        "rbln-serving:compile": { registry: { repository: "registry.example.com/x" } },
+        "rbln-serving:revision": "0123456789abcdef0123456789abcdef01234567",
+        "rbln-serving:registryPassword": secure,
+      }),
+    );
     const warned = vi.spyOn(process.stderr, "write").mockImplementation(() => true);
     try {
       stackDeployment({}, RecipeCatalog.load(), "held", dir);
       expect(warned).not.toHaveBeenCalled();
       stackDeployment({}, RecipeCatalog.load(), "stray", dir);
-      expect(warned.mock.calls).toEqual([["warning: compile.registry.username: required when the registryPassword secret is set (the registry's user name)\n"]]);
+      expect(warned.mock.calls).toEqual([
+        ["warning: compile.registry.username: required when the registryPassword secret is set (the registry's user name)\n"],
+      ]);
     } finally {
       warned.mockRestore();
       fs.rmSync(dir, { recursive: true });
@@ -112,8 +126,18 @@ describe("a malformed stack file", () => {
     ["a bad indent", "config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n   rbln-serving:target: Latency\n", ":2:", /invalid YAML: /],
     ["a duplicate key", "config:\n  rbln-serving:target: Latency\n  rbln-serving:target: Throughput\n", ":3:3", /invalid YAML: Map keys must be unique$/],
     ["a list instead of a mapping", "- config\n", "", /not a Pulumi stack file/],
-    ["an alias bomb", `a: &a [x, x, x, x, x, x, x, x, x]\n${["b", "c", "d", "e", "f", "g", "h", "i"].map((n, i) => `${n}: &${n} [${Array(9).fill(`*${"abcdefgh"[i]}`).join(", ")}]`).join("\n")}\nconfig:\n  rbln-serving:axes: *i\n`, ": ", /invalid YAML: more than 100 aliases to expand, as in an alias bomb$/],
-    ["a byte that is not UTF-8", Buffer.from([...Buffer.from("config:\n  rbln-serving:target: Lat"), 0xff, 0x0a]), ":2: ", /not UTF-8 text; save the stack file as UTF-8$/],
+    [
+      "an alias bomb",
+      `a: &a [x, x, x, x, x, x, x, x, x]\n${["b", "c", "d", "e", "f", "g", "h", "i"].map((n, i) => `${n}: &${n} [${Array(9).fill(`*${"abcdefgh"[i]}`).join(", ")}]`).join("\n")}\nconfig:\n  rbln-serving:axes: *i\n`,
+      ": ",
+      /invalid YAML: more than 100 aliases to expand, as in an alias bomb$/,
+    ],
+    [
+      "a byte that is not UTF-8",
+      Buffer.from([...Buffer.from("config:\n  rbln-serving:target: Lat"), 0xff, 0x0a]),
+      ":2: ",
+      /not UTF-8 text; save the stack file as UTF-8$/,
+    ],
   ] as const) {
     it(`(${what}) is one line naming the file, line and column, exit status 2`, () => {
       const name = `malformed-${process.pid}-${what.replace(/\W+/g, "-")}`;
@@ -142,7 +166,12 @@ describe("a stack file that is no regular file", () => {
     const large = `config:\n  rbln-serving:strategy: ${"x".repeat(5 * 2 ** 20)}\n`;
     fs.writeFileSync(path.join(dir, "Pulumi.large.yaml"), large);
     const allowed = "allowed: a stack file: a YAML text file of at most 4 MiB";
-    for (const [name, problem] of [["folder", "is a folder"], ["fifo", "is not a regular file"], ["device", "is not a regular file"], ["large", `is ${large.length} bytes`]]) {
+    for (const [name, problem] of [
+      ["folder", "is a folder"],
+      ["fifo", "is not a regular file"],
+      ["device", "is not a regular file"],
+      ["large", `is ${large.length} bytes`],
+    ]) {
       const shown = path.relative(process.cwd(), path.join(dir, `Pulumi.${name}.yaml`));
       expect(() => readStackFile(name!, dir), name).toThrow(`--stack: ${JSON.stringify(shown)} ${problem}; ${allowed}`);
     }
@@ -154,7 +183,10 @@ describe("a refused index URL", () => {
   it("is one line with exit status 2, its password masked, also given as JSON text", () => {
     const name = `bad-url-${process.pid}`;
     const file = path.join(ROOT, "stacks", `Pulumi.${name}.yaml`);
-    fs.writeFileSync(file, `config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n  rbln-serving:target: Latency\n  rbln-serving:pip: '{"indexUrl": "https://me:hunter2@host name/"}'\n`);
+    fs.writeFileSync(
+      file,
+      `config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n  rbln-serving:target: Latency\n  rbln-serving:pip: '{"indexUrl": "https://me:hunter2@host name/"}'\n`,
+    );
     try {
       const run = cli("plan", "--", "--stack", name);
       expect(run.status).toBe(2);
@@ -192,8 +224,13 @@ describe("render --out", () => {
     const out = path.join(fresh(), "rendered");
     render("staging", out);
     const host = path.join(out, "hosts/npu-stg-0");
-    expect([...fs.readdirSync(path.join(host, "systemd")), ...fs.readdirSync(path.join(host, "env"))]).toEqual(["rbln-serving-staging.main-0.service", "staging.main-0.env"]);
-    expect(fs.readFileSync(path.join(host, "systemd/rbln-serving-staging.main-0.service"), "utf8")).toMatch(/^EnvironmentFile=\/opt\/rbln-serving\/env\/staging\.main-0\.env$/m);
+    expect([...fs.readdirSync(path.join(host, "systemd")), ...fs.readdirSync(path.join(host, "env"))]).toEqual([
+      "rbln-serving-staging.main-0.service",
+      "staging.main-0.env",
+    ]);
+    expect(fs.readFileSync(path.join(host, "systemd/rbln-serving-staging.main-0.service"), "utf8")).toMatch(
+      /^EnvironmentFile=\/opt\/rbln-serving\/env\/staging\.main-0\.env$/m,
+    );
     expect(fs.readFileSync(path.join(host, "install.sh"), "utf8")).toMatch(/^venv=\/opt\/rbln-serving\/venvs\/staging\/rebel-compiler-/m);
   });
 
@@ -248,7 +285,9 @@ describe("render --out", () => {
   });
 
   it("refuses --format and other options it does not read", () => {
-    expect(() => render("dev", fresh(), { format: "json" })).toThrow(/^--format: not an option of render \(render writes files; --format is for plan and diff\)/);
+    expect(() => render("dev", fresh(), { format: "json" })).toThrow(
+      /^--format: not an option of render \(render writes files; --format is for plan and diff\)/,
+    );
     expect(() => runCommand("plan", { stack: "dev", out: "x" }, catalog)).toThrow(/^--out: not an option of plan/);
   });
 });
@@ -257,17 +296,22 @@ describe("diff between stacks", () => {
   const catalog = RecipeCatalog.load();
   const dev = readStackFile("dev").raw as Record<string, any>;
   const deploy = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), catalog);
-  const diff = (b: Record<string, unknown>, secretsA: string[] = [], secretsB: string[] = []) => renderPlanDiff(diffDeployments(deploy(dev), deploy(b), secretsA, secretsB));
+  const diff = (b: Record<string, unknown>, secretsA: string[] = [], secretsB: string[] = []) =>
+    renderPlanDiff(diffDeployments(deploy(dev), deploy(b), secretsA, secretsB));
 
   it("shows every setting that changes what is deployed, not only flags", () => {
     expect(diff(dev)).toBe("no changes\n");
     expect(diff({ ...dev, hosts: [{ ...dev.hosts[0], address: "10.20.0.12" }] })).toBe("settings:\n  ~ hosts[0].address 10.20.0.11 → 10.20.0.12\n");
-    expect(diff({ ...dev, cacheRoot: "/data/rbln", installRoot: "/srv/rbln" })).toBe("settings:\n  ~ installRoot /opt/rbln-serving → /srv/rbln\n  ~ cacheRoot /var/lib/rbln-serving → /data/rbln\n");
+    expect(diff({ ...dev, cacheRoot: "/data/rbln", installRoot: "/srv/rbln" })).toBe(
+      "settings:\n  ~ installRoot /opt/rbln-serving → /srv/rbln\n  ~ cacheRoot /var/lib/rbln-serving → /data/rbln\n",
+    );
     expect(diff({ ...dev, minFreeDiskGb: 600 })).toContain("  ~ minFreeDiskGb 500 → 600\n");
     // One change, not also an empty `cache` removed.
     expect(diff({ ...dev, cache: { shared: "/mnt/rbln-cache" } })).toBe("settings:\n  + cache.shared /mnt/rbln-cache\n");
-    expect(diff({ ...dev, hosts: [...dev.hosts, { ...dev.hosts[0], name: "npu-dev-1", address: "10.20.0.12" }], replicas: 2 })).toContain("  + hosts[1].name npu-dev-1\n");
-    expect(diff({ ...dev, versions: { vllmRbln: "0.12.1" } })).toMatch(/^packages:\n  ~ vllm-rbln vllm-rbln\S*==0\.12\.0 → vllm-rbln\S*==0\.12\.1\n/);
+    expect(diff({ ...dev, hosts: [...dev.hosts, { ...dev.hosts[0], name: "npu-dev-1", address: "10.20.0.12" }], replicas: 2 })).toContain(
+      "  + hosts[1].name npu-dev-1\n",
+    );
+    expect(diff({ ...dev, versions: { vllmRbln: "0.12.1" } })).toMatch(/^packages:\n {2}~ vllm-rbln vllm-rbln\S*==0\.12\.0 → vllm-rbln\S*==0\.12\.1\n/);
     expect(diff(dev, ["sshPrivateKey"], ["sshPrivateKey", "apiKey"])).toBe("secrets:\n  + apiKey set\n");
     const platform = diff({ ...dev, platform: "kubernetes", kubernetes: { image: "registry.example.com/x:1" } });
     expect(platform).toContain("  ~ platform hosts → kubernetes\n");

@@ -12,7 +12,7 @@ import { REGISTRY_PASSWORD_ENV } from "../core/render/kubernetes/compileJob";
 import { planServing } from "../components/modelServing";
 import { runProgram } from "../program";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
-import { ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
+import { ofType, runUnderMocks, outputValue, type Registration } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 import { freePort } from "./helpers/sshd";
 
@@ -28,7 +28,15 @@ const compileHost = { name: "cpu-0", address: "10.0.1.5", hostKey: EXAMPLE_HOST_
 const REGISTRY = { repository: "registry.example.com/ml/rbln-compile-cache", username: "ci" };
 
 function hostsStack(more: Record<string, unknown> = {}, replicas = 4): Record<string, unknown> {
-  return { strategy: "aggregated-data-expert-parallel", target: "Latency", replicas, hosts: hosts(replicas), revision: REVISION, compile: { host: compileHost, registry: REGISTRY }, ...more };
+  return {
+    strategy: "aggregated-data-expert-parallel",
+    target: "Latency",
+    replicas,
+    hosts: hosts(replicas),
+    revision: REVISION,
+    compile: { host: compileHost, registry: REGISTRY },
+    ...more,
+  };
 }
 
 const commands = (registrations: readonly Registration[]) => ofType(registrations, "command:remote:Command");
@@ -39,7 +47,11 @@ function upstream(registrations: readonly Registration[], urn: string): Set<stri
   const byUrn = new Map(registrations.map((r) => [r.urn, r]));
   const seen = new Set<string>();
   const visit = (u: string) => {
-    for (const d of byUrn.get(u)?.dependencies ?? []) if (!seen.has(d)) (seen.add(d), visit(d));
+    for (const d of byUrn.get(u)?.dependencies ?? []) {
+      if (seen.has(d)) continue;
+      seen.add(d);
+      visit(d);
+    }
   };
   visit(urn);
   return new Set([...seen].map((u) => byUrn.get(u)?.name ?? u));
@@ -52,7 +64,12 @@ describe("compile ahead on hosts, under the mock runtime", async () => {
   it("runs, with the compile host's steps: preflight, install, weights (it is the seed), one compile step per key", () => {
     expect(error).toBeUndefined();
     expect(names.filter((n) => n.includes("-cpu-0-") && !/-(allow|revoke)-/.test(n)).sort()).toEqual(
-      ["rbln-serving-cpu-0-preflight", "rbln-serving-cpu-0-install", "rbln-serving-cpu-0-weights", expect.stringMatching(/^rbln-serving-cpu-0-compile-[0-9a-f]{16}$/)].sort(),
+      [
+        "rbln-serving-cpu-0-preflight",
+        "rbln-serving-cpu-0-install",
+        "rbln-serving-cpu-0-weights",
+        expect.stringMatching(/^rbln-serving-cpu-0-compile-[0-9a-f]{16}$/),
+      ].sort(),
     );
     // Nothing else downloads from the hub: every NPU host copies the weights from the compile host.
     expect(names.filter((n) => n.endsWith("-weights"))).toEqual(["rbln-serving-cpu-0-weights"]);
@@ -64,7 +81,11 @@ describe("compile ahead on hosts, under the mock runtime", async () => {
     expect(units).toHaveLength(4);
     for (const unit of units) for (const step of compileSteps) expect(upstream(registrations, unit.urn), unit.name).toContain(step);
     expect(names).toContain("rbln-serving-npu-0-copy-compile-cpu-0");
-    expect(names.filter((n) => /-copy-compile-npu-/.test(n))).toEqual(["rbln-serving-npu-1-copy-compile-npu-0", "rbln-serving-npu-2-copy-compile-npu-1", "rbln-serving-npu-3-copy-compile-npu-2"]);
+    expect(names.filter((n) => /-copy-compile-npu-/.test(n))).toEqual([
+      "rbln-serving-npu-1-copy-compile-npu-0",
+      "rbln-serving-npu-2-copy-compile-npu-1",
+      "rbln-serving-npu-3-copy-compile-npu-2",
+    ]);
   });
 
   it("runs compile-only on the compile host and on no NPU unit", () => {
@@ -82,7 +103,7 @@ describe("compile ahead on hosts, under the mock runtime", async () => {
   });
 
   it("lists the stack's compile keys, with the digest the compile step reports", async () => {
-    const keys = await valueOf((result as ReturnType<typeof runProgram>).compileKeys);
+    const keys = await outputValue((result as ReturnType<typeof runProgram>).compileKeys);
     // Under mocks the step printed nothing: the key is listed, its digest unknown yet.
     expect(keys).toEqual([{ key: expect.stringMatching(/^[0-9a-f]{16}$/), roles: ["main"] }]);
   });
@@ -106,7 +127,9 @@ describe("a registry without a compile host pulls on the first host of each key"
 
   it("warns that this stack only pulls", () => {
     const deployment = planDeployment(parseStackSettings(settings), shippedCatalog);
-    expect(deployment.plan.warnings).toContain("compile.registry: without compile.host this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed");
+    expect(deployment.plan.warnings).toContain(
+      "compile.registry: without compile.host this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed",
+    );
   });
 });
 
@@ -121,30 +144,57 @@ describe("compile settings", () => {
   };
 
   it("refuse a compile host that is one of the hosts, a registry without a pinned revision, a user without the password and back", () => {
-    expect(refusal(hostsStack({ compile: { host: { ...compileHost, name: "npu-1" } } }))).toBe('compile.host.name: the compile host must be a server of its own, but hosts[1].name is "npu-1" too');
+    expect(refusal(hostsStack({ compile: { host: { ...compileHost, name: "npu-1" } } }))).toBe(
+      'compile.host.name: the compile host must be a server of its own, but hosts[1].name is "npu-1" too',
+    );
     // The same SSH server under another spelling of its address.
-    expect(refusal(hostsStack({ compile: { host: { ...compileHost, address: "10.0.0.12", port: 22 } } }))).toBe('compile.host.address: the compile host must be a server of its own, but hosts[2].address is "10.0.0.12:22" too');
+    expect(refusal(hostsStack({ compile: { host: { ...compileHost, address: "10.0.0.12", port: 22 } } }))).toBe(
+      'compile.host.address: the compile host must be a server of its own, but hosts[2].address is "10.0.0.12:22" too',
+    );
     expect(refusal(hostsStack({ revision: undefined }), SECRETS)).toMatch(/^revision: required with compile\.registry/);
     expect(refusal(hostsStack({}))).toMatch(/^registryPassword: required when compile\.registry\.username is set/);
-    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: REGISTRY.repository } } }), SECRETS)).toMatch(/^compile\.registry\.username: required when the registryPassword secret is set/);
-    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "https://registry.example.com/x:tag" } } }), SECRETS)).toMatch(/^compile\.registry\.repository: an OCI repository/);
-    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "registry.example.com:99999/x" } } }), SECRETS)).toMatch(/^compile\.registry\.repository: a registry port from 1 to 65535/);
-    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "registry.example.com:0/x" } } }), SECRETS)).toMatch(/^compile\.registry\.repository: a registry port from 1 to 65535/);
-    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "registry.example.com:5000/x", username: "u" } } }), SECRETS)).toBe("accepted");
+    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: REGISTRY.repository } } }), SECRETS)).toMatch(
+      /^compile\.registry\.username: required when the registryPassword secret is set/,
+    );
+    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "https://registry.example.com/x:tag" } } }), SECRETS)).toMatch(
+      /^compile\.registry\.repository: an OCI repository/,
+    );
+    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "registry.example.com:99999/x" } } }), SECRETS)).toMatch(
+      /^compile\.registry\.repository: a registry port from 1 to 65535/,
+    );
+    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "registry.example.com:0/x" } } }), SECRETS)).toMatch(
+      /^compile\.registry\.repository: a registry port from 1 to 65535/,
+    );
+    expect(refusal(hostsStack({ compile: { host: compileHost, registry: { repository: "registry.example.com:5000/x", username: "u" } } }), SECRETS)).toBe(
+      "accepted",
+    );
     expect(refusal(hostsStack({ compile: { host: { name: "cpu-0", address: "10.0.1.5" } } }))).toMatch(/^compile\.host\.hostKey: required/);
-    expect(refusal(hostsStack({ extraEnv: { main: { VLLM_RBLN_COMPILE_ONLY: "1" } } }), SECRETS)).toBe("extraEnv.main.VLLM_RBLN_COMPILE_ONLY: a serving rank in compile-only mode compiles and never serves; compile ahead sets it only where it compiles (compile.host, compile.enabled)");
+    expect(refusal(hostsStack({ extraEnv: { main: { VLLM_RBLN_COMPILE_ONLY: "1" } } }), SECRETS)).toBe(
+      "extraEnv.main.VLLM_RBLN_COMPILE_ONLY: a serving rank in compile-only mode compiles and never serves; compile ahead sets it only where it compiles (compile.host, compile.enabled)",
+    );
   });
 
   it("want the Kubernetes image by digest with a registry, and warn where they do nothing", () => {
-    const k8s = { strategy: "aggregated-pipeline-parallel", target: "Throughput", platform: "kubernetes", revision: REVISION, kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0" }, compile: { registry: REGISTRY } };
-    expect(refusal(k8s, SECRETS)).toBe('kubernetes.image: with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got "registry.example.com/vllm-rbln:0.12.0")');
+    const k8s = {
+      strategy: "aggregated-pipeline-parallel",
+      target: "Throughput",
+      platform: "kubernetes",
+      revision: REVISION,
+      kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0" },
+      compile: { registry: REGISTRY },
+    };
+    expect(refusal(k8s, SECRETS)).toBe(
+      'kubernetes.image: with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got "registry.example.com/vllm-rbln:0.12.0")',
+    );
     const warned = planDeployment(parseStackSettings({ ...hostsStack({ compile: { host: compileHost, enabled: true } }) }), shippedCatalog);
     expect(warned.plan.warnings).toContain("compile.enabled: does nothing with platform: hosts (set compile.host for a compile server)");
   });
 
   it("fall back to compiling on the NPUs, with a warning, when the installed vllm-rbln has no compile-only mode", () => {
     const old = planDeployment(parseStackSettings(hostsStack({ versions: { vllmRbln: "0.10.4" }, compile: { host: compileHost } })), shippedCatalog);
-    expect(old.plan.warnings).toContain("compile ahead: vllm-rbln 0.10.4 has no compile-only mode (it arrived in 0.10.5a0); the first wave compiles on its NPUs, as without compile ahead");
+    expect(old.plan.warnings).toContain(
+      "compile ahead: vllm-rbln 0.10.4 has no compile-only mode (it arrived in 0.10.5a0); the first wave compiles on its NPUs, as without compile ahead",
+    );
   });
 });
 
@@ -169,11 +219,22 @@ describe("compile ahead on Kubernetes, under the mock runtime", async () => {
       const pod = job.inputs.spec.template.spec;
       expect(pod.nodeSelector).toEqual({ "node-role.example.com/cpu": "true" });
       for (const container of [...pod.containers, ...(pod.initContainers ?? [])]) {
-        expect(Object.keys({ ...container.resources?.requests, ...container.resources?.limits }).filter((k) => k.includes("/")), `${job.name} ${container.name}`).toEqual([]);
+        expect(
+          Object.keys({ ...container.resources?.requests, ...container.resources?.limits }).filter((k) => k.includes("/")),
+          `${job.name} ${container.name}`,
+        ).toEqual([]);
       }
       expect(pod.containers[0].resources.requests).toEqual({ cpu: "16", memory: "384Gi" });
-      expect(pod.containers[0].env).toEqual(expect.arrayContaining([{ name: "VLLM_RBLN_COMPILE_ONLY", value: "1" }, { name: "RBLN_TARGET_SOC", value: "RBLN-CR13" }]));
-      expect(pod.containers[0].env).toContainEqual({ name: "REGISTRY_PASSWORD", valueFrom: { secretKeyRef: { name: "rbln-serving-registry", key: "password" } } });
+      expect(pod.containers[0].env).toEqual(
+        expect.arrayContaining([
+          { name: "VLLM_RBLN_COMPILE_ONLY", value: "1" },
+          { name: "RBLN_TARGET_SOC", value: "RBLN-CR13" },
+        ]),
+      );
+      expect(pod.containers[0].env).toContainEqual({
+        name: "REGISTRY_PASSWORD",
+        valueFrom: { secretKeyRef: { name: "rbln-serving-registry", key: "password" } },
+      });
       expect(() => new Job(job.inputs).validate(), job.name).not.toThrow();
     }
   });
@@ -205,18 +266,26 @@ describe("the compile Job's environment", () => {
     kubernetes: { image: `registry.example.com/ml/vllm-rbln@sha256:${"e".repeat(64)}`, gateway: { name: "gw" } },
     compile,
   });
-  const envOf = (pod: unknown) => ((pod as { spec: { containers: { env: { name: string }[] }[] } }).spec.containers[0]!.env);
+  const envOf = (pod: unknown) => (pod as { spec: { containers: { env: { name: string }[] }[] } }).spec.containers[0]!.env;
 
-  for (const [what, compile] of [["compile.enabled and a registry", { enabled: true, registry: REGISTRY }], ["a registry only (pull)", { registry: REGISTRY }], ["compile.enabled alone", { enabled: true }]] as const) {
+  for (const [what, compile] of [
+    ["compile.enabled and a registry", { enabled: true, registry: REGISTRY }],
+    ["a registry only (pull)", { registry: REGISTRY }],
+    ["compile.enabled alone", { enabled: true }],
+  ] as const) {
     it(`is the serving pods' exactly, the secrets' variables included, plus only ${ADDED_ON_PURPOSE.join(", ")}: with ${what}`, () => {
       const deployment = planDeployment(parseStackSettings(stack(compile)), shippedCatalog);
-      const { workloads } = renderDeployment(deployment, { stack: "test", instance: "rbln-serving", secrets: ["hfToken", "apiKey", "registryPassword"] }).kubernetes!;
+      const { workloads } = renderDeployment(deployment, { stack: "test", instance: "rbln-serving", secrets: ["hfToken", "apiKey", "registryPassword"] })
+        .kubernetes!;
       expect(workloads.compileJobs.map((j) => j.role).sort()).toEqual(["decode", "prefill"]);
       for (const job of workloads.compileJobs) {
         const serving = envOf(workloads.roles.find((r) => r.role === job.role)!.deployment.spec!.template);
         const compiling = envOf(job.job.spec!.template);
         expect(serving.map((v) => v.name)).toEqual(expect.arrayContaining(["HF_HOME", "VLLM_CACHE_ROOT", "HF_TOKEN", "VLLM_API_KEY"]));
-        expect(compiling.filter((v) => !ADDED_ON_PURPOSE.includes(v.name)), job.role).toEqual(serving);
+        expect(
+          compiling.filter((v) => !ADDED_ON_PURPOSE.includes(v.name)),
+          job.role,
+        ).toEqual(serving);
       }
     });
   }
@@ -226,8 +295,21 @@ describe("the compile Job's script under real bash, with the stand-in vllm in co
   const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
   let port = 0;
   const run = (dir: string, launch: string, env: Record<string, string> = {}) => {
-    const script = compileJobScript({ key: "k1", roles: ["main"], marker: `${dir}/vllm/rbln-serving-complete/compile-k1`, compileHere: true, launch, ports: [port], timeoutSeconds: 60, intervalSeconds: 1, registry: null });
-    return spawnSync("bash", ["-c", script], { encoding: "utf8", env: { PATH: process.env.PATH, VLLM_CACHE_ROOT: `${dir}/vllm`, ...compileOnlyEnv("RBLN-CR13"), ...env } });
+    const script = compileJobScript({
+      key: "k1",
+      roles: ["main"],
+      marker: `${dir}/vllm/rbln-serving-complete/compile-k1`,
+      compileHere: true,
+      launch,
+      ports: [port],
+      timeoutSeconds: 60,
+      intervalSeconds: 1,
+      registry: null,
+    });
+    return spawnSync("bash", ["-c", script], {
+      encoding: "utf8",
+      env: { PATH: process.env.PATH, VLLM_CACHE_ROOT: `${dir}/vllm`, ...compileOnlyEnv("RBLN-CR13"), ...env },
+    });
   };
 
   it("runs the launch script until vllm-rbln saved the cache, records the key's files and marker, and does nothing the second time", async () => {
@@ -244,7 +326,9 @@ describe("the compile Job's script under real bash, with the stand-in vllm in co
       // The compile host's flow (core/render/scripts/compile-flow.sh): its last line reports the key.
       expect(first.stdout.trimEnd().split("\n").pop()).toBe("compiled k1 local");
       expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1`, "utf8")).toBe("local\n");
-      expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1.files`, "utf8")).toMatch(/^MiniMaxAI_MiniMax-M2\.7-[0-9a-f]{8}\/[0-9a-f]{16}\/rank0\/mega_cache\.bin\n$/);
+      expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1.files`, "utf8")).toMatch(
+        /^MiniMaxAI_MiniMax-M2\.7-[0-9a-f]{8}\/[0-9a-f]{16}\/rank0\/mega_cache\.bin\n$/,
+      );
       const again = run(dir, `${dir}/launch.sh`);
       expect(again.stdout).toContain("already on the compile-cache volume; nothing to do");
       expect(again.stdout.trimEnd().split("\n").pop()).toBe("compiled k1 local");

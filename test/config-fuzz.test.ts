@@ -28,7 +28,10 @@ const validConfig = fc
     replicas: fc.integer({ min: 1, max: 3 }),
     kubernetes: fc.boolean(),
     preset: fc.boolean(),
-    extraEnvValue: fc.option(hostileString.filter((v) => isEnvFileValue(v) && !v.includes("\0")), { nil: undefined }),
+    extraEnvValue: fc.option(
+      hostileString.filter((v) => isEnvFileValue(v) && !v.includes("\0")),
+      { nil: undefined },
+    ),
     extraArgs: fc.option(fc.constantFrom(["--max-log-len", "100"], ["--max-num-seqs", "2"], ["--disable-log-requests"]), { nil: undefined }),
     version: fc.option(fc.constantFrom("0.12.1", "0.13.0rc1"), { nil: undefined }),
     user: fc.option(fc.constantFrom("root", "ubuntu"), { nil: undefined }),
@@ -43,7 +46,12 @@ const validConfig = fc
     const config: Record<string, unknown> = { strategy, target, axes, platform, replicas: v.replicas };
     if (v.preset && recommended) config.preset = "recommended";
     if (platform === "hosts") {
-      config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY + v.hostKeyComment, ...(v.user ? { user: v.user } : {}) }));
+      config.hosts = Array.from({ length: nodesOf(strategy) * v.replicas }, (_, i) => ({
+        name: `npu-${i}`,
+        address: `10.0.0.${i + 1}`,
+        hostKey: EXAMPLE_HOST_KEY + v.hostKeyComment,
+        ...(v.user ? { user: v.user } : {}),
+      }));
     } else {
       config.kubernetes = { image: v.image, namespace: "serving" };
     }
@@ -54,12 +62,14 @@ const validConfig = fc
   });
 
 type Mutation = [keyPrefix: string, mutate: (c: any) => void];
-const set = (path: string, value: unknown): ((c: any) => void) => (c) => {
-  const parts = path.split(".");
-  let node = c;
-  for (const part of parts.slice(0, -1)) node = node[part];
-  node[parts[parts.length - 1]!] = value;
-};
+const set =
+  (path: string, value: unknown): ((c: any) => void) =>
+  (c) => {
+    const parts = path.split(".");
+    let node = c;
+    for (const part of parts.slice(0, -1)) node = node[part];
+    node[parts[parts.length - 1]!] = value;
+  };
 
 /** Ways a stack config goes wrong, each with the key path the refusal must name. */
 const mutations: Mutation[] = [
@@ -147,10 +157,43 @@ const hostMutations: Mutation[] = [
   ["hosts[0].hostKey", (c) => (c.hosts[0].hostKey = `${c.hosts[0].hostKey} root@npu\u001b[2J`)],
   ["hosts[0].proxy.hostKey", (c) => (c.hosts[0].proxy = { address: "10.9.0.1", hostKey: `${c.hosts[0].hostKey} \r` })],
   ["extraEnv.main.VLLM_CACHE_ROOT", (c) => (c.extraEnv = { main: { VLLM_CACHE_ROOT: "/tmp" } })],
-  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [c.hosts[0], { ...c.hosts[0], name: "dup", port: 2222 }]))],
-  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], address: "npu-a.example.com" }, { ...c.hosts[0], name: "dup", address: "NPU-A.example.com", port: 2222 }]))],
-  ["hosts[1].address", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], address: "fd00::a" }, { ...c.hosts[0], name: "dup", address: "fd00:0::a" }]))],
-  ["hosts[1].listenAddress", (c) => ((c.replicas = 2), (c.hosts = [{ ...c.hosts[0], listenAddress: "10.7.7.7" }, { ...c.hosts[0], name: "dup", address: "10.0.0.99", listenAddress: "10.7.7.7" }]))],
+  [
+    "hosts[1].address",
+    (c) => {
+      c.replicas = 2;
+      c.hosts = [c.hosts[0], { ...c.hosts[0], name: "dup", port: 2222 }];
+    },
+  ],
+  [
+    "hosts[1].address",
+    (c) => {
+      c.replicas = 2;
+      c.hosts = [
+        { ...c.hosts[0], address: "npu-a.example.com" },
+        { ...c.hosts[0], name: "dup", address: "NPU-A.example.com", port: 2222 },
+      ];
+    },
+  ],
+  [
+    "hosts[1].address",
+    (c) => {
+      c.replicas = 2;
+      c.hosts = [
+        { ...c.hosts[0], address: "fd00::a" },
+        { ...c.hosts[0], name: "dup", address: "fd00:0::a" },
+      ];
+    },
+  ],
+  [
+    "hosts[1].listenAddress",
+    (c) => {
+      c.replicas = 2;
+      c.hosts = [
+        { ...c.hosts[0], listenAddress: "10.7.7.7" },
+        { ...c.hosts[0], name: "dup", address: "10.0.0.99", listenAddress: "10.7.7.7" },
+      ];
+    },
+  ],
 ];
 const kubernetesMutations: Mutation[] = [
   ["kubernetes.image", (c) => delete c.kubernetes.image],
@@ -173,7 +216,21 @@ const kubernetesMutations: Mutation[] = [
   ["kubernetes.extra", (c) => (c.kubernetes.extra = 1)],
   ["platform", (c) => (c.platform = "nope")],
   // On hosts the disaggregated strategy needs the front door's server; any strategy refuses one that names no host.
-  ["router.host", (c) => (c.strategy === "prefill-decode-disaggregated" ? ((c.platform = "hosts"), (c.hosts = [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY }])) : ((c.platform = "hosts"), (c.hosts ??= [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }]), (c.router = { host: "no-such-host" })))],
+  [
+    "router.host",
+    (c) => {
+      c.platform = "hosts";
+      if (c.strategy === "prefill-decode-disaggregated") {
+        c.hosts = [
+          { name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY },
+          { name: "b", address: "10.0.0.2", hostKey: EXAMPLE_HOST_KEY },
+        ];
+      } else {
+        c.hosts ??= [{ name: "a", address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY }];
+        c.router = { host: "no-such-host" };
+      }
+    },
+  ],
 ];
 
 const invalidConfig = validConfig.chain((config) =>
@@ -199,21 +256,27 @@ describe("config fuzzing", () => {
     let valid = 0;
     let invalid = 0;
     fc.assert(
-      fc.property(fc.oneof(validConfig.map((config) => ({ config, key: null as string | null })), invalidConfig), ({ config, key }) => {
-        const error = refusal(config);
-        if (key === null) {
-          expect(error).toBeNull();
-          const deployment = planServing({ settings: config as never, secrets: SECRETS });
-          expect(Object.keys(renderStackFiles(deployment, [], "dev")).length).toBeGreaterThan(0);
-          valid++;
-        } else {
-          expect(error, `${key}: ${JSON.stringify(config)}`).toBeInstanceOf(ConfigError);
-          expect(error!.key.startsWith(key) || key.startsWith(error!.key), `expected ${key}, got ${error!.message}`).toBe(true);
-          expect(error!.message).not.toContain("\n");
-          expect(error!.message).not.toContain("hunter2");
-          invalid++;
-        }
-      }),
+      fc.property(
+        fc.oneof(
+          validConfig.map((config) => ({ config, key: null as string | null })),
+          invalidConfig,
+        ),
+        ({ config, key }) => {
+          const error = refusal(config);
+          if (key === null) {
+            expect(error).toBeNull();
+            const deployment = planServing({ settings: config as never, secrets: SECRETS });
+            expect(Object.keys(renderStackFiles(deployment, [], "dev")).length).toBeGreaterThan(0);
+            valid++;
+          } else {
+            expect(error, `${key}: ${JSON.stringify(config)}`).toBeInstanceOf(ConfigError);
+            expect(error!.key.startsWith(key) || key.startsWith(error!.key), `expected ${key}, got ${error!.message}`).toBe(true);
+            expect(error!.message).not.toContain("\n");
+            expect(error!.message).not.toContain("hunter2");
+            invalid++;
+          }
+        },
+      ),
       { numRuns: 10_000, seed: 20261130 },
     );
     expect(valid).toBeGreaterThan(2000);
@@ -232,7 +295,10 @@ describe("config fuzzing", () => {
 
 /** A value in another form a stack may give it: as it is, its JSON text, a wrong type, or a map with a `__proto__` key. */
 function otherForm(value: unknown) {
-  const withPrototypeKey = value !== null && typeof value === "object" && !Array.isArray(value) ? JSON.parse(JSON.stringify(value).replace(/^\{/, `{"__proto__": {"replicas": 2}${Object.keys(value).length > 0 ? "," : ""}`)) : value;
+  const withPrototypeKey =
+    value !== null && typeof value === "object" && !Array.isArray(value)
+      ? JSON.parse(JSON.stringify(value).replace(/^\{/, `{"__proto__": {"replicas": 2}${Object.keys(value).length > 0 ? "," : ""}`))
+      : value;
   return fc.oneof(
     { weight: 8, arbitrary: fc.constant(value) },
     { weight: 4, arbitrary: fc.constant(typeof value === "string" ? value : JSON.stringify(value)) },
@@ -244,12 +310,14 @@ function otherForm(value: unknown) {
 
 /** Stack configs in every form: each key's value as it is or in otherForm, sometimes with a top-level `__proto__` key. */
 const configInAnyForm = fc.oneof({ weight: 3, arbitrary: validConfig }, { weight: 1, arbitrary: invalidConfig.map(({ config }) => config) }).chain((config) =>
-  fc.tuple(fc.tuple(...Object.entries(config).map(([key, value]) => otherForm(value).map((form) => [key, form] as const))), fc.integer({ min: 0, max: 9 })).map(([entries, one]) => {
-    const prototypeKey = one === 0;
-    const reformed: Record<string, unknown> = Object.fromEntries(entries);
-    if (prototypeKey) Object.defineProperty(reformed, "__proto__", { value: '{"replicas": 2}', enumerable: true, writable: true, configurable: true });
-    return reformed;
-  }),
+  fc
+    .tuple(fc.tuple(...Object.entries(config).map(([key, value]) => otherForm(value).map((form) => [key, form] as const))), fc.integer({ min: 0, max: 9 }))
+    .map(([entries, one]) => {
+      const prototypeKey = one === 0;
+      const reformed: Record<string, unknown> = Object.fromEntries(entries);
+      if (prototypeKey) Object.defineProperty(reformed, "__proto__", { value: '{"replicas": 2}', enumerable: true, writable: true, configurable: true });
+      return reformed;
+    }),
 );
 
 /** A plan, or the line of the ConfigError that refused the config. */
@@ -271,7 +339,10 @@ describe("the program and the offline commands", () => {
       fc.asyncProperty(configInAnyForm, async (config) => {
         const name = `alike-${stacks++}`;
         const entries = Object.fromEntries(Object.entries(config).map(([key, value]) => [`rbln-serving:${key}`, value]));
-        fs.writeFileSync(path.join(dir, `Pulumi.${name}.yaml`), stringify({ config: { ...entries, "rbln-serving:sshPrivateKey": { secure: "v1:AAAAciphertext" } } }));
+        fs.writeFileSync(
+          path.join(dir, `Pulumi.${name}.yaml`),
+          stringify({ config: { ...entries, "rbln-serving:sshPrivateKey": { secure: "v1:AAAAciphertext" } } }),
+        );
         const offline = outcome(() => stackDeployment({}, shippedCatalog, name, dir).deployment.plan);
         // The program's path: its reading of Pulumi's config, then ModelServing's validation and plan.
         const program = await runUnderMocks(() => outcome(() => planServing(readStackConfig()).plan), config, SECRETS);

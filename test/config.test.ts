@@ -22,11 +22,19 @@ const project = parse(fs.readFileSync(path.resolve(__dirname, "../Pulumi.yaml"),
 
 describe("Pulumi.yaml", () => {
   it("declares the contract's project settings", () => {
-    expect(project).toMatchObject({ name: "rbln-serving", runtime: { name: "nodejs", options: { typescript: true } }, main: "index.ts", stackConfigDir: "stacks" });
+    expect(project).toMatchObject({
+      name: "rbln-serving",
+      runtime: { name: "nodejs", options: { typescript: true } },
+      main: "index.ts",
+      stackConfigDir: "stacks",
+    });
   });
 
   it("declares the same defaults the program applies", () => {
-    const defaults = StackSettings.parse({ strategy: "s", target: "t", hosts: [{ name: "h", address: "127.0.0.1", hostKey: EXAMPLE_HOST_KEY }] }) as Record<string, unknown>;
+    const defaults = StackSettings.parse({ strategy: "s", target: "t", hosts: [{ name: "h", address: "127.0.0.1", hostKey: EXAMPLE_HOST_KEY }] }) as Record<
+      string,
+      unknown
+    >;
     for (const [key, declaration] of Object.entries(project.config as Record<string, { type: string; default?: unknown; description: string }>)) {
       expect(declaration.description, key).toBeTruthy();
       if (declaration.default !== undefined) expect(defaults[key], key).toEqual(declaration.default);
@@ -44,16 +52,28 @@ describe("stack files", () => {
   }
 
   it("selects a second recipe by its model id", () => {
-    const settings = parseStackSettings({ model: "example/tiny-moe", strategy: "two-role", target: "Latency", platform: "kubernetes", kubernetes: { image: "registry.example.com/x:1" } });
+    const settings = parseStackSettings({
+      model: "example/tiny-moe",
+      strategy: "two-role",
+      target: "Latency",
+      platform: "kubernetes",
+      kubernetes: { image: "registry.example.com/x:1" },
+    });
     const { plan } = planDeployment(settings, catalogWithFixtures());
-    expect(plan.roles.map((r) => [r.role, r.node, r.ranks.map((k) => k.ports[0])])).toEqual([["front", 0, [9000]], ["back", 1, [9100, 9101]]]);
+    expect(plan.roles.map((r) => [r.role, r.node, r.ranks.map((k) => k.ports[0])])).toEqual([
+      ["front", 0, [9000]],
+      ["back", 1, [9100, 9101]],
+    ]);
     expect(plan.roles[0]!.ranks[0]!.env).toEqual({ GREETING: "hello world", HF_HUB_OFFLINE: "1" });
   });
 });
 
 describe("extraArgs and extraEnv", () => {
   it("are literal text, but for the platform's <POD_IP>, which binds like the recipe's", () => {
-    const deployment = planDeployment(parseStackSettings({ ...readStackFile("dev").raw, extraEnv: { main: { NOTE: "<A> at <POD_IP>" } }, extraArgs: { main: ["--served-model-name", "<B>"] } }), shippedCatalog);
+    const deployment = planDeployment(
+      parseStackSettings({ ...readStackFile("dev").raw, extraEnv: { main: { NOTE: "<A> at <POD_IP>" } }, extraArgs: { main: ["--served-model-name", "<B>"] } }),
+      shippedCatalog,
+    );
     const [rank] = renderHost(deployment, deployment.placements[0]!, "test").ranks;
     expect(rank!.envText).toContain("NOTE='<A> at 10.20.0.11'\n");
     expect(rank!.unitText).toContain('    --served-model-name "<B>"');
@@ -72,13 +92,20 @@ describe("extraArgs and extraEnv", () => {
     expect(shutdownOf({ ...raw, router: { requestTimeout: "1h30m" } })).toEqual(["5400", 5520]);
     expect(shutdownOf({ ...raw, rollout: { shutdownTimeoutSeconds: 90 } })).toEqual(["90", 210]);
     expect(() => parseStackSettings({ ...raw, rollout: { shutdownTimeoutSeconds: -1 } })).toThrow(/^rollout\.shutdownTimeoutSeconds: /);
-    expect(() => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: ["--shutdown_timeout=5"] } }), shippedCatalog)).toThrow(/^extraArgs\.main: "--shutdown_timeout" comes from the rollout\.shutdownTimeoutSeconds setting/);
+    expect(() => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: ["--shutdown_timeout=5"] } }), shippedCatalog)).toThrow(
+      /^extraArgs\.main: "--shutdown_timeout" comes from the rollout\.shutdownTimeoutSeconds setting/,
+    );
   });
 
   it("refuse a flag given twice in extraArgs, in any spelling: vLLM would read only the last", () => {
     const raw = readStackFile("dev").raw;
-    for (const words of [["--max-log-len", "1", "--max-log-len", "2"], ["--max-log-len=1", "--max_log_len", "2"]]) {
-      expect(() => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: words } }), shippedCatalog)).toThrow(/^extraArgs\.main: "--max[-_]log[-_]len" is given twice; give each flag once/);
+    for (const words of [
+      ["--max-log-len", "1", "--max-log-len", "2"],
+      ["--max-log-len=1", "--max_log_len", "2"],
+    ]) {
+      expect(() => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: words } }), shippedCatalog)).toThrow(
+        /^extraArgs\.main: "--max[-_]log[-_]len" is given twice; give each flag once/,
+      );
     }
   });
 
@@ -89,9 +116,13 @@ describe("extraArgs and extraEnv", () => {
     expect(flags.indexOf("--max-num-seqs 2")).toBe(7);
     expect(flags[flags.length - 1]).toBe("--enable-log-requests");
     for (const flag of ["--data-parallel-size", "--pipeline-parallel-size", "--port", "--data-parallel-rank", "--kv-transfer-config"]) {
-      expect(() => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: [flag, "1"] } }), shippedCatalog)).toThrow(new RegExp(`^extraArgs\\.main: "${flag}" defines the serving topology`));
+      expect(() => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: [flag, "1"] } }), shippedCatalog)).toThrow(
+        new RegExp(`^extraArgs\\.main: "${flag}" defines the serving topology`),
+      );
     }
-    expect(() => planDeployment(parseStackSettings({ ...raw, extraEnv: { main: { RBLN_VISIBLE_DEVICES: "0" } } }), shippedCatalog)).toThrow(/^extraEnv\.main\.RBLN_VISIBLE_DEVICES: is set by the recipe/);
+    expect(() => planDeployment(parseStackSettings({ ...raw, extraEnv: { main: { RBLN_VISIBLE_DEVICES: "0" } } }), shippedCatalog)).toThrow(
+      /^extraEnv\.main\.RBLN_VISIBLE_DEVICES: is set by the recipe/,
+    );
   });
 
   it("refuse topology flags under vLLM's other spellings: short aliases, underscores, --flag=value, abbreviations, negations, JSON keys", () => {
@@ -127,7 +158,10 @@ describe("extraArgs and extraEnv", () => {
     for (const words of [["--max-num-seqs=8"], ["--max_num_seqs", "8"], ["--max_num_seqs=8"]]) {
       const { plan } = planDeployment(parseStackSettings({ ...raw, extraArgs: { main: words } }), shippedCatalog);
       const argv = plan.roles[0]!.ranks[0]!.argv;
-      expect(argv.filter((w) => /^--max[-_]num[-_]seqs/.test(w)), words.join(" ")).toEqual(["--max-num-seqs"]);
+      expect(
+        argv.filter((w) => /^--max[-_]num[-_]seqs/.test(w)),
+        words.join(" "),
+      ).toEqual(["--max-num-seqs"]);
       expect(argv[argv.indexOf("--max-num-seqs") + 1]).toBe("8");
     }
   });
@@ -137,7 +171,9 @@ describe("hosts[].hostKey", () => {
   const raw = () => readStackFile("dev").raw as Record<string, any>;
   it("takes a key line as ssh-keyscan prints it without the host name, and refuses a known_hosts line", () => {
     const host = raw().hosts[0];
-    expect(() => parseStackSettings({ ...raw(), hosts: [{ ...host, hostKey: `10.20.0.11 ${host.hostKey}` }] })).toThrow(/^hosts\[0\]\.hostKey: a public host key line such as "ssh-ed25519 AAAAC3\.\.\." \(ssh-keyscan's output without the host name\)/);
+    expect(() => parseStackSettings({ ...raw(), hosts: [{ ...host, hostKey: `10.20.0.11 ${host.hostKey}` }] })).toThrow(
+      /^hosts\[0\]\.hostKey: a public host key line such as "ssh-ed25519 AAAAC3\.\.\." \(ssh-keyscan's output without the host name\)/,
+    );
     expect(parseStackSettings({ ...raw(), hosts: [{ ...host, hostKey: `${host.hostKey} root@npu` }] }).hosts[0]!.hostKey).toBe(`${host.hostKey} root@npu`);
   });
 });
@@ -168,7 +204,9 @@ describe("plain-text credentials in the stack config", () => {
     expect(() => parseStackSettings({ ...raw(), pip: { indexUrl: "https://me:hunter2@mirror.example.com/simple" } })).toThrow(
       /^pip\.indexUrl: a URL without user:password@; give the user as pip\.username and the password as the pipPassword secret \(pulumi config set --secret pipPassword\)$/,
     );
-    expect(() => parseStackSettings({ ...raw(), pip: { extraIndexUrls: ["https://a.example.com/simple", "https://me:hunter2@b.example.com/simple"] } })).toThrow(/^pip\.extraIndexUrls\[1\]: a URL without user:password@/);
+    expect(() =>
+      parseStackSettings({ ...raw(), pip: { extraIndexUrls: ["https://a.example.com/simple", "https://me:hunter2@b.example.com/simple"] } }),
+    ).toThrow(/^pip\.extraIndexUrls\[1\]: a URL without user:password@/);
     expect(() => parseStackSettings({ ...raw(), pip: { indexUrl: "https://mirror.example.com/simple" } })).not.toThrow();
   });
 
@@ -180,13 +218,20 @@ describe("plain-text credentials in the stack config", () => {
       expect(address(url)).not.toThrow(/hunter2/);
     }
     // An `@` after the host is no credential.
-    for (const url of ["http://prom.example.com:9090/x@y", "http://prom.example.com:9090?a=b@c"]) expect(parseStackSettings({ ...prod, autoscaling: { prometheusAddress: url } }).autoscaling.prometheusAddress).toBe(url);
+    for (const url of ["http://prom.example.com:9090/x@y", "http://prom.example.com:9090?a=b@c"])
+      expect(parseStackSettings({ ...prod, autoscaling: { prometheusAddress: url } }).autoscaling.prometheusAddress).toBe(url);
   });
 
   it("never shows what follows a ':' in a refused pip.username or compile.registry.username: a password typed with the user", () => {
-    expect(() => parseStackSettings({ ...raw(), pip: { username: "me:hunter2" } })).toThrow(`pip.username: a user name without spaces, ':', '@' or '/' (got "me:***")`);
-    expect(() => parseStackSettings({ ...raw(), compile: { registry: { repository: "registry.example.com/c", username: "me:hunter2:x" } } })).toThrow(`compile.registry.username: a user name without spaces or ':' (got "me:***")`);
-    expect(() => parseStackSettings({ ...raw(), pip: { username: "me you" } })).toThrow(`pip.username: a user name without spaces, ':', '@' or '/' (got "me you")`);
+    expect(() => parseStackSettings({ ...raw(), pip: { username: "me:hunter2" } })).toThrow(
+      `pip.username: a user name without spaces, ':', '@' or '/' (got "me:***")`,
+    );
+    expect(() => parseStackSettings({ ...raw(), compile: { registry: { repository: "registry.example.com/c", username: "me:hunter2:x" } } })).toThrow(
+      `compile.registry.username: a user name without spaces or ':' (got "me:***")`,
+    );
+    expect(() => parseStackSettings({ ...raw(), pip: { username: "me you" } })).toThrow(
+      `pip.username: a user name without spaces, ':', '@' or '/' (got "me you")`,
+    );
   });
 });
 
@@ -194,7 +239,9 @@ describe("extraEnv names bash keeps for itself", () => {
   it("are refused before anything is planned", () => {
     const raw = readStackFile("dev").raw;
     for (const name of ["UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_ENV", "BASH_XTRACEFD", "BASH_VERSINFO", "GROUPS", "RANDOM", "IFS"]) {
-      expect(() => parseStackSettings({ ...raw, extraEnv: { main: { [name]: "1" } } }), name).toThrow(new RegExp(`^extraEnv\\.main\\.${name}: a name bash keeps read-only or special`));
+      expect(() => parseStackSettings({ ...raw, extraEnv: { main: { [name]: "1" } } }), name).toThrow(
+        new RegExp(`^extraEnv\\.main\\.${name}: a name bash keeps read-only or special`),
+      );
     }
     expect(() => parseStackSettings({ ...raw, extraEnv: { main: { BASHFUL: "1", MY_UID: "1" } } })).not.toThrow();
   });
@@ -203,18 +250,46 @@ describe("extraEnv names bash keeps for itself", () => {
 describe("installRoot and cacheRoot", () => {
   const raw = () => readStackFile("dev").raw;
   it("refuse system directories, however spelled", () => {
-    for (const dir of ["/", "/tmp", "/tmp/", "//var", "/var/lib", "/usr", "/etc", "/home", "/root", "/boot", "/proc", "/sys", "/dev", "/run", "/opt", "/srv", "/var/./lib/", "/dev/shm/cache", "/run/rbln"]) {
+    for (const dir of [
+      "/",
+      "/tmp",
+      "/tmp/",
+      "//var",
+      "/var/lib",
+      "/usr",
+      "/etc",
+      "/home",
+      "/root",
+      "/boot",
+      "/proc",
+      "/sys",
+      "/dev",
+      "/run",
+      "/opt",
+      "/srv",
+      "/var/./lib/",
+      "/dev/shm/cache",
+      "/run/rbln",
+    ]) {
       for (const key of ["installRoot", "cacheRoot"]) {
         const other = key === "cacheRoot" ? { installRoot: "/opt/rbln-serving" } : { cacheRoot: "/var/lib/rbln-serving" };
-        expect(() => parseStackSettings({ ...raw(), ...other, [key]: dir }), `${key} ${dir}`).toThrow(new RegExp(`^${key}: ".*" is (a system directory|on a kernel or runtime file system)`));
+        expect(() => parseStackSettings({ ...raw(), ...other, [key]: dir }), `${key} ${dir}`).toThrow(
+          new RegExp(`^${key}: ".*" is (a system directory|on a kernel or runtime file system)`),
+        );
       }
     }
   });
 
   it("refuse one inside the other, and the two being equal", () => {
-    expect(() => parseStackSettings({ ...raw(), installRoot: "/srv/rbln", cacheRoot: "/srv/rbln" })).toThrow('cacheRoot: "/srv/rbln" is the same directory as installRoot "/srv/rbln"; the two must be separate directories');
-    expect(() => parseStackSettings({ ...raw(), installRoot: "/srv/rbln", cacheRoot: "/srv/rbln/cache/" })).toThrow('cacheRoot: "/srv/rbln/cache" is inside installRoot "/srv/rbln"');
-    expect(() => parseStackSettings({ ...raw(), installRoot: "/data/rbln/install", cacheRoot: "/data/rbln" })).toThrow('cacheRoot: "/data/rbln" is around installRoot "/data/rbln/install"');
+    expect(() => parseStackSettings({ ...raw(), installRoot: "/srv/rbln", cacheRoot: "/srv/rbln" })).toThrow(
+      'cacheRoot: "/srv/rbln" is the same directory as installRoot "/srv/rbln"; the two must be separate directories',
+    );
+    expect(() => parseStackSettings({ ...raw(), installRoot: "/srv/rbln", cacheRoot: "/srv/rbln/cache/" })).toThrow(
+      'cacheRoot: "/srv/rbln/cache" is inside installRoot "/srv/rbln"',
+    );
+    expect(() => parseStackSettings({ ...raw(), installRoot: "/data/rbln/install", cacheRoot: "/data/rbln" })).toThrow(
+      'cacheRoot: "/data/rbln" is around installRoot "/data/rbln/install"',
+    );
     expect(parseStackSettings({ ...raw(), installRoot: "/srv/rbln", cacheRoot: "/srv/rbln-cache" }).cacheRoot).toBe("/srv/rbln-cache");
     expect(parseStackSettings({ ...raw(), cacheRoot: "/tmp/rbln-test/cache" }).cacheRoot).toBe("/tmp/rbln-test/cache");
   });
@@ -225,10 +300,16 @@ describe("cache.shared", () => {
   it("takes a folder of its own: not a system directory, apart from installRoot and cacheRoot", () => {
     expect(parseStackSettings({ ...raw(), cache: { shared: "/mnt/rbln-cache/" } }).cache.shared).toBe("/mnt/rbln-cache");
     expect(parseStackSettings(raw()).cache.shared).toBeUndefined();
-    expect(() => parseStackSettings({ ...raw(), cache: { shared: "/mnt" } })).toThrow('cache.shared: "/mnt" is a system directory; give the project a directory of its own, such as /mnt/rbln-cache, where the shared filesystem is mounted');
-    expect(() => parseStackSettings({ ...raw(), cache: { shared: "/var/lib/rbln-serving/shared" } })).toThrow('cache.shared: "/var/lib/rbln-serving/shared" overlaps cacheRoot "/var/lib/rbln-serving"; the shared cache must be a folder of its own, apart from the hosts\' local roots');
+    expect(() => parseStackSettings({ ...raw(), cache: { shared: "/mnt" } })).toThrow(
+      'cache.shared: "/mnt" is a system directory; give the project a directory of its own, such as /mnt/rbln-cache, where the shared filesystem is mounted',
+    );
+    expect(() => parseStackSettings({ ...raw(), cache: { shared: "/var/lib/rbln-serving/shared" } })).toThrow(
+      'cache.shared: "/var/lib/rbln-serving/shared" overlaps cacheRoot "/var/lib/rbln-serving"; the shared cache must be a folder of its own, apart from the hosts\' local roots',
+    );
     expect(() => parseStackSettings({ ...raw(), cache: { shared: "/opt" } })).toThrow(/^cache\.shared: "\/opt" is a system directory/);
-    expect(() => parseStackSettings({ ...raw(), installRoot: "/srv/rbln/install", cache: { shared: "/srv/rbln" } })).toThrow(/^cache\.shared: "\/srv\/rbln" overlaps installRoot "\/srv\/rbln\/install"/);
+    expect(() => parseStackSettings({ ...raw(), installRoot: "/srv/rbln/install", cache: { shared: "/srv/rbln" } })).toThrow(
+      /^cache\.shared: "\/srv\/rbln" overlaps installRoot "\/srv\/rbln\/install"/,
+    );
     expect(() => parseStackSettings({ ...raw(), cache: { shared: "relative/path" } })).toThrow(/^cache\.shared: /);
     expect(() => parseStackSettings({ ...raw(), cache: { nfs: "/mnt/x" } })).toThrow(/^cache\.nfs: unknown key; allowed: shared$/);
   });
@@ -245,7 +326,9 @@ describe("host addresses", () => {
     const raw = readStackFile("dev").raw as Record<string, any>;
     for (const address of ["::1", "fd00::5", "2001:db8::10", "10.0.0.1", "npu-1.example.com"]) {
       const deployment = planDeployment(parseStackSettings({ ...raw, hosts: [{ ...raw.hosts[0], address }] }), shippedCatalog);
-      expect(renderHost(deployment, deployment.placements[0]!, "test").ranks[0]!.url, address).toBe(`http://${address.includes(":") ? `[${address}]` : address}:8000`);
+      expect(renderHost(deployment, deployment.placements[0]!, "test").ranks[0]!.url, address).toBe(
+        `http://${address.includes(":") ? `[${address}]` : address}:8000`,
+      );
     }
     for (const address of ["not an address", "a:b", "-x", "::g"]) {
       expect(() => parseStackSettings({ ...raw, hosts: [{ ...raw.hosts[0], address }] }), address).toThrow(/^hosts\[0\]\.address: a host name or IP address/);
@@ -256,7 +339,10 @@ describe("host addresses", () => {
 describe("keys under another namespace", () => {
   it("warn, naming the key, when read from a stack file", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stacks-"));
-    fs.writeFileSync(path.join(dir, "Pulumi.t.yaml"), "config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n  rbln_serving:target: Latency\n  other:hosts: []\n  aws:region: eu-west-1\n");
+    fs.writeFileSync(
+      path.join(dir, "Pulumi.t.yaml"),
+      "config:\n  rbln-serving:strategy: aggregated-data-expert-parallel\n  rbln_serving:target: Latency\n  other:hosts: []\n  aws:region: eu-west-1\n",
+    );
     expect(readStackFile("t", dir).warnings).toEqual([
       'Pulumi.t.yaml: rbln_serving:target: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:target?',
       'Pulumi.t.yaml: other:hosts: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:hosts?',
@@ -265,7 +351,8 @@ describe("keys under another namespace", () => {
 });
 
 describe("settings the chosen platform does not read", () => {
-  const warningsOf = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog).plan.warnings.filter((w) => w.includes("does nothing"));
+  const warningsOf = (raw: Record<string, unknown>) =>
+    planDeployment(parseStackSettings(raw), shippedCatalog).plan.warnings.filter((w) => w.includes("does nothing"));
   it("warn in the plan, naming the key and the platform", () => {
     const prod = readStackFile("prod").raw;
     const dev = readStackFile("dev").raw as Record<string, any>;
@@ -277,8 +364,12 @@ describe("settings the chosen platform does not read", () => {
       "versions: does nothing with platform: kubernetes (the image fixes the versions); remove it or choose the platform that reads it",
       "cacheRoot: does nothing with platform: kubernetes; remove it or choose the platform that reads it",
     ]);
-    expect(warningsOf({ ...dev, kubernetes: { namespace: "x" } })).toEqual(["kubernetes: does nothing with platform: hosts; remove it or choose the platform that reads it"]);
-    expect(warningsOf({ ...prod, minFreeDiskGbToRestart: 10 })).toEqual(["minFreeDiskGbToRestart: does nothing with platform: kubernetes; remove it or choose the platform that reads it"]);
+    expect(warningsOf({ ...dev, kubernetes: { namespace: "x" } })).toEqual([
+      "kubernetes: does nothing with platform: hosts; remove it or choose the platform that reads it",
+    ]);
+    expect(warningsOf({ ...prod, minFreeDiskGbToRestart: 10 })).toEqual([
+      "minFreeDiskGbToRestart: does nothing with platform: kubernetes; remove it or choose the platform that reads it",
+    ]);
   });
 });
 
@@ -288,10 +379,14 @@ describe("storage for the weights", () => {
     const prod = readStackFile("prod").raw as Record<string, any>;
     const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
     expect(weightsStorageGib("MiniMaxAI/MiniMax-M2.7")).toBe(268);
-    expect(() => plan({ ...dev, minFreeDiskGb: 0 })).toThrow("minFreeDiskGb: 0 is too small: the weights of MiniMaxAI/MiniMax-M2.7 are about 230 GB; with a 25% margin they need 268 GiB (default 500)");
+    expect(() => plan({ ...dev, minFreeDiskGb: 0 })).toThrow(
+      "minFreeDiskGb: 0 is too small: the weights of MiniMaxAI/MiniMax-M2.7 are about 230 GB; with a 25% margin they need 268 GiB (default 500)",
+    );
     expect(() => plan({ ...dev, minFreeDiskGb: 267 })).toThrow(/^minFreeDiskGb: 267 is too small/);
     expect(() => plan({ ...dev, minFreeDiskGb: 268 })).not.toThrow();
-    expect(() => plan({ ...prod, kubernetes: { ...prod.kubernetes, weightsVolumeSize: "10Gi" } })).toThrow('kubernetes.weightsVolumeSize: "10Gi" is too small: the weights of MiniMaxAI/MiniMax-M2.7 are about 230 GB; with a 25% margin they need 268 GiB (default 500Gi)');
+    expect(() => plan({ ...prod, kubernetes: { ...prod.kubernetes, weightsVolumeSize: "10Gi" } })).toThrow(
+      'kubernetes.weightsVolumeSize: "10Gi" is too small: the weights of MiniMaxAI/MiniMax-M2.7 are about 230 GB; with a 25% margin they need 268 GiB (default 500Gi)',
+    );
     expect(() => plan({ ...prod, kubernetes: { ...prod.kubernetes, weightsVolumeSize: "274432Mi" } })).not.toThrow();
   });
 
@@ -309,9 +404,13 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
 
   it("requires host keys for hosts and bastions on platform hosts only, and warns when told to skip them", () => {
     expect(() => parseStackSettings({ ...dev(), hosts: keyless() })).toThrow(/^hosts\[0\]\.hostKey: required/);
-    expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.1" } }] })).toThrow(/^hosts\[0\]\.proxy\.hostKey: required/);
+    expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.1" } }] })).toThrow(
+      /^hosts\[0\]\.proxy\.hostKey: required/,
+    );
     expect(() => parseStackSettings({ ...dev(), sshProxy: { address: "10.0.0.1" } })).toThrow(/^sshProxy\.hostKey: required/);
-    expect(plan({ ...dev(), hosts: keyless(), insecureSkipHostKeyCheck: true }).plan.warnings).toContainEqual(expect.stringMatching(/^insecureSkipHostKeyCheck: true: SSH host keys are not checked/));
+    expect(plan({ ...dev(), hosts: keyless(), insecureSkipHostKeyCheck: true }).plan.warnings).toContainEqual(
+      expect.stringMatching(/^insecureSkipHostKeyCheck: true: SSH host keys are not checked/),
+    );
     expect(plan(dev()).plan.warnings).toEqual([]);
     const prod = readStackFile("prod").raw;
     expect(() => parseStackSettings({ ...prod, sshProxy: { address: "10.0.0.1" } })).not.toThrow();
@@ -321,7 +420,9 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
   it("places each host behind its own proxy, else the stack's sshProxy", () => {
     const bastion = { address: "10.0.0.1", hostKey: EXAMPLE_HOST_KEY };
     expect(plan({ ...dev(), sshProxy: bastion }).placements[0]!.host.proxy).toMatchObject({ address: "10.0.0.1", user: "root", port: 22 });
-    expect(plan({ ...dev(), sshProxy: bastion, hosts: [{ ...dev().hosts[0], proxy: { ...bastion, address: "10.0.0.2" } }] }).placements[0]!.host.proxy!.address).toBe("10.0.0.2");
+    expect(
+      plan({ ...dev(), sshProxy: bastion, hosts: [{ ...dev().hosts[0], proxy: { ...bastion, address: "10.0.0.2" } }] }).placements[0]!.host.proxy!.address,
+    ).toBe("10.0.0.2");
     expect(plan(dev()).placements[0]!.host.proxy).toBeUndefined();
   });
 
@@ -334,7 +435,9 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
   });
 
   it("refuses an index URL with only a user name, too", () => {
-    expect(() => parseStackSettings({ ...dev(), pip: { indexUrl: "https://token@mirror.example.com/simple" } })).toThrow(/^pip\.indexUrl: a URL without user:password@/);
+    expect(() => parseStackSettings({ ...dev(), pip: { indexUrl: "https://token@mirror.example.com/simple" } })).toThrow(
+      /^pip\.indexUrl: a URL without user:password@/,
+    );
   });
 
   it("keeps a JSON flag's key as given, normalising the flag name only", () => {
@@ -348,31 +451,52 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
   });
 
   it("refuses extras for a role the strategy lacks, a host count that does not fit, per-role replicas and the disaggregated strategy on hosts without router.host", () => {
-    expect(() => plan({ ...dev(), extraArgs: { decode: ["--x"] } })).toThrow('extraArgs.decode: strategy "aggregated-data-expert-parallel" has no role "decode"; allowed: "main"');
+    expect(() => plan({ ...dev(), extraArgs: { decode: ["--x"] } })).toThrow(
+      'extraArgs.decode: strategy "aggregated-data-expert-parallel" has no role "decode"; allowed: "main"',
+    );
     expect(() => plan({ ...dev(), extraEnv: { decode: { X: "1" } } })).toThrow(/^extraEnv\.decode: strategy/);
-    expect(() => plan({ ...dev(), replicas: 2 })).toThrow('hosts: 1 given; strategy "aggregated-data-expert-parallel" with replicas: 2 needs exactly 2 (1 per replica)');
+    expect(() => plan({ ...dev(), replicas: 2 })).toThrow(
+      'hosts: 1 given; strategy "aggregated-data-expert-parallel" with replicas: 2 needs exactly 2 (1 per replica)',
+    );
     expect(() => plan({ ...dev(), prefillReplicas: 2 })).toThrow('prefillReplicas: applies only to a strategy with a "prefill" role; use replicas');
-    expect(() => plan({ ...readStackFile("prod").raw, platform: "hosts", hosts: [dev().hosts[0], { ...dev().hosts[0], name: "b", address: "10.20.0.12" }] })).toThrow(/^router\.host: required: strategy "prefill-decode-disaggregated" routes through the llm-d router's front door/);
+    expect(() =>
+      plan({ ...readStackFile("prod").raw, platform: "hosts", hosts: [dev().hosts[0], { ...dev().hosts[0], name: "b", address: "10.20.0.12" }] }),
+    ).toThrow(/^router\.host: required: strategy "prefill-decode-disaggregated" routes through the llm-d router's front door/);
     const two = plan({ ...dev(), replicas: 2, hosts: [dev().hosts[0], { ...dev().hosts[0], name: "b", address: "10.20.0.12" }] });
-    expect(two.placements.map((p) => [p.replica, p.node, p.host.name])).toEqual([[0, 0, "npu-dev-0"], [1, 0, "b"]]);
+    expect(two.placements.map((p) => [p.replica, p.node, p.host.name])).toEqual([
+      [0, 0, "npu-dev-0"],
+      [1, 0, "b"],
+    ]);
   });
 
   it("names the value it refuses, or says it is missing, and lists the allowed keys for an unknown one", () => {
     expect(() => parseStackSettings({ ...dev(), replicas: "many" })).toThrow(/^replicas: .*\(got "many"\)$/);
     expect(() => parseStackSettings({ ...dev(), strategy: undefined })).toThrow(/^strategy: .*\(missing\)$/);
-    expect(() => parseStackSettings({ ...dev(), compile: { registry: { repository: "registry.example.com/c" } } })).toThrow(/^revision: required with compile\.registry: .* it was compiled for \(missing\)$/);
-    expect(() => parseStackSettings({ ...dev(), colour: "blue" })).toThrow(/^colour: unknown key; allowed: model, revision, strategy, .* and the secrets sshPrivateKey, hfToken, pipPassword, apiKey, registryPassword$/);
-    expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], colour: "blue" }] })).toThrow("hosts[0].colour: unknown key; allowed: name, address, user, port, listenAddress, hostKey, proxy");
-    expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.9", colour: "blue" } }] })).toThrow("hosts[0].proxy.colour: unknown key; allowed: address, user, port, hostKey");
+    expect(() => parseStackSettings({ ...dev(), compile: { registry: { repository: "registry.example.com/c" } } })).toThrow(
+      /^revision: required with compile\.registry: .* it was compiled for \(missing\)$/,
+    );
+    expect(() => parseStackSettings({ ...dev(), colour: "blue" })).toThrow(
+      /^colour: unknown key; allowed: model, revision, strategy, .* and the secrets sshPrivateKey, hfToken, pipPassword, apiKey, registryPassword$/,
+    );
+    expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], colour: "blue" }] })).toThrow(
+      "hosts[0].colour: unknown key; allowed: name, address, user, port, listenAddress, hostKey, proxy",
+    );
+    expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.9", colour: "blue" } }] })).toThrow(
+      "hosts[0].proxy.colour: unknown key; allowed: address, user, port, hostKey",
+    );
     expect(() => parseStackSettings({ ...dev(), rollout: { max: 1 } })).toThrow("rollout.max: unknown key; allowed: maxUnavailable");
     expect(() => parseStackSettings({ ...dev(), platform: "kubernetes" })).toThrow(/^kubernetes\.image: required with platform: kubernetes/);
     expect(() => parseStackSettings({ ...dev(), hosts: [] })).toThrow(/^hosts: required with platform: hosts/);
-    expect(() => parseStackSettings({ ...dev(), hosts: [dev().hosts[0], { ...dev().hosts[0], address: "10.0.0.9" }], replicas: 2 })).toThrow(/^hosts\[1\]\.name: duplicate of hosts\[0\]\.name "npu-dev-0"/);
+    expect(() => parseStackSettings({ ...dev(), hosts: [dev().hosts[0], { ...dev().hosts[0], address: "10.0.0.9" }], replicas: 2 })).toThrow(
+      /^hosts\[1\]\.name: duplicate of hosts\[0\]\.name "npu-dev-0"/,
+    );
     expect(() => parseStackSettings({ ...dev(), cacheRoot: "/var/lib/../x" })).toThrow(/^cacheRoot: a path without '\.\.'/);
   });
 
   it("warns about a lookalike namespace whatever the key, and not about keys without one", () => {
-    expect(foreignKeyWarnings(["RBLN_Serving:colour", "plain", "aws:region"])).toEqual(['RBLN_Serving:colour: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:colour?']);
+    expect(foreignKeyWarnings(["RBLN_Serving:colour", "plain", "aws:region"])).toEqual([
+      'RBLN_Serving:colour: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:colour?',
+    ]);
   });
 });
 
@@ -380,7 +504,8 @@ describe("the one reading of stack config (readConfigEntries)", () => {
   const dev = readStackFile("dev").raw as Record<string, any>;
   const prod = readStackFile("prod").raw as Record<string, any>;
   /** Entries as Pulumi hands them to the program: every value its text. */
-  const asPulumi = (raw: Record<string, unknown>) => Object.fromEntries(Object.entries(raw).map(([key, value]) => [`rbln-serving:${key}`, pulumiConfigText(value)]));
+  const asPulumi = (raw: Record<string, unknown>) =>
+    Object.fromEntries(Object.entries(raw).map(([key, value]) => [`rbln-serving:${key}`, pulumiConfigText(value)]));
   const plain = () => false;
   const read = (raw: Record<string, unknown>) => readConfigEntries(asPulumi(raw), plain).settings;
   // A value for every key that is no text, each valid on its own.
@@ -409,7 +534,11 @@ describe("the one reading of stack config (readConfigEntries)", () => {
 
   it("gives every structured key the same value from an object, its JSON text, and a stack file's YAML", () => {
     const textKeys = ["model", "revision", "strategy", "target", "preset", "platform", "installRoot", "cacheRoot"];
-    expect(Object.keys(StackSettings.shape).filter((key) => !textKeys.includes(key)).sort()).toEqual(Object.keys(jsonValues).sort());
+    expect(
+      Object.keys(StackSettings.shape)
+        .filter((key) => !textKeys.includes(key))
+        .sort(),
+    ).toEqual(Object.keys(jsonValues).sort());
     for (const [key, value] of Object.entries(jsonValues)) {
       const fromYaml = readConfigEntries({ [`rbln-serving:${key}`]: value }, plain).settings[key];
       const fromPulumi = readConfigEntries({ [`rbln-serving:${key}`]: JSON.stringify(value) }, plain).settings[key];
@@ -420,7 +549,12 @@ describe("the one reading of stack config (readConfigEntries)", () => {
 
   it("keeps a text key's text as it is, though it looks like JSON", () => {
     const digits = "1".repeat(40);
-    expect(read({ revision: digits, strategy: 42, target: "true", installRoot: "/srv/x" })).toEqual({ revision: digits, strategy: "42", target: "true", installRoot: "/srv/x" });
+    expect(read({ revision: digits, strategy: 42, target: "true", installRoot: "/srv/x" })).toEqual({
+      revision: digits,
+      strategy: "42",
+      target: "true",
+      installRoot: "/srv/x",
+    });
   });
 
   it("shows a refused value as given, also inside a JSON string, for every structured key", () => {
@@ -431,29 +565,53 @@ describe("the one reading of stack config (readConfigEntries)", () => {
   });
 
   it("refuses a secret key in plain text, and an encrypted key that is no secret", () => {
-    expect(() => readConfigEntries({ "rbln-serving:hfToken": "hf_x" }, plain)).toThrow(/^hfToken: is stored in plain text; set it with: pulumi config set --secret hfToken$/);
-    expect(() => readConfigEntries({ "rbln-serving:pip": { indexUrl: { secure: "v1:AAAA" } } }, (_, value) => holdsCiphertext(value))).toThrow(/^pip: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey, registryPassword are read as secrets; set it without --secret$/);
-    expect(readConfigEntries({ "rbln-serving:hfToken": { secure: "v1:AAAA" }, "rbln-serving:strategy": "s" }, (_, value) => holdsCiphertext(value))).toEqual({ settings: { strategy: "s" }, secrets: ["hfToken"], warnings: [] });
-    expect([{ secure: "v1:x" }, [{ a: { secure: "v1:x" } }], { secure: "v1:x", other: 1 }, { secure: 5 }, "secure"].map(holdsCiphertext)).toEqual([true, true, false, false, false]);
+    expect(() => readConfigEntries({ "rbln-serving:hfToken": "hf_x" }, plain)).toThrow(
+      /^hfToken: is stored in plain text; set it with: pulumi config set --secret hfToken$/,
+    );
+    expect(() => readConfigEntries({ "rbln-serving:pip": { indexUrl: { secure: "v1:AAAA" } } }, (_, value) => holdsCiphertext(value))).toThrow(
+      /^pip: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey, registryPassword are read as secrets; set it without --secret$/,
+    );
+    expect(readConfigEntries({ "rbln-serving:hfToken": { secure: "v1:AAAA" }, "rbln-serving:strategy": "s" }, (_, value) => holdsCiphertext(value))).toEqual({
+      settings: { strategy: "s" },
+      secrets: ["hfToken"],
+      warnings: [],
+    });
+    expect([{ secure: "v1:x" }, [{ a: { secure: "v1:x" } }], { secure: "v1:x", other: 1 }, { secure: 5 }, "secure"].map(holdsCiphertext)).toEqual([
+      true,
+      true,
+      false,
+      false,
+      false,
+    ]);
   });
 
   it("refuses a structured key nested deeper than any setting goes, as JSON text or as an object, in one line naming the key", () => {
     const deep = (depth: number, open: string, close: string, inner: string) => `${open.repeat(depth)}${inner}${close.repeat(depth)}`;
-    for (const [key, text] of [["axes", deep(20_000, "[", "]", "")], ["extraEnv", deep(20_000, '{"a":', "}", "1")], ["kubernetes", `{"affinity": ${deep(70, '{"a":', "}", "1")}}`]] as const) {
+    for (const [key, text] of [
+      ["axes", deep(20_000, "[", "]", "")],
+      ["extraEnv", deep(20_000, '{"a":', "}", "1")],
+      ["kubernetes", `{"affinity": ${deep(70, '{"a":', "}", "1")}}`],
+    ] as const) {
       const refusal = `${key}: nested more than 64 levels deep; allowed: at most 64 levels of maps and lists`;
       expect(() => parseStackSettings(read({ ...dev, [key]: text })), key).toThrow(refusal);
       expect(() => parseStackSettings({ ...dev, [key]: JSON.parse(text) })).toThrow(refusal);
     }
-    expect(parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, affinity: JSON.parse(deep(60, '{"a":', "}", "1")) } }).kubernetes.affinity).toBeDefined();
+    expect(
+      parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, affinity: JSON.parse(deep(60, '{"a":', "}", "1")) } }).kubernetes.affinity,
+    ).toBeDefined();
   });
 
   it("refuses __proto__ keys at any depth instead of applying them through the object prototype", () => {
     const top = readConfigEntries({ "rbln-serving:__proto__": '{"replicas": 2}', "rbln-serving:strategy": "s" }, plain).settings;
     expect(Object.keys(top)).toEqual(["__proto__", "strategy"]);
-    expect(top["replicas"]).toBeUndefined();
+    expect(top.replicas).toBeUndefined();
     expect(() => parseStackSettings({ ...dev, ...top })).toThrow(/^__proto__: not a key any setting takes \(JavaScript reads it as an object's prototype\)$/);
-    expect(() => parseStackSettings(read({ ...dev, extraEnv: '{"main": {"__proto__": "x"}}' }))).toThrow(/^extraEnv\.main\.__proto__: not a key any setting takes/);
-    expect(() => parseStackSettings(read({ ...dev, hosts: `[${JSON.stringify(dev.hosts[0]).replace("{", '{"__proto__": {"port": 2222},')}]` }))).toThrow(/^hosts\[0\]\.__proto__: not a key/);
+    expect(() => parseStackSettings(read({ ...dev, extraEnv: '{"main": {"__proto__": "x"}}' }))).toThrow(
+      /^extraEnv\.main\.__proto__: not a key any setting takes/,
+    );
+    expect(() => parseStackSettings(read({ ...dev, hosts: `[${JSON.stringify(dev.hosts[0]).replace("{", '{"__proto__": {"port": 2222},')}]` }))).toThrow(
+      /^hosts\[0\]\.__proto__: not a key/,
+    );
     expect(() => parseStackSettings(read({ ...dev, axes: '{"__proto__": {"lmcache": "cpu"}}' }))).toThrow(/^axes\.__proto__: not a key/);
   });
 });
@@ -472,7 +630,9 @@ describe("index URLs: one line, no password, no credentials over http", () => {
   };
   it("refuses an index URL that does not parse, in indexUrl and extraIndexUrls, with a ConfigError", () => {
     for (const url of ["https://host name/", "https://mirror.example.com/simple ", "https://[::1/simple", "mirror.example.com/simple", "file:///srv/simple"]) {
-      expect(refusal({ ...dev(), pip: { indexUrl: url } }).message, url).toBe(`pip.indexUrl: an http:// or https:// URL such as https://mirror.example.com/simple (got ${JSON.stringify(url)})`);
+      expect(refusal({ ...dev(), pip: { indexUrl: url } }).message, url).toBe(
+        `pip.indexUrl: an http:// or https:// URL such as https://mirror.example.com/simple (got ${JSON.stringify(url)})`,
+      );
       expect(refusal({ ...dev(), pip: { extraIndexUrls: ["https://ok.example.com/simple", url] } }).key, url).toBe("pip.extraIndexUrls[1]");
     }
   });
@@ -492,15 +652,23 @@ describe("index URLs: one line, no password, no credentials over http", () => {
       expect(error.message, JSON.stringify(pip)).not.toMatch(/hunter2/);
       expect(error.message).toMatch(/^pip\.(indexUrl|extraIndexUrls)/);
     }
-    expect(refusal({ ...dev(), pip: { indexUrl: "ftp://me:hunter2@mirror.example.com/simple" } }).message).toContain('(got "ftp://***@mirror.example.com/simple")');
+    expect(refusal({ ...dev(), pip: { indexUrl: "ftp://me:hunter2@mirror.example.com/simple" } }).message).toContain(
+      '(got "ftp://***@mirror.example.com/simple")',
+    );
     // Any refusal that quotes a URL masks what comes before its `@`, and stays one line.
     expect(new ConfigError("k", 'got "https://me:pa@ss@host/x"\nand more').message).toBe('k: got "https://***@host/x"\\nand more');
   });
 
   it("refuses credentials over plain http: pip.indexUrl, and any extra index on a credentialed host, with pip.username set", () => {
-    expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "http://mirror.example.com/simple" } })).toThrow('pip.indexUrl: "http://mirror.example.com/simple" would receive pip.username and the pipPassword secret over plain http, readable on the way; use an https:// index');
-    expect(() => plan({ ...dev(), pip: { username: "u", extraIndexUrls: ["http://pypi.rbln.ai/simple"] } })).toThrow(/^pip\.extraIndexUrls\[0\]: "http:\/\/pypi\.rbln\.ai\/simple" would receive pip\.username/);
-    expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "https://mirror.example.com/simple", extraIndexUrls: ["http://mirror.example.com/extra"] } })).toThrow(/^pip\.extraIndexUrls\[0\]: /);
+    expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "http://mirror.example.com/simple" } })).toThrow(
+      'pip.indexUrl: "http://mirror.example.com/simple" would receive pip.username and the pipPassword secret over plain http, readable on the way; use an https:// index',
+    );
+    expect(() => plan({ ...dev(), pip: { username: "u", extraIndexUrls: ["http://pypi.rbln.ai/simple"] } })).toThrow(
+      /^pip\.extraIndexUrls\[0\]: "http:\/\/pypi\.rbln\.ai\/simple" would receive pip\.username/,
+    );
+    expect(() =>
+      plan({ ...dev(), pip: { username: "u", indexUrl: "https://mirror.example.com/simple", extraIndexUrls: ["http://mirror.example.com/extra"] } }),
+    ).toThrow(/^pip\.extraIndexUrls\[0\]: /);
     // The host's own loopback: nothing is on the path. A name that only starts like it is not.
     expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "http://127.0.0.1:8080/simple", extraIndexUrls: [] } })).not.toThrow();
     expect(() => plan({ ...dev(), pip: { username: "u", indexUrl: "http://[::1]:8080/simple", extraIndexUrls: [] } })).not.toThrow();
@@ -510,7 +678,9 @@ describe("index URLs: one line, no password, no credentials over http", () => {
     expect(() => plan({ ...dev(), pip: { username: "u", extraIndexUrls: ["http://other.example.com/simple"] } })).not.toThrow();
     // The recipe's own index on http, as pip would read it without pip.extraIndexUrls.
     const recipe = { packages: [{ extraIndexUrls: ["http://pypi.rbln.ai/simple"] }], credentialedIndexUrls: ["https://pypi.rbln.ai/simple"] } as never;
-    expect(() => checkIndexCredentials({ username: "u" }, pipIndexUrls({ username: "u" }, recipe))).toThrow(/^pip\.username: the recipe's index "http:\/\/pypi\.rbln\.ai\/simple" would receive pip\.username/);
+    expect(() => checkIndexCredentials({ username: "u" }, pipIndexUrls({ username: "u" }, recipe))).toThrow(
+      /^pip\.username: the recipe's index "http:\/\/pypi\.rbln\.ai\/simple" would receive pip\.username/,
+    );
     expect(() => checkIndexCredentials({}, pipIndexUrls({}, recipe))).not.toThrow();
   });
 });
@@ -520,11 +690,17 @@ describe("host key comments", () => {
   it("refuses control characters in a host key's comment, for hosts and bastions", () => {
     const key = dev().hosts[0].hostKey;
     for (const comment of ["root@npu\u001b[31m", "a\rb", "a\u0000", "a\u0085b", "a\tb"]) {
-      expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], hostKey: `${key} ${comment}` }] }), JSON.stringify(comment)).toThrow(/^hosts\[0\]\.hostKey: a public host key line/);
-      expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.9", hostKey: `${key} ${comment}` } }] })).toThrow(/^hosts\[0\]\.proxy\.hostKey: /);
+      expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], hostKey: `${key} ${comment}` }] }), JSON.stringify(comment)).toThrow(
+        /^hosts\[0\]\.hostKey: a public host key line/,
+      );
+      expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.9", hostKey: `${key} ${comment}` } }] })).toThrow(
+        /^hosts\[0\]\.proxy\.hostKey: /,
+      );
       expect(() => parseStackSettings({ ...dev(), sshProxy: { address: "10.0.0.9", hostKey: `${key} ${comment}` } })).toThrow(/^sshProxy\.hostKey: /);
     }
-    expect(parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], hostKey: `${key} root@npu-0 (rotated 2026) é` }] }).hosts[0]!.hostKey).toBe(`${key} root@npu-0 (rotated 2026) é`);
+    expect(parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], hostKey: `${key} root@npu-0 (rotated 2026) é` }] }).hosts[0]!.hostKey).toBe(
+      `${key} root@npu-0 (rotated 2026) é`,
+    );
   });
 });
 
@@ -533,10 +709,36 @@ describe("kubernetes.image", () => {
   it("takes kubernetes.image in the OCI distribution reference grammar", () => {
     const image = (value: string) => () => parseStackSettings({ ...prod(), kubernetes: { ...prod().kubernetes, image: value } });
     const digest = `sha256:${"0123456789abcdef".repeat(4)}`;
-    for (const ok of ["registry.example.com/vllm-rbln:0.12.0-RC1", "vllm-rbln", "localhost:5000/ml/vllm-rbln:1", "[fd00::1]:5000/vllm:1", `vllm@${digest}`, `registry.example.com/a/b:t@${digest}`, "a__b/c--d.e_f:_x", `r.example.com/${"a".repeat(230)}`]) {
+    for (const ok of [
+      "registry.example.com/vllm-rbln:0.12.0-RC1",
+      "vllm-rbln",
+      "localhost:5000/ml/vllm-rbln:1",
+      "[fd00::1]:5000/vllm:1",
+      `vllm@${digest}`,
+      `registry.example.com/a/b:t@${digest}`,
+      "a__b/c--d.e_f:_x",
+      `r.example.com/${"a".repeat(230)}`,
+    ]) {
       expect(image(ok), ok).not.toThrow();
     }
-    for (const bad of ["a::::b//c@@", "Vllm-rbln", "registry.example.com/Vllm", "vllm:", "vllm:-x", `vllm:${"t".repeat(129)}`, "vllm@sha256:abc", "a//b", "-a/b", "a/b-", "a/b..c", "a_/b", `r.example.com/${"a".repeat(250)}`, "registry:port/x", "vllm rbln:1", ""]) {
+    for (const bad of [
+      "a::::b//c@@",
+      "Vllm-rbln",
+      "registry.example.com/Vllm",
+      "vllm:",
+      "vllm:-x",
+      `vllm:${"t".repeat(129)}`,
+      "vllm@sha256:abc",
+      "a//b",
+      "-a/b",
+      "a/b-",
+      "a/b..c",
+      "a_/b",
+      `r.example.com/${"a".repeat(250)}`,
+      "registry:port/x",
+      "vllm rbln:1",
+      "",
+    ]) {
       expect(image(bad), bad).toThrow(/^kubernetes\.image: an image reference such as registry\.example\.com\/vllm-rbln:0\.12\.0 /);
     }
     // No backtracking blow-up on a long near-match.
@@ -563,13 +765,23 @@ describe("quantities", () => {
     expect(() => parseStackSettings(k8s({ weightsVolumeSize: "0Gi" }))).toThrow('kubernetes.weightsVolumeSize: more than 0 (got "0Gi")');
     expect(() => parseStackSettings(k8s({ compileCacheVolumeSize: "000Mi" }))).toThrow(/^kubernetes\.compileCacheVolumeSize: more than 0/);
     for (const zero of ["0", "0m", "0.0", "0Gi", "0.000Ki"]) {
-      expect(() => parseStackSettings(k8s({ resources: { prefill: { requests: { cpu: zero } } } })), zero).toThrow(`kubernetes.resources.prefill.requests.cpu: more than 0 (a zero request reserves nothing) (got "${zero}")`);
-      expect(() => parseStackSettings(k8s({ resources: { decode: { limits: { memory: zero } } } }))).toThrow(/^kubernetes\.resources\.decode\.limits\.memory: more than 0/);
-      expect(() => parseStackSettings(k8s({ sidecarResources: { requests: { memory: zero } } }))).toThrow(/^kubernetes\.sidecarResources\.requests\.memory: more than 0/);
-      expect(() => parseStackSettings({ ...prod(), router: { pickerResources: { requests: { cpu: zero } } } })).toThrow(/^router\.pickerResources\.requests\.cpu: more than 0/);
+      expect(() => parseStackSettings(k8s({ resources: { prefill: { requests: { cpu: zero } } } })), zero).toThrow(
+        `kubernetes.resources.prefill.requests.cpu: more than 0 (a zero request reserves nothing) (got "${zero}")`,
+      );
+      expect(() => parseStackSettings(k8s({ resources: { decode: { limits: { memory: zero } } } }))).toThrow(
+        /^kubernetes\.resources\.decode\.limits\.memory: more than 0/,
+      );
+      expect(() => parseStackSettings(k8s({ sidecarResources: { requests: { memory: zero } } }))).toThrow(
+        /^kubernetes\.sidecarResources\.requests\.memory: more than 0/,
+      );
+      expect(() => parseStackSettings({ ...prod(), router: { pickerResources: { requests: { cpu: zero } } } })).toThrow(
+        /^router\.pickerResources\.requests\.cpu: more than 0/,
+      );
       expect(() => parseStackSettings(k8s({ shmSizeLimit: zero }))).toThrow(/^kubernetes\.shmSizeLimit: more than 0/);
     }
-    expect(parseStackSettings(k8s({ resources: { prefill: { requests: { cpu: "1m", memory: "1Ki" } } }, weightsVolumeSize: "1Ti" })).kubernetes.weightsVolumeSize).toBe("1Ti");
+    expect(
+      parseStackSettings(k8s({ resources: { prefill: { requests: { cpu: "1m", memory: "1Ki" } } }, weightsVolumeSize: "1Ti" })).kubernetes.weightsVolumeSize,
+    ).toBe("1Ti");
   });
 });
 
@@ -582,7 +794,11 @@ describe("versions", () => {
     for (const bad of ["1".padEnd(65, "0"), "1".padEnd(260, "0"), "1.0; rm -rf /", "1.0 ", "latest", "1.0\n", ""]) {
       expect(versions(bad), bad).toThrow(/^versions\.vllmRbln: a PEP 440 version such as 0\.12\.1 or 0\.13\.0rc1, at most 64 characters \(got /);
     }
-    const longest = plan({ ...dev(), versions: { rebelCompiler: "1".padEnd(64, "0"), vllmRbln: "2".padEnd(64, "0"), arcticInference: "3".padEnd(64, "0") }, axes: { spec_decode: "suffix" } });
+    const longest = plan({
+      ...dev(),
+      versions: { rebelCompiler: "1".padEnd(64, "0"), vllmRbln: "2".padEnd(64, "0"), arcticInference: "3".padEnd(64, "0") },
+      axes: { spec_decode: "suffix" },
+    });
     const venvName = renderHost(longest, longest.placements[0]!, "dev").venv.split("/").pop()!;
     expect(longest.plan.packages).toHaveLength(3);
     expect(Buffer.byteLength(venvName)).toBeLessThanOrEqual(255);
@@ -593,11 +809,18 @@ describe("kubernetes.namespace", () => {
   it("refuse the cluster's own namespaces for kubernetes.namespace, saying why", () => {
     const prod = readStackFile("prod").raw as Record<string, any>;
     for (const namespace of ["default", "kube-system", "kube-public", "kube-node-lease"]) {
-      expect(() => parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace } }), namespace).toThrow(`kubernetes.namespace: a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels (got "${namespace}")`);
+      expect(() => parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace } }), namespace).toThrow(
+        `kubernetes.namespace: a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels (got "${namespace}")`,
+      );
     }
     // Kubernetes reserves the whole prefix.
-    for (const namespace of ["kube-systems", "kube-foo"]) expect(() => parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace } }), namespace).toThrow(/^kubernetes\.namespace: a namespace of the deployment's own/);
-    expect(parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace: "kubernetes-serving" } }).kubernetes.namespace).toBe("kubernetes-serving");
+    for (const namespace of ["kube-systems", "kube-foo"])
+      expect(() => parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace } }), namespace).toThrow(
+        /^kubernetes\.namespace: a namespace of the deployment's own/,
+      );
+    expect(parseStackSettings({ ...prod, kubernetes: { ...prod.kubernetes, namespace: "kubernetes-serving" } }).kubernetes.namespace).toBe(
+      "kubernetes-serving",
+    );
   });
 
   it("refuses the namespace Prometheus runs in, with monitoring on", () => {
@@ -614,36 +837,57 @@ describe("extraEnv over the package's own variables", () => {
   const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
   it("refuses extraEnv over a variable the package sets itself, on either platform", () => {
     for (const name of Object.keys(PACKAGE_ENV)) {
-      expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { [name]: "/elsewhere" } } }), name).toThrow(new RegExp(`^extraEnv\\.main\\.${name}: the package sets it \\(.+\\); choose another name`));
-      expect(() => parseStackSettings({ ...prod(), extraEnv: { decode: { [name]: "/elsewhere" } } }), name).toThrow(new RegExp(`^extraEnv\\.decode\\.${name}: the package sets it`));
+      expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { [name]: "/elsewhere" } } }), name).toThrow(
+        new RegExp(`^extraEnv\\.main\\.${name}: the package sets it \\(.+\\); choose another name`),
+      );
+      expect(() => parseStackSettings({ ...prod(), extraEnv: { decode: { [name]: "/elsewhere" } } }), name).toThrow(
+        new RegExp(`^extraEnv\\.decode\\.${name}: the package sets it`),
+      );
     }
     expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { HF_HOME_EXTRA: "x", home: "x" } } })).not.toThrow();
   });
 
   it("lists in PACKAGE_ENV exactly the variables the renderers set beside the recipe's and the secrets'", () => {
-    const recipeEnv = (deployment: ReturnType<typeof plan>) => new Set(deployment.plan.roles.flatMap((r) => r.ranks.flatMap((k) => Object.keys(k.env))).filter((name) => !Object.hasOwn(OFFLINE_ENV, name)));
+    const recipeEnv = (deployment: ReturnType<typeof plan>) =>
+      new Set(deployment.plan.roles.flatMap((r) => r.ranks.flatMap((k) => Object.keys(k.env))).filter((name) => !Object.hasOwn(OFFLINE_ENV, name)));
     const hosts = plan(dev());
-    const hostNames = renderHost(hosts, hosts.placements[0]!, "dev").ranks.flatMap((r) => r.envText.split("\n").filter(Boolean).map((line) => line.slice(0, line.indexOf("="))));
+    const hostNames = renderHost(hosts, hosts.placements[0]!, "dev").ranks.flatMap((r) =>
+      r.envText
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => line.slice(0, line.indexOf("="))),
+    );
     const kubernetes = plan(prod());
     const workloads = renderKubernetesWorkloads(kubernetes, { instance: "rbln-serving", namespace: "llm-serving" }, ["hfToken", "apiKey"]);
     const podNames = workloads.roles.flatMap((r) => (r.deployment.spec!.template.spec!.containers[0]!.env ?? []).map((e) => e.name));
     const launchNames = kubernetes.plan.roles.flatMap((r) => r.ranks.flatMap((k) => Object.keys(k.env)));
     const secretNames = Object.values(SECRET_ENV);
     const own = (names: string[], recipe: Set<string>) => names.filter((name) => !recipe.has(name) && !secretNames.includes(name));
-    expect([...new Set([...own(hostNames, recipeEnv(hosts)), ...own([...podNames, ...launchNames], recipeEnv(kubernetes))])].sort()).toEqual(Object.keys(PACKAGE_ENV).sort());
+    expect([...new Set([...own(hostNames, recipeEnv(hosts)), ...own([...podNames, ...launchNames], recipeEnv(kubernetes))])].sort()).toEqual(
+      Object.keys(PACKAGE_ENV).sort(),
+    );
   });
 });
 
 describe("addresses", () => {
   const dev = () => readStackFile("dev").raw as Record<string, any>;
   const host = (extra: Record<string, unknown>) => ({ ...dev().hosts[0], ...extra });
-  const twoHosts = (a: Record<string, unknown>, b: Record<string, unknown>) => () => planDeployment(parseStackSettings({ ...dev(), replicas: 2, hosts: [host(a), host({ name: "npu-b", ...b })] }), shippedCatalog);
+  const twoHosts = (a: Record<string, unknown>, b: Record<string, unknown>) => () =>
+    planDeployment(parseStackSettings({ ...dev(), replicas: 2, hosts: [host(a), host({ name: "npu-b", ...b })] }), shippedCatalog);
 
   it("refuse two hosts whose ranks would serve on one address and port", () => {
-    expect(twoHosts({ address: "10.0.0.1" }, { address: "10.0.0.1", port: 2222 })).toThrow('hosts[1].address: "10.0.0.1" would serve port 8000 on 10.0.0.1, as hosts[0] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)');
-    expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.Example.COM", port: 2222 })).toThrow(/^hosts\[1\]\.address: "NPU-0\.Example\.COM" would serve port 8000 on npu-0\.example\.com, as hosts\[0\] does/);
-    expect(twoHosts({ address: "fd00::5" }, { address: "fd00:0:0:0:0:0:0:5", port: 2222 })).toThrow(/^hosts\[1\]\.address: "fd00:0:0:0:0:0:0:5" would serve port 8000 on \[fd00::5\]/);
-    expect(twoHosts({ address: "10.0.0.1", listenAddress: "10.9.9.9" }, { address: "10.0.0.2", listenAddress: "10.9.9.9" })).toThrow(/^hosts\[1\]\.listenAddress: "10\.9\.9\.9" would serve port 8000 on 10\.9\.9\.9, as hosts\[0\] does/);
+    expect(twoHosts({ address: "10.0.0.1" }, { address: "10.0.0.1", port: 2222 })).toThrow(
+      'hosts[1].address: "10.0.0.1" would serve port 8000 on 10.0.0.1, as hosts[0] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)',
+    );
+    expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.Example.COM", port: 2222 })).toThrow(
+      /^hosts\[1\]\.address: "NPU-0\.Example\.COM" would serve port 8000 on npu-0\.example\.com, as hosts\[0\] does/,
+    );
+    expect(twoHosts({ address: "fd00::5" }, { address: "fd00:0:0:0:0:0:0:5", port: 2222 })).toThrow(
+      /^hosts\[1\]\.address: "fd00:0:0:0:0:0:0:5" would serve port 8000 on \[fd00::5\]/,
+    );
+    expect(twoHosts({ address: "10.0.0.1", listenAddress: "10.9.9.9" }, { address: "10.0.0.2", listenAddress: "10.9.9.9" })).toThrow(
+      /^hosts\[1\]\.listenAddress: "10\.9\.9\.9" would serve port 8000 on 10\.9\.9\.9, as hosts\[0\] does/,
+    );
     expect(twoHosts({ address: "10.0.0.1" }, { address: "10.0.0.2", listenAddress: "10.0.0.1" })).toThrow(/^hosts\[1\]\.listenAddress: /);
     // A wildcard listenAddress serves on the host's own address.
     expect(twoHosts({ address: "10.0.0.1", listenAddress: "0.0.0.0" }, { address: "10.0.0.2", listenAddress: "::" })).not.toThrow();
@@ -651,10 +895,11 @@ describe("addresses", () => {
   });
 
   it("still refuse one SSH server listed twice, however its address is spelled", () => {
-    expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.example.com" })).toThrow('hosts[1].address: duplicate of hosts[0].address "npu-0.example.com:22" (the same SSH server: host names compare without case, IPv6 addresses in one form) (got "NPU-0.example.com")');
+    expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.example.com" })).toThrow(
+      'hosts[1].address: duplicate of hosts[0].address "npu-0.example.com:22" (the same SSH server: host names compare without case, IPv6 addresses in one form) (got "NPU-0.example.com")',
+    );
     expect(twoHosts({ address: "fd00::5" }, { address: "FD00:0::5" })).toThrow(/^hosts\[1\]\.address: duplicate of hosts\[0\]\.address "\[fd00::5\]:22"/);
   });
-
 });
 
 describe("stack files, read as Pulumi reads them", () => {
@@ -666,7 +911,15 @@ describe("stack files, read as Pulumi reads them", () => {
   }
 
   it("refuse an alias bomb and an alias without its anchor with one line, not a ReferenceError", () => {
-    const levels = ["a: &a [x, x, x, x, x, x, x, x, x]", ...["b", "c", "d", "e", "f", "g", "h", "i"].map((name, i) => `${name}: &${name} [${Array(9).fill(`*${String.fromCharCode(97 + i)}`).join(", ")}]`)];
+    const levels = [
+      "a: &a [x, x, x, x, x, x, x, x, x]",
+      ...["b", "c", "d", "e", "f", "g", "h", "i"].map(
+        (name, i) =>
+          `${name}: &${name} [${Array(9)
+            .fill(`*${String.fromCharCode(97 + i)}`)
+            .join(", ")}]`,
+      ),
+    ];
     const bomb = stack(`${levels.join("\n")}\nconfig:\n  rbln-serving:axes: *i\n`);
     expect(() => readStackFile("t", bomb)).toThrow(new ConfigError(shown(bomb), "invalid YAML: more than 100 aliases to expand, as in an alias bomb"));
     const dangling = stack("config:\n  rbln-serving:axes: *nope\n");
@@ -686,7 +939,12 @@ describe("stack files, read as Pulumi reads them", () => {
       const dir = stack(`config:\n  rbln-serving:target: ${tagged}\n`);
       expect(() => readStackFile("t", dir), tagged).toThrow(new RegExp(`^${shown(dir).replace(/[.]/g, "\\.")}:2:\\d+: invalid YAML: `));
     }
-    const merged = readStackFile("t", stack("base: &base {user: ubuntu, port: 2222}\nconfig:\n  rbln-serving:hosts:\n    - <<: *base\n      name: a\n  rbln-serving:axes: {prefix_caching: on}\n")).raw;
+    const merged = readStackFile(
+      "t",
+      stack(
+        "base: &base {user: ubuntu, port: 2222}\nconfig:\n  rbln-serving:hosts:\n    - <<: *base\n      name: a\n  rbln-serving:axes: {prefix_caching: on}\n",
+      ),
+    ).raw;
     expect(merged).toEqual({ hosts: [{ user: "ubuntu", port: 2222, name: "a" }], axes: { prefix_caching: "on" } });
   });
 });

@@ -8,7 +8,13 @@ import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 // breaks several, the first in the checks' order is the one shown.
 const host = (name: string, address: string, more: Record<string, unknown> = {}) => ({ name, address, hostKey: EXAMPLE_HOST_KEY, ...more });
 const hosts = (more: Record<string, unknown> = {}) => ({ strategy: "s", target: "t", hosts: [host("npu-0", "10.0.0.1")], ...more });
-const kube = (more: Record<string, unknown> = {}) => ({ strategy: "s", target: "t", platform: "kubernetes", kubernetes: { image: "registry.example.com/vllm-rbln:1" }, ...more });
+const kube = (more: Record<string, unknown> = {}) => ({
+  strategy: "s",
+  target: "t",
+  platform: "kubernetes",
+  kubernetes: { image: "registry.example.com/vllm-rbln:1" },
+  ...more,
+});
 const REGISTRY = { registry: { repository: "registry.example.com/ml/cache" } };
 /** One stack per check (and per branch of one), each refused by that check alone; the last breaks four at once. */
 const CASES: Record<string, Record<string, unknown>> = {
@@ -30,28 +36,47 @@ const CASES: Record<string, Record<string, unknown>> = {
   routerHostNamesAHost: hosts({ router: { host: "door" } }),
   routerHostIsNotAHostEntry: hosts({ router: { host: host("npu-0", "10.0.0.9") } }),
   hostKeysAreChecked: hosts({ hosts: [{ name: "npu-0", address: "10.0.0.1" }] }),
-  firstOfSeveral: { strategy: "s", target: "t", hosts: [{ name: "npu-0", address: "10.0.0.1" }, { name: "npu-0", address: "10.0.0.1" }], installRoot: "/usr", extraEnv: { main: { HOME: "/x" } } },
+  firstOfSeveral: {
+    strategy: "s",
+    target: "t",
+    hosts: [
+      { name: "npu-0", address: "10.0.0.1" },
+      { name: "npu-0", address: "10.0.0.1" },
+    ],
+    installRoot: "/usr",
+    extraEnv: { main: { HOME: "/x" } },
+  },
 };
 const REFUSALS: Record<keyof typeof CASES, string> = {
-  hostsAreDistinctServers: "hosts[1].address: duplicate of hosts[0].address \"10.0.0.1:22\" (the same SSH server: host names compare without case, IPv6 addresses in one form) (got \"10.0.0.1\")",
-  hostsAreDistinctServersByName: "hosts[1].name: duplicate of hosts[0].name \"npu-0\" (got \"npu-0\")",
-  compileHostIsItsOwnServer: "compile.host.address: the compile host must be a server of its own, but hosts[0].address is \"10.0.0.1:22\" too",
-  registryNeedsPinnedRevision: "revision: required with compile.registry: the compile key names the model's commit, so every stack that pulls a key serves the weights it was compiled for (missing)",
-  registryNeedsImageDigest: "kubernetes.image: with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got \"registry.example.com/vllm-rbln:1\")",
+  hostsAreDistinctServers:
+    'hosts[1].address: duplicate of hosts[0].address "10.0.0.1:22" (the same SSH server: host names compare without case, IPv6 addresses in one form) (got "10.0.0.1")',
+  hostsAreDistinctServersByName: 'hosts[1].name: duplicate of hosts[0].name "npu-0" (got "npu-0")',
+  compileHostIsItsOwnServer: 'compile.host.address: the compile host must be a server of its own, but hosts[0].address is "10.0.0.1:22" too',
+  registryNeedsPinnedRevision:
+    "revision: required with compile.registry: the compile key names the model's commit, so every stack that pulls a key serves the weights it was compiled for (missing)",
+  registryNeedsImageDigest:
+    'kubernetes.image: with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got "registry.example.com/vllm-rbln:1")',
   kubernetesNeedsImage: "kubernetes.image: required with platform: kubernetes (build it from the project's Dockerfile) (missing)",
-  namespaceIsNotMonitorings: "kubernetes.namespace: \"monitoring\" is monitoring.namespace too, where Prometheus runs; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own",
+  namespaceIsNotMonitorings:
+    'kubernetes.namespace: "monitoring" is monitoring.namespace too, where Prometheus runs; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own',
   hostsPlatformNeedsHosts: "hosts: required with platform: hosts: a list of {name, address, user, port, hostKey} (missing)",
-  extraEnvPackage: "extraEnv.main.HF_HOME: the package sets it (the weights cache); choose another name (got \"/x\")",
-  extraEnvBash: "extraEnv.main.BASH_ENV: a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name (got \"/x\")",
-  extraEnvCredential: "extraEnv.main.HF_TOKEN_X: holds a credential, which would sit in the stack config in plain text; set the hfToken secret instead: pulumi config set --secret hfToken",
-  rootsAreNotSystemDirectories: "installRoot: \"/usr\" is a system directory; give the project a directory of its own, such as /var/lib/rbln-serving",
-  sharedCacheSystem: "cache.shared: \"/proc/x\" is on a kernel or runtime file system; give a directory on disk, such as /mnt/rbln-cache, where the shared filesystem is mounted",
-  sharedCacheOverlap: "cache.shared: \"/opt/rbln-serving/shared\" overlaps installRoot \"/opt/rbln-serving\"; the shared cache must be a folder of its own, apart from the hosts' local roots",
-  rootsAreSeparate: "cacheRoot: \"/srv/rbln/cache\" is inside installRoot \"/srv/rbln\"; the two must be separate directories (cacheRoot outlives installs and destroy)",
-  routerHostNamesAHost: "router.host: names no entry of hosts; allowed: \"npu-0\", or a host {name, address, user, port, hostKey} (got \"door\")",
-  routerHostIsNotAHostEntry: "router.host.name: \"npu-0\" is the name of an entry of hosts; to share that server give its name alone (router.host: npu-0), else another name (got \"npu-0\")",
-  hostKeysAreChecked: "hosts[0].hostKey: required: the server's public SSH host key, read with ssh-keyscan and checked out of band (or set insecureSkipHostKeyCheck: true to connect to whatever answers) (missing)",
-  firstOfSeveral: "hosts[1].name: duplicate of hosts[0].name \"npu-0\" (got \"npu-0\")",
+  extraEnvPackage: 'extraEnv.main.HF_HOME: the package sets it (the weights cache); choose another name (got "/x")',
+  extraEnvBash: 'extraEnv.main.BASH_ENV: a name bash keeps read-only or special, and the hosts\' env files are read by bash; choose another name (got "/x")',
+  extraEnvCredential:
+    "extraEnv.main.HF_TOKEN_X: holds a credential, which would sit in the stack config in plain text; set the hfToken secret instead: pulumi config set --secret hfToken",
+  rootsAreNotSystemDirectories: 'installRoot: "/usr" is a system directory; give the project a directory of its own, such as /var/lib/rbln-serving',
+  sharedCacheSystem:
+    'cache.shared: "/proc/x" is on a kernel or runtime file system; give a directory on disk, such as /mnt/rbln-cache, where the shared filesystem is mounted',
+  sharedCacheOverlap:
+    'cache.shared: "/opt/rbln-serving/shared" overlaps installRoot "/opt/rbln-serving"; the shared cache must be a folder of its own, apart from the hosts\' local roots',
+  rootsAreSeparate:
+    'cacheRoot: "/srv/rbln/cache" is inside installRoot "/srv/rbln"; the two must be separate directories (cacheRoot outlives installs and destroy)',
+  routerHostNamesAHost: 'router.host: names no entry of hosts; allowed: "npu-0", or a host {name, address, user, port, hostKey} (got "door")',
+  routerHostIsNotAHostEntry:
+    'router.host.name: "npu-0" is the name of an entry of hosts; to share that server give its name alone (router.host: npu-0), else another name (got "npu-0")',
+  hostKeysAreChecked:
+    "hosts[0].hostKey: required: the server's public SSH host key, read with ssh-keyscan and checked out of band (or set insecureSkipHostKeyCheck: true to connect to whatever answers) (missing)",
+  firstOfSeveral: 'hosts[1].name: duplicate of hosts[0].name "npu-0" (got "npu-0")',
 };
 
 /** The one line a stack is refused with. */

@@ -5,7 +5,10 @@ import { hostileString } from "./helpers/arbitraries";
 
 /** Small alphabets, so that pairs which a naive join would merge come up often. */
 const stackName = fc.string({ unit: fc.constantFrom("a", "b", "-", "_", ".", "0"), maxLength: 6 });
-const instanceName = fc.oneof(fc.constant(DEFAULT_INSTANCE), fc.string({ unit: fc.constantFrom("a", "b", "-", ".", "_", "/", "é", " ", DEFAULT_INSTANCE), maxLength: 5 }));
+const instanceName = fc.oneof(
+  fc.constant(DEFAULT_INSTANCE),
+  fc.string({ unit: fc.constantFrom("a", "b", "-", ".", "_", "/", "é", " ", DEFAULT_INSTANCE), maxLength: 5 }),
+);
 const roleName = fc.string({ unit: fc.constantFrom("a", "-"), maxLength: 3 }).map((tail) => `a${tail}`);
 /** What systemd accepts as a unit name without escapes (unit_name_is_valid), UNIT_NAME_MAX 255. */
 const SYSTEMD_UNIT_NAME = /^[A-Za-z0-9:_.\\@-]{1,255}$/;
@@ -59,14 +62,18 @@ describe("the deployment id on a host", () => {
 
   it("is a valid unit and file name, 64 characters at most, whatever the names; what was replaced or cut is hashed", () => {
     fc.assert(
-      fc.property(fc.oneof(hostileString, fc.string({ minLength: 60, maxLength: 300 })), fc.oneof(fc.constant(DEFAULT_INSTANCE), hostileString, fc.string({ minLength: 60, maxLength: 300 })), (stack, instance) => {
-        const id = deploymentId(stack, instance);
-        expect(id).toMatch(/^[A-Za-z0-9_.-]{1,64}$/);
-        expect(unitName(id, "main", 0)).toMatch(SYSTEMD_UNIT_NAME);
-        expect(envPath("/opt/rbln-serving", id, "main", 0).split("/").pop()!.length).toBeLessThanOrEqual(255);
-        const readable = instance === DEFAULT_INSTANCE ? stack : `${stack}.${instance}`;
-        if (id !== readable) expect(id).toMatch(/\.[0-9a-f]{12}$/);
-      }),
+      fc.property(
+        fc.oneof(hostileString, fc.string({ minLength: 60, maxLength: 300 })),
+        fc.oneof(fc.constant(DEFAULT_INSTANCE), hostileString, fc.string({ minLength: 60, maxLength: 300 })),
+        (stack, instance) => {
+          const id = deploymentId(stack, instance);
+          expect(id).toMatch(/^[A-Za-z0-9_.-]{1,64}$/);
+          expect(unitName(id, "main", 0)).toMatch(SYSTEMD_UNIT_NAME);
+          expect(envPath("/opt/rbln-serving", id, "main", 0).split("/").pop()!.length).toBeLessThanOrEqual(255);
+          const readable = instance === DEFAULT_INSTANCE ? stack : `${stack}.${instance}`;
+          if (id !== readable) expect(id).toMatch(/\.[0-9a-f]{12}$/);
+        },
+      ),
       { numRuns: 500, seed: 15 },
     );
     expect(deploymentId("s".repeat(40), "i".repeat(40))).toMatch(/^s{24}\.i{24}\.[0-9a-f]{12}$/);

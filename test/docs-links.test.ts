@@ -8,7 +8,15 @@ import { StackSettings } from "../core/config/stackConfig";
 import { SECRET_KEYS } from "../core/config/secrets";
 
 const ROOT = path.resolve(__dirname, "..");
-const DOCS = ["README.md", ...fs.readdirSync(path.join(ROOT, "docs")).filter((name) => name.endsWith(".md")).map((name) => `docs/${name}`)];
+const DOCS = [
+  "README.md",
+  "CONTRIBUTING.md",
+  "CHANGELOG.md",
+  ...fs
+    .readdirSync(path.join(ROOT, "docs"))
+    .filter((name) => name.endsWith(".md"))
+    .map((name) => `docs/${name}`),
+];
 
 /** A cell's or a heading's text as GitHub renders it: code spans' and links' text kept, HTML tags dropped. */
 function plainText(tokens: readonly Token[]): string {
@@ -74,7 +82,10 @@ interface SchemaKey {
 function schemaKeys(shape: SettingShape, at: string[] = []): SchemaKey[] {
   switch (shape.kind) {
     case "object":
-      return Object.entries(shape.fields).flatMap(([key, field]) => [{ path: [...at, key], shape: field.shape, default: field.default }, ...schemaKeys(field.shape, [...at, key])]);
+      return Object.entries(shape.fields).flatMap(([key, field]) => [
+        { path: [...at, key], shape: field.shape, default: field.default },
+        ...schemaKeys(field.shape, [...at, key]),
+      ]);
     case "array":
       return [{ path: [...at, "[]"], shape: shape.items }, ...schemaKeys(shape.items, [...at, "[]"])];
     case "map":
@@ -119,11 +130,13 @@ function referenceProblems(lines: readonly ReferenceLine[], keys: readonly Schem
     if (key.shape.kind === "object") continue; // a group: its keys have lines, or their parent's line names them
     const nearest = lines.filter((line) => line.path.every((part, i) => key.path[i] === part)).sort((a, b) => b.path.length - a.path.length)[0];
     const unnamed = nearest ? key.path.slice(nearest.path.length).filter((part) => part !== "[]" && part !== "{}" && !nearest.typeWords.has(part)) : key.path;
-    if (unnamed.length > 0) problems.push(`${key.path.join(".")}: no line, and ${nearest ? `the line of ${nearest.key} does not name ${unnamed.join(", ")}` : "no line above it"}`);
+    if (unnamed.length > 0)
+      problems.push(`${key.path.join(".")}: no line, and ${nearest ? `the line of ${nearest.key} does not name ${unnamed.join(", ")}` : "no line above it"}`);
   }
   for (const line of lines) {
     const value = keys.find((k) => k.path.join(".") === line.path.join("."))?.default;
-    if (["string", "number", "boolean"].includes(typeof value) && !line.defaults.includes(String(value))) problems.push(`${line.key}: the default column does not show \`${String(value)}\``);
+    if (["string", "number", "boolean"].includes(typeof value) && !line.defaults.includes(String(value)))
+      problems.push(`${line.key}: the default column does not show \`${String(value)}\``);
   }
   return problems;
 }
@@ -132,13 +145,19 @@ describe("the README and docs/", () => {
   const documents = new Map(DOCS.map((file) => [file, readDocument(file)]));
 
   it("have links that resolve: every relative file, and every #anchor as GitHub makes it from the heading", () => {
-    expect(DOCS).toEqual(expect.arrayContaining(["README.md", "docs/hosts.md", "docs/testing.md"]));
+    expect(DOCS).toEqual(expect.arrayContaining(["README.md", "CONTRIBUTING.md", "CHANGELOG.md", "docs/hosts.md", "docs/testing.md"]));
     expect([...documents].flatMap(([file, document]) => brokenLinks(file, document, documents))).toEqual([]);
   });
 
   it("would find a missing file, a missing anchor, and take GitHub's slugs of code and punctuation", () => {
-    const page = readDocument("docs/example.md", "# Hosts: `compile.host`\n## `status`\n## A stopping rank loses no request\n\n[a](#hosts-compilehost) [b](#status) [c](hosts.md#the-front-door) [d](hosts.md#nowhere) [e](gone.md) [f](../README.md#quick-start) [g](https://example.com/x.md#y)\n");
-    expect(brokenLinks("docs/example.md", page, new Map([...documents, ["docs/example.md", page]]))).toEqual(["docs/example.md: hosts.md#nowhere: no heading #nowhere in docs/hosts.md", "docs/example.md: gone.md: no file docs/gone.md"]);
+    const page = readDocument(
+      "docs/example.md",
+      "# Hosts: `compile.host`\n## `status`\n## A stopping rank loses no request\n\n[a](#hosts-compilehost) [b](#status) [c](hosts.md#the-front-door) [d](hosts.md#nowhere) [e](gone.md) [f](../README.md#quick-start) [g](https://example.com/x.md#y)\n",
+    );
+    expect(brokenLinks("docs/example.md", page, new Map([...documents, ["docs/example.md", page]]))).toEqual([
+      "docs/example.md: hosts.md#nowhere: no heading #nowhere in docs/hosts.md",
+      "docs/example.md: gone.md: no file docs/gone.md",
+    ]);
   });
 
   it("README's config reference has a line for every key the stack config takes, and nothing else; defaults as the schema's", () => {
@@ -151,8 +170,15 @@ describe("the README and docs/", () => {
     const keys = schemaKeys(settingsShape(StackSettings)).filter((k) => ["model", "sshProxy"].includes(k.path[0]!));
     const line = (key: string, type: string, defaults: string[] = []) => ({ key, path: keyPath(key), typeWords: new Set(type.split(/\W+/)), defaults });
     const secrets = SECRET_KEYS.map((secret) => line(secret, "secret"));
-    expect(referenceProblems([line("model", "string", ["MiniMaxAI/MiniMax-M2.7"]), line("sshProxy", "{address, user, port, hostKey}"), ...secrets], keys)).toEqual([]);
-    expect(referenceProblems([line("model", "string", ["other"]), line("sshProxy", "{address, user, port}"), line("sshProxy.timeout", "integer"), ...secrets.slice(1)], keys)).toEqual([
+    expect(
+      referenceProblems([line("model", "string", ["MiniMaxAI/MiniMax-M2.7"]), line("sshProxy", "{address, user, port, hostKey}"), ...secrets], keys),
+    ).toEqual([]);
+    expect(
+      referenceProblems(
+        [line("model", "string", ["other"]), line("sshProxy", "{address, user, port}"), line("sshProxy.timeout", "integer"), ...secrets.slice(1)],
+        keys,
+      ),
+    ).toEqual([
       "sshProxy.timeout: not a key of the stack config",
       `${SECRET_KEYS[0]}: a secret without a line`,
       "sshProxy.hostKey: no line, and the line of sshProxy does not name hostKey",
@@ -162,7 +188,9 @@ describe("the README and docs/", () => {
 
   it("docs/testing.md's table of suites names every test file, and only those", () => {
     const listed = tableAfter(documents.get("docs/testing.md")!, "The suites").map((row) => codeSpans(row[1]!)[0]);
-    const files = (fs.readdirSync(path.join(ROOT, "test"), { recursive: true }) as string[]).filter((name) => name.endsWith(".test.ts")).map((name) => `test/${name.split(path.sep).join("/")}`);
+    const files = (fs.readdirSync(path.join(ROOT, "test"), { recursive: true }) as string[])
+      .filter((name) => name.endsWith(".test.ts"))
+      .map((name) => `test/${name.split(path.sep).join("/")}`);
     expect([...listed].sort()).toEqual([...files].sort());
   });
 });

@@ -2,14 +2,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import {
-  ENVOY_FIXTURE_DIR,
-  EXTENSIONS,
-  PGV_CHECKED,
-  PGV_NOT_ENFORCED_BY_ENVOY,
-  envoyRoot,
-  validateEnvoyBootstrap,
-} from "./helpers/envoyBootstrap";
+import { ENVOY_FIXTURE_DIR, EXTENSIONS, PGV_CHECKED, PGV_NOT_ENFORCED_BY_ENVOY, envoyRoot, validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
 import llmd from "./fixtures/envoy-v1.37.0/llm-d-router-v0.10.0-envoy.json";
 import sources from "./fixtures/envoy-v1.37.0/sources.json";
 
@@ -141,9 +134,9 @@ describe("the fixture", () => {
 
   it("keeps the protoc-gen-validate rules, repeated values included", () => {
     const root = envoyRoot();
-    const port = root.lookupType("envoy.config.core.v3.SocketAddress").fields["port_value"];
+    const port = root.lookupType("envoy.config.core.v3.SocketAddress").fields.port_value;
     expect(port?.options?.["(validate.rules)"]).toEqual({ uint32: { lte: 65535 } });
-    const strict = root.lookupType("envoy.extensions.filters.http.router.v3.Router").fields["strict_check_headers"];
+    const strict = root.lookupType("envoy.extensions.filters.http.router.v3.Router").fields.strict_check_headers;
     expect(strict?.options?.["(validate.rules)"].repeated.items.string.in).toHaveLength(5);
   });
 
@@ -211,8 +204,11 @@ describe("validateEnvoyBootstrap", () => {
 
   describe("refuses", () => {
     it("an unknown field at every depth", () => {
-      expectRefused(BOOTSTRAP + "bogus: 1\n", "envoy.config.bootstrap.v3.Bootstrap: unknown field", "bogus");
-      expectRefused(mutate("  - name: inference\n    address:", "  - name: inference\n    bogus: 1\n    address:"), "envoy.config.listener.v3.Listener: unknown field");
+      expectRefused(`${BOOTSTRAP}bogus: 1\n`, "envoy.config.bootstrap.v3.Bootstrap: unknown field", "bogus");
+      expectRefused(
+        mutate("  - name: inference\n    address:", "  - name: inference\n    bogus: 1\n    address:"),
+        "envoy.config.listener.v3.Listener: unknown field",
+      );
       expectRefused(mutate("stat_prefix: inference", "stat_prefix: inference\n          bogus: 1"), "HttpConnectionManager: unknown field");
       expectRefused(
         mutate("request_header_mode: SEND", "request_header_mode: SEND\n                bogus_mode: SEND"),
@@ -233,10 +229,7 @@ describe("validateEnvoyBootstrap", () => {
         mutate("envoy.extensions.filters.http.router.v3.Router", "envoy.extensions.filters.http.router.v3.Routr"),
         "unknown @type: envoy.extensions.filters.http.router.v3.Routr",
       );
-      expectRefused(
-        mutate("type.googleapis.com/envoy.extensions.access_loggers", "envoy.extensions.access_loggers"),
-        "should start with type.googleapis.com/",
-      );
+      expectRefused(mutate("type.googleapis.com/envoy.extensions.access_loggers", "envoy.extensions.access_loggers"), "should start with type.googleapis.com/");
     });
 
     it("a typed_config of the wrong type for its filter", () => {
@@ -310,7 +303,10 @@ describe("validateEnvoyBootstrap", () => {
     });
 
     it("what Envoy refuses when it builds the filters and clusters", () => {
-      expectRefused(mutate("request_trailer_mode: SEND", "request_trailer_mode: SKIP"), "request_body_mode FULL_DUPLEX_STREAMED needs request_trailer_mode SEND");
+      expectRefused(
+        mutate("request_trailer_mode: SEND", "request_trailer_mode: SKIP"),
+        "request_body_mode FULL_DUPLEX_STREAMED needs request_trailer_mode SEND",
+      );
       expectRefused(mutate("lb_policy: CLUSTER_PROVIDED", "lb_policy: ROUND_ROBIN"), "LB policy ROUND_ROBIN is not valid for cluster type ORIGINAL_DST");
       expectRefused(mutate("lb_policy: LEAST_REQUEST", "lb_policy: CLUSTER_PROVIDED"), "CLUSTER_PROVIDED is not valid for cluster type STATIC");
       expectRefused(mutate("cluster: original_destination_cluster", "cluster: original_dst"), 'unknown cluster "original_dst"');

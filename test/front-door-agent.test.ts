@@ -36,10 +36,25 @@ let agent: ChildProcess;
 
 /** desired.json with endpoints a-main-0, b-main-0 and c-prefill-0 (all in rollout wave 0), `added` ones after them. */
 function writeDesired(extra: Record<string, unknown> = {}, added: { name: string; host: string; role: string; wave: number }[] = []) {
-  const endpoint = (name: string, host: string, role: string, wave = 0) => ({ name, host, role, rank: 0, address: "127.0.0.1", port: ranks[name]!.port, rankPort: ranks[name]!.port, labels: { "llm-d.ai/role": role }, wave });
+  const endpoint = (name: string, host: string, role: string, wave = 0) => ({
+    name,
+    host,
+    role,
+    rank: 0,
+    address: "127.0.0.1",
+    port: ranks[name]!.port,
+    rankPort: ranks[name]!.port,
+    labels: { "llm-d.ai/role": role },
+    wave,
+  });
   const desired = {
     namespace: "rbln-serving",
-    endpoints: [endpoint("a-main-0", "a", "main"), endpoint("b-main-0", "b", "main"), endpoint("c-prefill-0", "c", "prefill"), ...added.map((e) => endpoint(e.name, e.host, e.role, e.wave))],
+    endpoints: [
+      endpoint("a-main-0", "a", "main"),
+      endpoint("b-main-0", "b", "main"),
+      endpoint("c-prefill-0", "c", "prefill"),
+      ...added.map((e) => endpoint(e.name, e.host, e.role, e.wave)),
+    ],
     allowEmpty: false,
     drainWaitSeconds: 20,
     settleSeconds: 0,
@@ -122,7 +137,9 @@ describe("the front door's agent", () => {
     writeDesired({}, [{ name: "d-prefill-0", host: "d", role: "prefill", wave: 1 }]);
     const refused = await ctl(["drain", dir, "c-prefill-0"]);
     expect(refused.status).toBe(1);
-    expect(refused.stderr.trim()).toBe("front door: draining c-prefill-0 would leave role prefill with no endpoint in the front door (d never served and changes only after c); deploy d first with role prefill unchanged, or set rollout.allowEmptyFrontDoor: true to accept the outage");
+    expect(refused.stderr.trim()).toBe(
+      "front door: draining c-prefill-0 would leave role prefill with no endpoint in the front door (d never served and changes only after c); deploy d first with role prefill unchanged, or set rollout.allowEmptyFrontDoor: true to accept the outage",
+    );
     expect(listed()).toContain("c-prefill-0");
     // Once d has served it may come back by itself, whatever its wave: the drain waits for it.
     ranks["d-prefill-0"]!.up = true;
@@ -166,7 +183,9 @@ describe("the front door's agent", () => {
   it("refuses at once to drain a role's only server, unless rollout.allowEmptyFrontDoor lets it", async () => {
     const refused = await ctl(["drain", dir, "c-prefill-0"]);
     expect(refused.status).toBe(1);
-    expect(refused.stderr.trim()).toBe("front door: draining c-prefill-0 would leave role prefill with no endpoint in the front door (c is its only server); add a replica, or set rollout.allowEmptyFrontDoor: true to accept the outage");
+    expect(refused.stderr.trim()).toBe(
+      "front door: draining c-prefill-0 would leave role prefill with no endpoint in the front door (c is its only server); add a replica, or set rollout.allowEmptyFrontDoor: true to accept the outage",
+    );
     expect(listed()).toContain("c-prefill-0");
     writeDesired({ allowEmpty: true });
     expect((await ctl(["drain", dir, "c-prefill-0"])).status).toBe(0);
@@ -200,7 +219,9 @@ describe("the front door's agent", () => {
     for (const command of ["rm -rf /", "drain", "drain a-main-0 b-main-0", "drain ../../etc", "drain nobody"]) {
       const result = await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: command });
       expect(result.status, command).toBe(1);
-      expect(result.stderr, command).toMatch(/^front door: (this key runs `drain NAME`, `renew NAME` or `rejoin NAME` only|'[^']*' is no endpoint of this front door)/);
+      expect(result.stderr, command).toMatch(
+        /^front door: (this key runs `drain NAME`, `renew NAME` or `rejoin NAME` only|'[^']*' is no endpoint of this front door)/,
+      );
     }
     for (const command of ["renew a-main-0", "rejoin a-main-0"]) expect((await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: command })).status, command).toBe(0);
   });

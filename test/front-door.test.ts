@@ -12,7 +12,7 @@ import { runProgram } from "../program";
 import { validateEndpointPickerConfig } from "./helpers/eppConfig";
 import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
-import { isSecretAt, ofType, runUnderMocks, stdoutRef, valueOf } from "./helpers/pulumiHarness";
+import { isSecretAt, ofType, runUnderMocks, stdoutRef, outputValue } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 import { renderStackFiles } from "./helpers/render";
 
@@ -54,17 +54,25 @@ describe("the front door on hosts, rendered", () => {
   });
 
   it("gives aggregated replicas one front door with the chart's default picker, and publishes its URL as the endpoint", async () => {
-    const raw = { ...readStackFile("dev").raw, replicas: 2, hosts: [host("npu-a", "10.20.0.11"), host("npu-b", "10.20.0.12")], router: { host: host("door", "10.20.0.5") } };
+    const raw = {
+      ...readStackFile("dev").raw,
+      replicas: 2,
+      hosts: [host("npu-a", "10.20.0.11"), host("npu-b", "10.20.0.12")],
+      router: { host: host("door", "10.20.0.5") },
+    };
     const frontDoor = render(raw).hosts!.frontDoor!;
     expect(validateEndpointPickerConfig(frontDoor.files["epp/epp.yaml"]!)).toEqual([]);
     expect(frontDoor.files["epp/epp.yaml"]).toContain("type: kv-cache-utilization-scorer");
     const desired = JSON.parse(frontDoor.files["desired.json"]!);
-    expect(desired.endpoints.map((e: { name: string; address: string; port: number }) => [e.name, e.address, e.port])).toEqual([["npu-a-main-0", "10.20.0.11", 8000], ["npu-b-main-0", "10.20.0.12", 8000]]);
+    expect(desired.endpoints.map((e: { name: string; address: string; port: number }) => [e.name, e.address, e.port])).toEqual([
+      ["npu-a-main-0", "10.20.0.11", 8000],
+      ["npu-b-main-0", "10.20.0.12", 8000],
+    ]);
     const { result, error } = await runUnderMocks(runProgram, raw, SECRETS);
     expect(error).toBeUndefined();
     const outputs = result as ReturnType<typeof runProgram>;
-    expect(await valueOf(outputs.endpoints)).toEqual(["http://10.20.0.5:8080"]);
-    expect(await valueOf(outputs.curl)).toContain("http://10.20.0.5:8080/");
+    expect(await outputValue(outputs.endpoints)).toEqual(["http://10.20.0.5:8080"]);
+    expect(await outputValue(outputs.curl)).toContain("http://10.20.0.5:8080/");
   });
 
   it("reaches decode ranks through their sidecar ports, labels the roles, and binds <EPP_HOST> to the router host", () => {
@@ -86,11 +94,19 @@ describe("the front door on hosts, rendered", () => {
     const raw = { ...edge(), prefillReplicas: 2, decodeReplicas: 3, hosts: [0, 1, 2, 3, 4].map((i) => host(`npu-${i}`, `10.30.0.${20 + i}`)) };
     const deployment = plan(raw);
     expect(deployment.placements.map((p) => [p.host.name, deployment.plan.roles.find((r) => r.node === p.node)!.role, p.replica])).toEqual([
-      ["npu-0", "prefill", 0], ["npu-1", "prefill", 1], ["npu-2", "decode", 0], ["npu-3", "decode", 1], ["npu-4", "decode", 2],
+      ["npu-0", "prefill", 0],
+      ["npu-1", "prefill", 1],
+      ["npu-2", "decode", 0],
+      ["npu-3", "decode", 1],
+      ["npu-4", "decode", 2],
     ]);
-    const waves = renderDeployment(deployment, { stack: "edge", instance: "rbln-serving", secrets: [] }).hosts!.waves.map((w) => w.map((h) => h.placement.host.name));
+    const waves = renderDeployment(deployment, { stack: "edge", instance: "rbln-serving", secrets: [] }).hosts!.waves.map((w) =>
+      w.map((h) => h.placement.host.name),
+    );
     expect(waves).toEqual([["npu-0", "npu-2"], ["npu-1", "npu-3"], ["npu-4"]]);
-    expect(() => plan({ ...raw, hosts: raw.hosts.slice(0, 4) })).toThrow('hosts: 4 given; strategy "prefill-decode-disaggregated" needs exactly 5: 2 prefill servers, then 3 decode servers, in that order');
+    expect(() => plan({ ...raw, hosts: raw.hosts.slice(0, 4) })).toThrow(
+      'hosts: 4 given; strategy "prefill-decode-disaggregated" needs exactly 5: 2 prefill servers, then 3 decode servers, in that order',
+    );
   });
 });
 
@@ -112,27 +128,47 @@ describe("the front door's settings, refused with one line", () => {
 
   it("takes the name of an entry of hosts to share that server, refusing a name no entry has and a port its ranks take", () => {
     expect(plan({ ...edge(), router: { host: "npu-edge-0", port: 8090 } }).frontDoor!.sharedWith).toBe("npu-edge-0");
-    expect(() => parseStackSettings({ ...edge(), router: { host: "nowhere" } })).toThrow('router.host: names no entry of hosts; allowed: "npu-edge-0", "npu-edge-1", or a host {name, address, user, port, hostKey}');
-    expect(refused({ ...edge(), router: { host: "npu-edge-1", port: 8201 } })).toBe("router.port: 8201 is decode rank 1's port on npu-edge-1; choose another port");
-    expect(refused({ ...edge(), router: { host: "npu-edge-1", port: 8003 } })).toBe("router.port: 8003 is decode rank 3's routing sidecar port on npu-edge-1; choose another port");
-    expect(refused({ ...edge(), router: { host: "npu-edge-0", port: 8000 } })).toBe("router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port");
-    expect(refused({ ...edge(), router: { ...(edge().router as object), port: 9002 } })).toBe("router.port: 9002 is the front door's eppGrpc port; choose another port");
+    expect(() => parseStackSettings({ ...edge(), router: { host: "nowhere" } })).toThrow(
+      'router.host: names no entry of hosts; allowed: "npu-edge-0", "npu-edge-1", or a host {name, address, user, port, hostKey}',
+    );
+    expect(refused({ ...edge(), router: { host: "npu-edge-1", port: 8201 } })).toBe(
+      "router.port: 8201 is decode rank 1's port on npu-edge-1; choose another port",
+    );
+    expect(refused({ ...edge(), router: { host: "npu-edge-1", port: 8003 } })).toBe(
+      "router.port: 8003 is decode rank 3's routing sidecar port on npu-edge-1; choose another port",
+    );
+    expect(refused({ ...edge(), router: { host: "npu-edge-0", port: 8000 } })).toBe(
+      "router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port",
+    );
+    expect(refused({ ...edge(), router: { ...(edge().router as object), port: 9002 } })).toBe(
+      "router.port: 9002 is the front door's eppGrpc port; choose another port",
+    );
     // A server of its own that is an entry of hosts under its address is that entry's server too.
     const sameServer = { name: "router", address: "10.30.0.11", hostKey: EXAMPLE_HOST_KEY };
-    expect(refused({ ...edge(), router: { host: sameServer, port: 8000 } })).toBe("router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port");
+    expect(refused({ ...edge(), router: { host: sameServer, port: 8000 } })).toBe(
+      "router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port",
+    );
     expect(plan({ ...edge(), router: { host: sameServer, port: 8090 } }).frontDoor!.sharedWith).toBeNull();
   });
 
   it("refuses a host name behind the router (file discovery reads literal IPv4 addresses), and a decode host's listenAddress (the sidecar forwards to localhost)", () => {
     const hosts = (edge().hosts as Record<string, unknown>[]).map((h) => ({ ...h }));
-    expect(refused({ ...edge(), hosts: [{ ...hosts[0], address: "npu-0.example.com" }, hosts[1]] })).toBe('hosts[0].address: "npu-0.example.com" is not a literal IPv4 address; the router\'s file discovery reaches endpoints by IPv4 address only: give the host\'s IPv4 address (or listenAddress)');
-    expect(refused({ ...edge(), hosts: [hosts[0], { ...hosts[1], listenAddress: "10.30.0.12" }] })).toMatch(/^hosts\[1\]\.listenAddress: "10\.30\.0\.12": the decode ranks of this host are reached through the routing sidecar/);
+    expect(refused({ ...edge(), hosts: [{ ...hosts[0], address: "npu-0.example.com" }, hosts[1]] })).toBe(
+      "hosts[0].address: \"npu-0.example.com\" is not a literal IPv4 address; the router's file discovery reaches endpoints by IPv4 address only: give the host's IPv4 address (or listenAddress)",
+    );
+    expect(refused({ ...edge(), hosts: [hosts[0], { ...hosts[1], listenAddress: "10.30.0.12" }] })).toMatch(
+      /^hosts\[1\]\.listenAddress: "10\.30\.0\.12": the decode ranks of this host are reached through the routing sidecar/,
+    );
   });
 
   it("warns that aggregated replicas without a front door are separate endpoints, and what file mode leaves out", () => {
     const raw = { ...readStackFile("dev").raw, replicas: 2, hosts: [host("npu-a", "10.20.0.11"), host("npu-b", "10.20.0.12")] };
-    expect(plan(raw).plan.warnings).toContain("router.host: unset, so the 2 replicas are 2 endpoints and clients must spread their requests over them themselves; set router.host for one front door");
-    expect(plan(edge()).plan.warnings.join("\n")).toContain("InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there");
+    expect(plan(raw).plan.warnings).toContain(
+      "router.host: unset, so the 2 replicas are 2 endpoints and clients must spread their requests over them themselves; set router.host for one front door",
+    );
+    expect(plan(edge()).plan.warnings.join("\n")).toContain(
+      "InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there",
+    );
   });
 });
 
@@ -147,7 +183,11 @@ describe("the front door under the mock runtime", () => {
     expect(byName(door[1]!).inputs.logging).toBe("none");
     for (const unit of ["rbln-serving-npu-edge-0-prefill-0", "rbln-serving-npu-edge-1-decode-3", "rbln-serving-npu-edge-1-sidecar"]) {
       const step = byName(unit);
-      for (const name of door) expect(step.dependencies.some((d) => d.endsWith(`::${name}`)), `${unit} after ${name}`).toBe(true);
+      for (const name of door)
+        expect(
+          step.dependencies.some((d) => d.endsWith(`::${name}`)),
+          `${unit} after ${name}`,
+        ).toBe(true);
       expect(step.inputs.stdin).toContain(stdoutRef(door[1]!));
       expect(isSecretAt(step.wireInputs, ["stdin"])).toBe(true);
     }
@@ -163,14 +203,24 @@ describe("the rendered router and sidecar units", () => {
     const dir = path.join(work, "units");
     fs.mkdirSync(dir, { recursive: true });
     const units = Object.entries(files).filter(([name]) => /front-door-|sidecar\.service/.test(name) && name.endsWith(".service"));
-    expect(units.map(([name]) => path.basename(name)).sort()).toEqual(["rbln-serving-edge.front-door-agent.service", "rbln-serving-edge.front-door-epp.service", "rbln-serving-edge.front-door-proxy.service", "rbln-serving-edge.sidecar.service"]);
+    expect(units.map(([name]) => path.basename(name)).sort()).toEqual([
+      "rbln-serving-edge.front-door-agent.service",
+      "rbln-serving-edge.front-door-epp.service",
+      "rbln-serving-edge.front-door-proxy.service",
+      "rbln-serving-edge.sidecar.service",
+    ]);
     for (const [name, text] of units) fs.writeFileSync(path.join(dir, path.basename(name)), text);
     const verify = spawnSync("systemd-analyze", ["verify", "--man=no", ...units.map(([name]) => path.join(dir, path.basename(name)))], { encoding: "utf8" });
-    const complaints = verify.stderr.split("\n").filter((line) => line && !/\/usr\/bin\/docker|docker\.service|Failed to prepare filename|is not executable: No such file or directory/.test(line));
+    const complaints = verify.stderr
+      .split("\n")
+      .filter((line) => line && !/\/usr\/bin\/docker|docker\.service|Failed to prepare filename|is not executable: No such file or directory/.test(line));
     expect(complaints).toEqual([]);
     const scripts = Object.entries(files).filter(([name]) => name.includes("front-door/") || name.includes("sidecar.sh"));
     for (const [name, text] of scripts) fs.writeFileSync(path.join(dir, name.replace(/\//g, "_")), text);
-    const check = spawnSync("shellcheck", ["--severity=style", ...scripts.filter(([name]) => name.endsWith(".sh")).map(([name]) => name.replace(/\//g, "_"))], { cwd: dir, encoding: "utf8" });
+    const check = spawnSync("shellcheck", ["--severity=style", ...scripts.filter(([name]) => name.endsWith(".sh")).map(([name]) => name.replace(/\//g, "_"))], {
+      cwd: dir,
+      encoding: "utf8",
+    });
     expect(check.stdout).toBe("");
   });
 });

@@ -18,12 +18,17 @@ interface Measured {
   lines: number;
 }
 
-
 type FunctionNode = ts.FunctionLikeDeclaration & { body: ts.ConciseBody };
 
 function isMeasured(node: ts.Node): node is FunctionNode {
   return (
-    (ts.isFunctionDeclaration(node) || ts.isMethodDeclaration(node) || ts.isConstructorDeclaration(node) || ts.isArrowFunction(node) || ts.isFunctionExpression(node) || ts.isGetAccessor(node) || ts.isSetAccessor(node)) &&
+    (ts.isFunctionDeclaration(node) ||
+      ts.isMethodDeclaration(node) ||
+      ts.isConstructorDeclaration(node) ||
+      ts.isArrowFunction(node) ||
+      ts.isFunctionExpression(node) ||
+      ts.isGetAccessor(node) ||
+      ts.isSetAccessor(node)) &&
     node.body !== undefined
   );
 }
@@ -59,7 +64,8 @@ function nameOf(node: FunctionNode, source: ts.SourceFile): string {
   if (ts.isConstructorDeclaration(node)) return `${owner}constructor`;
   if (node.name && (ts.isIdentifier(node.name) || ts.isStringLiteral(node.name))) return `${owner}${node.name.text}`;
   const parent = node.parent;
-  if ((ts.isVariableDeclaration(parent) || ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent)) && ts.isIdentifier(parent.name)) return parent.name.text;
+  if ((ts.isVariableDeclaration(parent) || ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent)) && ts.isIdentifier(parent.name))
+    return parent.name.text;
   return `(function at line ${source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1})`;
 }
 

@@ -20,19 +20,38 @@ import { hostileString } from "./helpers/arbitraries";
 function renderedVariants(): Record<string, string> {
   const variants: Record<string, unknown>[] = [readStackFile("dev").raw, readStackFile("staging").raw];
   for (const strategy of ["aggregated-data-expert-parallel", "aggregated-pipeline-parallel"]) {
-    for (const axes of [{ lmcache: "rds", spec_decode: "eagle3" }, { lmcache: "cpu", prefix_caching: "on", spec_decode: "suffix", tool_calling: "off" }, { prefix_caching: "on_sub_block", reasoning_parser: "off" }]) {
-      variants.push({ strategy, target: "Throughput", axes, hosts: [{ name: "npu-a", address: "10.1.2.3", hostKey: EXAMPLE_HOST_KEY }], extraEnv: { main: { NOTE: "it's 100% $HOME `x`" } } });
+    for (const axes of [
+      { lmcache: "rds", spec_decode: "eagle3" },
+      { lmcache: "cpu", prefix_caching: "on", spec_decode: "suffix", tool_calling: "off" },
+      { prefix_caching: "on_sub_block", reasoning_parser: "off" },
+    ]) {
+      variants.push({
+        strategy,
+        target: "Throughput",
+        axes,
+        hosts: [{ name: "npu-a", address: "10.1.2.3", hostKey: EXAMPLE_HOST_KEY }],
+        extraEnv: { main: { NOTE: "it's 100% $HOME `x`" } },
+      });
     }
   }
   // Three replicas: weights and compiled-cache copies, with and without a host key.
   const three = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.1.2.${i + 1}`, hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITest" }));
-  variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three }, { ...readStackFile("dev").raw, replicas: 3, hosts: three.map(({ hostKey: _, ...h }) => h), insecureSkipHostKeyCheck: true });
+  variants.push(
+    { ...readStackFile("dev").raw, replicas: 3, hosts: three },
+    { ...readStackFile("dev").raw, replicas: 3, hosts: three.map(({ hostKey: _, ...h }) => h), insecureSkipHostKeyCheck: true },
+  );
   // A shared cache: no copies, leases in the weights step and around each rank.
   variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three, cache: { shared: "/mnt/rbln-cache" } });
   // Compile ahead: a compile host with a registry (it seeds and compiles, the first wave copies), and a registry alone (the first host pulls).
   const registry = { repository: "registry.example.com/ml/rbln-compile-cache", username: "ci" };
   const revision = "0123456789abcdef0123456789abcdef01234567";
-  variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three, revision, compile: { host: { name: "cpu-0", address: "10.1.2.9", hostKey: EXAMPLE_HOST_KEY }, registry } });
+  variants.push({
+    ...readStackFile("dev").raw,
+    replicas: 3,
+    hosts: three,
+    revision,
+    compile: { host: { name: "cpu-0", address: "10.1.2.9", hostKey: EXAMPLE_HOST_KEY }, registry },
+  });
   variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three, revision, compile: { registry } });
   const files: Record<string, string> = {};
   variants.forEach((raw, i) => {
@@ -87,7 +106,9 @@ describe("rendered host artifacts", () => {
       return name;
     });
     const result = spawnSync("systemd-analyze", ["verify", ...names], { cwd: flat, encoding: "utf8" });
-    const problems = (result.stdout + result.stderr).split("\n").filter((line) => line.trim() && !/Command .*\/bin\/vllm is not executable: No such file or directory/.test(line));
+    const problems = (result.stdout + result.stderr)
+      .split("\n")
+      .filter((line) => line.trim() && !/Command .*\/bin\/vllm is not executable: No such file or directory/.test(line));
     expect(problems).toEqual([]);
   });
 
@@ -120,7 +141,13 @@ describe("rendered host artifacts", () => {
 
 describe("systemd quoting round-trips through systemd's own parsers", () => {
   it("ExecStart words come back as the same argv, with $, %, quotes, backslashes and newlines", () => {
-    const samples = fc.sample(fc.array(hostileString.filter((s) => !s.includes("\0")), { minLength: 1, maxLength: 5 }), { numRuns: 150, seed: 42 });
+    const samples = fc.sample(
+      fc.array(
+        hostileString.filter((s) => !s.includes("\0")),
+        { minLength: 1, maxLength: 5 },
+      ),
+      { numRuns: 150, seed: 42 },
+    );
     const lines = [["/bin/true"], ...samples];
     const argv = systemdExecArgv(`[Service]\n${execStartLine(lines)}\n`);
     expect(argv).toEqual(lines.flat());
@@ -129,17 +156,23 @@ describe("systemd quoting round-trips through systemd's own parsers", () => {
   it("EnvironmentFile values come back byte for byte", () => {
     // The environment.d generator expands $VAR after parsing and drops empty values, which
     // EnvironmentFile= does not: leave those out of this oracle.
-    const values = fc.sample(hostileString.filter((s) => isEnvFileValue(s) && !s.includes("$") && s !== ""), { numRuns: 150, seed: 7 });
+    const values = fc.sample(
+      hostileString.filter((s) => isEnvFileValue(s) && !s.includes("$") && s !== ""),
+      { numRuns: 150, seed: 7 },
+    );
     const text = values.map((value, i) => `${envFileLine(`RBLN_PROBE_${i}`, value)}\n`).join("");
     const parsed = systemdEnvFile(text);
-    values.forEach((value, i) => expect(parsed[`RBLN_PROBE_${i}`], JSON.stringify(value)).toBe(value));
+    for (const [i, value] of values.entries()) expect(parsed[`RBLN_PROBE_${i}`], JSON.stringify(value)).toBe(value);
   });
 });
 
 describe("host scripts stop at the first failure (set -euo pipefail)", () => {
   it.skipIf(process.getuid?.() !== 0)("a weights download that fails exits non-zero and writes no completion marker", () => {
     const work = fs.mkdtempSync(path.join(os.tmpdir(), "rbln-weights-"));
-    const deployment = planDeployment(parseStackSettings({ ...readStackFile("dev").raw, installRoot: `${work}/opt`, cacheRoot: `${work}/cache` }), shippedCatalog);
+    const deployment = planDeployment(
+      parseStackSettings({ ...readStackFile("dev").raw, installRoot: `${work}/opt`, cacheRoot: `${work}/cache` }),
+      shippedCatalog,
+    );
     const { weightsScript } = renderHost(deployment, deployment.placements[0]!, "test");
     // Every python3 fails, as a broken download or index would.
     const stubs = path.join(work, "bin");

@@ -20,7 +20,7 @@ const READ = /\.(ts|sh)$/;
  * The table has no circle, so no two areas can import each other, even around others.
  */
 const CORE_AREAS = ["core", "core/recipe", "core/config", "core/plan", "core/rollout", "core/cache", "core/monitoring", "core/render"];
-export const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
+const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   core: [],
   "core/recipe": ["core"],
   "core/config": ["core", "core/recipe"],
@@ -35,7 +35,7 @@ export const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   program: ["components", ...CORE_AREAS],
 };
 
-export function areaOf(file: string): string {
+function areaOf(file: string): string {
   const [top, second, third] = file.split("/");
   if (top === "core") return third === undefined ? "core" : `core/${second}`;
   return top === "program.ts" || top === "index.ts" ? "program" : top!;
@@ -177,10 +177,20 @@ describe("imports of the shipped code", () => {
     add("core/config/stackConfig.ts", "core/plan/deployment.ts");
     // A bash include is an import too: the cache's lock sourcing a host script.
     add("core/cache/scripts/lease-lock.sh", "core/render/hosts/scripts/disk.sh");
-    expect(backEdges(planted, MAY_IMPORT)).toEqual(["core/cache -> core/render: core/cache/scripts/lease-lock.sh -> core/render/hosts/scripts/disk.sh", "core/config -> core/plan: core/config/stackConfig.ts -> core/plan/deployment.ts"]);
+    expect(backEdges(planted, MAY_IMPORT)).toEqual([
+      "core/cache -> core/render: core/cache/scripts/lease-lock.sh -> core/render/hosts/scripts/disk.sh",
+      "core/config -> core/plan: core/config/stackConfig.ts -> core/plan/deployment.ts",
+    ]);
     expect(circles(planted).some((c) => c.includes("core/config/stackConfig.ts"))).toBe(true);
     expect(folderPairs(planted)).toContain("core/config -> core/plan");
     // A table that lets two areas import each other is refused.
-    expect(circles(new Map([["core/plan", new Set(["core/render"])], ["core/render", new Set(["core/plan"])]]))).toEqual([["core/plan", "core/render"]]);
+    expect(
+      circles(
+        new Map([
+          ["core/plan", new Set(["core/render"])],
+          ["core/render", new Set(["core/plan"])],
+        ]),
+      ),
+    ).toEqual([["core/plan", "core/render"]]);
   });
 });

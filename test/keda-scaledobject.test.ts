@@ -5,7 +5,11 @@ import { autoscalingSeries, checkScaledObject } from "./helpers/keda";
 const PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090";
 const series = autoscalingSeries();
 const fill = (query: string) =>
-  query.replace("${NAMESPACE}", "rbln-serving").replace("${EPP_SERVICE}", "rbln-serving-epp").replace("${MODEL}", "MiniMaxAI/MiniMax-M2.7").replace("${INFERENCE_POOL}", "rbln-serving");
+  query
+    .replace("${NAMESPACE}", "rbln-serving")
+    .replace("${EPP_SERVICE}", "rbln-serving-epp")
+    .replace("${MODEL}", "MiniMaxAI/MiniMax-M2.7")
+    .replace("${INFERENCE_POOL}", "rbln-serving");
 
 /** llm-d's queue-signal ScaledObject (keda.json llmd.kedaEpp.queue), aimed at our decode Deployment. */
 function queueScaledObject(): Record<string, any> {
@@ -49,7 +53,13 @@ function tokenAware(role: "prefill" | "decode"): Record<string, any> {
         {
           type: "prometheus",
           metricType: "AverageValue",
-          metadata: { serverAddress: PROMETHEUS, query: guide.query, threshold: guide.threshold, activationThreshold: guide.activationThreshold, unsafeSsl: "false" },
+          metadata: {
+            serverAddress: PROMETHEUS,
+            query: guide.query,
+            threshold: guide.threshold,
+            activationThreshold: guide.activationThreshold,
+            unsafeSsl: "false",
+          },
         },
       ],
     },
@@ -114,11 +124,19 @@ describe("checkScaledObject: refusals, each naming the path", () => {
 
   it("prometheus metadata: a missing threshold, a misspelt key, a threshold that is no number, a non-boolean flag, a bad timeout", () => {
     expect(refused((so) => delete so.spec.triggers[0].metadata.threshold)).toEqual(["spec.triggers[0].metadata.threshold: required"]);
-    expect(refused((so) => (so.spec.triggers[0].metadata.ignoreNullValue = "false"))[0]).toMatch(/^spec\.triggers\[0\]\.metadata\.ignoreNullValue: unknown field/);
+    expect(refused((so) => (so.spec.triggers[0].metadata.ignoreNullValue = "false"))[0]).toMatch(
+      /^spec\.triggers\[0\]\.metadata\.ignoreNullValue: unknown field/,
+    );
     expect(refused((so) => (so.spec.triggers[0].metadata.threshold = "one"))).toEqual(['spec.triggers[0].metadata.threshold: "one" is not a number']);
-    expect(refused((so) => (so.spec.triggers[0].metadata.ignoreNullValues = "maybe"))).toEqual(['spec.triggers[0].metadata.ignoreNullValues: "maybe" is not a boolean']);
-    expect(refused((so) => (so.spec.triggers[0].metadata.timeout = "soon"))).toEqual(['spec.triggers[0].metadata.timeout: "soon" is neither a duration ("30s") nor milliseconds']);
-    expect(refused((so) => (so.spec.triggers[0].metadata.threshold = 1))).toEqual(["spec.triggers[0].metadata.threshold: 1 is not a string (KEDA metadata is a map of strings)"]);
+    expect(refused((so) => (so.spec.triggers[0].metadata.ignoreNullValues = "maybe"))).toEqual([
+      'spec.triggers[0].metadata.ignoreNullValues: "maybe" is not a boolean',
+    ]);
+    expect(refused((so) => (so.spec.triggers[0].metadata.timeout = "soon"))).toEqual([
+      'spec.triggers[0].metadata.timeout: "soon" is neither a duration ("30s") nor milliseconds',
+    ]);
+    expect(refused((so) => (so.spec.triggers[0].metadata.threshold = 1))).toEqual([
+      "spec.triggers[0].metadata.threshold: 1 is not a string (KEDA metadata is a map of strings)",
+    ]);
   });
 
   it("a query selecting a series nobody exports (only when the series are given)", () => {
@@ -137,14 +155,20 @@ describe("checkScaledObject: refusals, each naming the path", () => {
   });
 
   it("a fallback with only cpu/memory triggers", () => {
-    expect(
-      refused((so) => (so.spec.triggers = [{ type: "cpu", metricType: "Utilization", metadata: { value: "60" } }])),
-    ).toEqual(["spec.fallback: needs at least one trigger that is not cpu or memory"]);
+    expect(refused((so) => (so.spec.triggers = [{ type: "cpu", metricType: "Utilization", metadata: { value: "60" } }]))).toEqual([
+      "spec.fallback: needs at least one trigger that is not cpu or memory",
+    ]);
   });
 
   it("useCachedMetrics on a cron trigger", () => {
     expect(
-      refused((so) => so.spec.triggers.push({ type: "cron", useCachedMetrics: true, metadata: { timezone: "UTC", start: "0 8 * * *", end: "0 18 * * *", desiredReplicas: "2" } })),
+      refused((so) =>
+        so.spec.triggers.push({
+          type: "cron",
+          useCachedMetrics: true,
+          metadata: { timezone: "UTC", start: "0 8 * * *", end: "0 18 * * *", desiredReplicas: "2" },
+        }),
+      ),
     ).toEqual(["spec.triggers[2].useCachedMetrics: not supported for the cron scaler"]);
   });
 
@@ -156,14 +180,18 @@ describe("checkScaledObject: refusals, each naming the path", () => {
     expect(refused((so) => (behavior(so).scaleDown.policies[0].periodSeconds = 0))).toEqual([
       "spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleDown.policies[0].periodSeconds: 0 is outside 1..2147483647",
     ]);
-    expect(refused((so) => (behavior(so).scaleSideways = {}))[0]).toMatch(/^spec\.advanced\.horizontalPodAutoscalerConfig\.behavior\.scaleSideways: unknown field/);
+    expect(refused((so) => (behavior(so).scaleSideways = {}))[0]).toMatch(
+      /^spec\.advanced\.horizontalPodAutoscalerConfig\.behavior\.scaleSideways: unknown field/,
+    );
   });
 
   it("a pause annotation KEDA would read as true, an annotation KEDA does not read, a scaleTargetRef without name", () => {
     expect(refused((so) => (so.metadata.annotations = { "autoscaling.keda.sh/paused": "no" }))).toEqual([
       'metadata.annotations["autoscaling.keda.sh/paused"]: "no" is not "true" or "false" (KEDA would read it as true)',
     ]);
-    expect(refused((so) => (so.metadata.annotations = { "autoscaling.keda.sh/pause": "true" }))[0]).toMatch(/^metadata\.annotations\["autoscaling\.keda\.sh\/pause"\]: not an annotation KEDA reads/);
+    expect(refused((so) => (so.metadata.annotations = { "autoscaling.keda.sh/pause": "true" }))[0]).toMatch(
+      /^metadata\.annotations\["autoscaling\.keda\.sh\/pause"\]: not an annotation KEDA reads/,
+    );
     expect(refused((so) => (so.metadata.annotations = { "autoscaling.keda.sh/paused-replicas": "two" }))).toEqual([
       'metadata.annotations["autoscaling.keda.sh/paused-replicas"]: "two" is not a replica count',
     ]);

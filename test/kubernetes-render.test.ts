@@ -92,7 +92,10 @@ describe("rendered Kubernetes objects", () => {
     const files = renderStackFiles(variants[0]!, ["hfToken", "apiKey"], "dev");
     expect(parseYaml(files["kubernetes/secret.yaml"]!).stringData).toEqual({ HF_TOKEN: "<secret:hfToken>", VLLM_API_KEY: "<secret:apiKey>" });
     const decode = parseYaml(files["kubernetes/decode-deployment.yaml"]!);
-    expect(decode.spec.template.spec.containers[0].env).toContainEqual({ name: "HF_TOKEN", valueFrom: { secretKeyRef: { name: "rbln-serving-secrets", key: "HF_TOKEN" } } });
+    expect(decode.spec.template.spec.containers[0].env).toContainEqual({
+      name: "HF_TOKEN",
+      valueFrom: { secretKeyRef: { name: "rbln-serving-secrets", key: "HF_TOKEN" } },
+    });
     for (const [file, text] of Object.entries(files)) if (file !== "kubernetes/secret.yaml") expect(text, file).not.toContain("<secret:");
   });
 
@@ -132,14 +135,20 @@ describe("rendered Kubernetes objects", () => {
     expect(prefillVllm.livenessProbe).toMatchObject({ httpGet: { path: "/health", port: 8000 } });
     expect(prefillVllm.readinessProbe).toMatchObject({ httpGet: { path: "/v1/models", port: 8000 } });
     // Four ports: one exec probe over all of them, its timeout covering each port's in turn.
-    for (const [probe, path] of [[vllm.readinessProbe, "/v1/models"], [vllm.livenessProbe, "/health"], [vllm.startupProbe, "/health"]] as const) {
+    for (const [probe, path] of [
+      [vllm.readinessProbe, "/v1/models"],
+      [vllm.livenessProbe, "/health"],
+      [vllm.startupProbe, "/health"],
+    ] as const) {
       const [, , , host, perPort, ports, probePaths] = probe.exec.command;
       expect([host, ports, probePaths]).toEqual(["127.0.0.1", "8200,8201,8202,8203", path]);
       expect(probe.timeoutSeconds).toBeGreaterThan(Number(perPort) * 4);
     }
     const pool = routerChartValues(workloads.router!, "prefill-decode-disaggregated", variants[0]!.settings) as any;
     expect(pool.router.modelServers.targetPorts).toEqual([8000, 8001, 8002, 8003].map((number) => ({ number })));
-    expect(Object.entries(pool.router.modelServers.matchLabels).every(([k, v]) => decodePod.metadata.labels[k] === v && prefillPod.metadata.labels[k] === v)).toBe(true);
+    expect(
+      Object.entries(pool.router.modelServers.matchLabels).every(([k, v]) => decodePod.metadata.labels[k] === v && prefillPod.metadata.labels[k] === v),
+    ).toBe(true);
   });
 
   it("lets only the gateway, the endpoint picker and the peer role reach the vLLM pods", () => {
@@ -149,30 +158,45 @@ describe("rendered Kubernetes objects", () => {
     expect(decode.spec.ingress).toEqual([
       { from: [{ podSelector: { matchLabels: { "app.kubernetes.io/instance": "rbln-serving" } } }] },
       {
-        from: [{ podSelector: { matchLabels: { "llm-d-router-gateway": "router-epp" } } }, { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "gateway-system" } } }],
+        from: [
+          { podSelector: { matchLabels: { "llm-d-router-gateway": "router-epp" } } },
+          { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "gateway-system" } } },
+        ],
         ports: [8000, 8001, 8002, 8003, 8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })),
       },
       // monitoring.enabled in the prod stack: the monitoring namespace, on the role's own rank ports (not the sidecar's).
-      { from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }], ports: [8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })) },
+      {
+        from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }],
+        ports: [8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })),
+      },
     ]);
     expect(prefill.spec.ingress[1].ports).toEqual([{ protocol: "TCP", port: 8000 }]);
   });
 
   it("gives every served role of the aggregated strategies a policy: the Service's clients and monitoring, on the rank ports", () => {
     const ns = (name: string) => ({ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": name } } });
-    const policy = (overrides: Record<string, unknown>) => renderKubernetesWorkloads(kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", monitoring: { enabled: false }, ...overrides }), { instance: "x", namespace: "llm-serving" }, []).roles[0]!.networkPolicy as any;
+    const policy = (overrides: Record<string, unknown>) =>
+      renderKubernetesWorkloads(
+        kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", monitoring: { enabled: false }, ...overrides }),
+        { instance: "x", namespace: "llm-serving" },
+        [],
+      ).roles[0]!.networkPolicy as any;
     const ports = [{ protocol: "TCP", port: 8000 }];
     expect(policy({}).spec.ingress).toEqual([{ from: [ns("gateway-system"), ns("llm-serving")], ports }]);
-    const k8s = { ...readStackFile("prod").raw["kubernetes"] as object };
+    const k8s = { ...(readStackFile("prod").raw.kubernetes as object) };
     expect(policy({ kubernetes: { ...k8s, gateway: undefined } }).spec.ingress).toEqual([{ from: [ns("llm-serving")], ports }]);
-    expect(policy({ kubernetes: { ...k8s, clients: { namespaces: ["apps"], podLabels: { app: "chat" } } } }).spec.ingress).toEqual([{ from: [{ ...ns("apps"), podSelector: { matchLabels: { app: "chat" } } }], ports }]);
+    expect(policy({ kubernetes: { ...k8s, clients: { namespaces: ["apps"], podLabels: { app: "chat" } } } }).spec.ingress).toEqual([
+      { from: [{ ...ns("apps"), podSelector: { matchLabels: { app: "chat" } } }], ports },
+    ]);
     expect(policy({ monitoring: { enabled: true, namespace: "observability" } }).spec.ingress[1]).toEqual({ from: [ns("observability")], ports });
-    const disaggregated = renderKubernetesWorkloads(kubernetesDeployment({ monitoring: { enabled: true } }), { instance: "x", namespace: "n" }, []).roles[1]!.networkPolicy as any;
+    const disaggregated = renderKubernetesWorkloads(kubernetesDeployment({ monitoring: { enabled: true } }), { instance: "x", namespace: "n" }, []).roles[1]!
+      .networkPolicy as any;
     expect(disaggregated.spec.ingress[2]).toEqual({ from: [ns("monitoring")], ports: [8200, 8201, 8202, 8203].map((port) => ({ protocol: "TCP", port })) });
   });
 
   it("rolls more than one replica in waves of maxUnavailable pods (maxSurge 0), one replica by Recreate; each role on its own", () => {
-    const roles = (overrides: Record<string, unknown>) => Object.fromEntries(renderKubernetesWorkloads(kubernetesDeployment(overrides), { instance: "x", namespace: "n" }, []).roles.map((r) => [r.role, r]));
+    const roles = (overrides: Record<string, unknown>) =>
+      Object.fromEntries(renderKubernetesWorkloads(kubernetesDeployment(overrides), { instance: "x", namespace: "n" }, []).roles.map((r) => [r.role, r]));
     const { prefill, decode } = roles({ prefillReplicas: 1, decodeReplicas: 8 });
     expect((prefill!.deployment.spec as any).strategy).toEqual({ type: "Recreate" });
     // 25% of 8 is 2; an integer, since Kubernetes would round a percentage down (to 0 below 4 replicas).
@@ -242,15 +266,24 @@ describe("rendered Kubernetes objects", () => {
       const job = renderKubernetesWorkloads(deployment, { instance: "x", namespace: "n" }, []).weightsJob.spec!.template.spec!.containers[0]!;
       expect(Object.keys(job.resources!.requests!)).toEqual(["cpu", "memory"]);
     }
-    const k8s = readStackFile("prod").raw["kubernetes"] as object;
-    const decode = (resources: unknown) => (renderKubernetesWorkloads(kubernetesDeployment({ kubernetes: { ...k8s, resources } }), { instance: "x", namespace: "n" }, []).roles[1]!.deployment.spec.template.spec as any).containers[0].resources;
+    const k8s = readStackFile("prod").raw.kubernetes as object;
+    const decode = (resources: unknown) =>
+      (
+        renderKubernetesWorkloads(kubernetesDeployment({ kubernetes: { ...k8s, resources } }), { instance: "x", namespace: "n" }, []).roles[1]!.deployment.spec
+          .template.spec as any
+      ).containers[0].resources;
     expect(decode({})).toEqual({ requests: { cpu: "32", memory: "384Gi", "rebellions.ai/npu": "4" }, limits: { memory: "384Gi", "rebellions.ai/npu": "4" } });
-    expect(decode({ decode: { requests: { memory: "512Gi" } }, prefill: { requests: { cpu: "8" } } })).toEqual({ requests: { cpu: "32", memory: "512Gi", "rebellions.ai/npu": "4" }, limits: { memory: "512Gi", "rebellions.ai/npu": "4" } });
+    expect(decode({ decode: { requests: { memory: "512Gi" } }, prefill: { requests: { cpu: "8" } } })).toEqual({
+      requests: { cpu: "32", memory: "512Gi", "rebellions.ai/npu": "4" },
+      limits: { memory: "512Gi", "rebellions.ai/npu": "4" },
+    });
     expect(decode({ decode: { limits: { memory: "256Gi", cpu: "48" } } }).requests).toMatchObject({ cpu: "32", memory: "256Gi" });
-    expect(() => kubernetesDeployment({ kubernetes: { ...k8s, resources: { main: { requests: { cpu: "8" } } } } })).toThrow(/^kubernetes\.resources\.main: strategy "prefill-decode-disaggregated" has no role "main"/);
-    expect(() => parseStackSettings({ ...readStackFile("prod").raw, kubernetes: { ...k8s, resources: { decode: { requests: { cpu: "64" }, limits: { cpu: "32" } } } } })).toThrow(
-      /^kubernetes\.resources\.decode\.requests\.cpu: more than limits\.cpu \(32\)/,
+    expect(() => kubernetesDeployment({ kubernetes: { ...k8s, resources: { main: { requests: { cpu: "8" } } } } })).toThrow(
+      /^kubernetes\.resources\.main: strategy "prefill-decode-disaggregated" has no role "main"/,
     );
+    expect(() =>
+      parseStackSettings({ ...readStackFile("prod").raw, kubernetes: { ...k8s, resources: { decode: { requests: { cpu: "64" }, limits: { cpu: "32" } } } } }),
+    ).toThrow(/^kubernetes\.resources\.decode\.requests\.cpu: more than limits\.cpu \(32\)/);
   });
 
   it("runs every container as non-root with nothing to escalate to, and labels the namespace with the level the pods meet", () => {
@@ -258,9 +291,19 @@ describe("rendered Kubernetes objects", () => {
       const workloads = renderKubernetesWorkloads(deployment, { instance: "x", namespace: "n" }, []);
       for (const role of workloads.roles) {
         const pod = role.deployment.spec.template.spec as any;
-        expect(pod).toMatchObject({ serviceAccountName: "x-vllm", automountServiceAccountToken: false, securityContext: { runAsNonRoot: true, runAsUser: 10001, fsGroup: 10001, seccompProfile: { type: "RuntimeDefault" } } });
+        expect(pod).toMatchObject({
+          serviceAccountName: "x-vllm",
+          automountServiceAccountToken: false,
+          securityContext: { runAsNonRoot: true, runAsUser: 10001, fsGroup: 10001, seccompProfile: { type: "RuntimeDefault" } },
+        });
         for (const container of [...pod.containers, ...(pod.initContainers ?? [])]) {
-          expect(container.securityContext).toMatchObject({ runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" }, readOnlyRootFilesystem: true });
+          expect(container.securityContext).toMatchObject({
+            runAsNonRoot: true,
+            allowPrivilegeEscalation: false,
+            capabilities: { drop: ["ALL"] },
+            seccompProfile: { type: "RuntimeDefault" },
+            readOnlyRootFilesystem: true,
+          });
         }
         // With a read-only root: home and temporary files on a scratch volume.
         expect(pod.containers[0].volumeMounts).toContainEqual({ name: "scratch", mountPath: "/tmp" });
@@ -269,29 +312,62 @@ describe("rendered Kubernetes objects", () => {
       // The router chart's endpoint picker runs in the namespace without a security context: baseline only.
       expect(workloads.namespace.metadata.labels!["pod-security.kubernetes.io/enforce"]).toBe(workloads.router ? "baseline" : "restricted");
     }
-    const k8s = readStackFile("prod").raw["kubernetes"] as object;
-    const root = renderKubernetesWorkloads(kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", kubernetes: { ...k8s, securityContext: { runAsNonRoot: false } } }), { instance: "x", namespace: "n" }, []);
-    expect((root.roles[0]!.deployment.spec.template.spec as any).containers[0].securityContext).toMatchObject({ runAsNonRoot: false, runAsUser: 0, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } });
+    const k8s = readStackFile("prod").raw.kubernetes as object;
+    const root = renderKubernetesWorkloads(
+      kubernetes({ strategy: "aggregated-pipeline-parallel", target: "Throughput", kubernetes: { ...k8s, securityContext: { runAsNonRoot: false } } }),
+      { instance: "x", namespace: "n" },
+      [],
+    );
+    expect((root.roles[0]!.deployment.spec.template.spec as any).containers[0].securityContext).toMatchObject({
+      runAsNonRoot: false,
+      runAsUser: 0,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"] },
+    });
     expect(root.namespace.metadata.labels!["pod-security.kubernetes.io/enforce"]).toBe("baseline");
-    const groups = renderKubernetesWorkloads(kubernetesDeployment({ kubernetes: { ...k8s, securityContext: { supplementalGroups: [993] } } }), { instance: "x", namespace: "n" }, []);
+    const groups = renderKubernetesWorkloads(
+      kubernetesDeployment({ kubernetes: { ...k8s, securityContext: { supplementalGroups: [993] } } }),
+      { instance: "x", namespace: "n" },
+      [],
+    );
     expect((groups.roles[0]!.deployment.spec.template.spec as any).securityContext.supplementalGroups).toEqual([993]);
-    expect(() => parseStackSettings({ ...readStackFile("prod").raw, kubernetes: { ...k8s, securityContext: { runAsUser: 0 } } })).toThrow(/^kubernetes\.securityContext\.runAsUser: 0 is root/);
+    expect(() => parseStackSettings({ ...readStackFile("prod").raw, kubernetes: { ...k8s, securityContext: { runAsUser: 0 } } })).toThrow(
+      /^kubernetes\.securityContext\.runAsUser: 0 is root/,
+    );
   });
 
   it("places one pod of a role per node unless told otherwise, with the placement settings", () => {
-    const k8s = readStackFile("prod").raw["kubernetes"] as object;
-    const pod = (extra: Record<string, unknown>) => renderKubernetesWorkloads(kubernetesDeployment({ kubernetes: { ...k8s, ...extra } }), { instance: "x", namespace: "n" }, []).roles[1]!.deployment.spec.template.spec as any;
+    const k8s = readStackFile("prod").raw.kubernetes as object;
+    const pod = (extra: Record<string, unknown>) =>
+      renderKubernetesWorkloads(kubernetesDeployment({ kubernetes: { ...k8s, ...extra } }), { instance: "x", namespace: "n" }, []).roles[1]!.deployment.spec
+        .template.spec as any;
     expect(pod({}).affinity).toEqual({
-      podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: { matchLabels: { "app.kubernetes.io/instance": "x", "app.kubernetes.io/component": "decode" } }, topologyKey: "kubernetes.io/hostname" }] },
+      podAntiAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: [
+          {
+            labelSelector: { matchLabels: { "app.kubernetes.io/instance": "x", "app.kubernetes.io/component": "decode" } },
+            topologyKey: "kubernetes.io/hostname",
+          },
+        ],
+      },
     });
     const tolerations = [{ key: "rebellions.ai/npu", operator: "Exists", effect: "NoSchedule" }];
-    const placed = pod({ tolerations, affinity: {}, priorityClassName: "llm-serving", imagePullSecrets: ["rbln-registry"], topologySpreadConstraints: [{ maxSkew: 1, topologyKey: "topology.kubernetes.io/zone", whenUnsatisfiable: "ScheduleAnyway", labelSelector: { matchLabels: { a: "b" } } }] });
+    const placed = pod({
+      tolerations,
+      affinity: {},
+      priorityClassName: "llm-serving",
+      imagePullSecrets: ["rbln-registry"],
+      topologySpreadConstraints: [
+        { maxSkew: 1, topologyKey: "topology.kubernetes.io/zone", whenUnsatisfiable: "ScheduleAnyway", labelSelector: { matchLabels: { a: "b" } } },
+      ],
+    });
     expect(placed).toMatchObject({ tolerations, affinity: {}, priorityClassName: "llm-serving", imagePullSecrets: [{ name: "rbln-registry" }] });
     expect(placed.topologySpreadConstraints).toHaveLength(1);
   });
 
   it("probes with the API key only where vLLM asks for it: readiness on /v1/models", () => {
-    const prefill = (renderKubernetesWorkloads(variants[0]!, { instance: "x", namespace: "n" }, ["apiKey"]).roles[0]!.deployment.spec.template.spec as any).containers[0];
+    const prefill = (renderKubernetesWorkloads(variants[0]!, { instance: "x", namespace: "n" }, ["apiKey"]).roles[0]!.deployment.spec.template.spec as any)
+      .containers[0];
     expect(prefill.livenessProbe.httpGet).toEqual({ path: "/health", port: 8000 });
     expect(prefill.startupProbe.httpGet).toEqual({ path: "/health", port: 8000 });
     expect(prefill.readinessProbe.exec.command.slice(3)).toEqual(["127.0.0.1", "5", "8000", "/v1/models"]);
@@ -308,10 +384,15 @@ describe("rendered Kubernetes objects", () => {
       ),
     );
     const ports = servers.map((server) => (server.address() as AddressInfo).port);
-    const decode = (renderKubernetesWorkloads(variants[0]!, { instance: "x", namespace: "n" }, ["apiKey"]).roles[1]!.deployment.spec.template.spec as any).containers[0];
+    const decode = (renderKubernetesWorkloads(variants[0]!, { instance: "x", namespace: "n" }, ["apiKey"]).roles[1]!.deployment.spec.template.spec as any)
+      .containers[0];
     const [python, flag, text, host, perPort, , paths] = decode.readinessProbe.exec.command as string[];
     const run = (probePorts: number[], key: string) =>
-      new Promise<number>((resolve) => execFile(python!, [flag!, text!, host!, perPort!, probePorts.join(","), paths!], { env: { PATH: process.env.PATH, VLLM_API_KEY: key } }, (error) => resolve(error ? Number(error.code) : 0)));
+      new Promise<number>((resolve) =>
+        execFile(python!, [flag!, text!, host!, perPort!, probePorts.join(","), paths!], { env: { PATH: process.env.PATH, VLLM_API_KEY: key } }, (error) =>
+          resolve(error ? Number(error.code) : 0),
+        ),
+      );
     try {
       expect(await run(ports.slice(0, 2), "k3y")).toBe(0);
       expect(await run(ports, "k3y")).not.toBe(0);
@@ -322,9 +403,13 @@ describe("rendered Kubernetes objects", () => {
   });
 
   it("refuses an instance name that cannot prefix Kubernetes names", () => {
-    expect(() => renderKubernetesWorkloads(variants[0]!, { instance: "Bad_Name", namespace: "n" }, [])).toThrow(/^name: "Bad_Name" cannot prefix Kubernetes object names/);
+    expect(() => renderKubernetesWorkloads(variants[0]!, { instance: "Bad_Name", namespace: "n" }, [])).toThrow(
+      /^name: "Bad_Name" cannot prefix Kubernetes object names/,
+    );
     const long = "a".repeat(40);
-    expect(() => renderKubernetesWorkloads(variants[0]!, { instance: long, namespace: "n" }, [])).toThrow(/^name: "a{40}" makes the ConfigMap name "a{40}-prefill-launch-[0-9a-f]{10}" longer than 63 characters/);
+    expect(() => renderKubernetesWorkloads(variants[0]!, { instance: long, namespace: "n" }, [])).toThrow(
+      /^name: "a{40}" makes the ConfigMap name "a{40}-prefill-launch-[0-9a-f]{10}" longer than 63 characters/,
+    );
   });
 
   it("scales roles separately: replicas for aggregated, prefillReplicas and decodeReplicas for xPyD", () => {
@@ -345,14 +430,27 @@ describe("rendered Kubernetes objects", () => {
     const workloads = renderKubernetesWorkloads(deployment, { instance: "rbln-serving", namespace: "llm-serving" }, []);
     for (const role of workloads.roles) {
       const out = fs.mkdtempSync(path.join(dir, `${role.role}-`));
-      const result = spawnSync("bash", ["-c", role.launchScript], { env: { PATH: `${dir}:${process.env.PATH}`, POD_IP: "10.9.8.7", OUT: out }, encoding: "utf8", timeout: 60_000 });
+      const result = spawnSync("bash", ["-c", role.launchScript], {
+        env: { PATH: `${dir}:${process.env.PATH}`, POD_IP: "10.9.8.7", OUT: out },
+        encoding: "utf8",
+        timeout: 60_000,
+      });
       const plan = deployment.plan.roles.find((r) => r.role === role.role)!;
       expect(result.status, result.stderr).toBe(role.role === "decode" ? 3 : 0);
       for (const rank of plan.ranks) {
         const bound = bindRank(rank, { POD_IP: "10.9.8.7", EPP_HOST: workloads.eppHost! }, "kubernetes");
-        const argv = fs.readFileSync(path.join(out, `${rank.ports[0]}.argv`), "utf8").split("\0").slice(0, -1);
+        const argv = fs
+          .readFileSync(path.join(out, `${rank.ports[0]}.argv`), "utf8")
+          .split("\0")
+          .slice(0, -1);
         expect(["vllm", ...argv]).toEqual(bound.argv);
-        const env = Object.fromEntries(fs.readFileSync(path.join(out, `${rank.ports[0]}.env`), "utf8").split("\0").filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
+        const env = Object.fromEntries(
+          fs
+            .readFileSync(path.join(out, `${rank.ports[0]}.env`), "utf8")
+            .split("\0")
+            .filter(Boolean)
+            .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+        );
         expect(env).toMatchObject(bound.env);
       }
     }
@@ -376,8 +474,16 @@ describe("router chart values", () => {
   it("uses only keys the v0.10.0 chart reads, and every key it requires", () => {
     const known = Object.keys(chartFacts.keys);
     const used = [...new Set(leafPaths(values))];
-    for (const key of used) expect(known.some((k) => key === k || key.startsWith(`${k}.`)), key).toBe(true);
-    for (const key of chartFacts.required) expect(used.some((k) => k.startsWith(key)), key).toBe(true);
+    for (const key of used)
+      expect(
+        known.some((k) => key === k || key.startsWith(`${k}.`)),
+        key,
+      ).toBe(true);
+    for (const key of chartFacts.required)
+      expect(
+        used.some((k) => k.startsWith(key)),
+        key,
+      ).toBe(true);
     expect(chartFacts.failureModes).toContain(values.router.inferencePool.failureMode);
     expect(chartFacts.providers).toContain(values.provider.name);
     expect(JSON.stringify(values)).not.toMatch(/endpoint_picker|ext_proc_port|scheduling_profiles|failure_mode|match_labels|target_ports|"ref"/);
@@ -389,11 +495,14 @@ describe("router chart values", () => {
   it("sets the HTTPRoute's request timeout (one hour by default, not the chart's 300s) and the picker's resources only when asked", () => {
     expect(chartFacts.keys).toHaveProperty(["httpRoute.requestTimeout"]);
     expect(chartFacts.defaults["httpRoute.requestTimeout"]).toBe("300s");
-    const render = (router: Record<string, unknown>) => routerChartValues(intent, "prefill-decode-disaggregated", parseStackSettings({ ...readStackFile("prod").raw, router })) as any;
+    const render = (router: Record<string, unknown>) =>
+      routerChartValues(intent, "prefill-decode-disaggregated", parseStackSettings({ ...readStackFile("prod").raw, router })) as any;
     expect(render({}).httpRoute.requestTimeout).toBe("1h");
     expect(render({ requestTimeout: "90m" }).httpRoute.requestTimeout).toBe("90m");
     expect(render({}).router.epp).not.toHaveProperty("resources");
-    expect(() => parseStackSettings({ ...readStackFile("prod").raw, router: { requestTimeout: "1 hour" } })).toThrow(/^router\.requestTimeout: a Gateway API duration/);
+    expect(() => parseStackSettings({ ...readStackFile("prod").raw, router: { requestTimeout: "1 hour" } })).toThrow(
+      /^router\.requestTimeout: a Gateway API duration/,
+    );
   });
 
   it("holds an EndpointPickerConfig the v0.10.0 picker reads, with the recipe's plugins and weights", () => {
@@ -428,7 +537,13 @@ describe("the Dockerfile", () => {
   it("ends as the non-root user the pods run as by default", () => {
     const dockerfile = fs.readFileSync(path.resolve(__dirname, "../Dockerfile"), "utf8");
     const { runAsUser, runAsGroup } = parseStackSettings(readStackFile("prod").raw).kubernetes.securityContext;
-    expect(dockerfile.trimEnd().split("\n").filter((line) => line.startsWith("USER ")).at(-1)).toBe(`USER ${runAsUser}:${runAsGroup}`);
+    expect(
+      dockerfile
+        .trimEnd()
+        .split("\n")
+        .filter((line) => line.startsWith("USER "))
+        .at(-1),
+    ).toBe(`USER ${runAsUser}:${runAsGroup}`);
     expect(dockerfile).toContain(`useradd --uid ${runAsUser} --gid ${runAsGroup}`);
   });
 
@@ -436,7 +551,7 @@ describe("the Dockerfile", () => {
     const dockerfile = fs.readFileSync(path.resolve(__dirname, "../Dockerfile"), "utf8");
     const recipe = shippedCatalog.get("MiniMaxAI/MiniMax-M2.7");
     for (const install of recipe.installs) {
-      const arg = install.package.toUpperCase().replace(/-/g, "_") + "_VERSION";
+      const arg = `${install.package.toUpperCase().replace(/-/g, "_")}_VERSION`;
       expect(dockerfile).toContain(`ARG ${arg}=${install.version}\n`);
       expect(dockerfile).toContain(`"${install.package}${install.extras.length ? `[${install.extras.join(",")}]` : ""}==\${${arg}}"`);
       expect(dockerfile).toContain(install.import);
@@ -450,7 +565,7 @@ describe("the Kubernetes startup probe", () => {
     const workloads = renderKubernetesWorkloads(deployment, { instance: "t", namespace: "t" }, []);
     for (const role of workloads.roles) {
       const container = (role.deployment as any).spec.template.spec.containers[0];
-      const ready = Number(deployment.plan.roles.find((r) => r.role === role.role)!.ranks[0]!.env["VLLM_ENGINE_READY_TIMEOUT_S"]);
+      const ready = Number(deployment.plan.roles.find((r) => r.role === role.role)!.ranks[0]!.env.VLLM_ENGINE_READY_TIMEOUT_S);
       expect(container.startupProbe.periodSeconds * container.startupProbe.failureThreshold, role.role).toBeGreaterThanOrEqual(ready + 3600);
     }
   });

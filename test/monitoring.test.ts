@@ -29,7 +29,16 @@ const ruleExprs = () => alertRules().groups.flatMap((g) => g.rules.map((r) => ({
 const prod = (overrides: Record<string, unknown> = {}) => planDeployment(parseStackSettings({ ...readStackFile("prod").raw, ...overrides }), shippedCatalog);
 const hosts = (overrides: Record<string, unknown> = {}) =>
   planDeployment(
-    parseStackSettings({ strategy: "aggregated-pipeline-parallel", target: "Throughput", hosts: [{ name: "npu-a", address: "127.0.0.1", hostKey: EXAMPLE_HOST_KEY }, { name: "npu-b", address: "0:0:0:0:0:0:0:1", hostKey: EXAMPLE_HOST_KEY }], replicas: 2, ...overrides }),
+    parseStackSettings({
+      strategy: "aggregated-pipeline-parallel",
+      target: "Throughput",
+      hosts: [
+        { name: "npu-a", address: "127.0.0.1", hostKey: EXAMPLE_HOST_KEY },
+        { name: "npu-b", address: "0:0:0:0:0:0:0:1", hostKey: EXAMPLE_HOST_KEY },
+      ],
+      replicas: 2,
+      ...overrides,
+    }),
     shippedCatalog,
   );
 
@@ -48,13 +57,14 @@ describe("metric names", () => {
   });
 
   it("finds the series of an expression, and flags a name vLLM does not export", () => {
-    expect(seriesNames('histogram_quantile(0.95, sum by (le, role) (rate(vllm:time_to_first_token_seconds_bucket{role=~"$role"}[$__rate_interval]))) > 30')).toEqual([
-      "vllm:time_to_first_token_seconds_bucket",
-    ]);
+    expect(
+      seriesNames('histogram_quantile(0.95, sum by (le, role) (rate(vllm:time_to_first_token_seconds_bucket{role=~"$role"}[$__rate_interval]))) > 30'),
+    ).toEqual(["vllm:time_to_first_token_seconds_bucket"]);
     expect(seriesNames("(rbln_npu_power or RBLN_DEVICE_STATUS:CARD_POWER) / up")).toEqual(["rbln_npu_power", "RBLN_DEVICE_STATUS:CARD_POWER", "up"]);
     const known = knownSeries();
     // Names of older vLLM releases, or a counter without its _total, are not on the list.
-    for (const stale of ["vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds_bucket", "vllm:num_preemptions", "vllm:generation_tokens"]) expect(known.has(stale), stale).toBe(false);
+    for (const stale of ["vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds_bucket", "vllm:num_preemptions", "vllm:generation_tokens"])
+      expect(known.has(stale), stale).toBe(false);
   });
 
   it("every dashboard panel and every alert uses only series on the fixtures", () => {
@@ -76,7 +86,9 @@ describe("dashboard", () => {
       expect(panel.targets.length, panel.title).toBeGreaterThan(0);
       for (const target of panel.targets) expect(target.refId, panel.title).toMatch(/^[A-Z]$/);
     }
-    const exprs = panelExprs().map((p) => p.expr).join("\n");
+    const exprs = panelExprs()
+      .map((p) => p.expr)
+      .join("\n");
     for (const needle of [
       "vllm:request_success_total",
       "vllm:prompt_tokens_total",
@@ -141,8 +153,14 @@ describe("scraping on hosts", () => {
     const deployment = hosts();
     const targets = scrapeTargets(deployment);
     expect(targets).toEqual([
-      { targets: ["127.0.0.1:8000"], labels: { host: "npu-a", role: "main", rank: "0", model: "MiniMaxAI/MiniMax-M2.7", strategy: "aggregated-pipeline-parallel" } },
-      { targets: ["[0:0:0:0:0:0:0:1]:8000"], labels: { host: "npu-b", role: "main", rank: "0", model: "MiniMaxAI/MiniMax-M2.7", strategy: "aggregated-pipeline-parallel" } },
+      {
+        targets: ["127.0.0.1:8000"],
+        labels: { host: "npu-a", role: "main", rank: "0", model: "MiniMaxAI/MiniMax-M2.7", strategy: "aggregated-pipeline-parallel" },
+      },
+      {
+        targets: ["[0:0:0:0:0:0:0:1]:8000"],
+        labels: { host: "npu-b", role: "main", rank: "0", model: "MiniMaxAI/MiniMax-M2.7", strategy: "aggregated-pipeline-parallel" },
+      },
     ]);
     expect(JSON.parse(renderStackFiles(deployment, [], "dev")["prometheus/targets.json"]!)).toEqual(targets);
     expect(scrapeTargets(prod())).toEqual([]);
@@ -160,8 +178,14 @@ describe("scraping on Kubernetes", () => {
     const scraped = vllm.spec.podMetricsEndpoints.map((endpoint: any) => {
       const label = (name: string) => endpoint.relabelings.find((r: any) => r.targetLabel === name)?.replacement;
       const role = workloads.roles.find((r) => r.role === label("role"))!;
-      const containerPort = (role.deployment as any).spec.template.spec.containers.flatMap((c: any) => c.ports ?? []).find((p: any) => p.name === endpoint.port).containerPort;
-      expect(endpoint.relabelings[0]).toEqual({ action: "keep", sourceLabels: ["__meta_kubernetes_pod_label_app_kubernetes_io_component"], regex: label("role") });
+      const containerPort = (role.deployment as any).spec.template.spec.containers
+        .flatMap((c: any) => c.ports ?? [])
+        .find((p: any) => p.name === endpoint.port).containerPort;
+      expect(endpoint.relabelings[0]).toEqual({
+        action: "keep",
+        sourceLabels: ["__meta_kubernetes_pod_label_app_kubernetes_io_component"],
+        regex: label("role"),
+      });
       expect([endpoint.path, label("model"), label("strategy")]).toEqual(["/metrics", "MiniMaxAI/MiniMax-M2.7", "prefill-decode-disaggregated"]);
       return `${label("role")}/${label("rank")}:${containerPort}`;
     });
@@ -179,20 +203,31 @@ describe("scraping on Kubernetes", () => {
   });
 
   it("puts the dashboard in a ConfigMap the Grafana sidecar picks up, in the monitoring namespace", () => {
-    const { dashboard: configMap, prometheusRule } = monitoringObjects(prod({ monitoring: { enabled: true, namespace: "observability" } }), workloadsOf(), "rbln-serving")!;
+    const { dashboard: configMap, prometheusRule } = monitoringObjects(
+      prod({ monitoring: { enabled: true, namespace: "observability" } }),
+      workloadsOf(),
+      "rbln-serving",
+    )!;
     expect(configMap.metadata).toMatchObject({ namespace: "observability", labels: { grafana_dashboard: "1" } });
     expect(JSON.parse((configMap as any).data["rbln-serving.json"])).toEqual(dashboard);
     expect((prometheusRule as any).spec).toEqual(alertRules());
   });
 
   it("admits the monitoring namespace on exactly the rank ports, and adds nothing with monitoring off", () => {
-    const lastRules = workloadsOf(prod({ monitoring: { enabled: true, namespace: "observability" } })).roles.map((r) => [r.role, (r.networkPolicy as any).spec.ingress.at(-1)]);
-    const monitoringRule = (ports: number[]) => ({ from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } } }], ports: ports.map((port) => ({ protocol: "TCP", port })) });
+    const lastRules = workloadsOf(prod({ monitoring: { enabled: true, namespace: "observability" } })).roles.map((r) => [
+      r.role,
+      (r.networkPolicy as any).spec.ingress.at(-1),
+    ]);
+    const monitoringRule = (ports: number[]) => ({
+      from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } } }],
+      ports: ports.map((port) => ({ protocol: "TCP", port })),
+    });
     expect(Object.fromEntries(lastRules)).toEqual({ prefill: monitoringRule([8000]), decode: monitoringRule([8200, 8201, 8202, 8203]) });
     const offDeployment = prod({ monitoring: { enabled: false } });
-    for (const role of workloadsOf(offDeployment).roles) expect(JSON.stringify((role.networkPolicy as any).spec.ingress)).not.toMatch(/monitoring|observability/);
+    for (const role of workloadsOf(offDeployment).roles)
+      expect(JSON.stringify((role.networkPolicy as any).spec.ingress)).not.toMatch(/monitoring|observability/);
     expect(monitoringObjects(offDeployment, workloadsOf(offDeployment), "rbln-serving")).toBeNull();
-const files = Object.keys(renderStackFiles(offDeployment, [], "dev"));
+    const files = Object.keys(renderStackFiles(offDeployment, [], "dev"));
     expect(files.filter((f) => /podmonitor|prometheusrule|dashboard/.test(f))).toEqual([]);
     expect(parseYaml(renderStackFiles(offDeployment, [], "dev")["router/values.yaml"]!).router.monitoring).toBeUndefined();
   });

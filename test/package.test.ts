@@ -31,7 +31,7 @@ export const resolved = resolvePlan(RecipeCatalog.load().get(DEFAULT_MODEL), { m
 
 // Runs the program with the program's own @pulumi/pulumi (the one the package's components extend).
 const RUNNER = `import * as fs from "node:fs";
-import { runUnderMocks, valueOf } from "./pulumiHarness";
+import { runUnderMocks, outputValue } from "./pulumiHarness";
 
 void (async () => {
   const { registrations, result, error } = await runUnderMocks(() => require("./index"));
@@ -39,8 +39,8 @@ void (async () => {
   const outputs = result as Record<string, any>;
   fs.writeFileSync("result.json", JSON.stringify({
     registrations: registrations.map((r) => ({ type: r.type, name: r.name })),
-    hostEndpoints: await valueOf(outputs.hostEndpoints),
-    clusterEndpoints: await valueOf(outputs.clusterEndpoints),
+    hostEndpoints: await outputValue(outputs.hostEndpoints),
+    clusterEndpoints: await outputValue(outputs.clusterEndpoints),
     planned: outputs.planned,
     resolved: outputs.resolved,
   }));
@@ -77,14 +77,29 @@ describe("the packed package in a new Pulumi program", () => {
     app = path.join(work, "app");
     fs.mkdirSync(app);
     // `npm pack` runs the prepare script: the build to dist/.
-    const tarball = path.join(work, execFileSync("npm", ["pack", "--silent", "--pack-destination", work], { cwd: REPO, encoding: "utf8" }).trim().split("\n").pop()!);
+    const tarball = path.join(
+      work,
+      execFileSync("npm", ["pack", "--silent", "--pack-destination", work], { cwd: REPO, encoding: "utf8" }).trim().split("\n").pop()!,
+    );
     const lock = lockfileFor(tarball) as { packages: Record<string, { dependencies?: object }> };
-    fs.writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "consumer", version: "1.0.0", private: true, main: "index.ts", dependencies: lock.packages[""]!.dependencies }, null, 2));
+    fs.writeFileSync(
+      path.join(app, "package.json"),
+      JSON.stringify({ name: "consumer", version: "1.0.0", private: true, main: "index.ts", dependencies: lock.packages[""]!.dependencies }, null, 2),
+    );
     fs.writeFileSync(path.join(app, "package-lock.json"), JSON.stringify(lock, null, 2));
     execFileSync("npm", ["ci", "--offline", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: app, stdio: "pipe" });
     fs.writeFileSync(path.join(app, "Pulumi.yaml"), "name: consumer\nruntime:\n  name: nodejs\n  options:\n    typescript: true\n");
-    fs.writeFileSync(path.join(app, "Pulumi.dev.yaml"), "config:\n  consumer:unrelated: 1\n  rbln-serving:strategy: aggregated-pipeline-parallel\n  rbln-serving:target: Throughput\n  rbln-serving:hosts:\n    - name: box-1\n      address: 192.168.10.5\n      hostKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII1GI7+3R49Q9T3kRWVrxat8JwYNEnkkdZU3QYoOokEG\n");
-    fs.writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify({ compilerOptions: { strict: true, target: "ES2022", module: "nodenext", moduleResolution: "nodenext", esModuleInterop: true, skipLibCheck: true }, files: ["index.ts", "run.ts"] }));
+    fs.writeFileSync(
+      path.join(app, "Pulumi.dev.yaml"),
+      "config:\n  consumer:unrelated: 1\n  rbln-serving:strategy: aggregated-pipeline-parallel\n  rbln-serving:target: Throughput\n  rbln-serving:hosts:\n    - name: box-1\n      address: 192.168.10.5\n      hostKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII1GI7+3R49Q9T3kRWVrxat8JwYNEnkkdZU3QYoOokEG\n",
+    );
+    fs.writeFileSync(
+      path.join(app, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: { strict: true, target: "ES2022", module: "nodenext", moduleResolution: "nodenext", esModuleInterop: true, skipLibCheck: true },
+        files: ["index.ts", "run.ts"],
+      }),
+    );
     fs.writeFileSync(path.join(app, "index.ts"), PROGRAM);
     fs.writeFileSync(path.join(app, "run.ts"), RUNNER);
     fs.copyFileSync(path.join(REPO, "test/helpers/pulumiHarness.ts"), path.join(app, "pulumiHarness.ts"));
@@ -94,7 +109,14 @@ describe("the packed package in a new Pulumi program", () => {
 
   it("ships JavaScript, declarations, source maps and the recipes, and no tests", () => {
     const installed = path.join(app, "node_modules/rbln-serving");
-    for (const file of ["dist/components/index.js", "dist/components/index.d.ts", "dist/components/index.js.map", "dist/provider/index.js", "recipes/minimaxai--minimax-m2.7.json", "PulumiPlugin.yaml"]) {
+    for (const file of [
+      "dist/components/index.js",
+      "dist/components/index.d.ts",
+      "dist/components/index.js.map",
+      "dist/provider/index.js",
+      "recipes/minimaxai--minimax-m2.7.json",
+      "PulumiPlugin.yaml",
+    ]) {
       expect(fs.existsSync(path.join(installed, file)), file).toBe(true);
     }
     expect(fs.existsSync(path.join(installed, "test"))).toBe(false);
@@ -135,7 +157,10 @@ describe("the packed package in a new Pulumi program", () => {
     const installed = path.join(app, "node_modules/rbln-serving");
     const fromApp = createRequire(path.join(app, "package.json"));
     // The engine address is never dialled for GetSchema; loopback keeps it local either way.
-    const plugin = spawn(process.execPath, [fromApp.resolve("@pulumi/pulumi/cmd/run-plugin"), installed, "127.0.0.1:1"], { cwd: installed, stdio: ["ignore", "pipe", "pipe"] });
+    const plugin = spawn(process.execPath, [fromApp.resolve("@pulumi/pulumi/cmd/run-plugin"), installed, "127.0.0.1:1"], {
+      cwd: installed,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     try {
       const port = await new Promise<string>((resolve, reject) => {
         plugin.stdout.once("data", (chunk: Buffer) => resolve(chunk.toString().trim()));
@@ -154,7 +179,15 @@ describe("the packed package in a new Pulumi program", () => {
       expect(Object.keys(schema.resources)).toEqual(["rbln-serving:index:ModelServing"]);
       expect(schema.resources["rbln-serving:index:ModelServing"].isComponent).toBe(true);
       // The shipped sources reach the generated argument types: a hosts stack can be declared in full.
-      expect(Object.keys(schema.types["rbln-serving:index:HostArgs"].properties)).toEqual(["name", "address", "user", "port", "listenAddress", "hostKey", "proxy"]);
+      expect(Object.keys(schema.types["rbln-serving:index:HostArgs"].properties)).toEqual([
+        "name",
+        "address",
+        "user",
+        "port",
+        "listenAddress",
+        "hostKey",
+        "proxy",
+      ]);
     } finally {
       plugin.kill();
     }

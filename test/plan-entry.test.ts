@@ -5,7 +5,7 @@ import { parseStackSettings, planDeployment, type Deployment } from "../componen
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
-import { runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
+import { runUnderMocks, outputValue, type Registration } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 
 /**
@@ -31,11 +31,11 @@ const PINNED_IMAGE = `registry.example.com/ml/vllm-rbln@sha256:${"a".repeat(64)}
  * plan accepts (docs/compile-ahead.md, "Limits": hosts compile a role's first rank only).
  */
 function variants(raw: Record<string, unknown>): [string, Record<string, unknown>][] {
-  const onHosts = raw["platform"] !== "kubernetes";
-  if (onHosts && raw["strategy"] === "prefill-decode-disaggregated") return [["as shipped", raw]];
+  const onHosts = raw.platform !== "kubernetes";
+  if (onHosts && raw.strategy === "prefill-decode-disaggregated") return [["as shipped", raw]];
   const ahead = onHosts ? { host: COMPILE_HOST } : { enabled: true };
   // A registry needs a pinned revision, and on Kubernetes an image by digest.
-  const pinned = { revision: REVISION, ...(onHosts ? {} : { kubernetes: { ...(raw["kubernetes"] as object), image: PINNED_IMAGE } }) };
+  const pinned = { revision: REVISION, ...(onHosts ? {} : { kubernetes: { ...(raw.kubernetes as object), image: PINNED_IMAGE } }) };
   return [
     ["as shipped", raw],
     ["compile ahead", { ...raw, compile: ahead }],
@@ -47,9 +47,9 @@ function variants(raw: Record<string, unknown>): [string, Record<string, unknown
 /** The secrets the settings need: the SSH key on hosts, and each password whose user is set. */
 function secretsFor(raw: Record<string, any>): Record<string, string> {
   return {
-    ...(raw["platform"] !== "kubernetes" ? { sshPrivateKey: "MARKER-SSH-KEY" } : {}),
-    ...(raw["pip"]?.username !== undefined ? { pipPassword: "MARKER-PIP-PW" } : {}),
-    ...(raw["compile"]?.registry?.username !== undefined ? { registryPassword: "MARKER-REGISTRY-PW" } : {}),
+    ...(raw.platform !== "kubernetes" ? { sshPrivateKey: "MARKER-SSH-KEY" } : {}),
+    ...(raw.pip?.username !== undefined ? { pipPassword: "MARKER-PIP-PW" } : {}),
+    ...(raw.compile?.registry?.username !== undefined ? { registryPassword: "MARKER-REGISTRY-PW" } : {}),
   };
 }
 
@@ -63,7 +63,14 @@ function actedOn(registrations: readonly Registration[]) {
     const job = r.type === "kubernetes:core/v1:ConfigMap" ? r.inputs.data?.["compile-job.sh"] : undefined;
     return job ? [{ on: "job", text: String(job) }] : [];
   });
-  const steps = scripts.filter((s) => setting(s.text, "compile_here") !== undefined).map((s) => ({ on: s.on, key: setting(s.text, "key")!, compileHere: setting(s.text, "compile_here") === "yes", repository: setting(s.text, "repository") ?? "" }));
+  const steps = scripts
+    .filter((s) => setting(s.text, "compile_here") !== undefined)
+    .map((s) => ({
+      on: s.on,
+      key: setting(s.text, "key")!,
+      compileHere: setting(s.text, "compile_here") === "yes",
+      repository: setting(s.text, "repository") ?? "",
+    }));
   const compiling = steps.filter((s) => s.compileHere);
   const repositories = [...new Set(steps.map((s) => s.repository).filter((r) => r !== ""))];
   return {
@@ -88,7 +95,9 @@ describe.each(STACKS)("stack %s: the public plan entry is the plan the program a
     expect(error).toBeUndefined();
     const outputs = result as ReturnType<typeof runProgram>;
     expect(actedOn(registrations)).toEqual(planned(deployment));
-    expect((await valueOf(outputs.compileKeys)).map(({ key, roles }) => ({ key, roles }))).toEqual(deployment.compile.keys.map(({ key, roles }) => ({ key, roles })));
+    expect((await outputValue(outputs.compileKeys)).map(({ key, roles }) => ({ key, roles }))).toEqual(
+      deployment.compile.keys.map(({ key, roles }) => ({ key, roles })),
+    );
     expect(outputs.warnings).toEqual(deployment.plan.warnings);
   });
 });

@@ -44,7 +44,10 @@ function host(
   // The root of the temporary tree is 0700: let a service user reach the device nodes under it.
   fs.chmodSync(root, 0o755);
   const smi = options.smiDevices ?? 4;
-  const devices = JSON.stringify({ devices: Array.from({ length: smi === "fail" ? 0 : smi }, (_, i) => ({ npu: i, name: "RBLN-CR13", status: "normal" })), contexts: [] });
+  const devices = JSON.stringify({
+    devices: Array.from({ length: smi === "fail" ? 0 : smi }, (_, i) => ({ npu: i, name: "RBLN-CR13", status: "normal" })),
+    contexts: [],
+  });
   fs.writeFileSync(path.join(root, "smi.json"), options.smi ?? devices);
   fs.writeFileSync(path.join(root, "bin", "rbln-smi"), smi === "fail" ? "#!/bin/sh\nexit 3\n" : `#!/bin/sh\ncat '${root}/smi.json'\n`, { mode: 0o755 });
   // A stand-in getconf reports a glibc, where the test says which.
@@ -71,7 +74,6 @@ function host(
   return { status: result.status, stdout: result.stdout, stderr: result.stderr.trim() };
 }
 
-
 describe("preflight", () => {
   it("fails without the kernel module", () => {
     expect(host({ module: false })).toMatchObject({ status: 1, stderr: "preflight npu-7: kernel module rebellions: not loaded (install the RBLN driver)" });
@@ -91,21 +93,30 @@ describe("preflight", () => {
   });
 
   it("passes every check on a host with the driver, the NPUs, glibc 2.39 and the disk", () => {
-    expect(host({ glibc: "2.39" })).toMatchObject({ status: 0, stdout: expect.stringMatching(/^preflight npu-7: ok \(4 NPUs, python 3\.1\d, glibc 2\.39, \d+ GiB free\)\n$/) });
+    expect(host({ glibc: "2.39" })).toMatchObject({
+      status: 0,
+      stdout: expect.stringMatching(/^preflight npu-7: ok \(4 NPUs, python 3\.1\d, glibc 2\.39, \d+ GiB free\)\n$/),
+    });
     expect(host({ glibc: "2.40" }).status).toBe(0);
   });
 
   it("fails on too little disk until the weights are cached", () => {
-    expect(host({ glibc: "2.39", minFreeGb: 10 ** 9 }).stderr).toMatch(/^preflight npu-7: disk: \d+ GiB free under .*, need 1000000000 GiB for the weights and caches$/);
+    expect(host({ glibc: "2.39", minFreeGb: 10 ** 9 }).stderr).toMatch(
+      /^preflight npu-7: disk: \d+ GiB free under .*, need 1000000000 GiB for the weights and caches$/,
+    );
     expect(host({ glibc: "2.39", minFreeGb: 10 ** 9, cached: true }).status).toBe(0);
   });
 });
 
 describe("preflight: cache.shared", () => {
   it("fails where the shared folder is missing, or not a mount of its own (an unmounted mount point is a local folder)", () => {
-    expect(host({ glibc: "2.39", sharedRoot: "/nonexistent/rbln-cache" }).stderr).toBe("preflight npu-7: cache.shared: /nonexistent/rbln-cache is not a directory (mount the shared filesystem there on every host first)");
+    expect(host({ glibc: "2.39", sharedRoot: "/nonexistent/rbln-cache" }).stderr).toBe(
+      "preflight npu-7: cache.shared: /nonexistent/rbln-cache is not a directory (mount the shared filesystem there on every host first)",
+    );
     // `/` is on the root filesystem on every machine.
-    expect(host({ glibc: "2.39", sharedRoot: "/" }).stderr).toBe("preflight npu-7: cache.shared: / is on the root filesystem, not on a mount of its own (mount the shared filesystem there on every host first)");
+    expect(host({ glibc: "2.39", sharedRoot: "/" }).stderr).toBe(
+      "preflight npu-7: cache.shared: / is on the root filesystem, not on a mount of its own (mount the shared filesystem there on every host first)",
+    );
     // /proc is a mount of its own on every Linux machine: the check passes (its 0 free bytes are enough for minFreeDiskGb 0).
     expect(host({ glibc: "2.39", sharedRoot: "/proc" }).status).toBe(0);
   });
@@ -130,7 +141,9 @@ describe("preflight: the service user opens /dev/rsd*", () => {
     expect(otherGroup.stderr).toMatch(rsdLine("nobody"));
     expect(otherGroup.stderr).toMatch(/ \(-rw-rw---- root:disk\); add it to group disk \(usermod -aG disk nobody\)$/);
     const rootOnly = host({ ...ok, serviceUser: "nobody", rsd: { mode: 0o660, group: "root" } });
-    expect(rootOnly.stderr).toMatch(/ \(-rw-rw---- root:root\); give rsd devices a group it is in and mode 0660 with a udev rule: KERNEL=="rsd\[0-9\]\*", GROUP="nogroup", MODE="0660"$/);
+    expect(rootOnly.stderr).toMatch(
+      / \(-rw-rw---- root:root\); give rsd devices a group it is in and mode 0660 with a udev rule: KERNEL=="rsd\[0-9\]\*", GROUP="nogroup", MODE="0660"$/,
+    );
   });
 
   it("before the install creates the user, judges by the groups the install will give it (those of /dev/rbln*)", () => {
@@ -144,7 +157,9 @@ describe("preflight: the service user opens /dev/rsd*", () => {
       /\(-rw-rw---- root:root\) \(not created yet; the install puts it in the groups of \S+\/dev\/rbln\*: disk\); give rsd devices a group it is in and mode 0660 with a udev rule: KERNEL=="rsd\[0-9\]\*", GROUP="disk", MODE="0660"$/,
     );
     expect(host({ ...fresh, rsd: { mode: 0o600, group: "disk" } }).stderr).toMatch(/\(-rw------- root:disk\) .*GROUP="disk", MODE="0660"$/);
-    expect(host({ ...fresh, rbln: { mode: 0o600, group: "root" }, rsd: { mode: 0o660, group: "disk" } }).stderr).toContain("(not created yet; the install puts it in the groups of");
+    expect(host({ ...fresh, rbln: { mode: 0o600, group: "root" }, rsd: { mode: 0o660, group: "disk" } }).stderr).toContain(
+      "(not created yet; the install puts it in the groups of",
+    );
   });
 });
 
@@ -160,7 +175,8 @@ describe("preflight: idle NPUs, from rbln-smi -j", () => {
     for (const child of processes) child.kill();
     processes = [];
   });
-  const inUse = (uses: string) => `preflight npu-7: NPUs in use by other processes: ${uses}; stop them (or wait until rbln-smi -j lists no contexts) and run again`;
+  const inUse = (uses: string) =>
+    `preflight npu-7: NPUs in use by other processes: ${uses}; stop them (or wait until rbln-smi -j lists no contexts) and run again`;
 
   it("passes with an empty context list, without a warning", () => {
     expect(host({ ...ok, smi: fixture("idle.json") })).toMatchObject({ status: 0, stdout: expect.stringMatching(/^preflight npu-7: ok \(4 NPUs, /) });
@@ -196,6 +212,8 @@ describe("preflight: idle NPUs, from rbln-smi -j", () => {
   it("warns on stdout and passes when this rbln-smi lists no contexts at all", () => {
     const run = host({ ...ok, smi: fixture("no-contexts.json") });
     expect(run.status).toBe(0);
-    expect(run.stdout).toMatch(/^preflight npu-7: warning: this rbln-smi lists no contexts, so whether other processes use the NPUs is not checked\npreflight npu-7: ok /);
+    expect(run.stdout).toMatch(
+      /^preflight npu-7: warning: this rbln-smi lists no contexts, so whether other processes use the NPUs is not checked\npreflight npu-7: ok /,
+    );
   });
 });

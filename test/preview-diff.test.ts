@@ -62,7 +62,13 @@ delete pd.preset;
 /** Roles whose ranks the plan changes between two configs: the only launch units that may change. */
 function rolesChanged(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
   const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog).plan;
-  return [...new Set(diffPlans(plan(a), plan(b)).filter((c) => / rank \d+$/.test(c.scope)).map((c) => c.scope.split(" ")[0]!))].sort();
+  return [
+    ...new Set(
+      diffPlans(plan(a), plan(b))
+        .filter((c) => / rank \d+$/.test(c.scope))
+        .map((c) => c.scope.split(" ")[0]!),
+    ),
+  ].sort();
 }
 
 describe("preview on platform hosts: each single change touches exactly what carries it", () => {
@@ -76,11 +82,20 @@ describe("preview on platform hosts: each single change touches exactly what car
     expect([diff.added, diff.removed]).toEqual([[], []]);
     // Units run offline (HF_HUB_OFFLINE=1): the weights step fetches the draft model beforehand.
     // Preflight reads the weights markers (to skip its disk check once they exist): one more marker.
-    expect(diff.changed).toEqual({ "rbln-serving-npu-dev-0-preflight": ["create"], "rbln-serving-npu-dev-0-weights": ["create"], "rbln-serving-npu-dev-0-main-0": ["create"] });
-    expect(addedLines(diff, "rbln-serving-npu-dev-0-weights", "create")).toContainEqual("models=(MiniMaxAI/MiniMax-M2.7 asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k)");
+    expect(diff.changed).toEqual({
+      "rbln-serving-npu-dev-0-preflight": ["create"],
+      "rbln-serving-npu-dev-0-weights": ["create"],
+      "rbln-serving-npu-dev-0-main-0": ["create"],
+    });
+    expect(addedLines(diff, "rbln-serving-npu-dev-0-weights", "create")).toContainEqual(
+      "models=(MiniMaxAI/MiniMax-M2.7 asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k)",
+    );
     // One added line: the flag goes before the stack's own last flag (--shutdown-timeout), so no other line changes.
     // And the step's marker of the new compile key (a rank whose cache was placed ahead must load it).
-    expect(addedLines(diff, "rbln-serving-npu-dev-0-main-0", "create")).toEqual([COMPILE_MARKER_LINE, expect.stringMatching(/^ {4}--speculative-config "\{\\n {6}\\"method\\": \\"eagle3\\",/)]);
+    expect(addedLines(diff, "rbln-serving-npu-dev-0-main-0", "create")).toEqual([
+      COMPILE_MARKER_LINE,
+      expect.stringMatching(/^ {4}--speculative-config "\{\\n {6}\\"method\\": \\"eagle3\\",/),
+    ]);
   });
 
   it("spec_decode off → suffix also installs arctic-inference on that host", async () => {
@@ -98,12 +113,20 @@ describe("preview on platform hosts: each single change touches exactly what car
   it("a versions.vllmRbln bump reinstalls and restarts every unit of the host", async () => {
     const diff = await preview(dev, { ...dev, versions: { vllmRbln: "0.12.1" } });
     expect(diff.changed).toEqual({ "rbln-serving-npu-dev-0-install": ["create"], "rbln-serving-npu-dev-0-main-0": ["create"] });
-    expect(addedLines(diff, "rbln-serving-npu-dev-0-install", "create")).toContainEqual(expect.stringMatching(/^requirements=\(.*'vllm-rbln\[kv_connectors\]==0\.12\.1'\)$/));
+    expect(addedLines(diff, "rbln-serving-npu-dev-0-install", "create")).toContainEqual(
+      expect.stringMatching(/^requirements=\(.*'vllm-rbln\[kv_connectors\]==0\.12\.1'\)$/),
+    );
   });
 });
 
 describe("preview on Kubernetes, prefill/decode disaggregated", () => {
-  const launchResources = (roles: string[]) => Object.fromEntries(roles.flatMap((role) => [[`rbln-serving-workloads-${role}-launch`, ["data", "metadata"]], [`rbln-serving-workloads-${role}`, ["spec"]]]));
+  const launchResources = (roles: string[]) =>
+    Object.fromEntries(
+      roles.flatMap((role) => [
+        [`rbln-serving-workloads-${role}-launch`, ["data", "metadata"]],
+        [`rbln-serving-workloads-${role}`, ["spec"]],
+      ]),
+    );
 
   it("changes nothing when nothing changes", async () => {
     const diff = await preview(pd, pd);
@@ -127,15 +150,26 @@ describe("preview on Kubernetes, prefill/decode disaggregated", () => {
   }
 
   it("never changes or removes the namespace or the cache volumes, whatever the serving change", async () => {
-    for (const change of [{ axes: { spec_decode: "suffix", lmcache: "rds" } }, { target: "Latency" }, { preset: "recommended" }, { decodeReplicas: 4 }, { extraEnv: { decode: { X: "1" } } }]) {
+    for (const change of [
+      { axes: { spec_decode: "suffix", lmcache: "rds" } },
+      { target: "Latency" },
+      { preset: "recommended" },
+      { decodeReplicas: 4 },
+      { extraEnv: { decode: { X: "1" } } },
+    ]) {
       const diff = await preview(pd, { ...pd, ...change });
       const touched = [...Object.keys(diff.changed), ...diff.removed];
-      expect(touched.filter((name) => /-(namespace|weights|compile-cache)$/.test(name)), JSON.stringify(change)).toEqual([]);
+      expect(
+        touched.filter((name) => /-(namespace|weights|compile-cache)$/.test(name)),
+        JSON.stringify(change),
+      ).toEqual([]);
     }
   });
 
   it("shows the changed flag as a changed line of the launch script", async () => {
     const diff = await preview(pd, { ...pd, target: "Latency" });
-    expect(addedLines(diff, "rbln-serving-workloads-decode-launch", "data").filter((l) => l.includes("max-num-seqs"))).toEqual([expect.stringContaining("--max-num-seqs 1 \\\\")]);
+    expect(addedLines(diff, "rbln-serving-workloads-decode-launch", "data").filter((l) => l.includes("max-num-seqs"))).toEqual([
+      expect.stringContaining("--max-num-seqs 1 \\\\"),
+    ]);
   });
 });

@@ -12,7 +12,7 @@ import { runProgram } from "../program";
 import { stackDeployment } from "../cli/commands";
 import { renderStackFiles } from "./helpers/render";
 import { shippedCatalog } from "./helpers/recipes";
-import { isSecretAt, ofType, runUnderMocks, valueOf, type Registration } from "./helpers/pulumiHarness";
+import { isSecretAt, ofType, runUnderMocks, outputValue, type Registration } from "./helpers/pulumiHarness";
 
 const SECRETS = { sshPrivateKey: "MARKER-SSH-KEY-0001", pipPassword: "MARKER-PIP-PW-0002", hfToken: "MARKER-HF-TOKEN-0003", apiKey: "MARKER-API-KEY-0004" };
 
@@ -27,24 +27,27 @@ describe("the program on platform hosts", async () => {
 
   it("exports each rank's unit, host and URL, the endpoint and the curl", async () => {
     const outputs = result as ReturnType<typeof runProgram>;
-    expect(await valueOf(outputs.units)).toEqual([{ unit: "rbln-serving-test.main-0.service", host: "npu-dev-0", role: "main", rank: 0, url: "http://10.20.0.11:8000" }]);
-    expect(await valueOf(outputs.endpoints)).toEqual(["http://10.20.0.11:8000"]);
-    expect(await valueOf(outputs.curl)).toContain("http://10.20.0.11:8000/v1/chat/completions");
+    expect(await outputValue(outputs.units)).toEqual([
+      { unit: "rbln-serving-test.main-0.service", host: "npu-dev-0", role: "main", rank: 0, url: "http://10.20.0.11:8000" },
+    ]);
+    expect(await outputValue(outputs.endpoints)).toEqual(["http://10.20.0.11:8000"]);
+    expect(await outputValue(outputs.curl)).toContain("http://10.20.0.11:8000/v1/chat/completions");
   });
 
   it("runs without error", () => expect(error).toBeUndefined());
 
   it("registers the components and one command per step and rank, named by host, role and rank", () => {
-    expect(registrations.filter((r) => !r.custom).map((r) => `${r.type} ${r.name}`).sort()).toEqual([
-      "rbln-serving:index:ModelServing rbln-serving",
-      "rbln-serving:index:NpuHost rbln-serving-npu-dev-0",
-    ].sort());
-    expect(ofType(registrations, "command:remote:Command").map((r) => r.name).sort()).toEqual([
-      "rbln-serving-npu-dev-0-preflight",
-      "rbln-serving-npu-dev-0-install",
-      "rbln-serving-npu-dev-0-weights",
-      "rbln-serving-npu-dev-0-main-0",
-    ].sort());
+    expect(
+      registrations
+        .filter((r) => !r.custom)
+        .map((r) => `${r.type} ${r.name}`)
+        .sort(),
+    ).toEqual(["rbln-serving:index:ModelServing rbln-serving", "rbln-serving:index:NpuHost rbln-serving-npu-dev-0"].sort());
+    expect(
+      ofType(registrations, "command:remote:Command")
+        .map((r) => r.name)
+        .sort(),
+    ).toEqual(["rbln-serving-npu-dev-0-preflight", "rbln-serving-npu-dev-0-install", "rbln-serving-npu-dev-0-weights", "rbln-serving-npu-dev-0-main-0"].sort());
   });
 
   it("wires the steps in order: preflight, then install and weights, then the units", () => {
@@ -65,7 +68,9 @@ describe("the program on platform hosts", async () => {
 
   it("carries the rendered unit text in the command string, so preview shows the changed line", () => {
     const unit = byName(registrations, "rbln-serving-npu-dev-0-main-0");
-    expect(unit.inputs.create).toContain("ExecStart=/opt/rbln-serving/venvs/test/rebel-compiler-0.12.0_vllm-rbln-0.12.0/bin/vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\");
+    expect(unit.inputs.create).toContain(
+      "ExecStart=/opt/rbln-serving/venvs/test/rebel-compiler-0.12.0_vllm-rbln-0.12.0/bin/vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\",
+    );
     expect(unit.inputs.create).toContain("VLLM_ENGINE_READY_TIMEOUT_S='9600'");
   });
 
@@ -73,8 +78,15 @@ describe("the program on platform hosts", async () => {
     const { deployment, secrets } = stackDeployment({}, shippedCatalog, "dev");
     // Under the mock runtime the stack is called "test".
     const files = renderStackFiles(deployment, secrets, "test");
-    expect(Object.keys(files).filter((f) => /\/(systemd|env)\//.test(f))).toEqual(["hosts/npu-dev-0/systemd/rbln-serving-test.main-0.service", "hosts/npu-dev-0/env/test.main-0.env"]);
-    for (const [step, file] of [["main-0", "unit-main-0.sh"], ["install", "install.sh"], ["weights", "weights.sh"]]) {
+    expect(Object.keys(files).filter((f) => /\/(systemd|env)\//.test(f))).toEqual([
+      "hosts/npu-dev-0/systemd/rbln-serving-test.main-0.service",
+      "hosts/npu-dev-0/env/test.main-0.env",
+    ]);
+    for (const [step, file] of [
+      ["main-0", "unit-main-0.sh"],
+      ["install", "install.sh"],
+      ["weights", "weights.sh"],
+    ]) {
       expect(byName(registrations, `rbln-serving-npu-dev-0-${step}`).inputs.create).toContain(files[`hosts/npu-dev-0/${file}`]);
     }
   });
@@ -84,7 +96,9 @@ describe("the program on platform hosts", async () => {
     expect(isSecretAt(byName(registrations, "rbln-serving-npu-dev-0-weights").wireInputs, ["stdin"])).toBe(true);
     expect(isSecretAt(byName(registrations, "rbln-serving-npu-dev-0-main-0").wireInputs, ["stdin"])).toBe(true);
     expect(byName(registrations, "rbln-serving-npu-dev-0-main-0").inputs.stdin).toBe(`HF_TOKEN='${SECRETS.hfToken}'\nVLLM_API_KEY='${SECRETS.apiKey}'\n`);
-    expect(byName(registrations, "rbln-serving-npu-dev-0-install").inputs.stdin).toContain(`https://rbln-portal-user:${SECRETS.pipPassword}@pypi.rbln.ai/simple`);
+    expect(byName(registrations, "rbln-serving-npu-dev-0-install").inputs.stdin).toContain(
+      `https://rbln-portal-user:${SECRETS.pipPassword}@pypi.rbln.ai/simple`,
+    );
   });
 });
 
@@ -97,9 +111,9 @@ describe("the program publishes where ranks listen", () => {
     const { result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2, hosts }, SECRETS);
     expect(error).toBeUndefined();
     const outputs = result as ReturnType<typeof runProgram>;
-    expect(await valueOf(outputs.endpoints)).toEqual(["http://10.0.0.11:8000", "http://192.168.0.12:8000"]);
-    expect((await valueOf(outputs.units)).map((u) => u.url)).toEqual(["http://10.0.0.11:8000", "http://192.168.0.12:8000"]);
-    expect(await valueOf(outputs.curl)).toContain("http://10.0.0.11:8000/");
+    expect(await outputValue(outputs.endpoints)).toEqual(["http://10.0.0.11:8000", "http://192.168.0.12:8000"]);
+    expect((await outputValue(outputs.units)).map((u) => u.url)).toEqual(["http://10.0.0.11:8000", "http://192.168.0.12:8000"]);
+    expect(await outputValue(outputs.curl)).toContain("http://10.0.0.11:8000/");
     expect(outputs.scrapeTargets.map((t) => t.targets[0])).toEqual(["10.0.0.11:8000", "192.168.0.12:8000"]);
   });
 });
@@ -109,8 +123,8 @@ describe("the program on platform kubernetes", async () => {
 
   it("exports the gateway endpoint and a curl for the recipe's request that reads the API key from the environment", async () => {
     const outputs = result as ReturnType<typeof runProgram>;
-    expect(await valueOf(outputs.endpoints)).toEqual(["http://10.0.0.100"]);
-    const curl = await valueOf(outputs.curl);
+    expect(await outputValue(outputs.endpoints)).toEqual(["http://10.0.0.100"]);
+    const curl = await outputValue(outputs.curl);
     expect(curl).toMatch(/^curl -H "Authorization: Bearer \$VLLM_API_KEY" http:\/\/10\.0\.0\.100\/v1\/chat\/completions/);
     expect(curl).not.toContain(SECRETS.apiKey);
     expect(outputs.selection).toMatchObject({ strategy: "prefill-decode-disaggregated", target: "Throughput", spec_decode: "eagle3" });
@@ -120,44 +134,52 @@ describe("the program on platform kubernetes", async () => {
   it("runs without error", () => expect(error).toBeUndefined());
 
   it("registers workloads, caches that outlive destroy, the router chart and a read of the gateway", () => {
-    expect(registrations.map((r) => `${r.type} ${r.name}`).sort()).toEqual([
-      "rbln-serving:index:ModelServing rbln-serving",
-      "rbln-serving:index:NpuWorkloads rbln-serving-workloads",
-      "kubernetes:core/v1:Namespace rbln-serving-workloads-namespace",
-      "kubernetes:core/v1:Secret rbln-serving-workloads-secrets",
-      "kubernetes:core/v1:ServiceAccount rbln-serving-workloads-service-account",
-      "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-weights",
-      "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-prefill-compile-cache",
-      "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-decode-compile-cache",
-      "kubernetes:batch/v1:Job rbln-serving-workloads-weights-download",
-      "kubernetes:core/v1:ConfigMap rbln-serving-workloads-prefill-launch",
-      "kubernetes:apps/v1:Deployment rbln-serving-workloads-prefill",
-      "kubernetes:core/v1:ConfigMap rbln-serving-workloads-decode-launch",
-      "kubernetes:apps/v1:Deployment rbln-serving-workloads-decode",
-      "kubernetes:policy/v1:PodDisruptionBudget rbln-serving-workloads-prefill-disruption-budget",
-      "kubernetes:policy/v1:PodDisruptionBudget rbln-serving-workloads-decode-disruption-budget",
-      "kubernetes:networking.k8s.io/v1:NetworkPolicy rbln-serving-workloads-prefill-network-policy",
-      "kubernetes:networking.k8s.io/v1:NetworkPolicy rbln-serving-workloads-decode-network-policy",
-      "kubernetes:monitoring.coreos.com/v1:PodMonitor rbln-serving-workloads-vllm-monitor",
-      "kubernetes:monitoring.coreos.com/v1:PodMonitor rbln-serving-workloads-epp-monitor",
-      "kubernetes:monitoring.coreos.com/v1:PrometheusRule rbln-serving-workloads-alerts",
-      "kubernetes:core/v1:ConfigMap rbln-serving-workloads-dashboard",
-      "rbln-serving:index:LlmdRouter rbln-serving-router",
-      "kubernetes:helm.sh/v4:Chart rbln-serving-router-chart",
-      "kubernetes:gateway.networking.k8s.io/v1:Gateway rbln-serving-router-gateway",
-    ].sort());
+    expect(registrations.map((r) => `${r.type} ${r.name}`).sort()).toEqual(
+      [
+        "rbln-serving:index:ModelServing rbln-serving",
+        "rbln-serving:index:NpuWorkloads rbln-serving-workloads",
+        "kubernetes:core/v1:Namespace rbln-serving-workloads-namespace",
+        "kubernetes:core/v1:Secret rbln-serving-workloads-secrets",
+        "kubernetes:core/v1:ServiceAccount rbln-serving-workloads-service-account",
+        "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-weights",
+        "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-prefill-compile-cache",
+        "kubernetes:core/v1:PersistentVolumeClaim rbln-serving-workloads-decode-compile-cache",
+        "kubernetes:batch/v1:Job rbln-serving-workloads-weights-download",
+        "kubernetes:core/v1:ConfigMap rbln-serving-workloads-prefill-launch",
+        "kubernetes:apps/v1:Deployment rbln-serving-workloads-prefill",
+        "kubernetes:core/v1:ConfigMap rbln-serving-workloads-decode-launch",
+        "kubernetes:apps/v1:Deployment rbln-serving-workloads-decode",
+        "kubernetes:policy/v1:PodDisruptionBudget rbln-serving-workloads-prefill-disruption-budget",
+        "kubernetes:policy/v1:PodDisruptionBudget rbln-serving-workloads-decode-disruption-budget",
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy rbln-serving-workloads-prefill-network-policy",
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy rbln-serving-workloads-decode-network-policy",
+        "kubernetes:monitoring.coreos.com/v1:PodMonitor rbln-serving-workloads-vllm-monitor",
+        "kubernetes:monitoring.coreos.com/v1:PodMonitor rbln-serving-workloads-epp-monitor",
+        "kubernetes:monitoring.coreos.com/v1:PrometheusRule rbln-serving-workloads-alerts",
+        "kubernetes:core/v1:ConfigMap rbln-serving-workloads-dashboard",
+        "rbln-serving:index:LlmdRouter rbln-serving-router",
+        "kubernetes:helm.sh/v4:Chart rbln-serving-router-chart",
+        "kubernetes:gateway.networking.k8s.io/v1:Gateway rbln-serving-router-gateway",
+      ].sort(),
+    );
     for (const r of ofType(registrations, "kubernetes:core/v1:PersistentVolumeClaim")) expect(r.retainOnDelete, r.name).toBe(true);
     // One Job downloads; the Deployments start after it, so no pod ever downloads.
     const job = byName(registrations, "rbln-serving-workloads-weights-download");
     for (const r of ofType(registrations, "kubernetes:apps/v1:Deployment")) expect(r.dependencies, r.name).toContain(job.urn);
     // Launch ConfigMaps outlive their revision, so `kubectl rollout undo` finds the previous one.
-    for (const r of ofType(registrations, "kubernetes:core/v1:ConfigMap").filter((c) => c.name.endsWith("-launch"))) expect(r.retainOnDelete, r.name).toBe(true);
+    for (const r of ofType(registrations, "kubernetes:core/v1:ConfigMap").filter((c) => c.name.endsWith("-launch")))
+      expect(r.retainOnDelete, r.name).toBe(true);
     expect(byName(registrations, "rbln-serving-router-gateway").read).toBe(true);
   });
 
   it("installs the llm-d gateway chart v0.10.0 from its OCI registry with the generated values", () => {
     const chart = byName(registrations, "rbln-serving-router-chart");
-    expect(chart.inputs).toMatchObject({ chart: "oci://ghcr.io/llm-d/charts/llm-d-router-gateway", version: "v0.10.0", name: "router", namespace: "llm-serving" });
+    expect(chart.inputs).toMatchObject({
+      chart: "oci://ghcr.io/llm-d/charts/llm-d-router-gateway",
+      version: "v0.10.0",
+      name: "router",
+      namespace: "llm-serving",
+    });
     expect(chart.inputs.values.router.modelServers.matchLabels).toEqual({ "llm-d.ai/guide": "pd-disaggregation" });
   });
 
@@ -205,7 +227,9 @@ describe("the program reads config as the offline commands do", () => {
     expect((plain.error as Error).message).toBe("rbln-serving:hfToken: is stored in plain text; set it with: pulumi config set --secret hfToken");
     expect(plain.registrations).toEqual([]);
     const encrypted = await runUnderMocks(runProgram, dev, { ...SECRETS, strategy: "aggregated-data-expert-parallel" });
-    expect((encrypted.error as Error).message).toMatch(/^rbln-serving:strategy: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey, registryPassword are read as secrets/);
+    expect((encrypted.error as Error).message).toMatch(
+      /^rbln-serving:strategy: is encrypted, but only sshPrivateKey, hfToken, pipPassword, apiKey, registryPassword are read as secrets/,
+    );
   });
 });
 
@@ -225,7 +249,9 @@ describe("an invalid config", () => {
     const insecure = await runUnderMocks(runProgram, { ...raw, hosts, insecureSkipHostKeyCheck: true }, SECRETS);
     expect(insecure.error).toBeUndefined();
     expect(byName(insecure.registrations, "rbln-serving-npu-dev-0-main-0").inputs.connection.hostKey).toBeUndefined();
-    expect((insecure.result as ReturnType<typeof runProgram>).warnings).toContainEqual(expect.stringMatching(/^insecureSkipHostKeyCheck: true: SSH host keys are not checked/));
+    expect((insecure.result as ReturnType<typeof runProgram>).warnings).toContainEqual(
+      expect.stringMatching(/^insecureSkipHostKeyCheck: true: SSH host keys are not checked/),
+    );
   });
 
   it("reaches hosts through a bastion: the stack-wide sshProxy, or a host's own proxy, with the same key as a secret", async () => {
@@ -234,9 +260,21 @@ describe("an invalid config", () => {
     const bastion = { address: "bastion.example.com", user: "jump", hostKey: EXAMPLE_HOST_KEY };
     const viaStack = await runUnderMocks(runProgram, { ...raw, sshProxy: bastion }, SECRETS);
     const unit = byName(viaStack.registrations, "rbln-serving-npu-dev-0-main-0");
-    expect(unit.inputs.connection.proxy).toEqual({ host: "bastion.example.com", port: 22, user: "jump", privateKey: SECRETS.sshPrivateKey, hostKey: EXAMPLE_HOST_KEY, dialErrorLimit: 60, perDialTimeout: 30 });
+    expect(unit.inputs.connection.proxy).toEqual({
+      host: "bastion.example.com",
+      port: 22,
+      user: "jump",
+      privateKey: SECRETS.sshPrivateKey,
+      hostKey: EXAMPLE_HOST_KEY,
+      dialErrorLimit: 60,
+      perDialTimeout: 30,
+    });
     expect(isSecretAt(unit.wireInputs, ["connection", "proxy", "privateKey"])).toBe(true);
-    const own = await runUnderMocks(runProgram, { ...raw, sshProxy: bastion, hosts: [{ ...host, proxy: { ...bastion, address: "10.20.0.1", port: 2200 } }] }, SECRETS);
+    const own = await runUnderMocks(
+      runProgram,
+      { ...raw, sshProxy: bastion, hosts: [{ ...host, proxy: { ...bastion, address: "10.20.0.1", port: 2200 } }] },
+      SECRETS,
+    );
     expect(byName(own.registrations, "rbln-serving-npu-dev-0-preflight").inputs.connection.proxy).toMatchObject({ host: "10.20.0.1", port: 2200 });
     const unchecked = await runUnderMocks(runProgram, { ...raw, sshProxy: { address: "bastion.example.com" } }, SECRETS);
     expect((unchecked.error as Error).message).toMatch(/^rbln-serving:sshProxy\.hostKey: required/);
@@ -245,7 +283,9 @@ describe("an invalid config", () => {
   it("warns about keys under another namespace, naming them, in the stack's warnings", async () => {
     const { result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, "rbln_serving:target": "Throughput" }, SECRETS);
     expect(error).toBeUndefined();
-    expect((result as ReturnType<typeof runProgram>).warnings).toContain('rbln_serving:target: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:target?');
+    expect((result as ReturnType<typeof runProgram>).warnings).toContain(
+      'rbln_serving:target: not read: the project reads keys under "rbln-serving:" only; did you mean rbln-serving:target?',
+    );
   });
 
   it("refuses platform hosts without the SSH key", async () => {
@@ -260,7 +300,11 @@ describe("replicas", () => {
     const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
     const { registrations, result, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts }, SECRETS);
     expect(error).toBeUndefined();
-    expect(ofType(registrations, "rbln-serving:index:NpuHost").map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0", "rbln-serving-npu-1", "rbln-serving-npu-2"]);
+    expect(
+      ofType(registrations, "rbln-serving:index:NpuHost")
+        .map((r) => r.name)
+        .sort(),
+    ).toEqual(["rbln-serving-npu-0", "rbln-serving-npu-1", "rbln-serving-npu-2"]);
     const short = (urn: string) => urn.split("::").pop()!.replace("rbln-serving-", "");
     const dependencies = Object.fromEntries(ofType(registrations, "command:remote:Command").map((r) => [short(r.urn), r.dependencies.map(short).sort()]));
     // Preflight and install of every host run side by side; only the seed (npu-0) downloads from the hub.
@@ -273,7 +317,12 @@ describe("replicas", () => {
       [`npu-${from}-revoke-${kind}npu-${i}`]: [`npu-${i}-copy-${kind}npu-${from}`],
     });
     expect(dependencies).toEqual({
-      ...Object.fromEntries(hosts.flatMap(({ name }) => [[`${name}-preflight`, []], [`${name}-install`, [`${name}-preflight`]]])),
+      ...Object.fromEntries(
+        hosts.flatMap(({ name }) => [
+          [`${name}-preflight`, []],
+          [`${name}-install`, [`${name}-preflight`]],
+        ]),
+      ),
       "npu-0-weights": ["npu-0-preflight"],
       ...copy(1, 0, "", ["npu-0-weights"]),
       ...copy(2, 0, "", ["npu-0-weights"]),
@@ -283,12 +332,20 @@ describe("replicas", () => {
       "npu-1-main-0": ["npu-0-main-0", "npu-1-copy-compile-npu-0", "npu-1-copy-npu-0", "npu-1-install"],
       "npu-2-main-0": ["npu-1-main-0", "npu-2-copy-compile-npu-1", "npu-2-copy-npu-0", "npu-2-install"],
     });
-    expect(await valueOf((result as ReturnType<typeof runProgram>).endpoints)).toEqual(["http://10.0.1.1:8000", "http://10.0.1.2:8000", "http://10.0.1.3:8000"]);
+    expect(await outputValue((result as ReturnType<typeof runProgram>).endpoints)).toEqual([
+      "http://10.0.1.1:8000",
+      "http://10.0.1.2:8000",
+      "http://10.0.1.3:8000",
+    ]);
   });
 
   it("on hosts: a grant's private key is a secret output, never logged, and reaches only its copy's stdin; the copy verifies the seed's host key", async () => {
     const hosts = [0, 1].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
-    const { registrations } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2, hosts, rollout: { maxUnavailable: "100%" } }, SECRETS);
+    const { registrations } = await runUnderMocks(
+      runProgram,
+      { ...readStackFile("dev").raw, replicas: 2, hosts, rollout: { maxUnavailable: "100%" } },
+      SECRETS,
+    );
     const grant = registrations.find((r) => r.name === "rbln-serving-npu-0-allow-npu-1")!;
     expect(grant.inputs.logging).toBe("none");
     expect(grant.inputs.connection.host).toBe("10.0.1.1");
@@ -303,9 +360,11 @@ describe("replicas", () => {
   it("on hosts: modelRevision is the pinned revision, or the commit the seed's download reports", async () => {
     const pinned = "0123456789abcdef0123456789abcdef01234567";
     const { registrations, result } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, revision: pinned }, SECRETS);
-    expect(await valueOf((result as ReturnType<typeof runProgram>).modelRevision)).toBe(pinned);
+    expect(await outputValue((result as ReturnType<typeof runProgram>).modelRevision)).toBe(pinned);
     expect(registrations.find((r) => r.name === "rbln-serving-npu-dev-0-weights")!.inputs.create).toContain(`revisions=(${pinned})`);
-    expect(reportedRevision(`weights npu-0: done\nrevision MiniMaxAI/MiniMax-M2.7 ${pinned}\nrevision some/draft ${"f".repeat(40)}`, "MiniMaxAI/MiniMax-M2.7")).toBe(pinned);
+    expect(
+      reportedRevision(`weights npu-0: done\nrevision MiniMaxAI/MiniMax-M2.7 ${pinned}\nrevision some/draft ${"f".repeat(40)}`, "MiniMaxAI/MiniMax-M2.7"),
+    ).toBe(pinned);
     expect(reportedRevision("weights npu-0: done", "MiniMaxAI/MiniMax-M2.7")).toBeNull();
   });
 
@@ -322,7 +381,11 @@ describe("replicas", () => {
 
   it("on hosts with rollout.maxUnavailable 100%: the first host's units change first, then every other replica's at once; only the copies link hosts", async () => {
     const hosts = [0, 1, 2].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
-    const { registrations, error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 3, hosts, rollout: { maxUnavailable: "100%" } }, SECRETS);
+    const { registrations, error } = await runUnderMocks(
+      runProgram,
+      { ...readStackFile("dev").raw, replicas: 3, hosts, rollout: { maxUnavailable: "100%" } },
+      SECRETS,
+    );
     expect(error).toBeUndefined();
     const hostOf = (urn: string) => urn.split("::").pop()!.split("-")[3];
     const commands = ofType(registrations, "command:remote:Command");
@@ -334,13 +397,22 @@ describe("replicas", () => {
     const unitDeps = (host: string) => commands.find((c) => c.name === `rbln-serving-npu-${host}-main-0`)!.dependencies.map((d) => d.split("::").pop());
     expect(unitDeps("1")).toContain("rbln-serving-npu-1-copy-compile-npu-0");
     expect(unitDeps("2")).toContain("rbln-serving-npu-2-copy-compile-npu-0");
-    expect(commands.find((c) => c.name === "rbln-serving-npu-0-allow-compile-npu-1")!.dependencies.map((d) => d.split("::").pop())).toEqual(["rbln-serving-npu-0-main-0"]);
-    expect(commands.filter((c) => c.name.includes("copy-compile")).map((c) => c.name).sort()).toEqual(["rbln-serving-npu-1-copy-compile-npu-0", "rbln-serving-npu-2-copy-compile-npu-0"]);
+    expect(commands.find((c) => c.name === "rbln-serving-npu-0-allow-compile-npu-1")!.dependencies.map((d) => d.split("::").pop())).toEqual([
+      "rbln-serving-npu-0-main-0",
+    ]);
+    expect(
+      commands
+        .filter((c) => c.name.includes("copy-compile"))
+        .map((c) => c.name)
+        .sort(),
+    ).toEqual(["rbln-serving-npu-1-copy-compile-npu-0", "rbln-serving-npu-2-copy-compile-npu-0"]);
   });
 
   it("refuses a host list that does not match nodes × replicas, saying how many are needed", async () => {
     const { error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2 }, SECRETS);
-    expect((error as Error).message).toBe('rbln-serving:hosts: 1 given; strategy "aggregated-data-expert-parallel" with replicas: 2 needs exactly 2 (1 per replica)');
+    expect((error as Error).message).toBe(
+      'rbln-serving:hosts: 1 given; strategy "aggregated-data-expert-parallel" with replicas: 2 needs exactly 2 (1 per replica)',
+    );
   });
 
   it("on Kubernetes: xPyD scales prefill and decode separately behind the one pool", async () => {
@@ -356,33 +428,49 @@ describe("ModelServing as a library", () => {
     const { registrations, error, result } = await runUnderMocks(
       () =>
         new ModelServing("team-a", {
-          settings: { strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "cpu" }, hosts: [{ name: "box-1", address: "192.168.10.5", user: "ubuntu", port: 2222, hostKey: EXAMPLE_HOST_KEY }] },
+          settings: {
+            strategy: "aggregated-pipeline-parallel",
+            target: "Throughput",
+            axes: { lmcache: "cpu" },
+            hosts: [{ name: "box-1", address: "192.168.10.5", user: "ubuntu", port: 2222, hostKey: EXAMPLE_HOST_KEY }],
+          },
           secrets: { sshPrivateKey: pulumi.secret("library-key") },
         }),
       {},
       {},
     );
     expect(error).toBeUndefined();
-    expect(ofType(registrations, "command:remote:Command").map((r) => r.name).sort()).toEqual(["team-a-box-1-install", "team-a-box-1-main-0", "team-a-box-1-preflight", "team-a-box-1-weights"]);
+    expect(
+      ofType(registrations, "command:remote:Command")
+        .map((r) => r.name)
+        .sort(),
+    ).toEqual(["team-a-box-1-install", "team-a-box-1-main-0", "team-a-box-1-preflight", "team-a-box-1-weights"]);
     const unit = byName(registrations, "team-a-box-1-main-0");
     expect(unit.inputs.connection).toMatchObject({ host: "192.168.10.5", port: 2222, user: "ubuntu" });
     // Not root: the scripts run through sudo.
     expect(unit.inputs.create.startsWith("sudo -n bash -c")).toBe(true);
-    expect(await valueOf((result as InstanceType<typeof ModelServing>).endpoints)).toEqual(["http://192.168.10.5:8000"]);
+    expect(await outputValue((result as InstanceType<typeof ModelServing>).endpoints)).toEqual(["http://192.168.10.5:8000"]);
   });
 
   it("refuses an instance name with a control character before registering anything, on either platform, naming it escaped on one line", async () => {
     const hosts = [{ name: "box-1", address: "192.168.10.5", hostKey: EXAMPLE_HOST_KEY }];
     const settings = [
       { strategy: "aggregated-pipeline-parallel", target: "Throughput", hosts },
-      { strategy: "prefill-decode-disaggregated", target: "Throughput", platform: "kubernetes" as const, kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0" } },
+      {
+        strategy: "prefill-decode-disaggregated",
+        target: "Throughput",
+        platform: "kubernetes" as const,
+        kubernetes: { image: "registry.example.com/vllm-rbln:0.12.0" },
+      },
     ];
     // A newline and a key line: in a grant's tag it would have been a key line of its own in root's authorized_keys.
     for (const name of ["team\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostile attacker", "esc\u001b[31m", "del\u007f"]) {
       for (const platform of settings) {
         const { registrations, error } = await runUnderMocks(() => new ModelServing(name, { settings: platform, secrets: { sshPrivateKey: "k" } }), {}, {});
         expect(registrations).toEqual([]);
-        expect((error as Error).message).toBe(`name: ${JSON.stringify(name).replace("\u007f", "\\u007f")} holds a control character; an instance name may hold printable characters only`);
+        expect((error as Error).message).toBe(
+          `name: ${JSON.stringify(name).replace("\u007f", "\\u007f")} holds a control character; an instance name may hold printable characters only`,
+        );
         expect((error as Error).message).not.toMatch(/[\n\u001b\u007f]/);
       }
     }
@@ -392,10 +480,16 @@ describe("ModelServing as a library", () => {
 describe("kubernetes outputs", () => {
   it("list each role's Deployment with the ranks, ports and NPUs of its pods", async () => {
     const { result } = await runUnderMocks(runProgram, readStackFile("prod").raw, {});
-    const deployments = await valueOf((result as ReturnType<typeof runProgram>).deployments);
+    const deployments = await outputValue((result as ReturnType<typeof runProgram>).deployments);
     expect(deployments).toEqual([
       { role: "prefill", deployment: "rbln-serving-prefill", namespace: "llm-serving", replicas: 1, ranks: [{ rank: 0, port: 8000, devices: [0, 1, 2, 3] }] },
-      { role: "decode", deployment: "rbln-serving-decode", namespace: "llm-serving", replicas: 1, ranks: [0, 1, 2, 3].map((rank) => ({ rank, port: 8200 + rank, devices: [rank] })) },
+      {
+        role: "decode",
+        deployment: "rbln-serving-decode",
+        namespace: "llm-serving",
+        replicas: 1,
+        ranks: [0, 1, 2, 3].map((rank) => ({ rank, port: 8200 + rank, devices: [rank] })),
+      },
     ]);
   });
 });

@@ -42,7 +42,12 @@ describe("a real Prometheus pointed at the rendered files", () => {
     const base = `127.${50 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250)}`;
     const names = ["npu-a", "npu-b", "npu-c"];
     const deployment = planDeployment(
-      parseStackSettings({ strategy: "aggregated-pipeline-parallel", target: "Throughput", replicas: 3, hosts: names.map((name, i) => ({ name, address: `${base}.${i + 1}`, hostKey: EXAMPLE_HOST_KEY })) }),
+      parseStackSettings({
+        strategy: "aggregated-pipeline-parallel",
+        target: "Throughput",
+        replicas: 3,
+        hosts: names.map((name, i) => ({ name, address: `${base}.${i + 1}`, hostKey: EXAMPLE_HOST_KEY })),
+      }),
       shippedCatalog,
     );
     const ranks: FakeVllm[] = [];
@@ -83,10 +88,23 @@ describe("a real Prometheus pointed at the rendered files", () => {
       return result.length === names.length && result.every((r: any) => r.value[1] === "1") ? result : undefined;
     });
     expect(up.map((r: any) => r.metric).sort((a: any, b: any) => a.host.localeCompare(b.host))).toEqual(
-      names.map((host, i) => ({ __name__: "up", job: "rbln-serving", instance: `${base}.${i + 1}:8000`, host, role: "main", rank: "0", model: MODEL, strategy: "aggregated-pipeline-parallel" })),
+      names.map((host, i) => ({
+        __name__: "up",
+        job: "rbln-serving",
+        instance: `${base}.${i + 1}:8000`,
+        host,
+        role: "main",
+        rank: "0",
+        model: MODEL,
+        strategy: "aggregated-pipeline-parallel",
+      })),
     );
     const running = (await api(`query?query=${encodeURIComponent("sum by (host, role, rank) (vllm:num_requests_running)")}`)).data.result;
-    expect(running.map((r: any) => [r.metric.host, r.value[1]]).sort()).toEqual([["npu-a", "0"], ["npu-b", "1"], ["npu-c", "2"]]);
+    expect(running.map((r: any) => [r.metric.host, r.value[1]]).sort()).toEqual([
+      ["npu-a", "0"],
+      ["npu-b", "1"],
+      ["npu-c", "2"],
+    ]);
     const rules = await until("the rules evaluated", async () => {
       const groups = (await api("rules")).data.groups;
       return groups[0]?.rules.every((r: any) => r.health !== "unknown") ? groups : undefined;

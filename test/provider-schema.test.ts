@@ -11,7 +11,7 @@ import { StackSettings } from "../core/config/stackConfig";
 import { SECRET_KEYS } from "../core/config/secrets";
 import { planServing, type ModelServing as ComponentModelServing } from "../components/modelServing";
 import { componentArgs, type ModelServing as PackageModelServing, type ModelServingArgs } from "../provider/modelServing";
-import { GENERATE_COMMAND, GENERATED_FILE, providerTypesSource } from "../scripts/generate-provider-types";
+import { GENERATE_COMMAND, GENERATED_FILE, generatedFileText, providerTypesSource } from "../scripts/generate-provider-types";
 
 // The schema `pulumi package add` would publish, inferred offline by Pulumi's own analyzer from
 // the TypeScript source the provider entry points it at (provider/).
@@ -99,7 +99,8 @@ function mismatch({ schema: node, required }: KeyPath, found: { spec: Spec; requ
   const type = deref(spec);
   const def = node._zod.def;
   if (found.required !== required) return `required ${found.required}, the stack config ${required}`;
-  if ((spec.$ref === ANY) !== (def.type === "unknown" || (def.type === "union" && def.options.some((o) => scalarOf(o) === undefined)))) return `${JSON.stringify(spec)} for a zod ${def.type}`;
+  if ((spec.$ref === ANY) !== (def.type === "unknown" || (def.type === "union" && def.options.some((o) => scalarOf(o) === undefined))))
+    return `${JSON.stringify(spec)} for a zod ${def.type}`;
   switch (def.type) {
     case "object":
       return type.type === "object" && type.properties ? undefined : `not an object type: ${JSON.stringify(spec)}`;
@@ -108,7 +109,9 @@ function mismatch({ schema: node, required }: KeyPath, found: { spec: Spec; requ
     case "record":
       return type.type === "object" && type.additionalProperties ? undefined : "not a map";
     case "enum":
-      return JSON.stringify(type.enum?.map((e) => e.value)) === JSON.stringify(Object.values(def.entries)) ? undefined : `not the enum ${Object.values(def.entries)}`;
+      return JSON.stringify(type.enum?.map((e) => e.value)) === JSON.stringify(Object.values(def.entries))
+        ? undefined
+        : `not the enum ${Object.values(def.entries)}`;
     case "union": {
       const scalars = def.options.map(scalarOf);
       if (scalars.includes(undefined)) return undefined;
@@ -125,7 +128,9 @@ function mismatch({ schema: node, required }: KeyPath, found: { spec: Spec; requ
 describe("the component package schema", () => {
   it("lists ModelServing as a component in the index module, requiring what the stack config requires", () => {
     expect(resource.isComponent).toBe(true);
-    const required = Object.entries(StackSettings.shape).filter(([, field]) => !field.safeParse(undefined).success).map(([key]) => key);
+    const required = Object.entries(StackSettings.shape)
+      .filter(([, field]) => !field.safeParse(undefined).success)
+      .map(([key]) => key);
     expect(resource.requiredInputs?.sort()).toEqual(required.sort());
     expect(required.sort()).toEqual(["strategy", "target"]);
   });
@@ -134,7 +139,18 @@ describe("the component package schema", () => {
     const paths = keyPaths(StackSettings);
     const names = paths.map((p) => p.keys.join("."));
     // The walk itself reaches the nested keys the hand-copied types once lacked.
-    expect(names).toEqual(expect.arrayContaining(["hosts.[].hostKey", "hosts.[].proxy.hostKey", "sshProxy.port", "kubernetes.resources.{}.limits.cpu", "kubernetes.tolerations.[].effect", "router.pickerResources.requests.memory", "rollout.maxUnavailable", "cache.shared"]));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        "hosts.[].hostKey",
+        "hosts.[].proxy.hostKey",
+        "sshProxy.port",
+        "kubernetes.resources.{}.limits.cpu",
+        "kubernetes.tolerations.[].effect",
+        "router.pickerResources.requests.memory",
+        "rollout.maxUnavailable",
+        "cache.shared",
+      ]),
+    );
     expect(paths.length).toBeGreaterThan(100);
     const problems = paths.flatMap((p) => {
       const found = inputAt(p.keys);
@@ -173,8 +189,11 @@ describe("the component package schema", () => {
       scrapeTargets: { type: "array", items: { $ref: "#/types/rbln-serving:index:ScrapeTargetOutput" } },
       compileKeys: { type: "array", items: { $ref: "#/types/rbln-serving:index:CompileKeyOutput" } },
     });
-    expect(schema.types["rbln-serving:index:RoleDeploymentOutput"]?.properties?.["ranks"]).toMatchObject({ type: "array", items: { $ref: "#/types/rbln-serving:index:RankPlacement" } });
-    expect(schema.types["rbln-serving:index:ScrapeTargetOutput"]?.properties?.["labels"]).toMatchObject({ $ref: "#/types/rbln-serving:index:ScrapeLabelsOutput" });
+    expect(schema.types["rbln-serving:index:RoleDeploymentOutput"]?.properties?.ranks).toMatchObject({
+      type: "array",
+      items: { $ref: "#/types/rbln-serving:index:RankPlacement" },
+    });
+    expect(schema.types["rbln-serving:index:ScrapeTargetOutput"]?.properties?.labels).toMatchObject({ $ref: "#/types/rbln-serving:index:ScrapeLabelsOutput" });
   });
 
   it("declares the TypeScript component's outputs, with the same types", () => {
@@ -194,7 +213,9 @@ describe("the component package schema", () => {
   });
 
   it("is generated from the stack config's schema, and the generated file is fresh", () => {
-    expect(fs.readFileSync(GENERATED_FILE, "utf8"), `${path.relative(process.cwd(), GENERATED_FILE)} is stale: run \`${GENERATE_COMMAND}\``).toBe(providerTypesSource());
+    expect(fs.readFileSync(GENERATED_FILE, "utf8"), `${path.relative(process.cwd(), GENERATED_FILE)} is stale: run \`${GENERATE_COMMAND}\``).toBe(
+      generatedFileText(),
+    );
   });
 });
 
@@ -203,7 +224,8 @@ function yamlMismatches(value: unknown, spec: Spec, where: string): string[] {
   if (spec.$ref === ANY) return [];
   const type = deref(spec);
   if (type.enum) return type.enum.some((e) => e.value === value) ? [] : [`${where}: ${JSON.stringify(value)} is not one of ${type.enum.map((e) => e.value)}`];
-  if (type.type === "array") return Array.isArray(value) ? value.flatMap((item, i) => yamlMismatches(item, type.items!, `${where}[${i}]`)) : [`${where}: not a list`];
+  if (type.type === "array")
+    return Array.isArray(value) ? value.flatMap((item, i) => yamlMismatches(item, type.items!, `${where}[${i}]`)) : [`${where}: not a list`];
   if (type.type === "object") {
     if (typeof value !== "object" || value === null || Array.isArray(value)) return [`${where}: not an object`];
     return objectMismatches(value as Record<string, unknown>, type, where);
@@ -215,7 +237,12 @@ function objectMismatches(value: Record<string, unknown>, type: Spec, where: str
   const at = (key: string) => (where ? `${where}.${key}` : key);
   if (type.additionalProperties) return Object.entries(value).flatMap(([key, item]) => yamlMismatches(item, type.additionalProperties!, at(key)));
   const missing = (type.required ?? []).filter((key) => !(key in value)).map((key) => `${at(key)}: required`);
-  return [...missing, ...Object.entries(value).flatMap(([key, item]) => (type.properties?.[key] ? yamlMismatches(item, type.properties[key], at(key)) : [`${at(key)}: not in the schema`]))];
+  return [
+    ...missing,
+    ...Object.entries(value).flatMap(([key, item]) =>
+      type.properties?.[key] ? yamlMismatches(item, type.properties[key], at(key)) : [`${at(key)}: not in the schema`],
+    ),
+  ];
 }
 
 describe("the example YAML program", () => {
@@ -230,7 +257,11 @@ describe("the example YAML program", () => {
 
   it("finds a property the schema lacks and a value of the wrong type", () => {
     const wrong = { ...properties, hosts: [{ ...properties.hosts[0], hostkey: "x" }], rollout: { maxUnavailable: 1 }, platform: "nomad" };
-    expect(objectMismatches(wrong, inputs, "")).toEqual(["hosts[0].hostkey: not in the schema", "rollout.maxUnavailable: 1 is not a string", 'platform: "nomad" is not one of hosts,kubernetes']);
+    expect(objectMismatches(wrong, inputs, "")).toEqual([
+      "hosts[0].hostkey: not in the schema",
+      "rollout.maxUnavailable: 1 is not a string",
+      'platform: "nomad" is not one of hosts,kubernetes',
+    ]);
   });
 
   it("plans, through componentArgs as the package passes it", () => {
@@ -282,7 +313,9 @@ describe("the generator", () => {
     );
     expect(source).toContain("  host?: any;\n");
     expect(source).toContain("  listen?: string;\n");
-    expect(source).toMatch(/A number or string in the stack config, given as a string here \("1" for 1\)\.\n {3}\* Default: "25%"\.\n {3}\*\/\n {2}unavailable\?: string;/);
+    expect(source).toMatch(
+      /A number or string in the stack config, given as a string here \("1" for 1\)\.\n {3}\* Default: "25%"\.\n {3}\*\/\n {2}unavailable\?: string;/,
+    );
     expect(source).toContain('export const Mode = { Fast: "fast", Safe: "safe" } as const;\nexport type Mode = (typeof Mode)[keyof typeof Mode];');
     expect(source).toContain("  mode?: Mode;\n");
     expect(source).toContain("  preset?: string;\n");
@@ -295,24 +328,42 @@ describe("the generator", () => {
 
   it("names a type after its path, unless the schema gives it an id, which one type serves everywhere", () => {
     const Bare = z.strictObject({ cpu: z.string().optional() });
-    const source = providerTypesSource(settings({ kubernetes: z.strictObject({ sidecar: Bare.optional(), main: Bare.optional(), picker: Resources.optional() }).optional(), router: z.strictObject({ picker: Resources.optional() }).optional() }));
-    expect(source.match(/^export interface \w+/gm)).toEqual(["export interface ModelServingArgs", "export interface KubernetesArgs", "export interface RouterArgs", "export interface KubernetesSidecarArgs", "export interface KubernetesMainArgs", "export interface ResourcesArgs"]);
+    const source = providerTypesSource(
+      settings({
+        kubernetes: z.strictObject({ sidecar: Bare.optional(), main: Bare.optional(), picker: Resources.optional() }).optional(),
+        router: z.strictObject({ picker: Resources.optional() }).optional(),
+      }),
+    );
+    expect(source.match(/^export interface \w+/gm)).toEqual([
+      "export interface ModelServingArgs",
+      "export interface KubernetesArgs",
+      "export interface RouterArgs",
+      "export interface KubernetesSidecarArgs",
+      "export interface KubernetesMainArgs",
+      "export interface ResourcesArgs",
+    ]);
     expect(source).toContain("export interface RouterArgs {\n  picker?: ResourcesArgs;\n}");
   });
 
   it("refuses two types of one name, and a construct it has no rule for, naming the paths", () => {
-    expect(() => providerTypesSource(settings({ a: z.strictObject({ b: z.strictObject({}) }), aB: z.strictObject({}) }))).toThrow("aB and a.b would both be ABArgs");
+    expect(() => providerTypesSource(settings({ a: z.strictObject({ b: z.strictObject({}) }), aB: z.strictObject({}) }))).toThrow(
+      "aB and a.b would both be ABArgs",
+    );
     expect(() => providerTypesSource(settings({ when: z.strictObject({ at: z.date() }) }))).toThrow("when.at: a zod date has no type in the component package");
     expect(() => providerTypesSource(settings({ mode: z.enum(["a-b", "aB"]) }))).toThrow("mode: two values of Mode give the same member name");
     expect(() => providerTypesSource(settings({ apiKey: z.string() }))).toThrow("apiKey is a secret and a plain setting");
   });
 
   it("names enum members after their values, digits first too", () => {
-    expect(providerTypesSource(settings({ share: z.enum(["25%", "no-limit"]) }))).toContain('export const Share = { Value25: "25%", NoLimit: "no-limit" } as const;');
+    expect(providerTypesSource(settings({ share: z.enum(["25%", "no-limit"]) }))).toContain(
+      'export const Share = { Value25: "25%", NoLimit: "no-limit" } as const;',
+    );
   });
 
   it("takes doc comments from the schema's descriptions, and secrets' from SECRET_ENV", () => {
-    const source = providerTypesSource(settings({ model: z.string().describe("The model id.").default("m"), gpu: z.number().meta({ description: "Ignored */ by the comment" }).optional() }));
+    const source = providerTypesSource(
+      settings({ model: z.string().describe("The model id.").default("m"), gpu: z.number().meta({ description: "Ignored */ by the comment" }).optional() }),
+    );
     expect(source).toContain('  /**\n   * The model id.\n   * Default: "m".\n   */\n  model?: string;\n');
     expect(source).toContain("  /** Ignored *\\/ by the comment */\n  gpu?: number;\n");
     expect(source).toContain("  /** A secret: pulumi config set --secret hfToken. vLLM gets it as HF_TOKEN. */\n  hfToken?: pulumi.Input<string>;\n");

@@ -23,7 +23,9 @@ describe("npm test and npm run test:hosts provision what the suites need", () =>
     const run = spawnSync("/bin/bash", [SCRIPT], { env: { PATH: bin }, encoding: "utf8" });
     expect(run.status).toBe(1);
     expect(run.stderr.trimEnd().split("\n")).toHaveLength(1);
-    expect(run.stderr).toMatch(/^npm test needs: systemd shellcheck (openssh-server )?openssh-client util-linux prometheus( rsync)?( docker-registry)?( skopeo)?( python3-venv)?( python3-yaml)?; run as root: apt-get update && apt-get install -y --no-install-recommends systemd shellcheck /);
+    expect(run.stderr).toMatch(
+      /^npm test needs: systemd shellcheck (openssh-server )?openssh-client util-linux prometheus( rsync)?( docker-registry)?( skopeo)?( python3-venv)?( python3-yaml)?; run as root: apt-get update && apt-get install -y --no-install-recommends systemd shellcheck /,
+    );
   });
 
   it("does nothing when every tool is there", () => {

@@ -21,11 +21,44 @@ import { systemdEnvFile, systemdExecArgv } from "./helpers/systemdOracle";
  * and through the launch script under real bash on Kubernetes.
  */
 /** Every character class that breaks naive quoting, whatever the generator draws. */
-const NASTY = ["$HOME", "${PATH}", "100%", "%n%%", "it's", 'say "hi"', "back\\slash", "`id`", "$(id)", "line1\nline2", "tab\there", '{"a": [1, "$x"]}', " lead and trail ", ""];
-const argValues = [...NASTY, ...fc.sample(hostileString.filter((v) => !v.startsWith("-") && !v.includes("\0")), { numRuns: 40, seed: 11 })];
+const NASTY = [
+  "$HOME",
+  "${PATH}",
+  "100%",
+  "%n%%",
+  "it's",
+  'say "hi"',
+  "back\\slash",
+  "`id`",
+  "$(id)",
+  "line1\nline2",
+  "tab\there",
+  '{"a": [1, "$x"]}',
+  " lead and trail ",
+  "",
+];
+const argValues = [
+  ...NASTY,
+  ...fc.sample(
+    hostileString.filter((v) => !v.startsWith("-") && !v.includes("\0")),
+    { numRuns: 40, seed: 11 },
+  ),
+];
 // The environment.d oracle drops empty values and expands $: those are covered by the bash path below.
-const envValues = [...NASTY.filter((v) => v !== "" && !v.includes("$")), ...fc.sample(hostileString.filter((v) => isEnvFileValue(v) && v !== "" && !v.includes("$")), { numRuns: 40, seed: 12 })];
-const k8sEnvValues = [...NASTY, ...fc.sample(hostileString.filter((v) => !v.includes("\0")), { numRuns: 40, seed: 13 })];
+const envValues = [
+  ...NASTY.filter((v) => v !== "" && !v.includes("$")),
+  ...fc.sample(
+    hostileString.filter((v) => isEnvFileValue(v) && v !== "" && !v.includes("$")),
+    { numRuns: 40, seed: 12 },
+  ),
+];
+const k8sEnvValues = [
+  ...NASTY,
+  ...fc.sample(
+    hostileString.filter((v) => !v.includes("\0")),
+    { numRuns: 40, seed: 13 },
+  ),
+];
 
 function config(platform: "hosts" | "kubernetes", env: string[]) {
   return parseStackSettings({
@@ -47,7 +80,7 @@ describe("config values round-trip exactly", () => {
     expect(argv).toEqual([`${host.venv}/bin/vllm`, ...bound.argv.slice(1)]);
     expect(argv.slice(-argValues.length * 2)).toEqual(argValues.flatMap((v, i) => [`--probe-${i}`, v]));
     const env = systemdEnvFile(rank!.envText);
-    envValues.forEach((v, i) => expect(env[`PROBE_${i}`], JSON.stringify(v)).toBe(v));
+    for (const [i, v] of envValues.entries()) expect(env[`PROBE_${i}`], JSON.stringify(v)).toBe(v);
   });
 
   it("into a Kubernetes launch script, as bash runs it", () => {
@@ -55,12 +88,21 @@ describe("config values round-trip exactly", () => {
     const [role] = renderKubernetesWorkloads(deployment, { instance: "rbln-serving", namespace: "ns" }, []).roles;
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "quote-"));
     fs.writeFileSync(path.join(dir, "vllm"), `#!/usr/bin/env bash\nprintf '%s\\0' "$@" > "$OUT/argv"\nenv -0 > "$OUT/env"\n`, { mode: 0o755 });
-    const result = spawnSync("bash", ["-c", role!.launchScript], { env: { PATH: `${dir}:${process.env.PATH}`, POD_IP: "10.1.1.1", OUT: dir }, encoding: "utf8" });
+    const result = spawnSync("bash", ["-c", role!.launchScript], {
+      env: { PATH: `${dir}:${process.env.PATH}`, POD_IP: "10.1.1.1", OUT: dir },
+      encoding: "utf8",
+    });
     expect(result.status, result.stderr).toBe(0);
     const argv = fs.readFileSync(path.join(dir, "argv"), "utf8").split("\0").slice(0, -1);
     expect(argv.slice(-argValues.length * 2)).toEqual(argValues.flatMap((v, i) => [`--probe-${i}`, v]));
-    const env = new Map(fs.readFileSync(path.join(dir, "env"), "utf8").split("\0").filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
-    k8sEnvValues.forEach((v, i) => expect(env.get(`PROBE_${i}`), JSON.stringify(v)).toBe(v));
+    const env = new Map(
+      fs
+        .readFileSync(path.join(dir, "env"), "utf8")
+        .split("\0")
+        .filter(Boolean)
+        .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+    );
+    for (const [i, v] of k8sEnvValues.entries()) expect(env.get(`PROBE_${i}`), JSON.stringify(v)).toBe(v);
   });
 });
 

@@ -56,10 +56,15 @@ describe("recipe import", () => {
   });
 
   it("reads the page without its line-number gutter, and with the gutter in front of each line", () => {
-    const bare = SEED_PAGE.split("\n").filter((line) => !/^\d+$/.test(line)).join("\n");
+    const bare = SEED_PAGE.split("\n")
+      .filter((line) => !/^\d+$/.test(line))
+      .join("\n");
     expect(importRecipePage(bare, "bare.txt").text).toBe(SHIPPED);
     let n = 0;
-    const prefixed = bare.split("\n").map((line) => (line.startsWith("$") || line.startsWith("  ") ? `${++n} ${line}` : line)).join("\n");
+    const prefixed = bare
+      .split("\n")
+      .map((line) => (line.startsWith("$") || line.startsWith("  ") ? `${++n} ${line}` : line))
+      .join("\n");
     expect(prefixed).not.toBe(bare);
     expect(importRecipePage(prefixed, "prefixed.txt").text).toBe(SHIPPED);
   });
@@ -107,7 +112,9 @@ describe("recipe import", () => {
     const written = execFileSync(TSX, [RECIPE_CLI, "import", path.resolve(__dirname, "fixtures/second-model-page.txt"), "--out", out], { encoding: "utf8" });
     expect(written).toBe(`${path.join(out, "example--tiny-chat-1b.json")}\n`);
     const catalog = RecipeCatalog.load(out);
-    const plan = JSON.parse(runCommand("plan", { model: "example/Tiny-Chat-1B", strategy: "two-role", target: "Latency", set: ["spec_decode=suffix"], format: "json" }, catalog));
+    const plan = JSON.parse(
+      runCommand("plan", { model: "example/Tiny-Chat-1B", strategy: "two-role", target: "Latency", set: ["spec_decode=suffix"], format: "json" }, catalog),
+    );
     expect(plan.roles.map((r: { role: string }) => r.role)).toEqual(["front", "back"]);
     expect(plan.roles[0].ranks[0].argv).toContain("--speculative-config");
     expect(JSON.stringify(plan.packages)).toContain("arctic-inference");
@@ -115,7 +122,13 @@ describe("recipe import", () => {
     const list = spawnSync(TSX, [RECIPE_CLI, "list", "--dir", out], { encoding: "utf8" });
     expect(list.status).toBe(0);
     expect(list.stdout).toBe(
-      ["example/Tiny-Chat-1B", "  strategy  target   NPUs  verified", "  two-role  Latency  2     2026-01-01", "  packages: vllm-rbln==0.12.0, arctic-inference==0.1.1 (spec_decode=suffix)", ""].join("\n"),
+      [
+        "example/Tiny-Chat-1B",
+        "  strategy  target   NPUs  verified",
+        "  two-role  Latency  2     2026-01-01",
+        "  packages: vllm-rbln==0.12.0, arctic-inference==0.1.1 (spec_decode=suffix)",
+        "",
+      ].join("\n"),
     );
     fs.rmSync(out, { recursive: true });
   });
@@ -130,23 +143,56 @@ describe("recipe import", () => {
     const allowed = "allowed: --extra-index-url https://HOST/PATH, without user:password@ (the stack's pip.username and pipPassword secret supply them)";
     const cases: [string, string][] = [
       ["$ pip install vllm-rbln==0.12.0 --extra-index-url", `pip install --extra-index-url has no URL; ${allowed}`],
-      ["$ pip install --extra-index-url --extra-index-url https://pypi.rbln.ai/simple vllm-rbln==0.12.0", `pip install --extra-index-url has no URL; ${allowed}`],
+      [
+        "$ pip install --extra-index-url --extra-index-url https://pypi.rbln.ai/simple vllm-rbln==0.12.0",
+        `pip install --extra-index-url has no URL; ${allowed}`,
+      ],
       ["$ pip install --extra-index-url vllm-rbln==0.12.0", `pip install --extra-index-url "vllm-rbln==0.12.0" is not a URL; ${allowed}`],
       ["$ pip install --extra-index-url=notaurl vllm-rbln==0.12.0", `pip install --extra-index-url "notaurl" is not a URL; ${allowed}`],
       ["$ pip install --extra-index-url= vllm-rbln==0.12.0", `pip install --extra-index-url "" is not a URL; ${allowed}`],
-      ["$ pip install --extra-index-url ftp://mirror.example.com/simple vllm-rbln==0.12.0", `pip install --extra-index-url "ftp://mirror.example.com/simple" is not an http(s) URL; ${allowed}`],
-      ["$ pip install --extra-index-url file:///srv/wheels vllm-rbln==0.12.0", `pip install --extra-index-url "file:///srv/wheels" is not an http(s) URL; ${allowed}`],
-      ["$ pip install --extra-index-url https://portal-user:hunter2@pypi.rbln.ai/simple vllm-rbln==0.12.0", `pip install --extra-index-url "https://***@pypi.rbln.ai/simple" holds credentials; ${allowed}`],
-      ["$ pip install --extra-index-url=https://hunter2@pypi.rbln.ai/simple vllm-rbln==0.12.0", `pip install --extra-index-url "https://***@pypi.rbln.ai/simple" holds credentials; ${allowed}`],
-      ["$ pip install --extra-index-url https://portal-user:hunter2@[pypi/simple vllm-rbln==0.12.0", `pip install --extra-index-url "https://***@[pypi/simple" is not a URL; ${allowed}`],
+      [
+        "$ pip install --extra-index-url ftp://mirror.example.com/simple vllm-rbln==0.12.0",
+        `pip install --extra-index-url "ftp://mirror.example.com/simple" is not an http(s) URL; ${allowed}`,
+      ],
+      [
+        "$ pip install --extra-index-url file:///srv/wheels vllm-rbln==0.12.0",
+        `pip install --extra-index-url "file:///srv/wheels" is not an http(s) URL; ${allowed}`,
+      ],
+      [
+        "$ pip install --extra-index-url https://portal-user:hunter2@pypi.rbln.ai/simple vllm-rbln==0.12.0",
+        `pip install --extra-index-url "https://***@pypi.rbln.ai/simple" holds credentials; ${allowed}`,
+      ],
+      [
+        "$ pip install --extra-index-url=https://hunter2@pypi.rbln.ai/simple vllm-rbln==0.12.0",
+        `pip install --extra-index-url "https://***@pypi.rbln.ai/simple" holds credentials; ${allowed}`,
+      ],
+      [
+        "$ pip install --extra-index-url https://portal-user:hunter2@[pypi/simple vllm-rbln==0.12.0",
+        `pip install --extra-index-url "https://***@[pypi/simple" is not a URL; ${allowed}`,
+      ],
       // Other pip options, and a package that is no pin, are refused too, the value masked.
-      ["$ pip install --index-url=https://portal-user:hunter2@pypi.rbln.ai/simple vllm-rbln==0.12.0", 'pip install option "--index-url=https://***@pypi.rbln.ai/simple" is not supported; allowed: --extra-index-url URL'],
-      ["$ pip install -i https://portal-user:hunter2@pypi.rbln.ai/simple vllm-rbln==0.12.0", 'pip install option "-i" is not supported; allowed: --extra-index-url URL'],
+      [
+        "$ pip install --index-url=https://portal-user:hunter2@pypi.rbln.ai/simple vllm-rbln==0.12.0",
+        'pip install option "--index-url=https://***@pypi.rbln.ai/simple" is not supported; allowed: --extra-index-url URL',
+      ],
+      [
+        "$ pip install -i https://portal-user:hunter2@pypi.rbln.ai/simple vllm-rbln==0.12.0",
+        'pip install option "-i" is not supported; allowed: --extra-index-url URL',
+      ],
       ["$ pip install --no-deps vllm-rbln==0.12.0", 'pip install option "--no-deps" is not supported; allowed: --extra-index-url URL'],
       ["$ pip install -r requirements.txt", 'pip install option "-r" is not supported; allowed: --extra-index-url URL'],
-      ["$ pip install vllm-rbln@https://portal-user:hunter2@pypi.rbln.ai/vllm_rbln.whl", 'pip install "vllm-rbln@https://***@pypi.rbln.ai/vllm_rbln.whl" is not pinned: each package needs ==VERSION'],
-      ["$ pip install $(curl https://portal-user:hunter2@x/y) vllm-rbln==0.12.0", 'pip command is not plain shell words: "pip install $(curl https://***@x/y) vllm-rbln==0.12.0" expands $; quote it'],
-      ["$ pip install --extra-index-url https://pypi.rbln.ai/simple", 'pip install command "pip install --extra-index-url https://pypi.rbln.ai/simple" names no package; allowed: pip install [--extra-index-url URL ...] NAME==VERSION ...'],
+      [
+        "$ pip install vllm-rbln@https://portal-user:hunter2@pypi.rbln.ai/vllm_rbln.whl",
+        'pip install "vllm-rbln@https://***@pypi.rbln.ai/vllm_rbln.whl" is not pinned: each package needs ==VERSION',
+      ],
+      [
+        "$ pip install $(curl https://portal-user:hunter2@x/y) vllm-rbln==0.12.0",
+        'pip command is not plain shell words: "pip install $(curl https://***@x/y) vllm-rbln==0.12.0" expands $; quote it',
+      ],
+      [
+        "$ pip install --extra-index-url https://pypi.rbln.ai/simple",
+        'pip install command "pip install --extra-index-url https://pypi.rbln.ai/simple" names no package; allowed: pip install [--extra-index-url URL ...] NAME==VERSION ...',
+      ],
       ["$ pip install", 'pip install command "pip install" names no package; allowed: pip install [--extra-index-url URL ...] NAME==VERSION ...'],
     ];
     for (const [pipLine, expected] of cases) {
@@ -154,7 +200,10 @@ describe("recipe import", () => {
       expect(message, pipLine).toBe(`page.txt: ${expected}`);
       expect(message).not.toContain("hunter2");
     }
-    expect(importRecipePage(withPipLine("$ pip install --extra-index-url=http://mirror.example.com:8080/simple vllm-rbln==0.12.0"), "ok.txt").recipe.installs[0]!.extraIndexUrls).toEqual(["http://mirror.example.com:8080/simple"]);
+    expect(
+      importRecipePage(withPipLine("$ pip install --extra-index-url=http://mirror.example.com:8080/simple vllm-rbln==0.12.0"), "ok.txt").recipe.installs[0]!
+        .extraIndexUrls,
+    ).toEqual(["http://mirror.example.com:8080/simple"]);
   });
 
   it("masks the credentials of any URL in a refusal, up to the last @ before the path", () => {
@@ -200,11 +249,17 @@ describe("recipe import and list on the command line", () => {
     execFileSync("mkfifo", [fifo]);
     const huge = path.join(dir, "huge.txt");
     fs.writeFileSync(huge, Buffer.alloc(MAX_RECIPE_BYTES + 1, "a"));
-    await refused(["import", path.join(dir, "missing.txt"), "--out", out], `PAGE: ${JSON.stringify(path.join(dir, "missing.txt"))} does not exist; ${PAGE_WANTED}`);
+    await refused(
+      ["import", path.join(dir, "missing.txt"), "--out", out],
+      `PAGE: ${JSON.stringify(path.join(dir, "missing.txt"))} does not exist; ${PAGE_WANTED}`,
+    );
     await refused(["import", dir, "--out", out], `PAGE: ${JSON.stringify(dir)} is a folder; ${PAGE_WANTED}`);
     await refused(["import", fifo, "--out", out], `PAGE: ${JSON.stringify(fifo)} is not a regular file; ${PAGE_WANTED}`);
     await refused(["import", huge, "--out", out], `PAGE: ${JSON.stringify(huge)} is ${MAX_RECIPE_BYTES + 1} bytes; ${PAGE_WANTED}`);
-    await refused(["import", path.join(file, "page.txt"), "--out", out], `PAGE: ${JSON.stringify(path.join(file, "page.txt"))} does not exist: a part of its path is a file; ${PAGE_WANTED}`);
+    await refused(
+      ["import", path.join(file, "page.txt"), "--out", out],
+      `PAGE: ${JSON.stringify(path.join(file, "page.txt"))} does not exist: a part of its path is a file; ${PAGE_WANTED}`,
+    );
     expect(fs.existsSync(out)).toBe(false);
   });
 
@@ -215,8 +270,14 @@ describe("recipe import and list on the command line", () => {
     const page = path.resolve(__dirname, "fixtures/second-model-page.txt");
     await refused(["import", page, "--out", ""], "--out: empty; allowed: a folder for recipe files");
     await refused(["import", page, "--out", file], `--out: ${JSON.stringify(file)} is not a folder; allowed: a folder for recipe files`);
-    await refused(["import", page, "--out", path.join(file, "sub")], `--out: ${JSON.stringify(path.join(file, "sub"))} does not exist: a part of its path is a file; allowed: a folder for recipe files`);
-    await refused(["list", "--dir", path.join(dir, "missing")], `recipe folder: ${JSON.stringify(path.join(dir, "missing"))} does not exist; allowed: a folder of recipe files (*.json)`);
+    await refused(
+      ["import", page, "--out", path.join(file, "sub")],
+      `--out: ${JSON.stringify(path.join(file, "sub"))} does not exist: a part of its path is a file; allowed: a folder for recipe files`,
+    );
+    await refused(
+      ["list", "--dir", path.join(dir, "missing")],
+      `recipe folder: ${JSON.stringify(path.join(dir, "missing"))} does not exist; allowed: a folder of recipe files (*.json)`,
+    );
     await refused(["list", "--dir", file], `recipe folder: ${JSON.stringify(file)} is not a folder; allowed: a folder of recipe files (*.json)`);
     expect(fs.readFileSync(file, "utf8")).toBe("text");
   });
@@ -255,10 +316,16 @@ describe("recipe import and list on the command line", () => {
       const otherCase = SHIPPED.replaceAll("MiniMaxAI/MiniMax-M2.7", "Other/MiniMax-M2.7");
       fs.writeFileSync(target, otherCase);
       const page = otherOrgPage(dir, "other/MiniMax-M2.7");
-      await refused(["import", page, "--out", dir], `--out: ${JSON.stringify(target)} holds the recipe of another model, "Other/MiniMax-M2.7"; not replaced; allowed: a folder where other--minimax-m2.7.json is free or holds the recipe of "other/MiniMax-M2.7"`);
+      await refused(
+        ["import", page, "--out", dir],
+        `--out: ${JSON.stringify(target)} holds the recipe of another model, "Other/MiniMax-M2.7"; not replaced; allowed: a folder where other--minimax-m2.7.json is free or holds the recipe of "other/MiniMax-M2.7"`,
+      );
       expect(fs.readFileSync(target, "utf8")).toBe(otherCase);
       fs.writeFileSync(target, "notes, not JSON");
-      await refused(["import", page, "--out", dir], `--out: ${JSON.stringify(target)} holds something that is not a recipe; not replaced; allowed: a folder where other--minimax-m2.7.json is free or holds the recipe of "other/MiniMax-M2.7"`);
+      await refused(
+        ["import", page, "--out", dir],
+        `--out: ${JSON.stringify(target)} holds something that is not a recipe; not replaced; allowed: a folder where other--minimax-m2.7.json is free or holds the recipe of "other/MiniMax-M2.7"`,
+      );
       expect(fs.readFileSync(target, "utf8")).toBe("notes, not JSON");
     });
 
@@ -266,12 +333,20 @@ describe("recipe import and list on the command line", () => {
       const dir = folder();
       const shipped = path.join(dir, "minimaxai--minimax-m2.7.json");
       fs.writeFileSync(shipped, SHIPPED.replace('"variant": "FP8"\n}', '"variant": "FP8", "edited": true\n}'));
-      expect(await recipe("import", SEED, "--out", dir)).toEqual({ status: 0, stdout: `${shipped}\n`, stderr: `replacing ${shipped}: it holds the recipe of MiniMaxAI/MiniMax-M2.7\n` });
+      expect(await recipe("import", SEED, "--out", dir)).toEqual({
+        status: 0,
+        stdout: `${shipped}\n`,
+        stderr: `replacing ${shipped}: it holds the recipe of MiniMaxAI/MiniMax-M2.7\n`,
+      });
       expect(fs.readFileSync(shipped, "utf8")).toBe(SHIPPED);
 
       const renamed = path.join(dir, "mine.json");
       fs.renameSync(shipped, renamed);
-      expect(await recipe("import", SEED, "--out", dir)).toEqual({ status: 0, stdout: `${renamed}\n`, stderr: `replacing ${renamed}: it holds the recipe of MiniMaxAI/MiniMax-M2.7\n` });
+      expect(await recipe("import", SEED, "--out", dir)).toEqual({
+        status: 0,
+        stdout: `${renamed}\n`,
+        stderr: `replacing ${renamed}: it holds the recipe of MiniMaxAI/MiniMax-M2.7\n`,
+      });
       expect(fs.readdirSync(dir).filter((f) => f.endsWith(".json"))).toEqual(["mine.json"]);
       expect(RecipeCatalog.load(dir).models).toEqual(["MiniMaxAI/MiniMax-M2.7"]);
     });

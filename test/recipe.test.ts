@@ -12,7 +12,9 @@ import { catalogWithFixtures } from "./helpers/recipes";
 /** The recipe page the shipped recipe was taken from, kept in the repository so every checkout compares against it. */
 const SEED_FIXTURE = path.resolve(__dirname, "fixtures/seed/000_a2ed4c79c4de85ae.txt");
 /** The shared seed on the development machines, when there is one. */
-const SHARED_SEED = ["../../shared/seed", "/work/shared/seed"].map((dir) => path.resolve(__dirname, dir, "000_a2ed4c79c4de85ae.txt")).find((file) => fs.existsSync(file));
+const SHARED_SEED = ["../../shared/seed", "/work/shared/seed"]
+  .map((dir) => path.resolve(__dirname, dir, "000_a2ed4c79c4de85ae.txt"))
+  .find((file) => fs.existsSync(file));
 const shippedText = fs.readFileSync(path.join(DEFAULT_RECIPE_DIR, "minimaxai--minimax-m2.7.json"), "utf8");
 
 describe("the seed fixture", () => {
@@ -55,7 +57,9 @@ describe("the shipped recipe against the seed", () => {
       return { requirement, urls };
     });
     const { installs } = JSON.parse(shippedText) as { installs: { package: string; version: string; extras: string[]; extraIndexUrls: string[] }[] };
-    expect(installs.map((i) => ({ requirement: `${i.package}${i.extras.length ? `[${i.extras.join(",")}]` : ""}==${i.version}`, urls: i.extraIndexUrls }))).toEqual(fromSeed);
+    expect(
+      installs.map((i) => ({ requirement: `${i.package}${i.extras.length ? `[${i.extras.join(",")}]` : ""}==${i.version}`, urls: i.extraIndexUrls })),
+    ).toEqual(fromSeed);
   });
 });
 
@@ -72,9 +76,21 @@ describe("recipe loading", () => {
 
   const cases: [string, (r: any) => void, RegExp][] = [
     ["a role without a launcher", (r) => delete r.strategies[1].options[0].grid.base[0].launcher, /strategies\[1\]\.options\[0\]\.grid\.base\[0\]\.launcher/],
-    ["a rank arg that is not a flag", (r) => (r.strategies[2].options[0].grid.base[1].ranks[2].args["port"] = "port 1"), /strategies\[2\]\.options\[0\]\.grid\.base\[1\]\.ranks\[2\]\.args\.port: invalid key: a flag like --name/],
-    ["a delta for an axis value the grid lacks", (r) => (r.strategies[0].options[1].grid.deltas["lmcache=disk"] = {}), /strategies\[0\]\.options\[1\]\.grid\.deltas\.lmcache=disk: names an axis value/],
-    ["a delta for a role without base", (r) => (r.strategies[0].options[0].grid.deltas["lmcache=cpu"].decode = r.strategies[0].options[0].grid.deltas["lmcache=cpu"].main), /deltas\.lmcache=cpu\.decode: names a role/],
+    [
+      "a rank arg that is not a flag",
+      (r) => (r.strategies[2].options[0].grid.base[1].ranks[2].args.port = "port 1"),
+      /strategies\[2\]\.options\[0\]\.grid\.base\[1\]\.ranks\[2\]\.args\.port: invalid key: a flag like --name/,
+    ],
+    [
+      "a delta for an axis value the grid lacks",
+      (r) => (r.strategies[0].options[1].grid.deltas["lmcache=disk"] = {}),
+      /strategies\[0\]\.options\[1\]\.grid\.deltas\.lmcache=disk: names an axis value/,
+    ],
+    [
+      "a delta for a role without base",
+      (r) => (r.strategies[0].options[0].grid.deltas["lmcache=cpu"].decode = r.strategies[0].options[0].grid.deltas["lmcache=cpu"].main),
+      /deltas\.lmcache=cpu\.decode: names a role/,
+    ],
     ["a mode axis without off", (r) => (r.strategies[0].options[0].grid.modes.lmcache = ["cpu"]), /grid\.modes\.lmcache: a mode axis needs an "off" value/],
     ["npus as a string", (r) => (r.strategies[1].options[0].npus = "4"), /strategies\[1\]\.options\[0\]\.npus/],
     ["an unexpected key in a grid", (r) => (r.strategies[0].options[0].grid.extra = 1), /strategies\[0\]\.options\[0\]\.grid/],
@@ -93,13 +109,17 @@ describe("recipe loading", () => {
   it("names the file of a recipe whose shell text does not parse", () => {
     const recipe = JSON.parse(shippedText);
     recipe.strategies[0].options[0].grid.base[0].args["--max-num-seqs"] = "--max-num-seqs $SEQS";
-    expect(() => parseRecipe(JSON.stringify(recipe), "recipes/bad.json")).toThrow(/^recipes\/bad\.json: strategies\[0\]\.options\[0\]\.grid\.base\[0\]\.args\.--max-num-seqs: /);
+    expect(() => parseRecipe(JSON.stringify(recipe), "recipes/bad.json")).toThrow(
+      /^recipes\/bad\.json: strategies\[0\]\.options\[0\]\.grid\.base\[0\]\.args\.--max-num-seqs: /,
+    );
   });
 
   it("names both files when two recipes define one model", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "recipes-"));
     for (const name of ["a.json", "b.json"]) fs.writeFileSync(path.join(dir, name), shippedText);
-    expect(() => RecipeCatalog.load(dir)).toThrow(`${path.join(dir, "b.json")}: two recipes define model "MiniMaxAI/MiniMax-M2.7": ${path.join(dir, "a.json")} and ${path.join(dir, "b.json")}`);
+    expect(() => RecipeCatalog.load(dir)).toThrow(
+      `${path.join(dir, "b.json")}: two recipes define model "MiniMaxAI/MiniMax-M2.7": ${path.join(dir, "a.json")} and ${path.join(dir, "b.json")}`,
+    );
   });
 
   it("refuses text that is not JSON", () => {
@@ -122,13 +142,47 @@ describe("recipe fields that reach the command line", () => {
   const base = "strategies[1].options[0].grid.base[0]";
 
   it("allows only vLLM's `vllm serve` as a launcher, naming the file, the path and the value", () => {
-    for (const launcher of ["../../bin/sh -c 'curl x | sh' vllm serve", "vllm chat", "vllm", "vllm serve --help", "python3 -m vllm.entrypoints.openai.api_server", "/usr/bin/vllm serve", "vllm  serve", " vllm serve"]) {
-      expect(refusal((r) => (r.strategies[1].options[0].grid.base[0].launcher = launcher))).toBe(`bad.json: ${base}.launcher: ${JSON.stringify(launcher)} is not a vLLM launcher; allowed: "vllm serve"`);
+    for (const launcher of [
+      "../../bin/sh -c 'curl x | sh' vllm serve",
+      "vllm chat",
+      "vllm",
+      "vllm serve --help",
+      "python3 -m vllm.entrypoints.openai.api_server",
+      "/usr/bin/vllm serve",
+      "vllm  serve",
+      " vllm serve",
+    ]) {
+      expect(refusal((r) => (r.strategies[1].options[0].grid.base[0].launcher = launcher))).toBe(
+        `bad.json: ${base}.launcher: ${JSON.stringify(launcher)} is not a vLLM launcher; allowed: "vllm serve"`,
+      );
     }
-    expect(refusal((r) => (r.strategies[2].options[1].grid.base[1].launcher = "bash"))).toMatch(/^bad\.json: strategies\[2\]\.options\[1\]\.grid\.base\[1\]\.launcher: "bash" is not a vLLM launcher/);
+    expect(refusal((r) => (r.strategies[2].options[1].grid.base[1].launcher = "bash"))).toMatch(
+      /^bad\.json: strategies\[2\]\.options\[1\]\.grid\.base\[1\]\.launcher: "bash" is not a vLLM launcher/,
+    );
   });
 
-  const badIds = ["--help/x", "-org/x", ".org/x", "org/.x", "org/x.", "org/x-", "../x", "org/..", "org/a..b", "org/a--b", "org/x.git", "org/x/y", "x", "org/", "/x", "org /x", "org/x y", "org/x\ny", "órg/x", `org/${"a".repeat(97)}`];
+  const badIds = [
+    "--help/x",
+    "-org/x",
+    ".org/x",
+    "org/.x",
+    "org/x.",
+    "org/x-",
+    "../x",
+    "org/..",
+    "org/a..b",
+    "org/a--b",
+    "org/x.git",
+    "org/x/y",
+    "x",
+    "org/",
+    "/x",
+    "org /x",
+    "org/x y",
+    "org/x\ny",
+    "órg/x",
+    `org/${"a".repeat(97)}`,
+  ];
   const goodIds = ["MiniMaxAI/MiniMax-M2.7", "asherszhang/MiniMax-M2.7-EAGLE3-draft-vocab200k", "a/b", "_org/_x_", "org-1/x.y_z", `org/${"a".repeat(96)}`];
 
   it("knows the hub's model ids: org/name, its characters, no -- or .., not .git, a name of at most 96", () => {
@@ -139,8 +193,12 @@ describe("recipe fields that reach the command line", () => {
   it("refuses a model id not of the hub's form, as the recipe's model and as a grid's", () => {
     for (const id of badIds) {
       const message = refusal((r) => (r.model = id));
-      expect(message).toBe(`bad.json: model: ${JSON.stringify(id)} is not a Hugging Face model id; allowed: ORG/NAME of letters, digits, "-", "_" and ".", each part beginning and ending with a letter, digit or "_", without "--" or "..", not ending in ".git", NAME at most 96 characters`);
-      expect(refusal((r) => (r.strategies[0].options[1].grid.model = id))).toBe(message.replace("bad.json: model:", "bad.json: strategies[0].options[1].grid.model:"));
+      expect(message).toBe(
+        `bad.json: model: ${JSON.stringify(id)} is not a Hugging Face model id; allowed: ORG/NAME of letters, digits, "-", "_" and ".", each part beginning and ending with a letter, digit or "_", without "--" or "..", not ending in ".git", NAME at most 96 characters`,
+      );
+      expect(refusal((r) => (r.strategies[0].options[1].grid.model = id))).toBe(
+        message.replace("bad.json: model:", "bad.json: strategies[0].options[1].grid.model:"),
+      );
     }
   });
 
@@ -148,13 +206,21 @@ describe("recipe fields that reach the command line", () => {
     const config = (model: unknown) => `--speculative-config '${JSON.stringify({ method: "eagle3", model, num_speculative_tokens: 3 })}'`;
     const flag = "--speculative-config";
     const where: [string, (r: any, text: string) => void][] = [
-      ["strategies[0].options[0].grid.deltas.spec_decode=eagle3.main.add_args.--speculative-config", (r, text) => (r.strategies[0].options[0].grid.deltas["spec_decode=eagle3"].main.add_args[flag] = text)],
+      [
+        "strategies[0].options[0].grid.deltas.spec_decode=eagle3.main.add_args.--speculative-config",
+        (r, text) => (r.strategies[0].options[0].grid.deltas["spec_decode=eagle3"].main.add_args[flag] = text),
+      ],
       [`${base}.args.--speculative-config`, (r, text) => (r.strategies[1].options[0].grid.base[0].args[flag] = text)],
-      ["strategies[2].options[1].grid.base[1].ranks[2].args.--speculative-config", (r, text) => (r.strategies[2].options[1].grid.base[1].ranks[2].args[flag] = text)],
+      [
+        "strategies[2].options[1].grid.base[1].ranks[2].args.--speculative-config",
+        (r, text) => (r.strategies[2].options[1].grid.base[1].ranks[2].args[flag] = text),
+      ],
     ];
     for (const [at, set] of where) {
       for (const model of ["--help/x", "../../etc", "/models/draft", 5, null]) {
-        expect(refusal((r) => set(r, config(model)))).toBe(`bad.json: ${at}: draft model ${JSON.stringify(model)} is not a Hugging Face model id; allowed: ORG/NAME of letters, digits, "-", "_" and ".", each part beginning and ending with a letter, digit or "_", without "--" or "..", not ending in ".git", NAME at most 96 characters`);
+        expect(refusal((r) => set(r, config(model)))).toBe(
+          `bad.json: ${at}: draft model ${JSON.stringify(model)} is not a Hugging Face model id; allowed: ORG/NAME of letters, digits, "-", "_" and ".", each part beginning and ending with a letter, digit or "_", without "--" or "..", not ending in ".git", NAME at most 96 characters`,
+        );
       }
     }
     // Suffix decoding names no draft model; the shipped eagle3 draft is a hub id.
@@ -166,7 +232,9 @@ describe("recipe fields that reach the command line", () => {
     expect(refusal(withUrl("ftp://pypi.example.com/simple"))).toBe("bad.json: installs[0].extraIndexUrls[0]: an http(s) URL");
     expect(refusal(withUrl("notaurl"))).toBe("bad.json: installs[0].extraIndexUrls[0]: an http(s) URL");
     const credentialed = refusal((r) => (r.credentialedIndexUrls = ["https://portal-user:hunter2@pypi.rbln.ai/simple"]));
-    expect(credentialed).toBe("bad.json: credentialedIndexUrls[0]: a URL without user:password@; a host's credentials are the stack's pip.username and pipPassword secret");
+    expect(credentialed).toBe(
+      "bad.json: credentialedIndexUrls[0]: a URL without user:password@; a host's credentials are the stack's pip.username and pipPassword secret",
+    );
     expect(refusal(withUrl("https://hunter2@pypi.rbln.ai/simple"))).not.toContain("hunter2");
   });
 });
@@ -195,9 +263,13 @@ describe("a recipe folder the catalog cannot read", () => {
     const dir = folder();
     const file = path.join(dir, "a.json");
     fs.writeFileSync(file, shippedText);
-    expect(loadRefusal(path.join(dir, "missing"))).toBe(`recipe folder: ${JSON.stringify(path.join(dir, "missing"))} does not exist; allowed: a folder of recipe files (*.json)`);
+    expect(loadRefusal(path.join(dir, "missing"))).toBe(
+      `recipe folder: ${JSON.stringify(path.join(dir, "missing"))} does not exist; allowed: a folder of recipe files (*.json)`,
+    );
     expect(loadRefusal(file)).toBe(`recipe folder: ${JSON.stringify(file)} is not a folder; allowed: a folder of recipe files (*.json)`);
-    expect(loadRefusal(path.join(file, "sub"))).toBe(`recipe folder: ${JSON.stringify(path.join(file, "sub"))} does not exist: a part of its path is a file; allowed: a folder of recipe files (*.json)`);
+    expect(loadRefusal(path.join(file, "sub"))).toBe(
+      `recipe folder: ${JSON.stringify(path.join(file, "sub"))} does not exist: a part of its path is a file; allowed: a folder of recipe files (*.json)`,
+    );
     fs.mkdirSync(path.join(dir, "b.json"));
     expect(loadRefusal(dir)).toBe(`recipe file: ${JSON.stringify(path.join(dir, "b.json"))} is a folder; allowed: a recipe: a JSON file of at most 1 MiB`);
   });
@@ -205,15 +277,21 @@ describe("a recipe folder the catalog cannot read", () => {
   it("refuses a recipe file over the size limit unread, and one nested deeper than the schema can check", () => {
     const huge = folder();
     fs.writeFileSync(path.join(huge, "huge.json"), Buffer.alloc(MAX_RECIPE_BYTES + 1, " "));
-    expect(loadRefusal(huge)).toBe(`recipe file: ${JSON.stringify(path.join(huge, "huge.json"))} is ${MAX_RECIPE_BYTES + 1} bytes; allowed: a recipe: a JSON file of at most 1 MiB`);
+    expect(loadRefusal(huge)).toBe(
+      `recipe file: ${JSON.stringify(path.join(huge, "huge.json"))} is ${MAX_RECIPE_BYTES + 1} bytes; allowed: a recipe: a JSON file of at most 1 MiB`,
+    );
 
     const nested = (levels: number) => `${"[".repeat(levels)}${"]".repeat(levels)}`;
     const deep = folder();
     fs.writeFileSync(path.join(deep, "deep.json"), shippedText.replace('"attn": ', `"deep": ${nested(20_000)}, "attn": `));
-    expect(loadRefusal(deep)).toBe(`${path.join(deep, "deep.json")}: JSON nested 20001 levels deep; allowed: at most ${MAX_JSON_DEPTH} levels of objects and arrays`);
+    expect(loadRefusal(deep)).toBe(
+      `${path.join(deep, "deep.json")}: JSON nested 20001 levels deep; allowed: at most ${MAX_JSON_DEPTH} levels of objects and arrays`,
+    );
     // The limit itself is allowed: the root object and 63 arrays.
     expect(() => parseRecipe(shippedText.replace('"attn": ', `"deep": ${nested(MAX_JSON_DEPTH - 1)}, "attn": `), "edge.json")).not.toThrow();
-    expect(() => parseRecipe(shippedText.replace('"attn": ', `"deep": ${nested(MAX_JSON_DEPTH)}, "attn": `), "edge.json")).toThrow(`edge.json: JSON nested ${MAX_JSON_DEPTH + 1} levels deep`);
+    expect(() => parseRecipe(shippedText.replace('"attn": ', `"deep": ${nested(MAX_JSON_DEPTH)}, "attn": `), "edge.json")).toThrow(
+      `edge.json: JSON nested ${MAX_JSON_DEPTH + 1} levels deep`,
+    );
   });
 });
 

@@ -52,7 +52,7 @@ describe("research fixtures are well-formed", () => {
     entry(broken.sources, "vllm-rbln-mega_cache").commit = "main";
     entry(broken.facts, "compileOnly.serveExit").value = 0;
     entry(broken.facts, "compileOnly.socNameCr13").note = "";
-    broken.sources["unused"] = { kind: "web", url: "https://example.org/" };
+    broken.sources.unused = { kind: "web", url: "https://example.org/" };
     const problems = checkResearchFixture(broken);
     expect(problems).toEqual(
       expect.arrayContaining([
@@ -131,12 +131,18 @@ describe("the facts agree with each other and with this repository", () => {
     const header = payloadProcessor.facts["plugin.base-model-to-header"].value.header;
     expect(header).toBe("X-Gateway-Base-Model-Name");
     expect(multiModel.facts["httpRoute.baseModel"].value.header).toBe(header);
-    expect(Object.keys(chartFacts.keys)).toEqual(expect.arrayContaining(["httpRoute.create", "httpRoute.baseModel", "httpRoute.headerMatches", "router.epp.replicas"]));
+    expect(Object.keys(chartFacts.keys)).toEqual(
+      expect.arrayContaining(["httpRoute.create", "httpRoute.baseModel", "httpRoute.headerMatches", "router.epp.replicas"]),
+    );
   });
 
   it("the EPP HA facts agree with the flag fixture, and PR #2228 probes the service name the file-mode EPP answers", () => {
     const flag = (name: string) => eppFlags.flags.find((f) => f.flag === name)?.default;
-    expect(eppHa.facts["ports"].value).toMatchObject({ "--grpc-port": flag("--grpc-port"), "--grpc-health-port": flag("--grpc-health-port"), "--metrics-port": flag("--metrics-port") });
+    expect(eppHa.facts.ports.value).toMatchObject({
+      "--grpc-port": flag("--grpc-port"),
+      "--grpc-health-port": flag("--grpc-health-port"),
+      "--metrics-port": flag("--metrics-port"),
+    });
     const probed = eppHa.facts["pr2228.envoyCluster"].value.health_checks[0]?.grpc_health_check.service_name;
     expect(probed).toBeTypeOf("string");
     expect(eppHa.facts["health.answers"].value.forEnvoyGrpcHealthCheck.service_name).toBe(probed);
@@ -145,9 +151,9 @@ describe("the facts agree with each other and with this repository", () => {
 
   it("KEDA v2.20 keeps v2.19's pollingInterval and cooldownPeriod defaults, so omitting them where v2.20 warns changes nothing", () => {
     const v219 = keda.facts["scaledObject.specFields"].value;
-    const v220 = keda220.facts["defaults"].value;
+    const v220 = keda220.facts.defaults.value;
     expect([v220.pollingInterval, v220.cooldownPeriod]).toEqual([v219.pollingInterval.default, v219.cooldownPeriod.default]);
-    expect(keda220.facts["renderRule"].value["minReplicaCount>=1"].omit).toEqual(["pollingInterval", "cooldownPeriod"]);
+    expect(keda220.facts.renderRule.value["minReplicaCount>=1"].omit).toEqual(["pollingInterval", "cooldownPeriod"]);
   });
 
   it("the compile-only facts name both NPU variables, and the RBLN-CR13 name", () => {

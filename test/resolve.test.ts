@@ -52,7 +52,7 @@ describe("every combination the recipe verifies", () => {
           expect(rank.env).toEqual({ ...expected.env, HF_HUB_OFFLINE: "1" });
           const port = expected.flags["--port"]?.[0];
           expect(rank.ports).toEqual([port ? Number(port) : 8000]);
-          const visible = expected.env["RBLN_VISIBLE_DEVICES"];
+          const visible = expected.env.RBLN_VISIBLE_DEVICES;
           expect(rank.devices).toEqual(visible ? visible.split(",").map(Number) : [0, 1, 2, 3]);
           const text = JSON.stringify([rank.argv, rank.env]);
           for (const name of ["POD_IP", "EPP_HOST"]) expect(rank.placeholders.includes(name)).toBe(text.includes(`<${name}>`));
@@ -91,7 +91,13 @@ describe("defaults and presets", () => {
   const base = { model: minimax.model, strategy: "aggregated-data-expert-parallel", target: "Throughput" };
 
   it("defaults mode axes to off and option axes to option_base", () => {
-    expect(resolvePlan(minimax, base).selection).toEqual({ lmcache: "off", prefix_caching: "off", spec_decode: "off", reasoning_parser: "on", tool_calling: "on" });
+    expect(resolvePlan(minimax, base).selection).toEqual({
+      lmcache: "off",
+      prefix_caching: "off",
+      spec_decode: "off",
+      reasoning_parser: "on",
+      tool_calling: "on",
+    });
   });
 
   it("takes the recommended preset, and explicit axes over it", () => {
@@ -109,17 +115,41 @@ describe("defaults and presets", () => {
 describe("bad selections are refused with the key, the value and what is allowed", () => {
   const pd = { model: minimax.model, strategy: "prefill-decode-disaggregated", target: "Latency" };
   const cases: [string, Selection, RegExp][] = [
-    ["an unknown strategy", { ...pd, strategy: "tensor-parallel" }, /^strategy: unknown strategy "tensor-parallel" .*allowed: "aggregated-data-expert-parallel", "aggregated-pipeline-parallel", "prefill-decode-disaggregated"$/],
-    ["a target the strategy lacks", { ...pd, strategy: "aggregated-pipeline-parallel" }, /^target: "Latency" is not offered by strategy "aggregated-pipeline-parallel"; allowed: "Throughput"$/],
+    [
+      "an unknown strategy",
+      { ...pd, strategy: "tensor-parallel" },
+      /^strategy: unknown strategy "tensor-parallel" .*allowed: "aggregated-data-expert-parallel", "aggregated-pipeline-parallel", "prefill-decode-disaggregated"$/,
+    ],
+    [
+      "a target the strategy lacks",
+      { ...pd, strategy: "aggregated-pipeline-parallel" },
+      /^target: "Latency" is not offered by strategy "aggregated-pipeline-parallel"; allowed: "Throughput"$/,
+    ],
     ["an unknown lmcache value", { ...pd, axes: { lmcache: "bogus" } }, /^axes\.lmcache: unknown value "bogus"; verified values: "off", "cpu", "rds"$/],
-    ["spec_decode=mtp", { ...pd, axes: { spec_decode: "mtp" } }, /^axes\.spec_decode: "mtp" is not verified for model "MiniMaxAI\/MiniMax-M2.7", strategy "prefill-decode-disaggregated".*verified values: "off", "eagle3", "suffix"$/],
+    [
+      "spec_decode=mtp",
+      { ...pd, axes: { spec_decode: "mtp" } },
+      /^axes\.spec_decode: "mtp" is not verified for model "MiniMaxAI\/MiniMax-M2.7", strategy "prefill-decode-disaggregated".*verified values: "off", "eagle3", "suffix"$/,
+    ],
     ["spec_decode=ngram", { ...pd, axes: { spec_decode: "ngram" } }, /^axes\.spec_decode: "ngram" is not verified/],
-    ["the kv_connector axis", { ...pd, axes: { kv_connector: "lmcache_cpu" } }, /^axes\.kv_connector: axis "kv_connector" is not verified for model .*; verified axes: "lmcache"/],
+    [
+      "the kv_connector axis",
+      { ...pd, axes: { kv_connector: "lmcache_cpu" } },
+      /^axes\.kv_connector: axis "kv_connector" is not verified for model .*; verified axes: "lmcache"/,
+    ],
     ["the on_device_sampler axis", { ...pd, axes: { on_device_sampler: "on" } }, /^axes\.on_device_sampler: axis "on_device_sampler" is not verified/],
     ["the structured_output axis", { ...pd, axes: { structured_output: "on" } }, /^axes\.structured_output: axis "structured_output" is not verified/],
     ["an axis nobody lists", { ...pd, axes: { colour: "blue" } }, /^axes\.colour: unknown axis "colour"; allowed: "lmcache"/],
-    ["a recommended preset where there is none", { ...pd, strategy: "aggregated-pipeline-parallel", target: "Throughput", preset: "recommended" }, /^preset: "recommended" is not offered .*"aggregated-pipeline-parallel"/],
-    ["an unknown versions key", { ...pd, versions: { vllm: "0.30.0" } }, /^versions\.vllm: unknown package key; allowed: "rebelCompiler", "vllmRbln", "arcticInference"$/],
+    [
+      "a recommended preset where there is none",
+      { ...pd, strategy: "aggregated-pipeline-parallel", target: "Throughput", preset: "recommended" },
+      /^preset: "recommended" is not offered .*"aggregated-pipeline-parallel"/,
+    ],
+    [
+      "an unknown versions key",
+      { ...pd, versions: { vllm: "0.30.0" } },
+      /^versions\.vllm: unknown package key; allowed: "rebelCompiler", "vllmRbln", "arcticInference"$/,
+    ],
     ["a version with shell in it", { ...pd, versions: { vllmRbln: "0.12.0; rm -rf /" } }, /^versions\.vllmRbln: "0.12.0; rm -rf \/" is not a version number/],
   ];
   for (const [what, selection, message] of cases) {
@@ -138,16 +168,16 @@ describe("bad selections are refused with the key, the value and what is allowed
 });
 
 describe("resolver properties", () => {
-  const grids = minimax.strategies.flatMap((s) => s.options.map((o) => ({ strategy: s.slug, target: o.target, axes: gridAxes(o.grid), recommended: o.grid.recommended })));
-  const arbitrarySelection = fc
-    .constantFrom(...grids)
-    .chain((g) =>
-      fc.record({
-        grid: fc.constant(g),
-        axes: fc.record(Object.fromEntries(g.axes.map((a) => [a.axis, fc.constantFrom(...a.values)])), { requiredKeys: [] }),
-        preset: g.recommended ? fc.constantFrom(undefined, "recommended" as const) : fc.constant(undefined),
-      }),
-    );
+  const grids = minimax.strategies.flatMap((s) =>
+    s.options.map((o) => ({ strategy: s.slug, target: o.target, axes: gridAxes(o.grid), recommended: o.grid.recommended })),
+  );
+  const arbitrarySelection = fc.constantFrom(...grids).chain((g) =>
+    fc.record({
+      grid: fc.constant(g),
+      axes: fc.record(Object.fromEntries(g.axes.map((a) => [a.axis, fc.constantFrom(...a.values)])), { requiredKeys: [] }),
+      preset: g.recommended ? fc.constantFrom(undefined, "recommended" as const) : fc.constant(undefined),
+    }),
+  );
 
   it("explicit axes win, then the preset, then the defaults; every grid axis is resolved", () => {
     fc.assert(
@@ -179,7 +209,9 @@ describe("resolver properties", () => {
       fc.property(fc.constantFrom(...grids), fc.string({ minLength: 1, maxLength: 12 }), (grid, value) => {
         const axis = grid.axes[0]!;
         fc.pre(!axis.values.includes(value));
-        expect(() => resolvePlan(minimax, { model: minimax.model, strategy: grid.strategy, target: grid.target, axes: { [axis.axis]: value } })).toThrow(ConfigError);
+        expect(() => resolvePlan(minimax, { model: minimax.model, strategy: grid.strategy, target: grid.target, axes: { [axis.axis]: value } })).toThrow(
+          ConfigError,
+        );
       }),
     );
   });

@@ -22,12 +22,19 @@ describe("rollout waves", () => {
 
   it("every replica is in exactly one wave, waves never exceed the budget, and at most 4 waves with 25%", () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 1024 }), fc.oneof(fc.integer({ min: 1, max: 2000 }), fc.integer({ min: 1, max: 100 }).map((p) => `${p}%`)), (replicas, max) => {
-        const waves = rolloutWaves(replicas, max);
-        expect(waves.flat()).toEqual(Array.from({ length: replicas }, (_, i) => i));
-        for (const wave of waves) expect(wave.length).toBeLessThanOrEqual(unavailableCount(replicas, max));
-        expect(rolloutWaves(replicas, "25%").length).toBeLessThanOrEqual(4);
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 1024 }),
+        fc.oneof(
+          fc.integer({ min: 1, max: 2000 }),
+          fc.integer({ min: 1, max: 100 }).map((p) => `${p}%`),
+        ),
+        (replicas, max) => {
+          const waves = rolloutWaves(replicas, max);
+          expect(waves.flat()).toEqual(Array.from({ length: replicas }, (_, i) => i));
+          for (const wave of waves) expect(wave.length).toBeLessThanOrEqual(unavailableCount(replicas, max));
+          expect(rolloutWaves(replicas, "25%").length).toBeLessThanOrEqual(4);
+        },
+      ),
     );
   });
 
@@ -52,7 +59,15 @@ describe("who copies a compiled cache from whom", () => {
 
   it("one compile per key: the first host of the first wave compiles, every other host copies, from the nearest earlier wave", () => {
     // 8 replicas, 25%: waves [0,1] [2,3] [4,5] [6,7]; npu-1 waits for npu-0's compile instead of compiling too.
-    expect(compileCopies({ replicas: 8, hosts: hosts(8) })).toEqual(["npu-0 -> npu-1", "npu-0 -> npu-2", "npu-1 -> npu-3", "npu-2 -> npu-4", "npu-3 -> npu-5", "npu-4 -> npu-6", "npu-5 -> npu-7"]);
+    expect(compileCopies({ replicas: 8, hosts: hosts(8) })).toEqual([
+      "npu-0 -> npu-1",
+      "npu-0 -> npu-2",
+      "npu-1 -> npu-3",
+      "npu-2 -> npu-4",
+      "npu-3 -> npu-5",
+      "npu-4 -> npu-6",
+      "npu-5 -> npu-7",
+    ]);
     expect(compileCopies({ replicas: 3, hosts: hosts(3), rollout: { maxUnavailable: 3 } })).toEqual(["npu-0 -> npu-1", "npu-0 -> npu-2"]);
     // A shared cache copies nothing: the compile lease makes one writer.
     expect(compileCopies({ replicas: 8, hosts: hosts(8), cache: { shared: "/mnt/rbln-cache" } })).toEqual([]);
@@ -61,7 +76,11 @@ describe("who copies a compiled cache from whom", () => {
 
 describe("who downloads the weights, and where the caches live", () => {
   const hosts = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `npu-${i}`, address: `10.0.0.${i + 1}`, hostKey: EXAMPLE_HOST_KEY }));
-  const deploy = (raw: Record<string, unknown>) => planDeployment(parseStackSettings({ strategy: "aggregated-data-expert-parallel", target: "Throughput", replicas: 3, hosts: hosts(3), ...raw }), shippedCatalog);
+  const deploy = (raw: Record<string, unknown>) =>
+    planDeployment(
+      parseStackSettings({ strategy: "aggregated-data-expert-parallel", target: "Throughput", replicas: 3, hosts: hosts(3), ...raw }),
+      shippedCatalog,
+    );
   const names = (placements: readonly { host: { name: string } }[]) => placements.map((p) => p.host.name);
 
   it("copies: the seed downloads, every other host copies the weights from it", () => {
@@ -81,9 +100,20 @@ describe("who downloads the weights, and where the caches live", () => {
     expect(layout.root).toBe("/mnt/rbln-cache");
     expect(layout.leaseLock!.path).toMatch(/^\/opt\/rbln-serving\/bin\/lease-lock-[0-9a-f]{12}\.sh$/);
     expect(layout.leaseLock!.text).toMatch(/^LOCK_ROOT=\/mnt\/rbln-cache\/rbln-serving-locks$/m);
-    expect(compileLockWords(layout, "abc", "10.0.0.1", 8000)).toEqual(["/bin/bash", layout.leaseLock!.path, "run", "--name", "compile-abc", "--ready", healthCheck("10.0.0.1", [8000]), "--"]);
+    expect(compileLockWords(layout, "abc", "10.0.0.1", 8000)).toEqual([
+      "/bin/bash",
+      layout.leaseLock!.path,
+      "run",
+      "--name",
+      "compile-abc",
+      "--ready",
+      healthCheck("10.0.0.1", [8000]),
+      "--",
+    ]);
     expect(healthCheck("10.0.0.1", [8000])).toMatch(/ 10\.0\.0\.1 5 8000 \/health$/);
     expect(weightsLockName("MiniMaxAI/MiniMax-M2.7", undefined)).toBe("weights-MiniMaxAI-MiniMax-M2.7-latest");
-    expect(weightsLockName("MiniMaxAI/MiniMax-M2.7", "0123456789abcdef0123456789abcdef01234567")).toBe("weights-MiniMaxAI-MiniMax-M2.7-0123456789abcdef0123456789abcdef01234567");
+    expect(weightsLockName("MiniMaxAI/MiniMax-M2.7", "0123456789abcdef0123456789abcdef01234567")).toBe(
+      "weights-MiniMaxAI-MiniMax-M2.7-0123456789abcdef0123456789abcdef01234567",
+    );
   });
 });

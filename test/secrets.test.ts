@@ -10,7 +10,7 @@ import { renderHost } from "../core/render/hosts/bundle";
 import { readStackFile } from "../core/config/stackFile";
 import { ModelServing, type ModelServingArgs } from "../components/modelServing";
 import { runProgram } from "../program";
-import { isSecretAt, ofType, runUnderMocks, SECRET_SIG, valueOf } from "./helpers/pulumiHarness";
+import { isSecretAt, ofType, runUnderMocks, SECRET_SIG, outputValue } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 
 // The connection each remote Command is given, before @pulumi/command 1.2.1 wraps the whole of it
@@ -65,7 +65,12 @@ for (const [stack, secrets] of [
 
     it("never reach the stack outputs", async () => {
       const outputs = result as ReturnType<typeof runProgram>;
-      const values = await Promise.all([valueOf(outputs.endpoints), valueOf(outputs.curl), valueOf(outputs.units), valueOf(outputs.deployments)]);
+      const values = await Promise.all([
+        outputValue(outputs.endpoints),
+        outputValue(outputs.curl),
+        outputValue(outputs.units),
+        outputValue(outputs.deployments),
+      ]);
       expect(JSON.stringify([values, outputs.selection, outputs.warnings])).not.toMatch(markerPattern);
     });
   });
@@ -102,7 +107,9 @@ describe("stack files read offline", () => {
   });
 
   it("refuse a secret stored in plain text", () => {
-    expect(() => readStackFile("t", stackDir("  rbln-serving:apiKey: hunter2\n"))).toThrow(/^apiKey: is stored in plain text; set it with: pulumi config set --secret apiKey$/);
+    expect(() => readStackFile("t", stackDir("  rbln-serving:apiKey: hunter2\n"))).toThrow(
+      /^apiKey: is stored in plain text; set it with: pulumi config set --secret apiKey$/,
+    );
   });
 });
 
@@ -122,7 +129,8 @@ describe("NpuHost", () => {
   it("logs no pip or download output while the pip password is in play, and logs it otherwise", async () => {
     const withPassword = await runUnderMocks(runProgram, readStackFile("dev").raw, { sshPrivateKey: "k", pipPassword: "p" });
     const without = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, pip: {} }, { sshPrivateKey: "k" });
-    const logging = (registrations: typeof withPassword.registrations) => Object.fromEntries(ofType(registrations, "command:remote:Command").map((r) => [r.name.split("-").pop(), r.inputs.logging]));
+    const logging = (registrations: typeof withPassword.registrations) =>
+      Object.fromEntries(ofType(registrations, "command:remote:Command").map((r) => [r.name.split("-").pop(), r.inputs.logging]));
     expect(logging(withPassword.registrations)).toMatchObject({ install: "none", weights: "none" });
     expect(logging(without.registrations)).toMatchObject({ install: "stdoutAndStderr", weights: "stdoutAndStderr" });
   });

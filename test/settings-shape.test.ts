@@ -5,9 +5,17 @@ import { fromPackageValue, settingsShape } from "../core/config/settingsShape";
 describe("settingsShape", () => {
   it("reads the input side: through preprocess to its schema, through a transform after a string to the string", () => {
     const preprocessed = z.preprocess((value) => (typeof value === "string" ? JSON.parse(value) : value), z.strictObject({ port: z.number() }));
-    const shape = settingsShape(z.strictObject({ proxy: preprocessed.optional(), root: z.string().transform((p) => p.replace(/\/$/, "")).default("/opt") }));
-    expect(shape.fields["proxy"]).toMatchObject({ required: false, shape: { kind: "object", fields: { port: { required: true, shape: { kind: "number" } } } } });
-    expect(shape.fields["root"]).toEqual({ required: false, default: "/opt", shape: { kind: "string" } });
+    const shape = settingsShape(
+      z.strictObject({
+        proxy: preprocessed.optional(),
+        root: z
+          .string()
+          .transform((p) => p.replace(/\/$/, ""))
+          .default("/opt"),
+      }),
+    );
+    expect(shape.fields.proxy).toMatchObject({ required: false, shape: { kind: "object", fields: { port: { required: true, shape: { kind: "number" } } } } });
+    expect(shape.fields.root).toEqual({ required: false, default: "/opt", shape: { kind: "string" } });
   });
 
   it("sorts unions: literals of one type an enum, scalars of one type that type, of several a scalar union, else any", () => {
@@ -20,11 +28,11 @@ describe("settingsShape", () => {
         flag: z.union([z.literal(true), z.literal(false)]),
       }),
     );
-    expect(fields["mode"]!.shape).toMatchObject({ kind: "enum", type: "string", values: ["a", "b", "c"] });
-    expect(fields["address"]!.shape).toEqual({ kind: "string" });
-    expect(fields["count"]!.shape).toMatchObject({ kind: "scalarUnion", types: ["number", "string"] });
-    expect(fields["host"]!.shape).toEqual({ kind: "any" });
-    expect(fields["flag"]!.shape).toEqual({ kind: "boolean" });
+    expect(fields.mode!.shape).toMatchObject({ kind: "enum", type: "string", values: ["a", "b", "c"] });
+    expect(fields.address!.shape).toEqual({ kind: "string" });
+    expect(fields.count!.shape).toMatchObject({ kind: "scalarUnion", types: ["number", "string"] });
+    expect(fields.host!.shape).toEqual({ kind: "any" });
+    expect(fields.flag!.shape).toEqual({ kind: "boolean" });
   });
 });
 
@@ -46,6 +54,10 @@ describe("fromPackageValue", () => {
   });
 
   it("leaves what no reading fits, and keys or values of other types, for the schema to refuse", () => {
-    expect(fromPackageValue(shape, { waves: ["0", "x", 3], byRole: "none", extra: { waves: ["1"] } })).toEqual({ waves: ["0", "x", 3], byRole: "none", extra: { waves: ["1"] } });
+    expect(fromPackageValue(shape, { waves: ["0", "x", 3], byRole: "none", extra: { waves: ["1"] } })).toEqual({
+      waves: ["0", "x", 3],
+      byRole: "none",
+      extra: { waves: ["1"] },
+    });
   });
 });

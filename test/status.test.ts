@@ -44,7 +44,11 @@ describe("the exposition format", () => {
     const histogram = new Histogram({ name: "vllm:time_to_first_token_seconds", help: "h", buckets: [0.25, 0.5, 0.75, 5], registers: [registry] });
     for (const v of [0.2, 0.3, 0.7, 3]) histogram.observe(v);
     const samples = parseExposition(`${await registry.metrics()}\nnan_metric NaN\ninf_metric{le="+Inf"} +Inf 1700000000000\n`);
-    expect(samples.find((s) => s.labels["engine"] === "0")).toEqual({ name: "vllm:generation_tokens_total", labels: { model_name: 'we"ird\\name\nx', engine: "0" }, value: 7 });
+    expect(samples.find((s) => s.labels.engine === "0")).toEqual({
+      name: "vllm:generation_tokens_total",
+      labels: { model_name: 'we"ird\\name\nx', engine: "0" },
+      value: 7,
+    });
     expect(sumOf(samples, "vllm:generation_tokens_total")).toBe(12);
     expect(sumOf(samples, "vllm:time_to_first_token_seconds_count")).toBe(4);
     expect(samples.find((s) => s.name === "nan_metric")!.value).toBeNaN();
@@ -82,19 +86,47 @@ describe("status against fake vLLM ranks on loopback", () => {
         strategy: "aggregated-data-expert-parallel",
         target: "Latency",
         replicas: 2,
-        hosts: [{ name: "npu-live", address: `${base}.1`, hostKey: EXAMPLE_HOST_KEY }, { name: "npu-dead", address: `${base}.2`, hostKey: EXAMPLE_HOST_KEY }],
+        hosts: [
+          { name: "npu-live", address: `${base}.1`, hostKey: EXAMPLE_HOST_KEY },
+          { name: "npu-dead", address: `${base}.2`, hostKey: EXAMPLE_HOST_KEY },
+        ],
       }),
       shippedCatalog,
     );
-    await fake({ host: `${base}.1`, port: 8000, model: MODEL, engines: 4, running: 3, waiting: 2, kvUsage: 0.25, tokensPerSecond: 400, ttftSeconds: [0.2, 0.3, 0.7, 3] });
+    await fake({
+      host: `${base}.1`,
+      port: 8000,
+      model: MODEL,
+      engines: 4,
+      running: 3,
+      waiting: 2,
+      kvUsage: 0.25,
+      tokensPerSecond: 400,
+      ttftSeconds: [0.2, 0.3, 0.7, 3],
+    });
     const [live, dead] = await probeRanks(ranksOfDeployment(deployment), MODEL, 0.5);
-    expect(live).toMatchObject({ url: `http://${base}.1:8000`, labels: { host: "npu-live", role: "main", rank: "0" }, up: true, model: MODEL, running: 3, waiting: 2, problem: null });
+    expect(live).toMatchObject({
+      url: `http://${base}.1:8000`,
+      labels: { host: "npu-live", role: "main", rank: "0" },
+      up: true,
+      model: MODEL,
+      running: 3,
+      waiting: 2,
+      problem: null,
+    });
     expect(live!.kvCachePercent).toBeCloseTo(25);
     expect(live!.ttftP50Seconds).toBeCloseTo(0.5);
     // Tokens come from the server's clock, the interval from ours: close, not equal.
     expect(live!.generationTokensPerSecond).toBeGreaterThan(250);
     expect(live!.generationTokensPerSecond).toBeLessThan(550);
-    expect(dead).toMatchObject({ url: `http://${base}.2:8000`, labels: { host: "npu-dead" }, up: false, model: null, running: null, problem: expect.stringMatching(/ECONNREFUSED/) });
+    expect(dead).toMatchObject({
+      url: `http://${base}.2:8000`,
+      labels: { host: "npu-dead" },
+      up: false,
+      model: null,
+      running: null,
+      problem: expect.stringMatching(/ECONNREFUSED/),
+    });
   });
 
   it("reports the front door beside the ranks: the model through Envoy, and the picker's ready endpoints", async () => {
@@ -113,10 +145,18 @@ describe("status against fake vLLM ranks on loopback", () => {
     expect(down).toMatchObject({ url: `http://${base}.10:18080`, up: false, picker: { url: `http://${base}.10:9090`, up: false } });
     expect(down.problem).toMatch(/^picker http:\/\/[0-9.]+:9090: .*ECONNREFUSED.*; .*ECONNREFUSED/);
     await fake({ host: `${base}.10`, port: 18080, model: MODEL });
-    const picker = await import("node:http").then((h) => h.createServer((_, response) => response.writeHead(200).end("# TYPE llm_d_epp_ready_endpoints gauge\nllm_d_epp_ready_endpoints{name=\"x\"} 3\n")));
+    const picker = await import("node:http").then((h) =>
+      h.createServer((_, response) => response.writeHead(200).end('# TYPE llm_d_epp_ready_endpoints gauge\nllm_d_epp_ready_endpoints{name="x"} 3\n')),
+    );
     await new Promise<void>((resolve) => picker.listen(9090, `${base}.10`, resolve));
     try {
-      expect(await frontDoorStatus(deployment.frontDoor!, MODEL, undefined)).toEqual({ url: `http://${base}.10:18080`, up: true, model: MODEL, picker: { url: `http://${base}.10:9090`, up: true, readyEndpoints: 3 }, problem: null });
+      expect(await frontDoorStatus(deployment.frontDoor!, MODEL, undefined)).toEqual({
+        url: `http://${base}.10:18080`,
+        up: true,
+        model: MODEL,
+        picker: { url: `http://${base}.10:9090`, up: true, readyEndpoints: 3 },
+        problem: null,
+      });
     } finally {
       await new Promise((resolve) => picker.close(resolve));
     }
@@ -163,23 +203,31 @@ describe("status against fake vLLM ranks on loopback", () => {
     const run = await statusCli(["--endpoint", "localhost:8000"]);
     expect([run.status, run.stderr]).toEqual([2, 'error: --endpoint: "localhost:8000" is not a base URL such as http://10.0.0.5:8000\n']);
     const catalog = shippedCatalog;
-    await expect(statusCommand({ endpoint: ["http://127.0.0.1:9"], interval: "soon" }, catalog)).rejects.toThrow(/^--interval: "soon" is not a number of seconds/);
+    await expect(statusCommand({ endpoint: ["http://127.0.0.1:9"], interval: "soon" }, catalog)).rejects.toThrow(
+      /^--interval: "soon" is not a number of seconds/,
+    );
     await expect(statusCommand({ stack: "prod" }, catalog)).rejects.toThrow(/^--endpoint: stack "prod" runs on Kubernetes/);
     await expect(statusCommand({}, catalog)).rejects.toThrow(/^--stack: required without --endpoint/);
   });
 
   it("refuses an --endpoint with user:password@ without printing it, and one that is no URL, before asking any rank", async () => {
     for (const url of ["http://me:hunter2@127.0.0.1:9", "https://hunter2@127.0.0.1:9/"]) {
-      await expect(statusCommand({ endpoint: [url], interval: "0.05" }, shippedCatalog)).rejects.toThrow(/^--endpoint: "https?:\/\/\*\*\*@127\.0\.0\.1:9\/?" holds user:password@; give a base URL such as http:\/\/10\.0\.0\.5:8000 \(an API key goes in VLLM_API_KEY\)$/);
+      await expect(statusCommand({ endpoint: [url], interval: "0.05" }, shippedCatalog)).rejects.toThrow(
+        /^--endpoint: "https?:\/\/\*\*\*@127\.0\.0\.1:9\/?" holds user:password@; give a base URL such as http:\/\/10\.0\.0\.5:8000 \(an API key goes in VLLM_API_KEY\)$/,
+      );
     }
     for (const url of ["http://127.0.0.1:9\u001b[2J", "http://127.0.0.1:99999", "http://[::1"]) {
-      await expect(statusCommand({ endpoint: [url], interval: "0.05" }, shippedCatalog), url).rejects.toThrow(/^--endpoint: ".*" is not a base URL such as http:\/\/10\.0\.0\.5:8000$/);
+      await expect(statusCommand({ endpoint: [url], interval: "0.05" }, shippedCatalog), url).rejects.toThrow(
+        /^--endpoint: ".*" is not a base URL such as http:\/\/10\.0\.0\.5:8000$/,
+      );
     }
   });
 
   it("refuses options it does not read rather than ignoring them", async () => {
     for (const options of [{ out: "x" }, { diff: "dev" }]) {
-      await expect(statusCommand({ endpoint: ["http://127.0.0.1:9"], interval: "0.05", ...options }, shippedCatalog)).rejects.toThrow(new RegExp(`^--${Object.keys(options)[0]}: not an option of status; status takes --stack, `));
+      await expect(statusCommand({ endpoint: ["http://127.0.0.1:9"], interval: "0.05", ...options }, shippedCatalog)).rejects.toThrow(
+        new RegExp(`^--${Object.keys(options)[0]}: not an option of status; status takes --stack, `),
+      );
     }
   });
 });
@@ -197,23 +245,40 @@ const TERMINAL_CONTROLS = /[\p{Cc}\u2028\u2029\u202a-\u202e\u2066-\u2069]/u;
 describe("status trusts nothing a rank sends", () => {
   it.each([
     { path: "/health", code: 301, location: (other: string) => `${other}/health`, shown: (other: string) => `${other}/health` },
-    { path: "/v1/models", code: 302, location: (other: string) => `${other.replace("//", "//admin:s3cret@")}/v1/models?token=t0k&a=1#key=k3y`, shown: (other: string) => `${other.replace("//", "//***:***@")}/v1/models?token=***&a=***#***` },
-    { path: "/v1/models", code: 303, location: (other: string) => `${other.replace("//", "//t0ken@")}/v1/models`, shown: (other: string) => `${other.replace("//", "//***@")}/v1/models` },
+    {
+      path: "/v1/models",
+      code: 302,
+      location: (other: string) => `${other.replace("//", "//admin:s3cret@")}/v1/models?token=t0k&a=1#key=k3y`,
+      shown: (other: string) => `${other.replace("//", "//***:***@")}/v1/models?token=***&a=***#***`,
+    },
+    {
+      path: "/v1/models",
+      code: 303,
+      location: (other: string) => `${other.replace("//", "//t0ken@")}/v1/models`,
+      shown: (other: string) => `${other.replace("//", "//***@")}/v1/models`,
+    },
     { path: "/metrics", code: 307, location: () => "/elsewhere", shown: (_: string, self: string) => `${self}/elsewhere` },
     { path: "/metrics", code: 308, location: (other: string) => `${other}/metrics`, shown: (other: string) => `${other}/metrics` },
-  ])("does not follow a redirect of $path ($code): the rank is a problem that says where it pointed, credentials masked", async ({ path, code, location, shown }) => {
-    const other = await fake({ model: MODEL, running: 7 });
-    const rank = await fake({ model: MODEL, answers: { [path]: answer.redirect(code, location(other.url)) } });
-    const [status] = await probeRanks([{ url: rank.url, labels: {} }], MODEL, 0.05);
-    expect(status).toMatchObject({ up: false, model: null, running: null, problem: `${path} redirected (${code}) to ${shown(other.url, rank.url)}` });
-    expect(status!.problem).not.toMatch(/s3cret|t0k|k3y/);
-    expect(other.requests).toEqual([]);
-  });
+  ])(
+    "does not follow a redirect of $path ($code): the rank is a problem that says where it pointed, credentials masked",
+    async ({ path, code, location, shown }) => {
+      const other = await fake({ model: MODEL, running: 7 });
+      const rank = await fake({ model: MODEL, answers: { [path]: answer.redirect(code, location(other.url)) } });
+      const [status] = await probeRanks([{ url: rank.url, labels: {} }], MODEL, 0.05);
+      expect(status).toMatchObject({ up: false, model: null, running: null, problem: `${path} redirected (${code}) to ${shown(other.url, rank.url)}` });
+      expect(status!.problem).not.toMatch(/s3cret|t0k|k3y/);
+      expect(other.requests).toEqual([]);
+    },
+  );
 
   it("a Location that is not a URL is not shown; a 3xx without one is an answer like any other", async () => {
     const unparsable = await fake({ model: MODEL, answers: { "/health": answer.redirect(302, "http://admin:s3cret@[::1") } });
     const notModified = await fake({ model: MODEL, answers: { "/metrics": (response) => response.writeHead(304).end() } });
-    const statuses = await probeRanks([unparsable, notModified].map((s) => ({ url: s.url, labels: {} })), MODEL, 0.05);
+    const statuses = await probeRanks(
+      [unparsable, notModified].map((s) => ({ url: s.url, labels: {} })),
+      MODEL,
+      0.05,
+    );
     expect(statuses.map((s) => s.problem)).toEqual(["/health redirected (302) to a Location that is not a URL", "/metrics answered 304"]);
   });
 
@@ -221,18 +286,25 @@ describe("status trusts nothing a rank sends", () => {
     { path: "/health", body: { filler: " " } },
     { path: "/v1/models", body: { prefix: '{"data":[{"id":"', filler: "a", suffix: '"}]}' } },
     { path: "/metrics", body: { prefix: "vllm:num_requests_running 1\n", filler: `#${"-".repeat(1022)}\n` } },
-  ])("reads at most MAX_BODY_BYTES of $path: a body of exactly that many is read; one byte more, or an endless body, makes the rank a problem", async ({ path, body }) => {
-    const exactly = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, { ...body, bytes: MAX_BODY_BYTES }) } });
-    const over = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, { ...body, bytes: MAX_BODY_BYTES + 1 }) } });
-    const endless = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, body) } });
-    const [read, ...refused] = await probeRanks([exactly, over, endless].map((s) => ({ url: s.url, labels: {} })), MODEL, 0.05);
-    // The exact /v1/models body names a model of 4 MiB of "a"s, which is not the planned one.
-    expect(read).toMatchObject({ up: true, problem: path === "/v1/models" ? expect.stringMatching(/^serves "aaaa/) : null });
-    expect(refused.map((s) => [s.up, s.problem])).toEqual([
-      [false, `${path} sent more than ${MAX_BODY_BYTES / ONE_MIB} MiB`],
-      [false, `${path} sent more than ${MAX_BODY_BYTES / ONE_MIB} MiB`],
-    ]);
-  });
+  ])(
+    "reads at most MAX_BODY_BYTES of $path: a body of exactly that many is read; one byte more, or an endless body, makes the rank a problem",
+    async ({ path, body }) => {
+      const exactly = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, { ...body, bytes: MAX_BODY_BYTES }) } });
+      const over = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, { ...body, bytes: MAX_BODY_BYTES + 1 }) } });
+      const endless = await fake({ model: MODEL, answers: { [path]: (response) => writeBody(response, body) } });
+      const [read, ...refused] = await probeRanks(
+        [exactly, over, endless].map((s) => ({ url: s.url, labels: {} })),
+        MODEL,
+        0.05,
+      );
+      // The exact /v1/models body names a model of 4 MiB of "a"s, which is not the planned one.
+      expect(read).toMatchObject({ up: true, problem: path === "/v1/models" ? expect.stringMatching(/^serves "aaaa/) : null });
+      expect(refused.map((s) => [s.up, s.problem])).toEqual([
+        [false, `${path} sent more than ${MAX_BODY_BYTES / ONE_MIB} MiB`],
+        [false, `${path} sent more than ${MAX_BODY_BYTES / ONE_MIB} MiB`],
+      ]);
+    },
+  );
 
   it("an answer without a body (204) is an empty one", async () => {
     const rank = await fake({ model: MODEL, answers: { "/health": (response) => response.writeHead(204).end() } });
@@ -276,17 +348,29 @@ describe("status trusts nothing a rank sends", () => {
   it("a /v1/models that is not JSON makes that rank a problem that names the path", async () => {
     const odd = await fake({ model: MODEL, answers: { "/v1/models": answer.text("<html>moved</html>") } });
     const [status] = await probeRanks([{ url: odd.url, labels: {} }], MODEL, 0.05);
-    expect(status).toMatchObject({ up: false, problem: expect.stringMatching(/^\/v1\/models: Unexpected token '<', "<html>moved<\/html>" is not valid JSON$/) });
+    expect(status).toMatchObject({
+      up: false,
+      problem: expect.stringMatching(/^\/v1\/models: Unexpected token '<', "<html>moved<\/html>" is not valid JSON$/),
+    });
   });
 
-  it.each(["abc", "", "1e400", "Infinity", "NaN", "0.5.1"])('a histogram bucket le="%s" makes that rank a problem, and the table still prints every rank', async (le) => {
-    const healthy = await fake({ model: MODEL, ttftSeconds: [0.3] });
-    const odd = await fake({ model: MODEL, answers: { "/metrics": answer.text(`vllm:time_to_first_token_seconds_bucket{le="${le}"} 1\nvllm:time_to_first_token_seconds_bucket{le="+Inf"} 1\n`) } });
-    const { stdout } = await statusCommand({ endpoint: [healthy.url, odd.url], interval: "0.05" }, shippedCatalog);
-    const lines = stdout.trimEnd().split("\n");
-    expect(lines[1]).toMatch(new RegExp(`^${healthy.url} .* up .* 0\\.375s$`));
-    expect(lines.slice(2)).toEqual([expect.stringMatching(new RegExp(`^${odd.url} +- +- +- +down `)), `${odd.url}: second /metrics sample: bad bucket bound le="${le}" in vllm:time_to_first_token_seconds_bucket`]);
-  });
+  it.each(["abc", "", "1e400", "Infinity", "NaN", "0.5.1"])(
+    'a histogram bucket le="%s" makes that rank a problem, and the table still prints every rank',
+    async (le) => {
+      const healthy = await fake({ model: MODEL, ttftSeconds: [0.3] });
+      const odd = await fake({
+        model: MODEL,
+        answers: { "/metrics": answer.text(`vllm:time_to_first_token_seconds_bucket{le="${le}"} 1\nvllm:time_to_first_token_seconds_bucket{le="+Inf"} 1\n`) },
+      });
+      const { stdout } = await statusCommand({ endpoint: [healthy.url, odd.url], interval: "0.05" }, shippedCatalog);
+      const lines = stdout.trimEnd().split("\n");
+      expect(lines[1]).toMatch(new RegExp(`^${healthy.url} .* up .* 0\\.375s$`));
+      expect(lines.slice(2)).toEqual([
+        expect.stringMatching(new RegExp(`^${odd.url} +- +- +- +down `)),
+        `${odd.url}: second /metrics sample: bad bucket bound le="${le}" in vllm:time_to_first_token_seconds_bucket`,
+      ]);
+    },
+  );
 
   it("NaN, infinities and values out of a field's range make that field unknown", async () => {
     const rank = await fake({
@@ -305,9 +389,24 @@ describe("status trusts nothing a rank sends", () => {
         ),
       },
     });
-    const over = await fake({ model: MODEL, answers: { "/metrics": answer.text("vllm:num_requests_running +Inf\nvllm:num_requests_waiting 2\nvllm:kv_cache_usage_perc 1.5\n") } });
-    const [odd, outOfRange] = await probeRanks([rank, over].map((s) => ({ url: s.url, labels: {} })), MODEL, 0.05);
-    expect(odd).toMatchObject({ up: true, problem: null, running: null, waiting: null, kvCachePercent: null, generationTokensPerSecond: null, ttftP50Seconds: null });
+    const over = await fake({
+      model: MODEL,
+      answers: { "/metrics": answer.text("vllm:num_requests_running +Inf\nvllm:num_requests_waiting 2\nvllm:kv_cache_usage_perc 1.5\n") },
+    });
+    const [odd, outOfRange] = await probeRanks(
+      [rank, over].map((s) => ({ url: s.url, labels: {} })),
+      MODEL,
+      0.05,
+    );
+    expect(odd).toMatchObject({
+      up: true,
+      problem: null,
+      running: null,
+      waiting: null,
+      kvCachePercent: null,
+      generationTokensPerSecond: null,
+      ttftP50Seconds: null,
+    });
     expect(outOfRange).toMatchObject({ up: true, problem: null, running: null, waiting: 2, kvCachePercent: null });
     const { stdout } = await statusCommand({ endpoint: [rank.url], interval: "0.05" }, shippedCatalog);
     expect(stdout.split("\n")[1]).toMatch(new RegExp(`^${rank.url} +- +- +- +up +${MODEL} +- +- +- +- +-$`));
@@ -320,7 +419,7 @@ describe("status trusts nothing a rank sends", () => {
   });
 
   it("escapes a rank's control characters in the table; JSON escapes them too, C1 and bidi controls included", async () => {
-    const forged = `M\x1b[2J\r\n${"http://10.0.0.1:8000  -  -  -  up  " + MODEL}\u009b31m\u202e\x7f\u2028`;
+    const forged = `M\x1b[2J\r\n${`http://10.0.0.1:8000  -  -  -  up  ${MODEL}`}\u009b31m\u202e\x7f\u2028`;
     const evil = await fake({ model: forged, answers: { "/metrics": answer.text(`vllm:num_requests_running 1\n\x1b]0;title\x07 1\n`) } });
     const liar = await fake({ model: forged });
     const healthy = await fake({ model: MODEL });
@@ -333,7 +432,9 @@ describe("status trusts nothing a rank sends", () => {
     const escaped = `M\\u001b[2J\\u000d\\u000ahttp://10.0.0.1:8000  -  -  -  up  ${MODEL}\\u009b31m\\u202e\\u007f\\u2028`;
     expect(lines[2]).toContain(` up     ${escaped}  `);
     expect(lines[4]).toBe(`${evil.url}: bad metric name in: \\u001b]0;title\\u0007 1`);
-    expect(lines[5]).toBe(`${liar.url}: serves ${JSON.stringify(forged).replace(/[\u007f-\u009f\u2028\u202e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)}, planned "${MODEL}"`);
+    expect(lines[5]).toBe(
+      `${liar.url}: serves ${JSON.stringify(forged).replace(/[\u007f-\u009f\u2028\u202e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)}, planned "${MODEL}"`,
+    );
 
     const json = await statusCommand({ endpoint: endpoints, interval: "0.05", format: "json" }, shippedCatalog);
     // Its line breaks are its own layout; JSON.stringify escapes C0 controls but leaves C1 and bidi ones raw.

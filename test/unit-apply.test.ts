@@ -65,7 +65,8 @@ beforeAll(async () => {
     ].join("\n"),
     { mode: 0o755 },
   );
-  for (const tool of ["cp", "mv", "touch"]) fs.writeFileSync(path.join(dir, "bin", tool), `#!/usr/bin/env bash\n. "$STATE/bin/fail-at.sh"\nexec /bin/${tool} "$@"\n`, { mode: 0o755 });
+  for (const tool of ["cp", "mv", "touch"])
+    fs.writeFileSync(path.join(dir, "bin", tool), `#!/usr/bin/env bash\n. "$STATE/bin/fail-at.sh"\nexec /bin/${tool} "$@"\n`, { mode: 0o755 });
   // The rank's log, as journalctl -o cat prints it: what the test wrote to $STATE/journal.
   fs.writeFileSync(path.join(dir, "bin", "journalctl"), `#!/usr/bin/env bash\ncat "$STATE/journal" 2>/dev/null || true\n`, { mode: 0o755 });
   server = http.createServer((_, response) => response.writeHead(fs.existsSync(path.join(dir, "active")) ? 200 : 503).end("{}"));
@@ -96,7 +97,20 @@ interface ApplyOptions {
   cut?: { afterMs: number; signal: NodeJS.Signals };
 }
 
-function apply(stdin: string, { unitText = "[Service]\nExecStart=/bin/true\n", envText = "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n", hostLockWaitSeconds = 60, minFreeDiskGbToRestart = 0, failAt, compileMarker = path.join(dir, "no-such-marker"), frontDoor, onStdout, cut }: ApplyOptions = {}): Promise<Run> {
+function apply(
+  stdin: string,
+  {
+    unitText = "[Service]\nExecStart=/bin/true\n",
+    envText = "VLLM_ENGINE_READY_TIMEOUT_S='9600'\n",
+    hostLockWaitSeconds = 60,
+    minFreeDiskGbToRestart = 0,
+    failAt,
+    compileMarker = path.join(dir, "no-such-marker"),
+    frontDoor,
+    onStdout,
+    cut,
+  }: ApplyOptions = {},
+): Promise<Run> {
   const script = unitApplyScript({
     hostName: "test-host",
     unitDir: path.join(dir, "units"),
@@ -133,7 +147,9 @@ interface Run {
 function runBash(script: string, stdin: string, onStdout?: (stdout: string) => void, failAt?: number, cut?: ApplyOptions["cut"]): Promise<Run> {
   for (const record of ["calls", "count", "injected", "drains"]) fs.rmSync(path.join(dir, record), { force: true });
   // A host's root PATH behind the stand-ins (not this machine's pyenv shims, which take a second per python3).
-  const child = spawn("bash", ["-c", script], { env: { PATH: `${dir}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`, STATE: dir, ...(failAt ? { FAIL_AT: String(failAt) } : {}) } });
+  const child = spawn("bash", ["-c", script], {
+    env: { PATH: `${dir}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`, STATE: dir, ...(failAt ? { FAIL_AT: String(failAt) } : {}) },
+  });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (c: Buffer) => {
@@ -177,7 +193,7 @@ describe("the unit step", () => {
     const envText = renderEnvFile({
       VLLM_ENGINE_READY_TIMEOUT_S: "9600",
       LMCACHE_EXTRA_CONFIG: '{\n  "storage_plugin.RDSBackend.class_name": "RDSBackend"\n}',
-      NOTE: "it's $HOME\nand `more` \\ \"quoted\"",
+      NOTE: 'it\'s $HOME\nand `more` \\ "quoted"',
     });
     const run = await apply(secrets, { envText });
     expect(run.status, run.stderr).toBe(0);
@@ -202,8 +218,15 @@ describe("the unit step", () => {
     fs.mkdirSync(path.join(dir, "cache"), { recursive: true });
     // Every file of the fake host but the harness's records of the stand-ins' calls, with its content.
     const files = () =>
-      fs.readdirSync(dir, { recursive: true }).map(String).filter((f) => !["calls", "count", "injected"].includes(f)).sort().map((f) => [f, fs.statSync(path.join(dir, f)).isFile() ? fs.readFileSync(path.join(dir, f), "utf8") : ""]);
-    const tooLittle = new RegExp(`^test-host main rank 0: only \\d+ GiB free under ${dir}/cache, need 1000000000 GiB to restart \\(the compile cache grows on a start\\); nothing changed$`);
+      fs
+        .readdirSync(dir, { recursive: true })
+        .map(String)
+        .filter((f) => !["calls", "count", "injected"].includes(f))
+        .sort()
+        .map((f) => [f, fs.statSync(path.join(dir, f)).isFile() ? fs.readFileSync(path.join(dir, f), "utf8") : ""]);
+    const tooLittle = new RegExp(
+      `^test-host main rank 0: only \\d+ GiB free under ${dir}/cache, need 1000000000 GiB to restart \\(the compile cache grows on a start\\); nothing changed$`,
+    );
     // The step's own line is the last (bash may print the machine's ~/.bashrc noise before it).
     const lastLine = (run: Run) => run.stderr.trim().split("\n").pop();
     const before = files();
@@ -213,7 +236,10 @@ describe("the unit step", () => {
     expect(lastLine(change)).toMatch(tooLittle);
     expect(files()).toEqual(before);
     // Unchanged and running: nothing restarts, so nothing is checked.
-    expect(await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 10 ** 9 })).toMatchObject({ status: 0, calls: [`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`, SHOW] });
+    expect(await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 10 ** 9 })).toMatchObject({
+      status: 0,
+      calls: [`is-active --quiet ${UNIT}`, `enable --quiet ${UNIT}`, SHOW],
+    });
     // Unchanged but stopped: the start is refused.
     fs.rmSync(path.join(dir, "active"));
     const start = await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 10 ** 9 });
@@ -303,22 +329,39 @@ describe("the unit step", () => {
     for (const file of legacyState) fs.writeFileSync(file, "");
     const run = await apply("HF_TOKEN='hf_6'\n");
     expect(run.status).toBe(0);
-    expect(run.calls.slice(run.calls.indexOf(`disable --now --quiet ${LEGACY}`))).toEqual([`disable --now --quiet ${LEGACY}`, `reset-failed ${UNIT}`, `restart ${UNIT}`, SHOW, "daemon-reload"]);
+    expect(run.calls.slice(run.calls.indexOf(`disable --now --quiet ${LEGACY}`))).toEqual([
+      `disable --now --quiet ${LEGACY}`,
+      `reset-failed ${UNIT}`,
+      `restart ${UNIT}`,
+      SHOW,
+      "daemon-reload",
+    ]);
     expect(run.stdout).toContain(`unit test-host: removed ${LEGACY}, which ${UNIT} replaced`);
     for (const file of [path.join(dir, "units", LEGACY), envFile("main-0.env"), ...legacyState]) expect(fs.existsSync(file), file).toBe(false);
   });
 
   it("leaves it alone when it listens on another address: it belongs to another deployment on the host", async () => {
-    fs.writeFileSync(path.join(dir, "units", LEGACY), "# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true \\\n    --host 10.0.0.2\n");
+    fs.writeFileSync(
+      path.join(dir, "units", LEGACY),
+      "# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true \\\n    --host 10.0.0.2\n",
+    );
     const run = await apply("HF_TOKEN='hf_7'\n", { unitText: "[Service]\nExecStart=/bin/true \\\n    --host 10.0.0.1 \\\n    --port 8000\n" });
     expect(run.status).toBe(0);
     expect(run.calls.filter((call) => call.includes(LEGACY))).toEqual([]);
     expect(fs.existsSync(path.join(dir, "units", LEGACY))).toBe(true);
     // The same address, or all interfaces on either side, is in the way.
-    const listens: [string | null, string | null][] = [["10.0.0.2", "10.0.0.2"], ["0.0.0.0", "10.0.0.2"], [null, "10.0.0.2"], ["10.0.0.1", null]];
+    const listens: [string | null, string | null][] = [
+      ["10.0.0.2", "10.0.0.2"],
+      ["0.0.0.0", "10.0.0.2"],
+      [null, "10.0.0.2"],
+      ["10.0.0.1", null],
+    ];
     for (const [ours, theirs] of listens) {
       const host = (address: string | null) => (address ? ` \\\n    --host ${address}` : "");
-      fs.writeFileSync(path.join(dir, "units", LEGACY), `# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true${host(theirs)}\n`);
+      fs.writeFileSync(
+        path.join(dir, "units", LEGACY),
+        `# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true${host(theirs)}\n`,
+      );
       const takeover = await apply(`HF_TOKEN='hf_${ours}_${theirs}'\n`, { unitText: `[Service]\nExecStart=/bin/true${host(ours)}\n` });
       expect(takeover.calls, `${ours} ${theirs}`).toContain(`disable --now --quiet ${LEGACY}`);
       expect(fs.existsSync(path.join(dir, "units", LEGACY))).toBe(false);
@@ -335,7 +378,13 @@ describe("the unit step", () => {
 
   it("on removal stops, disables and deletes the unit and env file, and touches nothing else", async () => {
     fs.mkdirSync(path.join(dir, "cache", "huggingface"), { recursive: true });
-    const script = unitRemoveScript({ hostName: "test-host", unitDir: path.join(dir, "units"), unitName: UNIT, envPath: envFile("test.main-0.env"), stateDir: path.join(dir, "rollout") });
+    const script = unitRemoveScript({
+      hostName: "test-host",
+      unitDir: path.join(dir, "units"),
+      unitName: UNIT,
+      envPath: envFile("test.main-0.env"),
+      stateDir: path.join(dir, "rollout"),
+    });
     const run = await runBash(script, "");
     expect(run.status).toBe(0);
     expect(run.calls).toEqual([`disable --now --quiet ${UNIT}`, "daemon-reload"]);
@@ -358,7 +407,14 @@ const state = () => ({
   pending: fs.existsSync(path.join(dir, "rollout", `${UNIT}.pending`)),
 });
 type State = ReturnType<typeof state>;
-const serving = (config: typeof A): State => ({ unit: config.unitText, env: config.envText, legacy: [null, null], enabled: [UNIT], running: config.unitText, pending: false });
+const serving = (config: typeof A): State => ({
+  unit: config.unitText,
+  env: config.envText,
+  legacy: [null, null],
+  enabled: [UNIT],
+  running: config.unitText,
+  pending: false,
+});
 /** The state a step that served `config` leaves, written directly (running the step for it would double the test's time). */
 const servingNow = (config: typeof A) => {
   removeUnit();
@@ -371,7 +427,8 @@ const servingNow = (config: typeof A) => {
 const removeUnit = () => {
   const files = [path.join(dir, "units", UNIT), envFile("test.main-0.env"), path.join(dir, "units", LEGACY), envFile("main-0.env"), path.join(dir, "active")];
   const state = ["previous", "previous-env", "pending"].map((s) => path.join(dir, "rollout", `${UNIT}.${s}`));
-  for (const file of [...files, ...state, ...fs.readdirSync(path.join(dir, "enabled")).map((u) => path.join(dir, "enabled", u))]) fs.rmSync(file, { force: true });
+  for (const file of [...files, ...state, ...fs.readdirSync(path.join(dir, "enabled")).map((u) => path.join(dir, "enabled", u))])
+    fs.rmSync(file, { force: true });
 };
 
 describe("the unit step when a command fails once the change begins", { timeout: 180_000 }, () => {
@@ -403,9 +460,14 @@ describe("the unit step when a command fails once the change begins", { timeout:
   }
 
   it("a change ends on the new config serving, or on the previous one restored and serving", async () => {
-    const lines = await failEachCall(() => servingNow(A), (served) => serving(served ? B : A));
+    const lines = await failEachCall(
+      () => servingNow(A),
+      (served) => serving(served ? B : A),
+    );
     for (const line of lines) {
-      expect(line).toMatch(/^test-host main rank 0: (the unit step failed \(`.+` exited 1\); (the previous config is restored and serving|nothing changed)|the new config failed \(unit exited 1\); the previous config is restored and serving)$/);
+      expect(line).toMatch(
+        /^test-host main rank 0: (the unit step failed \(`.+` exited 1\); (the previous config is restored and serving|nothing changed)|the new config failed \(unit exited 1\); the previous config is restored and serving)$/,
+      );
     }
     // Failures before the switch (keeping the previous files), in it (the files, systemd), and of the start.
     expect(lines.some((l) => l.endsWith("nothing changed"))).toBe(true);
@@ -438,7 +500,14 @@ describe("the unit step when a command fails once the change begins", { timeout:
 
 describe("the unit step behind the front door", { timeout: 60_000 }, () => {
   const ENDPOINT = "test-host-main-0";
-  const door = (renewSeconds = 3600): FrontDoorAccess => ({ address: "127.0.0.9", port: 22, hostKey: "", bind: "127.0.0.1", endpoints: [ENDPOINT], renewSeconds });
+  const door = (renewSeconds = 3600): FrontDoorAccess => ({
+    address: "127.0.0.9",
+    port: 22,
+    hostKey: "",
+    bind: "127.0.0.1",
+    endpoints: [ENDPOINT],
+    renewSeconds,
+  });
   /** The calls that take the rank out or in, and those that stop it. */
   const drainsAndStops = (run: Run) => run.calls.filter((call) => /^(ssh |restart |disable --now)/.test(call));
   const lastLine = (run: Run) => run.stderr.trim().split("\n").pop();
@@ -479,7 +548,13 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
     removeUnit();
     const first = await compilesInstead((compileMarker) => apply("", { ...B, compileMarker, frontDoor: door() }));
     expect(lastLine(first)).toMatch(/; there is no previous config to go back to, so \S+ is stopped and disabled$/);
-    expect(drainsAndStops(first)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh drain ${ENDPOINT}`, `disable --now --quiet ${UNIT}`, `ssh rejoin ${ENDPOINT}`]);
+    expect(drainsAndStops(first)).toEqual([
+      `ssh drain ${ENDPOINT}`,
+      `restart ${UNIT}`,
+      `ssh drain ${ENDPOINT}`,
+      `disable --now --quiet ${UNIT}`,
+      `ssh rejoin ${ENDPOINT}`,
+    ]);
   });
 
   it("when the way back cannot drain, leaves a rank that serves on the new config, pending, and takes one that does not serve back all the same", async () => {
@@ -487,7 +562,9 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
     servingNow(A);
     const stays = await compilesInstead((compileMarker) => apply("", { ...B, compileMarker, frontDoor: door() }));
     expect(stays.status).toBe(1);
-    expect(lastLine(stays)).toMatch(/: the new config failed \(compiled cache miss: .*\); the front door did not take it out to go back \(see above\), so it stays on the new config, which serves; run the step again$/);
+    expect(lastLine(stays)).toMatch(
+      /: the new config failed \(compiled cache miss: .*\); the front door did not take it out to go back \(see above\), so it stays on the new config, which serves; run the step again$/,
+    );
     expect(drainsAndStops(stays)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh drain ${ENDPOINT}`, `ssh rejoin ${ENDPOINT}`]);
     expect(state()).toEqual({ ...serving(B), pending: true });
     servingNow(A);
@@ -503,7 +580,9 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
     servingNow(A);
     const run = await apply("", { ...B, frontDoor: door(1) });
     expect(run.status, run.stderr).toBe(0);
-    const renewals = drainsAndStops(run).slice(1, -1).filter((call) => call === `ssh renew ${ENDPOINT}`);
+    const renewals = drainsAndStops(run)
+      .slice(1, -1)
+      .filter((call) => call === `ssh renew ${ENDPOINT}`);
     expect(renewals.length).toBeGreaterThanOrEqual(2);
     expect(run.calls.at(-1)).toBe(`ssh rejoin ${ENDPOINT}`);
     const after = calls();

@@ -1,4 +1,4 @@
-import * as command from "@pulumi/command";
+import type * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import type { RenderedCompileHost } from "../../core/render/hosts/compileHost";
 import { compileKeyStep, hostSteps, setupSteps } from "./steps";
@@ -28,7 +28,9 @@ export class CompileHost extends pulumi.ComponentResource {
     const steps = hostSteps(this, name, rendered.placement.host, args.sshPrivateKey);
     const { install, weights } = setupSteps(steps, rendered, args.secrets, args.downloads);
     this.weights = weights;
-    this.unitCommands = rendered.steps.map((compile) => compileKeyStep(steps, `compile-${compile.key}`, compile, args.secrets.registryPassword, [install, ...(weights ? [weights] : [])]));
+    this.unitCommands = rendered.steps.map((compile) =>
+      compileKeyStep(steps, `compile-${compile.key}`, compile, args.secrets.registryPassword, [install, ...(weights ? [weights] : [])]),
+    );
     this.registerOutputs({});
   }
 }

@@ -1,4 +1,4 @@
-import * as command from "@pulumi/command";
+import type * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import { SECRET_ENV, secretEnvironment, type SecretKey } from "../../core/config/secrets";
 import { renderSecretEnv, type RenderedHost } from "../../core/render/hosts/bundle";
@@ -7,7 +7,7 @@ import type { RenderedCopy } from "../../core/render/hosts/copies";
 import type { RenderedCompileStep } from "../../core/render/hosts/compileHost";
 import type { RenderedSidecar } from "../../core/render/hosts/frontDoor/frontDoor";
 import { renamedFrom } from "../renamed";
-import { compileKeyStep, hostSteps, setupSteps, stdinOf } from "./steps";
+import { compileKeyStep, hostSteps, setupSteps, stdinOf, type HostSteps } from "./steps";
 
 export interface HostSecrets {
   pipPassword?: pulumi.Input<string>;
@@ -50,6 +50,33 @@ export interface RankUnit {
 }
 
 /**
+ * Each copy: a one-time grant on the source (its stdout, the private key, is secret and never
+ * logged), the copy here with that key on stdin, then the grant's removal.
+ */
+function peerCopySteps(steps: HostSteps, hostName: string, copies: readonly PeerCopy[], preflight: pulumi.Resource): command.remote.Command[] {
+  const copyTimeouts = { create: HOST_DEFAULTS.steps.copy, update: HOST_DEFAULTS.steps.copy };
+  return copies.map(({ rendered: copy, sourceName, after }) => {
+    const source = copy.source.host;
+    const kind = copy.kind === "weights" ? "" : "compile-";
+    const allow = steps.on(
+      source,
+      `${sourceName}-allow-${kind}${hostName}`,
+      { create: copy.allowScript, delete: copy.revokeScript },
+      { logging: "none" },
+      { dependsOn: after, additionalSecretOutputs: ["stdout"] },
+    );
+    const copied = steps.step(
+      `copy-${kind}${source.name}`,
+      copy.copyScript,
+      { stdin: pulumi.secret(allow.stdout), logging: "stdoutAndStderr" },
+      { dependsOn: [preflight, allow], customTimeouts: copyTimeouts },
+    );
+    steps.on(source, `${sourceName}-revoke-${kind}${hostName}`, copy.revokeScript, { logging: "stdoutAndStderr" }, { dependsOn: [copied] });
+    return copied;
+  });
+}
+
+/**
  * One RBLN NPU server over SSH: preflight, then the pinned install and the weights (the seed
  * downloads them from the hub, every other host copies them from the seed) in parallel, the compiled
  * cache copied from a host of an earlier wave, then one systemd unit per rank, each step waiting until its rank serves (and rolling
@@ -73,17 +100,7 @@ export class NpuHost extends pulumi.ComponentResource {
     const { preflight, install, weights } = setupSteps(steps, rendered, args.secrets, args.downloads);
     this.weights = weights;
 
-    // Each copy: a one-time grant on the source (its stdout, the private key, is secret and never
-    // logged), the copy here with that key on stdin, then the grant's removal.
-    const copyTimeouts = { create: HOST_DEFAULTS.steps.copy, update: HOST_DEFAULTS.steps.copy };
-    const copies = (args.copies ?? []).map(({ rendered: copy, sourceName, after }) => {
-      const source = copy.source.host;
-      const kind = copy.kind === "weights" ? "" : "compile-";
-      const allow = steps.on(source, `${sourceName}-allow-${kind}${host.name}`, { create: copy.allowScript, delete: copy.revokeScript }, { logging: "none" }, { dependsOn: after, additionalSecretOutputs: ["stdout"] });
-      const copied = step(`copy-${kind}${source.name}`, copy.copyScript, { stdin: pulumi.secret(allow.stdout), logging: "stdoutAndStderr" }, { dependsOn: [preflight, allow], customTimeouts: copyTimeouts });
-      steps.on(source, `${sourceName}-revoke-${kind}${host.name}`, copy.revokeScript, { logging: "stdoutAndStderr" }, { dependsOn: [copied] });
-      return copied;
-    });
+    const copies = peerCopySteps(steps, host.name, args.copies ?? [], preflight);
 
     // After the install, which creates the service user the pulled files belong to.
     this.pullCommands = (args.pulls ?? []).map((pull) => compileKeyStep(steps, `pull-compile-${pull.key}`, pull, args.secrets.registryPassword, [install]));
@@ -98,7 +115,14 @@ export class NpuHost extends pulumi.ComponentResource {
     const frontDoor = args.frontDoor;
     const keyThen = (rest: pulumi.Input<string>) => pulumi.secret(pulumi.all([frontDoor!.accessKey, rest]).apply(([key, text]) => `${key.trimEnd()}\n${text}`));
     const sidecar = frontDoor?.sidecar
-      ? [step("sidecar", { create: frontDoor.sidecar.applyScript, delete: frontDoor.sidecar.removeScript }, { stdin: keyThen(""), logging: "stdoutAndStderr" }, { dependsOn: [preflight, ...frontDoor.after] })]
+      ? [
+          step(
+            "sidecar",
+            { create: frontDoor.sidecar.applyScript, delete: frontDoor.sidecar.removeScript },
+            { stdin: keyThen(""), logging: "stdoutAndStderr" },
+            { dependsOn: [preflight, ...frontDoor.after] },
+          ),
+        ]
       : [];
     // Each unit step waits until its rank serves: as long as the engine's own ready timeout, and then some.
     const readyTimeout = `${Math.ceil(rendered.readyTimeoutSeconds / 60) + HOST_DEFAULTS.steps.unitReadyMarginMinutes}m`;
@@ -109,7 +133,14 @@ export class NpuHost extends pulumi.ComponentResource {
         { stdin: rank.behindFrontDoor ? keyThen(secretEnv) : secretEnv, logging: "stdoutAndStderr" },
         // Old and new share the unit name and port: remove the old one first.
         {
-          dependsOn: [install, ...(weights ? [weights] : []), ...copies, ...this.pullCommands, ...(args.afterUnits ?? []), ...(rank.behindFrontDoor ? [...frontDoor!.after, ...sidecar] : [])],
+          dependsOn: [
+            install,
+            ...(weights ? [weights] : []),
+            ...copies,
+            ...this.pullCommands,
+            ...(args.afterUnits ?? []),
+            ...(rank.behindFrontDoor ? [...frontDoor!.after, ...sidecar] : []),
+          ],
           deleteBeforeReplace: true,
           customTimeouts: { create: readyTimeout, update: readyTimeout, delete: HOST_DEFAULTS.steps.unitDelete },
         },

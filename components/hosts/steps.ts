@@ -19,7 +19,18 @@ export function hostConnection(host: Host, sshPrivateKey: pulumi.Input<string>):
     // Without it the provider accepts any server key; the config refuses that unless insecureSkipHostKeyCheck.
     ...(host.hostKey ? { hostKey: host.hostKey } : {}),
     // The bastion takes the same key.
-    ...(host.proxy ? { proxy: { host: host.proxy.address, port: host.proxy.port, user: host.proxy.user, privateKey, ...(host.proxy.hostKey ? { hostKey: host.proxy.hostKey } : {}), ...retries } } : {}),
+    ...(host.proxy
+      ? {
+          proxy: {
+            host: host.proxy.address,
+            port: host.proxy.port,
+            user: host.proxy.user,
+            privateKey,
+            ...(host.proxy.hostKey ? { hostKey: host.proxy.hostKey } : {}),
+            ...retries,
+          },
+        }
+      : {}),
     ...retries,
   };
 }
@@ -102,12 +113,20 @@ export function setupSteps(
   const { pipPassword, hfToken } = secrets;
   const preflight = steps.step("preflight", rendered.preflightScript, { logging: stepLogging([]) });
   const pipConfig = stdinOf([pipPassword], ([password]) => renderPipConfig(rendered.pipIndexes, password ?? null));
-  const install = steps.step("install", rendered.installScript, { stdin: pipConfig, logging: stepLogging([pipPassword]) }, { dependsOn: [preflight], customTimeouts: timeouts(HOST_DEFAULTS.steps.install) });
+  const install = steps.step(
+    "install",
+    rendered.installScript,
+    { stdin: pipConfig, logging: stepLogging([pipPassword]) },
+    { dependsOn: [preflight], customTimeouts: timeouts(HOST_DEFAULTS.steps.install) },
+  );
   const weights = downloads
     ? steps.step(
         "weights",
         rendered.weightsScript,
-        { stdin: stdinOf([hfToken, pipPassword], ([token, password]) => `${token ?? ""}\n${renderPipConfig(rendered.pipIndexes, password ?? null)}`), logging: stepLogging([hfToken, pipPassword]) },
+        {
+          stdin: stdinOf([hfToken, pipPassword], ([token, password]) => `${token ?? ""}\n${renderPipConfig(rendered.pipIndexes, password ?? null)}`),
+          logging: stepLogging([hfToken, pipPassword]),
+        },
         { dependsOn: [preflight], customTimeouts: timeouts(HOST_DEFAULTS.steps.weights) },
       )
     : undefined;
@@ -115,6 +134,17 @@ export function setupSteps(
 }
 
 /** One compile key's step (a compile, or a pull from the registry): skopeo gets the registry password on stdin. */
-export function compileKeyStep(steps: HostSteps, suffix: string, compile: RenderedCompileStep, registryPassword: pulumi.Input<string> | undefined, dependsOn: pulumi.Resource[]): command.remote.Command {
-  return steps.step(suffix, compile.script, { stdin: registryStdin(registryPassword), logging: stepLogging([registryPassword]) }, { dependsOn, customTimeouts: timeouts(compileStepTimeout(compile)) });
+export function compileKeyStep(
+  steps: HostSteps,
+  suffix: string,
+  compile: RenderedCompileStep,
+  registryPassword: pulumi.Input<string> | undefined,
+  dependsOn: pulumi.Resource[],
+): command.remote.Command {
+  return steps.step(
+    suffix,
+    compile.script,
+    { stdin: registryStdin(registryPassword), logging: stepLogging([registryPassword]) },
+    { dependsOn, customTimeouts: timeouts(compileStepTimeout(compile)) },
+  );
 }

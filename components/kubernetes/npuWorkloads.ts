@@ -30,6 +30,58 @@ export interface RoleDeployment {
 }
 
 /**
+ * By role, the Job that fills that role's compile-cache volume, with its script and the registry
+ * password's Secret: after `after` (the weights among them: a compile loads the model), before the
+ * role's Deployment (which then loads).
+ */
+function compileJobResources(
+  name: string,
+  workloads: KubernetesWorkloads,
+  registryPassword: pulumi.Input<string> | undefined,
+  parent: pulumi.Resource,
+  namespace: k8s.core.v1.Namespace,
+  after: pulumi.Resource[],
+): Map<string, k8s.batch.v1.Job> {
+  const registrySecret =
+    workloads.registrySecret && registryPassword !== undefined
+      ? new k8s.core.v1.Secret(
+          `${name}-registry`,
+          {
+            ...workloads.registrySecret,
+            stringData: pulumi.secret(pulumi.output(registryPassword).apply((password) => ({ [REGISTRY_PASSWORD_KEY]: password }))),
+          },
+          { parent, dependsOn: [namespace] },
+        )
+      : undefined;
+  const compileJobs = new Map<string, k8s.batch.v1.Job>();
+  for (const compile of workloads.compileJobs) {
+    const script = new k8s.core.v1.ConfigMap(`${name}-${compile.role}-compile-script`, compile.configMap, {
+      parent,
+      retainOnDelete: true,
+      dependsOn: [namespace],
+    });
+    const timeout = `${Math.ceil(compile.timeoutSeconds / 60)}m`;
+    compileJobs.set(
+      compile.role,
+      new k8s.batch.v1.Job(`${name}-${compile.role}-compile`, compile.job, {
+        parent,
+        dependsOn: [script, ...after, ...(registrySecret ? [registrySecret] : [])],
+        customTimeouts: { create: timeout, update: timeout },
+      }),
+    );
+  }
+  return compileJobs;
+}
+
+function monitoringResources(name: string, monitoring: MonitoringObjects, parent: pulumi.Resource, namespace: k8s.core.v1.Namespace): void {
+  const inNamespace = { parent, dependsOn: [namespace] };
+  for (const { id, object } of monitoring.podMonitors) new k8s.apiextensions.CustomResource(`${name}-${id}-monitor`, object, inNamespace);
+  new k8s.apiextensions.CustomResource(`${name}-alerts`, monitoring.prometheusRule, inNamespace);
+  // In the monitoring namespace, where the Grafana sidecar looks; that namespace belongs to the monitoring stack.
+  new k8s.core.v1.ConfigMap(`${name}-dashboard`, monitoring.dashboard, { parent });
+}
+
+/**
  * The vLLM roles of one model on NPU nodes: per role a launch ConfigMap, a Deployment, a
  * PodDisruptionBudget, a NetworkPolicy, (for the aggregated strategies) a Service and (with
  * autoscaling) a KEDA ScaledObject; the weights and compile caches on volumes that outlive it.
@@ -47,8 +99,12 @@ export class NpuWorkloads extends pulumi.ComponentResource {
     const namespace = new k8s.core.v1.Namespace(`${name}-namespace`, workloads.namespace, keep);
     const inNamespace = { ...child, dependsOn: [namespace] };
     const serviceAccount = new k8s.core.v1.ServiceAccount(`${name}-service-account`, workloads.serviceAccount, inNamespace);
-    const secret = workloads.secret ? new k8s.core.v1.Secret(`${name}-secrets`, { ...workloads.secret, stringData: pulumi.secret(args.secretEnv) }, inNamespace) : undefined;
-    const volumes = workloads.volumes.map((volume) => new k8s.core.v1.PersistentVolumeClaim(`${name}-${volume.id}`, volume.object, { ...keep, dependsOn: [namespace] }));
+    const secret = workloads.secret
+      ? new k8s.core.v1.Secret(`${name}-secrets`, { ...workloads.secret, stringData: pulumi.secret(args.secretEnv) }, inNamespace)
+      : undefined;
+    const volumes = workloads.volumes.map(
+      (volume) => new k8s.core.v1.PersistentVolumeClaim(`${name}-${volume.id}`, volume.object, { ...keep, dependsOn: [namespace] }),
+    );
     const weightsTimeout = `${Math.ceil(workloads.weightsJobTimeoutSeconds / 60)}m`;
     // Named in Kubernetes after the models and revisions: a new pair is a new Job (a Job's spec cannot change).
     const weightsJob = new k8s.batch.v1.Job(`${name}-weights-download`, workloads.weightsJob, {
@@ -56,22 +112,7 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       dependsOn: [serviceAccount, ...volumes, ...(secret ? [secret] : [])],
       customTimeouts: { create: weightsTimeout, update: weightsTimeout },
     });
-    const registrySecret =
-      workloads.registrySecret && args.registryPassword !== undefined
-        ? new k8s.core.v1.Secret(`${name}-registry`, { ...workloads.registrySecret, stringData: pulumi.secret(pulumi.output(args.registryPassword).apply((password) => ({ [REGISTRY_PASSWORD_KEY]: password }))) }, inNamespace)
-        : undefined;
-    // By role: each role's Job fills that role's compile-cache volume.
-    const compileJobs = new Map<string, k8s.batch.v1.Job>();
-    for (const compile of workloads.compileJobs) {
-      const script = new k8s.core.v1.ConfigMap(`${name}-${compile.role}-compile-script`, compile.configMap, { ...keep, dependsOn: [namespace] });
-      const timeout = `${Math.ceil(compile.timeoutSeconds / 60)}m`;
-      // After the weights (a compile loads the model), before the role's Deployment (which then loads).
-      compileJobs.set(compile.role, new k8s.batch.v1.Job(`${name}-${compile.role}-compile`, compile.job, {
-        ...child,
-        dependsOn: [script, serviceAccount, weightsJob, ...volumes, ...(registrySecret ? [registrySecret] : [])],
-        customTimeouts: { create: timeout, update: timeout },
-      }));
-    }
+    const compileJobs = compileJobResources(name, workloads, args.registryPassword, this, namespace, [serviceAccount, weightsJob, ...volumes]);
     const roleResources = workloads.roles.map((role) => {
       // Kept when replaced, so `kubectl rollout undo` finds the previous revision's launch script.
       const configMap = new k8s.core.v1.ConfigMap(`${name}-${role.role}-launch`, role.configMap, { ...keep, dependsOn: [namespace] });
@@ -82,7 +123,15 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       const scaledObject = scaler ? new k8s.apiextensions.CustomResource(`${name}-${role.role}-scaler`, scaler.object, inNamespace) : undefined;
       const deployment = new k8s.apps.v1.Deployment(`${name}-${role.role}`, role.deployment, {
         ...child,
-        dependsOn: [configMap, serviceAccount, weightsJob, ...volumes, ...(secret ? [secret] : []), ...(scaledObject ? [scaledObject] : []), ...(compileJobs.has(role.role) ? [compileJobs.get(role.role)!] : [])],
+        dependsOn: [
+          configMap,
+          serviceAccount,
+          weightsJob,
+          ...volumes,
+          ...(secret ? [secret] : []),
+          ...(scaledObject ? [scaledObject] : []),
+          ...(compileJobs.has(role.role) ? [compileJobs.get(role.role)!] : []),
+        ],
         // Compilation on a cold cache takes hours per wave: wait for the rollout as long as the startup budget allows.
         customTimeouts: { create: rolloutTimeout, update: rolloutTimeout },
       });
@@ -91,18 +140,20 @@ export class NpuWorkloads extends pulumi.ComponentResource {
       const service = role.service ? new k8s.core.v1.Service(`${name}-${role.role}`, role.service, inNamespace) : undefined;
       return { role, deployment, service };
     });
-    if (args.monitoring) {
-      const { podMonitors, prometheusRule, dashboard } = args.monitoring;
-      for (const { id, object } of podMonitors) new k8s.apiextensions.CustomResource(`${name}-${id}-monitor`, object, inNamespace);
-      new k8s.apiextensions.CustomResource(`${name}-alerts`, prometheusRule, inNamespace);
-      // In the monitoring namespace, where the Grafana sidecar looks; that namespace belongs to the monitoring stack.
-      new k8s.core.v1.ConfigMap(`${name}-dashboard`, dashboard, child);
-    }
+    if (args.monitoring) monitoringResources(name, args.monitoring, this, namespace);
     this.deployments = pulumi.output(
-      workloads.roles.map((r) => ({ role: r.role, deployment: r.deployment.metadata.name, namespace: workloads.namespace.metadata.name, replicas: r.replicas, ranks: r.ranks })),
+      workloads.roles.map((r) => ({
+        role: r.role,
+        deployment: r.deployment.metadata.name,
+        namespace: workloads.namespace.metadata.name,
+        replicas: r.replicas,
+        ranks: r.ranks,
+      })),
     );
     this.serviceEndpoints = pulumi.all(
-      roleResources.filter((r) => r.service).map(({ role, service }) => pulumi.interpolate`http://${service!.metadata.name}.${service!.metadata.namespace}.svc.cluster.local:${role.ports[0]}`),
+      roleResources
+        .filter((r) => r.service)
+        .map(({ role, service }) => pulumi.interpolate`http://${service!.metadata.name}.${service!.metadata.namespace}.svc.cluster.local:${role.ports[0]}`),
     );
     this.registerOutputs({ deployments: this.deployments, serviceEndpoints: this.serviceEndpoints });
   }

@@ -25,9 +25,19 @@ export class FrontDoor extends pulumi.ComponentResource {
     super("rbln-serving:index:FrontDoor", name, {}, opts);
     const { rendered } = args;
     const steps = hostSteps(this, name, rendered.host, args.sshPrivateKey);
-    const apply = steps.step("apply", { create: rendered.applyScript, delete: rendered.removeScript }, { logging: "stdoutAndStderr" }, { customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install } });
+    const apply = steps.step(
+      "apply",
+      { create: rendered.applyScript, delete: rendered.removeScript },
+      { logging: "stdoutAndStderr" },
+      { customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install } },
+    );
     // Its stdout is the private key: a secret output, never logged.
-    const access = steps.step("access", { create: rendered.accessScript, delete: rendered.revokeScript }, { logging: "none" }, { additionalSecretOutputs: ["stdout"] });
+    const access = steps.step(
+      "access",
+      { create: rendered.accessScript, delete: rendered.revokeScript },
+      { logging: "none" },
+      { additionalSecretOutputs: ["stdout"] },
+    );
     this.url = pulumi.output(rendered.url);
     this.accessKey = pulumi.secret(access.stdout);
     this.ready = [apply, access];

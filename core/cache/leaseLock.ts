@@ -28,7 +28,10 @@ const LOCK_NAME = /^[A-Za-z0-9._-]{1,200}$/;
 
 /** A lock name from parts such as a model id: `/` and other characters become `-`. */
 export function lockNameOf(...parts: string[]): string {
-  return parts.map((p) => p.replace(/[^A-Za-z0-9._-]+/g, "-")).join("-").slice(0, 200);
+  return parts
+    .map((p) => p.replace(/[^A-Za-z0-9._-]+/g, "-"))
+    .join("-")
+    .slice(0, 200);
 }
 
 /**
@@ -44,7 +47,8 @@ export function healthCheck(host: string, ports: readonly number[]): string {
 export function renderLeaseLock(settings: LeaseLockSettings): string {
   const s = { ...LEASE_DEFAULTS, ...settings };
   if (!LOCK_NAME.test(s.lockName)) throw new Error(`lease lock name ${JSON.stringify(s.lockName)}: letters, digits, '.', '_' and '-' only`);
-  if (!(s.heartbeatSeconds * 2 <= s.leaseSeconds)) throw new Error(`lease lock ${s.lockName}: heartbeatSeconds ${s.heartbeatSeconds} must be at most half of leaseSeconds ${s.leaseSeconds}`);
+  if (!(s.heartbeatSeconds * 2 <= s.leaseSeconds))
+    throw new Error(`lease lock ${s.lockName}: heartbeatSeconds ${s.heartbeatSeconds} must be at most half of leaseSeconds ${s.leaseSeconds}`);
   return renderScript(LEASE_LOCK_FILE, `lease lock on ${s.lockRoot}`, {
     LOCK_ROOT: s.lockRoot,
     LOCK_NAME: s.lockName,

@@ -18,7 +18,10 @@ type Check = (s: Settings) => CrossFieldIssue[];
 /** A host's identities as an SSH server, each with how a refusal shows it: its name, and its address (as normalAddress spells it) with the port. */
 function sshIdentities(host: Pick<Host, "name" | "address" | "port">) {
   const sshAddress = `${net.isIPv6(host.address) ? `[${host.address}]` : host.address}:${host.port}`;
-  return [["name", host.name, host.name], ["address", `${normalAddress(host.address)} ${host.port}`, sshAddress]] as const;
+  return [
+    ["name", host.name, host.name],
+    ["address", `${normalAddress(host.address)} ${host.port}`, sshAddress],
+  ] as const;
 }
 
 /** The first entry of `hosts` with each identity, by `field=key`. */
@@ -50,35 +53,65 @@ const compileHostIsItsOwnServer: Check = (s) => {
   const first = firstHosts(s.hosts);
   return sshIdentities(compileHost).flatMap(([field, key]) => {
     const host = first.get(`${field}=${key}`);
-    return host ? [{ path: ["compile", "host", field], message: `the compile host must be a server of its own, but hosts[${host.index}].${field} is "${host.shown}" too`, hideValue: true }] : [];
+    return host
+      ? [
+          {
+            path: ["compile", "host", field],
+            message: `the compile host must be a server of its own, but hosts[${host.index}].${field} is "${host.shown}" too`,
+            hideValue: true,
+          },
+        ]
+      : [];
   });
 };
 
 /** A compile key names one compiled cache everywhere: an unpinned model resolves whatever the hub has at the time. */
 const registryNeedsPinnedRevision: Check = (s) =>
   s.compile.registry && s.revision === undefined
-    ? [{ path: ["revision"], message: "required with compile.registry: the compile key names the model's commit, so every stack that pulls a key serves the weights it was compiled for" }]
+    ? [
+        {
+          path: ["revision"],
+          message:
+            "required with compile.registry: the compile key names the model's commit, so every stack that pulls a key serves the weights it was compiled for",
+        },
+      ]
     : [];
 
 /** The compile key covers the image, and a tag can move to another image. */
 const registryNeedsImageDigest: Check = (s) =>
   s.compile.registry && s.platform === "kubernetes" && s.kubernetes.image && !/@sha256:[0-9a-f]{64}$/.test(s.kubernetes.image)
-    ? [{ path: ["kubernetes", "image"], message: `with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got ${JSON.stringify(s.kubernetes.image)})`, hideValue: true }]
+    ? [
+        {
+          path: ["kubernetes", "image"],
+          message: `with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got ${JSON.stringify(s.kubernetes.image)})`,
+          hideValue: true,
+        },
+      ]
     : [];
 
 /** There is no public vllm-rbln image: the pods run one built from the project's Dockerfile. */
 const kubernetesNeedsImage: Check = (s) =>
-  s.platform === "kubernetes" && !s.kubernetes.image ? [{ path: ["kubernetes", "image"], message: "required with platform: kubernetes (build it from the project's Dockerfile)" }] : [];
+  s.platform === "kubernetes" && !s.kubernetes.image
+    ? [{ path: ["kubernetes", "image"], message: "required with platform: kubernetes (build it from the project's Dockerfile)" }]
+    : [];
 
 /** The package creates its namespace and labels it with Pod Security levels: never one Prometheus already lives in. */
 const namespaceIsNotMonitorings: Check = (s) =>
   s.platform === "kubernetes" && s.monitoring.enabled && s.kubernetes.namespace === s.monitoring.namespace
-    ? [{ path: ["kubernetes", "namespace"], message: `"${s.kubernetes.namespace}" is monitoring.namespace too, where Prometheus runs; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own`, hideValue: true }]
+    ? [
+        {
+          path: ["kubernetes", "namespace"],
+          message: `"${s.kubernetes.namespace}" is monitoring.namespace too, where Prometheus runs; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own`,
+          hideValue: true,
+        },
+      ]
     : [];
 
 /** The hosts platform serves on the servers listed: without one there is nowhere to deploy. */
 const hostsPlatformNeedsHosts: Check = (s) =>
-  s.platform === "hosts" && s.hosts.length === 0 ? [{ path: ["hosts"], message: "required with platform: hosts: a list of {name, address, user, port, hostKey}" }] : [];
+  s.platform === "hosts" && s.hosts.length === 0
+    ? [{ path: ["hosts"], message: "required with platform: hosts: a list of {name, address, user, port, hostKey}" }]
+    : [];
 
 /** extraEnv may not override what the package sets, name what bash keeps (the hosts' env files are read by bash), or carry a credential in plain text. */
 const extraEnvSetsOnlyFreeNames: Check = (s) =>
@@ -86,7 +119,8 @@ const extraEnvSetsOnlyFreeNames: Check = (s) =>
     Object.keys(variables).flatMap((name): CrossFieldIssue[] => {
       const path = ["extraEnv", role, name];
       if (Object.hasOwn(PACKAGE_ENV, name)) return [{ path, message: `the package sets it (${PACKAGE_ENV[name]}); choose another name` }];
-      if (isBashSpecial(name)) return [{ path, message: "a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name" }];
+      if (isBashSpecial(name))
+        return [{ path, message: "a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name" }];
       if (CREDENTIAL_NAME.test(name)) return [{ path, message: credentialRefusal(name), hideValue: true }];
       return [];
     }),
@@ -104,29 +138,60 @@ const sharedCacheStandsApart: Check = (s) => {
   const shared = s.cache.shared;
   if (shared === undefined) return [];
   const refusal = systemDirectoryRefusal(shared);
-  if (refusal) return [{ path: ["cache", "shared"], message: refusal.replace("such as /var/lib/rbln-serving", "such as /mnt/rbln-cache, where the shared filesystem is mounted"), hideValue: true }];
+  if (refusal)
+    return [
+      {
+        path: ["cache", "shared"],
+        message: refusal.replace("such as /var/lib/rbln-serving", "such as /mnt/rbln-cache, where the shared filesystem is mounted"),
+        hideValue: true,
+      },
+    ];
   const overlaps = (["installRoot", "cacheRoot"] as const).find((key) => within(shared, s[key]) || within(s[key], shared));
-  return overlaps ? [{ path: ["cache", "shared"], message: `"${shared}" overlaps ${overlaps} "${s[overlaps]}"; the shared cache must be a folder of its own, apart from the hosts' local roots`, hideValue: true }] : [];
+  return overlaps
+    ? [
+        {
+          path: ["cache", "shared"],
+          message: `"${shared}" overlaps ${overlaps} "${s[overlaps]}"; the shared cache must be a folder of its own, apart from the hosts' local roots`,
+          hideValue: true,
+        },
+      ]
+    : [];
 };
 
 /** cacheRoot outlives installs and destroy: inside or around installRoot, removing one would remove the other. */
 const rootsAreSeparate: Check = (s) => {
   if (!within(s.cacheRoot, s.installRoot) && !within(s.installRoot, s.cacheRoot)) return [];
   const relation = s.cacheRoot === s.installRoot ? "the same directory as" : within(s.cacheRoot, s.installRoot) ? "inside" : "around";
-  return [{ path: ["cacheRoot"], message: `"${s.cacheRoot}" is ${relation} installRoot "${s.installRoot}"; the two must be separate directories (cacheRoot outlives installs and destroy)`, hideValue: true }];
+  return [
+    {
+      path: ["cacheRoot"],
+      message: `"${s.cacheRoot}" is ${relation} installRoot "${s.installRoot}"; the two must be separate directories (cacheRoot outlives installs and destroy)`,
+      hideValue: true,
+    },
+  ];
 };
 
 /** router.host given as a name shares that entry's server: the name must be one of hosts. */
 const routerHostNamesAHost: Check = (s) =>
   typeof s.router.host === "string" && s.platform === "hosts" && !s.hosts.some((host) => host.name === s.router.host)
-    ? [{ path: ["router", "host"], message: `names no entry of hosts; allowed: ${s.hosts.map((h) => JSON.stringify(h.name)).join(", ") || "(none)"}, or a host {name, address, user, port, hostKey}` }]
+    ? [
+        {
+          path: ["router", "host"],
+          message: `names no entry of hosts; allowed: ${s.hosts.map((h) => JSON.stringify(h.name)).join(", ") || "(none)"}, or a host {name, address, user, port, hostKey}`,
+        },
+      ]
     : [];
 
 /** A router host written out under a hosts entry's name would be two servers of one name. */
 const routerHostIsNotAHostEntry: Check = (s) => {
   const routerHost = s.router.host;
   return typeof routerHost === "object" && s.hosts.some((host) => host.name === routerHost.name)
-    ? [{ path: ["router", "host", "name"], message: `"${routerHost.name}" is the name of an entry of hosts; to share that server give its name alone (router.host: ${routerHost.name}), else another name` }]
+    ? [
+        {
+          path: ["router", "host", "name"],
+          message: `"${routerHost.name}" is the name of an entry of hosts; to share that server give its name alone (router.host: ${routerHost.name}), else another name`,
+        },
+      ]
     : [];
 };
 
@@ -135,13 +200,22 @@ const hostKeysAreChecked: Check = (s) => {
   if (s.platform !== "hosts" || s.insecureSkipHostKeyCheck) return [];
   const router = typeof s.router.host === "object" ? s.router.host : undefined;
   const unchecked: PropertyKey[][] = [
-    ...s.hosts.flatMap((host, i) => [...(host.hostKey ? [] : [["hosts", i, "hostKey"]]), ...(host.proxy && !host.proxy.hostKey ? [["hosts", i, "proxy", "hostKey"]] : [])]),
+    ...s.hosts.flatMap((host, i) => [
+      ...(host.hostKey ? [] : [["hosts", i, "hostKey"]]),
+      ...(host.proxy && !host.proxy.hostKey ? [["hosts", i, "proxy", "hostKey"]] : []),
+    ]),
     ...(s.sshProxy && !s.sshProxy.hostKey ? [["sshProxy", "hostKey"]] : []),
-    ...(router ? [...(router.hostKey ? [] : [["router", "host", "hostKey"]]), ...(router.proxy && !router.proxy.hostKey ? [["router", "host", "proxy", "hostKey"]] : [])] : []),
+    ...(router
+      ? [...(router.hostKey ? [] : [["router", "host", "hostKey"]]), ...(router.proxy && !router.proxy.hostKey ? [["router", "host", "proxy", "hostKey"]] : [])]
+      : []),
     ...(s.compile.host && !s.compile.host.hostKey ? [["compile", "host", "hostKey"]] : []),
     ...(s.compile.host?.proxy && !s.compile.host.proxy.hostKey ? [["compile", "host", "proxy", "hostKey"]] : []),
   ];
-  return unchecked.map((path) => ({ path, message: "required: the server's public SSH host key, read with ssh-keyscan and checked out of band (or set insecureSkipHostKeyCheck: true to connect to whatever answers)" }));
+  return unchecked.map((path) => ({
+    path,
+    message:
+      "required: the server's public SSH host key, read with ssh-keyscan and checked out of band (or set insecureSkipHostKeyCheck: true to connect to whatever answers)",
+  }));
 };
 
 const CROSS_FIELD_CHECKS: readonly Check[] = [
@@ -179,7 +253,10 @@ export function checkServingAddresses(hosts: readonly Host[], ports: readonly (r
     for (const port of ports[i] ?? []) {
       const earlier = claimed.get(`${address} ${port}`);
       if (earlier !== undefined) {
-        throw new ConfigError(`hosts[${i}].${field}`, `"${host[field]}" would serve port ${port} on ${address}, as hosts[${earlier}] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)`);
+        throw new ConfigError(
+          `hosts[${i}].${field}`,
+          `"${host[field]}" would serve port ${port} on ${address}, as hosts[${earlier}] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)`,
+        );
       }
       claimed.set(`${address} ${port}`, i);
     }

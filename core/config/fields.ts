@@ -7,7 +7,9 @@ import { valid as isPep440Version } from "@renovatebot/pep440";
 import { z } from "zod";
 import { maskedUrl } from "../errors";
 
-export const dnsLabel = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, "a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'");
+export const dnsLabel = z
+  .string()
+  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, "a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'");
 export const absolutePath = z
   .string()
   .regex(/^\/[A-Za-z0-9._/-]*$/, "an absolute path of letters, digits, '.', '_', '-' and '/'")
@@ -15,14 +17,52 @@ export const absolutePath = z
   .transform((p) => path.posix.normalize(p).replace(/(.)\/$/, "$1"));
 
 /** Directories the system owns: the scripts chown what they use, and destroy keeps cacheRoot, so neither may be one of these. */
-const SYSTEM_DIRECTORIES = ["/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/local", "/usr/local/bin", "/usr/local/lib", "/usr/sbin", "/usr/share", "/var", "/var/cache", "/var/lib", "/var/log", "/var/opt", "/var/run", "/var/spool", "/var/tmp"];
+const SYSTEM_DIRECTORIES = [
+  "/",
+  "/bin",
+  "/boot",
+  "/dev",
+  "/etc",
+  "/home",
+  "/lib",
+  "/lib32",
+  "/lib64",
+  "/media",
+  "/mnt",
+  "/opt",
+  "/proc",
+  "/root",
+  "/run",
+  "/sbin",
+  "/snap",
+  "/srv",
+  "/sys",
+  "/tmp",
+  "/usr",
+  "/usr/bin",
+  "/usr/lib",
+  "/usr/local",
+  "/usr/local/bin",
+  "/usr/local/lib",
+  "/usr/sbin",
+  "/usr/share",
+  "/var",
+  "/var/cache",
+  "/var/lib",
+  "/var/log",
+  "/var/opt",
+  "/var/run",
+  "/var/spool",
+  "/var/tmp",
+];
 /** Kernel and runtime file systems: nothing there survives a reboot or is meant for files. */
 const VIRTUAL_TREES = ["/dev/", "/proc/", "/run/", "/sys/", "/var/run/"];
 
 /** Why a directory may not be an install or cache root, or undefined when it may. */
 export function systemDirectoryRefusal(dir: string): string | undefined {
   if (SYSTEM_DIRECTORIES.includes(dir)) return `"${dir}" is a system directory; give the project a directory of its own, such as /var/lib/rbln-serving`;
-  if (VIRTUAL_TREES.some((tree) => dir.startsWith(tree))) return `"${dir}" is on a kernel or runtime file system; give a directory on disk, such as /var/lib/rbln-serving`;
+  if (VIRTUAL_TREES.some((tree) => dir.startsWith(tree)))
+    return `"${dir}" is on a kernel or runtime file system; give a directory on disk, such as /var/lib/rbln-serving`;
   return undefined;
 }
 /** Whether `inner` is `outer` or a path below it. */
@@ -40,13 +80,11 @@ export const MaxUnavailable = z.union([
 export type MaxUnavailable = z.infer<typeof MaxUnavailable>;
 
 /** A server's public host key as `ssh-keyscan` prints it, without the host name: `ssh-ed25519 AAAA...`. */
-export const hostKey = z
-  .string()
-  .regex(
-    // The comment goes into known_hosts files, scripts and logs: printable text only.
-    /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) AAAA[A-Za-z0-9+/]+={0,3}( [^\p{Cc}]*)?$/u,
-    "a public host key line such as \"ssh-ed25519 AAAAC3...\" (ssh-keyscan's output without the host name), then an optional comment without control characters",
-  );
+export const hostKey = z.string().regex(
+  // The comment goes into known_hosts files, scripts and logs: printable text only.
+  /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) AAAA[A-Za-z0-9+/]+={0,3}( [^\p{Cc}]*)?$/u,
+  'a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan\'s output without the host name), then an optional comment without control characters',
+);
 /** A host name, an IPv4 address, or an IPv6 address (`::1`, `fd00::5`). */
 export const address = z
   .string()
@@ -70,16 +108,26 @@ export const posixUser = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "a POSIX u
 export const indexUrl = z.string().superRefine((value, ctx) => {
   const parsed = URL.canParse(value) && !/[\s\p{Cc}]/u.test(value) ? new URL(value) : undefined;
   if (parsed === undefined || !["http:", "https:"].includes(parsed.protocol)) {
-    ctx.addIssue({ code: "custom", message: `an http:// or https:// URL such as https://mirror.example.com/simple (got ${JSON.stringify(maskedUrl(value))})`, params: { hideValue: true } });
+    ctx.addIssue({
+      code: "custom",
+      message: `an http:// or https:// URL such as https://mirror.example.com/simple (got ${JSON.stringify(maskedUrl(value))})`,
+      params: { hideValue: true },
+    });
   } else if (parsed.username !== "" || parsed.password !== "") {
-    ctx.addIssue({ code: "custom", message: "a URL without user:password@; give the user as pip.username and the password as the pipPassword secret (pulumi config set --secret pipPassword)", params: { hideValue: true } });
+    ctx.addIssue({
+      code: "custom",
+      message:
+        "a URL without user:password@; give the user as pip.username and the password as the pipPassword secret (pulumi config set --secret pipPassword)",
+      params: { hideValue: true },
+    });
   }
 });
 
 /** A user name for an index's or registry's basic auth; a refusal masks what follows a ':', most likely the password typed with it. */
 export const userName = (pattern: RegExp, wanted: string) =>
   z.string().superRefine((value, ctx) => {
-    if (!pattern.test(value)) ctx.addIssue({ code: "custom", message: `${wanted} (got ${JSON.stringify(value.replace(/:.*/s, ":***"))})`, params: { hideValue: true } });
+    if (!pattern.test(value))
+      ctx.addIssue({ code: "custom", message: `${wanted} (got ${JSON.stringify(value.replace(/:.*/s, ":***"))})`, params: { hideValue: true } });
   });
 export const labelKey = z.string().regex(/^([a-z0-9]([a-z0-9.-]*[a-z0-9])?\/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/, "a Kubernetes label key");
 export const labelValue = z.string().regex(/^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$/, "a Kubernetes label value");
@@ -87,8 +135,15 @@ export const roleName = z.string().regex(/^[a-z][a-z0-9-]*$/, "a role name such 
 const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti)?$/;
 /** Zero reserves nothing: a container without a real request makes its pod BestEffort, the first evicted. */
 const notZero = (quantity: string) => !QUANTITY.test(quantity) || quantityValue(quantity) > 0;
-export const quantity = z.string().regex(QUANTITY, "a Kubernetes quantity such as 8, 500m or 64Gi").refine(notZero, "more than 0 (a zero request reserves nothing)");
-export const volumeSize = (example: string) => z.string().regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, `a quantity such as ${example}`).refine(notZero, "more than 0");
+export const quantity = z
+  .string()
+  .regex(QUANTITY, "a Kubernetes quantity such as 8, 500m or 64Gi")
+  .refine(notZero, "more than 0 (a zero request reserves nothing)");
+export const volumeSize = (example: string) =>
+  z
+    .string()
+    .regex(/^[0-9]+(Ki|Mi|Gi|Ti)$/, `a quantity such as ${example}`)
+    .refine(notZero, "more than 0");
 export const dnsSubdomain = z.string().regex(/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/, "a DNS subdomain name: lower-case letters, digits, '-' and '.'");
 const QUANTITY_SUFFIX: Record<string, number> = { "": 1, m: 1e-3, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40 };
 /** A quantity's value (cores or bytes), to compare requests with limits. */
@@ -115,10 +170,14 @@ const IMAGE_REFERENCE = (() => {
 // Longer than any reference can be (a 255-character name, a tag, a long digest), checked before the pattern runs.
 const MAX_IMAGE_REFERENCE = 1024;
 export const imageReference = z.string().superRefine((value, ctx) => {
-  if (value.length <= MAX_IMAGE_REFERENCE && (IMAGE_REFERENCE.exec(value)?.groups?.["name"]?.length ?? Infinity) <= 255) return;
+  if (value.length <= MAX_IMAGE_REFERENCE && (IMAGE_REFERENCE.exec(value)?.groups?.name?.length ?? Infinity) <= 255) return;
   // `user:password@registry/...` is no reference; a refusal does not repeat the password.
   const shown = value.replace(/^[^/@]*:[^/@]*@/, "***@").slice(0, 80);
-  ctx.addIssue({ code: "custom", message: `an image reference such as registry.example.com/vllm-rbln:0.12.0 ([registry[:port]/]name[:tag][@digest], the name in lower case) (got ${JSON.stringify(shown)})`, params: { hideValue: true } });
+  ctx.addIssue({
+    code: "custom",
+    message: `an image reference such as registry.example.com/vllm-rbln:0.12.0 ([registry[:port]/]name[:tag][@digest], the name in lower case) (got ${JSON.stringify(shown)})`,
+    params: { hideValue: true },
+  });
 });
 /** A Gateway API duration: `1h`, `90m`, `3600s`, `500ms`, or several joined (`1h30m`). */
 export const duration = z.string().regex(/^([0-9]{1,5}(h|m|s|ms)){1,4}$/, "a Gateway API duration such as 1h, 90m or 3600s");
@@ -127,7 +186,10 @@ export const replicaLimit = z.number().int().min(0).max(1024);
 /** A compiled-cache registry's repository: `host[:port]/path`, no scheme, no tag (the tags are the compile keys). */
 export const ociRepository = z
   .string()
-  .regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(\/[a-z0-9]+([._-][a-z0-9]+)*)+$/, "an OCI repository such as registry.example.com/ml/rbln-compile-cache: host[:port]/path, no scheme, no tag")
+  .regex(
+    /^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(\/[a-z0-9]+([._-][a-z0-9]+)*)+$/,
+    "an OCI repository such as registry.example.com/ml/rbln-compile-cache: host[:port]/path, no scheme, no tag",
+  )
   .refine((repository) => {
     const port = Number(/^[^/:]+:(\d+)\//.exec(repository)?.[1] ?? 443);
     return port >= 1 && port <= 65535;

@@ -4,7 +4,30 @@
 import { z } from "zod";
 import { DEFAULT_MODEL } from "../recipe/catalog";
 import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "./defaults";
-import { absolutePath, address, dnsLabel, dnsSubdomain, duration, hostKey, imageReference, indexUrl, labelKey, labelValue, MaxUnavailable, ociRepository, packageVersion, port, posixUser, quantity, quantityValue, replicaLimit, roleName, unixId, userName, volumeSize } from "./fields";
+import {
+  absolutePath,
+  address,
+  dnsLabel,
+  dnsSubdomain,
+  duration,
+  hostKey,
+  imageReference,
+  indexUrl,
+  labelKey,
+  labelValue,
+  MaxUnavailable,
+  ociRepository,
+  packageVersion,
+  port,
+  posixUser,
+  quantity,
+  quantityValue,
+  replicaLimit,
+  roleName,
+  unixId,
+  userName,
+  volumeSize,
+} from "./fields";
 import { extraArgs, extraEnv } from "./vllmOptions";
 
 /** How an SSH server is reached: its address, and the user and port, root and 22 unless set. */
@@ -39,17 +62,15 @@ const Pip = z.strictObject({
 });
 
 const ResourceList = z.strictObject({ cpu: quantity.optional(), memory: quantity.optional() });
-const ContainerResources = z
-  .strictObject({ requests: ResourceList.optional(), limits: ResourceList.optional() })
-  .superRefine((r, ctx) => {
-    for (const name of ["cpu", "memory"] as const) {
-      const request = r.requests?.[name];
-      const limit = r.limits?.[name];
-      if (request && limit && quantityValue(request) > quantityValue(limit)) {
-        ctx.addIssue({ code: "custom", path: ["requests", name], message: `more than limits.${name} (${limit})` });
-      }
+const ContainerResources = z.strictObject({ requests: ResourceList.optional(), limits: ResourceList.optional() }).superRefine((r, ctx) => {
+  for (const name of ["cpu", "memory"] as const) {
+    const request = r.requests?.[name];
+    const limit = r.limits?.[name];
+    if (request && limit && quantityValue(request) > quantityValue(limit)) {
+      ctx.addIssue({ code: "custom", path: ["requests", name], message: `more than limits.${name} (${limit})` });
     }
-  });
+  }
+});
 export type ContainerResources = z.infer<typeof ContainerResources>;
 const Toleration = z.strictObject({
   key: labelKey.optional(),
@@ -76,11 +97,17 @@ const isClusterNamespace = (namespace: string) => namespace === "default" || nam
 
 const Kubernetes = z.strictObject({
   namespace: dnsLabel
-    .refine((namespace) => !isClusterNamespace(namespace), "a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels")
+    .refine(
+      (namespace) => !isClusterNamespace(namespace),
+      "a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels",
+    )
     .default("rbln-serving"),
   /** A vllm-rbln image built from this project's Dockerfile; there is no public one. */
   image: imageReference.optional(),
-  npuResource: z.string().regex(/^[a-z0-9.-]+\/[A-Za-z0-9._-]+$/, "an extended resource name such as rebellions.ai/npu").default("rebellions.ai/npu"),
+  npuResource: z
+    .string()
+    .regex(/^[a-z0-9.-]+\/[A-Za-z0-9._-]+$/, "an extended resource name such as rebellions.ai/npu")
+    .default("rebellions.ai/npu"),
   nodeSelector: z.record(labelKey, labelValue).default({ "rebellions.ai/npu.product": "RBLN-CR13" }),
   storageClass: dnsLabel.optional(),
   weightsVolumeSize: volumeSize("500Gi").default(`${DEFAULT_WEIGHTS_STORAGE_GIB}Gi`),
@@ -149,7 +176,11 @@ const Autoscaling = z.strictObject({
   prometheusAddress: z
     .url({ protocol: /^https?$/, error: "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090" })
     // It goes into the ScaledObject in plain text, as it stands in the stack file.
-    .refine((url) => !URL.canParse(url) || (new URL(url).username === "" && new URL(url).password === ""), { message: "a URL without user:password@: the stack file and the ScaledObject would hold the password in plain text; give KEDA its credentials through a TriggerAuthentication of your own", params: { hideValue: true } })
+    .refine((url) => !URL.canParse(url) || (new URL(url).username === "" && new URL(url).password === ""), {
+      message:
+        "a URL without user:password@: the stack file and the ScaledObject would hold the password in plain text; give KEDA its credentials through a TriggerAuthentication of your own",
+      params: { hideValue: true },
+    })
     .optional(),
   roles: z.record(roleName, AutoscalingRole).default({}),
 });
@@ -175,53 +206,54 @@ const Compile = z.strictObject({
 export type CompileSettings = z.infer<typeof Compile>;
 
 /** Every key of the stack config, without the checks across keys (StackSettings adds them). */
-export const SettingsSchema = z
-  .strictObject({
-    model: z.string().min(1).default(DEFAULT_MODEL),
-    /** The model's commit on the hub, used for the download and passed to vLLM; unset: the first download resolves and records it. */
-    revision: z.string().regex(COMMIT_HASH, "a 40-hex commit hash such as 0123456789abcdef0123456789abcdef01234567 (a branch or tag moves)").optional(),
-    strategy: z.string().min(1),
-    target: z.string().min(1),
-    preset: z.literal("recommended").optional(),
-    axes: z.record(z.string(), z.string()).default({}),
-    versions: z.record(z.string(), packageVersion).default({}),
-    platform: z.enum(["hosts", "kubernetes"]).default("hosts"),
-    replicas: z.number().int().min(1).max(1024).default(1),
-    prefillReplicas: z.number().int().min(1).max(1024).optional(),
-    decodeReplicas: z.number().int().min(1).max(1024).optional(),
-    hosts: z.array(Host).default([]),
-    /** A bastion every host is reached through, unless the host names its own `proxy`. */
-    sshProxy: SshProxy.optional(),
-    /** Connect without checking the servers' host keys (a warning says so). */
-    insecureSkipHostKeyCheck: z.boolean().default(false),
-    pip: Pip.default({}),
-    installRoot: absolutePath.default("/opt/rbln-serving"),
-    cacheRoot: absolutePath.default("/var/lib/rbln-serving"),
-    /** Free disk (GiB, as df counts) preflight wants under cacheRoot before the weights are cached; the same default as the Kubernetes weights volume. */
-    minFreeDiskGb: z.number().int().min(0).default(DEFAULT_WEIGHTS_STORAGE_GIB),
-    /** Free disk (GiB) the unit step wants under cacheRoot before every (re)start of a rank: a start grows the compile cache. */
-    minFreeDiskGbToRestart: z.number().int().min(0).default(DEFAULT_RESTART_FREE_GIB),
-    /** `shared`: a folder on a filesystem every host mounts (NFS): the weights and compiled caches live there once, instead of being copied between hosts. */
-    cache: z.strictObject({ shared: absolutePath.optional() }).default({}),
-    kubernetes: Kubernetes.default(Kubernetes.parse({})),
-    extraArgs: extraArgs.default({}),
-    /** Compile ahead, off the NPUs, and a registry of compiled caches (docs/compile-ahead.md). */
-    compile: Compile.default(Compile.parse({})),
-    extraEnv: extraEnv.default({}),
-    router: Router.default(Router.parse({})),
-    /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
-    monitoring: z.strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") }).default({ enabled: false, namespace: "monitoring" }),
-    /** Replicas that follow the load on Kubernetes: a KEDA ScaledObject per role. */
-    autoscaling: Autoscaling.default(Autoscaling.parse({})),
-    /** How a change reaches the replicas: at most maxUnavailable of them down at once. */
-    rollout: z
-      .strictObject({
-        maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE),
-        /** vLLM's --shutdown-timeout: how long a stopping rank lets its in-flight requests finish; unset, the router's requestTimeout, so no request the front door allows is cut. */
-        shutdownTimeoutSeconds: z.number().int().min(0).max(86400).optional(),
-        /** Hosts with the front door: let a change take a role's last server out of it while it restarts (an outage of that role); refused otherwise. */
-        allowEmptyFrontDoor: z.boolean().default(false),
-      })
-      .default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE, allowEmptyFrontDoor: false }),
-  });
+export const SettingsSchema = z.strictObject({
+  model: z.string().min(1).default(DEFAULT_MODEL),
+  /** The model's commit on the hub, used for the download and passed to vLLM; unset: the first download resolves and records it. */
+  revision: z.string().regex(COMMIT_HASH, "a 40-hex commit hash such as 0123456789abcdef0123456789abcdef01234567 (a branch or tag moves)").optional(),
+  strategy: z.string().min(1),
+  target: z.string().min(1),
+  preset: z.literal("recommended").optional(),
+  axes: z.record(z.string(), z.string()).default({}),
+  versions: z.record(z.string(), packageVersion).default({}),
+  platform: z.enum(["hosts", "kubernetes"]).default("hosts"),
+  replicas: z.number().int().min(1).max(1024).default(1),
+  prefillReplicas: z.number().int().min(1).max(1024).optional(),
+  decodeReplicas: z.number().int().min(1).max(1024).optional(),
+  hosts: z.array(Host).default([]),
+  /** A bastion every host is reached through, unless the host names its own `proxy`. */
+  sshProxy: SshProxy.optional(),
+  /** Connect without checking the servers' host keys (a warning says so). */
+  insecureSkipHostKeyCheck: z.boolean().default(false),
+  pip: Pip.default({}),
+  installRoot: absolutePath.default("/opt/rbln-serving"),
+  cacheRoot: absolutePath.default("/var/lib/rbln-serving"),
+  /** Free disk (GiB, as df counts) preflight wants under cacheRoot before the weights are cached; the same default as the Kubernetes weights volume. */
+  minFreeDiskGb: z.number().int().min(0).default(DEFAULT_WEIGHTS_STORAGE_GIB),
+  /** Free disk (GiB) the unit step wants under cacheRoot before every (re)start of a rank: a start grows the compile cache. */
+  minFreeDiskGbToRestart: z.number().int().min(0).default(DEFAULT_RESTART_FREE_GIB),
+  /** `shared`: a folder on a filesystem every host mounts (NFS): the weights and compiled caches live there once, instead of being copied between hosts. */
+  cache: z.strictObject({ shared: absolutePath.optional() }).default({}),
+  kubernetes: Kubernetes.default(Kubernetes.parse({})),
+  extraArgs: extraArgs.default({}),
+  /** Compile ahead, off the NPUs, and a registry of compiled caches (docs/compile-ahead.md). */
+  compile: Compile.default(Compile.parse({})),
+  extraEnv: extraEnv.default({}),
+  router: Router.default(Router.parse({})),
+  /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
+  monitoring: z
+    .strictObject({ enabled: z.boolean().default(false), namespace: dnsLabel.default("monitoring") })
+    .default({ enabled: false, namespace: "monitoring" }),
+  /** Replicas that follow the load on Kubernetes: a KEDA ScaledObject per role. */
+  autoscaling: Autoscaling.default(Autoscaling.parse({})),
+  /** How a change reaches the replicas: at most maxUnavailable of them down at once. */
+  rollout: z
+    .strictObject({
+      maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE),
+      /** vLLM's --shutdown-timeout: how long a stopping rank lets its in-flight requests finish; unset, the router's requestTimeout, so no request the front door allows is cut. */
+      shutdownTimeoutSeconds: z.number().int().min(0).max(86400).optional(),
+      /** Hosts with the front door: let a change take a role's last server out of it while it restarts (an outage of that role); refused otherwise. */
+      allowEmptyFrontDoor: z.boolean().default(false),
+    })
+    .default({ maxUnavailable: DEFAULT_MAX_UNAVAILABLE, allowEmptyFrontDoor: false }),
+});
 export type Settings = z.infer<typeof SettingsSchema>;

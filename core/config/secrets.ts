@@ -42,7 +42,9 @@ export function secretPairingErrors(settings: Settings, has: (key: SecretKey) =>
   const errors: ConfigError[] = [];
   const registry = settings.compile.registry;
   if (registry?.username !== undefined && !has("registryPassword")) {
-    errors.push(new ConfigError("registryPassword", "required when compile.registry.username is set; set it with: pulumi config set --secret registryPassword"));
+    errors.push(
+      new ConfigError("registryPassword", "required when compile.registry.username is set; set it with: pulumi config set --secret registryPassword"),
+    );
   }
   if (has("registryPassword") && registry?.username === undefined) {
     errors.push(new ConfigError("compile.registry.username", "required when the registryPassword secret is set (the registry's user name)"));

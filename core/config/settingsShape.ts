@@ -140,7 +140,8 @@ const isRecord = (value: unknown): value is Record<string, unknown> => typeof va
 export function fromPackageValue(shape: SettingShape, value: unknown): unknown {
   if (shape.kind === "scalarUnion" && typeof value === "string") return scalarFromString(shape.schema, value);
   if (shape.kind === "array" && Array.isArray(value)) return value.map((item) => fromPackageValue(shape.items, item));
-  if (shape.kind === "map" && isRecord(value)) return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, fromPackageValue(shape.values, item)]));
+  if (shape.kind === "map" && isRecord(value))
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, fromPackageValue(shape.values, item)]));
   if (shape.kind === "object" && isRecord(value)) {
     return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, shape.fields[key] ? fromPackageValue(shape.fields[key].shape, item) : item]));
   }

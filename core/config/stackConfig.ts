@@ -1,6 +1,6 @@
 // Parsing the stack config: the schema (schema.ts) with the checks across keys (crossFieldChecks.ts),
 // one refusal line per bad config, and the warnings about keys the project does not read.
-import { z } from "zod";
+import type { z } from "zod";
 import { MAX_JSON_DEPTH } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage, maskedUrl, maskUrlCredentials } from "../errors";
 import { crossFieldIssues } from "./crossFieldChecks";
@@ -12,7 +12,8 @@ export const CONFIG_NAMESPACE = "rbln-serving";
 
 /** The stack config's schema with its checks across keys. */
 export const StackSettings = SettingsSchema.superRefine((settings, ctx) => {
-  for (const { path, message, hideValue } of crossFieldIssues(settings)) ctx.addIssue({ code: "custom", path, message, ...(hideValue ? { params: { hideValue } } : {}) });
+  for (const { path, message, hideValue } of crossFieldIssues(settings))
+    ctx.addIssue({ code: "custom", path, message, ...(hideValue ? { params: { hideValue } } : {}) });
 });
 export type StackSettings = z.infer<typeof StackSettings>;
 
@@ -72,15 +73,18 @@ function maskUrls(value: unknown): unknown {
 function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): ConfigError {
   if (issue.code === "unrecognized_keys") {
     const at = formatPath(issue.path);
-    const allowed = at ? `; allowed: ${objectKeysAt(StackSettings, issue.path).join(", ")}` : `; allowed: ${Object.keys(StackSettings.shape).join(", ")} and the secrets ${SECRET_KEYS.join(", ")}`;
+    const allowed = at
+      ? `; allowed: ${objectKeysAt(StackSettings, issue.path).join(", ")}`
+      : `; allowed: ${Object.keys(StackSettings.shape).join(", ")} and the secrets ${SECRET_KEYS.join(", ")}`;
     return new ConfigError(at ? `${at}.${issue.keys[0]}` : issue.keys[0]!, `unknown key${allowed}`);
   }
   const at = formatPath(issue.path) || "(config)";
   let value: unknown = raw;
-  for (const part of issue.path) value = value !== null && typeof value === "object" && Object.hasOwn(value, part) ? (value as Record<PropertyKey, unknown>)[part] : undefined;
+  for (const part of issue.path)
+    value = value !== null && typeof value === "object" && Object.hasOwn(value, part) ? (value as Record<PropertyKey, unknown>)[part] : undefined;
   // A refused credential is not repeated in the error, which ends up in terminals and CI logs; other
   // messages with this mark name the value themselves.
-  if (issue.code === "custom" && issue.params?.["hideValue"]) return new ConfigError(at, issueMessage(issue));
+  if (issue.code === "custom" && issue.params?.hideValue) return new ConfigError(at, issueMessage(issue));
   const text = JSON.stringify(issue.path[0] === "pip" ? maskUrls(value) : value);
   // Masked before it is cut, so no cut hides the `@` that marks a password.
   const shown = value === undefined ? "missing" : `got ${maskUrlCredentials(text).slice(0, 80)}`;
@@ -94,8 +98,10 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): C
  */
 function refusePrototypeKeys(value: unknown, path: PropertyKey[] = []): void {
   if (value === null || typeof value !== "object") return;
-  if (path.length >= MAX_JSON_DEPTH) throw new ConfigError(String(path[0]), `nested more than ${MAX_JSON_DEPTH} levels deep; allowed: at most ${MAX_JSON_DEPTH} levels of maps and lists`);
-  if (Object.hasOwn(value, "__proto__")) throw new ConfigError(formatPath([...path, "__proto__"]), "not a key any setting takes (JavaScript reads it as an object's prototype)");
+  if (path.length >= MAX_JSON_DEPTH)
+    throw new ConfigError(String(path[0]), `nested more than ${MAX_JSON_DEPTH} levels deep; allowed: at most ${MAX_JSON_DEPTH} levels of maps and lists`);
+  if (Object.hasOwn(value, "__proto__"))
+    throw new ConfigError(formatPath([...path, "__proto__"]), "not a key any setting takes (JavaScript reads it as an object's prototype)");
   for (const [key, inner] of Object.entries(value)) refusePrototypeKeys(inner, [...path, Array.isArray(value) ? Number(key) : key]);
 }
 

@@ -48,7 +48,8 @@ function readUtf8(shownPath: string): string {
     let start = 0;
     for (let line = 1; ; line++) {
       const end = bytes.indexOf(0x0a, start);
-      if (!isUtf8(bytes.subarray(start, end < 0 ? bytes.length : end))) throw new ConfigError(`${shownPath}:${line}`, "not UTF-8 text; save the stack file as UTF-8");
+      if (!isUtf8(bytes.subarray(start, end < 0 ? bytes.length : end)))
+        throw new ConfigError(`${shownPath}:${line}`, "not UTF-8 text; save the stack file as UTF-8");
       start = end + 1;
     }
   }
@@ -67,7 +68,10 @@ function parseStackYaml(text: string, shownPath: string): { config?: Record<stri
   const fault: YAMLError | undefined = parsed.errors[0] ?? parsed.warnings[0];
   if (fault) {
     const at = fault.linePos?.[0];
-    throw new ConfigError(at ? `${shownPath}:${at.line}:${at.col}` : shownPath, `invalid YAML: ${fault.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "")}`);
+    throw new ConfigError(
+      at ? `${shownPath}:${at.line}:${at.col}` : shownPath,
+      `invalid YAML: ${fault.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "")}`,
+    );
   }
   let document: unknown;
   try {
@@ -75,10 +79,16 @@ function parseStackYaml(text: string, shownPath: string): { config?: Record<stri
   } catch (error) {
     // The yaml package throws a ReferenceError for an alias without its anchor, and for too many aliases.
     if (!(error instanceof ReferenceError)) throw error;
-    throw new ConfigError(shownPath, `invalid YAML: ${/excessive alias count/i.test(error.message) ? `more than ${MAX_ALIAS_COUNT} aliases to expand, as in an alias bomb` : error.message}`);
+    throw new ConfigError(
+      shownPath,
+      `invalid YAML: ${/excessive alias count/i.test(error.message) ? `more than ${MAX_ALIAS_COUNT} aliases to expand, as in an alias bomb` : error.message}`,
+    );
   }
   const config = (document as { config?: unknown } | null)?.config;
-  if ((document !== null && (typeof document !== "object" || Array.isArray(document))) || (config != null && (typeof config !== "object" || Array.isArray(config)))) {
+  if (
+    (document !== null && (typeof document !== "object" || Array.isArray(document))) ||
+    (config != null && (typeof config !== "object" || Array.isArray(config)))
+  ) {
     throw new ConfigError(shownPath, "not a Pulumi stack file: expected a mapping with a config: mapping of keys");
   }
   return (document ?? {}) as { config?: Record<string, unknown> };
@@ -87,7 +97,12 @@ function parseStackYaml(text: string, shownPath: string): { config?: Record<stri
 export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): StackFile {
   const file = stackFilePath(name, dir);
   if (!fs.existsSync(file)) {
-    const known = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^Pulumi\..+\.yaml$/.test(f)).map((f) => f.slice(7, -5)) : [];
+    const known = fs.existsSync(dir)
+      ? fs
+          .readdirSync(dir)
+          .filter((f) => /^Pulumi\..+\.yaml$/.test(f))
+          .map((f) => f.slice(7, -5))
+      : [];
     throw new ConfigError("--stack", `no stack file ${path.relative(process.cwd(), file)}; stacks: ${known.join(", ") || "(none)"}`);
   }
   const shownPath = path.relative(process.cwd(), file);

@@ -64,7 +64,14 @@ export const VLLM_SHORT_ALIASES: Readonly<Record<string, string>> = {
   "-ac": "--attention-config",
 };
 
-export const TOPOLOGY_ENVS = ["RBLN_VISIBLE_DEVICES", "RBLN_DEVICES", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_API_KEY", "HF_TOKEN"] as const;
+export const TOPOLOGY_ENVS = [
+  "RBLN_VISIBLE_DEVICES",
+  "RBLN_DEVICES",
+  "VLLM_NIXL_SIDE_CHANNEL_HOST",
+  "VLLM_NIXL_SIDE_CHANNEL_PORT",
+  "VLLM_API_KEY",
+  "HF_TOKEN",
+] as const;
 
 /**
  * The variables the package itself sets for vLLM on either platform (hosts: the env file;
@@ -84,7 +91,35 @@ export const PACKAGE_ENV: Readonly<Record<string, string>> = {
  * Names bash keeps read-only or gives a meaning of its own (assignments fail, are ignored, or run
  * code, as BASH_ENV does): the unit step reads env files with bash, after the unit has restarted.
  */
-const BASH_SPECIAL_NAMES = new Set(["UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "GROUPS", "FUNCNAME", "HISTCMD", "RANDOM", "SRANDOM", "SECONDS", "LINENO", "EPOCHSECONDS", "EPOCHREALTIME", "DIRSTACK", "PIPESTATUS", "OPTIND", "OPTARG", "OPTERR", "IFS", "PS4", "CDPATH", "GLOBIGNORE", "ENV", "POSIXLY_CORRECT", "SHELL", "_"]);
+const BASH_SPECIAL_NAMES = new Set([
+  "UID",
+  "EUID",
+  "PPID",
+  "SHELLOPTS",
+  "BASHOPTS",
+  "GROUPS",
+  "FUNCNAME",
+  "HISTCMD",
+  "RANDOM",
+  "SRANDOM",
+  "SECONDS",
+  "LINENO",
+  "EPOCHSECONDS",
+  "EPOCHREALTIME",
+  "DIRSTACK",
+  "PIPESTATUS",
+  "OPTIND",
+  "OPTARG",
+  "OPTERR",
+  "IFS",
+  "PS4",
+  "CDPATH",
+  "GLOBIGNORE",
+  "ENV",
+  "POSIXLY_CORRECT",
+  "SHELL",
+  "_",
+]);
 export const isBashSpecial = (name: string) => BASH_SPECIAL_NAMES.has(name) || name.startsWith("BASH_") || name === "BASH";
 
 /** What an environment value may hold so every platform can carry it: no control characters but newline and tab. */
@@ -92,8 +127,19 @@ export function isPortableEnvValue(value: string): boolean {
   return !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(value);
 }
 
-export const extraArgs = z.record(roleName, z.array(z.string().max(4096).refine((word) => !word.includes("\0"), "a word without NUL bytes")));
+export const extraArgs = z.record(
+  roleName,
+  z.array(
+    z
+      .string()
+      .max(4096)
+      .refine((word) => !word.includes("\0"), "a word without NUL bytes"),
+  ),
+);
 export const extraEnv = z.record(
   roleName,
-  z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name"), z.string().max(65536).refine(isPortableEnvValue, "a value without control characters other than newline and tab")),
+  z.record(
+    z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name"),
+    z.string().max(65536).refine(isPortableEnvValue, "a value without control characters other than newline and tab"),
+  ),
 );

@@ -99,9 +99,9 @@ export function meanOf(samples: readonly Sample[], name: string): number | undef
 export function histogramQuantile(samples: readonly Sample[], histogram: string, q: number): number | undefined {
   const byBound = new Map<number, number>();
   for (const s of samples) {
-    if (s.name !== `${histogram}_bucket` || s.labels["le"] === undefined) continue;
-    const bound = parseValue(s.labels["le"]);
-    if (bound === undefined || Number.isNaN(bound)) throw new Error(`bad bucket bound le=${JSON.stringify(excerpt(s.labels["le"]))} in ${s.name}`);
+    if (s.name !== `${histogram}_bucket` || s.labels.le === undefined) continue;
+    const bound = parseValue(s.labels.le);
+    if (bound === undefined || Number.isNaN(bound)) throw new Error(`bad bucket bound le=${JSON.stringify(excerpt(s.labels.le))} in ${s.name}`);
     if (!Number.isFinite(s.value) || s.value < 0) return undefined;
     byBound.set(bound, (byBound.get(bound) ?? 0) + s.value);
   }

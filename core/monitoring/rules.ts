@@ -45,7 +45,11 @@ export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Ru
             expr: `up{role="endpoint-picker"} == 0`,
             for: "2m",
             labels: { severity: "critical" },
-            annotations: { summary: "The front door's endpoint picker does not answer /metrics", description: "The llm-d endpoint picker of {{ $labels.model }} on {{ $labels.host }} has been unreachable for 2 minutes: requests through the front door fail." },
+            annotations: {
+              summary: "The front door's endpoint picker does not answer /metrics",
+              description:
+                "The llm-d endpoint picker of {{ $labels.model }} on {{ $labels.host }} has been unreachable for 2 minutes: requests through the front door fail.",
+            },
           },
           {
             alert: "RblnServingQueueGrowing",
@@ -53,28 +57,40 @@ export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Ru
             expr: `vllm:num_requests_waiting{${OUR_RANKS}} > 0 and min_over_time(vllm:num_requests_waiting{${OUR_RANKS}}[10m]) > 0 and deriv(vllm:num_requests_waiting{${OUR_RANKS}}[10m]) > 0`,
             for: "5m",
             labels: { severity: "warning" },
-            annotations: { summary: "Requests keep queueing", description: `${RANK} has had waiting requests for 10 minutes and the queue keeps growing ({{ $value }} waiting).` },
+            annotations: {
+              summary: "Requests keep queueing",
+              description: `${RANK} has had waiting requests for 10 minutes and the queue keeps growing ({{ $value }} waiting).`,
+            },
           },
           {
             alert: "RblnServingKvCacheNearlyFull",
             expr: `vllm:kv_cache_usage_perc{${OUR_RANKS}} > ${thresholds.kvCacheUsage}`,
             for: "5m",
             labels: { severity: "warning" },
-            annotations: { summary: "KV cache nearly full", description: `${RANK} engine {{ $labels.engine }} uses {{ $value | humanizePercentage }} of its KV cache.` },
+            annotations: {
+              summary: "KV cache nearly full",
+              description: `${RANK} engine {{ $labels.engine }} uses {{ $value | humanizePercentage }} of its KV cache.`,
+            },
           },
           {
             alert: "RblnServingTtftHigh",
             expr: `histogram_quantile(0.95, sum by (le, model, role, rank, host, pod) (rate(vllm:time_to_first_token_seconds_bucket{${OUR_RANKS}}[5m]))) > ${thresholds.ttftP95Seconds}`,
             for: "10m",
             labels: { severity: "warning" },
-            annotations: { summary: "Time to first token is high", description: `${RANK} TTFT p95 is {{ $value | humanizeDuration }} (threshold ${thresholds.ttftP95Seconds}s).` },
+            annotations: {
+              summary: "Time to first token is high",
+              description: `${RANK} TTFT p95 is {{ $value | humanizeDuration }} (threshold ${thresholds.ttftP95Seconds}s).`,
+            },
           },
           {
             alert: "RblnServingPreemptions",
             expr: `sum by (model, role, rank, host, pod) (increase(vllm:num_preemptions_total{${OUR_RANKS}}[5m])) > 0`,
             for: "5m",
             labels: { severity: "warning" },
-            annotations: { summary: "vLLM preempts requests", description: `${RANK} preempted {{ $value }} requests in 5 minutes: KV cache too small for the load.` },
+            annotations: {
+              summary: "vLLM preempts requests",
+              description: `${RANK} preempted {{ $value }} requests in 5 minutes: KV cache too small for the load.`,
+            },
           },
         ],
       },
@@ -131,7 +147,8 @@ export function scalingAlertRules(roles: readonly ScaledRole[], timings: Scaling
         labels: { severity: "warning" },
         annotations: {
           summary: "A role runs at its maxReplicas",
-          description: "{{ $labels.horizontalpodautoscaler }} has run {{ $value }} replicas, its maximum, for 15 minutes: requests queue; raise autoscaling maxReplicas if the nodes have NPUs to spare.",
+          description:
+            "{{ $labels.horizontalpodautoscaler }} has run {{ $value }} replicas, its maximum, for 15 minutes: requests queue; raise autoscaling maxReplicas if the nodes have NPUs to spare.",
         },
       },
       {

@@ -16,7 +16,6 @@ export interface ScrapeTarget {
   labels: RankLabels;
 }
 
-
 /**
  * Every rank's metrics endpoint on platform hosts, as `file_sd_configs` groups (the contents of
  * `targets.json`). Empty on Kubernetes, where the PodMonitor finds the pods.

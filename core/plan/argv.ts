@@ -22,6 +22,6 @@ const FALLBACK_READY_TIMEOUT_S = 9600;
 
 /** How long a rank may take to become ready: the recipe's VLLM_ENGINE_READY_TIMEOUT_S. */
 export function engineReadyTimeoutSeconds(env: Readonly<Record<string, string>>): number {
-  const value = Number(env["VLLM_ENGINE_READY_TIMEOUT_S"]);
+  const value = Number(env.VLLM_ENGINE_READY_TIMEOUT_S);
   return Number.isFinite(value) && value > 0 ? value : FALLBACK_READY_TIMEOUT_S;
 }

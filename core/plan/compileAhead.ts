@@ -44,16 +44,22 @@ export function compileWarnings(settings: StackSettings, plan: LaunchPlan): stri
   const onHosts = settings.platform === "hosts";
   if (!onHosts && compile.host) warnings.push("compile.host: does nothing with platform: kubernetes (set compile.enabled: true for a compile Job)");
   if (onHosts) {
-    const kubernetesOnly = (["enabled", "nodeSelector", "resources"] as const).filter((key) => JSON.stringify(compile[key]) !== JSON.stringify({ enabled: false, nodeSelector: {}, resources: {} }[key]));
+    const kubernetesOnly = (["enabled", "nodeSelector", "resources"] as const).filter(
+      (key) => JSON.stringify(compile[key]) !== JSON.stringify({ enabled: false, nodeSelector: {}, resources: {} }[key]),
+    );
     for (const key of kubernetesOnly) warnings.push(`compile.${key}: does nothing with platform: hosts (set compile.host for a compile server)`);
   }
   const wanted = onHosts ? compile.host !== undefined : compile.enabled;
   if (wanted && !supportsCompileOnly(plan.packages)) {
     const version = plan.packages.find((p) => p.name === "vllm-rbln")?.version ?? "none";
-    warnings.push(`compile ahead: vllm-rbln ${version} has no compile-only mode (it arrived in ${COMPILE_ONLY_SINCE}); the first wave compiles on its NPUs, as without compile ahead`);
+    warnings.push(
+      `compile ahead: vllm-rbln ${version} has no compile-only mode (it arrived in ${COMPILE_ONLY_SINCE}); the first wave compiles on its NPUs, as without compile ahead`,
+    );
   }
   if (compile.registry && !wanted) {
-    warnings.push(`compile.registry: without ${onHosts ? "compile.host" : "compile.enabled"} this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed`);
+    warnings.push(
+      `compile.registry: without ${onHosts ? "compile.host" : "compile.enabled"} this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed`,
+    );
   }
   return warnings;
 }
@@ -62,7 +68,10 @@ export function compileWarnings(settings: StackSettings, plan: LaunchPlan): stri
 export function refuseCompileOnlyServing(settings: StackSettings): void {
   for (const [role, env] of Object.entries(settings.extraEnv)) {
     if (Object.keys(env).some((name) => name === "VLLM_RBLN_COMPILE_ONLY")) {
-      throw new ConfigError(`extraEnv.${role}.VLLM_RBLN_COMPILE_ONLY`, "a serving rank in compile-only mode compiles and never serves; compile ahead sets it only where it compiles (compile.host, compile.enabled)");
+      throw new ConfigError(
+        `extraEnv.${role}.VLLM_RBLN_COMPILE_ONLY`,
+        "a serving rank in compile-only mode compiles and never serves; compile ahead sets it only where it compiles (compile.host, compile.enabled)",
+      );
     }
   }
 }

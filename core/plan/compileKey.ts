@@ -86,7 +86,10 @@ function keyMaterial(plan: Pick<LaunchPlan, "packages" | "nodes">, role: RolePla
 
 /** A role's compile key: 16 hex digits of SHA-256 over its key material. */
 export function compileKey(plan: Pick<LaunchPlan, "packages" | "nodes">, role: RolePlan, image: string | null = null): string {
-  return createHash("sha256").update(JSON.stringify(keyMaterial(plan, role, image))).digest("hex").slice(0, 16);
+  return createHash("sha256")
+    .update(JSON.stringify(keyMaterial(plan, role, image)))
+    .digest("hex")
+    .slice(0, 16);
 }
 
 /** The plan with every role's compileKey computed from its final settings (and the Kubernetes image, where one runs it). */
@@ -143,12 +146,20 @@ export function compareCompileKeys(a: LaunchPlan, b: LaunchPlan): RoleRecompile[
 export function recompileLines(roles: readonly RoleRecompile[]): string[] {
   return roles.flatMap((r) => {
     if (r.recompile) return [`recompiles ${r.role}: ${r.causes.join(", ") || "its compile key changes"} (hours on first start)`];
-    if (r.unkeyed.length > 0) return [`does not recompile ${r.role}: ${r.unkeyed.join(", ")} ${r.unkeyed.length === 1 ? "is" : "are"} not part of the compile key`];
+    if (r.unkeyed.length > 0)
+      return [`does not recompile ${r.role}: ${r.unkeyed.join(", ")} ${r.unkeyed.length === 1 ? "is" : "are"} not part of the compile key`];
     return [];
   });
 }
 
 /** The JSON diff's entries: one per role, `recompile: true|false`. */
 export function compileKeyChanges(roles: readonly RoleRecompile[]): PlanChange[] {
-  return roles.map((r) => ({ scope: r.role, kind: r.recompile ? "changed" : "unchanged", item: "compileKey", before: r.before, after: r.after, recompile: r.recompile }));
+  return roles.map((r) => ({
+    scope: r.role,
+    kind: r.recompile ? "changed" : "unchanged",
+    item: "compileKey",
+    before: r.before,
+    after: r.after,
+    recompile: r.recompile,
+  }));
 }

@@ -39,7 +39,9 @@ function topologyFlagOf(canonical: string): string | undefined {
     const positive = base.startsWith("--no-") ? `--${base.slice(5)}` : base;
     return TOPOLOGY_FLAGS.find((flag) => flag === positive || (base.length > 2 && flag.startsWith(base)));
   }
-  const alias = Object.keys(VLLM_SHORT_ALIASES).find((short) => short.startsWith(base) && (TOPOLOGY_FLAGS as readonly string[]).includes(VLLM_SHORT_ALIASES[short]!));
+  const alias = Object.keys(VLLM_SHORT_ALIASES).find(
+    (short) => short.startsWith(base) && (TOPOLOGY_FLAGS as readonly string[]).includes(VLLM_SHORT_ALIASES[short]!),
+  );
   return alias === undefined ? undefined : VLLM_SHORT_ALIASES[alias];
 }
 
@@ -59,7 +61,10 @@ function groupFlags(words: readonly string[], key: string): Flag[] {
       const given = equals < 0 ? word : word.slice(0, equals);
       const topology = topologyFlagOf(canonicalFlag(given));
       if (topology !== undefined) {
-        throw new ConfigError(key, `"${given}"${given === topology ? "" : ` (vLLM reads it as ${topology})`} defines the serving topology and comes from the recipe; choose a strategy, target or axis instead`);
+        throw new ConfigError(
+          key,
+          `"${given}"${given === topology ? "" : ` (vLLM reads it as ${topology})`} defines the serving topology and comes from the recipe; choose a strategy, target or axis instead`,
+        );
       }
       const owner = SETTING_FLAGS[canonicalFlag(given)];
       if (owner !== undefined) throw new ConfigError(key, `"${given}" comes from the ${owner}`);
@@ -91,13 +96,17 @@ function withExtras(role: RolePlan, extraArgs: readonly string[] | undefined, ex
 }
 
 /** Each setting's value when left out, to tell the ones a stack sets. */
-const SETTING_DEFAULTS: Readonly<Record<string, unknown>> = Object.fromEntries(Object.entries(StackSettings.shape).map(([key, schema]) => [key, (schema as z.ZodType).safeParse(undefined).data]));
+const SETTING_DEFAULTS: Readonly<Record<string, unknown>> = Object.fromEntries(
+  Object.entries(StackSettings.shape).map(([key, schema]) => [key, (schema as z.ZodType).safeParse(undefined).data]),
+);
 
 /** Where the stack's own settings weaken or do nothing, for people to read (the plan's and the stack's `warnings`). */
 function settingsWarnings(settings: StackSettings): string[] {
   const warnings: string[] = [];
   if (settings.platform === "hosts" && settings.insecureSkipHostKeyCheck) {
-    warnings.push("insecureSkipHostKeyCheck: true: SSH host keys are not checked, so whatever answers at a host's address runs the scripts as root and receives the secrets");
+    warnings.push(
+      "insecureSkipHostKeyCheck: true: SSH host keys are not checked, so whatever answers at a host's address runs the scripts as root and receives the secrets",
+    );
   }
   for (const key of otherPlatformKeys(settings.platform)) {
     if (JSON.stringify(settings[key as keyof StackSettings]) !== JSON.stringify(SETTING_DEFAULTS[key])) {
@@ -106,7 +115,7 @@ function settingsWarnings(settings: StackSettings): string[] {
     }
   }
   // The front door's own settings: the chart deploys the router on Kubernetes.
-  const routerDefaults = SETTING_DEFAULTS["router"] as Record<string, unknown>;
+  const routerDefaults = SETTING_DEFAULTS.router as Record<string, unknown>;
   for (const key of settings.platform === "kubernetes" ? (["host", "runtime", "images", "port"] as const) : (["pickerResources"] as const)) {
     if (JSON.stringify(settings.router[key]) !== JSON.stringify(routerDefaults[key])) {
       warnings.push(`router.${key}: does nothing with platform: ${settings.platform}; remove it or choose the platform that reads it`);
@@ -130,7 +139,11 @@ function placeHosts(settings: StackSettings, plan: LaunchPlan): HostPlacement[] 
   const counts = plan.nodes.map((node) => nodeReplicas(settings, plan, node.index));
   const needed = counts.reduce((a, b) => a + b, 0);
   if (settings.hosts.length !== needed) {
-    if (plan.nodes.length === 1) throw new ConfigError("hosts", `${settings.hosts.length} given; strategy "${plan.strategy}" with replicas: ${settings.replicas} needs exactly ${needed} (1 per replica)`);
+    if (plan.nodes.length === 1)
+      throw new ConfigError(
+        "hosts",
+        `${settings.hosts.length} given; strategy "${plan.strategy}" with replicas: ${settings.replicas} needs exactly ${needed} (1 per replica)`,
+      );
     const servers = plan.nodes.map((node, i) => `${counts[i]} ${node.roles.join("+")}`).join(" servers, then ");
     throw new ConfigError("hosts", `${settings.hosts.length} given; strategy "${plan.strategy}" needs exactly ${needed}: ${servers} servers, in that order`);
   }
@@ -149,12 +162,21 @@ function frontDoorWarnings(deployment: Deployment): string[] {
   const { settings, plan, frontDoor } = deployment;
   if (settings.platform !== "hosts") return [];
   if (!frontDoor) {
-    return settings.replicas > 1 ? [`router.host: unset, so the ${settings.replicas} replicas are ${settings.replicas} endpoints and clients must spread their requests over them themselves; set router.host for one front door`] : [];
+    return settings.replicas > 1
+      ? [
+          `router.host: unset, so the ${settings.replicas} replicas are ${settings.replicas} endpoints and clients must spread their requests over them themselves; set router.host for one front door`,
+        ]
+      : [];
   }
-  const warnings = ["router: on hosts the endpoint picker discovers endpoints from a file, without Kubernetes: InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there"];
+  const warnings = [
+    "router: on hosts the endpoint picker discovers endpoints from a file, without Kubernetes: InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there",
+  ];
   for (const role of plan.roles) {
     const hosts = new Set(frontDoor.endpoints.filter((e) => e.role === role.role).map((e) => e.host));
-    if (hosts.size === 1) warnings.push(`router: role ${role.role} has one server behind the front door, so a change that restarts it leaves the role without an endpoint while it restarts; its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)`);
+    if (hosts.size === 1)
+      warnings.push(
+        `router: role ${role.role} has one server behind the front door, so a change that restarts it leaves the role without an endpoint while it restarts; its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)`,
+      );
   }
   return warnings;
 }
@@ -171,9 +193,15 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
     versions: settings.versions,
   });
   const roleNames = base.roles.map((r) => r.role);
-  for (const [field, byRole] of [["extraArgs", settings.extraArgs], ["extraEnv", settings.extraEnv], ["kubernetes.resources", settings.kubernetes.resources], ["autoscaling.roles", settings.autoscaling.roles]] as const) {
+  for (const [field, byRole] of [
+    ["extraArgs", settings.extraArgs],
+    ["extraEnv", settings.extraEnv],
+    ["kubernetes.resources", settings.kubernetes.resources],
+    ["autoscaling.roles", settings.autoscaling.roles],
+  ] as const) {
     for (const role of Object.keys(byRole)) {
-      if (!roleNames.includes(role)) throw new ConfigError(`${field}.${role}`, `strategy "${base.strategy}" has no role "${role}"; allowed: ${listValues(roleNames)}`);
+      if (!roleNames.includes(role))
+        throw new ConfigError(`${field}.${role}`, `strategy "${base.strategy}" has no role "${role}"; allowed: ${listValues(roleNames)}`);
     }
   }
   // In-flight requests get this long to finish when a rank stops: by default as long as the front door lets a request run.
@@ -202,12 +230,18 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
   let placements: HostPlacement[] = [];
   if (settings.platform === "hosts") {
     if (plan.router && settings.router.host === undefined) {
-      throw new ConfigError("router.host", `required: strategy "${plan.strategy}" routes through the llm-d router's front door; on hosts give it a server (a host {name, address, user, port, hostKey}, any Linux server with podman or docker) or the name of an entry of hosts`);
+      throw new ConfigError(
+        "router.host",
+        `required: strategy "${plan.strategy}" routes through the llm-d router's front door; on hosts give it a server (a host {name, address, user, port, hostKey}, any Linux server with podman or docker) or the name of an entry of hosts`,
+      );
     }
     placements = placeHosts(settings, plan);
   }
   if (settings.platform === "hosts") {
-    checkServingAddresses(placements.map((p) => p.host), placements.map((p) => plan.roles.filter((role) => role.node === p.node).flatMap((role) => role.ranks.flatMap((rank) => rank.ports))));
+    checkServingAddresses(
+      placements.map((p) => p.host),
+      placements.map((p) => plan.roles.filter((role) => role.node === p.node).flatMap((role) => role.ranks.flatMap((rank) => rank.ports))),
+    );
     checkIndexCredentials(settings.pip, pipIndexUrls(settings.pip, plan));
   }
   refuseCompileOnlyServing(settings);

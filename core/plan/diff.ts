@@ -18,7 +18,10 @@ function compareMaps(scope: string, before: ReadonlyMap<string, string>, after: 
 /** A rank's settings as `item → value`: each flag (`--name` → its values) and each variable (`env NAME`). */
 export function rankSettings(rank: RankPlan | undefined): Map<string, string> {
   if (!rank) return new Map();
-  return new Map<string, string>([...rank.flags.map((f) => [f.name, f.values.join(" ")] as [string, string]), ...Object.entries(rank.env).map(([k, v]) => [`env ${k}`, v] as [string, string])]);
+  return new Map<string, string>([
+    ...rank.flags.map((f) => [f.name, f.values.join(" ")] as [string, string]),
+    ...Object.entries(rank.env).map(([k, v]) => [`env ${k}`, v] as [string, string]),
+  ]);
 }
 
 /** What a diff compares of a rank: its command words, then its settings. */
@@ -34,7 +37,8 @@ export function diffPlans(a: LaunchPlan, b: LaunchPlan): PlanChange[] {
   changes.push(...compareMaps("selection", header(a), header(b)));
   const packages = (p: LaunchPlan) => new Map(p.packages.map((pkg) => [pkg.name, pkg.requirement]));
   changes.push(...compareMaps("packages", packages(a), packages(b)));
-  const ranks = (p: LaunchPlan) => new Map(p.roles.flatMap((role) => role.ranks.map((rank) => [`${role.role} rank ${rank.rank}`, { node: role.node, rank }] as const)));
+  const ranks = (p: LaunchPlan) =>
+    new Map(p.roles.flatMap((role) => role.ranks.map((rank) => [`${role.role} rank ${rank.rank}`, { node: role.node, rank }] as const)));
   const ranksA = ranks(a);
   const ranksB = ranks(b);
   for (const scope of new Set([...ranksA.keys(), ...ranksB.keys()])) {

@@ -73,10 +73,16 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
       const address = servingAddress(placement.host);
       if (!net.isIPv4(address)) {
         const key = placement.host.listenAddress ? `hosts[${index}].listenAddress` : `hosts[${index}].address`;
-        throw new ConfigError(key, `"${address}" is not a literal IPv4 address; the router's file discovery reaches endpoints by IPv4 address only: give the host's IPv4 address (or listenAddress)`);
+        throw new ConfigError(
+          key,
+          `"${address}" is not a literal IPv4 address; the router's file discovery reaches endpoints by IPv4 address only: give the host's IPv4 address (or listenAddress)`,
+        );
       }
       if (sidecar && specificListenAddress(placement.host) !== undefined) {
-        throw new ConfigError(`hosts[${index}].listenAddress`, `"${placement.host.listenAddress}": the ${role.role} ranks of this host are reached through the routing sidecar, which forwards to localhost; leave listenAddress unset (all interfaces)`);
+        throw new ConfigError(
+          `hosts[${index}].listenAddress`,
+          `"${placement.host.listenAddress}": the ${role.role} ranks of this host are reached through the routing sidecar, which forwards to localhost; leave listenAddress unset (all interfaces)`,
+        );
       }
       // Aggregated replicas take requests on rank 0; a data-parallel decode host on every rank, through the sidecar.
       const served = plan.router ? role.ranks : role.ranks.slice(0, 1);
@@ -92,12 +98,15 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
           labels: plan.router ? { [ROLE_LABEL]: role.role } : {},
         });
       }
-      if (sidecar) sidecars.push({ host: placement.host.name, port: ports[0]!, modelServerPort: role.ranks[0]!.ports[0]!, dataParallelSize: role.ranks.length });
+      if (sidecar)
+        sidecars.push({ host: placement.host.name, port: ports[0]!, modelServerPort: role.ranks[0]!.ports[0]!, dataParallelSize: role.ranks.length });
     }
   }
   const taken = new Map<number, string>(Object.entries(FRONT_DOOR_PORTS).map(([name, p]) => [p, `the front door's ${name} port`]));
   // The router's server may be an entry of hosts by name, or by its address under an object of its own.
-  const onRouterServer = new Set(settings.hosts.filter((h) => h.name === sharedWith || normalAddress(h.address) === normalAddress(host.address)).map((h) => h.name));
+  const onRouterServer = new Set(
+    settings.hosts.filter((h) => h.name === sharedWith || normalAddress(h.address) === normalAddress(host.address)).map((h) => h.name),
+  );
   for (const endpoint of endpoints.filter((e) => onRouterServer.has(e.host))) {
     taken.set(endpoint.rankPort, `${endpoint.role} rank ${endpoint.rank}'s port on ${endpoint.host}`);
     if (endpoint.port !== endpoint.rankPort) taken.set(endpoint.port, `${endpoint.role} rank ${endpoint.rank}'s routing sidecar port on ${endpoint.host}`);

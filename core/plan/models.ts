@@ -1,7 +1,6 @@
 import { commandWords, withFlags } from "./argv";
 import type { LaunchPlan, ModelRef, RankPlan, RolePlan } from "./types";
 
-
 /** vLLM's flags that pin the model's files and the tokenizer's to one commit. */
 export const REVISION_FLAGS = ["--revision", "--tokenizer-revision"] as const;
 
@@ -32,10 +31,11 @@ export function modelsOf(roles: readonly RolePlan[], revision: string | null): M
     else if (!known.roles.includes(role)) known.roles.push(role);
   };
   for (const role of roles) for (const rank of role.ranks) add(servedModel(rank), "model", role.role);
-  for (const role of roles) for (const rank of role.ranks) {
-    const draft = draftModelOf(rank);
-    if (draft) add(draft, "draft", role.role);
-  }
+  for (const role of roles)
+    for (const rank of role.ranks) {
+      const draft = draftModelOf(rank);
+      if (draft) add(draft, "draft", role.role);
+    }
   return models;
 }
 

@@ -13,7 +13,10 @@ export function compiledBatch(role: RolePlan): number {
     const value = (name: string) => rank.flags.find((f) => f.name === name)?.values[0];
     const seqs = Number(value("--max-num-seqs"));
     if (!Number.isInteger(seqs) || seqs < 1) {
-      throw new ConfigError("autoscaling.enabled", `true: role ${role.role} rank ${rank.rank} sets no --max-num-seqs, so the scaler cannot know its compiled batch`);
+      throw new ConfigError(
+        "autoscaling.enabled",
+        `true: role ${role.role} rank ${rank.rank} sets no --max-num-seqs, so the scaler cannot know its compiled batch`,
+      );
     }
     const engines = value("--data-parallel-rank") !== undefined ? 1 : Number(value("--data-parallel-size-local") ?? value("--data-parallel-size") ?? 1);
     return sum + seqs * engines;
@@ -36,13 +39,19 @@ export function resolveAutoscaling(settings: StackSettings, plan: Pick<LaunchPla
   const scaling = settings.autoscaling;
   if (!scaling.enabled) return null;
   if (settings.platform === "hosts") {
-    throw new ConfigError("autoscaling.enabled", "true is refused with platform: hosts: the servers are fixed; set the replicas and hosts you have, or use platform: kubernetes");
+    throw new ConfigError(
+      "autoscaling.enabled",
+      "true is refused with platform: hosts: the servers are fixed; set the replicas and hosts you have, or use platform: kubernetes",
+    );
   }
   if (!settings.monitoring.enabled) {
     throw new ConfigError("autoscaling.enabled", "true needs monitoring.enabled: true: KEDA reads the series the PodMonitors have Prometheus scrape");
   }
   if (scaling.scaleToZero && !plan.router) {
-    throw new ConfigError("autoscaling.scaleToZero", "true needs a strategy behind the llm-d router: without it no request waits anywhere while a role has no pod, so nothing would wake it; use prefill-decode-disaggregated or minReplicas of 1 or more");
+    throw new ConfigError(
+      "autoscaling.scaleToZero",
+      "true needs a strategy behind the llm-d router: without it no request waits anywhere while a role has no pod, so nothing would wake it; use prefill-decode-disaggregated or minReplicas of 1 or more",
+    );
   }
   const roles = plan.roles.map((rolePlan) => {
     const { role } = rolePlan;
@@ -53,13 +62,19 @@ export function resolveAutoscaling(settings: StackSettings, plan: Pick<LaunchPla
     const minFrom = setMin === undefined ? replicasKey(settings, role) : at("minReplicas");
     const maxReplicas = own.maxReplicas ?? scaling.maxReplicas;
     if (maxReplicas === undefined) {
-      throw new ConfigError(`autoscaling.roles.${role}.maxReplicas`, `required with autoscaling.enabled: true (or autoscaling.maxReplicas for every role); at least minReplicas ${minReplicas}`);
+      throw new ConfigError(
+        `autoscaling.roles.${role}.maxReplicas`,
+        `required with autoscaling.enabled: true (or autoscaling.maxReplicas for every role); at least minReplicas ${minReplicas}`,
+      );
     }
     if (minReplicas === 0 && !scaling.scaleToZero) {
       throw new ConfigError(minFrom, `0 lets ${role} scale to zero, which needs autoscaling.scaleToZero: true; otherwise at least 1`);
     }
     if (maxReplicas < Math.max(minReplicas, 1)) {
-      throw new ConfigError(at("maxReplicas"), `${maxReplicas} is below ${role}'s minReplicas ${minReplicas} (${minFrom}); give at least ${Math.max(minReplicas, 1)}`);
+      throw new ConfigError(
+        at("maxReplicas"),
+        `${maxReplicas} is below ${role}'s minReplicas ${minReplicas} (${minFrom}); give at least ${Math.max(minReplicas, 1)}`,
+      );
     }
     return { role, minReplicas, maxReplicas, compiledBatch: compiledBatch(rolePlan), ...(own.target !== undefined ? { target: own.target } : {}) };
   });

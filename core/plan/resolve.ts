@@ -35,7 +35,10 @@ export function versionKeyOf(packageName: string): string {
 export function findOption(recipe: Recipe, strategySlug: string, target: string): StrategyOption {
   const strategy = recipe.strategies.find((s) => s.slug === strategySlug);
   if (!strategy) {
-    throw new ConfigError("strategy", `unknown strategy "${strategySlug}" for model "${recipe.model}"; allowed: ${listValues(recipe.strategies.map((s) => s.slug))}`);
+    throw new ConfigError(
+      "strategy",
+      `unknown strategy "${strategySlug}" for model "${recipe.model}"; allowed: ${listValues(recipe.strategies.map((s) => s.slug))}`,
+    );
   }
   const option = strategy.options.find((o) => o.target === target);
   if (!option) {
@@ -123,7 +126,7 @@ function resolveRank(model: string, launcher: string[], npus: number, rank: numb
   const env = { ...Object.fromEntries([...envs].map(([name, text]) => [name, parseEnv(name, text)])), ...OFFLINE_ENV };
   const argv = [...launcher, model, ...flags.flatMap((f) => [f.name, ...f.values])];
   const port = flags.find((f) => f.name === "--port")?.values[0];
-  const visible = env["RBLN_VISIBLE_DEVICES"];
+  const visible = env.RBLN_VISIBLE_DEVICES;
   return {
     rank,
     argv,

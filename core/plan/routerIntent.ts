@@ -15,7 +15,9 @@ export const RecipeRouterValues = z.strictObject({
     image: z.string().regex(/^[^:\s]+\/[^:/\s]+:[^:\s]+$/, "an image like registry/repository:tag"),
     ext_proc_port: z.number().int().positive(),
     plugins: z.array(z.looseObject({ type: z.string(), name: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional() })).min(1),
-    scheduling_profiles: z.array(z.strictObject({ name: z.string(), plugins: z.array(z.strictObject({ ref: z.string(), weight: z.number().optional() })).min(1) })).min(1),
+    scheduling_profiles: z
+      .array(z.strictObject({ name: z.string(), plugins: z.array(z.strictObject({ ref: z.string(), weight: z.number().optional() })).min(1) }))
+      .min(1),
   }),
   inference_pool: z.strictObject({
     failure_mode: z.enum(["FailOpen", "FailClose"]),
@@ -40,7 +42,8 @@ export function readRouterIntent(router: RecipeRouterBlock): RouterIntent {
   const positional = words.filter((w, i) => !w.startsWith("-") && !words[i - 1]?.startsWith("--"));
   const version = words[words.indexOf("--version") + 1];
   const [, , release, chart] = positional;
-  if (!release || !chart || !version || !words.includes("--version")) throw new ConfigError("recipe router", `cannot read release, chart and --version from ${JSON.stringify(helmStep.cmd)}`);
+  if (!release || !chart || !version || !words.includes("--version"))
+    throw new ConfigError("recipe router", `cannot read release, chart and --version from ${JSON.stringify(helmStep.cmd)}`);
   return { release, chart, version, values: parsed.data };
 }
 
@@ -55,12 +58,18 @@ export function routerWarnings(intent: RouterIntent, plan: { roles: readonly Rol
       `router: ranks of ${publishers.join(", ")} publish KV events (--kv-events-config), but approx-prefix-cache-producer does not read them; only precise-prefix-cache-producer does, so the events go nowhere`,
     );
   }
-  if (approx?.parameters && "lruCapacityPerServer" in approx.parameters && approx.parameters["autoTune"] !== false) {
-    warnings.push(`router: approx-prefix-cache-producer lruCapacityPerServer: ${String(approx.parameters["lruCapacityPerServer"])} is ignored while autoTune is on (the default); it applies only with autoTune: false`);
+  if (approx?.parameters && "lruCapacityPerServer" in approx.parameters && approx.parameters.autoTune !== false) {
+    warnings.push(
+      `router: approx-prefix-cache-producer lruCapacityPerServer: ${String(approx.parameters.lruCapacityPerServer)} is ignored while autoTune is on (the default); it applies only with autoTune: false`,
+    );
   }
-  const cachingOff = plan.roles.filter((r) => publishers.includes(r.role) && r.ranks.some((k) => k.flags.some((f) => f.name === "--no-enable-prefix-caching"))).map((r) => r.role);
+  const cachingOff = plan.roles
+    .filter((r) => publishers.includes(r.role) && r.ranks.some((k) => k.flags.some((f) => f.name === "--no-enable-prefix-caching")))
+    .map((r) => r.role);
   if (cachingOff.length > 0) {
-    warnings.push(`vllm: ${cachingOff.join(", ")} publish KV cache events with prefix caching off (--no-enable-prefix-caching), so no block events are produced`);
+    warnings.push(
+      `vllm: ${cachingOff.join(", ")} publish KV cache events with prefix caching off (--no-enable-prefix-caching), so no block events are produced`,
+    );
   }
   return warnings;
 }

@@ -35,6 +35,9 @@ export function checkWeightsStorage(settings: StackSettings): void {
     throw new ConfigError("minFreeDiskGb", `${settings.minFreeDiskGb} is too small: ${why} (default ${DEFAULT_WEIGHTS_STORAGE_GIB})`);
   }
   if (settings.platform === "kubernetes" && quantityGib(settings.kubernetes.weightsVolumeSize) < need) {
-    throw new ConfigError("kubernetes.weightsVolumeSize", `"${settings.kubernetes.weightsVolumeSize}" is too small: ${why} (default ${DEFAULT_WEIGHTS_STORAGE_GIB}Gi)`);
+    throw new ConfigError(
+      "kubernetes.weightsVolumeSize",
+      `"${settings.kubernetes.weightsVolumeSize}" is too small: ${why} (default ${DEFAULT_WEIGHTS_STORAGE_GIB}Gi)`,
+    );
   }
 }

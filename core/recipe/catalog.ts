@@ -91,7 +91,12 @@ function firstShellFault(value: unknown, at: PropertyKey[] = []): string | undef
   if (value === null || typeof value !== "object") return undefined;
   for (const [key, child] of Object.entries(value)) {
     const here = [...at, Array.isArray(value) ? Number(key) : key];
-    const texts = SHELL_TEXT.has(key) && typeof child === "string" ? [[here, child] as const] : SHELL_MAPS.has(key) && child !== null && typeof child === "object" && !Array.isArray(child) ? Object.entries(child).map(([name, text]) => [[...here, name], text] as const) : [];
+    const texts =
+      SHELL_TEXT.has(key) && typeof child === "string"
+        ? [[here, child] as const]
+        : SHELL_MAPS.has(key) && child !== null && typeof child === "object" && !Array.isArray(child)
+          ? Object.entries(child).map(([name, text]) => [[...here, name], text] as const)
+          : [];
     for (const [where, text] of texts) {
       if (typeof text !== "string" || wellFormedShellTexts.has(text)) continue;
       try {
@@ -113,7 +118,10 @@ function firstShellFault(value: unknown, at: PropertyKey[] = []): string | undef
 /** The recipe files of a folder: every `*.json`, whatever its name. */
 export function recipeFiles(dir: string): string[] {
   const names = listUserFolder(dir, { key: "recipe folder", wanted: "a folder of recipe files (*.json)" });
-  return names.filter((name) => name.endsWith(".json")).sort().map((name) => path.join(dir, name));
+  return names
+    .filter((name) => name.endsWith(".json"))
+    .sort()
+    .map((name) => path.join(dir, name));
 }
 
 export function readRecipeFile(file: string): string {
@@ -126,7 +134,10 @@ export class RecipeCatalog {
 
   static load(dir: string = DEFAULT_RECIPE_DIR): RecipeCatalog {
     const sources = recipeFiles(dir);
-    return RecipeCatalog.of(sources.map((source) => parseRecipe(readRecipeFile(source), source)), sources);
+    return RecipeCatalog.of(
+      sources.map((source) => parseRecipe(readRecipeFile(source), source)),
+      sources,
+    );
   }
 
   /** `sources[i]` names where `recipes[i]` came from, for the error when two define one model. */

@@ -60,7 +60,7 @@ export function importRecipePage(page: string, source: string): ImportedRecipe {
 
   const installs: PackageInstall[] = [];
   const warnings: string[] = [];
-  const baseLine = typeof json["installLine"] === "string" ? json["installLine"] : "";
+  const baseLine = typeof json.installLine === "string" ? json.installLine : "";
   const base = new Set(baseRequirements(baseLine));
   for (const { words, urls } of commands) {
     for (const word of words) {
@@ -130,10 +130,15 @@ function pipCommands(lines: string[], source: string): { words: string[]; urls: 
       const word = words[i]!;
       if (word === EXTRA_INDEX_URL) urls.push(indexUrl(words[++i], source));
       else if (word.startsWith(`${EXTRA_INDEX_URL}=`)) urls.push(indexUrl(word.slice(EXTRA_INDEX_URL.length + 1), source));
-      else if (word.startsWith("-")) throw new ConfigError(source, `pip install option ${JSON.stringify(word)} is not supported; allowed: ${EXTRA_INDEX_URL} URL`);
+      else if (word.startsWith("-"))
+        throw new ConfigError(source, `pip install option ${JSON.stringify(word)} is not supported; allowed: ${EXTRA_INDEX_URL} URL`);
       else requirements.push(word);
     }
-    if (requirements.length === 0) throw new ConfigError(source, `pip install command ${JSON.stringify(command)} names no package; allowed: pip install [${EXTRA_INDEX_URL} URL ...] NAME==VERSION ...`);
+    if (requirements.length === 0)
+      throw new ConfigError(
+        source,
+        `pip install command ${JSON.stringify(command)} names no package; allowed: pip install [${EXTRA_INDEX_URL} URL ...] NAME==VERSION ...`,
+      );
     commands.push({ words: requirements, urls });
   }
   return commands;
@@ -151,8 +156,10 @@ function indexUrl(value: string | undefined, source: string): string {
   } catch {
     throw new ConfigError(source, `pip install ${EXTRA_INDEX_URL} ${JSON.stringify(value)} is not a URL; ${allowed}`);
   }
-  if (url.protocol !== "https:" && url.protocol !== "http:") throw new ConfigError(source, `pip install ${EXTRA_INDEX_URL} ${JSON.stringify(value)} is not an http(s) URL; ${allowed}`);
-  if (url.username !== "" || url.password !== "") throw new ConfigError(source, `pip install ${EXTRA_INDEX_URL} ${JSON.stringify(value)} holds credentials; ${allowed}`);
+  if (url.protocol !== "https:" && url.protocol !== "http:")
+    throw new ConfigError(source, `pip install ${EXTRA_INDEX_URL} ${JSON.stringify(value)} is not an http(s) URL; ${allowed}`);
+  if (url.username !== "" || url.password !== "")
+    throw new ConfigError(source, `pip install ${EXTRA_INDEX_URL} ${JSON.stringify(value)} holds credentials; ${allowed}`);
   return value;
 }
 
@@ -180,7 +187,7 @@ function featureCondition(name: string, json: Record<string, unknown>, warnings:
     return null;
   }
   // A page whose strategies do not parse is refused by the schema check that follows.
-  const strategies = Strategy.array().safeParse(json["strategies"]).data ?? [];
+  const strategies = Strategy.array().safeParse(json.strategies).data ?? [];
   const keys = new Set<string>();
   for (const option of strategies.flatMap((strategy) => strategy.options)) {
     for (const [key, roles] of Object.entries(option.grid.deltas)) {
@@ -191,7 +198,9 @@ function featureCondition(name: string, json: Record<string, unknown>, warnings:
     }
   }
   if (keys.size !== 1) {
-    warnings.push(`${name}: ${keys.size === 0 ? "no axis value" : `several axis values (${[...keys].join(", ")})`} set ${feature.flag} with "${feature.field}": "${feature.value}"; installed always`);
+    warnings.push(
+      `${name}: ${keys.size === 0 ? "no axis value" : `several axis values (${[...keys].join(", ")})`} set ${feature.flag} with "${feature.field}": "${feature.value}"; installed always`,
+    );
     return null;
   }
   const [axis, value] = [...keys][0]!.split("=") as [string, string];

@@ -131,7 +131,10 @@ export const Strategy = z.strictObject({
   tag: z.string(),
   variant: z.string(),
   /** null: one node; otherwise the number of nodes, one per role of the grid. */
-  nodes: z.string().regex(/^[1-9][0-9]*$/).nullable(),
+  nodes: z
+    .string()
+    .regex(/^[1-9][0-9]*$/)
+    .nullable(),
   options: z.array(StrategyOption).min(1),
 });
 
@@ -183,13 +186,18 @@ export const Recipe = z
         const grid = option.grid;
         const roles = new Set(grid.base.map((r) => r.role));
         if (strategy.nodes !== null && Number(strategy.nodes) !== grid.base.length) {
-          ctx.addIssue({ code: "custom", path: ["strategies", s, "nodes"], message: `${strategy.nodes} nodes but ${grid.base.length} roles; a multi-node strategy places one role per node` });
+          ctx.addIssue({
+            code: "custom",
+            path: ["strategies", s, "nodes"],
+            message: `${strategy.nodes} nodes but ${grid.base.length} roles; a multi-node strategy places one role per node`,
+          });
         }
         for (const [axis, values] of Object.entries(grid.modes)) {
-          if (!values.includes("off")) ctx.addIssue({ code: "custom", path: [...path, "modes", axis], message: "a mode axis needs an \"off\" value" });
+          if (!values.includes("off")) ctx.addIssue({ code: "custom", path: [...path, "modes", axis], message: 'a mode axis needs an "off" value' });
         }
         for (const [axis, value] of Object.entries(grid.option_base)) {
-          if (!grid.options[axis]?.includes(value)) ctx.addIssue({ code: "custom", path: [...path, "option_base", axis], message: `"${value}" is not one of the axis's options` });
+          if (!grid.options[axis]?.includes(value))
+            ctx.addIssue({ code: "custom", path: [...path, "option_base", axis], message: `"${value}" is not one of the axis's options` });
         }
         for (const key of Object.keys(grid.deltas)) {
           const [axis, value] = key.split("=") as [string, string];
@@ -201,14 +209,15 @@ export const Recipe = z
         }
         for (const [where, args] of shellArgMaps(grid)) {
           const text = args[SPECULATIVE_CONFIG_FLAG];
-          const draft = text === undefined ? undefined : flagJsonValue(text)?.["model"];
+          const draft = text === undefined ? undefined : flagJsonValue(text)?.model;
           if (draft !== undefined && (typeof draft !== "string" || !isHubModelId(draft))) {
             ctx.addIssue({ code: "custom", path: [...path, ...where, SPECULATIVE_CONFIG_FLAG], message: `draft model ${hubModelIdRefusal(draft)}` });
           }
         }
         for (const [axis, value] of Object.entries(grid.recommended ?? {})) {
           const values = grid.modes[axis] ?? grid.options[axis];
-          if (!values?.includes(value)) ctx.addIssue({ code: "custom", path: [...path, "recommended", axis], message: `"${value}" is not a value of this grid` });
+          if (!values?.includes(value))
+            ctx.addIssue({ code: "custom", path: [...path, "recommended", axis], message: `"${value}" is not a value of this grid` });
         }
       });
     });

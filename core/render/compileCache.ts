@@ -46,7 +46,10 @@ export const COMPILE_ARTIFACT = {
 
 /** The step's last stdout line: `compiled <key> <digest>`, `local` (no registry) or `none` (pull-only, not in the registry). */
 export function reportedDigest(stdout: string | undefined, key: string): string | null {
-  const line = (stdout ?? "").split("\n").reverse().find((l) => l.startsWith(`compiled ${key} `));
+  const line = (stdout ?? "")
+    .split("\n")
+    .reverse()
+    .find((l) => l.startsWith(`compiled ${key} `));
   const digest = line?.split(" ")[2];
   return digest && /^sha256:[0-9a-f]{64}$/.test(digest) ? digest : null;
 }

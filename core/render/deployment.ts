@@ -74,7 +74,9 @@ function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHo
   const id = deploymentId(options.stack, options.instance);
   const placementWaves = hostWaves(deployment);
   const copyOptions = { ...options.copyOptions, deploymentId: id };
-  const frontDoor = deployment.frontDoor ? renderFrontDoor(deployment, { id, runtimePath: options.hostOptions?.containerRuntime, authorizedKeysFile: options.copyOptions?.authorizedKeysFile }) : null;
+  const frontDoor = deployment.frontDoor
+    ? renderFrontDoor(deployment, { id, runtimePath: options.hostOptions?.containerRuntime, authorizedKeysFile: options.copyOptions?.authorizedKeysFile })
+    : null;
   const compileHost = compile.mode === "host" ? renderCompileHost(deployment, id, options.hostOptions) : null;
   const compiler = compileHost?.placement;
   const keyPlan = (key: string) => compile.keys.find((k) => k.key === key) as CompileKeyPlan;
@@ -90,7 +92,10 @@ function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHo
     compileHost,
     pulls:
       compile.registry && !compileHost
-        ? firstHostsOfKeys(deployment, placementWaves).map(({ key, placement }) => ({ host: placement.host.name, step: renderCompileStep(deployment, placement, id, keyPlan(key), compile.registry, false, options.hostOptions) }))
+        ? firstHostsOfKeys(deployment, placementWaves).map(({ key, placement }) => ({
+            host: placement.host.name,
+            step: renderCompileStep(deployment, placement, id, keyPlan(key), compile.registry, false, options.hostOptions),
+          }))
         : [],
   };
 }

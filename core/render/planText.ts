@@ -9,7 +9,14 @@ export function rankCommandLine(rank: RankPlan): string {
 
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c]!)).join("  ").trimEnd()).join("\n");
+  return rows
+    .map((r) =>
+      r
+        .map((cell, c) => cell.padEnd(widths[c]!))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
 }
 
 /** The plan for people: selection, a node/role/rank table, then each rank's full command. */
@@ -18,7 +25,11 @@ export function renderPlanText(plan: LaunchPlan): string {
   out.push(`model     ${plan.model}`);
   out.push(`strategy  ${plan.strategy}`);
   out.push(`target    ${plan.target}${plan.preset ? ` (preset ${plan.preset})` : ""}, verified ${plan.verified}`);
-  out.push(`axes      ${Object.entries(plan.selection).map(([a, v]) => `${a}=${v}`).join("  ")}`);
+  out.push(
+    `axes      ${Object.entries(plan.selection)
+      .map(([a, v]) => `${a}=${v}`)
+      .join("  ")}`,
+  );
   out.push(`packages  ${plan.packages.map((p) => p.requirement).join("  ")}`);
   out.push(`revision  ${plan.revision ?? "resolved at first download (stack output modelRevision)"}`);
   out.push(`models    ${plan.models.map((m) => (m.use === "draft" ? `${m.id} (draft, ${m.roles.join(",")})` : m.id)).join("  ")}`);
@@ -27,7 +38,14 @@ export function renderPlanText(plan: LaunchPlan): string {
   const rows = [["NODE", "ROLE", "RANK", "NPUS", "PORTS", "PLACEHOLDERS"]];
   for (const role of plan.roles) {
     for (const rank of role.ranks) {
-      rows.push([String(role.node), role.role, String(rank.rank), rank.devices.join(","), rank.ports.join(","), rank.placeholders.map((p) => `<${p}>`).join(" ") || "-"]);
+      rows.push([
+        String(role.node),
+        role.role,
+        String(rank.rank),
+        rank.devices.join(","),
+        rank.ports.join(","),
+        rank.placeholders.map((p) => `<${p}>`).join(" ") || "-",
+      ]);
     }
   }
   out.push(table(rows));

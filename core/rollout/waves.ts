@@ -12,5 +12,7 @@ export function unavailableCount(replicas: number, maxUnavailable: MaxUnavailabl
 /** Replica indices per wave, in order: wave k+1 changes only after wave k serves. */
 export function rolloutWaves(replicas: number, maxUnavailable: MaxUnavailable): number[][] {
   const size = unavailableCount(replicas, maxUnavailable);
-  return Array.from({ length: Math.ceil(replicas / size) }, (_, wave) => Array.from({ length: Math.min(size, replicas - wave * size) }, (_, i) => wave * size + i));
+  return Array.from({ length: Math.ceil(replicas / size) }, (_, wave) =>
+    Array.from({ length: Math.min(size, replicas - wave * size) }, (_, i) => wave * size + i),
+  );
 }

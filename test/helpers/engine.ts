@@ -26,7 +26,11 @@ export interface UpResult {
   notStarted: string[];
 }
 
-export type Executor = (connection: { host: string; port: number }, command: string, stdin: string) => Promise<{ status: number | null; stdout: string; stderr: string }>;
+export type Executor = (
+  connection: { host: string; port: number },
+  command: string,
+  stdin: string,
+) => Promise<{ status: number | null; stdout: string; stderr: string }>;
 
 const COMMAND = "command:remote:Command";
 

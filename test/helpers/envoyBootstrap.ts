@@ -161,14 +161,47 @@ type Msg = Record<string, any>;
  * validators (PGV v1.3.0 templates/cc) do not evaluate them either.
  */
 export const PGV_CHECKED = new Set([
-  "message.required", "message.skip", "string.min_len", "string.max_len", "string.len", "string.min_bytes", "string.max_bytes",
-  "string.prefix", "string.suffix", "string.contains", "string.not_contains", "string.in", "string.not_in", "string.pattern",
-  "string.ignore_empty", "bytes.min_len", "bytes.max_len", "bool.const", "enum.defined_only", "enum.in", "enum.not_in", "enum.const",
-  "repeated.min_items", "repeated.max_items", "repeated.unique", "repeated.items", "map.min_pairs", "map.max_pairs", "map.keys",
-  "map.values", "duration.required", "duration.gt", "duration.gte", "duration.lt", "duration.lte", "duration.const",
-  "any.required", "any.in", "any.not_in",
-  ...["uint32", "int32", "uint64", "int64", "double", "float", "fixed32", "sfixed32", "fixed64", "sfixed64", "sint32", "sint64"].flatMap(
-    (t) => ["const", "gt", "gte", "lt", "lte", "in", "not_in"].map((r) => `${t}.${r}`),
+  "message.required",
+  "message.skip",
+  "string.min_len",
+  "string.max_len",
+  "string.len",
+  "string.min_bytes",
+  "string.max_bytes",
+  "string.prefix",
+  "string.suffix",
+  "string.contains",
+  "string.not_contains",
+  "string.in",
+  "string.not_in",
+  "string.pattern",
+  "string.ignore_empty",
+  "bytes.min_len",
+  "bytes.max_len",
+  "bool.const",
+  "enum.defined_only",
+  "enum.in",
+  "enum.not_in",
+  "enum.const",
+  "repeated.min_items",
+  "repeated.max_items",
+  "repeated.unique",
+  "repeated.items",
+  "map.min_pairs",
+  "map.max_pairs",
+  "map.keys",
+  "map.values",
+  "duration.required",
+  "duration.gt",
+  "duration.gte",
+  "duration.lt",
+  "duration.lte",
+  "duration.const",
+  "any.required",
+  "any.in",
+  "any.not_in",
+  ...["uint32", "int32", "uint64", "int64", "double", "float", "fixed32", "sfixed32", "fixed64", "sfixed64", "sint32", "sint64"].flatMap((t) =>
+    ["const", "gt", "gte", "lt", "lte", "in", "not_in"].map((r) => `${t}.${r}`),
   ),
 ]);
 export const PGV_NOT_ENFORCED_BY_ENVOY = new Set(["string.well_known_regex", "string.strict"]);
@@ -258,7 +291,8 @@ function checkValue(field: protobuf.Field, value: any, present: boolean, rules: 
     }
     const wrapped = WRAPPERS[full];
     if (wrapped) {
-      if (present && rules?.[wrapped]) checkScalar(wrapped, value.value ?? (wrapped === "string" ? "" : wrapped === "bool" ? false : 0), rules[wrapped], path, problems);
+      if (present && rules?.[wrapped])
+        checkScalar(wrapped, value.value ?? (wrapped === "string" ? "" : wrapped === "bool" ? false : 0), rules[wrapped], path, problems);
       return;
     }
     if (present && !rules?.message?.skip) walk.message(resolved, value, path);
@@ -327,7 +361,7 @@ function plain(type: protobuf.Type, message: protobuf.Message): Msg {
 }
 
 function isSet(field: protobuf.Field, msg: Msg): boolean {
-  if (!Object.prototype.hasOwnProperty.call(msg, field.name)) return false;
+  if (!Object.hasOwn(msg, field.name)) return false;
   const v = msg[field.name];
   if (v == null) return false;
   if (field.map) return Object.keys(v).length > 0;
@@ -376,7 +410,7 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg): string[] {
           if (r?.min_items !== undefined && items.length < r.min_items) problems.push(`${here}: needs at least ${r.min_items} items`);
           if (r?.max_items !== undefined && items.length > r.max_items) problems.push(`${here}: at most ${r.max_items} items`);
           if (r?.unique && new Set(items.map((x) => JSON.stringify(x))).size !== items.length) problems.push(`${here}: items must be unique`);
-          items.forEach((item, i) => checkValue(field, item, true, r?.items, `${here}[${i}]`, problems, walker));
+          for (const [i, item] of items.entries()) checkValue(field, item, true, r?.items, `${here}[${i}]`, problems, walker);
           continue;
         }
         if (slot && set) {
@@ -431,20 +465,21 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg): string[] {
       const routeConfig = msg.route_config as Msg | undefined;
       const validate = routeConfig?.validate_clusters == null ? true : Boolean(routeConfig.validate_clusters.value);
       if (routeConfig && validate) {
-        (routeConfig.virtual_hosts ?? []).forEach((vh: Msg, v: number) =>
-          (vh.routes ?? []).forEach((r: Msg, i: number) => {
+        for (const [v, vh] of ((routeConfig.virtual_hosts ?? []) as Msg[]).entries()) {
+          for (const [i, r] of ((vh.routes ?? []) as Msg[]).entries()) {
             const cluster = r.route?.cluster;
             if (cluster && !clusterNames.has(cluster)) {
               problems.push(`${path}.route_config.virtual_hosts[${v}].routes[${i}].route.cluster: unknown cluster ${show(cluster)}`);
             }
-          }),
-        );
+          }
+        }
       }
     }
     if (typeName === "envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor") {
       const grpcCluster = msg.grpc_service?.envoy_grpc?.cluster_name;
       if (grpcCluster && !clusterNames.has(grpcCluster)) problems.push(`${path}.grpc_service.envoy_grpc.cluster_name: unknown cluster ${show(grpcCluster)}`);
-      if (Boolean(msg.grpc_service) === Boolean(msg.http_service)) problems.push(`${path}: one and only one of grpc_service or http_service must be configured`);
+      if (Boolean(msg.grpc_service) === Boolean(msg.http_service))
+        problems.push(`${path}: one and only one of grpc_service or http_service must be configured`);
       const mode: Msg = msg.processing_mode ?? {};
       const FULL_DUPLEX = 4;
       const SEND = 1;

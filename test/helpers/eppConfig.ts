@@ -88,7 +88,7 @@ function readYaml(text: string, uniqueKeys: boolean): { value: Json; problems: s
 /** sigs.k8s.io/yaml then json.Marshal: infinities and NaN cannot become JSON. */
 function checkJsonable(value: unknown, path: string, problems: string[]): void {
   if (typeof value === "number" && !Number.isFinite(value)) problems.push(`${path || "(document)"}: ${value} cannot be converted to JSON`);
-  else if (Array.isArray(value)) value.forEach((v, i) => checkJsonable(v, `${path}[${i}]`, problems));
+  else if (Array.isArray(value)) for (const [i, v] of value.entries()) checkJsonable(v, `${path}[${i}]`, problems);
   else if (value !== null && typeof value === "object") for (const [k, v] of Object.entries(value)) checkJsonable(v, join(path, k), problems);
 }
 
@@ -115,50 +115,34 @@ const quantity = /^[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[e
  * value or a nil pointer). `caseInsensitive` selects encoding/json name matching (plugin parameters)
  * over the case-sensitive k8s decoder (the typed config).
  */
+/** The JSON kinds each field type decodes from; `struct:<name>` types decode from an object. */
+const DECODES_FROM: Readonly<Record<string, (value: Json) => boolean>> = {
+  string: (v) => typeof v === "string",
+  bool: (v) => typeof v === "boolean",
+  int: (v) => typeof v === "number" && Number.isInteger(v),
+  float: (v) => typeof v === "number",
+  raw: () => true,
+  duration: (v) => typeof v === "string",
+  quantity: (v) => typeof v === "string" || typeof v === "number",
+  list: (v) => Array.isArray(v),
+  object: (v) => isObject(v),
+};
+
 function checkValue(value: Json, field: FieldSpec, path: string, problems: string[], caseInsensitive: boolean, refuseUnknown: boolean): void {
   if (value === null) return;
-  const wrong = (): void => {
+  const struct = field.type.startsWith("struct:") ? field.type.slice("struct:".length) : undefined;
+  const decodes = struct === undefined ? DECODES_FROM[field.type] : isObject;
+  if (!decodes) throw new Error(`fixture field type ${field.type} is not understood`);
+  if (!decodes(value)) {
     problems.push(`${path}: ${kindOf(value)} cannot be decoded into Go ${field.goType}`);
-  };
-  switch (field.type) {
-    case "string":
-      if (typeof value !== "string") return wrong();
-      return;
-    case "bool":
-      if (typeof value !== "boolean") return wrong();
-      return;
-    case "int":
-      if (typeof value !== "number" || !Number.isInteger(value)) return wrong();
-      return;
-    case "float":
-      if (typeof value !== "number") return wrong();
-      return;
-    case "raw":
-      return;
-    case "duration":
-      if (typeof value !== "string") return wrong();
-      if (value !== "" && !goDuration.test(value)) problems.push(`${path}: ${JSON.stringify(value)} is not a Go duration`);
-      return;
-    case "quantity":
-      if (typeof value !== "string" && typeof value !== "number") return wrong();
-      if (!quantity.test(String(value).trim())) problems.push(`${path}: ${JSON.stringify(value)} is not a resource quantity`);
-      return;
-    case "list":
-      if (!Array.isArray(value)) return wrong();
-      value.forEach((item, i) => checkValue(item, field.items!, `${path}[${i}]`, problems, caseInsensitive, refuseUnknown));
-      return;
-    case "object":
-      if (!isObject(value)) return wrong();
-      checkFields(value, field.fields ?? [], path, problems, caseInsensitive, refuseUnknown);
-      return;
-    default:
-      if (field.type.startsWith("struct:")) {
-        if (!isObject(value)) return wrong();
-        checkFields(value, types[field.type.slice("struct:".length)]!.fields, path, problems, caseInsensitive, refuseUnknown);
-        return;
-      }
-      throw new Error(`fixture field type ${field.type} is not understood`);
+    return;
   }
+  if (field.type === "duration" && value !== "" && !goDuration.test(value as string)) problems.push(`${path}: ${JSON.stringify(value)} is not a Go duration`);
+  if (field.type === "quantity" && !quantity.test(String(value).trim())) problems.push(`${path}: ${JSON.stringify(value)} is not a resource quantity`);
+  if (Array.isArray(value) && field.type === "list")
+    for (const [i, item] of value.entries()) checkValue(item, field.items!, `${path}[${i}]`, problems, caseInsensitive, refuseUnknown);
+  if (isObject(value) && field.type === "object") checkFields(value, field.fields ?? [], path, problems, caseInsensitive, refuseUnknown);
+  if (isObject(value) && struct !== undefined) checkFields(value, types[struct]!.fields, path, problems, caseInsensitive, refuseUnknown);
 }
 
 /** The field a JSON key decodes into: exact name first, then (encoding/json only) a case-insensitive match. */
@@ -166,7 +150,14 @@ function fieldFor(fields: FieldSpec[], key: string, caseInsensitive: boolean): F
   return fields.find((f) => f.json === key) ?? (caseInsensitive ? fields.find((f) => f.json.toLowerCase() === key.toLowerCase()) : undefined);
 }
 
-function checkFields(value: { [key: string]: Json }, fields: FieldSpec[], path: string, problems: string[], caseInsensitive: boolean, refuseUnknown: boolean): void {
+function checkFields(
+  value: { [key: string]: Json },
+  fields: FieldSpec[],
+  path: string,
+  problems: string[],
+  caseInsensitive: boolean,
+  refuseUnknown: boolean,
+): void {
   for (const [key, item] of Object.entries(value)) {
     const field = fieldFor(fields, key, caseInsensitive);
     if (!field) {
@@ -208,15 +199,18 @@ function checkParameterRules(plugin: Plugin, spec: ParamSpec, params: { [key: st
         if (field.min !== undefined && value < field.min) problems.push(`${where}: ${value} is below ${field.min}`);
         if (field.max !== undefined && value > field.max) problems.push(`${where}: ${value} is above ${field.max}`);
       }
-      if (field.enum && typeof value === "string" && field.json !== "stageOrder" && !field.enum.includes(value)) problems.push(`${where}: ${JSON.stringify(value)} is not one of ${field.enum.join(", ")}`);
+      if (field.enum && typeof value === "string" && field.json !== "stageOrder" && !field.enum.includes(value))
+        problems.push(`${where}: ${JSON.stringify(value)} is not one of ${field.enum.join(", ")}`);
       if (field.pluginRef && typeof value === "string" && value !== "") {
         const target = byName.get(value);
         if (!target) problems.push(`${where}: a plugin has a dependency on the unregistered plugin ${value}`);
-        else if (field.pluginRefRoles && !field.pluginRefRoles.some((r) => rolesOf(target).includes(r))) problems.push(`${where}: plugin ${value} (type ${target.type}) is not a ${field.pluginRefRoles.join(" or ")}`);
+        else if (field.pluginRefRoles && !field.pluginRefRoles.some((r) => rolesOf(target).includes(r)))
+          problems.push(`${where}: plugin ${value} (type ${target.type}) is not a ${field.pluginRefRoles.join(" or ")}`);
       }
       if (field.producerRef && typeof value === "string" && value !== "" && value !== prefixKey.defaultProducer) {
         const target = byName.get(value);
-        if (!target || !prefixKey.producers.includes(target.type)) problems.push(`${where}: no plugin named ${value} produces PrefixCacheMatchInfo, and it is not the default producer ${prefixKey.defaultProducer}`);
+        if (!target || !prefixKey.producers.includes(target.type))
+          problems.push(`${where}: no plugin named ${value} produces PrefixCacheMatchInfo, and it is not the default producer ${prefixKey.defaultProducer}`);
       }
       if (field.fields && isObject(value)) walk(field.fields, value, where);
     }
@@ -228,9 +222,11 @@ function checkParameterRules(plugin: Plugin, spec: ParamSpec, params: { [key: st
   };
   if (plugin.type === "approx-prefix-cache-producer") {
     const autoTune = param(params, "autoTune");
-    if (autoTune === false && num("blockSizeTokens", 16) <= 0 && num("blockSize", 0) <= 0) problems.push(`${at}.blockSizeTokens: must be > 0 when autoTune is false`);
+    if (autoTune === false && num("blockSizeTokens", 16) <= 0 && num("blockSize", 0) <= 0)
+      problems.push(`${at}.blockSizeTokens: must be > 0 when autoTune is false`);
   }
-  if (plugin.type === "prefix-cache-scorer" && num("matchLengthWeight", 0) > 0 && num("matchLengthScaleTokens", 8192) <= 0) problems.push(`${at}.matchLengthScaleTokens: must be > 0 when matchLengthWeight > 0`);
+  if (plugin.type === "prefix-cache-scorer" && num("matchLengthWeight", 0) > 0 && num("matchLengthScaleTokens", 8192) <= 0)
+    problems.push(`${at}.matchLengthScaleTokens: must be > 0 when matchLengthWeight > 0`);
   if (plugin.type === "metrics-data-source") {
     const interval = param(params, "interval");
     if (typeof interval === "string" && interval.startsWith("-")) problems.push(`${at}.interval: must be non-negative`);
@@ -238,14 +234,19 @@ function checkParameterRules(plugin: Plugin, spec: ParamSpec, params: { [key: st
   if (plugin.type === "disagg-profile-handler") {
     const order = param(params, "stageOrder");
     const normalized = typeof order === "string" ? order.replace(/[-_]/g, "").toLowerCase() : "";
-    if (!["", "decodefirst", "decode", "prefillfirst", "prefill"].includes(normalized)) problems.push(`${at}.stageOrder: invalid stage order ${JSON.stringify(order)}, must be "decode-first" or "prefill-first"`);
+    if (!["", "decodefirst", "decode", "prefillfirst", "prefill"].includes(normalized))
+      problems.push(`${at}.stageOrder: invalid stage order ${JSON.stringify(order)}, must be "decode-first" or "prefill-first"`);
     const deciders = param(params, "deciders");
-    const prefillDecider = isObject(deciders ?? null) ? param(deciders as { [key: string]: Json }, "prefill") : param(params, "prefillDeciderPluginName") ?? param(params, "deciderPluginName");
-    if (["prefillfirst", "prefill"].includes(normalized) && typeof prefillDecider === "string" && prefillDecider !== "") problems.push(`${at}: prefill decider is not supported in prefill-first stage order`);
+    const prefillDecider = isObject(deciders ?? null)
+      ? param(deciders as { [key: string]: Json }, "prefill")
+      : (param(params, "prefillDeciderPluginName") ?? param(params, "deciderPluginName"));
+    if (["prefillfirst", "prefill"].includes(normalized) && typeof prefillDecider === "string" && prefillDecider !== "")
+      problems.push(`${at}: prefill decider is not supported in prefill-first stage order`);
     // The deprecated flat names are not pluginRef-tagged: the factory looks them up by name.
     for (const legacy of ["prefillDeciderPluginName", "deciderPluginName", "encodeDeciderPluginName"]) {
       const ref = param(params, legacy);
-      if (!isObject(deciders ?? null) && typeof ref === "string" && ref !== "" && !byName.has(ref)) problems.push(`${at}.${legacy}: deciders plugin not found: ${ref}`);
+      if (!isObject(deciders ?? null) && typeof ref === "string" && ref !== "" && !byName.has(ref))
+        problems.push(`${at}.${legacy}: deciders plugin not found: ${ref}`);
     }
   }
 }
@@ -255,7 +256,7 @@ function checkParameters(plugin: Plugin, byName: Map<string, Plugin>, problems: 
   const type = registry.get(plugin.type);
   if (!type || type.factoryIgnoresParameters) return;
   const spec = parameterSpecs[plugin.type];
-  if (!spec || !spec.fields) return; // not recorded: not checked
+  if (!spec?.fields) return; // not recorded: not checked
   const at = `${plugin.path}.parameters`;
   const raw = plugin.parameters;
   if (raw === undefined || raw === null) {
@@ -297,10 +298,12 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
   if (doc === null) return []; // an empty file: the loader uses its default config
   if (!isObject(doc)) return [`(document): ${kindOf(doc)} cannot be decoded into EndpointPickerConfig`];
 
-  const apiVersion = doc["apiVersion"];
-  if (typeof apiVersion === "string" && apiVersion !== "" && !acceptedApiVersions.includes(apiVersion)) problems.push(`apiVersion: ${JSON.stringify(apiVersion)} is not registered (accepted: ${acceptedApiVersions.join(", ")})`);
-  const kind = doc["kind"];
-  if (typeof kind === "string" && kind !== "" && kind !== configSchema.apiVersions.kind) problems.push(`kind: ${JSON.stringify(kind)} is not registered (only ${configSchema.apiVersions.kind})`);
+  const apiVersion = doc.apiVersion;
+  if (typeof apiVersion === "string" && apiVersion !== "" && !acceptedApiVersions.includes(apiVersion))
+    problems.push(`apiVersion: ${JSON.stringify(apiVersion)} is not registered (accepted: ${acceptedApiVersions.join(", ")})`);
+  const kind = doc.kind;
+  if (typeof kind === "string" && kind !== "" && kind !== configSchema.apiVersions.kind)
+    problems.push(`kind: ${JSON.stringify(kind)} is not registered (only ${configSchema.apiVersions.kind})`);
   checkFields(doc, types[configSchema.root]!.fields, "", problems, false, true);
   if (problems.length > 0) return problems; // the strict decoder fails before any other check
 
@@ -308,81 +311,95 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
   const list = (v: Json | undefined): Json[] => (Array.isArray(v) ? v : []);
   const str = (v: Json | undefined): string => (typeof v === "string" ? v : "");
 
-  for (const gate of list(doc["featureGates"]).map(str)) {
+  for (const gate of list(doc.featureGates).map(str)) {
     const [name = "", value] = gate.split("=");
     if (!(name in gates)) problems.push(`featureGates: feature gate '${name}' is unknown or unregistered`);
     else if (value !== undefined && parseGoBool(value) === undefined) problems.push(`featureGates: ${value} is not a valid value for the feature gate ${name}`);
   }
   const gateOn = (name: string) => {
     let on = gates[name]?.default ?? false;
-    for (const gate of list(doc["featureGates"]).map(str)) {
+    for (const gate of list(doc.featureGates).map(str)) {
       const [n, v] = gate.split("=");
-      if (n === name) on = v === undefined ? true : parseGoBool(v) ?? on;
+      if (n === name) on = v === undefined ? true : (parseGoBool(v) ?? on);
     }
     return on;
   };
 
   // Plugins: name defaults to type; type non-empty, names unique, type registered, alpha needs the flag.
-  const plugins: Plugin[] = list(doc["plugins"]).map((p, i) => {
+  const plugins: Plugin[] = list(doc.plugins).map((p, i) => {
     const spec = obj(p);
-    const type = str(spec["type"]);
-    return { name: str(spec["name"]) || type, type, parameters: spec["parameters"], path: `plugins[${i}]` };
+    const type = str(spec.type);
+    return { name: str(spec.name) || type, type, parameters: spec.parameters, path: `plugins[${i}]` };
   });
   const byName = new Map<string, Plugin>();
   for (const plugin of plugins) {
     if (plugin.type === "") problems.push(`${plugin.path}: plugin '${plugin.name}' is missing a type`);
     else if (!registry.has(plugin.type)) problems.push(`${plugin.path}: plugin type '${plugin.type}' is not registered`);
-    else if (registry.get(plugin.type)!.stability === "alpha" && !options.allowExperimentalPlugins) problems.push(`${plugin.path}: plugin '${plugin.name}' (type: '${plugin.type}') has Alpha stability level, but command line flag --allow-experimental-plugins is not set`);
+    else if (registry.get(plugin.type)!.stability === "alpha" && !options.allowExperimentalPlugins)
+      problems.push(
+        `${plugin.path}: plugin '${plugin.name}' (type: '${plugin.type}') has Alpha stability level, but command line flag --allow-experimental-plugins is not set`,
+      );
     if (byName.has(plugin.name)) problems.push(`${plugin.path}: duplicate plugin name '${plugin.name}'`);
     else byName.set(plugin.name, plugin);
   }
   for (const plugin of plugins) if (registry.has(plugin.type)) checkParameters(plugin, byName, problems);
 
   // Scheduling profiles and the profile handler.
-  const profiles = list(doc["schedulingProfiles"]).map(obj);
+  const profiles = list(doc.schedulingProfiles).map(obj);
   const seenProfiles = new Set<string>();
   profiles.forEach((profile, i) => {
-    const name = str(profile["name"]);
+    const name = str(profile.name);
     if (name === "") problems.push(`schedulingProfiles[${i}] is missing a name`);
     else if (seenProfiles.has(name)) problems.push(`schedulingProfiles[${i}] has duplicate name '${name}'`);
     seenProfiles.add(name);
     let pickers = 0;
-    list(profile["plugins"]).map(obj).forEach((entry, j) => {
-      const ref = str(entry["pluginRef"]);
-      if (ref === "") return problems.push(`schedulingProfiles[${name}].plugins[${j}] is missing a 'pluginRef'`);
+    for (const [j, entry] of list(profile.plugins).map(obj).entries()) {
+      const ref = str(entry.pluginRef);
       const target = byName.get(ref);
-      if (!target) return problems.push(`schedulingProfiles[${name}] references undefined plugin '${ref}'`);
-      if (rolesOf(target).includes("picker") && ++pickers > 1) problems.push(`schedulingProfiles[${name}]: failed to set '${ref}' as picker, already have a registered picker plugin`);
-      return undefined;
-    });
+      if (ref === "") problems.push(`schedulingProfiles[${name}].plugins[${j}] is missing a 'pluginRef'`);
+      else if (!target) problems.push(`schedulingProfiles[${name}] references undefined plugin '${ref}'`);
+      else if (rolesOf(target).includes("picker") && ++pickers > 1)
+        problems.push(`schedulingProfiles[${name}]: failed to set '${ref}' as picker, already have a registered picker plugin`);
+    }
   });
   const profileCount = profiles.length === 0 ? 1 : profiles.length; // none: the loader makes a 'default' profile
   const handlers = plugins.filter((p) => rolesOf(p).includes("profileHandler"));
   if (handlers.length > 1) problems.push(`multiple profile handlers found (${handlers.map((h) => `'${h.name}'`).join(", ")}); only one is allowed`);
   if (handlers.length === 0 && profileCount > 1) problems.push("no profile handler configured");
-  if (handlers.length === 1 && handlers[0]!.type === "single-profile-handler" && profileCount > 1) problems.push("SingleProfileHandler cannot support multiple scheduling profiles");
+  if (handlers.length === 1 && handlers[0]!.type === "single-profile-handler" && profileCount > 1)
+    problems.push("SingleProfileHandler cannot support multiple scheduling profiles");
 
   // Data layer: discovery, sources, extractors, cross-replica syncer.
-  const dataLayer = obj(doc["dataLayer"]);
-  if (isObject(dataLayer["discovery"] ?? null)) {
-    const ref = str(obj(dataLayer["discovery"])["pluginRef"]);
+  const dataLayer = obj(doc.dataLayer);
+  if (isObject(dataLayer.discovery ?? null)) {
+    const ref = str(obj(dataLayer.discovery).pluginRef);
     const target = byName.get(ref);
     if (!target) problems.push(`dataLayer.discovery: no plugin found with name "${ref}"`);
     else if (!rolesOf(target).includes("endpointDiscovery")) problems.push(`dataLayer.discovery: plugin "${ref}" does not implement EndpointDiscovery`);
   }
-  list(dataLayer["sources"]).map(obj).forEach((source, i) => {
-    const ref = str(source["pluginRef"]);
-    if (!rolesOf(byName.get(ref)).includes("dataSource")) problems.push(`dataLayer.sources[${i}]: the plugin ${ref} is not a fwkdl.DataSource`);
-    list(source["extractors"]).map(obj).forEach((extractor, j) => {
-      const eref = str(extractor["pluginRef"]);
-      if (!byName.has(eref)) problems.push(`dataLayer.sources[${i}].extractors[${j}]: the plugin ${eref} is not registered`);
+  list(dataLayer.sources)
+    .map(obj)
+    .forEach((source, i) => {
+      const ref = str(source.pluginRef);
+      if (!rolesOf(byName.get(ref)).includes("dataSource")) problems.push(`dataLayer.sources[${i}]: the plugin ${ref} is not a fwkdl.DataSource`);
+      list(source.extractors)
+        .map(obj)
+        .forEach((extractor, j) => {
+          const eref = str(extractor.pluginRef);
+          if (!byName.has(eref)) problems.push(`dataLayer.sources[${i}].extractors[${j}]: the plugin ${eref} is not registered`);
+        });
     });
-  });
-  const syncer = str(dataLayer["crossReplicaSyncerPluginRef"]);
-  if (syncer !== "" && !rolesOf(byName.get(syncer)).includes("crossReplicaSyncer")) problems.push(`dataLayer.crossReplicaSyncerPluginRef: the plugin ${syncer} is not a fwkdl.CrossReplicaSyncer`);
+  const syncer = str(dataLayer.crossReplicaSyncerPluginRef);
+  if (syncer !== "" && !rolesOf(byName.get(syncer)).includes("crossReplicaSyncer"))
+    problems.push(`dataLayer.crossReplicaSyncerPluginRef: the plugin ${syncer} is not a fwkdl.CrossReplicaSyncer`);
 
   // Parsers: requestHandler.parsers wins over the deprecated top-level parser.
-  const parserRefs = list(obj(doc["requestHandler"])["parsers"]).length > 0 ? list(obj(doc["requestHandler"])["parsers"]).map((p) => str(obj(p)["pluginRef"])) : isObject(doc["parser"] ?? null) ? [str(obj(doc["parser"])["pluginRef"])] : [];
+  const parserRefs =
+    list(obj(doc.requestHandler).parsers).length > 0
+      ? list(obj(doc.requestHandler).parsers).map((p) => str(obj(p).pluginRef))
+      : isObject(doc.parser ?? null)
+        ? [str(obj(doc.parser).pluginRef)]
+        : [];
   for (const ref of parserRefs) {
     const target = byName.get(ref);
     if (target) {
@@ -392,12 +409,17 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
   }
 
   // Saturation detector: flowControl.saturationDetector wins over the deprecated top-level one.
-  const flowControl = obj(doc["flowControl"]);
-  const detector = isObject(flowControl["saturationDetector"] ?? null) ? obj(flowControl["saturationDetector"]) : isObject(doc["saturationDetector"] ?? null) ? obj(doc["saturationDetector"]) : null;
-  const detectorRef = detector ? str(detector["pluginRef"]) || defaults.saturationDetector : defaults.saturationDetector;
+  const flowControl = obj(doc.flowControl);
+  const detector = isObject(flowControl.saturationDetector ?? null)
+    ? obj(flowControl.saturationDetector)
+    : isObject(doc.saturationDetector ?? null)
+      ? obj(doc.saturationDetector)
+      : null;
+  const detectorRef = detector ? str(detector.pluginRef) || defaults.saturationDetector : defaults.saturationDetector;
   const detectorPlugin = byName.get(detectorRef);
   if (detectorPlugin) {
-    if (!rolesOf(detectorPlugin).includes("saturationDetector")) problems.push(`saturation detector: plugin '${detectorRef}' is not a fwkfc.SaturationDetector`);
+    if (!rolesOf(detectorPlugin).includes("saturationDetector"))
+      problems.push(`saturation detector: plugin '${detectorRef}' is not a fwkfc.SaturationDetector`);
   } else if (detectorRef !== defaults.saturationDetector) problems.push(`saturation detector references undefined plugin '${detectorRef}'`);
 
   // Flow control references, read only with the flowControl gate on.
@@ -409,15 +431,27 @@ export function validateEndpointPickerConfig(yamlText: string, options: EppConfi
       else if (!rolesOf(target).includes(role)) problems.push(`${where}: plugin '${ref}' is not a ${role}`);
     };
     const [ordering, fairness, usage] = defaults.flowControlPolicies as [string, string, string];
-    policy(str(flowControl["usageLimitPolicyPluginRef"]), "usageLimitPolicy", usage, "flowControl.usageLimitPolicyPluginRef");
-    const bands: [string, Json | undefined][] = [["flowControl.defaultPriorityBand", flowControl["defaultPriorityBand"]], ["flowControl.defaultNegativePriorityBand", flowControl["defaultNegativePriorityBand"]], ...list(flowControl["priorityBands"]).map((b, i): [string, Json] => [`flowControl.priorityBands[${i}]`, b])];
+    policy(str(flowControl.usageLimitPolicyPluginRef), "usageLimitPolicy", usage, "flowControl.usageLimitPolicyPluginRef");
+    const bands: [string, Json | undefined][] = [
+      ["flowControl.defaultPriorityBand", flowControl.defaultPriorityBand],
+      ["flowControl.defaultNegativePriorityBand", flowControl.defaultNegativePriorityBand],
+      ...list(flowControl.priorityBands).map((b, i): [string, Json] => [`flowControl.priorityBands[${i}]`, b]),
+    ];
     for (const [where, band] of bands) {
       if (!isObject(band ?? null)) continue;
-      policy(str(obj(band)["fairnessPolicyRef"]), "fairnessPolicy", fairness, `${where}.fairnessPolicyRef`);
-      policy(str(obj(band)["orderingPolicyRef"]), "orderingPolicy", ordering, `${where}.orderingPolicyRef`);
+      policy(str(obj(band).fairnessPolicyRef), "fairnessPolicy", fairness, `${where}.fairnessPolicyRef`);
+      policy(str(obj(band).orderingPolicyRef), "orderingPolicy", ordering, `${where}.orderingPolicyRef`);
     }
-    const quantities: [string, Json | undefined][] = [["flowControl.maxBytes", flowControl["maxBytes"]], ["flowControl.maxRequests", flowControl["maxRequests"]], ...bands.flatMap(([where, band]): [string, Json | undefined][] => [[`${where}.maxBytes`, obj(band)["maxBytes"]], [`${where}.maxRequests`, obj(band)["maxRequests"]]])];
-    for (const [where, q] of quantities) if ((typeof q === "string" && q.trim().startsWith("-")) || (typeof q === "number" && q < 0)) problems.push(`${where}: must be non-negative`);
+    const quantities: [string, Json | undefined][] = [
+      ["flowControl.maxBytes", flowControl.maxBytes],
+      ["flowControl.maxRequests", flowControl.maxRequests],
+      ...bands.flatMap(([where, band]): [string, Json | undefined][] => [
+        [`${where}.maxBytes`, obj(band).maxBytes],
+        [`${where}.maxRequests`, obj(band).maxRequests],
+      ]),
+    ];
+    for (const [where, q] of quantities)
+      if ((typeof q === "string" && q.trim().startsWith("-")) || (typeof q === "number" && q < 0)) problems.push(`${where}: must be non-negative`);
   }
   return problems;
 }
@@ -490,41 +524,49 @@ export function validateEndpointsFile(yamlText: string, options: EndpointsFileOp
   let endpoints: Json = null;
   for (const [key, value] of Object.entries(doc)) if (key.toLowerCase() === fileDiscovery.file.topLevelKey) endpoints = value;
   if (endpoints === null) return [];
-  if (!Array.isArray(endpoints)) return [`${fileDiscovery.file.topLevelKey}: json: cannot unmarshal ${kindOf(endpoints)} into Go struct field EndpointsFile.endpoints of type []file.EndpointEntry`];
+  if (!Array.isArray(endpoints))
+    return [
+      `${fileDiscovery.file.topLevelKey}: json: cannot unmarshal ${kindOf(endpoints)} into Go struct field EndpointsFile.endpoints of type []file.EndpointEntry`,
+    ];
 
   const entries: Record<string, string | Record<string, string>>[] = [];
-  endpoints.forEach((raw, i) => {
+  for (const [i, raw] of endpoints.entries()) {
     const entry: Record<string, string | Record<string, string>> = { name: "", namespace: "", address: "", port: "", labels: {} };
     entries.push(entry);
-    if (raw === null) return;
-    if (!isObject(raw)) return problems.push(`endpoints[${i}]: json: cannot unmarshal ${kindOf(raw)} into Go value of type file.EndpointEntry`);
+    if (raw === null) continue;
+    if (!isObject(raw)) {
+      problems.push(`endpoints[${i}]: json: cannot unmarshal ${kindOf(raw)} into Go value of type file.EndpointEntry`);
+      continue;
+    }
     for (const [key, value] of Object.entries(raw)) {
       const field = Object.keys(entryFields).find((f) => f === key) ?? Object.keys(entryFields).find((f) => f.toLowerCase() === key.toLowerCase());
       if (!field || value === null) continue;
       const where = `endpoints[${i}].${key}`;
       if (field === "labels") {
-        if (!isObject(value)) problems.push(`${where}: json: cannot unmarshal ${kindOf(value)} into Go struct field EndpointEntry.endpoints.labels of type map[string]string`);
+        if (!isObject(value))
+          problems.push(`${where}: json: cannot unmarshal ${kindOf(value)} into Go struct field EndpointEntry.endpoints.labels of type map[string]string`);
         else
           for (const [label, v] of Object.entries(value)) {
-            if (v !== null && typeof v !== "string") problems.push(`${where}.${label}: json: cannot unmarshal ${kindOf(v)} into Go struct field EndpointEntry.endpoints.labels of type string`);
-            else (entry["labels"] as Record<string, string>)[label] = v ?? "";
+            if (v !== null && typeof v !== "string")
+              problems.push(`${where}.${label}: json: cannot unmarshal ${kindOf(v)} into Go struct field EndpointEntry.endpoints.labels of type string`);
+            else (entry.labels as Record<string, string>)[label] = v ?? "";
           }
-      } else if (typeof value !== "string") problems.push(`${where}: json: cannot unmarshal ${kindOf(value)} into Go struct field EndpointEntry.endpoints.${field} of type string`);
+      } else if (typeof value !== "string")
+        problems.push(`${where}: json: cannot unmarshal ${kindOf(value)} into Go struct field EndpointEntry.endpoints.${field} of type string`);
       else entry[field] = value;
     }
-    return undefined;
-  });
+  }
   if (problems.length > 0) return problems; // json.Unmarshal failed: nothing is applied
 
   const seen = new Set<string>();
   for (const entry of entries) {
-    const name = entry["name"] as string;
-    const address = entry["address"] as string;
-    const port = entry["port"] as string;
+    const name = entry.name as string;
+    const address = entry.address as string;
+    const port = entry.port as string;
     if (!goParsesAsIPv4(address)) problems.push(`endpoint ${JSON.stringify(name)}: invalid IPv4 address ${JSON.stringify(address)}`);
     else if (!goPortOk(port)) problems.push(`endpoint ${JSON.stringify(name)}: invalid port ${JSON.stringify(port)}`);
     else if (options.refuseDuplicateNames) {
-      const id = `${(entry["namespace"] as string) || "default"}/${name}`;
+      const id = `${(entry.namespace as string) || "default"}/${name}`;
       if (seen.has(id)) problems.push(`endpoint ${JSON.stringify(name)}: duplicate of an earlier entry ${id} (the loader keeps the later one)`);
       seen.add(id);
     }

@@ -46,7 +46,13 @@ export async function startFakeVllm(options: FakeVllmOptions): Promise<FakeVllm>
   const kv = new Gauge({ name: "vllm:kv_cache_usage_perc", help: "KV-cache usage. 1 means 100 percent usage.", labelNames, registers: [registry] });
   const generated = new Counter({ name: "vllm:generation_tokens_total", help: "Number of generation tokens processed.", labelNames, registers: [registry] });
   const prompt = new Counter({ name: "vllm:prompt_tokens_total", help: "Number of prefill tokens processed.", labelNames, registers: [registry] });
-  const ttft = new Histogram({ name: "vllm:time_to_first_token_seconds", help: "Histogram of time to first token in seconds.", labelNames, buckets: TTFT_BUCKETS, registers: [registry] });
+  const ttft = new Histogram({
+    name: "vllm:time_to_first_token_seconds",
+    help: "Histogram of time to first token in seconds.",
+    labelNames,
+    buckets: TTFT_BUCKETS,
+    registers: [registry],
+  });
   for (let i = 0; i < engines; i++) {
     running.set(perEngine(i), i === 0 ? (options.running ?? 0) : 0);
     waiting.set(perEngine(i), i === 0 ? (options.waiting ?? 0) : 0);
@@ -72,7 +78,9 @@ export async function startFakeVllm(options: FakeVllmOptions): Promise<FakeVllm>
     if (path === "/health") {
       response.writeHead(200).end();
     } else if (path === "/v1/models") {
-      response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ object: "list", data: [{ id: options.model, object: "model", owned_by: "vllm" }] }));
+      response
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ object: "list", data: [{ id: options.model, object: "model", owned_by: "vllm" }] }));
     } else if (path === "/metrics") {
       const due = ((performance.now() - started) / 1000) * (options.tokensPerSecond ?? 0);
       for (let i = 0; i < engines; i++) generated.inc(perEngine(i), (due - counted) / engines);

@@ -82,7 +82,10 @@ function reason(error: unknown): string {
 export function bodyProblem(contentType: string, text: string): string | undefined {
   const payloads: string[] = [];
   if (contentType.includes("text/event-stream")) {
-    const events = text.split(/\r?\n\r?\n/).map((e) => e.trim()).filter((e) => e !== "");
+    const events = text
+      .split(/\r?\n\r?\n/)
+      .map((e) => e.trim())
+      .filter((e) => e !== "");
     const data = events.map((e) => e.replace(/^data: ?/, ""));
     if (data[data.length - 1] !== "[DONE]") return "stream cut before [DONE]";
     payloads.push(...data.slice(0, -1));
@@ -202,7 +205,12 @@ export function listedEndpoints(text: string): ListedEndpoint[] {
   const entries = Array.isArray(document?.endpoints) ? (document.endpoints as Record<string, unknown>[]) : [];
   return entries
     .filter((e) => e !== null && typeof e === "object")
-    .map((e) => ({ name: String(e["name"] ?? ""), address: String(e["address"] ?? ""), port: String(e["port"] ?? ""), labels: (e["labels"] ?? {}) as Record<string, string> }));
+    .map((e) => ({
+      name: String(e.name ?? ""),
+      address: String(e.address ?? ""),
+      port: String(e.port ?? ""),
+      labels: (e.labels ?? {}) as Record<string, string>,
+    }));
 }
 
 /** GET /v1/models on the endpoint: what vLLM answers (through a sidecar too, which forwards it) once it serves. */

@@ -7,7 +7,7 @@ import type { FakeEngine, UpResult } from "./engine";
 import { startLoad, startSampler, type LoadReport, type SampleReport } from "./frontDoorLoad";
 import { startHosts, type TestHost } from "./hostNamespace";
 import { fakeHostsEngine, fakeHostsSettings, planFlags, servingUnderMocks } from "./hostStack";
-import { valueOf, type Registration } from "./pulumiHarness";
+import { outputValue, type Registration } from "./pulumiHarness";
 import { shippedCatalog } from "./recipes";
 import { installStandIns } from "./standIns";
 import { prepareStandInServer } from "./standInServer";
@@ -63,14 +63,20 @@ export interface FrontDoorStack {
 }
 
 export async function startFrontDoorStack(npuHostCount: number, options: FrontDoorStackOptions = {}): Promise<FrontDoorStack> {
-  const hosts = await startHosts(npuHostCount + 1, { privatePaths: [INSTALL_ROOT, CACHE_ROOT, STAND_INS], loopbackIsHostAddress: options.loopbackIsHostAddress });
+  const hosts = await startHosts(npuHostCount + 1, {
+    privatePaths: [INSTALL_ROOT, CACHE_ROOT, STAND_INS],
+    loopbackIsHostAddress: options.loopbackIsHostAddress,
+  });
   const npuHosts = hosts.slice(0, npuHostCount);
   const router = hosts[npuHostCount]!;
   // The router's units, and a decode host's sidecar, run under the container runtime (at one path on every host).
   const runtime = (await Promise.all(hosts.map((host) => installStandIns(host, STAND_INS))))[0]!;
   const stack = {
     ...fakeHostsSettings(npuHosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }),
-    router: { host: { name: "door", address: router.address, port: router.port, hostKey: router.hostPublicKey, listenAddress: router.address }, port: FRONT_DOOR_PORT },
+    router: {
+      host: { name: "door", address: router.address, port: router.port, hostKey: router.hostPublicKey, listenAddress: router.address },
+      port: FRONT_DOOR_PORT,
+    },
     // In-flight requests finish within a second; the stop need not wait an hour.
     rollout: { shutdownTimeoutSeconds: 30 },
     ...options.stack?.(npuHosts),
@@ -79,7 +85,9 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
   const settings = (changes: Record<string, RoleChange> = {}, more: Record<string, unknown> = {}): Settings => ({
     ...stack,
     extraArgs: Object.fromEntries(roles.flatMap((role) => (changes[role]?.extraArgs ? [[role, changes[role].extraArgs]] : []))),
-    extraEnv: Object.fromEntries(roles.map((role) => [role, { FAKE_VLLM_READY_AFTER: "2", FAKE_VLLM_REQUEST_SECONDS: REQUEST_SECONDS, ...changes[role]?.extraEnv }])),
+    extraEnv: Object.fromEntries(
+      roles.map((role) => [role, { FAKE_VLLM_READY_AFTER: "2", FAKE_VLLM_REQUEST_SECONDS: REQUEST_SECONDS, ...changes[role]?.extraEnv }]),
+    ),
     ...more,
   });
   const knownFlags = planFlags(settings(), ["--max-log-len"]);
@@ -92,7 +100,15 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
   const engine: FakeEngine = fakeHostsEngine(hosts);
   const underMocks = (config: Settings, timings: Partial<UnitTimings> = {}) =>
     servingUnderMocks(config, {
-      hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, startLimitBurst: 3, startLimitIntervalSeconds: 120, devRoot: FAKE_DEV, containerRuntime: runtime, ...timings },
+      hostOptions: {
+        readinessIntervalSeconds: 1,
+        restartSeconds: 1,
+        startLimitBurst: 3,
+        startLimitIntervalSeconds: 120,
+        devRoot: FAKE_DEV,
+        containerRuntime: runtime,
+        ...timings,
+      },
       // The fake hosts' sshd reads its own authorized_keys, not this machine's /root.
       copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
     });
@@ -105,7 +121,7 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
     register: async (config, timings) => (await underMocks(config, timings)).registrations,
     up: async (config) => {
       const { registrations, serving } = await underMocks(config);
-      const endpoints = await valueOf(serving.endpoints);
+      const endpoints = await outputValue(serving.endpoints);
       return { ...(await engine.up(registrations)), endpoints };
     },
     endpointsFile: async () => {
@@ -120,7 +136,11 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
 }
 
 /** Steady requests through the front door, and samples of its endpoints file, while `during` runs. */
-export async function underLoad<T>(stack: FrontDoorStack, during: () => Promise<T>, concurrency = 6): Promise<{ result: T; load: LoadReport; samples: SampleReport }> {
+export async function underLoad<T>(
+  stack: FrontDoorStack,
+  during: () => Promise<T>,
+  concurrency = 6,
+): Promise<{ result: T; load: LoadReport; samples: SampleReport }> {
   const load = startLoad(stack.url, { concurrency, maxSeconds: 900 });
   const sampler = startSampler({ every: 250, read: () => stack.endpointsFile(), maxSeconds: 900 });
   try {

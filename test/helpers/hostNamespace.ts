@@ -173,7 +173,13 @@ async function startHost(index: number, network: string, { privatePaths = [], lo
   const started = Date.now();
   const launcher = spawn(
     "sh",
-    ["-c", `${enterCgroup}; exec setpriv --pdeathsig KILL unshare --cgroup --pid --fork --mount --uts --propagation private --mount-proc --kill-child=SIGKILL bash -c "$0" rbln-boot "$@"`, BOOT_SCRIPT, dir, ...binds],
+    [
+      "-c",
+      `${enterCgroup}; exec setpriv --pdeathsig KILL unshare --cgroup --pid --fork --mount --uts --propagation private --mount-proc --kill-child=SIGKILL bash -c "$0" rbln-boot "$@"`,
+      BOOT_SCRIPT,
+      dir,
+      ...binds,
+    ],
     { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RBLN_HOST_ADDRESS: address, RBLN_HOST_SITECUSTOMIZE: sitecustomize } },
   );
   let log = "";
@@ -190,7 +196,12 @@ async function startHost(index: number, network: string, { privatePaths = [], lo
   }
   const bootMs = Date.now() - started;
   const clientKeyPath = path.join(dir, "ssh", "client_key");
-  const hostPublicKey = fs.readFileSync(path.join(dir, "ssh", "host_key.pub"), "utf8").trim().split(" ").slice(0, 2).join(" ");
+  const hostPublicKey = fs
+    .readFileSync(path.join(dir, "ssh", "host_key.pub"), "utf8")
+    .trim()
+    .split(" ")
+    .slice(0, 2)
+    .join(" ");
   return {
     name,
     address,
@@ -205,7 +216,11 @@ async function startHost(index: number, network: string, { privatePaths = [], lo
 }
 
 /** `count` hosts: a tuple of that length when the count is a literal, so `hosts[1]` is a host. */
-export type TestHosts<N extends number, Hosts extends TestHost[] = []> = number extends N ? TestHost[] : Hosts["length"] extends N ? Hosts : TestHosts<N, [...Hosts, TestHost]>;
+export type TestHosts<N extends number, Hosts extends TestHost[] = []> = number extends N
+  ? TestHost[]
+  : Hosts["length"] extends N
+    ? Hosts
+    : TestHosts<N, [...Hosts, TestHost]>;
 
 /** Boots `count` fake hosts in parallel; stop() each (process exit also kills any left running). */
 export async function startHosts<N extends number>(count: N, options: HostOptions = {}): Promise<TestHosts<N>> {

@@ -27,14 +27,30 @@ export function fakeHostsSettings(hosts: readonly TestHost[], roots: { installRo
 
 /** Fake host `index` as an entry of `hosts`, named npu-<index>: its ranks listen on its own address, or with `allInterfaces` on all (listenAddress unset). */
 export function hostEntry(host: TestHost, index: number, { allInterfaces = false } = {}) {
-  return { name: `npu-${index}`, address: host.address, port: host.port, ...(allInterfaces ? {} : { listenAddress: host.address }), hostKey: host.hostPublicKey };
+  return {
+    name: `npu-${index}`,
+    address: host.address,
+    port: host.port,
+    ...(allInterfaces ? {} : { listenAddress: host.address }),
+    hostKey: host.hostPublicKey,
+  };
 }
 
 type ServingOptions = Pick<ModelServingArgs, "hostOptions" | "copyOptions" | "secrets"> & { instance?: string };
 
 /** ModelServing (the program's instance, unless `instance` names another) for `settings` under mocks, and what it registered; the SSH key is unused, each fake host takes its own client key. */
-export async function servingUnderMocks(settings: ModelServingArgs["settings"], { secrets, instance = DEFAULT_INSTANCE, ...options }: ServingOptions = {}): Promise<{ registrations: Registration[]; serving: ModelServing }> {
-  const { registrations, result, error } = await runUnderMocks(() => new ModelServing(instance, { settings, secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key", ...secrets }, ...options }));
+export async function servingUnderMocks(
+  settings: ModelServingArgs["settings"],
+  { secrets, instance = DEFAULT_INSTANCE, ...options }: ServingOptions = {},
+): Promise<{ registrations: Registration[]; serving: ModelServing }> {
+  const { registrations, result, error } = await runUnderMocks(
+    () =>
+      new ModelServing(instance, {
+        settings,
+        secrets: { sshPrivateKey: "unused: the engine stand-in uses each host's own client key", ...secrets },
+        ...options,
+      }),
+  );
   if (error) throw error;
   return { registrations, serving: result as ModelServing };
 }
@@ -47,7 +63,8 @@ export async function registerServing(settings: ModelServingArgs["settings"], op
 /** Every flag the plan's ranks pass, for the stand-in vllm to accept. */
 export function planFlags(settings: ModelServingArgs["settings"], extra: readonly string[] = []): Set<string> {
   const flags = new Set(["--host", ...extra]);
-  for (const rank of planDeployment(parseStackSettings(settings as Record<string, unknown>), shippedCatalog).plan.roles.flatMap((r) => r.ranks)) for (const flag of rank.flags) flags.add(flag.name);
+  for (const rank of planDeployment(parseStackSettings(settings as Record<string, unknown>), shippedCatalog).plan.roles.flatMap((r) => r.ranks))
+    for (const flag of rank.flags) flags.add(flag.name);
   return flags;
 }
 

@@ -124,7 +124,8 @@ function checkHpaBehavior(at: string, behavior: unknown, problems: string[]): vo
         return;
       }
       unknownKeys(p, policy, HPA_BEHAVIOR.policyKeys, problems);
-      if (!HPA_BEHAVIOR.policyTypes.includes(policy.type as string)) problems.push(`${p}.type: "${String(policy.type)}" is not one of ${HPA_BEHAVIOR.policyTypes.join(", ")}`);
+      if (!HPA_BEHAVIOR.policyTypes.includes(policy.type as string))
+        problems.push(`${p}.type: "${String(policy.type)}" is not one of ${HPA_BEHAVIOR.policyTypes.join(", ")}`);
       checkInt32(`${p}.value`, policy.value, problems, 1);
       checkInt32(`${p}.periodSeconds`, policy.periodSeconds, problems, 1);
     });
@@ -138,7 +139,10 @@ function checkAdvanced(at: string, advanced: unknown, problems: string[]): void 
     problems.push(`${at}.restoreToOriginalReplicaCount: needs true or false`);
   }
   const hpa = advanced.horizontalPodAutoscalerConfig;
-  if (hpa !== undefined && checkFields(`${at}.horizontalPodAutoscalerConfig`, hpa, ADVANCED.horizontalPodAutoscalerConfig as Record<string, FieldSpec>, problems)) {
+  if (
+    hpa !== undefined &&
+    checkFields(`${at}.horizontalPodAutoscalerConfig`, hpa, ADVANCED.horizontalPodAutoscalerConfig as Record<string, FieldSpec>, problems)
+  ) {
     if (hpa.behavior !== undefined) checkHpaBehavior(`${at}.horizontalPodAutoscalerConfig.behavior`, hpa.behavior, problems);
   }
   if (advanced.scalingModifiers !== undefined) {
@@ -183,12 +187,18 @@ function checkTriggers(at: string, triggers: unknown, series: Set<string> | unde
       return;
     }
     good.push(trigger);
-    unknownKeys(t, trigger, Object.keys(TRIGGER).filter((k) => !["namesUnique", "atLeastOne"].includes(k)), problems);
+    unknownKeys(
+      t,
+      trigger,
+      Object.keys(TRIGGER).filter((k) => !["namesUnique", "atLeastOne"].includes(k)),
+      problems,
+    );
     if (typeof trigger.type !== "string" || trigger.type === "") problems.push(`${t}.type: required`);
     if (trigger.name !== undefined) {
       if (typeof trigger.name !== "string") problems.push(`${t}.name: needs a string`);
       else if (trigger.name !== "") {
-        if (names.has(trigger.name)) problems.push(`${t}.name: "${trigger.name}" is also the name of triggers[${names.get(trigger.name)}]; names must be unique`);
+        if (names.has(trigger.name))
+          problems.push(`${t}.name: "${trigger.name}" is also the name of triggers[${names.get(trigger.name)}]; names must be unique`);
         else names.set(trigger.name, i);
       }
     }
@@ -198,7 +208,8 @@ function checkTriggers(at: string, triggers: unknown, series: Set<string> | unde
         problems.push(`${t}.useCachedMetrics: not supported for the ${String(trigger.type)} scaler`);
       }
     }
-    if (trigger.authenticationRef !== undefined) checkFields(`${t}.authenticationRef`, trigger.authenticationRef, TRIGGER.authenticationRef as Record<string, FieldSpec>, problems);
+    if (trigger.authenticationRef !== undefined)
+      checkFields(`${t}.authenticationRef`, trigger.authenticationRef, TRIGGER.authenticationRef as Record<string, FieldSpec>, problems);
     const isResource = RESOURCE_TRIGGERS.has(trigger.type as string);
     if (trigger.metricType !== undefined && !isResource && !METRIC_TYPES.allowed.includes(trigger.metricType as string)) {
       problems.push(`${t}.metricType: "${String(trigger.metricType)}" is not one of ${METRIC_TYPES.allowed.join(", ")} for an external scaler`);
@@ -231,7 +242,12 @@ export function checkScaledObject(object: unknown, options: ScaledObjectCheckOpt
     if (kedaPrefix && !(key in ANNOTATIONS)) problems.push(`${at}: not an annotation KEDA reads; known: ${Object.keys(ANNOTATIONS).join(", ")}`);
     if (key === "autoscaling.keda.sh/paused-replicas" && !(typeof value === "string" && /^\d+$/.test(value))) {
       problems.push(`${at}: ${JSON.stringify(value)} is not a replica count`);
-    } else if (kedaPrefix && key.startsWith("autoscaling.keda.sh/") && key !== "autoscaling.keda.sh/paused-replicas" && !(typeof value === "string" && GO_BOOLS.has(value))) {
+    } else if (
+      kedaPrefix &&
+      key.startsWith("autoscaling.keda.sh/") &&
+      key !== "autoscaling.keda.sh/paused-replicas" &&
+      !(typeof value === "string" && GO_BOOLS.has(value))
+    ) {
       // KEDA reads any other value as true; refuse it so "paused: no" cannot pause.
       problems.push(`${at}: ${JSON.stringify(value)} is not "true" or "false" (KEDA would read it as true)`);
     }

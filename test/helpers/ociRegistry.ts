@@ -26,10 +26,34 @@ export async function startRegistry(user = "ci", password = "s3cret-registry-pw"
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rbln-registry-"));
   const port = await freePort("127.0.0.1");
   const host = `127.0.0.1:${port}`;
-  const openssl = spawnSync("openssl", ["req", "-x509", "-newkey", "ed25519", "-nodes", "-keyout", `${dir}/key.pem`, "-out", `${dir}/cert.pem`, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], { encoding: "utf8" });
+  const openssl = spawnSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ed25519",
+      "-nodes",
+      "-keyout",
+      `${dir}/key.pem`,
+      "-out",
+      `${dir}/cert.pem`,
+      "-days",
+      "1",
+      "-subj",
+      "/CN=127.0.0.1",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1",
+    ],
+    { encoding: "utf8" },
+  );
   if (openssl.status !== 0) throw new Error(`openssl: ${openssl.stderr}`);
   // distribution's htpasswd takes bcrypt only; Python's crypt (libxcrypt) makes one.
-  const hash = spawnSync("python3", ["-W", "ignore", "-c", "import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))", password], { encoding: "utf8" });
+  const hash = spawnSync(
+    "python3",
+    ["-W", "ignore", "-c", "import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))", password],
+    { encoding: "utf8" },
+  );
   if (hash.status !== 0) throw new Error(`bcrypt: ${hash.stderr}`);
   fs.writeFileSync(`${dir}/htpasswd`, `${user}:${hash.stdout.trim()}\n`);
   fs.writeFileSync(

@@ -46,7 +46,11 @@ function mockState(args: pulumi.runtime.MockResourceArgs): Record<string, any> {
  * Runs `program` under Pulumi's mock runtime with the given `rbln-serving:` config, capturing every
  * registration; returns once the runtime's RPC queue has drained.
  */
-export async function runUnderMocks(program: () => unknown, config: Record<string, unknown> = {}, secrets: Record<string, string> = {}): Promise<{ registrations: Registration[]; result: unknown; error?: unknown }> {
+export async function runUnderMocks(
+  program: () => unknown,
+  config: Record<string, unknown> = {},
+  secrets: Record<string, string> = {},
+): Promise<{ registrations: Registration[]; result: unknown; error?: unknown }> {
   const registrations: Registration[] = [];
   await pulumi.runtime.setMocks(
     {
@@ -71,7 +75,8 @@ export async function runUnderMocks(program: () => unknown, config: Record<strin
         custom: method === "readResource" || req.getCustom(),
         // Unwrapped on first use: large runs (the benchmark) keep one copy of the inputs.
         get inputs() {
-          return (inputs ??= unwrapSecrets(wireInputs));
+          inputs ??= unwrapSecrets(wireInputs) as Record<string, any>;
+          return inputs;
         },
         wireInputs,
         dependencies: method === "registerResource" ? req.getDependenciesList() : [],
@@ -79,7 +84,8 @@ export async function runUnderMocks(program: () => unknown, config: Record<strin
         retainOnDelete: method === "registerResource" ? req.getRetainondelete() : false,
         protect: method === "registerResource" ? req.getProtect() : false,
         read: method === "readResource",
-        aliasTypes: method === "registerResource" ? req.getAliasesList().flatMap((alias: any) => (alias.getSpec()?.getType() ? [alias.getSpec().getType()] : [])) : [],
+        aliasTypes:
+          method === "registerResource" ? req.getAliasesList().flatMap((alias: any) => (alias.getSpec()?.getType() ? [alias.getSpec().getType()] : [])) : [],
       };
       registrations.push(record);
       return original(req, callback);
@@ -87,9 +93,13 @@ export async function runUnderMocks(program: () => unknown, config: Record<strin
   }
   const all: Record<string, string> = {};
   // A key with its own namespace (`other:key`) goes in as it is.
-  for (const [key, value] of Object.entries(config)) all[key.includes(":") ? key : `rbln-serving:${key}`] = typeof value === "string" ? value : JSON.stringify(value);
+  for (const [key, value] of Object.entries(config))
+    all[key.includes(":") ? key : `rbln-serving:${key}`] = typeof value === "string" ? value : JSON.stringify(value);
   for (const [key, value] of Object.entries(secrets)) all[`rbln-serving:${key}`] = value;
-  pulumi.runtime.setAllConfig(all, Object.keys(secrets).map((k) => `rbln-serving:${k}`));
+  pulumi.runtime.setAllConfig(
+    all,
+    Object.keys(secrets).map((k) => `rbln-serving:${k}`),
+  );
 
   let result: unknown;
   let error: unknown;
@@ -124,6 +134,6 @@ export function isSecretAt(wire: any, path: readonly string[]): boolean {
 export const ofType = (registrations: readonly Registration[], type: string) => registrations.filter((r) => r.type === type);
 
 /** The value of an output (in a non-preview mock run every output resolves). */
-export function valueOf<T>(output: pulumi.Output<T>): Promise<T> {
+export function outputValue<T>(output: pulumi.Output<T>): Promise<T> {
   return new Promise((resolve) => output.apply(resolve));
 }

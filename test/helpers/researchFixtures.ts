@@ -137,7 +137,8 @@ export function checkResearchFixture(fixture: unknown, root?: string): string[] 
       cited.add(ref);
       if (!sources || !(ref in sources)) problems.push(`${at}.sources: "${ref}" is not in sources`);
     }
-    if (fact.status !== "confirmed" && !isText(fact.note)) problems.push(`${at}.note: a ${fact.status} fact must say what was read instead of the pinned version`);
+    if (fact.status !== "confirmed" && !isText(fact.note))
+      problems.push(`${at}.note: a ${fact.status} fact must say what was read instead of the pinned version`);
     if (fact.status === "unconfirmed") {
       if (fact.value !== null) problems.push(`${at}.value: an unconfirmed fact has no value (null)`);
       if (!isText(fact.readInstead)) problems.push(`${at}.readInstead: missing`);

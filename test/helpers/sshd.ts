@@ -84,7 +84,9 @@ export function writeSshdFiles(dir: string, address: string, port: number, confi
 /** One SSH session as root running `command` with `stdin` attached. Asynchronous, so servers in this process keep answering. */
 /** One SSH session as root; with `knownHosts`, the server must present the host key it lists. */
 export function runOverSsh(clientKey: string, address: string, port: number, command: string, stdin = "", knownHosts?: string): Promise<CommandResult> {
-  const hostKeyCheck = knownHosts ? ["-o", "StrictHostKeyChecking=yes", "-o", `UserKnownHostsFile=${knownHosts}`] : ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"];
+  const hostKeyCheck = knownHosts
+    ? ["-o", "StrictHostKeyChecking=yes", "-o", `UserKnownHostsFile=${knownHosts}`]
+    : ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"];
   const ssh = spawn("ssh", ["-i", clientKey, "-p", String(port), ...hostKeyCheck, "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", `root@${address}`, command]);
   let stdout = "";
   let stderr = "";

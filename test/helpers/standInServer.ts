@@ -10,7 +10,10 @@ const FAKE_VLLM = path.join(__dirname, "..", "fixtures", "fake-vllm", "vllm");
  * the install step has nothing to do, and the NPU device nodes the units wait for, as plain files
  * under `devRoot`.
  */
-export async function prepareStandInServer(host: TestHost, options: { venv: string; knownFlags: Iterable<string>; devRoot: string; npus?: number }): Promise<void> {
+export async function prepareStandInServer(
+  host: TestHost,
+  options: { venv: string; knownFlags: Iterable<string>; devRoot: string; npus?: number },
+): Promise<void> {
   const { venv, devRoot } = options;
   const devices = Array.from({ length: options.npus ?? 4 }, (_, i) => `${devRoot}/rbln${i}`).join(" ");
   const setup = await host.run(

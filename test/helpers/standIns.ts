@@ -22,7 +22,9 @@ export const STAND_IN_IMAGES = {
  * Returns the runtime's path, the RUNTIME the router's units run.
  */
 export async function installStandIns(host: TestHost, dir: string): Promise<string> {
-  const archive = spawnSync("tar", ["-c", "-C", FIXTURES, "--exclude=__pycache__", "--exclude=*.state", "stand-ins", "llm-d-router-v0.10.0"], { maxBuffer: 64 * 1024 * 1024 });
+  const archive = spawnSync("tar", ["-c", "-C", FIXTURES, "--exclude=__pycache__", "--exclude=*.state", "stand-ins", "llm-d-router-v0.10.0"], {
+    maxBuffer: 64 * 1024 * 1024,
+  });
   if (archive.status !== 0) throw new Error(`tar: ${archive.stderr}`);
   const state = `${dir}/stand-ins/container-runtime-stand-in.state`;
   const result = await host.run(
@@ -40,7 +42,7 @@ export const EPP_ENDPOINTS_PATH = "/etc/epp/endpoints.yaml";
 export function aggregatedEppConfig(endpointsPath = EPP_ENDPOINTS_PATH): string {
   const config = structuredClone(configSchema.chartDefaultPlugins.config) as Record<string, unknown> & { plugins: unknown[] };
   config.plugins.push({ name: "endpoints", type: "file-discovery", parameters: { path: endpointsPath, watchFile: true } });
-  config["dataLayer"] = { discovery: { pluginRef: "endpoints" } };
+  config.dataLayer = { discovery: { pluginRef: "endpoints" } };
   return stringifyYaml(config);
 }
 
@@ -54,7 +56,12 @@ export interface EndpointEntry {
 /** An endpoints file in file discovery's format; an entry without an address gets `defaultAddress`. */
 export function endpointsFile(defaultAddress: string, entries: EndpointEntry[]): string {
   return stringifyYaml({
-    endpoints: entries.map((e) => ({ name: e.name, address: e.address ?? defaultAddress, port: e.port, ...(e.role ? { labels: { "llm-d.ai/role": e.role } } : {}) })),
+    endpoints: entries.map((e) => ({
+      name: e.name,
+      address: e.address ?? defaultAddress,
+      port: e.port,
+      ...(e.role ? { labels: { "llm-d.ai/role": e.role } } : {}),
+    })),
   });
 }
 

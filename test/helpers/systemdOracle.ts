@@ -59,10 +59,14 @@ export function systemdExecArgv(unitText: string): string[] {
   fs.chmodSync(dir, 0o755);
   const unit = "rbln-quoting-probe.service";
   fs.writeFileSync(path.join(dir, unit), unitText, { mode: 0o644 });
-  const dump = spawnSync("runuser", ["-u", "nobody", "--", "env", `SYSTEMD_UNIT_PATH=${dir}:`, "/lib/systemd/systemd", "--test", "--system", `--unit=${unit}`, "--no-pager"], {
-    encoding: "utf8",
-    maxBuffer: 64 * 1024 * 1024,
-  });
+  const dump = spawnSync(
+    "runuser",
+    ["-u", "nobody", "--", "env", `SYSTEMD_UNIT_PATH=${dir}:`, "/lib/systemd/systemd", "--test", "--system", `--unit=${unit}`, "--no-pager"],
+    {
+      encoding: "utf8",
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  );
   fs.rmSync(dir, { recursive: true, force: true });
   const section = dump.stdout.split(`-> Unit ${unit}:`)[1];
   if (!section) throw new Error(`systemd --test printed no ${unit}: ${dump.stderr}`);

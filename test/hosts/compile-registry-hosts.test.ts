@@ -37,21 +37,34 @@ let registry: TestRegistry;
 const [STAGING_COMPILER, STAGING_NPU, PROD_NPU, OTHER_COMPILER] = [0, 1, 2, 3];
 
 function settings(npu: number, compiler: number | null, extraArgs: string[] = []) {
-  return fakeHostsSettings([hosts[npu]!], { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }, {
-    revision: COMMIT,
-    pip: { indexUrl: index.url, extraIndexUrls: [] },
-    extraArgs: { main: extraArgs },
-    extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
-    compile: {
-      ...(compiler === null ? {} : { host: { name: "cpu-0", address: hosts[compiler]!.address, port: hosts[compiler]!.port, hostKey: hosts[compiler]!.hostPublicKey } }),
-      registry: { repository: `${registry.host}/ml/rbln-compile-cache`, username: registry.user },
+  return fakeHostsSettings(
+    [hosts[npu]!],
+    { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT },
+    {
+      revision: COMMIT,
+      pip: { indexUrl: index.url, extraIndexUrls: [] },
+      extraArgs: { main: extraArgs },
+      extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
+      compile: {
+        ...(compiler === null
+          ? {}
+          : { host: { name: "cpu-0", address: hosts[compiler]!.address, port: hosts[compiler]!.port, hostKey: hosts[compiler]!.hostPublicKey } }),
+        registry: { repository: `${registry.host}/ml/rbln-compile-cache`, username: registry.user },
+      },
     },
-  });
+  );
 }
 
 const register = (s: ReturnType<typeof settings>) =>
   registerServing(s, {
-    hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV, compileListenAddress: hosts[0]!.address },
+    hostOptions: {
+      readinessIntervalSeconds: 1,
+      restartSeconds: 1,
+      pipRetries: 0,
+      pipTimeoutSeconds: 5,
+      devRoot: FAKE_DEV,
+      compileListenAddress: hosts[0]!.address,
+    },
     copyOptions: { authorizedKeysFile: AUTHORIZED_KEYS },
     secrets: { registryPassword: registry.password },
   });
@@ -142,10 +155,15 @@ describe("compile ahead with a registry, on fake hosts", { timeout: 300_000 }, (
     const step = registrations.find((r) => /-cpu-0-compile-[0-9a-f]{16}$/.test(r.name))!;
     const key = keyOf(step.name);
     // The other compile host needs the service user and the venv (its install step would make them).
-    await hosts[OTHER_COMPILER]!.run(`id -u rbln-serving >/dev/null 2>&1 || useradd --system --no-create-home rbln-serving; install -d -o rbln-serving ${CACHE_ROOT}/vllm`);
+    await hosts[OTHER_COMPILER]!.run(
+      `id -u rbln-serving >/dev/null 2>&1 || useradd --system --no-create-home rbln-serving; install -d -o rbln-serving ${CACHE_ROOT}/vllm`,
+    );
     // The same step on the other host, listening on that host's own address (the hosts share loopback here).
     const onOther = step.inputs.create.replaceAll(hosts[STAGING_COMPILER]!.address, hosts[OTHER_COMPILER]!.address);
-    const [a, b] = await Promise.all([hosts[STAGING_COMPILER]!.run(step.inputs.create, `${registry.password}\n`), hosts[OTHER_COMPILER]!.run(onOther, `${registry.password}\n`)]);
+    const [a, b] = await Promise.all([
+      hosts[STAGING_COMPILER]!.run(step.inputs.create, `${registry.password}\n`),
+      hosts[OTHER_COMPILER]!.run(onOther, `${registry.password}\n`),
+    ]);
     expect([a!.status, b!.status, a!.stderr + b!.stderr]).toEqual([0, 0, ""]);
     const [digestA, digestB] = [reportedDigest(a!.stdout, key), reportedDigest(b!.stdout, key)];
     expect(digestA).toMatch(/^sha256:/);
@@ -164,14 +182,20 @@ describe("compile ahead with a registry, on fake hosts", { timeout: 300_000 }, (
     // A "compiled cache" of one symlink pointing out of the cache, pushed as if compiled here.
     const other = hosts[OTHER_COMPILER]!;
     const done = `${CACHE_ROOT}/vllm/rbln-serving-complete/compile-${evilKey}`;
-    await other.run(`set -e; install -d ${CACHE_ROOT}/vllm/rbln ${CACHE_ROOT}/vllm/rbln-serving-complete; ln -sfn /etc/passwd ${CACHE_ROOT}/vllm/rbln/evil; echo evil > ${done}.files; echo local > ${done}`);
+    await other.run(
+      `set -e; install -d ${CACHE_ROOT}/vllm/rbln ${CACHE_ROOT}/vllm/rbln-serving-complete; ln -sfn /etc/passwd ${CACHE_ROOT}/vllm/rbln/evil; echo evil > ${done}.files; echo local > ${done}`,
+    );
     const push = await other.run(step.replaceAll(hosts[STAGING_COMPILER]!.address, other.address), `${registry.password}\n`);
     expect(push.stdout).toContain("already compiled here; pushed to");
     const host = hosts[PROD_NPU]!;
     const before = await host.run(`find ${CACHE_ROOT}/vllm | sort`);
     const pull = await host.run(step.replace("compile_here=yes", "compile_here=no"), `${registry.password}\n`);
     expect(pull.status).not.toBe(0);
-    expect(pull.stderr.trim()).toMatch(new RegExp(`^compile cpu-0 ${evilKey}: ${registry.host}/ml/rbln-compile-cache@sha256:[0-9a-f]{64}: its layer holds links, devices or paths outside the cache; refused, nothing changed$`));
+    expect(pull.stderr.trim()).toMatch(
+      new RegExp(
+        `^compile cpu-0 ${evilKey}: ${registry.host}/ml/rbln-compile-cache@sha256:[0-9a-f]{64}: its layer holds links, devices or paths outside the cache; refused, nothing changed$`,
+      ),
+    );
     expect((await host.run(`find ${CACHE_ROOT}/vllm | sort`)).stdout).toBe(before.stdout);
   });
 
@@ -190,7 +214,9 @@ describe("compile ahead with a registry, on fake hosts", { timeout: 300_000 }, (
     expect(result.status).not.toBe(0);
     const errorLines = result.stderr.trim().split("\n");
     expect(errorLines).toHaveLength(1);
-    expect(errorLines[0]).toMatch(new RegExp(`^compile cpu-0 ${stagingKey}: pulling ${registry.host}/ml/rbln-compile-cache@${stagingDigest} failed: .*; nothing changed$`));
+    expect(errorLines[0]).toMatch(
+      new RegExp(`^compile cpu-0 ${stagingKey}: pulling ${registry.host}/ml/rbln-compile-cache@${stagingDigest} failed: .*; nothing changed$`),
+    );
     expect(await bundles(host)).toBe(before);
     expect((await host.run(`test -e ${CACHE_ROOT}/vllm/rbln-serving-complete/compile-${stagingKey}`)).status).not.toBe(0);
   });

@@ -38,10 +38,14 @@ let engine: FakeEngine;
 let registrations: Registration[];
 
 function settings() {
-  return fakeHostsSettings(hosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }, {
-    pip: { indexUrl: index.url, extraIndexUrls: [] },
-    extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
-  });
+  return fakeHostsSettings(
+    hosts,
+    { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT },
+    {
+      pip: { indexUrl: index.url, extraIndexUrls: [] },
+      extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
+    },
+  );
 }
 
 const register = (instance?: string) =>
@@ -62,7 +66,12 @@ const withGrant = (grant: string, bind: string, args: string) =>
   );
 const grantLines = () => hosts[0]!.run(`grep rbln-serving-copy ${AUTHORIZED_KEYS} || true`).then((r) => r.stdout.split("\n").filter(Boolean));
 const copyGrants = () => hosts[0]!.run(`grep -c rbln-serving-copy ${AUTHORIZED_KEYS} || true`).then((r) => Number(r.stdout.trim()));
-const keysLeft = (host: TestHost) => host.run("ls /run/rbln-serving-copy.* /dev/shm/rbln-serving-allow.* 2>/dev/null; grep -rls 'OPENSSH PRIVATE KEY' /run /dev/shm /tmp /var/tmp 2>/dev/null | grep -v '^/run/rbln-host/' || true").then((r) => r.stdout.trim());
+const keysLeft = (host: TestHost) =>
+  host
+    .run(
+      "ls /run/rbln-serving-copy.* /dev/shm/rbln-serving-allow.* 2>/dev/null; grep -rls 'OPENSSH PRIVATE KEY' /run /dev/shm /tmp /var/tmp 2>/dev/null | grep -v '^/run/rbln-host/' || true",
+    )
+    .then((r) => r.stdout.trim());
 
 beforeAll(async () => {
   fs.chmodSync(LOGS, 0o1777);
@@ -100,7 +109,9 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
       expect(run(`npu-${i}-copy-npu-0`).startedAt).toBeGreaterThanOrEqual(run(`npu-0-allow-npu-${i}`).endedAt);
       expect(run(`npu-0-revoke-npu-${i}`).startedAt).toBeGreaterThanOrEqual(run(`npu-${i}-copy-npu-0`).endedAt);
       expect(run(`npu-${i}-copy-npu-0`).stdout).toContain(`copy npu-${i} <- npu-0: weights ${MODEL} copied and checked`);
-      const marker = await hosts[i]!.run(`cat ${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7; readlink ${CACHE_ROOT}/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7/snapshots/${COMMIT}/model.safetensors`);
+      const marker = await hosts[i]!.run(
+        `cat ${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7; readlink ${CACHE_ROOT}/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7/snapshots/${COMMIT}/model.safetensors`,
+      );
       expect(marker.stdout).toMatch(new RegExp(`^${COMMIT}\\n\\.\\./\\.\\./blobs/[0-9a-f]{64}\\n$`));
     }
     // Compiled caches come from the previous wave once its unit serves.
@@ -109,7 +120,8 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
     expect(run("npu-2-main-0").startedAt).toBeGreaterThanOrEqual(run("npu-2-copy-compile-npu-1").endedAt);
     expect((await hosts[2]!.run(`cat ${CACHE_ROOT}/vllm/rbln/*/*/rank0/mega_cache.bin`)).stdout).toBe(`compiled for ${MODEL} on RBLN-CR13\n`);
     // The hosts that got the compiled cache loaded it: their unit steps check the rank's log for the load.
-    for (const i of [1, 2]) expect((await hosts[i]!.run("journalctl -u rbln-serving-test.main-0.service -o cat --no-pager")).stdout).toContain("Loaded rbln mega-cache bundle from");
+    for (const i of [1, 2])
+      expect((await hosts[i]!.run("journalctl -u rbln-serving-test.main-0.service -o cat --no-pager")).stdout).toContain("Loaded rbln mega-cache bundle from");
     // A unit start never reaches the hub.
     expect((await hosts[2]!.run(`cat ${INSTALL_ROOT}/env/test.main-0.env`)).stdout).toMatch(/^HF_HUB_OFFLINE='1'$/m);
   });
@@ -153,8 +165,16 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
     const grant = await on(0, step("allow-npu-1"));
     expect(grant.status, grant.stderr).toBe(0);
     const id = deploymentId("test", name).replace(/\./g, "\\.");
-    expect(await grantLines()).toEqual([expect.stringMatching(new RegExp(`^from="${hosts[1]!.address}",restrict,expiry-time="\\d{14}",command="/usr/bin/rrsync -ro ${CACHE_ROOT}" ssh-ed25519 \\S+ rbln-serving-copy ${id} weights-npu-1$`))]);
-    expect(await withGrant(grant.stdout, hosts[1]!.address, `root@${hosts[0]!.address}:huggingface/rbln-serving-complete/ /tmp/hostile/`)).toMatchObject({ status: 0 });
+    expect(await grantLines()).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^from="${hosts[1]!.address}",restrict,expiry-time="\\d{14}",command="/usr/bin/rrsync -ro ${CACHE_ROOT}" ssh-ed25519 \\S+ rbln-serving-copy ${id} weights-npu-1$`,
+        ),
+      ),
+    ]);
+    expect(await withGrant(grant.stdout, hosts[1]!.address, `root@${hosts[0]!.address}:huggingface/rbln-serving-complete/ /tmp/hostile/`)).toMatchObject({
+      status: 0,
+    });
     const revoke = await on(0, step("revoke-npu-1"));
     expect(revoke.status, revoke.stderr).toBe(0);
     expect(revoke.stdout).toMatch(/^copy access npu-0 -> npu-1: revoked/);
@@ -164,10 +184,21 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
   it("a grant's tag of other characters never reaches authorized_keys: a newline would start a key line of its own", async () => {
     const before = await hosts[0]!.run(`cat ${AUTHORIZED_KEYS}`);
     const tag = "rbln-serving-copy x\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostile attacker weights-npu-1";
-    const script = copyAllowScript({ sourceName: "npu-0", destName: "npu-1", destAddress: hosts[1]!.address, cacheRoot: CACHE_ROOT, authorizedKeys: AUTHORIZED_KEYS, tag, expiryHours: 1, copyId: "0".repeat(16) });
+    const script = copyAllowScript({
+      sourceName: "npu-0",
+      destName: "npu-1",
+      destAddress: hosts[1]!.address,
+      cacheRoot: CACHE_ROOT,
+      authorizedKeys: AUTHORIZED_KEYS,
+      tag,
+      expiryHours: 1,
+      copyId: "0".repeat(16),
+    });
     const grant = await hosts[0]!.run(remoteCommand(script, true));
     expect(grant.status).toBe(1);
-    expect(grant.stderr.trim().split("\n").pop()).toBe(`copy access npu-0 -> npu-1: the grant's tag $'rbln-serving-copy x\\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostile attacker weights-npu-1' may hold only letters, digits, spaces, '.', '_' and '-'`);
+    expect(grant.stderr.trim().split("\n").pop()).toBe(
+      `copy access npu-0 -> npu-1: the grant's tag $'rbln-serving-copy x\\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostile attacker weights-npu-1' may hold only letters, digits, spaces, '.', '_' and '-'`,
+    );
     expect(grant.stdout).toBe("");
     expect(await hosts[0]!.run(`cat ${AUTHORIZED_KEYS}`)).toEqual(before);
   });
@@ -176,10 +207,14 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
     const grant = await on(0, command("rbln-serving-npu-0-allow-npu-2"));
     // Saved by an editor with CRLF: the line no longer ends in the tag, and its key still lets npu-2 in.
     await hosts[0]!.run(`sed -i '/rbln-serving-copy/ s/$/\\r/' ${AUTHORIZED_KEYS}`);
-    expect(await withGrant(grant.stdout, hosts[2]!.address, `root@${hosts[0]!.address}:huggingface/rbln-serving-complete/ /tmp/crlf/`)).toMatchObject({ status: 0 });
+    expect(await withGrant(grant.stdout, hosts[2]!.address, `root@${hosts[0]!.address}:huggingface/rbln-serving-complete/ /tmp/crlf/`)).toMatchObject({
+      status: 0,
+    });
     const revoke = await on(0, command("rbln-serving-npu-0-revoke-npu-2"));
     expect(revoke.status).toBe(1);
-    expect(revoke.stderr.trim().split("\n").pop()).toBe(`copy access npu-0 -> npu-2: ${AUTHORIZED_KEYS} still holds 1 line(s) with "rbln-serving-copy test weights-npu-2" that are not this grant's; remove them by hand`);
+    expect(revoke.stderr.trim().split("\n").pop()).toBe(
+      `copy access npu-0 -> npu-2: ${AUTHORIZED_KEYS} still holds 1 line(s) with "rbln-serving-copy test weights-npu-2" that are not this grant's; remove them by hand`,
+    );
     expect(revoke.stdout).not.toContain("revoked");
     // Removed by hand, as the line says.
     await hosts[0]!.run(`sed -i '/rbln-serving-copy/d' ${AUTHORIZED_KEYS}`);
@@ -189,7 +224,9 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
   it("a corrupt blob on the seed is caught by the check, and no marker is written", async () => {
     const repo = `${CACHE_ROOT}/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7`;
     // Same size, other bytes: only the hash can tell.
-    await hosts[0]!.run(`for b in ${repo}/blobs/*; do n=\$(basename "\$b"); [ \${#n} -eq 64 ] && printf X | dd of="$b" bs=1 seek=3 conv=notrunc status=none; done; true`);
+    await hosts[0]!.run(
+      `for b in ${repo}/blobs/*; do n=$(basename "$b"); [ \${#n} -eq 64 ] && printf X | dd of="$b" bs=1 seek=3 conv=notrunc status=none; done; true`,
+    );
     await hosts[2]!.run(`rm -rf ${repo} ${CACHE_ROOT}/huggingface/rbln-serving-complete`);
     const grant = await on(0, command("rbln-serving-npu-0-allow-npu-2"));
     const copy = await on(2, command("rbln-serving-npu-2-copy-npu-0"), grant.stdout);

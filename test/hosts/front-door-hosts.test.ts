@@ -23,7 +23,11 @@ const names = (text: string) => [...text.matchAll(/^- name: "([^"]+)"$/gm)].map(
 const UNIT = "rbln-serving-test.main-0.service";
 
 /** One host's unit step of `config`, to run by hand: its command, and its stdin with the front door key the engine would pass (the access step's stdout). */
-async function stepByHand(config: ReturnType<FrontDoorStack["settings"]>, host: number, timings?: Parameters<FrontDoorStack["register"]>[1]): Promise<{ create: string; stdin: string }> {
+async function stepByHand(
+  config: ReturnType<FrontDoorStack["settings"]>,
+  host: number,
+  timings?: Parameters<FrontDoorStack["register"]>[1],
+): Promise<{ create: string; stdin: string }> {
   const step = (await stack.register(config, timings)).find((r) => r.name === `rbln-serving-npu-${host}-main-0`)!;
   const key = (await stack.router.run("cat /opt/rbln-front-door-test/router/test/access/id")).stdout;
   return { create: String(step.inputs.create), stdin: String(step.inputs.stdin).replace(/<<stdout of [^>]+>>/, key.trimEnd()) };
@@ -35,20 +39,34 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
     expect(result.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
     expect(result.runs.find((r) => r.name.endsWith("-front-door-apply"))!.stdout).toContain("front door door: serving");
     expect(names(await untilListed(stack, 3))).toEqual(["npu-0-main-0", "npu-1-main-0", "npu-2-main-0"]);
-    const answer = await fetch(`${stack.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "m", prompt: "hi" }) });
+    const answer = await fetch(`${stack.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", prompt: "hi" }),
+    });
     expect(answer.status).toBe(200);
   });
 
   it("a rolling one-flag change of 3 replicas: no request fails, every listed endpoint serves at every sample", async () => {
     const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100"] } })));
     expect(result.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
-    expect(result.runs.filter((r) => r.name.endsWith("-main-0")).map((r) => r.name).sort()).toEqual(["rbln-serving-npu-0-main-0", "rbln-serving-npu-1-main-0", "rbln-serving-npu-2-main-0"]);
-    for (const step of result.runs.filter((r) => r.name.endsWith("-main-0"))) expect(step.stdout).toMatch(/out of the endpoints; its in-flight requests finish/);
+    expect(
+      result.runs
+        .filter((r) => r.name.endsWith("-main-0"))
+        .map((r) => r.name)
+        .sort(),
+    ).toEqual(["rbln-serving-npu-0-main-0", "rbln-serving-npu-1-main-0", "rbln-serving-npu-2-main-0"]);
+    for (const step of result.runs.filter((r) => r.name.endsWith("-main-0")))
+      expect(step.stdout).toMatch(/out of the endpoints; its in-flight requests finish/);
     expect(load.total).toBeGreaterThan(100);
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);
     // Each replica left the file while it restarted, one at a time: the samples saw every restart, however slow they were.
-    for (const name of ["npu-0-main-0", "npu-1-main-0", "npu-2-main-0"]) expect(samples.samples.some((s) => !s.listed.some((e) => e.name === name)), name).toBe(true);
+    for (const name of ["npu-0-main-0", "npu-1-main-0", "npu-2-main-0"])
+      expect(
+        samples.samples.some((s) => !s.listed.some((e) => e.name === name)),
+        name,
+      ).toBe(true);
     expect(Math.min(...samples.samples.map((s) => s.listed.length))).toBe(2);
     expect(names(await untilListed(stack, 3))).toHaveLength(3);
   });
@@ -56,7 +74,9 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
   it("a bad flag rolls back: no request fails, and the rolled-back replica is listed again", async () => {
     const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100", "--bogus"] } })));
     expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
-    expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(/^npu-0 main rank 0: the new config failed \(.*unrecognized arguments: --bogus\); the previous config is restored and serving$/);
+    expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
+      /^npu-0 main rank 0: the new config failed \(.*unrecognized arguments: --bogus\); the previous config is restored and serving$/,
+    );
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);
     expect(samples.samples.some((s) => !s.listed.some((e) => e.name === "npu-0-main-0"))).toBe(true);
@@ -80,14 +100,18 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
   it("a change that serves and then fails its step (a compiled-cache miss) goes back through a drain: no request fails, and the replica is listed again", async () => {
     const host = stack.npuHosts[2]!;
     // The step looks every 3 s (30 s on a real host), the rank serves after 1: it serves before the step has decided.
-    const step = await stepByHand(stack.settings({ main: { extraArgs: ["--max-log-len", "300"], extraEnv: { FAKE_VLLM_READY_AFTER: "1" } } }), 2, { readinessIntervalSeconds: 3 });
+    const step = await stepByHand(stack.settings({ main: { extraArgs: ["--max-log-len", "300"], extraEnv: { FAKE_VLLM_READY_AFTER: "1" } } }), 2, {
+      readinessIntervalSeconds: 3,
+    });
     const marker = /^compile_marker=(\S+)$/m.exec(step.create)![1]!;
     // The key's compiled cache was placed ahead (its marker), but its bundle is gone: the rank compiles instead of loading.
     const placed = await host.run(`touch ${marker} && find /var/lib/rbln-front-door-test/vllm/rbln -name mega_cache.bin -delete -print`);
     expect(placed.stdout).toContain("mega_cache.bin");
     const { result, load, samples } = await underLoad(stack, () => host.run(step.create, step.stdin));
     expect(result.status).toBe(1);
-    expect(result.stderr.trim().split("\n").pop()).toMatch(/^npu-2 main rank 0: the new config failed \(compiled cache miss: .*\); the previous config is restored and serving$/);
+    expect(result.stderr.trim().split("\n").pop()).toMatch(
+      /^npu-2 main rank 0: the new config failed \(compiled cache miss: .*\); the previous config is restored and serving$/,
+    );
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);
     expect(names(await untilListed(stack, 3))).toContain("npu-2-main-0");
@@ -98,7 +122,11 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
     const restarts = async () => Number((await host.run(`systemctl show -p NRestarts --value ${UNIT}`)).stdout.trim());
     const before = await restarts();
     const listed = async () => names(await stack.endpointsFile()).includes("npu-0-main-0");
-    const { result: killedAt, load, samples } = await underLoad(stack, async () => {
+    const {
+      result: killedAt,
+      load,
+      samples,
+    } = await underLoad(stack, async () => {
       const at = now();
       expect((await host.run(`systemctl kill -s KILL ${UNIT}`)).status).toBe(0);
       for (let i = 0; await listed(); i++) expect(i, "still listed").toBeLessThan(200);

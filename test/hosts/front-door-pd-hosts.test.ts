@@ -50,7 +50,10 @@ async function hops(host: TestHost, count: number): Promise<Hop[]> {
   sleep 0.2
 done
 printf '%s\\n' "$lines"`);
-  return read.stdout.split("\n").filter((line) => line !== "").map((line) => JSON.parse(line.slice("kv_transfer ".length)) as Hop);
+  return read.stdout
+    .split("\n")
+    .filter((line) => line !== "")
+    .map((line) => JSON.parse(line.slice("kv_transfer ".length)) as Hop);
 }
 
 describe("prefill/decode on fake hosts behind the front door", { timeout: 300_000 }, () => {
@@ -77,7 +80,11 @@ describe("prefill/decode on fake hosts behind the front door", { timeout: 300_00
     const [prefill, decode] = stack.npuHosts;
     const prompts = Array.from({ length: 8 }, (_, i) => `disaggregated ${i}`);
     for (const [i, prompt] of prompts.entries()) {
-      const answer = await fetch(`${stack.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "m", prompt, max_tokens: 4, stream: i % 2 === 0 }) });
+      const answer = await fetch(`${stack.url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "m", prompt, max_tokens: 4, stream: i % 2 === 0 }),
+      });
       expect(answer.status).toBe(200);
       expect(bodyProblem(answer.headers.get("content-type") ?? "", await answer.text())).toBeUndefined();
     }
@@ -86,7 +93,15 @@ describe("prefill/decode on fake hosts behind the front door", { timeout: 300_00
     for (const prompt of prompts) {
       // The sidecar's prefill hop: one token, asking the prefill rank to keep the KV blocks for a remote decode.
       const first = prefills.filter((t) => t.prompt === prompt);
-      expect(first).toEqual([{ port: 8000, prompt, max_tokens: 1, received: expect.objectContaining({ do_remote_decode: true }), answered: expect.objectContaining({ do_remote_prefill: true, remote_engine_id: "fake-8000", remote_host: prefill!.address }) }]);
+      expect(first).toEqual([
+        {
+          port: 8000,
+          prompt,
+          max_tokens: 1,
+          received: expect.objectContaining({ do_remote_decode: true }),
+          answered: expect.objectContaining({ do_remote_prefill: true, remote_engine_id: "fake-8000", remote_host: prefill!.address }),
+        },
+      ]);
       // Then the decode request, carrying what the prefill rank answered: only the sidecar hands it on.
       const then = decodes.filter((t) => t.prompt === prompt);
       expect(then).toEqual([{ port: expect.any(Number), prompt, max_tokens: 4, received: first[0]!.answered, answered: null }]);
@@ -118,13 +133,22 @@ describe("prefill/decode on fake hosts behind the front door", { timeout: 300_00
     const [refused, joined] = result;
     expect(refused.failed.map((f) => f.name).sort()).toEqual(DECODE_RANKS.map((r) => `rbln-serving-npu-1-decode-${r}`));
     for (const step of refused.failed) {
-      expect(step.stderr).toContain(`front door: draining ${step.name.replace("rbln-serving-", "")} would leave role decode with no endpoint in the front door (npu-2 never served and changes only after npu-1); deploy npu-2 first with role decode unchanged, or set rollout.allowEmptyFrontDoor: true to accept the outage\n`);
+      expect(step.stderr).toContain(
+        `front door: draining ${step.name.replace("rbln-serving-", "")} would leave role decode with no endpoint in the front door (npu-2 never served and changes only after npu-1); deploy npu-2 first with role decode unchanged, or set rollout.allowEmptyFrontDoor: true to accept the outage\n`,
+      );
     }
     expect(failures(joined)).toEqual([]);
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);
-    expect(listedEndpoints(await untilListed(stack, 9)).map((e) => e.name)).toEqual(["npu-0-prefill-0", ...DECODE_RANKS.map((r) => `npu-1-decode-${r}`), ...DECODE_RANKS.map((r) => `npu-2-decode-${r}`)]);
-    for (const r of DECODE_RANKS) expect((await stack.npuHosts[2]!.run(`journalctl -o cat -u rbln-serving-test.decode-${r}.service`)).stdout).toContain("Loaded rbln mega-cache bundle from");
+    expect(listedEndpoints(await untilListed(stack, 9)).map((e) => e.name)).toEqual([
+      "npu-0-prefill-0",
+      ...DECODE_RANKS.map((r) => `npu-1-decode-${r}`),
+      ...DECODE_RANKS.map((r) => `npu-2-decode-${r}`),
+    ]);
+    for (const r of DECODE_RANKS)
+      expect((await stack.npuHosts[2]!.run(`journalctl -o cat -u rbln-serving-test.decode-${r}.service`)).stdout).toContain(
+        "Loaded rbln mega-cache bundle from",
+      );
   });
 
   it("xPyD: a one-flag change of decode rolls one decode server at a time under load, and no request is lost", async () => {
@@ -141,7 +165,9 @@ describe("prefill/decode on fake hosts behind the front door", { timeout: 300_00
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);
     // Each server's decode endpoints left the file while it restarted; the prefill rank and the other server's never did.
-    const decodeServers = samples.samples.map((s) => new Set(s.listed.filter((e) => e.labels["llm-d.ai/role"] === "decode").map((e) => e.name.split("-decode-")[0])));
+    const decodeServers = samples.samples.map(
+      (s) => new Set(s.listed.filter((e) => e.labels["llm-d.ai/role"] === "decode").map((e) => e.name.split("-decode-")[0])),
+    );
     expect(samples.samples.every((s) => s.listed.some((e) => e.name === "npu-0-prefill-0"))).toBe(true);
     expect(decodeServers.every((listed) => listed.size > 0)).toBe(true);
     expect(decodeServers.some((listed) => !listed.has("npu-1"))).toBe(true);

@@ -87,7 +87,10 @@ systemctl daemon-reload && systemctl start greeter`,
   it("gives each host's Python programs all interfaces and a loopback of their own (loopbackIsHostAddress), whatever their user and environment", async () => {
     const port = await freePort(hosts[0].address);
     for (const host of hosts) {
-      await sh(host, `echo ${host.name} > /opt/rbln-test/index.html && systemd-run --quiet --unit=own-network --uid=nobody /usr/bin/python3 -m http.server ${port} --bind 0.0.0.0 --directory /opt/rbln-test`);
+      await sh(
+        host,
+        `echo ${host.name} > /opt/rbln-test/index.html && systemd-run --quiet --unit=own-network --uid=nobody /usr/bin/python3 -m http.server ${port} --bind 0.0.0.0 --directory /opt/rbln-test`,
+      );
     }
     // As root, which writes the compiled sitecustomize to this machine's __pycache__ for the other host to find.
     const fetch = `env -i /usr/bin/python3 -c 'import urllib.request, time
@@ -95,7 +98,14 @@ for _ in range(100):
     try: print(urllib.request.urlopen("http://127.0.0.1:${port}/", timeout=1).read().decode().strip()); break
     except OSError: time.sleep(0.05)'`;
     for (const host of hosts) expect((await sh(host, fetch)).trim()).toBe(host.name);
-    expect((await sh(hosts[0], `/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen("http://${hosts[1].address}:${port}/").read().decode().strip())'`)).trim()).toBe(hosts[1].name);
+    expect(
+      (
+        await sh(
+          hosts[0],
+          `/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen("http://${hosts[1].address}:${port}/").read().decode().strip())'`,
+        )
+      ).trim(),
+    ).toBe(hosts[1].name);
     for (const host of hosts) await sh(host, "systemctl stop own-network");
   });
 
@@ -117,7 +127,13 @@ UNIT
 systemctl daemon-reload && systemctl start crasher; true`,
     );
     await waitForState(a, "crasher", "failed");
-    expect(await properties(a, "crasher")).toMatchObject({ ActiveState: "failed", SubState: "failed", Result: "exit-code", NRestarts: "3", ExecMainStatus: "3" });
+    expect(await properties(a, "crasher")).toMatchObject({
+      ActiveState: "failed",
+      SubState: "failed",
+      Result: "exit-code",
+      NRestarts: "3",
+      ExecMainStatus: "3",
+    });
     const journal = await sh(a, "journalctl -u crasher -o cat");
     expect(journal.match(/crashing now/g)).toHaveLength(3);
     expect(journal).toContain("crasher.service: Start request repeated too quickly.");

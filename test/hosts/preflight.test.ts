@@ -45,7 +45,17 @@ describe("preflight while this deployment's units hold the NPUs (real systemd)",
 
   async function preflight(pids: Record<string, string>) {
     await testHost.run(`cat > ${ROOT}/smi.json`, fixture("busy.json", pids));
-    const script = preflightScript({ hostName: "npu-7", sysRoot: `${ROOT}/sys`, devRoot: `${ROOT}/dev`, npus: 4, cacheRoot: `${ROOT}/cache`, minFreeDiskGb: 0, weightsMarkers: [], serviceUser: SERVICE_USER, ownUnits: ["rbln-serving-main-0.service"] });
+    const script = preflightScript({
+      hostName: "npu-7",
+      sysRoot: `${ROOT}/sys`,
+      devRoot: `${ROOT}/dev`,
+      npus: 4,
+      cacheRoot: `${ROOT}/cache`,
+      minFreeDiskGb: 0,
+      weightsMarkers: [],
+      serviceUser: SERVICE_USER,
+      ownUnits: ["rbln-serving-main-0.service"],
+    });
     return testHost.run(`PATH=${ROOT}/bin:$PATH ${remoteCommand(script, true)}`);
   }
 
@@ -58,9 +68,13 @@ describe("preflight while this deployment's units hold the NPUs (real systemd)",
     expect(own).toMatchObject({ status: 0, stdout: expect.stringMatching(/^preflight npu-7: ok \(4 NPUs, /) });
     const shared = await preflight({ [ENGINE_PID]: engine, [OTHER_PID]: other });
     expect(shared.status).toBe(1);
-    expect(shared.stderr.trim()).toBe(`preflight npu-7: NPUs in use by other processes: pid ${other} (python3) on npu 0; stop them (or wait until rbln-smi -j lists no contexts) and run again`);
+    expect(shared.stderr.trim()).toBe(
+      `preflight npu-7: NPUs in use by other processes: pid ${other} (python3) on npu 0; stop them (or wait until rbln-smi -j lists no contexts) and run again`,
+    );
     const impostor = await sh("systemctl show -p MainPID --value rbln-serving-impostor-0.service");
     expect(await sh(`cat /proc/${impostor}/cgroup`)).toContain("/user-like.slice/rbln-serving-impostor-0.service");
-    expect((await preflight({ [ENGINE_PID]: engine, [OTHER_PID]: impostor })).stderr).toContain(`NPUs in use by other processes: pid ${impostor} (python3) on npu 0;`);
+    expect((await preflight({ [ENGINE_PID]: engine, [OTHER_PID]: impostor })).stderr).toContain(
+      `NPUs in use by other processes: pid ${impostor} (python3) on npu 0;`,
+    );
   });
 });

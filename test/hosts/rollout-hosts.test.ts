@@ -20,10 +20,14 @@ let hosts: TestHost[];
 let engine: FakeEngine;
 
 function settings(main: { extraArgs?: string[]; extraEnv?: Record<string, string> } = {}) {
-  return fakeHostsSettings(hosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }, {
-    extraArgs: main.extraArgs ? { main: main.extraArgs } : {},
-    extraEnv: { main: { FAKE_VLLM_READY_AFTER: "2", ...main.extraEnv } },
-  });
+  return fakeHostsSettings(
+    hosts,
+    { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT },
+    {
+      extraArgs: main.extraArgs ? { main: main.extraArgs } : {},
+      extraEnv: { main: { FAKE_VLLM_READY_AFTER: "2", ...main.extraEnv } },
+    },
+  );
 }
 
 const register = (config: ReturnType<typeof settings>) =>
@@ -41,7 +45,14 @@ async function mostDownDuring(during: Promise<UpResult>): Promise<{ result: UpRe
   const watch = (async () => {
     while (!finished) {
       // A stopped replica refuses at once; a slow answer from a loaded machine is still an answer.
-      const up = await Promise.all(hosts.map((h) => fetch(`http://${h.address}:8000/health`, { signal: AbortSignal.timeout(10_000) }).then((r) => r.ok, () => false)));
+      const up = await Promise.all(
+        hosts.map((h) =>
+          fetch(`http://${h.address}:8000/health`, { signal: AbortSignal.timeout(10_000) }).then(
+            (r) => r.ok,
+            () => false,
+          ),
+        ),
+      );
       mostDown = Math.max(mostDown, up.filter((ok) => !ok).length);
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -124,7 +135,9 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
     const stdout = result.failed[0]!.stdout;
     // Alive and logging: waited for, never called failed before the budget.
     expect(stdout).toMatch(/waiting for main rank 0 on port 8000 \(\d+s, unit active\/running\)/);
-    expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(/^npu-0 main rank 0: the new config failed \(no ready answer within 6s, unit active\/running\); the previous config is restored and serving$/);
+    expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
+      /^npu-0 main rank 0: the new config failed \(no ready answer within 6s, unit active\/running\); the previous config is restored and serving$/,
+    );
   });
 
   it("a change cut off midway (a reboot, a lost connection) is resumed by the next run and still rolled back", async () => {
@@ -146,12 +159,20 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
     await host.run(`rm ${FAKE_DEV}/rbln3; systemctl restart --no-block ${unit}`);
     await new Promise((r) => setTimeout(r, 3000));
     expect((await host.run(`systemctl show -p SubState --value ${unit}`)).stdout.trim()).toBe("start-pre");
-    expect((await fetch(`http://${host.address}:8000/health`).then((r) => r.status, () => 0))).not.toBe(200);
+    expect(
+      await fetch(`http://${host.address}:8000/health`).then(
+        (r) => r.status,
+        () => 0,
+      ),
+    ).not.toBe(200);
     await host.run(`touch ${FAKE_DEV}/rbln3`);
     let status = 0;
     for (let i = 0; i < 60 && status !== 200; i++) {
       await new Promise((r) => setTimeout(r, 500));
-      status = await fetch(`http://${host.address}:8000/health`).then((r) => r.status, () => 0);
+      status = await fetch(`http://${host.address}:8000/health`).then(
+        (r) => r.status,
+        () => 0,
+      );
     }
     expect(status).toBe(200);
   });

@@ -32,17 +32,22 @@ let index: PackageIndex;
 let engine: FakeEngine;
 
 function settings() {
-  return fakeHostsSettings(hosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }, {
-    // Waves [npu-0, npu-1], [npu-2].
-    rollout: { maxUnavailable: 2 },
-    cache: { shared: SHARED },
-    pip: { indexUrl: index.url, extraIndexUrls: [] },
-    // Ready (and compiled) 8 s after start: the two first-wave units overlap whatever the order.
-    extraEnv: { main: { FAKE_VLLM_READY_AFTER: "8", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
-  });
+  return fakeHostsSettings(
+    hosts,
+    { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT },
+    {
+      // Waves [npu-0, npu-1], [npu-2].
+      rollout: { maxUnavailable: 2 },
+      cache: { shared: SHARED },
+      pip: { indexUrl: index.url, extraIndexUrls: [] },
+      // Ready (and compiled) 8 s after start: the two first-wave units overlap whatever the order.
+      extraEnv: { main: { FAKE_VLLM_READY_AFTER: "8", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
+    },
+  );
 }
 
-const register = () => registerServing(settings(), { hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV } });
+const register = () =>
+  registerServing(settings(), { hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV } });
 
 const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : []);
 
@@ -53,14 +58,18 @@ beforeAll(async () => {
   [hosts, index] = await Promise.all([
     startHosts(3, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] }),
     // A download that takes 2 s: the three weights steps run side by side.
-    startPackageIndex([{ name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: hubStubSource({ commit: COMMIT, log: HUB_LOG, seconds: 2 }) }]),
+    startPackageIndex([
+      { name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: hubStubSource({ commit: COMMIT, log: HUB_LOG, seconds: 2 }) },
+    ]),
   ]);
   const knownFlags = planFlags(settings());
   for (const host of hosts) {
     await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
     // The downloader runs as the service user here. This machine's root finds a python3 under
     // /root that no other user may run; an NPU host's is the system one, so build it from that.
-    const downloader = await host.run(`/usr/bin/python3 -m venv ${DOWNLOADER} && PIP_CONFIG_FILE=/dev/null ${DOWNLOADER}/bin/pip install -q --disable-pip-version-check --index-url ${index.url} huggingface_hub==0.35.3 && touch ${DOWNLOADER}/.rbln-serving-complete`);
+    const downloader = await host.run(
+      `/usr/bin/python3 -m venv ${DOWNLOADER} && PIP_CONFIG_FILE=/dev/null ${DOWNLOADER}/bin/pip install -q --disable-pip-version-check --index-url ${index.url} huggingface_hub==0.35.3 && touch ${DOWNLOADER}/.rbln-serving-complete`,
+    );
     expect(downloader.status, downloader.stderr).toBe(0);
   }
   engine = fakeHostsEngine(hosts);
@@ -80,7 +89,11 @@ describe("cache.shared on three hosts over SSH", { timeout: 240_000 }, () => {
     registrations = await register();
     const names = registrations.filter((r) => r.type === "command:remote:Command").map((r) => r.name);
     expect(names.filter((n) => /-(allow|copy|revoke)-/.test(n))).toEqual([]);
-    expect(names.filter((n) => n.endsWith("-weights")).sort()).toEqual(["rbln-serving-npu-0-weights", "rbln-serving-npu-1-weights", "rbln-serving-npu-2-weights"]);
+    expect(names.filter((n) => n.endsWith("-weights")).sort()).toEqual([
+      "rbln-serving-npu-0-weights",
+      "rbln-serving-npu-1-weights",
+      "rbln-serving-npu-2-weights",
+    ]);
   });
 
   it("first up: exactly one host downloads and exactly one unit compiles, into the shared folder", async () => {
@@ -98,7 +111,11 @@ describe("cache.shared on three hosts over SSH", { timeout: 240_000 }, () => {
     // Written as the service user, never as root (which an NFS export may squash).
     const serviceUid = fs.statSync(`${SHARED}/vllm`).uid;
     expect(serviceUid).not.toBe(0);
-    for (const file of [`${SHARED}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`, `${SHARED}/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7/refs/main`]) expect(fs.statSync(file).uid, file).toBe(serviceUid);
+    for (const file of [
+      `${SHARED}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`,
+      `${SHARED}/huggingface/hub/models--MiniMaxAI--MiniMax-M2.7/refs/main`,
+    ])
+      expect(fs.statSync(file).uid, file).toBe(serviceUid);
     // The first wave's other unit waited for the compile's marker, then loaded.
     const journals = await Promise.all(hosts.slice(0, 2).map((h) => h.run("journalctl -u 'rbln-serving-*' -o cat --no-pager")));
     const text = journals.map((j) => j.stdout).join("\n");
@@ -123,7 +140,9 @@ describe("cache.shared on three hosts over SSH", { timeout: 240_000 }, () => {
     try {
       const run = await hosts[1]!.run(install.inputs.create, String(install.inputs.stdin));
       expect(run.status).not.toBe(0);
-      expect(run.stderr.trim().split("\n").pop()).toBe(`cache.shared npu-1: ${SHARED}/vllm belongs to uid ${owner.uid + 1}, but rbln-serving is uid ${owner.uid} here; the service user needs the same uid on every host (see docs/caches.md, A shared cache)`);
+      expect(run.stderr.trim().split("\n").pop()).toBe(
+        `cache.shared npu-1: ${SHARED}/vllm belongs to uid ${owner.uid + 1}, but rbln-serving is uid ${owner.uid} here; the service user needs the same uid on every host (see docs/caches.md, A shared cache)`,
+      );
     } finally {
       fs.chownSync(`${SHARED}/vllm`, owner.uid, owner.gid);
     }

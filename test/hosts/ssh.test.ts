@@ -56,7 +56,10 @@ function hostFor(settings: Record<string, unknown>, indexUrl: string, id = "test
     shippedCatalog,
   );
   // This machine has no room for real weights; the stub model needs none.
-  return renderHost({ ...deployment, settings: { ...deployment.settings, minFreeDiskGb: 0 } }, deployment.placements[0]!, id, { pipRetries: 0, pipTimeoutSeconds: 5 });
+  return renderHost({ ...deployment, settings: { ...deployment.settings, minFreeDiskGb: 0 } }, deployment.placements[0]!, id, {
+    pipRetries: 0,
+    pipTimeoutSeconds: 5,
+  });
 }
 
 const run = (script: string, stdin = "") => sshd.run(remoteCommand(script, true), stdin);
@@ -187,7 +190,11 @@ describe("readiness over SSH", () => {
   }
 
   const script = (port: number, timeoutSeconds: number) =>
-    readinessScript({ hostName: "test-host", ranks: [{ unitName: "rbln-serving-main-0.service", label: "main rank 0", port }], wait: { probeHost: "127.0.0.1", timeoutSeconds, intervalSeconds: 1, startLimitBurst: 3 } });
+    readinessScript({
+      hostName: "test-host",
+      ranks: [{ unitName: "rbln-serving-main-0.service", label: "main rank 0", port }],
+      wait: { probeHost: "127.0.0.1", timeoutSeconds, intervalSeconds: 1, startLimitBurst: 3 },
+    });
 
   it("waits through 503s, printing the rank and elapsed time, until the rank serves", async () => {
     const stub = await stubServer(3);

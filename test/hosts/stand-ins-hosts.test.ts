@@ -47,7 +47,13 @@ async function replica(name: string) {
 
 async function untilServes(url: string): Promise<void> {
   for (let i = 0; i < 100; i++) {
-    if (await fetch(url).then((r) => r.ok, () => false)) return;
+    if (
+      await fetch(url).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`${url} never served: ${await sh("journalctl --no-pager -n 40 -u stand-in-epp -u stand-in-envoy")}`);
@@ -73,7 +79,10 @@ describe("the stand-ins under systemd on a fake host", { timeout: 120_000 }, () 
       "stand-in-epp",
       `--publish 127.0.0.1:9002:9002 --publish 127.0.0.1:9003:9003 --publish ${host.address}:9090:9090 --volume ${DIR}/epp:/etc/epp:ro,z ${STAND_IN_IMAGES.endpointPicker} --config-file=/etc/epp/epp.yaml --pool-name=test --pool-namespace=test --secure-serving=false --tracing=false --grpc-port=9002 --grpc-health-port=9003 --metrics-port=9090`,
     );
-    const envoy = unit("stand-in-envoy", `--network host --volume ${DIR}/envoy:/etc/envoy:ro,z ${STAND_IN_IMAGES.proxy} -c /etc/envoy/envoy.yaml --log-level info`);
+    const envoy = unit(
+      "stand-in-envoy",
+      `--network host --volume ${DIR}/envoy:/etc/envoy:ro,z ${STAND_IN_IMAGES.proxy} -c /etc/envoy/envoy.yaml --log-level info`,
+    );
     await sh("cat > /etc/systemd/system/stand-in-epp.service", epp);
     await sh("cat > /etc/systemd/system/stand-in-envoy.service", envoy);
     await sh("systemctl daemon-reload && systemctl start stand-in-epp stand-in-envoy");
@@ -85,9 +94,13 @@ describe("the stand-ins under systemd on a fake host", { timeout: 120_000 }, () 
 
     const load = startLoad(url, { concurrency: 2, maxSeconds: 60 });
     const sampler = startSampler({ every: 100, read: () => sh(`cat ${DIR}/epp/endpoints.yaml`), maxSeconds: 60 });
-    const servedBy = async () => ((await (await fetch(`${url}/v1/completions`, { method: "POST", body: "{}" })).json()) as { choices: { text: string }[] }).choices[0]!.text;
+    const servedBy = async () =>
+      ((await (await fetch(`${url}/v1/completions`, { method: "POST", body: "{}" })).json()) as { choices: { text: string }[] }).choices[0]!.text;
     expect(await servedBy()).toBe("a");
-    await sh(`cat > ${DIR}/epp/endpoints.yaml.tmp && mv ${DIR}/epp/endpoints.yaml.tmp ${DIR}/epp/endpoints.yaml`, endpointsFile(host.address, [{ name: "b", port: String(b.port) }]));
+    await sh(
+      `cat > ${DIR}/epp/endpoints.yaml.tmp && mv ${DIR}/epp/endpoints.yaml.tmp ${DIR}/epp/endpoints.yaml`,
+      endpointsFile(host.address, [{ name: "b", port: String(b.port) }]),
+    );
     for (let i = 0; i < 100 && (await servedBy()) !== "b"; i++) await new Promise((r) => setTimeout(r, 50));
     expect(await servedBy()).toBe("b");
     const [report, samples] = [await load.stop(), await sampler.stop()];
@@ -97,7 +110,12 @@ describe("the stand-ins under systemd on a fake host", { timeout: 120_000 }, () 
     expect(await sh("journalctl --no-pager -u stand-in-epp")).toContain("endpoints file changed, reloading");
 
     await sh("systemctl stop stand-in-envoy");
-    const shown = Object.fromEntries((await sh("systemctl show -p ActiveState -p Result stand-in-envoy")).trim().split("\n").map((l) => l.split("=")));
+    const shown = Object.fromEntries(
+      (await sh("systemctl show -p ActiveState -p Result stand-in-envoy"))
+        .trim()
+        .split("\n")
+        .map((l) => l.split("=")),
+    );
     expect(shown).toEqual({ ActiveState: "inactive", Result: "success" });
     expect(await sh(`ls ${DIR}/stand-ins/container-runtime-stand-in.state/containers`)).toBe("stand-in-epp.json\n");
     await Promise.all([a.close(), b.close()]);
@@ -108,7 +126,16 @@ describe("the stand-ins under systemd on a fake host", { timeout: 120_000 }, () 
     // The container keeps its name, as podman's does; `run` alone would refuse it.
     expect((await host.run(`${runtime} run --rm --name stand-in-epp --pull never ${STAND_IN_IMAGES.endpointPicker}`)).status).toBe(125);
     await sh("systemctl start stand-in-epp");
-    for (let i = 0; i < 100 && !(await fetch(`http://${host.address}:9090/metrics`).then((r) => r.ok, () => false)); i++) await new Promise((r) => setTimeout(r, 100));
+    for (
+      let i = 0;
+      i < 100 &&
+      !(await fetch(`http://${host.address}:9090/metrics`).then(
+        (r) => r.ok,
+        () => false,
+      ));
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 100));
     expect((await fetch(`http://${host.address}:9090/metrics`)).status).toBe(200);
   });
 });

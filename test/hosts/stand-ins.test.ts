@@ -71,7 +71,9 @@ function launch(command: string, args: string[], env: NodeJS.ProcessEnv = runtim
   let output = "";
   child.stdout!.on("data", (d) => (output += d));
   child.stderr!.on("data", (d) => (output += d));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal })),
+  );
   return { child, output: () => output, exited };
 }
 
@@ -125,10 +127,12 @@ async function upstream(answer: (request: Recorded, response: http.ServerRespons
 
 /** "answered" once a request's whole answer came, "failed" when it broke off (handled at once, so never unhandled). */
 function outcome(request: Promise<Response>): Promise<"answered" | "failed"> {
-  return request.then((r) => r.text()).then(
-    () => "answered" as const,
-    () => "failed" as const,
-  );
+  return request
+    .then((r) => r.text())
+    .then(
+      () => "answered" as const,
+      () => "failed" as const,
+    );
 }
 
 const json = (status: number, value: unknown) => (_: Recorded, res: http.ServerResponse) => {
@@ -170,9 +174,28 @@ async function startEpp(config: string, endpoints: string, extraArgs: string[] =
   const [pick, health, metrics] = [await freePort(ADDRESS), await freePort(ADDRESS), await freePort(ADDRESS)];
   const running = runContainer(
     `epp-${path.basename(dir)}`,
-    ["--publish", `127.0.0.1:${pick}:9002`, "--publish", `127.0.0.1:${health}:9003`, "--publish", `${ADDRESS}:${metrics}:9090`, "--volume", `${dir}:/etc/epp:ro,z`],
+    [
+      "--publish",
+      `127.0.0.1:${pick}:9002`,
+      "--publish",
+      `127.0.0.1:${health}:9003`,
+      "--publish",
+      `${ADDRESS}:${metrics}:9090`,
+      "--volume",
+      `${dir}:/etc/epp:ro,z`,
+    ],
     EPP_IMAGE,
-    ["--config-file=/etc/epp/epp.yaml", "--pool-name=test-pool", "--pool-namespace=test", "--secure-serving=false", "--tracing=false", "--grpc-port=9002", "--grpc-health-port=9003", "--metrics-port=9090", ...extraArgs],
+    [
+      "--config-file=/etc/epp/epp.yaml",
+      "--pool-name=test-pool",
+      "--pool-namespace=test",
+      "--secure-serving=false",
+      "--tracing=false",
+      "--grpc-port=9002",
+      "--grpc-health-port=9003",
+      "--metrics-port=9090",
+      ...extraArgs,
+    ],
   );
   return {
     running,
@@ -185,7 +208,11 @@ async function startEpp(config: string, endpoints: string, extraArgs: string[] =
       for (let i = 0; i < n; i++) {
         const response = await fetch(`http://${ADDRESS}:${pick}/stand-in/pick`);
         await response.arrayBuffer();
-        out.push({ status: response.status, destination: response.headers.get("x-gateway-destination-endpoint"), prefiller: response.headers.get("x-prefiller-host-port") });
+        out.push({
+          status: response.status,
+          destination: response.headers.get("x-gateway-destination-endpoint"),
+          prefiller: response.headers.get("x-prefiller-host-port"),
+        });
       }
       return out;
     },
@@ -212,8 +239,14 @@ describe("container-runtime-stand-in", () => {
     expect(inspected.status).toBe(0);
     expect(inspected.stdout.trim()).toMatch(/^[0-9a-f]{64}$/);
     expect(pulled.stdout).toContain(inspected.stdout.trim());
-    expect(runtime("pull", "ghcr.io/llm-d/llm-d-inference-scheduler:v0.10.0")).toMatchObject({ status: 1, stderr: expect.stringContaining("manifest unknown") });
-    expect(runtime("run", "--rm", "--name", "x", "--pull", "never", EPP_IMAGE, "--pool-name=p")).toMatchObject({ status: 125, stderr: expect.stringContaining("image not known") });
+    expect(runtime("pull", "ghcr.io/llm-d/llm-d-inference-scheduler:v0.10.0")).toMatchObject({
+      status: 1,
+      stderr: expect.stringContaining("manifest unknown"),
+    });
+    expect(runtime("run", "--rm", "--name", "x", "--pull", "never", EPP_IMAGE, "--pool-name=p")).toMatchObject({
+      status: 125,
+      stderr: expect.stringContaining("image not known"),
+    });
     for (const image of [EPP_IMAGE, ENVOY_IMAGE, SIDECAR_IMAGE]) expect(runtime("pull", image).status).toBe(0);
   });
 
@@ -317,7 +350,13 @@ describe("epp-stand-in", () => {
 
   it.each([
     ["a port given as a number (a type error: nothing loads)", "endpoints:\n- {name: a, address: 10.0.0.1, port: 8000}\n"],
-    ["one bad entry among good ones", endpointsFile(ADDRESS, [{ name: "a", port: "8000" }, { name: "b", address: "node-1.example", port: "8000" }])],
+    [
+      "one bad entry among good ones",
+      endpointsFile(ADDRESS, [
+        { name: "a", port: "8000" },
+        { name: "b", address: "node-1.example", port: "8000" },
+      ]),
+    ],
     ["a port out of range", endpointsFile(ADDRESS, [{ name: "a", port: "65536" }])],
     ["a top-level list", "- {name: a, address: 10.0.0.1, port: '8000'}\n"],
     ["invalid YAML", "endpoints: [\n"],
@@ -339,11 +378,26 @@ describe("epp-stand-in", () => {
   });
 
   it("routes round robin to the listed endpoints only, and answers 503 when none is listed", async () => {
-    const epp = await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }, { name: "b", port: "8001" }, { name: "b", port: "8002" }, { name: "c", port: "+8003" }]));
+    const epp = await startEpp(
+      aggregatedEppConfig(),
+      endpointsFile(ADDRESS, [
+        { name: "a", port: "8000" },
+        { name: "b", port: "8001" },
+        { name: "b", port: "8002" },
+        { name: "c", port: "+8003" },
+      ]),
+    );
     await untilListening(epp.running, epp.pick);
     const picks = await epp.picks(6);
     // Entries of one (namespace, name) collapse to the last; the port is kept as written.
-    expect(picks.map((p) => p.destination)).toEqual([`${ADDRESS}:8000`, `${ADDRESS}:8002`, `${ADDRESS}:+8003`, `${ADDRESS}:8000`, `${ADDRESS}:8002`, `${ADDRESS}:+8003`]);
+    expect(picks.map((p) => p.destination)).toEqual([
+      `${ADDRESS}:8000`,
+      `${ADDRESS}:8002`,
+      `${ADDRESS}:+8003`,
+      `${ADDRESS}:8000`,
+      `${ADDRESS}:8002`,
+      `${ADDRESS}:+8003`,
+    ]);
     expect(picks.every((p) => p.status === 200 && p.prefiller === null)).toBe(true);
     expect(await epp.readyEndpoints()).toBe(3);
     expect((await fetch(`http://${ADDRESS}:${epp.health}/`)).status).toBe(200);
@@ -361,7 +415,13 @@ describe("epp-stand-in", () => {
     const file = path.join(epp.dir, "endpoints.yaml");
     const destinations = async () => new Set((await epp.picks(4)).map((p) => p.destination));
 
-    replaceFile(file, endpointsFile(ADDRESS, [{ name: "b", port: "8001" }, { name: "c", port: "8002" }]));
+    replaceFile(
+      file,
+      endpointsFile(ADDRESS, [
+        { name: "b", port: "8001" },
+        { name: "c", port: "8002" },
+      ]),
+    );
     await untilOutput(epp.running, /endpoints file changed, reloading/, 1);
     expect(await destinations()).toEqual(new Set([`${ADDRESS}:8001`, `${ADDRESS}:8002`]));
 
@@ -369,7 +429,13 @@ describe("epp-stand-in", () => {
     await untilOutput(epp.running, /failed to reload endpoints file/, 1);
     expect(await destinations()).toEqual(new Set([`${ADDRESS}:8001`, `${ADDRESS}:8002`]));
 
-    replaceFile(file, endpointsFile(ADDRESS, [{ name: "b", port: "8001" }, { name: "e", address: "::1", port: "8004" }]));
+    replaceFile(
+      file,
+      endpointsFile(ADDRESS, [
+        { name: "b", port: "8001" },
+        { name: "e", address: "::1", port: "8004" },
+      ]),
+    );
     await untilOutput(epp.running, /failed to reload endpoints file/, 2);
     expect(await destinations()).toEqual(new Set([`${ADDRESS}:8001`]));
     expect(await epp.readyEndpoints()).toBe(1);
@@ -379,7 +445,11 @@ describe("epp-stand-in", () => {
     const epp = await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }]));
     await untilListening(epp.running, epp.pick);
     const file = path.join(epp.dir, "endpoints.yaml");
-    const set = (n: number) => endpointsFile(ADDRESS, Array.from({ length: n }, (_, i) => ({ name: `e${i}`, port: String(8000 + i) })));
+    const set = (n: number) =>
+      endpointsFile(
+        ADDRESS,
+        Array.from({ length: n }, (_, i) => ({ name: `e${i}`, port: String(8000 + i) })),
+      );
     for (let burst = 0; burst < 20; burst++) {
       // Back to back, as drains of several ranks and the agent's own writes may come.
       for (let i = 0; i < 10; i++) replaceFile(file, set(1 + ((burst + i) % 4)));
@@ -443,20 +513,38 @@ async function startFrontDoor(endpoints: string, requestTimeoutSeconds?: number)
   const text = frontDoorBootstrap({ listen, admin, pick: epp.pick }, requestTimeoutSeconds);
   expect(validateEnvoyBootstrap(text)).toEqual([]);
   fs.writeFileSync(path.join(dir, "envoy.yaml"), text);
-  const envoy = runContainer(`envoy-${path.basename(dir)}`, ["--network", "host", "--volume", `${dir}:/etc/envoy:ro,z`], ENVOY_IMAGE, ["-c", "/etc/envoy/envoy.yaml", "--log-level", "info"]);
+  const envoy = runContainer(`envoy-${path.basename(dir)}`, ["--network", "host", "--volume", `${dir}:/etc/envoy:ro,z`], ENVOY_IMAGE, [
+    "-c",
+    "/etc/envoy/envoy.yaml",
+    "--log-level",
+    "info",
+  ]);
   await untilListening(envoy, listen);
   return { epp, envoy, url: `http://${ADDRESS}:${listen}`, admin };
 }
 
 describe("envoy-stand-in", () => {
   it("proxies each request, whole, to the endpoint the picker names, with the picker's headers, and passes the answer back", async () => {
-    const answer = (port: () => number) => (_: Recorded, res: http.ServerResponse) => res.writeHead(201, { "content-type": "application/json", "x-upstream": String(port()) }).end(JSON.stringify({ from: port() }));
+    const answer = (port: () => number) => (_: Recorded, res: http.ServerResponse) =>
+      res.writeHead(201, { "content-type": "application/json", "x-upstream": String(port()) }).end(JSON.stringify({ from: port() }));
     const a = await upstream(answer(() => a.port));
     const b = await upstream(answer(() => b.port));
-    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "a", port: a.port }, { name: "b", port: b.port }].map((e) => ({ ...e, port: String(e.port) }))));
+    const door = await startFrontDoor(
+      endpointsFile(
+        ADDRESS,
+        [
+          { name: "a", port: a.port },
+          { name: "b", port: b.port },
+        ].map((e) => ({ ...e, port: String(e.port) })),
+      ),
+    );
     const froms = [];
     for (let i = 0; i < 4; i++) {
-      const response = await fetch(`${door.url}/v1/completions?n=${i}`, { method: "POST", headers: { "content-type": "application/json", "x-test": "yes" }, body: JSON.stringify({ prompt: "p", i }) });
+      const response = await fetch(`${door.url}/v1/completions?n=${i}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-test": "yes" },
+        body: JSON.stringify({ prompt: "p", i }),
+      });
       expect(response.status).toBe(201);
       const body = (await response.json()) as { from: number };
       expect(response.headers.get("x-upstream")).toBe(String(body.from));
@@ -501,7 +589,12 @@ describe("envoy-stand-in", () => {
   it("answers 503 when the picker has no endpoint or the endpoint refuses (no retry), status_on_error when the picker is gone", async () => {
     const alive = await upstream(json(200, { ok: true }));
     const deadPort = await freePort(ADDRESS);
-    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "alive", port: String(alive.port) }, { name: "dead", port: String(deadPort) }]));
+    const door = await startFrontDoor(
+      endpointsFile(ADDRESS, [
+        { name: "alive", port: String(alive.port) },
+        { name: "dead", port: String(deadPort) },
+      ]),
+    );
     const statuses = [];
     for (let i = 0; i < 4; i++) {
       const response = await fetch(`${door.url}/v1/models`);
@@ -531,7 +624,13 @@ describe("envoy-stand-in", () => {
       res.writeHead(200, { "content-type": "text/event-stream" });
       res.write("data: first\n\n");
     });
-    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "silent", port: String(silent.port) }, { name: "stalls", port: String(stalls.port) }]), 1);
+    const door = await startFrontDoor(
+      endpointsFile(ADDRESS, [
+        { name: "silent", port: String(silent.port) },
+        { name: "stalls", port: String(stalls.port) },
+      ]),
+      1,
+    );
     const timedOut = await fetch(`${door.url}/v1/completions`, { method: "POST", body: "{}" });
     expect([timedOut.status, await timedOut.text()]).toEqual([504, "upstream request timeout"]);
     const cut = await fetch(`${door.url}/v1/completions`, { method: "POST", body: "{}" });
@@ -547,7 +646,9 @@ describe("envoy-stand-in", () => {
   });
 
   it("refuses flags it does not implement", () => {
-    expect(runtime("run", "--rm", "--name", "envoy-flags", "--pull", "never", "--network", "host", ENVOY_IMAGE, "-c", "/nonexistent.yaml", "--concurrency", "8")).toMatchObject({
+    expect(
+      runtime("run", "--rm", "--name", "envoy-flags", "--pull", "never", "--network", "host", ENVOY_IMAGE, "-c", "/nonexistent.yaml", "--concurrency", "8"),
+    ).toMatchObject({
       status: 2,
       stderr: expect.stringContaining("not implemented by this stand-in"),
     });
@@ -604,11 +705,20 @@ describe("sidecar-stand-in", () => {
     const sidecar = startSidecar(port, model, [], 1);
     await untilListening(sidecar, port);
     const ask = (prefiller: string) =>
-      fetch(`http://${ADDRESS}:${port}/v1/completions`, { method: "POST", headers: { "x-prefiller-host-port": prefiller }, body: JSON.stringify({ prompt: "p", max_tokens: 8, stream: true }) });
+      fetch(`http://${ADDRESS}:${port}/v1/completions`, {
+        method: "POST",
+        headers: { "x-prefiller-host-port": prefiller },
+        body: JSON.stringify({ prompt: "p", max_tokens: 8, stream: true }),
+      });
     expect((await ask(`${ADDRESS}:${prefill.port}`)).status).toBe(200);
     const sent = JSON.parse(prefill.requests[0]!.body);
     expect(sent).toMatchObject({ prompt: "p", max_tokens: 1, stream: false, kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false } });
-    expect(JSON.parse(decode.requests[0]!.body)).toEqual({ prompt: "p", max_tokens: 8, stream: true, kv_transfer_params: { remote_engine_id: "prefill-0", remote_block_ids: [1] } });
+    expect(JSON.parse(decode.requests[0]!.body)).toEqual({
+      prompt: "p",
+      max_tokens: 8,
+      stream: true,
+      kv_transfer_params: { remote_engine_id: "prefill-0", remote_block_ids: [1] },
+    });
 
     const failing = await upstream(json(500, { error: "boom" }));
     expect((await ask(`${ADDRESS}:${failing.port}`)).status).toBe(500);
@@ -632,7 +742,9 @@ describe("sidecar-stand-in", () => {
   it("refuses an unknown flag (2) and HTTPS it cannot serve (2); logs a bad value and exits 0, as the real one's main returns", async () => {
     const port = await freePorts(1);
     expect((await startSidecar(port, port + 10, ["--connector=nixlv2"]).exited).code).toBe(2);
-    expect((await launch(RUNTIME, ["run", "--rm", "--name", "tls", "--pull", "never", "--network", "host", SIDECAR_IMAGE, `--port=${port}`]).exited).code).toBe(2);
+    expect((await launch(RUNTIME, ["run", "--rm", "--name", "tls", "--pull", "never", "--network", "host", SIDECAR_IMAGE, `--port=${port}`]).exited).code).toBe(
+      2,
+    );
     const bad = startSidecar(port, port + 10, ["--kv-connector=lmcache"]);
     expect((await bad.exited).code).toBe(0);
     expect(bad.output()).toContain("--kv-connector must be one of nixlv2, shared-storage, sglang, mooncake, offloading");
@@ -670,7 +782,12 @@ describe("frontDoorLoad", () => {
     expect(errors(report.records)).toEqual(["ECONNREFUSED"]);
 
     const server = await upstream(json(429, { error: "busy" }));
-    const rejected = startLoad(`http://${ADDRESS}:${server.port}`, { concurrency: 2, maxRequests: 4, path: "/v1/chat/completions", headers: { authorization: "Bearer k" } });
+    const rejected = startLoad(`http://${ADDRESS}:${server.port}`, {
+      concurrency: 2,
+      maxRequests: 4,
+      path: "/v1/chat/completions",
+      headers: { authorization: "Bearer k" },
+    });
     await until(() => rejected.records.length === 4);
     expect((await rejected.stop()).failures.map((f) => f.status)).toEqual([429, 429, 429, 429]);
     expect(server.requests[0]).toMatchObject({ method: "POST", url: "/v1/chat/completions", headers: { authorization: "Bearer k" } });
@@ -682,7 +799,10 @@ describe("frontDoorLoad", () => {
   it("samples: reads the endpoints file, probes each listed endpoint, and records which did not serve", async () => {
     const serving = await upstream(json(200, { object: "list", data: [] }));
     const deadPort = await freePort(ADDRESS);
-    let file = endpointsFile(ADDRESS, [{ name: "up", port: String(serving.port) }, { name: "down", port: String(deadPort) }]);
+    let file = endpointsFile(ADDRESS, [
+      { name: "up", port: String(serving.port) },
+      { name: "down", port: String(deadPort) },
+    ]);
     const sampler = startSampler({ every: 50, read: async () => file, maxSamples: 100 });
     await until(() => sampler.samples.length >= 2);
     file = "endpoints:\n- {name: typed, address: 10.0.0.1, port: 8000}\n";
@@ -718,7 +838,14 @@ async function startVllm(shutdownTimeout: number | undefined, requestSeconds: st
     FAKE_VLLM_REQUEST_SECONDS: requestSeconds,
   });
   const url = `http://${ADDRESS}:${port}`;
-  for (let i = 0; !(await fetch(`${url}/health`).then((r) => r.ok, () => false)); i++) {
+  for (
+    let i = 0;
+    !(await fetch(`${url}/health`).then(
+      (r) => r.ok,
+      () => false,
+    ));
+    i++
+  ) {
     if (i > 100) throw new Error(`not ready: ${running.output()}`);
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -741,7 +868,10 @@ async function sigtermUnderLoad(shutdownTimeout: number | undefined, requestSeco
   await new Promise((r) => setTimeout(r, 100));
   const status = (r: Response) => r.arrayBuffer().then(() => r.status);
   const healthWhileStopping = await fetch(`${vllm.url}/health`).then(status, (e) => String(e?.cause?.code ?? e));
-  const completionWhileStopping = await fetch(`${vllm.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "p", max_tokens: 1 }) }).then(status, (e) => String(e?.cause?.code ?? e));
+  const completionWhileStopping = await fetch(`${vllm.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "p", max_tokens: 1 }) }).then(
+    status,
+    (e) => String(e?.cause?.code ?? e),
+  );
   const exit = await vllm.running.exited;
   await new Promise((r) => setTimeout(r, 200)); // requests sent after the exit are refused too
   const report = await load.stop();
@@ -754,12 +884,25 @@ async function sigtermUnderLoad(shutdownTimeout: number | undefined, requestSeco
 describe("the stand-in vllm", () => {
   it("answers completions and chat completions in vLLM's shape, streamed as server-sent events ending in [DONE]", async () => {
     const vllm = await startVllm(undefined, "0.1");
-    const completion = (await (await fetch(`${vllm.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "p", max_tokens: 3 }) })).json()) as any;
-    expect(completion).toMatchObject({ object: "text_completion", model: "stand-in", choices: [{ index: 0, text: "tok tok tok ", finish_reason: "length" }], usage: { completion_tokens: 3 } });
-    const streamed = await fetch(`${vllm.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ messages: [{ role: "user", content: "p" }], max_tokens: 2, stream: true }) });
+    const completion = (await (
+      await fetch(`${vllm.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "p", max_tokens: 3 }) })
+    ).json()) as any;
+    expect(completion).toMatchObject({
+      object: "text_completion",
+      model: "stand-in",
+      choices: [{ index: 0, text: "tok tok tok ", finish_reason: "length" }],
+      usage: { completion_tokens: 3 },
+    });
+    const streamed = await fetch(`${vllm.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ messages: [{ role: "user", content: "p" }], max_tokens: 2, stream: true }),
+    });
     expect(streamed.headers.get("content-type")).toBe("text/event-stream");
     const text = await streamed.text();
-    const events = text.trim().split("\n\n").map((e) => e.replace(/^data: /, ""));
+    const events = text
+      .trim()
+      .split("\n\n")
+      .map((e) => e.replace(/^data: /, ""));
     expect(events.at(-1)).toBe("[DONE]");
     const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
     expect(chunks.every((c) => c.object === "chat.completion.chunk")).toBe(true);

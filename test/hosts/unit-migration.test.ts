@@ -22,7 +22,11 @@ const FAKE_DEV = `${INSTALL_ROOT}/dev`;
 const VERSIONS = "rebel-compiler-0.12.0_vllm-rbln-0.12.0";
 const UNIT_DIR = "/etc/systemd/system";
 const LEGACY = "rbln-serving-main-0.service";
-const LEGACY_FILES = [`${UNIT_DIR}/${LEGACY}`, `${INSTALL_ROOT}/env/main-0.env`, ...["previous", "previous-env"].map((s) => `${INSTALL_ROOT}/rollout/${LEGACY}.${s}`)];
+const LEGACY_FILES = [
+  `${UNIT_DIR}/${LEGACY}`,
+  `${INSTALL_ROOT}/env/main-0.env`,
+  ...["previous", "previous-env"].map((s) => `${INSTALL_ROOT}/rollout/${LEGACY}.${s}`),
+];
 const UNIT = "rbln-serving-test.main-0.service";
 const UNIT_FILES = [`${UNIT_DIR}/${UNIT}`, `${INSTALL_ROOT}/env/test.main-0.env`];
 const TEAM_B = "rbln-serving-test.team-b.main-0.service";
@@ -47,12 +51,13 @@ function settings(listenAddress: string, extraArgs: string[] = []) {
 }
 
 async function registrations(instance: string, config: ReturnType<typeof settings>): Promise<Registration[]> {
-  const run = await runUnderMocks(() =>
-    new ModelServing(instance, {
-      settings: config,
-      secrets: { sshPrivateKey: "unused: the engine stand-in uses the host's own client key" },
-      hostOptions: HOST_OPTIONS,
-    }),
+  const run = await runUnderMocks(
+    () =>
+      new ModelServing(instance, {
+        settings: config,
+        secrets: { sshPrivateKey: "unused: the engine stand-in uses the host's own client key" },
+        hostOptions: HOST_OPTIONS,
+      }),
   );
   if (run.error) throw run.error;
   return run.registrations;
@@ -65,7 +70,10 @@ async function upWatching(instance: string, config: ReturnType<typeof settings>,
   let wasUp = true;
   const watch = (async () => {
     while (!finished) {
-      const up = await fetch(`http://${address}:8000/health`, { signal: AbortSignal.timeout(5000) }).then((r) => r.ok, () => false);
+      const up = await fetch(`http://${address}:8000/health`, { signal: AbortSignal.timeout(5000) }).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (wasUp && !up) downStretches++;
       wasUp = up;
       await new Promise((r) => setTimeout(r, 100));
@@ -79,7 +87,11 @@ async function upWatching(instance: string, config: ReturnType<typeof settings>,
 
 const sh = async (command: string) => (await host.run(command)).stdout.trim();
 const exists = async (file: string) => (await host.run(`test -e ${file}`)).status === 0;
-const health = (address: string) => fetch(`http://${address}:8000/health`, { signal: AbortSignal.timeout(5000) }).then((r) => r.status, () => 0);
+const health = (address: string) =>
+  fetch(`http://${address}:8000/health`, { signal: AbortSignal.timeout(5000) }).then(
+    (r) => r.status,
+    () => 0,
+  );
 
 beforeAll(async () => {
   [host] = await startHosts(1, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] });
@@ -92,18 +104,32 @@ beforeAll(async () => {
   }
   const marker = `${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`;
   expect((await host!.run(`install -d $(dirname ${marker}) && touch ${marker}`)).status).toBe(0);
-  engine = new FakeEngine((_, command, stdin) => host.run(command, stdin), (name) => name.endsWith("-preflight"));
+  engine = new FakeEngine(
+    (_, command, stdin) => host.run(command, stdin),
+    (name) => name.endsWith("-preflight"),
+  );
 
   // What the version before ids left: its unit (this unit under the old names, on the old venv),
   // env file and rollback state, serving. The install step makes the service user and folders.
   const install = (await registrations("rbln-serving", settings(host!.address))).find((r) => r.name.endsWith("-install"))!;
   expect((await host!.run(install.inputs.create, install.inputs.stdin)).status).toBe(0);
   const [rank] = renderHost(deployment, deployment.placements[0]!, "test", HOST_OPTIONS).ranks;
-  const legacyUnit = rank!.unitText.replaceAll(`${INSTALL_ROOT}/env/test.main-0.env`, `${INSTALL_ROOT}/env/main-0.env`).replaceAll(`${INSTALL_ROOT}/venvs/test/`, `${INSTALL_ROOT}/venvs/`);
+  const legacyUnit = rank!.unitText
+    .replaceAll(`${INSTALL_ROOT}/env/test.main-0.env`, `${INSTALL_ROOT}/env/main-0.env`)
+    .replaceAll(`${INSTALL_ROOT}/venvs/test/`, `${INSTALL_ROOT}/venvs/`);
   expect(legacyUnit).toContain(`ExecStart=${INSTALL_ROOT}/venvs/${VERSIONS}/bin/vllm`);
   expect((await host!.run(`cat > ${UNIT_DIR}/${LEGACY}`, legacyUnit)).status).toBe(0);
-  expect((await host!.run(`install -d -m 0700 ${INSTALL_ROOT}/env ${INSTALL_ROOT}/rollout && (umask 077; cat > ${INSTALL_ROOT}/env/main-0.env)`, rank!.envText)).status).toBe(0);
-  expect((await host!.run(`cp ${UNIT_DIR}/${LEGACY} ${LEGACY_FILES[2]} && cp ${LEGACY_FILES[1]} ${LEGACY_FILES[3]} && systemctl daemon-reload && systemctl enable --now ${LEGACY}`)).status).toBe(0);
+  expect(
+    (await host!.run(`install -d -m 0700 ${INSTALL_ROOT}/env ${INSTALL_ROOT}/rollout && (umask 077; cat > ${INSTALL_ROOT}/env/main-0.env)`, rank!.envText))
+      .status,
+  ).toBe(0);
+  expect(
+    (
+      await host!.run(
+        `cp ${UNIT_DIR}/${LEGACY} ${LEGACY_FILES[2]} && cp ${LEGACY_FILES[1]} ${LEGACY_FILES[3]} && systemctl daemon-reload && systemctl enable --now ${LEGACY}`,
+      )
+    ).status,
+  ).toBe(0);
   let status = 0;
   for (let i = 0; i < 120 && status !== 200; i++) {
     await new Promise((r) => setTimeout(r, 500));
@@ -138,7 +164,9 @@ describe("moving a running stack to the names with deployment ids", { timeout: 1
     try {
       const result = await engine.up(await registrations("rbln-serving", settings(host.address)));
       expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
-      expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(/^npu-0 main rank 0: the new config failed \(unit exited \d+.*\); the previous config is restored and serving$/);
+      expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
+        /^npu-0 main rank 0: the new config failed \(unit exited \d+.*\); the previous config is restored and serving$/,
+      );
       expect(await sh(`systemctl is-active ${LEGACY}; systemctl is-enabled ${LEGACY}`)).toBe("active\nenabled");
       for (const file of UNIT_FILES) expect(await exists(file), file).toBe(false);
     } finally {
@@ -150,7 +178,11 @@ describe("moving a running stack to the names with deployment ids", { timeout: 1
     const { result, downStretches } = await upWatching("rbln-serving", settings(host.address), host.address);
     expect(result.failed).toEqual([]);
     const step = result.runs.find((r) => r.name === "rbln-serving-npu-0-main-0")!;
-    expect(step.stdout).toMatch(new RegExp(`stopped ${LEGACY}; ${UNIT} takes its place[\\s\\S]*ready npu-0: main rank 0 serves on port 8000[\\s\\S]*removed ${LEGACY}, which ${UNIT} replaced`));
+    expect(step.stdout).toMatch(
+      new RegExp(
+        `stopped ${LEGACY}; ${UNIT} takes its place[\\s\\S]*ready npu-0: main rank 0 serves on port 8000[\\s\\S]*removed ${LEGACY}, which ${UNIT} replaced`,
+      ),
+    );
     expect(await sh(`systemctl is-active ${UNIT}; systemctl is-enabled ${UNIT}`)).toBe("active\nenabled");
     expect(await health(host.address)).toBe(200);
     expect(downStretches).toBe(1);
@@ -167,7 +199,9 @@ describe("moving a running stack to the names with deployment ids", { timeout: 1
     expect(result.runs.find((r) => r.name === "team-b-npu-0-main-0")!.stdout).toMatch(/ready npu-0: main rank 0 serves on port 8000/);
     expect(await sh(`systemctl is-active ${UNIT} ${TEAM_B}`)).toBe("active\nactive");
     expect([await health(host.address), await health(otherAddress)]).toEqual([200, 200]);
-    expect(await sh(`readlink ${INSTALL_ROOT}/venvs/test/current ${INSTALL_ROOT}/venvs/test.team-b/current`)).toBe(`${INSTALL_ROOT}/venvs/test/${VERSIONS}\n${INSTALL_ROOT}/venvs/test.team-b/${VERSIONS}`);
+    expect(await sh(`readlink ${INSTALL_ROOT}/venvs/test/current ${INSTALL_ROOT}/venvs/test.team-b/current`)).toBe(
+      `${INSTALL_ROOT}/venvs/test/${VERSIONS}\n${INSTALL_ROOT}/venvs/test.team-b/${VERSIONS}`,
+    );
     expect(await sh(`systemctl show -p MainPID --value ${UNIT}; cat ${UNIT_FILES.join(" ")} | sha256sum`)).toBe(before);
     // The first deployment's step still finds its unit unchanged.
     const first = (await registrations("rbln-serving", settings(host.address))).find((r) => r.name === "rbln-serving-npu-0-main-0")!;

@@ -21,7 +21,7 @@ const CACHE_ROOT = "/var/lib/rbln-unit-step-test";
 const FAKE_DEV = `${INSTALL_ROOT}/dev`;
 const UNIT = "rbln-serving-test.main-0.service";
 /** Quotes, `$`, backticks, backslashes and `%` over three lines: what an extraEnv value may hold. */
-const NOTE = "first line\nit's `$HOME` \\ \"quoted\" 100%\nlast line";
+const NOTE = 'first line\nit\'s `$HOME` \\ "quoted" 100%\nlast line';
 /** Every printable ASCII character; the space inside, since HTTP drops it at either end of a header value. */
 const PRINTABLE = Array.from({ length: 94 }, (_, i) => String.fromCharCode(0x21 + i)).join("");
 const KEY = `${PRINTABLE.slice(0, 47)} ${PRINTABLE.slice(47)}`;
@@ -31,12 +31,16 @@ let hosts: TestHost[];
 let engine: FakeEngine;
 
 function settings(extraArgs: string[] = []) {
-  return fakeHostsSettings(hosts, { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT }, {
-    preset: "recommended",
-    extraArgs: { main: extraArgs },
-    // A bounded wait: a probe that never gets in fails in seconds, not after the recipe's 9,600.
-    extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", VLLM_ENGINE_READY_TIMEOUT_S: "30", NOTE } },
-  });
+  return fakeHostsSettings(
+    hosts,
+    { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT },
+    {
+      preset: "recommended",
+      extraArgs: { main: extraArgs },
+      // A bounded wait: a probe that never gets in fails in seconds, not after the recipe's 9,600.
+      extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", VLLM_ENGINE_READY_TIMEOUT_S: "30", NOTE } },
+    },
+  );
 }
 
 const up = async (config: ReturnType<typeof settings>, apiKey?: string): Promise<UpResult> =>
@@ -92,7 +96,8 @@ describe("the unit step on two hosts over SSH", { timeout: 240_000 }, () => {
   it("probes with exactly the API key systemd gave vLLM, for a key of every printable ASCII character: every rank serves", async () => {
     const result = await up(settings(), KEY);
     expect(result.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
-    for (const i of [0, 1]) expect(result.runs.find((r) => r.name === `rbln-serving-npu-${i}-main-0`)!.stdout).toMatch(/ready npu-\d: main rank 0 serves on port 8000/);
+    for (const i of [0, 1])
+      expect(result.runs.find((r) => r.name === `rbln-serving-npu-${i}-main-0`)!.stdout).toMatch(/ready npu-\d: main rank 0 serves on port 8000/);
     for (const host of hosts) {
       expect((await rankEnvironment(host)).get("VLLM_API_KEY")).toBe(KEY);
       expect([await models(host), await models(host, KEY)]).toEqual([401, 200]);
@@ -102,7 +107,9 @@ describe("the unit step on two hosts over SSH", { timeout: 240_000 }, () => {
   it("a change of key that fails goes back to the config of the old key, and probes it with the old key", async () => {
     const result = await up(settings(["--bogus"]), OTHER_KEY);
     expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
-    expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(/^npu-0 main rank 0: the new config failed \(.*unrecognized arguments: --bogus\); the previous config is restored and serving$/);
+    expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
+      /^npu-0 main rank 0: the new config failed \(.*unrecognized arguments: --bogus\); the previous config is restored and serving$/,
+    );
     expect([await models(hosts[0]!, KEY), await models(hosts[0]!, OTHER_KEY)]).toEqual([200, 401]);
   });
 });

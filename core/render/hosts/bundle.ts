@@ -9,7 +9,6 @@ import { readyTimeoutSeconds, renderRank, servingWait, type HostContext, type Re
 import { installScript, preflightScript, readinessScript, weightsScript } from "./scripts";
 import { envFileLine } from "./systemd";
 
-
 export const SERVICE_USER = HOST_DEFAULTS.serviceUser;
 /** The Hugging Face downloader the weights step installs into its own venv, apart from the serving stack. */
 export const DOWNLOADER_REQUIREMENT = HOST_DEFAULTS.downloaderRequirement;
@@ -79,7 +78,12 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
   // The served model and its draft models: units run offline (HF_HUB_OFFLINE=1) and fetch nothing.
   const models = plan.models.map((m) => m.id);
   const markers = models.map((m) => weightsMarker(`${cache.root}/huggingface`, m));
-  const shared = { sharedRoot: settings.cache.shared ?? "", sharedLockRoot: cache.leaseLock?.lockRoot ?? "", leaseLockPath: cache.leaseLock?.path ?? "", leaseLockText: cache.leaseLock?.text ?? "" };
+  const shared = {
+    sharedRoot: settings.cache.shared ?? "",
+    sharedLockRoot: cache.leaseLock?.lockRoot ?? "",
+    leaseLockPath: cache.leaseLock?.path ?? "",
+    leaseLockText: cache.leaseLock?.text ?? "",
+  };
   const roles = plan.roles.filter((role) => role.node === placement.node);
   const ranks = roles.flatMap((role) => role.ranks.map((rank) => renderRank(context, role, rank)));
   const readyTimeout = readyTimeoutSeconds(cache, roles[0]!.ranks[0]!.env);
@@ -87,7 +91,16 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
   return {
     placement,
     venv: context.venv,
-    preflightScript: preflightScript({ hostName: host.name, npus: node.npus, cacheRoot: settings.cacheRoot, sharedRoot: shared.sharedRoot, minFreeDiskGb: settings.minFreeDiskGb, weightsMarkers: markers, serviceUser: SERVICE_USER, ownUnits: ranks.flatMap((r) => [r.unitName, legacyUnitName(r.role, r.rank)]) }),
+    preflightScript: preflightScript({
+      hostName: host.name,
+      npus: node.npus,
+      cacheRoot: settings.cacheRoot,
+      sharedRoot: shared.sharedRoot,
+      minFreeDiskGb: settings.minFreeDiskGb,
+      weightsMarkers: markers,
+      serviceUser: SERVICE_USER,
+      ownUnits: ranks.flatMap((r) => [r.unitName, legacyUnitName(r.role, r.rank)]),
+    }),
     installScript: installScript({
       hostName: host.name,
       installRoot: settings.installRoot,

@@ -83,7 +83,15 @@ export function compileStepScript(p: CompileStepInput): string {
  * compile-only mode with its exact command line and environment (the aggregated strategies the
  * hosts platform runs have one rank per role), at the NPU hosts' paths.
  */
-export function renderCompileStep(deployment: Deployment, placement: HostPlacement, id: string, key: CompileKeyPlan, registry: CompileAheadPlan["registry"], compileHere: boolean, options: HostRenderOptions = {}): RenderedCompileStep {
+export function renderCompileStep(
+  deployment: Deployment,
+  placement: HostPlacement,
+  id: string,
+  key: CompileKeyPlan,
+  registry: CompileAheadPlan["registry"],
+  compileHere: boolean,
+  options: HostRenderOptions = {},
+): RenderedCompileStep {
   const { settings, plan } = deployment;
   const cache = hostCacheLayout(settings);
   const role = plan.roles.find((r) => r.role === key.roles[0])!;
@@ -93,7 +101,13 @@ export function renderCompileStep(deployment: Deployment, placement: HostPlaceme
   // Loopback only: if compile-only serves at all, nobody else should reach it (--host is not keyed).
   const listen = options.compileListenAddress ?? "127.0.0.1";
   const flags = [...rank.flags.filter((f) => f.name !== "--host"), { name: "--host", values: [listen] }];
-  const env = { ...rank.env, HF_HOME: `${cache.root}/huggingface`, VLLM_CACHE_ROOT: `${cache.root}/vllm`, RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`, ...compileOnlyEnv(key.targetSoc) };
+  const env = {
+    ...rank.env,
+    HF_HOME: `${cache.root}/huggingface`,
+    VLLM_CACHE_ROOT: `${cache.root}/vllm`,
+    RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
+    ...compileOnlyEnv(key.targetSoc),
+  };
   const timeoutSeconds = engineReadyTimeoutSeconds(rank.env);
   return {
     key: key.key,

@@ -47,7 +47,10 @@ export function copySources(deployment: Deployment, npuWaves: readonly HostPlace
   if (!seed || deployment.settings.cache.shared !== undefined) return [];
   const allKeys = [...new Set(deployment.plan.roles.map((r) => r.compileKey))];
   const keysOf = (p: HostPlacement) => (p === compiler ? allKeys : compileKeysOf(deployment, p));
-  const weights: CopySource[] = waves.flat().filter((p) => p !== seed).map((dest) => ({ kind: "weights", source: seed, dest, compileKeys: [] }));
+  const weights: CopySource[] = waves
+    .flat()
+    .filter((p) => p !== seed)
+    .map((dest) => ({ kind: "weights", source: seed, dest, compileKeys: [] }));
   const compile: CopySource[] = [];
   waves.forEach((wave, k) => {
     wave.forEach((dest, position) => {
@@ -55,7 +58,11 @@ export function copySources(deployment: Deployment, npuWaves: readonly HostPlace
       const bySource = new Map<HostPlacement, string[]>();
       for (const key of keysOf(dest)) {
         // The nearest earlier wave that has the key; spread the destinations over its hosts.
-        const earlier = waves.slice(0, k).reverse().map((w) => w.filter((p) => keysOf(p).includes(key))).find((w) => w.length > 0);
+        const earlier = waves
+          .slice(0, k)
+          .reverse()
+          .map((w) => w.filter((p) => keysOf(p).includes(key)))
+          .find((w) => w.length > 0);
         // A key no earlier wave has is compiled by the first host of this wave that runs it; the
         // others copy from it, and keep serving their previous config while it compiles.
         const firstInWave = wave.slice(0, position).find((p) => keysOf(p).includes(key));

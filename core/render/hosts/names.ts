@@ -28,7 +28,10 @@ const MAX_PART_LENGTH = 24;
 export function deploymentId(stack: string, instance: string): string {
   const readable = instance === DEFAULT_INSTANCE ? stack : `${stack}.${instance}`;
   if (PLAIN.test(stack) && (instance === DEFAULT_INSTANCE || PLAIN.test(instance)) && readable.length <= MAX_PLAIN_LENGTH) return readable;
-  const hash = createHash("sha256").update(JSON.stringify([stack, instance])).digest("hex").slice(0, 12);
+  const hash = createHash("sha256")
+    .update(JSON.stringify([stack, instance]))
+    .digest("hex")
+    .slice(0, 12);
   const clean = (part: string) => part.replace(/[^A-Za-z0-9_-]+/g, "-").slice(0, MAX_PART_LENGTH) || "-";
   return `${clean(stack)}.${clean(instance)}.${hash}`;
 }

@@ -54,7 +54,14 @@ export function frontDoorAccess(deployment: Deployment, host: Host, which: (endp
   const frontDoor = deployment.frontDoor;
   const endpoints = frontDoor?.endpoints.filter((e) => e.host === host.name && which(e)).map((e) => e.name) ?? [];
   if (!frontDoor || endpoints.length === 0) return null;
-  return { address: frontDoor.host.address, port: frontDoor.host.port, hostKey: frontDoor.host.hostKey ?? "", bind: host.address, endpoints, renewSeconds: HOST_DEFAULTS.frontDoor.drainRenewSeconds };
+  return {
+    address: frontDoor.host.address,
+    port: frontDoor.host.port,
+    hostKey: frontDoor.host.hostKey ?? "",
+    bind: host.address,
+    endpoints,
+    renewSeconds: HOST_DEFAULTS.frontDoor.drainRenewSeconds,
+  };
 }
 
 /** How long systemd gives a stopping rank: vLLM's shutdown timeout (its in-flight requests finish), then the engine processes end. */
@@ -73,7 +80,12 @@ export function readyTimeoutSeconds(cache: HostCacheLayout, env: Readonly<Record
 }
 
 export function servingWait(context: HostContext, timeoutSeconds: number): ServingWait {
-  return { probeHost: context.probeHost, timeoutSeconds, intervalSeconds: context.timings.readinessIntervalSeconds, startLimitBurst: context.timings.startLimitBurst };
+  return {
+    probeHost: context.probeHost,
+    timeoutSeconds,
+    intervalSeconds: context.timings.readinessIntervalSeconds,
+    startLimitBurst: context.timings.startLimitBurst,
+  };
 }
 
 /** A rank's systemd unit: its command line (under the compile lock with a shared cache), environment file, device wait and restart bounds. */
@@ -81,7 +93,13 @@ function unitText(context: HostContext, role: RolePlan, rank: RankPlan, envPath:
   const { settings, plan } = context.deployment;
   const { unit } = HOST_DEFAULTS;
   const deviceNodes = rank.devices.map((i) => `${context.timings.devRoot}/rbln${i}`);
-  const waitForDevices = ["/usr/bin/timeout", String(unit.deviceWaitSeconds), "/bin/sh", "-c", `until ${deviceNodes.map((d) => `[ -e ${d} ]`).join(" && ")}; do sleep 2; done`];
+  const waitForDevices = [
+    "/usr/bin/timeout",
+    String(unit.deviceWaitSeconds),
+    "/bin/sh",
+    "-c",
+    `until ${deviceNodes.map((d) => `[ -e ${d} ]`).join(" && ")}; do sleep 2; done`,
+  ];
   return renderTemplate("core/render/hosts/templates/rank.service", {
     managed_marker: HOST_DEFAULTS.managedMarker,
     // `%` would be a unit specifier.
@@ -106,14 +124,22 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
   const { settings } = context.deployment;
   const { host } = context.placement;
   // The KV-events endpoint of the recipe's router (<EPP_HOST>) is the front door's host.
-  const bound = bindRank(rank, { POD_IP: host.address, ...(context.deployment.frontDoor ? { EPP_HOST: context.deployment.frontDoor.host.address } : {}) }, "hosts");
+  const bound = bindRank(
+    rank,
+    { POD_IP: host.address, ...(context.deployment.frontDoor ? { EPP_HOST: context.deployment.frontDoor.host.address } : {}) },
+    "hosts",
+  );
   const name = unitName(context.id, role.role, rank.rank);
   const envPath = envPathOf(settings.installRoot, context.id, role.role, rank.rank);
   const command = commandWords(bound.argv, bound.flags);
   const flags = host.listenAddress ? [...bound.flags, { name: "--host", values: [host.listenAddress] }] : bound.flags;
   const port = rank.ports[0]!;
   const compileLock = compileLockWords(context.cache, role.compileKey, context.probeHost, port);
-  const execLines = [...(compileLock.length > 0 ? [compileLock] : []), [`${context.venv}/bin/${command[0]}`, ...command.slice(1)], ...flags.map((f) => [f.name, ...f.values])];
+  const execLines = [
+    ...(compileLock.length > 0 ? [compileLock] : []),
+    [`${context.venv}/bin/${command[0]}`, ...command.slice(1)],
+    ...flags.map((f) => [f.name, ...f.values]),
+  ];
   const text = unitText(context, role, rank, envPath, execLines);
   const envText = renderEnvFile({
     ...bound.env,

@@ -15,7 +15,6 @@ function renderScript(file: string, purpose: string, values: Readonly<Record<str
  * Secrets never appear here: they arrive on the script's stdin.
  */
 
-
 export interface PreflightInput {
   hostName: string;
   /** Where the driver's sysfs and device nodes are: `/sys` and `/dev` on a host. */
@@ -122,7 +121,6 @@ export function weightsScript(p: WeightsInput): string {
   });
 }
 
-
 /** How a step waits for ranks: where it asks, how long, how often, and how many restarts mean a crash loop. */
 export interface ServingWait {
   /** The address the ranks answer on from the host itself. */
@@ -181,7 +179,6 @@ function frontDoorSettings(access: FrontDoorAccess | null | undefined) {
     router_ssh_bind: access?.bind ?? "",
   };
 }
-
 
 function waitSettings(w: ServingWait) {
   return { probe_host: w.probeHost, timeout_s: w.timeoutSeconds, interval_s: w.intervalSeconds, start_limit_burst: w.startLimitBurst, probe_py: PROBE_SCRIPT };
@@ -282,16 +279,20 @@ export interface CopyAccessInput {
 }
 
 export function copyAllowScript(p: CopyAccessInput): string {
-  return renderScript("copy-allow.sh", `let ${p.destName} read ${p.cacheRoot} on ${p.sourceName} once (read-only, from ${p.destAddress}); stdout: the one-time private key`, {
-    host_name: p.sourceName,
-    dest_name: p.destName,
-    dest_address: p.destAddress,
-    cache_root: p.cacheRoot,
-    authorized_keys: p.authorizedKeys,
-    tag: p.tag,
-    expiry_hours: p.expiryHours,
-    copy_id: p.copyId,
-  });
+  return renderScript(
+    "copy-allow.sh",
+    `let ${p.destName} read ${p.cacheRoot} on ${p.sourceName} once (read-only, from ${p.destAddress}); stdout: the one-time private key`,
+    {
+      host_name: p.sourceName,
+      dest_name: p.destName,
+      dest_address: p.destAddress,
+      cache_root: p.cacheRoot,
+      authorized_keys: p.authorizedKeys,
+      tag: p.tag,
+      expiry_hours: p.expiryHours,
+      copy_id: p.copyId,
+    },
+  );
 }
 
 export function copyRevokeScript(p: CopyAccessInput): string {

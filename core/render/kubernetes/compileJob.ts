@@ -27,20 +27,24 @@ export interface CompileJobInput {
 
 /** The Kubernetes compile Job's script: the same order as on a compile host, in a pod (no systemd, no root). */
 export function compileJobScript(p: CompileJobInput): string {
-  return renderScript("core/render/kubernetes/scripts/compile-job.sh", `${p.compileHere ? "compile ahead" : "pull the compiled cache of"} key ${p.key} (${p.roles.join(", ")}) in a pod without NPUs`, {
-    host_name: "job",
-    key: p.key,
-    roles: p.roles,
-    service_user: "",
-    marker: p.marker,
-    compile_here: p.compileHere ? "yes" : "no",
-    launch: p.launch,
-    ports: p.ports.join(","),
-    probe_py: PROBE_SCRIPT,
-    timeout_s: p.timeoutSeconds,
-    interval_s: p.intervalSeconds,
-    ...compileFlowSettings(p.registry),
-  });
+  return renderScript(
+    "core/render/kubernetes/scripts/compile-job.sh",
+    `${p.compileHere ? "compile ahead" : "pull the compiled cache of"} key ${p.key} (${p.roles.join(", ")}) in a pod without NPUs`,
+    {
+      host_name: "job",
+      key: p.key,
+      roles: p.roles,
+      service_user: "",
+      marker: p.marker,
+      compile_here: p.compileHere ? "yes" : "no",
+      launch: p.launch,
+      ports: p.ports.join(","),
+      probe_py: PROBE_SCRIPT,
+      timeout_s: p.timeoutSeconds,
+      interval_s: p.intervalSeconds,
+      ...compileFlowSettings(p.registry),
+    },
+  );
 }
 
 /** The compile Job of one role (its key, on its compile-cache volume) and the ConfigMap with its script. */
@@ -86,7 +90,12 @@ export function compileJob(context: RoleContext, role: RolePlan, workload: RoleW
   });
   const labels = { ...context.baseLabels, "app.kubernetes.io/component": `${role.role}-compile` };
   const digest = createHash("sha256").update(script).digest("hex").slice(0, 10);
-  const configMap: k8s.Named<k8s.ConfigMap> = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: `${instance}-${role.role}-compile-${digest}`, namespace, labels }, data: { "compile-job.sh": script } };
+  const configMap: k8s.Named<k8s.ConfigMap> = {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: `${instance}-${role.role}-compile-${digest}`, namespace, labels },
+    data: { "compile-job.sh": script },
+  };
   const run = ["bash", `${scriptDir}/compile-job.sh`];
   const security = settings.kubernetes.securityContext;
   const container: k8s.Container = {
@@ -129,7 +138,10 @@ export function compileJob(context: RoleContext, role: RolePlan, workload: RoleW
           securityContext: podSecurity(security),
           initContainers: [waitForWeights(settings.kubernetes.image!, context.hfHome, plan.models, containerSecurity(security))],
           containers: [container],
-          volumes: [...roleVolumes(context, workload.configMap.metadata.name, workload.compileCache.metadata.name), { name: "compile-script", configMap: { name: configMap.metadata.name, defaultMode: 0o555 } }],
+          volumes: [
+            ...roleVolumes(context, workload.configMap.metadata.name, workload.compileCache.metadata.name),
+            { name: "compile-script", configMap: { name: configMap.metadata.name, defaultMode: 0o555 } },
+          ],
         },
       },
     },

@@ -1,7 +1,7 @@
 import type { StackSettings } from "../../config/stackConfig";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type * as k8s from "./objects";
-import { containerSecurity, mergeResources, rankProbe } from "./pod";
+import { containerSecurity, type mergeResources, rankProbe } from "./pod";
 
 /** The vLLM container of a role's pod: its ranks' ports, the NPUs, the volumes and the probes over every rank port. */
 export function vllmContainer(input: {
@@ -38,9 +38,21 @@ export function vllmContainer(input: {
       { name: "dshm", mountPath: "/dev/shm" },
     ],
     // Compilation takes hours on a cold cache: the startup probe holds the others off until then.
-    startupProbe: { ...rankProbe("/health", rankPorts, apiKey), periodSeconds: probes.startupPeriodSeconds, failureThreshold: Math.ceil(input.startupBudgetSeconds / probes.startupPeriodSeconds) },
-    readinessProbe: { ...rankProbe("/v1/models", rankPorts, apiKey), periodSeconds: probes.readinessPeriodSeconds, failureThreshold: probes.readinessFailureThreshold },
-    livenessProbe: { ...rankProbe("/health", rankPorts, apiKey), periodSeconds: probes.livenessPeriodSeconds, failureThreshold: probes.livenessFailureThreshold },
+    startupProbe: {
+      ...rankProbe("/health", rankPorts, apiKey),
+      periodSeconds: probes.startupPeriodSeconds,
+      failureThreshold: Math.ceil(input.startupBudgetSeconds / probes.startupPeriodSeconds),
+    },
+    readinessProbe: {
+      ...rankProbe("/v1/models", rankPorts, apiKey),
+      periodSeconds: probes.readinessPeriodSeconds,
+      failureThreshold: probes.readinessFailureThreshold,
+    },
+    livenessProbe: {
+      ...rankProbe("/health", rankPorts, apiKey),
+      periodSeconds: probes.livenessPeriodSeconds,
+      failureThreshold: probes.livenessFailureThreshold,
+    },
     // vLLM refuses new requests from SIGTERM on, and its /health stays 200 while it drains, so nothing
     // in the pod tells the router to stop sending: sleep until the endpoint picker, the gateway and
     // kube-proxy have seen the pod terminate. The image's sleep (no shell needed), on every Kubernetes.
@@ -67,7 +79,13 @@ export function routingSidecar(input: {
     name: "routing-proxy",
     image: input.image,
     restartPolicy: "Always",
-    args: [`--port=${input.ports[0]}`, `--model-server-port=${input.rankPorts[0]}`, `--data-parallel-size=${input.rankPorts.length}`, "--kv-connector=nixlv2", "--secure-proxy=false"],
+    args: [
+      `--port=${input.ports[0]}`,
+      `--model-server-port=${input.rankPorts[0]}`,
+      `--data-parallel-size=${input.rankPorts.length}`,
+      "--kv-connector=nixlv2",
+      "--secure-proxy=false",
+    ],
     ports: input.ports.map((port, i) => ({ name: `proxy-${i}`, containerPort: port, protocol: "TCP" })),
     resources: input.resources,
     securityContext: { ...containerSecurity(input.security), readOnlyRootFilesystem: true },

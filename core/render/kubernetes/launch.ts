@@ -10,13 +10,18 @@ export function launchScript(role: RolePlan, model: string, eppHost: string | nu
     const bound = bindRank(rank, { ...(eppHost ? { EPP_HOST: eppHost } : {}), POD_IP: "<POD_IP>" }, "kubernetes");
     return shellCommandLines({ command: commandWords(bound.argv, bound.flags), flags: bound.flags, env: bound.env }, { POD_IP: "POD_IP" });
   });
-  const header = ["#!/usr/bin/env bash", shellComment(`rbln-serving: ${role.role} of ${model}, ${role.ranks.length} rank(s)`), "set -euo pipefail", `: "\${POD_IP:?POD_IP comes from the downward API}"`];
+  const header = [
+    "#!/usr/bin/env bash",
+    shellComment(`rbln-serving: ${role.role} of ${model}, ${role.ranks.length} rank(s)`),
+    "set -euo pipefail",
+    `: "\${POD_IP:?POD_IP comes from the downward API}"`,
+  ];
   if (ranks.length === 1) return [...header, `exec ${ranks[0]!.join("\n")}`, ""].join("\n");
   return [
     ...header,
     "# The ranks form one data-parallel group: when one ends, end the rest so the pod restarts whole.",
     "pids=()",
-    'trap \'kill "${pids[@]}" 2>/dev/null || true\' TERM INT',
+    "trap 'kill \"${pids[@]}\" 2>/dev/null || true' TERM INT",
     ...role.ranks.flatMap((rank, i) => [`# rank ${rank.rank}`, `${ranks[i]!.join("\n")} &`, "pids+=($!)"]),
     "status=0",
     "wait -n || status=$?",

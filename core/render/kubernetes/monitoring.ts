@@ -32,7 +32,7 @@ export interface MonitoringObjects {
 /** Chart values that let Prometheus scrape the endpoint picker without a bearer token (its default wants one). */
 export function routerMonitoringValues(deployment: Deployment, values: Record<string, unknown>): Record<string, unknown> {
   if (!deployment.settings.monitoring.enabled) return values;
-  const router = (values["router"] ?? {}) as Record<string, unknown>;
+  const router = (values.router ?? {}) as Record<string, unknown>;
   return { ...values, router: { ...router, monitoring: { prometheus: { auth: { enabled: false } } } } };
 }
 
@@ -42,7 +42,12 @@ export function routerMonitoringValues(deployment: Deployment, values: Record<st
  * endpoint picker when the router runs. The PrometheusRule holds the alerts, and the scalers'
  * alerts for the roles in `scaled`.
  */
-export function monitoringObjects(deployment: Deployment, workloads: KubernetesWorkloads, instance: string, scaled: readonly ScaledRole[] = []): MonitoringObjects | null {
+export function monitoringObjects(
+  deployment: Deployment,
+  workloads: KubernetesWorkloads,
+  instance: string,
+  scaled: readonly ScaledRole[] = [],
+): MonitoringObjects | null {
   const { settings, plan } = deployment;
   if (!settings.monitoring.enabled) return null;
   const namespace = workloads.namespace.metadata.name;

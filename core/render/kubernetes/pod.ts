@@ -32,7 +32,6 @@ export function mergeResources(defaults: ContainerResources, settings: Container
 /** Per-port timeout of the exec probe; the probe's own timeout covers every port in turn. */
 const PROBE_PORT_TIMEOUT_S = KUBERNETES_DEFAULTS.probes.portTimeoutSeconds;
 
-
 /**
  * A probe on a path of every rank port. vLLM's API key guards only the API paths (/v1, ...), never
  * /health, so one port and no key is a plain httpGet; several ports (a probe has one) or /v1/models
@@ -47,7 +46,10 @@ export function rankProbe(path: "/health" | "/v1/models", ports: number[], apiKe
 }
 
 /** Whom a pod runs as: the stack's service account with no API token mounted (nothing in the pods calls the API server), and the image pull secrets. */
-export function podAccount(serviceAccountName: string, imagePullSecrets: Pick<PodSpec, "imagePullSecrets">): Pick<PodSpec, "serviceAccountName" | "automountServiceAccountToken" | "imagePullSecrets"> {
+export function podAccount(
+  serviceAccountName: string,
+  imagePullSecrets: Pick<PodSpec, "imagePullSecrets">,
+): Pick<PodSpec, "serviceAccountName" | "automountServiceAccountToken" | "imagePullSecrets"> {
   return { serviceAccountName, automountServiceAccountToken: false, ...imagePullSecrets };
 }
 
@@ -76,12 +78,17 @@ export function podSecurity(security: StackSettings["kubernetes"]["securityConte
 }
 
 /** Scheduling: the settings, or by default one pod of a role per node, since each takes the node's NPUs. */
-export function placement(k8s: StackSettings["kubernetes"], roleSelector: Record<string, string>): Pick<PodSpec, "nodeSelector" | "tolerations" | "affinity" | "topologySpreadConstraints" | "priorityClassName"> {
+export function placement(
+  k8s: StackSettings["kubernetes"],
+  roleSelector: Record<string, string>,
+): Pick<PodSpec, "nodeSelector" | "tolerations" | "affinity" | "topologySpreadConstraints" | "priorityClassName"> {
   return {
     nodeSelector: k8s.nodeSelector,
     ...(k8s.tolerations.length > 0 ? { tolerations: k8s.tolerations } : {}),
     affinity: (k8s.affinity as PodSpec["affinity"]) ?? {
-      podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: { matchLabels: roleSelector }, topologyKey: "kubernetes.io/hostname" }] },
+      podAntiAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: { matchLabels: roleSelector }, topologyKey: "kubernetes.io/hostname" }],
+      },
     },
     ...(k8s.topologySpreadConstraints.length > 0 ? { topologySpreadConstraints: k8s.topologySpreadConstraints as PodSpec["topologySpreadConstraints"] } : {}),
     ...(k8s.priorityClassName ? { priorityClassName: k8s.priorityClassName } : {}),

@@ -2,8 +2,19 @@ import type { StackSettings } from "../../config/stackConfig";
 import type * as k8s from "./objects";
 
 /** Keeps a node drain from taking more of a role down than a rollout would. */
-export function podDisruptionBudget(name: string, namespace: string, labels: Record<string, string>, selector: Record<string, string>, maxUnavailable: number): k8s.Named<k8s.PodDisruptionBudget> {
-  return { apiVersion: "policy/v1", kind: "PodDisruptionBudget", metadata: { name, namespace, labels }, spec: { maxUnavailable, selector: { matchLabels: selector } } };
+export function podDisruptionBudget(
+  name: string,
+  namespace: string,
+  labels: Record<string, string>,
+  selector: Record<string, string>,
+  maxUnavailable: number,
+): k8s.Named<k8s.PodDisruptionBudget> {
+  return {
+    apiVersion: "policy/v1",
+    kind: "PodDisruptionBudget",
+    metadata: { name, namespace, labels },
+    spec: { maxUnavailable, selector: { matchLabels: selector } },
+  };
 }
 
 export interface RolePolicyInput {

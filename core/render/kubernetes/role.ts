@@ -166,7 +166,17 @@ function roleContainers(context: RoleContext, role: RolePlan, command: string[],
 }
 
 /** The role's Deployment: its pods, their labels for the router and the scaler, and how they roll. */
-function roleDeployment(context: RoleContext, role: RolePlan, parts: { labels: Record<string, string>; selector: Record<string, string>; timings: RolloutTimings; containers: ReturnType<typeof roleContainers>; volumes: NonNullable<k8s.PodSpec["volumes"]> }): k8s.Named<k8s.Deployment> {
+function roleDeployment(
+  context: RoleContext,
+  role: RolePlan,
+  parts: {
+    labels: Record<string, string>;
+    selector: Record<string, string>;
+    timings: RolloutTimings;
+    containers: ReturnType<typeof roleContainers>;
+    volumes: NonNullable<k8s.PodSpec["volumes"]>;
+  },
+): k8s.Named<k8s.Deployment> {
   const { router, deployment } = context;
   const { labels, selector, timings, containers } = parts;
   const k8sSettings = deployment.settings.kubernetes;
@@ -184,7 +194,8 @@ function roleDeployment(context: RoleContext, role: RolePlan, parts: { labels: R
       ...(timings.scaling ? {} : { replicas: timings.replicas }),
       // maxSurge 0: NPUs cannot be held by an old and a new pod at once, so a new pod takes the NPUs an
       // old one gave back. A single replica has nothing to keep serving: Recreate.
-      strategy: timings.mostReplicas > 1 ? { type: "RollingUpdate", rollingUpdate: { maxSurge: 0, maxUnavailable: timings.maxUnavailable } } : { type: "Recreate" },
+      strategy:
+        timings.mostReplicas > 1 ? { type: "RollingUpdate", rollingUpdate: { maxSurge: 0, maxUnavailable: timings.maxUnavailable } } : { type: "Recreate" },
       // A wave waits for the old pods' drain, then for the new pods' start.
       progressDeadlineSeconds: timings.gracePeriodSeconds + timings.startupBudgetSeconds + KUBERNETES_DEFAULTS.budgets.rolloutMarginSeconds,
       selector: { matchLabels: selector },
@@ -195,7 +206,10 @@ function roleDeployment(context: RoleContext, role: RolePlan, parts: { labels: R
           ...placement(k8sSettings, selector),
           securityContext: podSecurity(k8sSettings.securityContext),
           terminationGracePeriodSeconds: timings.gracePeriodSeconds,
-          initContainers: [waitForWeights(k8sSettings.image!, context.hfHome, deployment.plan.models, containers.vllm.securityContext), ...(containers.sidecar ? [containers.sidecar] : [])],
+          initContainers: [
+            waitForWeights(k8sSettings.image!, context.hfHome, deployment.plan.models, containers.vllm.securityContext),
+            ...(containers.sidecar ? [containers.sidecar] : []),
+          ],
           containers: [containers.vllm],
           volumes: parts.volumes,
         },
@@ -216,10 +230,18 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
   const launch = launchConfigMap(context, role, labels);
   const timings = rolloutTimings(context, role);
   const containers = roleContainers(context, role, launch.command, timings);
-  const volumes = [...roleVolumes(context, launch.configMap.metadata.name, compileCache.metadata.name), { name: "dshm", emptyDir: { medium: "Memory", sizeLimit: k8sSettings.shmSizeLimit } }];
+  const volumes = [
+    ...roleVolumes(context, launch.configMap.metadata.name, compileCache.metadata.name),
+    { name: "dshm", emptyDir: { medium: "Memory", sizeLimit: k8sSettings.shmSizeLimit } },
+  ];
   const service: k8s.Named<k8s.Service> | null = router
     ? null
-    : { apiVersion: "v1", kind: "Service", metadata: { name: objectName, namespace, labels }, spec: { type: "ClusterIP", selector, ports: rankPorts.map((port, i) => ({ name: `http-${i}`, port, targetPort: port, protocol: "TCP" })) } };
+    : {
+        apiVersion: "v1",
+        kind: "Service",
+        metadata: { name: objectName, namespace, labels },
+        spec: { type: "ClusterIP", selector, ports: rankPorts.map((port, i) => ({ name: `http-${i}`, port, targetPort: port, protocol: "TCP" })) },
+      };
   return {
     role: role.role,
     replicas: timings.replicas,

@@ -56,7 +56,11 @@ export function renderScalers(deployment: Deployment, workloads: KubernetesWorkl
   const scaling = deployment.autoscaling;
   if (!scaling) return [];
   const defaults = KUBERNETES_DEFAULTS.autoscaling;
-  if (defaults.loadSeconds > HPA_MAX_PERIOD_SECONDS || defaults.scaleDownPeriodSeconds > HPA_MAX_PERIOD_SECONDS || defaults.scaleDownWindowSeconds > HPA_MAX_WINDOW_SECONDS) {
+  if (
+    defaults.loadSeconds > HPA_MAX_PERIOD_SECONDS ||
+    defaults.scaleDownPeriodSeconds > HPA_MAX_PERIOD_SECONDS ||
+    defaults.scaleDownWindowSeconds > HPA_MAX_WINDOW_SECONDS
+  ) {
     throw new Error(`scaler windows past the HPA's limits (periods ${HPA_MAX_PERIOD_SECONDS} s, windows ${HPA_MAX_WINDOW_SECONDS} s)`);
   }
   const namespace = workloads.namespace.metadata.name;
@@ -99,7 +103,10 @@ export function renderScalers(deployment: Deployment, workloads: KubernetesWorkl
             behavior: {
               // A new replica serves only after it loads: load must stay high that long, and at most doubles per load time.
               scaleUp: { stabilizationWindowSeconds: defaults.loadSeconds, policies: [{ type: "Percent", value: 100, periodSeconds: defaults.loadSeconds }] },
-              scaleDown: { stabilizationWindowSeconds: defaults.scaleDownWindowSeconds, policies: [{ type: "Pods", value: 1, periodSeconds: defaults.scaleDownPeriodSeconds }] },
+              scaleDown: {
+                stabilizationWindowSeconds: defaults.scaleDownWindowSeconds,
+                policies: [{ type: "Pods", value: 1, periodSeconds: defaults.scaleDownPeriodSeconds }],
+              },
             },
           },
         },

@@ -7,7 +7,11 @@ import type { ModelRef } from "../../plan/types";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 
 /** `@pulumi/kubernetes`'s input types with the Pulumi wrappers taken off: a misspelled field fails to compile. */
-type Job = Unwrap<types.input.batch.v1.Job> & { apiVersion: string; kind: string; metadata: { name: string; namespace: string; labels: Record<string, string> } };
+type Job = Unwrap<types.input.batch.v1.Job> & {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace: string; labels: Record<string, string> };
+};
 type PodSpec = Unwrap<types.input.core.v1.PodSpec>;
 type Container = Unwrap<types.input.core.v1.Container>;
 
@@ -41,7 +45,10 @@ export function weightsJob(input: WeightsJobInput): Job {
     revisions: input.models.map((m) => m.revision ?? ""),
     markers: input.models.map((m) => weightsMarker(input.hfHome, m.id)),
   });
-  const digest = createHash("sha256").update(JSON.stringify(input.models.map((m) => [m.id, m.revision]))).digest("hex").slice(0, 10);
+  const digest = createHash("sha256")
+    .update(JSON.stringify(input.models.map((m) => [m.id, m.revision])))
+    .digest("hex")
+    .slice(0, 10);
   const labels = { ...input.labels, "app.kubernetes.io/component": "weights" };
   return {
     apiVersion: "batch/v1",

@@ -50,7 +50,13 @@ function podSecurityLevel(deployment: Deployment, router: RouterIntent | null): 
 }
 
 /** A claim replicas on several nodes share: one download and one compilation serve them all. */
-function claim(name: string, namespace: string, labels: Record<string, string>, size: string, storageClass: string | undefined): k8s.Named<k8s.PersistentVolumeClaim> {
+function claim(
+  name: string,
+  namespace: string,
+  labels: Record<string, string>,
+  size: string,
+  storageClass: string | undefined,
+): k8s.Named<k8s.PersistentVolumeClaim> {
   return {
     apiVersion: "v1",
     kind: "PersistentVolumeClaim",
@@ -61,6 +67,37 @@ function claim(name: string, namespace: string, labels: Record<string, string>, 
       ...(storageClass ? { storageClassName: storageClass } : {}),
     },
   };
+}
+
+/** An Opaque Secret the component fills (its stringData), so the rendered object holds no secret. */
+function opaqueSecret(name: string, namespace: string, labels: Record<string, string>): k8s.Named<k8s.Secret> {
+  return { apiVersion: "v1", kind: "Secret", metadata: { name, namespace, labels }, type: "Opaque", stringData: {} };
+}
+
+function namespaceObject(name: string, level: "restricted" | "baseline"): k8s.Named<k8s.Namespace> {
+  return {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: {
+      name,
+      labels: {
+        "app.kubernetes.io/managed-by": "pulumi",
+        "pod-security.kubernetes.io/enforce": level,
+        // Say where the namespace falls short of `restricted`, without refusing its pods.
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+      },
+    },
+  };
+}
+
+/** Kubernetes refuses object names over 63 characters: the instance name that makes one is refused first. */
+function refuseLongNames(instance: string, objects: readonly k8s.KubeObject[]): void {
+  for (const object of objects) {
+    if (object.metadata.name.length > 63) {
+      throw new ConfigError("name", `"${instance}" makes the ${object.kind} name "${object.metadata.name}" longer than 63 characters; use a shorter name`);
+    }
+  }
 }
 
 export function renderKubernetesWorkloads(deployment: Deployment, names: KubernetesNames, secrets: readonly SecretKey[]): KubernetesWorkloads {
@@ -104,53 +141,42 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
   const contexts = plan.roles.map((role) => ({
     role,
     context: {
-        deployment,
-        instance: names.instance,
-        namespace: ns,
-        baseLabels,
-        router,
-        eppHost,
-        serviceAccountName: serviceAccount.metadata.name,
-        weightsClaim: weights.metadata.name,
-        hfHome,
-        imagePullSecrets,
-        secretEnv: secretEnv.map(secretRef),
-        apiKey: secrets.includes("apiKey"),
-        claim: newClaim,
-      },
+      deployment,
+      instance: names.instance,
+      namespace: ns,
+      baseLabels,
+      router,
+      eppHost,
+      serviceAccountName: serviceAccount.metadata.name,
+      weightsClaim: weights.metadata.name,
+      hfHome,
+      imagePullSecrets,
+      secretEnv: secretEnv.map(secretRef),
+      apiKey: secrets.includes("apiKey"),
+      claim: newClaim,
+    },
   }));
   const roles = contexts.map(({ context, role }) => renderRoleWorkload(context, role));
-  const registrySecret: k8s.Named<k8s.Secret> | null =
-    compile.registry?.username !== undefined ? { apiVersion: "v1", kind: "Secret", metadata: { name: `${names.instance}-registry`, namespace: ns, labels: baseLabels }, type: "Opaque", stringData: {} } : null;
+  const registrySecret = compile.registry?.username !== undefined ? opaqueSecret(`${names.instance}-registry`, ns, baseLabels) : null;
   // One Job per role and key: each role has its own compile-cache volume.
-  const compileJobs = compile.mode === "job" || compile.registry ? contexts.map(({ context, role }, i) => compileJob(context, role, roles[i]!, compile, registrySecret?.metadata.name ?? null)) : [];
+  const compileJobs =
+    compile.mode === "job" || compile.registry
+      ? contexts.map(({ context, role }, i) => compileJob(context, role, roles[i]!, compile, registrySecret?.metadata.name ?? null))
+      : [];
   const volumes = [{ id: "weights", object: weights }, ...roles.map((role) => ({ id: `${role.role}-compile-cache`, object: role.compileCache }))];
 
-  const objects = [serviceAccount, weightsDownload, ...compileJobs.flatMap((c) => [c.job, c.configMap]), ...volumes.map((v) => v.object), ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])])];
-  for (const object of objects) {
-    if (object.metadata.name.length > 63) {
-      throw new ConfigError("name", `"${names.instance}" makes the ${object.kind} name "${object.metadata.name}" longer than 63 characters; use a shorter name`);
-    }
-  }
-
-  const level = podSecurityLevel(deployment, router);
-  return {
-    namespace: {
-      apiVersion: "v1",
-      kind: "Namespace",
-      metadata: {
-        name: ns,
-        labels: {
-          "app.kubernetes.io/managed-by": "pulumi",
-          "pod-security.kubernetes.io/enforce": level,
-          // Say where the namespace falls short of `restricted`, without refusing its pods.
-          "pod-security.kubernetes.io/warn": "restricted",
-          "pod-security.kubernetes.io/audit": "restricted",
-        },
-      },
-    },
+  refuseLongNames(names.instance, [
     serviceAccount,
-    secret: secretEnv.length > 0 ? { apiVersion: "v1", kind: "Secret", metadata: { name: secretName(names), namespace: ns, labels: baseLabels }, type: "Opaque", stringData: {} } : null,
+    weightsDownload,
+    ...compileJobs.flatMap((c) => [c.job, c.configMap]),
+    ...volumes.map((v) => v.object),
+    ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])]),
+  ]);
+
+  return {
+    namespace: namespaceObject(ns, podSecurityLevel(deployment, router)),
+    serviceAccount,
+    secret: secretEnv.length > 0 ? opaqueSecret(secretName(names), ns, baseLabels) : null,
     volumes,
     weightsJob: weightsDownload,
     weightsJobTimeoutSeconds: budgets.weightsJobDeadlineSeconds,

@@ -25,78 +25,87 @@ const typed = (type: string, config: Record<string, unknown> = {}) => ({ "@type"
  * retries: the EPP picked the endpoint, and a retry would go to the same one.
  */
 export function envoyBootstrap(input: EnvoyInput): string {
+  return stringify(bootstrapConfig(input), { lineWidth: 0 });
+}
+
+function bootstrapConfig(input: EnvoyInput) {
   const timeout = `${input.requestTimeoutSeconds}s`;
   const socket = (address: string, port: number) => ({ socket_address: { address, port_value: port } });
-  return stringify(
-    {
-      node: { id: "rbln-serving-front-door", cluster: "rbln-serving" },
-      admin: { address: socket("127.0.0.1", input.adminPort) },
-      static_resources: {
-        listeners: [
-          {
-            name: "front-door",
-            address: socket(input.listenAddress, input.port),
-            filter_chains: [
-              {
-                filters: [
-                  {
-                    name: "envoy.filters.network.http_connection_manager",
-                    typed_config: typed("envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager", {
-                      stat_prefix: "front_door",
-                      // Envoy's default of 5 minutes without a byte would cut a long prompt's prefill.
-                      stream_idle_timeout: timeout,
-                      access_log: [{ name: "envoy.access_loggers.stdout", typed_config: typed("envoy.extensions.access_loggers.stream.v3.StdoutAccessLog") }],
-                      route_config: {
-                        name: "front-door",
-                        virtual_hosts: [{ name: "front-door", domains: ["*"], routes: [{ match: { prefix: "/" }, route: { cluster: "original_destination_cluster", timeout, idle_timeout: timeout } }] }],
-                      },
-                      http_filters: [
+  return {
+    node: { id: "rbln-serving-front-door", cluster: "rbln-serving" },
+    admin: { address: socket("127.0.0.1", input.adminPort) },
+    static_resources: {
+      listeners: [
+        {
+          name: "front-door",
+          address: socket(input.listenAddress, input.port),
+          filter_chains: [
+            {
+              filters: [
+                {
+                  name: "envoy.filters.network.http_connection_manager",
+                  typed_config: typed("envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager", {
+                    stat_prefix: "front_door",
+                    // Envoy's default of 5 minutes without a byte would cut a long prompt's prefill.
+                    stream_idle_timeout: timeout,
+                    access_log: [{ name: "envoy.access_loggers.stdout", typed_config: typed("envoy.extensions.access_loggers.stream.v3.StdoutAccessLog") }],
+                    route_config: {
+                      name: "front-door",
+                      virtual_hosts: [
                         {
-                          name: "envoy.filters.http.ext_proc",
-                          typed_config: typed("envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor", {
-                            grpc_service: { envoy_grpc: { cluster_name: "epp", authority: `localhost:${input.eppGrpcPort}` }, timeout: "10s" },
-                            processing_mode: {
-                              request_header_mode: "SEND",
-                              response_header_mode: "SEND",
-                              request_body_mode: "FULL_DUPLEX_STREAMED",
-                              response_body_mode: "FULL_DUPLEX_STREAMED",
-                              request_trailer_mode: "SEND",
-                              response_trailer_mode: "SEND",
-                            },
-                            message_timeout: "600s",
-                          }),
+                          name: "front-door",
+                          domains: ["*"],
+                          routes: [{ match: { prefix: "/" }, route: { cluster: "original_destination_cluster", timeout, idle_timeout: timeout } }],
                         },
-                        { name: "envoy.filters.http.router", typed_config: typed("envoy.extensions.filters.http.router.v3.Router") },
                       ],
-                    }),
-                  },
-                ],
-              },
-            ],
-          },
-        ],
-        clusters: [
-          {
-            name: "epp",
-            type: "STATIC",
-            connect_timeout: "10s",
-            lb_policy: "LEAST_REQUEST",
-            typed_extension_protocol_options: {
-              "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": typed("envoy.extensions.upstreams.http.v3.HttpProtocolOptions", { explicit_http_config: { http2_protocol_options: {} } }),
+                    },
+                    http_filters: [
+                      {
+                        name: "envoy.filters.http.ext_proc",
+                        typed_config: typed("envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor", {
+                          grpc_service: { envoy_grpc: { cluster_name: "epp", authority: `localhost:${input.eppGrpcPort}` }, timeout: "10s" },
+                          processing_mode: {
+                            request_header_mode: "SEND",
+                            response_header_mode: "SEND",
+                            request_body_mode: "FULL_DUPLEX_STREAMED",
+                            response_body_mode: "FULL_DUPLEX_STREAMED",
+                            request_trailer_mode: "SEND",
+                            response_trailer_mode: "SEND",
+                          },
+                          message_timeout: "600s",
+                        }),
+                      },
+                      { name: "envoy.filters.http.router", typed_config: typed("envoy.extensions.filters.http.router.v3.Router") },
+                    ],
+                  }),
+                },
+              ],
             },
-            load_assignment: { cluster_name: "epp", endpoints: [{ lb_endpoints: [{ endpoint: { address: socket("127.0.0.1", input.eppGrpcPort) } }] }] },
+          ],
+        },
+      ],
+      clusters: [
+        {
+          name: "epp",
+          type: "STATIC",
+          connect_timeout: "10s",
+          lb_policy: "LEAST_REQUEST",
+          typed_extension_protocol_options: {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": typed("envoy.extensions.upstreams.http.v3.HttpProtocolOptions", {
+              explicit_http_config: { http2_protocol_options: {} },
+            }),
           },
-          {
-            name: "original_destination_cluster",
-            type: "ORIGINAL_DST",
-            connect_timeout: "10s",
-            lb_policy: "CLUSTER_PROVIDED",
-            circuit_breakers: { thresholds: [{ max_connections: 10000, max_pending_requests: 10000, max_requests: 10000 }] },
-            original_dst_lb_config: { use_http_header: true, http_header_name: DESTINATION_HEADER },
-          },
-        ],
-      },
+          load_assignment: { cluster_name: "epp", endpoints: [{ lb_endpoints: [{ endpoint: { address: socket("127.0.0.1", input.eppGrpcPort) } }] }] },
+        },
+        {
+          name: "original_destination_cluster",
+          type: "ORIGINAL_DST",
+          connect_timeout: "10s",
+          lb_policy: "CLUSTER_PROVIDED",
+          circuit_breakers: { thresholds: [{ max_connections: 10000, max_pending_requests: 10000, max_requests: 10000 }] },
+          original_dst_lb_config: { use_http_header: true, http_header_name: DESTINATION_HEADER },
+        },
+      ],
     },
-    { lineWidth: 0 },
-  );
+  };
 }

@@ -163,7 +163,13 @@ function routerFiles(door: DoorContext) {
   const { deployment, frontDoor } = door;
   return {
     "epp/epp.yaml": fileModePickerConfig(deployment.plan, `${EPP_DIR}/endpoints.yaml`),
-    "envoy/envoy.yaml": envoyBootstrap({ listenAddress: frontDoor.listenAddress, port: frontDoor.port, adminPort: FRONT_DOOR_PORTS.envoyAdmin, eppGrpcPort: FRONT_DOOR_PORTS.eppGrpc, requestTimeoutSeconds: durationSeconds(deployment.settings.router.requestTimeout) }),
+    "envoy/envoy.yaml": envoyBootstrap({
+      listenAddress: frontDoor.listenAddress,
+      port: frontDoor.port,
+      adminPort: FRONT_DOOR_PORTS.envoyAdmin,
+      eppGrpcPort: FRONT_DOOR_PORTS.eppGrpc,
+      requestTimeoutSeconds: durationSeconds(deployment.settings.router.requestTimeout),
+    }),
     "desired.json": `${JSON.stringify(desiredEndpoints(deployment, frontDoor), null, 2)}\n`,
   };
 }
@@ -203,7 +209,11 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
       front_door_endpoint: access.endpoints.join(" "),
       front_door_renew_s: access.renewSeconds,
     }),
-    removeScript: renderScript(`${HOST_SCRIPT_DIR}/sidecar-remove.sh`, `remove ${unitName} from ${sidecar.host}`, { host_name: sidecar.host, unit: unitName, unit_path: unitPath }),
+    removeScript: renderScript(`${HOST_SCRIPT_DIR}/sidecar-remove.sh`, `remove ${unitName} from ${sidecar.host}`, {
+      host_name: sidecar.host,
+      unit: unitName,
+      unit_path: unitPath,
+    }),
   };
 }
 
@@ -211,7 +221,12 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
 function routerScripts(door: DoorContext, options: FrontDoorOptions, units: ReturnType<typeof routerUnits>, files: ReturnType<typeof routerFiles>) {
   const { deployment, frontDoor, id, stateDir } = door;
   const host = frontDoor.host;
-  const access = { host_name: host.name, state_dir: stateDir, authorized_keys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys, tag: `rbln-serving-front-door ${id}` };
+  const access = {
+    host_name: host.name,
+    state_dir: stateDir,
+    authorized_keys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys,
+    tag: `rbln-serving-front-door ${id}`,
+  };
   return {
     accessScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-access.sh`, `the stack's hosts' key to the front door on ${host.name}`, {
       ...access,
@@ -240,7 +255,12 @@ function routerScripts(door: DoorContext, options: FrontDoorOptions, units: Retu
       epp_metrics_port: FRONT_DOOR_PORTS.eppMetrics,
       ready_timeout_s: HOST_DEFAULTS.frontDoor.readyTimeoutSeconds,
     }),
-    removeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-remove.sh`, `remove front door ${id} from ${host.name}`, { host_name: host.name, state_dir: stateDir, unit_dir: HOST_DEFAULTS.systemdUnitDir, units: units.names }),
+    removeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-remove.sh`, `remove front door ${id} from ${host.name}`, {
+      host_name: host.name,
+      state_dir: stateDir,
+      unit_dir: HOST_DEFAULTS.systemdUnitDir,
+      units: units.names,
+    }),
   };
 }
 
