@@ -136,7 +136,6 @@ describe("extraArgs and extraEnv", () => {
       ["-ep"],
       ["-dpa", "10.0.0.1"],
       ["-dp=8"],
-      ["-d", "8"],
       ["--data_parallel_size", "8"],
       ["--data-parallel-size=8"],
       ["--data_parallel_size=8"],

@@ -9,6 +9,7 @@ import { roleName } from "./fields";
  * Flags and variables that define the topology; `extraArgs`/`extraEnv` may not touch them. The
  * list follows vLLM's own parser (vllm/engine/arg_utils.py, vllm/entrypoints/cli/serve.py):
  * parallelism, ranks, addresses, ports, connectors, and `--config`, which reads any flag from a file.
+ * Each is a long name of vllmFlags.generated.ts; extraArgs reach them under any spelling (vllmArgv.ts).
  */
 export const TOPOLOGY_FLAGS = [
   "--data-parallel-rank",
@@ -39,30 +40,6 @@ export const TOPOLOGY_FLAGS = [
   "--api-key",
   "--config",
 ] as const;
-
-/** vLLM's short aliases of long flags (argparse multi-character single-dash options). */
-export const VLLM_SHORT_ALIASES: Readonly<Record<string, string>> = {
-  "-pp": "--pipeline-parallel-size",
-  "-tp": "--tensor-parallel-size",
-  "-dcp": "--decode-context-parallel-size",
-  "-pcp": "--prefill-context-parallel-size",
-  "-dp": "--data-parallel-size",
-  "-dpn": "--data-parallel-rank",
-  "-dpr": "--data-parallel-start-rank",
-  "-dpl": "--data-parallel-size-local",
-  "-dpa": "--data-parallel-address",
-  "-dpp": "--data-parallel-rpc-port",
-  "-dpb": "--data-parallel-backend",
-  "-dph": "--data-parallel-hybrid-lb",
-  "-dpe": "--data-parallel-external-lb",
-  "-dpm": "--data-parallel-multi-port-external-lb",
-  "-ep": "--enable-expert-parallel",
-  "-asc": "--api-server-count",
-  "-n": "--nnodes",
-  "-r": "--node-rank",
-  "-cc": "--compilation-config",
-  "-ac": "--attention-config",
-};
 
 export const TOPOLOGY_ENVS = [
   "RBLN_VISIBLE_DEVICES",
