@@ -91,6 +91,12 @@ describe("extraArgs and extraEnv", () => {
     expect(shutdownOf(raw)).toEqual(["3600", 3720]);
     expect(shutdownOf({ ...raw, router: { requestTimeout: "1h30m" } })).toEqual(["5400", 5520]);
     expect(shutdownOf({ ...raw, rollout: { shutdownTimeoutSeconds: 90 } })).toEqual(["90", 210]);
+    // 0 here means what it means to vLLM: abort at once; said as a warning. router.requestTimeout's 0 (no limit) is refused unless this is set.
+    expect(shutdownOf({ ...raw, router: { requestTimeout: "0s" }, rollout: { shutdownTimeoutSeconds: 0 } })).toEqual(["0", 120]);
+    expect(planDeployment(parseStackSettings({ ...raw, rollout: { shutdownTimeoutSeconds: 0 } }), shippedCatalog).plan.warnings).toContain(
+      "rollout.shutdownTimeoutSeconds: 0: a stopping rank aborts its in-flight requests at once (vLLM's --shutdown-timeout 0), so every restart cuts the requests it serves; give the seconds a request may take to finish",
+    );
+    expect(() => parseStackSettings({ ...raw, router: { requestTimeout: "0s" } })).toThrow(/^router\.requestTimeout: "0s" lets a request run without limit/);
     expect(() => parseStackSettings({ ...raw, rollout: { shutdownTimeoutSeconds: -1 } })).toThrow(/^rollout\.shutdownTimeoutSeconds: /);
     expect(() => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: ["--shutdown_timeout=5"] } }), shippedCatalog)).toThrow(
       /^extraArgs\.main: "--shutdown_timeout" comes from the rollout\.shutdownTimeoutSeconds setting/,

@@ -2,6 +2,7 @@
 // every key has parsed on its own (stackConfig.ts), in this order; the first refusal is the one shown.
 import * as net from "node:net";
 import { ConfigError } from "../errors";
+import { durationSeconds, MAX_SHUTDOWN_TIMEOUT_SECONDS } from "./defaults";
 import { normalAddress, servingAddress, systemDirectoryRefusal, within } from "./fields";
 import type { Host, Settings } from "./schema";
 import { CREDENTIAL_NAME, credentialRefusal } from "./secrets";
@@ -126,6 +127,35 @@ const extraEnvSetsOnlyFreeNames: Check = (s) =>
     }),
   );
 
+/**
+ * Each zero means one thing. router.requestTimeout 0 means no timeout (to Envoy and the Gateway),
+ * and a stopping rank's --shutdown-timeout derives from it when rollout.shutdownTimeoutSeconds is
+ * unset, where 0 aborts every in-flight request at once: with no limit to derive from, the stack
+ * says how long a stop waits. A derived value keeps rollout.shutdownTimeoutSeconds' bound too.
+ */
+const shutdownTimeoutHasOneMeaning: Check = (s) => {
+  if (s.rollout.shutdownTimeoutSeconds !== undefined) return [];
+  const seconds = durationSeconds(s.router.requestTimeout);
+  const set = "set rollout.shutdownTimeoutSeconds (how long a stopping rank lets its in-flight requests finish)";
+  if (seconds === 0)
+    return [
+      {
+        path: ["router", "requestTimeout"],
+        message: `"${s.router.requestTimeout}" lets a request run without limit (no timeout, to Envoy and the Gateway), but a stopping rank's --shutdown-timeout derives from it, where 0 aborts every in-flight request; ${set}, or give requestTimeout a limit such as 1h`,
+        hideValue: true,
+      },
+    ];
+  if (seconds > MAX_SHUTDOWN_TIMEOUT_SECONDS)
+    return [
+      {
+        path: ["router", "requestTimeout"],
+        message: `"${s.router.requestTimeout}" is ${seconds} s, and a stopping rank's --shutdown-timeout, which derives from it, allows at most ${MAX_SHUTDOWN_TIMEOUT_SECONDS} s; ${set}, or give requestTimeout 24h or less`,
+        hideValue: true,
+      },
+    ];
+  return [];
+};
+
 /** The scripts chown the roots they use, and destroy keeps cacheRoot: a directory the system owns would be taken over. */
 const rootsAreNotSystemDirectories: Check = (s) =>
   (["installRoot", "cacheRoot"] as const).flatMap((key) => {
@@ -227,6 +257,7 @@ const CROSS_FIELD_CHECKS: readonly Check[] = [
   namespaceIsNotMonitorings,
   hostsPlatformNeedsHosts,
   extraEnvSetsOnlyFreeNames,
+  shutdownTimeoutHasOneMeaning,
   rootsAreNotSystemDirectories,
   sharedCacheStandsApart,
   rootsAreSeparate,

@@ -31,6 +31,11 @@ function settingsWarnings(settings: StackSettings): string[] {
       "insecureSkipHostKeyCheck: true: SSH host keys are not checked, so whatever answers at a host's address runs the scripts as root and receives the secrets",
     );
   }
+  if (settings.rollout.shutdownTimeoutSeconds === 0) {
+    warnings.push(
+      "rollout.shutdownTimeoutSeconds: 0: a stopping rank aborts its in-flight requests at once (vLLM's --shutdown-timeout 0), so every restart cuts the requests it serves; give the seconds a request may take to finish",
+    );
+  }
   for (const key of otherPlatformKeys(settings.platform)) {
     if (JSON.stringify(settings[key as keyof StackSettings]) !== JSON.stringify(SETTING_DEFAULTS[key])) {
       const why = settings.platform === "kubernetes" && key === "versions" ? " (the image fixes the versions)" : "";
