@@ -6,7 +6,7 @@ import { durationSeconds, MAX_SHUTDOWN_TIMEOUT_SECONDS } from "./defaults";
 import { normalAddress, servingAddress, systemDirectoryRefusal, within } from "./fields";
 import type { Host, Settings } from "./schema";
 import { CREDENTIAL_NAME, credentialRefusal } from "./secrets";
-import { isBashSpecial, PACKAGE_ENV } from "./vllmOptions";
+import { CACHE_ENV, isBashSpecial, PACKAGE_ENV } from "./vllmOptions";
 
 /** One refusal: the key path and what is wrong; `hideValue` when the message names the value itself or the value may hold a credential. */
 export interface CrossFieldIssue {
@@ -114,12 +114,13 @@ const hostsPlatformNeedsHosts: Check = (s) =>
     ? [{ path: ["hosts"], message: "required with platform: hosts: a list of {name, address, user, port, hostKey}" }]
     : [];
 
-/** extraEnv may not override what the package sets, name what bash keeps (the hosts' env files are read by bash), or carry a credential in plain text. */
+/** extraEnv may not override what the package sets, move or switch off its caches, name what bash keeps (the hosts' env files are read by bash), or carry a credential in plain text. */
 const extraEnvSetsOnlyFreeNames: Check = (s) =>
   Object.entries(s.extraEnv).flatMap(([role, variables]) =>
     Object.keys(variables).flatMap((name): CrossFieldIssue[] => {
       const path = ["extraEnv", role, name];
       if (Object.hasOwn(PACKAGE_ENV, name)) return [{ path, message: `the package sets it (${PACKAGE_ENV[name]}); choose another name` }];
+      if (Object.hasOwn(CACHE_ENV, name)) return [{ path, message: `the package's caches rely on it: ${CACHE_ENV[name]}; leave it unset` }];
       if (isBashSpecial(name))
         return [{ path, message: "a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name" }];
       if (CREDENTIAL_NAME.test(name)) return [{ path, message: credentialRefusal(name), hideValue: true }];

@@ -65,6 +65,25 @@ export const PACKAGE_ENV: Readonly<Record<string, string>> = {
 };
 
 /**
+ * Variables the package's caches, offline mode and compile ahead rely on being left as the package
+ * leaves them (test/fixtures/vllm-0.30.0/env.json says what each does), each with what it would
+ * break. extraEnv may not set them. XDG_CACHE_HOME is not here: it moves only the defaults of
+ * HF_HOME and VLLM_CACHE_ROOT, which the package sets, and VLLM_ASSETS_CACHE, which serving a
+ * model offline does not read.
+ */
+export const CACHE_ENV: Readonly<Record<string, string>> = {
+  HF_HUB_CACHE: "it moves the hub cache off $HF_HOME/hub, where the package downloads the weights, so the offline ranks would find none",
+  HUGGINGFACE_HUB_CACHE: "the legacy name of HF_HUB_CACHE: it moves the hub cache off $HF_HOME/hub, so the offline ranks would find no weights",
+  TRANSFORMERS_CACHE: "it moves transformers' cache off the hub cache the package fills, so the offline ranks would find no weights",
+  TRANSFORMERS_OFFLINE: "huggingface_hub reads it in place of HF_HUB_OFFLINE, which the package sets: serving runs offline",
+  VLLM_DISABLE_COMPILE_CACHE: "it turns the compiled cache off, so every start would compile for hours and no cache is saved",
+  VLLM_RBLN_USE_VLLM_MODEL:
+    "compile ahead sets it (1) where it compiles, and vllm-rbln keys the compiled cache on it: a rank with another value looks for another cache",
+  RBLN_FORCE_NPU_NAME: "the NPU a cache is compiled for comes from the recipe's SKU (compile ahead sets it where it compiles)",
+  RBLN_TARGET_SOC: "the NPU a cache is compiled for comes from the recipe's SKU (compile ahead sets it where it compiles)",
+};
+
+/**
  * Names bash keeps read-only or gives a meaning of its own (assignments fail, are ignored, or run
  * code, as BASH_ENV does): the unit step reads env files with bash, after the unit has restarted.
  */
