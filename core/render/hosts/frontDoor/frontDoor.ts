@@ -3,7 +3,7 @@ import { hostPort, httpUrl } from "../../../address";
 import { durationSeconds } from "../../../config/defaults";
 import type { Host } from "../../../config/schema";
 import type { ScrapeTarget } from "../../../monitoring/targets";
-import { FRONT_DOOR_PORTS } from "../../../plan/frontDoor";
+import { FRONT_DOOR_PORTS } from "../../../plan/ports";
 import type { Deployment, FrontDoorPlan } from "../../../plan/types";
 import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
