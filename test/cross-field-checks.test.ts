@@ -39,6 +39,8 @@ const CASES: Record<string, Record<string, unknown>> = {
   routerHostNamesAHost: hosts({ router: { host: "door" } }),
   routerHostIsNotAHostEntry: hosts({ router: { host: host("npu-0", "10.0.0.9") } }),
   hostKeysAreChecked: hosts({ hosts: [{ name: "npu-0", address: "10.0.0.1" }] }),
+  peersShareAnAddressFamily: hosts({ router: { host: host("door", "fd00::10") } }),
+  peersShareAnAddressFamilyCompile: hosts({ hosts: [host("npu-0", "fd00::1"), host("npu-1", "fd00::2")], compile: { host: host("cpu-0", "10.0.0.9") } }),
   firstOfSeveral: {
     strategy: "s",
     target: "t",
@@ -85,6 +87,10 @@ const REFUSALS: Record<keyof typeof CASES, string> = {
     'router.host.name: "npu-0" is the name of an entry of hosts; to share that server give its name alone (router.host: npu-0), else another name (got "npu-0")',
   hostKeysAreChecked:
     "hosts[0].hostKey: required: the server's public SSH host key, read with ssh-keyscan and checked out of band (or set insecureSkipHostKeyCheck: true to connect to whatever answers) (missing)",
+  peersShareAnAddressFamily:
+    'router.host.address: "fd00::10" is IPv6, but hosts[0].address "10.0.0.1" is IPv4: the hosts ssh to each other from their own address (drains, cache copies), and one socket cannot bind one family and reach the other; give every server an address of one family',
+  peersShareAnAddressFamilyCompile:
+    'compile.host.address: "10.0.0.9" is IPv4, but hosts[0].address "fd00::1" is IPv6: the hosts ssh to each other from their own address (drains, cache copies), and one socket cannot bind one family and reach the other; give every server an address of one family',
   firstOfSeveral: 'hosts[1].name: duplicate of hosts[0].name "npu-0" (got "npu-0")',
 };
 

@@ -226,6 +226,32 @@ const routerHostIsNotAHostEntry: Check = (s) => {
     : [];
 };
 
+/**
+ * The hosts reach each other over SSH from their own address (the drains to the router host, the
+ * cache copies between hosts: ssh's BindAddress, which the peer's `from=` grant matches), and a
+ * socket bound to an IPv4 address cannot reach an IPv6 one: the servers' literal addresses share
+ * one family.
+ */
+const peersShareAnAddressFamily: Check = (s) => {
+  if (s.platform !== "hosts") return [];
+  const servers: [PropertyKey[], string][] = [
+    ...s.hosts.map((h, i): [PropertyKey[], string] => [["hosts", i, "address"], h.address]),
+    ...(typeof s.router.host === "object" ? [[["router", "host", "address"], s.router.host.address] as [PropertyKey[], string]] : []),
+    ...(s.compile.host ? [[["compile", "host", "address"], s.compile.host.address] as [PropertyKey[], string]] : []),
+  ].filter(([, address]) => net.isIP(address) !== 0);
+  const [first] = servers;
+  const other = servers.find(([, address]) => net.isIP(address) !== net.isIP(first?.[1] ?? ""));
+  if (!first || !other) return [];
+  const family = (address: string) => `IPv${net.isIP(address)}`;
+  return [
+    {
+      path: other[0],
+      message: `"${other[1]}" is ${family(other[1])}, but ${first[0].join(".").replace(/\.(\d+)\./, "[$1].")} "${first[1]}" is ${family(first[1])}: the hosts ssh to each other from their own address (drains, cache copies), and one socket cannot bind one family and reach the other; give every server an address of one family`,
+      hideValue: true,
+    },
+  ];
+};
+
 /** Without a server's host key the connection trusts whatever answers at its address, unless the stack says so (insecureSkipHostKeyCheck). */
 const hostKeysAreChecked: Check = (s) => {
   if (s.platform !== "hosts" || s.insecureSkipHostKeyCheck) return [];
@@ -265,6 +291,7 @@ const CROSS_FIELD_CHECKS: readonly Check[] = [
   routerHostNamesAHost,
   routerHostIsNotAHostEntry,
   hostKeysAreChecked,
+  peersShareAnAddressFamily,
 ];
 
 /** What every check refuses in settings whose keys each parsed, in the checks' order. */
