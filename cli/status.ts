@@ -3,7 +3,7 @@ import { ConfigError, formatPath, issueMessage } from "../core/errors";
 import { histogramQuantile, meanOf, parseExposition, sumOf } from "../core/monitoring/exposition";
 import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
 import { hostPort, httpUrl } from "../core/address";
-import { FRONT_DOOR_PORTS } from "../core/plan/frontDoor";
+import { FRONT_DOOR_PORTS } from "../core/plan/ports";
 import type { Deployment, FrontDoorPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { refuseUnusedOptions, stackDeployment, type CliOptions } from "./commands";

@@ -1,3 +1,7 @@
+// One helper per syntax a tool reads an address in: URLs and `host:port` (bracketed), podman's and
+// Docker's --publish (bracketed), Envoy's socket_address (bare). ssh takes an IPv6 address bare and
+// rsync's `host:path` bracketed: those two are peer-ssh.sh's, in bash.
+
 /** An address as URLs and `host:port` write it: an IPv6 address in brackets. */
 export function bracketed(address: string): string {
   return address.includes(":") ? `[${address}]` : address;
@@ -21,4 +25,14 @@ export function specificListenAddress(server: { listenAddress?: string }): strin
 /** Where a server's ranks or front door are reached: the address it listens on when that names one, else its own address. */
 export function listeningAddress(server: { address: string; listenAddress?: string }): string {
   return specificListenAddress(server) ?? server.address;
+}
+
+/** podman's (and Docker's) `--publish address:port:containerPort`: an IPv6 address in brackets, or the runtime refuses it. */
+export function publishSpec(address: string, port: number, containerPort: number = port): string {
+  return `${hostPort(address, port)}:${containerPort}`;
+}
+
+/** An address as Envoy's socket_address takes it: bare, an IPv6 address without brackets. */
+export function socketAddress(address: string): string {
+  return address.replace(/^\[(.*)\]$/, "$1");
 }

@@ -8,13 +8,13 @@
 // records as maps; objects as interfaces named after their path (`kubernetes.gateway`:
 // KubernetesGatewayArgs), or after their `.meta({ id })`. Descriptions come from
 // `.describe()`/`.meta({ description })`, defaults from `.default()`.
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { z } from "zod";
 import { StackSettings } from "../core/config/stackConfig";
 import { SECRET_ENV, SECRET_KEYS } from "../core/config/secrets";
 import { settingsShape, type SettingField, type SettingShape } from "../core/config/settingsShape";
+import { biomeFormatted } from "./biomeFormat";
 
 export const GENERATED_FILE = path.resolve(__dirname, "../provider/settingsArgs.generated.ts");
 export const GENERATE_COMMAND = "npm run generate";
@@ -144,19 +144,9 @@ export function providerTypesSource(schema: z.core.$ZodType = StackSettings): st
   return render(settingsShape(schema));
 }
 
-/**
- * The generated file as written: the source in the repository's format (biome.json), so that
- * `npm run lint` accepts the file as generated and `npm run format` leaves it as it is.
- */
+/** The generated file as written: the source in the repository's format. */
 export function generatedFileText(source: string = providerTypesSource()): string {
-  const root = path.resolve(__dirname, "..");
-  const run = spawnSync(path.join(root, "node_modules/.bin/biome"), ["format", `--stdin-file-path=${path.relative(root, GENERATED_FILE)}`], {
-    cwd: root,
-    input: source,
-    encoding: "utf8",
-  });
-  if (run.status !== 0) throw new Error(`biome format of the generated types failed: ${run.stderr}`);
-  return run.stdout;
+  return biomeFormatted(GENERATED_FILE, source);
 }
 
 if (require.main === module) {

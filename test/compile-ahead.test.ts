@@ -15,6 +15,7 @@ import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ofType, runUnderMocks, outputValue, type Registration } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 import { freePort } from "./helpers/sshd";
+import { copyStandInVllm } from "./helpers/vllmParser";
 
 /**
  * Compile ahead under the mock runtime (issue 22): the compile host's steps come before every unit
@@ -292,7 +293,6 @@ describe("the compile Job's environment", () => {
 });
 
 describe("the compile Job's script under real bash, with the stand-in vllm in compile-only mode", () => {
-  const FAKE_VLLM = path.join(__dirname, "fixtures", "fake-vllm", "vllm");
   let port = 0;
   const run = (dir: string, launch: string, env: Record<string, string> = {}) => {
     const script = compileJobScript({
@@ -316,9 +316,7 @@ describe("the compile Job's script under real bash, with the stand-in vllm in co
     port = await freePort();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "compile-job-"));
     try {
-      fs.copyFileSync(FAKE_VLLM, `${dir}/vllm-bin`);
-      fs.chmodSync(`${dir}/vllm-bin`, 0o755);
-      fs.writeFileSync(`${dir}/known-flags.json`, JSON.stringify(["--port", "--host"]));
+      copyStandInVllm(dir, "vllm-bin");
       fs.writeFileSync(`${dir}/launch.sh`, `exec ${dir}/vllm-bin serve MiniMaxAI/MiniMax-M2.7 --port ${port} --host 127.0.0.1\n`);
       const first = run(dir, `${dir}/launch.sh`);
       expect([first.status, first.stderr]).toEqual([0, expect.any(String)]);

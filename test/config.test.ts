@@ -8,6 +8,7 @@ import { holdsCiphertext, pulumiConfigText, readConfigEntries } from "../core/co
 import { foreignKeyWarnings, parseStackSettings, StackSettings } from "../core/config/stackConfig";
 import { SECRET_ENV } from "../core/config/secrets";
 import { PACKAGE_ENV } from "../core/config/vllmOptions";
+import envFixture from "./fixtures/vllm-0.30.0/env.json";
 import { readStackFile } from "../core/config/stackFile";
 import { OFFLINE_ENV } from "../core/config/defaults";
 import { ConfigError } from "../core/errors";
@@ -91,6 +92,12 @@ describe("extraArgs and extraEnv", () => {
     expect(shutdownOf(raw)).toEqual(["3600", 3720]);
     expect(shutdownOf({ ...raw, router: { requestTimeout: "1h30m" } })).toEqual(["5400", 5520]);
     expect(shutdownOf({ ...raw, rollout: { shutdownTimeoutSeconds: 90 } })).toEqual(["90", 210]);
+    // 0 here means what it means to vLLM: abort at once; said as a warning. router.requestTimeout's 0 (no limit) is refused unless this is set.
+    expect(shutdownOf({ ...raw, router: { requestTimeout: "0s" }, rollout: { shutdownTimeoutSeconds: 0 } })).toEqual(["0", 120]);
+    expect(planDeployment(parseStackSettings({ ...raw, rollout: { shutdownTimeoutSeconds: 0 } }), shippedCatalog).plan.warnings).toContain(
+      "rollout.shutdownTimeoutSeconds: 0: a stopping rank aborts its in-flight requests at once (vLLM's --shutdown-timeout 0), so every restart cuts the requests it serves; give the seconds a request may take to finish",
+    );
+    expect(() => parseStackSettings({ ...raw, router: { requestTimeout: "0s" } })).toThrow(/^router\.requestTimeout: "0s" lets a request run without limit/);
     expect(() => parseStackSettings({ ...raw, rollout: { shutdownTimeoutSeconds: -1 } })).toThrow(/^rollout\.shutdownTimeoutSeconds: /);
     expect(() => planDeployment(parseStackSettings({ ...raw, extraArgs: { main: ["--shutdown_timeout=5"] } }), shippedCatalog)).toThrow(
       /^extraArgs\.main: "--shutdown_timeout" comes from the rollout\.shutdownTimeoutSeconds setting/,
@@ -136,7 +143,6 @@ describe("extraArgs and extraEnv", () => {
       ["-ep"],
       ["-dpa", "10.0.0.1"],
       ["-dp=8"],
-      ["-d", "8"],
       ["--data_parallel_size", "8"],
       ["--data-parallel-size=8"],
       ["--data_parallel_size=8"],
@@ -845,6 +851,37 @@ describe("extraEnv over the package's own variables", () => {
       );
     }
     expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { HF_HOME_EXTRA: "x", home: "x" } } })).not.toThrow();
+  });
+
+  it("refuses every variable that moves or switches off a cache, or offline mode, that env.json lists; the rest have a reason to pass", () => {
+    const facts = envFixture.facts;
+    const listed = [
+      ...Object.keys(facts["hf.envs"].value),
+      ...Object.keys(facts["hf.transformersCache"].value),
+      ...Object.keys(facts["vllm.envs"].value),
+      ...Object.keys(facts["rbln.device"].value),
+      ...facts["rbln.envs"].value.compile,
+    ].filter((name) => /CACHE|OFFLINE|^HF_HOME$|NPU_NAME|TARGET_SOC|USE_VLLM_MODEL/.test(name));
+    // Why these pass: they move nothing the package relies on.
+    const passes: Record<string, string> = {
+      VLLM_ASSETS_CACHE: "downloaded example assets (images, audio), which serving a model offline does not read",
+      HF_DATASETS_OFFLINE: "read by the datasets library only (env.json), which serving does not load",
+      VLLM_RBLN_USE_DYNAMIC_KV_CACHE: "the KV cache's layout, a compile variable the compile key keys (a change recompiles), not a cache folder",
+    };
+    expect(listed.length).toBeGreaterThanOrEqual(10);
+    for (const name of listed) {
+      const attempt = () => parseStackSettings({ ...dev(), extraEnv: { main: { [name]: "0" } } });
+      if (Object.hasOwn(passes, name)) expect(attempt, name).not.toThrow();
+      else expect(attempt, name).toThrow(new RegExp(`^extraEnv\\.main\\.${name}: the package( sets it|'s caches rely on it)`));
+    }
+    expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { HF_HUB_CACHE: "/data/hub" } } })).toThrow(
+      'extraEnv.main.HF_HUB_CACHE: the package\'s caches rely on it: it moves the hub cache off $HF_HOME/hub, where the package downloads the weights, so the offline ranks would find none; leave it unset (got "/data/hub")',
+    );
+    expect(() => parseStackSettings({ ...prod(), extraEnv: { decode: { VLLM_DISABLE_COMPILE_CACHE: "1" } } })).toThrow(
+      /^extraEnv\.decode\.VLLM_DISABLE_COMPILE_CACHE: the package's caches rely on it: it turns the compiled cache off/,
+    );
+    // XDG_CACHE_HOME moves only defaults the package overrides (HF_HOME, VLLM_CACHE_ROOT) and the assets cache.
+    expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { XDG_CACHE_HOME: "/tmp/x" } } })).not.toThrow();
   });
 
   it("lists in PACKAGE_ENV exactly the variables the renderers set beside the recipe's and the secrets'", () => {

@@ -29,6 +29,9 @@ const CASES: Record<string, Record<string, unknown>> = {
   extraEnvPackage: hosts({ extraEnv: { main: { HF_HOME: "/x" } } }),
   extraEnvBash: hosts({ extraEnv: { main: { BASH_ENV: "/x" } } }),
   extraEnvCredential: hosts({ extraEnv: { main: { HF_TOKEN_X: "hf_1" } } }),
+  shutdownTimeoutZero: hosts({ router: { requestTimeout: "0s" } }),
+  shutdownTimeoutZeroSpelledLong: kube({ router: { requestTimeout: "0h0m" } }),
+  shutdownTimeoutOverADay: hosts({ router: { requestTimeout: "25h" } }),
   rootsAreNotSystemDirectories: hosts({ installRoot: "/usr" }),
   sharedCacheSystem: hosts({ cache: { shared: "/proc/x" } }),
   sharedCacheOverlap: hosts({ cache: { shared: "/opt/rbln-serving/shared" } }),
@@ -36,6 +39,8 @@ const CASES: Record<string, Record<string, unknown>> = {
   routerHostNamesAHost: hosts({ router: { host: "door" } }),
   routerHostIsNotAHostEntry: hosts({ router: { host: host("npu-0", "10.0.0.9") } }),
   hostKeysAreChecked: hosts({ hosts: [{ name: "npu-0", address: "10.0.0.1" }] }),
+  peersShareAnAddressFamily: hosts({ router: { host: host("door", "fd00::10") } }),
+  peersShareAnAddressFamilyCompile: hosts({ hosts: [host("npu-0", "fd00::1"), host("npu-1", "fd00::2")], compile: { host: host("cpu-0", "10.0.0.9") } }),
   firstOfSeveral: {
     strategy: "s",
     target: "t",
@@ -64,6 +69,12 @@ const REFUSALS: Record<keyof typeof CASES, string> = {
   extraEnvBash: 'extraEnv.main.BASH_ENV: a name bash keeps read-only or special, and the hosts\' env files are read by bash; choose another name (got "/x")',
   extraEnvCredential:
     "extraEnv.main.HF_TOKEN_X: holds a credential, which would sit in the stack config in plain text; set the hfToken secret instead: pulumi config set --secret hfToken",
+  shutdownTimeoutZero:
+    'router.requestTimeout: "0s" lets a request run without limit (no timeout, to Envoy and the Gateway), but a stopping rank\'s --shutdown-timeout derives from it, where 0 aborts every in-flight request; set rollout.shutdownTimeoutSeconds (how long a stopping rank lets its in-flight requests finish), or give requestTimeout a limit such as 1h',
+  shutdownTimeoutZeroSpelledLong:
+    'router.requestTimeout: "0h0m" lets a request run without limit (no timeout, to Envoy and the Gateway), but a stopping rank\'s --shutdown-timeout derives from it, where 0 aborts every in-flight request; set rollout.shutdownTimeoutSeconds (how long a stopping rank lets its in-flight requests finish), or give requestTimeout a limit such as 1h',
+  shutdownTimeoutOverADay:
+    'router.requestTimeout: "25h" is 90000 s, and a stopping rank\'s --shutdown-timeout, which derives from it, allows at most 86400 s; set rollout.shutdownTimeoutSeconds (how long a stopping rank lets its in-flight requests finish), or give requestTimeout 24h or less',
   rootsAreNotSystemDirectories: 'installRoot: "/usr" is a system directory; give the project a directory of its own, such as /var/lib/rbln-serving',
   sharedCacheSystem:
     'cache.shared: "/proc/x" is on a kernel or runtime file system; give a directory on disk, such as /mnt/rbln-cache, where the shared filesystem is mounted',
@@ -76,6 +87,10 @@ const REFUSALS: Record<keyof typeof CASES, string> = {
     'router.host.name: "npu-0" is the name of an entry of hosts; to share that server give its name alone (router.host: npu-0), else another name (got "npu-0")',
   hostKeysAreChecked:
     "hosts[0].hostKey: required: the server's public SSH host key, read with ssh-keyscan and checked out of band (or set insecureSkipHostKeyCheck: true to connect to whatever answers) (missing)",
+  peersShareAnAddressFamily:
+    'router.host.address: "fd00::10" is IPv6, but hosts[0].address "10.0.0.1" is IPv4: the hosts ssh to each other from their own address (drains, cache copies), and one socket cannot bind one family and reach the other; give every server an address of one family',
+  peersShareAnAddressFamilyCompile:
+    'compile.host.address: "10.0.0.9" is IPv4, but hosts[0].address "fd00::1" is IPv6: the hosts ssh to each other from their own address (drains, cache copies), and one socket cannot bind one family and reach the other; give every server an address of one family',
   firstOfSeveral: 'hosts[1].name: duplicate of hosts[0].name "npu-0" (got "npu-0")',
 };
 
@@ -91,6 +106,11 @@ function refusal(raw: Record<string, unknown>): string {
 }
 
 describe("the stack config's checks across keys", () => {
+  it("shutdownTimeoutHasOneMeaning: a requestTimeout of 0 (no limit) passes beside an explicit rollout.shutdownTimeoutSeconds, whose 0 means abort", () => {
+    expect(parseStackSettings(hosts({ router: { requestTimeout: "0s" }, rollout: { shutdownTimeoutSeconds: 600 } })).router.requestTimeout).toBe("0s");
+    expect(parseStackSettings(hosts({ router: { requestTimeout: "48h" }, rollout: { shutdownTimeoutSeconds: 0 } })).rollout.shutdownTimeoutSeconds).toBe(0);
+  });
+
   for (const [name, raw] of Object.entries(CASES)) {
     it(`${name}: ${REFUSALS[name]}`, () => {
       expect(refusal(raw)).toBe(REFUSALS[name]);

@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
+import { portInventory } from "../core/plan/ports";
 import { allSelections } from "../core/plan/resolve";
 import { renderDeployment } from "../core/render/deployment";
 import { runProgram } from "../program";
@@ -132,23 +133,61 @@ describe("the front door's settings, refused with one line", () => {
       'router.host: names no entry of hosts; allowed: "npu-edge-0", "npu-edge-1", or a host {name, address, user, port, hostKey}',
     );
     expect(refused({ ...edge(), router: { host: "npu-edge-1", port: 8201 } })).toBe(
-      "router.port: 8201 is decode rank 1's port on npu-edge-1; choose another port",
+      "router.port: 8201 would be both the front door's listener and decode rank 1's serving port on npu-edge-1, on 10.30.0.12; choose another port",
     );
     expect(refused({ ...edge(), router: { host: "npu-edge-1", port: 8003 } })).toBe(
-      "router.port: 8003 is decode rank 3's routing sidecar port on npu-edge-1; choose another port",
+      "router.port: 8003 would be both the front door's listener and the routing sidecar's port on npu-edge-1, on 10.30.0.12; choose another port",
     );
     expect(refused({ ...edge(), router: { host: "npu-edge-0", port: 8000 } })).toBe(
-      "router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port",
+      "router.port: 8000 would be both the front door's listener and prefill rank 0's serving port on npu-edge-0, on 10.30.0.11; choose another port",
     );
     expect(refused({ ...edge(), router: { ...(edge().router as object), port: 9002 } })).toBe(
-      "router.port: 9002 is the front door's eppGrpc port; choose another port",
+      "router.port: 9002 would be both the front door's listener and the front door's eppGrpc port, on 10.30.0.10; choose another port",
+    );
+    // Every port the stack binds there is taken: the data-parallel RPC port, the NIXL side channels, the SSH server.
+    expect(refused({ ...edge(), router: { host: "npu-edge-1", port: 5555 } })).toBe(
+      "router.port: 5555 would be both the front door's listener and decode's data-parallel RPC port on npu-edge-1, on 10.30.0.12; choose another port",
+    );
+    expect(refused({ ...edge(), router: { host: "npu-edge-1", port: 5660 } })).toBe(
+      "router.port: 5660 would be both the front door's listener and decode rank 1's NIXL side channel on npu-edge-1, on 10.30.0.12; choose another port",
+    );
+    expect(refused({ ...edge(), router: { host: "npu-edge-0", port: 5559 } })).toMatch(
+      /^router\.port: 5559 would be both the front door's listener and prefill rank 0's NIXL side channel on npu-edge-0/,
+    );
+    expect(refused({ ...edge(), router: { host: "npu-edge-0", port: 22 } })).toBe(
+      "router.port: 22 would be both the front door's listener and the SSH server of npu-edge-0, on 10.30.0.11; choose another port",
+    );
+    expect(refused({ ...edge(), router: { ...(edge().router as object), port: 22 } })).toMatch(
+      /^router\.port: 22 would be both the front door's listener and the SSH server of /,
     );
     // A server of its own that is an entry of hosts under its address is that entry's server too.
     const sameServer = { name: "router", address: "10.30.0.11", hostKey: EXAMPLE_HOST_KEY };
     expect(refused({ ...edge(), router: { host: sameServer, port: 8000 } })).toBe(
-      "router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port",
+      "router.port: 8000 would be both the front door's listener and prefill rank 0's serving port on npu-edge-0, on 10.30.0.11; choose another port",
     );
     expect(plan({ ...edge(), router: { host: sameServer, port: 8090 } }).frontDoor!.sharedWith).toBeNull();
+  });
+
+  it("takes into the port inventory the KV-event endpoints a rank binds (a wildcard, the replay endpoint), not one it connects to", () => {
+    const host = { name: "npu-0", address: "10.0.0.1", user: "root", port: 22 };
+    const rank = (events: Record<string, unknown>) => ({
+      rank: 0,
+      argv: [],
+      env: {},
+      ports: [8000],
+      devices: [],
+      placeholders: [],
+      flags: [{ name: "--kv-events-config", values: [JSON.stringify({ publisher: "zmq", ...events })] }],
+    });
+    const owners = (events: Record<string, unknown>) =>
+      portInventory({ roles: [{ role: "main", node: 0, compileKey: "k", ranks: [rank(events)] }] }, [{ replica: 0, node: 0, host }], null)
+        .filter((c) => c.port !== 22 && c.port !== 8000)
+        .map((c) => [c.port, c.owner]);
+    expect(owners({ endpoint: "tcp://*:5557", replay_endpoint: "tcp://*:5558" })).toEqual([
+      [5557, "main rank 0's KV-event publisher on npu-0"],
+      [5558, "main rank 0's KV-event replay endpoint on npu-0"],
+    ]);
+    expect(owners({ endpoint: "tcp://10.0.1.1:5557" })).toEqual([]);
   });
 
   it("refuses a host name behind the router (file discovery reads literal IPv4 addresses), and a decode host's listenAddress (the sidecar forwards to localhost)", () => {

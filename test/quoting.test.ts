@@ -12,6 +12,8 @@ import { renderHost } from "../core/render/hosts/bundle";
 import { envFileLine, isEnvFileValue, quoteExecWord, renderEnvFile } from "../core/render/hosts/systemd";
 import { renderKubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import { hostileString } from "./helpers/arbitraries";
+import { VLLM_SERVE_OPTIONS } from "../core/config/vllmFlags.generated";
+import { TOPOLOGY_FLAGS } from "../core/config/vllmOptions";
 import { shippedCatalog } from "./helpers/recipes";
 import { systemdEnvFile, systemdExecArgv } from "./helpers/systemdOracle";
 
@@ -60,11 +62,29 @@ const k8sEnvValues = [
   ),
 ];
 
+const stackOf = (platform: "hosts" | "kubernetes") => ({
+  ...readStackFile(platform === "hosts" ? "dev" : "prod").raw,
+  ...(platform === "hosts" ? {} : { strategy: "aggregated-data-expert-parallel", target: "Latency", preset: undefined }),
+});
+/** vLLM options of one value that neither recipe nor package sets: each carries one value to the end of the command line. */
+const recipeFlags = new Set(
+  (["hosts", "kubernetes"] as const).flatMap((platform) =>
+    planDeployment(parseStackSettings(stackOf(platform)), shippedCatalog).plan.roles.flatMap((r) => r.ranks.flatMap((k) => k.flags.map((f) => f.name))),
+  ),
+);
+const PROBES = VLLM_SERVE_OPTIONS.filter(
+  (o) =>
+    o.values === "one" &&
+    !recipeFlags.has(o.name) &&
+    !(TOPOLOGY_FLAGS as readonly string[]).includes(o.name) &&
+    !/revision|tokenizer|^--model$|download-dir/.test(o.name),
+).map((o) => o.name);
+const probeWords = () => argValues.flatMap((v, i) => [PROBES[i]!, v]);
+
 function config(platform: "hosts" | "kubernetes", env: string[]) {
   return parseStackSettings({
-    ...readStackFile(platform === "hosts" ? "dev" : "prod").raw,
-    ...(platform === "hosts" ? {} : { strategy: "aggregated-data-expert-parallel", target: "Latency", preset: undefined }),
-    extraArgs: { main: argValues.flatMap((v, i) => [`--probe-${i}`, v]) },
+    ...stackOf(platform),
+    extraArgs: { main: probeWords() },
     extraEnv: { main: Object.fromEntries(env.map((v, i) => [`PROBE_${i}`, v])) },
   });
 }
@@ -78,7 +98,7 @@ describe("config values round-trip exactly", () => {
     const bound = bindRank(planRank, { POD_IP: "10.20.0.11" }, "hosts");
     const argv = systemdExecArgv(rank!.unitText);
     expect(argv).toEqual([`${host.venv}/bin/vllm`, ...bound.argv.slice(1)]);
-    expect(argv.slice(-argValues.length * 2)).toEqual(argValues.flatMap((v, i) => [`--probe-${i}`, v]));
+    expect(argv.slice(-argValues.length * 2)).toEqual(probeWords());
     const env = systemdEnvFile(rank!.envText);
     for (const [i, v] of envValues.entries()) expect(env[`PROBE_${i}`], JSON.stringify(v)).toBe(v);
   });
@@ -94,7 +114,7 @@ describe("config values round-trip exactly", () => {
     });
     expect(result.status, result.stderr).toBe(0);
     const argv = fs.readFileSync(path.join(dir, "argv"), "utf8").split("\0").slice(0, -1);
-    expect(argv.slice(-argValues.length * 2)).toEqual(argValues.flatMap((v, i) => [`--probe-${i}`, v]));
+    expect(argv.slice(-argValues.length * 2)).toEqual(probeWords());
     const env = new Map(
       fs
         .readFileSync(path.join(dir, "env"), "utf8")

@@ -2,10 +2,11 @@
 // every key has parsed on its own (stackConfig.ts), in this order; the first refusal is the one shown.
 import * as net from "node:net";
 import { ConfigError } from "../errors";
+import { durationSeconds, MAX_SHUTDOWN_TIMEOUT_SECONDS } from "./defaults";
 import { normalAddress, servingAddress, systemDirectoryRefusal, within } from "./fields";
 import type { Host, Settings } from "./schema";
 import { CREDENTIAL_NAME, credentialRefusal } from "./secrets";
-import { isBashSpecial, PACKAGE_ENV } from "./vllmOptions";
+import { CACHE_ENV, isBashSpecial, PACKAGE_ENV } from "./vllmOptions";
 
 /** One refusal: the key path and what is wrong; `hideValue` when the message names the value itself or the value may hold a credential. */
 export interface CrossFieldIssue {
@@ -113,18 +114,48 @@ const hostsPlatformNeedsHosts: Check = (s) =>
     ? [{ path: ["hosts"], message: "required with platform: hosts: a list of {name, address, user, port, hostKey}" }]
     : [];
 
-/** extraEnv may not override what the package sets, name what bash keeps (the hosts' env files are read by bash), or carry a credential in plain text. */
+/** extraEnv may not override what the package sets, move or switch off its caches, name what bash keeps (the hosts' env files are read by bash), or carry a credential in plain text. */
 const extraEnvSetsOnlyFreeNames: Check = (s) =>
   Object.entries(s.extraEnv).flatMap(([role, variables]) =>
     Object.keys(variables).flatMap((name): CrossFieldIssue[] => {
       const path = ["extraEnv", role, name];
       if (Object.hasOwn(PACKAGE_ENV, name)) return [{ path, message: `the package sets it (${PACKAGE_ENV[name]}); choose another name` }];
+      if (Object.hasOwn(CACHE_ENV, name)) return [{ path, message: `the package's caches rely on it: ${CACHE_ENV[name]}; leave it unset` }];
       if (isBashSpecial(name))
         return [{ path, message: "a name bash keeps read-only or special, and the hosts' env files are read by bash; choose another name" }];
       if (CREDENTIAL_NAME.test(name)) return [{ path, message: credentialRefusal(name), hideValue: true }];
       return [];
     }),
   );
+
+/**
+ * Each zero means one thing. router.requestTimeout 0 means no timeout (to Envoy and the Gateway),
+ * and a stopping rank's --shutdown-timeout derives from it when rollout.shutdownTimeoutSeconds is
+ * unset, where 0 aborts every in-flight request at once: with no limit to derive from, the stack
+ * says how long a stop waits. A derived value keeps rollout.shutdownTimeoutSeconds' bound too.
+ */
+const shutdownTimeoutHasOneMeaning: Check = (s) => {
+  if (s.rollout.shutdownTimeoutSeconds !== undefined) return [];
+  const seconds = durationSeconds(s.router.requestTimeout);
+  const set = "set rollout.shutdownTimeoutSeconds (how long a stopping rank lets its in-flight requests finish)";
+  if (seconds === 0)
+    return [
+      {
+        path: ["router", "requestTimeout"],
+        message: `"${s.router.requestTimeout}" lets a request run without limit (no timeout, to Envoy and the Gateway), but a stopping rank's --shutdown-timeout derives from it, where 0 aborts every in-flight request; ${set}, or give requestTimeout a limit such as 1h`,
+        hideValue: true,
+      },
+    ];
+  if (seconds > MAX_SHUTDOWN_TIMEOUT_SECONDS)
+    return [
+      {
+        path: ["router", "requestTimeout"],
+        message: `"${s.router.requestTimeout}" is ${seconds} s, and a stopping rank's --shutdown-timeout, which derives from it, allows at most ${MAX_SHUTDOWN_TIMEOUT_SECONDS} s; ${set}, or give requestTimeout 24h or less`,
+        hideValue: true,
+      },
+    ];
+  return [];
+};
 
 /** The scripts chown the roots they use, and destroy keeps cacheRoot: a directory the system owns would be taken over. */
 const rootsAreNotSystemDirectories: Check = (s) =>
@@ -195,6 +226,32 @@ const routerHostIsNotAHostEntry: Check = (s) => {
     : [];
 };
 
+/**
+ * The hosts reach each other over SSH from their own address (the drains to the router host, the
+ * cache copies between hosts: ssh's BindAddress, which the peer's `from=` grant matches), and a
+ * socket bound to an IPv4 address cannot reach an IPv6 one: the servers' literal addresses share
+ * one family.
+ */
+const peersShareAnAddressFamily: Check = (s) => {
+  if (s.platform !== "hosts") return [];
+  const servers: [PropertyKey[], string][] = [
+    ...s.hosts.map((h, i): [PropertyKey[], string] => [["hosts", i, "address"], h.address]),
+    ...(typeof s.router.host === "object" ? [[["router", "host", "address"], s.router.host.address] as [PropertyKey[], string]] : []),
+    ...(s.compile.host ? [[["compile", "host", "address"], s.compile.host.address] as [PropertyKey[], string]] : []),
+  ].filter(([, address]) => net.isIP(address) !== 0);
+  const [first] = servers;
+  const other = servers.find(([, address]) => net.isIP(address) !== net.isIP(first?.[1] ?? ""));
+  if (!first || !other) return [];
+  const family = (address: string) => `IPv${net.isIP(address)}`;
+  return [
+    {
+      path: other[0],
+      message: `"${other[1]}" is ${family(other[1])}, but ${first[0].join(".").replace(/\.(\d+)\./, "[$1].")} "${first[1]}" is ${family(first[1])}: the hosts ssh to each other from their own address (drains, cache copies), and one socket cannot bind one family and reach the other; give every server an address of one family`,
+      hideValue: true,
+    },
+  ];
+};
+
 /** Without a server's host key the connection trusts whatever answers at its address, unless the stack says so (insecureSkipHostKeyCheck). */
 const hostKeysAreChecked: Check = (s) => {
   if (s.platform !== "hosts" || s.insecureSkipHostKeyCheck) return [];
@@ -227,12 +284,14 @@ const CROSS_FIELD_CHECKS: readonly Check[] = [
   namespaceIsNotMonitorings,
   hostsPlatformNeedsHosts,
   extraEnvSetsOnlyFreeNames,
+  shutdownTimeoutHasOneMeaning,
   rootsAreNotSystemDirectories,
   sharedCacheStandsApart,
   rootsAreSeparate,
   routerHostNamesAHost,
   routerHostIsNotAHostEntry,
   hostKeysAreChecked,
+  peersShareAnAddressFamily,
 ];
 
 /** What every check refuses in settings whose keys each parsed, in the checks' order. */

@@ -24,6 +24,9 @@ export const REPLICA_LOAD_SECONDS = 900;
 /** How many replicas a change may take down at once, by default. */
 export const DEFAULT_MAX_UNAVAILABLE = "25%";
 
+/** The longest --shutdown-timeout the stack gives vLLM (rollout.shutdownTimeoutSeconds, or derived from router.requestTimeout): a day. */
+export const MAX_SHUTDOWN_TIMEOUT_SECONDS = 86400;
+
 /** `1h30m`, `90m`, `3600s`, `500ms` (a Gateway API duration) in whole seconds, rounded up. */
 export function durationSeconds(duration: string): number {
   const unit: Record<string, number> = { h: 3600, m: 60, s: 1, ms: 0.001 };

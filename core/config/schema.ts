@@ -3,7 +3,7 @@
 // across keys are crossFieldChecks.ts; parsing, with them, is stackConfig.ts.
 import { z } from "zod";
 import { DEFAULT_MODEL } from "../recipe/catalog";
-import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "./defaults";
+import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB, MAX_SHUTDOWN_TIMEOUT_SECONDS } from "./defaults";
 import {
   absolutePath,
   address,
@@ -250,7 +250,7 @@ export const SettingsSchema = z.strictObject({
     .strictObject({
       maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE),
       /** vLLM's --shutdown-timeout: how long a stopping rank lets its in-flight requests finish; unset, the router's requestTimeout, so no request the front door allows is cut. */
-      shutdownTimeoutSeconds: z.number().int().min(0).max(86400).optional(),
+      shutdownTimeoutSeconds: z.number().int().min(0).max(MAX_SHUTDOWN_TIMEOUT_SECONDS).optional(),
       /** Hosts with the front door: let a change take a role's last server out of it while it restarts (an outage of that role); refused otherwise. */
       allowEmptyFrontDoor: z.boolean().default(false),
     })

@@ -9,6 +9,7 @@ import { roleName } from "./fields";
  * Flags and variables that define the topology; `extraArgs`/`extraEnv` may not touch them. The
  * list follows vLLM's own parser (vllm/engine/arg_utils.py, vllm/entrypoints/cli/serve.py):
  * parallelism, ranks, addresses, ports, connectors, and `--config`, which reads any flag from a file.
+ * Each is a long name of vllmFlags.generated.ts; extraArgs reach them under any spelling (vllmArgv.ts).
  */
 export const TOPOLOGY_FLAGS = [
   "--data-parallel-rank",
@@ -40,30 +41,6 @@ export const TOPOLOGY_FLAGS = [
   "--config",
 ] as const;
 
-/** vLLM's short aliases of long flags (argparse multi-character single-dash options). */
-export const VLLM_SHORT_ALIASES: Readonly<Record<string, string>> = {
-  "-pp": "--pipeline-parallel-size",
-  "-tp": "--tensor-parallel-size",
-  "-dcp": "--decode-context-parallel-size",
-  "-pcp": "--prefill-context-parallel-size",
-  "-dp": "--data-parallel-size",
-  "-dpn": "--data-parallel-rank",
-  "-dpr": "--data-parallel-start-rank",
-  "-dpl": "--data-parallel-size-local",
-  "-dpa": "--data-parallel-address",
-  "-dpp": "--data-parallel-rpc-port",
-  "-dpb": "--data-parallel-backend",
-  "-dph": "--data-parallel-hybrid-lb",
-  "-dpe": "--data-parallel-external-lb",
-  "-dpm": "--data-parallel-multi-port-external-lb",
-  "-ep": "--enable-expert-parallel",
-  "-asc": "--api-server-count",
-  "-n": "--nnodes",
-  "-r": "--node-rank",
-  "-cc": "--compilation-config",
-  "-ac": "--attention-config",
-};
-
 export const TOPOLOGY_ENVS = [
   "RBLN_VISIBLE_DEVICES",
   "RBLN_DEVICES",
@@ -85,6 +62,25 @@ export const PACKAGE_ENV: Readonly<Record<string, string>> = {
   ...Object.fromEntries(Object.keys(OFFLINE_ENV).map((name) => [name, "the ranks load the cached weights and never reach the hub"])),
   HOME: "a writable scratch folder on Kubernetes",
   POD_IP: "the pod's address on Kubernetes",
+};
+
+/**
+ * Variables the package's caches, offline mode and compile ahead rely on being left as the package
+ * leaves them (test/fixtures/vllm-0.30.0/env.json says what each does), each with what it would
+ * break. extraEnv may not set them. XDG_CACHE_HOME is not here: it moves only the defaults of
+ * HF_HOME and VLLM_CACHE_ROOT, which the package sets, and VLLM_ASSETS_CACHE, which serving a
+ * model offline does not read.
+ */
+export const CACHE_ENV: Readonly<Record<string, string>> = {
+  HF_HUB_CACHE: "it moves the hub cache off $HF_HOME/hub, where the package downloads the weights, so the offline ranks would find none",
+  HUGGINGFACE_HUB_CACHE: "the legacy name of HF_HUB_CACHE: it moves the hub cache off $HF_HOME/hub, so the offline ranks would find no weights",
+  TRANSFORMERS_CACHE: "it moves transformers' cache off the hub cache the package fills, so the offline ranks would find no weights",
+  TRANSFORMERS_OFFLINE: "huggingface_hub reads it in place of HF_HUB_OFFLINE, which the package sets: serving runs offline",
+  VLLM_DISABLE_COMPILE_CACHE: "it turns the compiled cache off, so every start would compile for hours and no cache is saved",
+  VLLM_RBLN_USE_VLLM_MODEL:
+    "compile ahead sets it (1) where it compiles, and vllm-rbln keys the compiled cache on it: a rank with another value looks for another cache",
+  RBLN_FORCE_NPU_NAME: "the NPU a cache is compiled for comes from the recipe's SKU (compile ahead sets it where it compiles)",
+  RBLN_TARGET_SOC: "the NPU a cache is compiled for comes from the recipe's SKU (compile ahead sets it where it compiles)",
 };
 
 /**

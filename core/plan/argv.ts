@@ -1,3 +1,4 @@
+import { flagIdentity } from "../config/vllmArgv";
 import type { Flag, RankPlan } from "./types";
 
 /** The launcher words of a rank's argv (`vllm serve <model>`): everything before its flags. */
@@ -6,11 +7,15 @@ export function commandWords(argv: readonly string[], flags: readonly Flag[]): s
   return argv.slice(0, argv.length - flagWords);
 }
 
-/** The rank with `extra` flags on top of its own: a flag it has is replaced where it stands, a new one goes last; argv follows. */
+/**
+ * The rank with `extra` flags on top of its own: a flag that sets an option it sets (its `--no-`
+ * form too) replaces it where it stands, a new one goes last; argv follows.
+ */
 export function withFlags(rank: RankPlan, extra: readonly Flag[]): RankPlan {
   if (extra.length === 0) return rank;
-  const flags = rank.flags.map((f) => extra.find((e) => e.name === f.name) ?? f);
-  flags.push(...extra.filter((e) => !rank.flags.some((f) => f.name === e.name)));
+  const same = (a: Flag, b: Flag) => flagIdentity(a.name) === flagIdentity(b.name);
+  const flags = rank.flags.map((f) => extra.find((e) => same(e, f)) ?? f);
+  flags.push(...extra.filter((e) => !rank.flags.some((f) => same(f, e))));
   return { ...rank, flags, argv: [...commandWords(rank.argv, rank.flags), ...flags.flatMap((f) => [f.name, ...f.values])] };
 }
 

@@ -1,99 +1,22 @@
 import type { z } from "zod";
 import { otherPlatformKeys, StackSettings } from "../config/stackConfig";
 import { checkServingAddresses } from "../config/crossFieldChecks";
-import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS, VLLM_SHORT_ALIASES } from "../config/vllmOptions";
 import { ConfigError, listValues } from "../errors";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { durationSeconds } from "../config/defaults";
 import { withFlags } from "./argv";
+import { withExtras } from "./extraArgs";
 import { compileWarnings, planCompileAhead, refuseCompileOnlyServing } from "./compileAhead";
 import { withCompileKeys } from "./compileKey";
-import { withRevision } from "./models";
+import { modelsOf, withRevision } from "./models";
 import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
 import { resolveAutoscaling, roleReplicas } from "./replicas";
 import { resolvePlan } from "./resolve";
 import { planFrontDoor } from "./frontDoor";
 import { checkWeightsStorage } from "./storage";
-import type { Deployment, Flag, HostPlacement, LaunchPlan, RolePlan } from "./types";
+import type { Deployment, HostPlacement, LaunchPlan } from "./types";
 
 export type { Deployment, HostPlacement } from "./types";
-
-/**
- * The flag vLLM reads a word as: a short alias as its long name, and `_` as `-` up to any `.`
- * (FlexibleArgumentParser's normalisation; `--json-flag.key` sets one key of a JSON flag).
- */
-export function canonicalFlag(name: string): string {
-  if (!name.startsWith("--")) return VLLM_SHORT_ALIASES[name] ?? name;
-  const dot = name.indexOf(".");
-  return dot < 0 ? name.replace(/_/g, "-") : name.slice(0, dot).replace(/_/g, "-") + name.slice(dot);
-}
-
-/**
- * The topology flag a canonical flag would set in vLLM, if any: the flag itself, its `--no-`
- * negation, one `.key` of it, or an abbreviation argparse expands to it (argparse takes any
- * unambiguous prefix of a long flag, and of a multi-character short one).
- */
-function topologyFlagOf(canonical: string): string | undefined {
-  const base = canonical.split(".")[0]!;
-  if (base.startsWith("--")) {
-    const positive = base.startsWith("--no-") ? `--${base.slice(5)}` : base;
-    return TOPOLOGY_FLAGS.find((flag) => flag === positive || (base.length > 2 && flag.startsWith(base)));
-  }
-  const alias = Object.keys(VLLM_SHORT_ALIASES).find(
-    (short) => short.startsWith(base) && (TOPOLOGY_FLAGS as readonly string[]).includes(VLLM_SHORT_ALIASES[short]!),
-  );
-  return alias === undefined ? undefined : VLLM_SHORT_ALIASES[alias];
-}
-
-/** Flags the stack's own settings set on every rank, and the setting to change instead. */
-const SETTING_FLAGS: Readonly<Record<string, string>> = {
-  "--revision": "revision setting; set revision to a commit hash instead",
-  "--tokenizer-revision": "revision setting; set revision to a commit hash instead",
-  "--shutdown-timeout": "rollout.shutdownTimeoutSeconds setting; set that instead",
-};
-
-/** `--flag value value --other --name=value` → grouped flags under vLLM's spelling; a word that starts with `-` opens a flag. */
-function groupFlags(words: readonly string[], key: string): Flag[] {
-  const flags: Flag[] = [];
-  for (const word of words) {
-    if (word.startsWith("-")) {
-      const equals = word.indexOf("=");
-      const given = equals < 0 ? word : word.slice(0, equals);
-      const topology = topologyFlagOf(canonicalFlag(given));
-      if (topology !== undefined) {
-        throw new ConfigError(
-          key,
-          `"${given}"${given === topology ? "" : ` (vLLM reads it as ${topology})`} defines the serving topology and comes from the recipe; choose a strategy, target or axis instead`,
-        );
-      }
-      const owner = SETTING_FLAGS[canonicalFlag(given)];
-      if (owner !== undefined) throw new ConfigError(key, `"${given}" comes from the ${owner}`);
-      if (flags.some((f) => f.name === canonicalFlag(given))) {
-        throw new ConfigError(key, `"${given}" is given twice; give each flag once, with all its values (vLLM would read only the last)`);
-      }
-      flags.push({ name: canonicalFlag(given), values: equals < 0 ? [] : [word.slice(equals + 1)] });
-    } else if (flags.length === 0) throw new ConfigError(key, `"${word}" comes before any flag; give flags such as ["--max-log-len", "100"]`);
-    else flags[flags.length - 1]!.values.push(word);
-  }
-  return flags;
-}
-
-/** The stack's extraArgs/extraEnv on top of the recipe: a flag the recipe has is replaced in place. */
-function withExtras(role: RolePlan, extraArgs: readonly string[] | undefined, extraEnv: Readonly<Record<string, string>> | undefined): RolePlan {
-  if (!extraArgs?.length && !extraEnv) return role;
-  const extras = groupFlags(extraArgs ?? [], `extraArgs.${role.role}`);
-  for (const name of Object.keys(extraEnv ?? {})) {
-    if ((TOPOLOGY_ENVS as readonly string[]).includes(name)) {
-      throw new ConfigError(`extraEnv.${role.role}.${name}`, "is set by the recipe or from a secret and may not be overridden here");
-    }
-  }
-  return {
-    ...role,
-    // `placeholders` stays the recipe's: the stack's own text is literal, but for a `<POD_IP>`
-    // the platform knows, which it binds like the recipe's.
-    ranks: role.ranks.map((rank) => ({ ...withFlags(rank, extras), env: { ...rank.env, ...extraEnv } })),
-  };
-}
 
 /** Each setting's value when left out, to tell the ones a stack sets. */
 const SETTING_DEFAULTS: Readonly<Record<string, unknown>> = Object.fromEntries(
@@ -106,6 +29,11 @@ function settingsWarnings(settings: StackSettings): string[] {
   if (settings.platform === "hosts" && settings.insecureSkipHostKeyCheck) {
     warnings.push(
       "insecureSkipHostKeyCheck: true: SSH host keys are not checked, so whatever answers at a host's address runs the scripts as root and receives the secrets",
+    );
+  }
+  if (settings.rollout.shutdownTimeoutSeconds === 0) {
+    warnings.push(
+      "rollout.shutdownTimeoutSeconds: 0: a stopping rank aborts its in-flight requests at once (vLLM's --shutdown-timeout 0), so every restart cuts the requests it serves; give the seconds a request may take to finish",
     );
   }
   for (const key of otherPlatformKeys(settings.platform)) {
@@ -207,14 +135,20 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
   // In-flight requests get this long to finish when a rank stops: by default as long as the front door lets a request run.
   const shutdownTimeoutSeconds = settings.rollout.shutdownTimeoutSeconds ?? durationSeconds(settings.router.requestTimeout);
   const shutdown = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }];
+  const extras = base.roles.map((role) =>
+    withExtras({ ...role, ranks: role.ranks.map((rank) => withFlags(rank, shutdown)) }, settings.extraArgs[role.role], settings.extraEnv[role.role]),
+  );
   const plan: LaunchPlan = withCompileKeys(
     withRevision(
       {
         ...base,
-        roles: base.roles.map((role) =>
-          withExtras({ ...role, ranks: role.ranks.map((rank) => withFlags(rank, shutdown)) }, settings.extraArgs[role.role], settings.extraEnv[role.role]),
+        roles: extras.map((e) => e.role),
+        // extraArgs may name another draft model, or none.
+        models: modelsOf(
+          extras.map((e) => e.role),
+          null,
         ),
-        warnings: [...base.warnings, ...settingsWarnings(settings)],
+        warnings: [...base.warnings, ...settingsWarnings(settings), ...extras.flatMap((e) => e.warnings)],
       },
       settings.revision,
     ),

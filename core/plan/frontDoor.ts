@@ -2,8 +2,9 @@ import * as net from "node:net";
 import { specificListenAddress } from "../address";
 import type { StackSettings } from "../config/stackConfig";
 import type { Host } from "../config/schema";
-import { normalAddress, servingAddress } from "../config/fields";
+import { servingAddress } from "../config/fields";
 import { ConfigError } from "../errors";
+import { portClash, portInventory } from "./ports";
 import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RolePlan, RouterIntent } from "./types";
 
 /**
@@ -11,18 +12,6 @@ import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RoleP
  * Envoy on a router host, the routing sidecar on each decode host, and the endpoints the EPP may
  * route to. Planned here (where it runs, which endpoints, which ports); rendered in core/render/hosts/frontDoor/.
  */
-
-/** The ports the front door takes on the router host besides `router.port`. */
-export const FRONT_DOOR_PORTS = {
-  /** The EPP's ext_proc gRPC server: published on loopback only, for Envoy. */
-  eppGrpc: 9002,
-  /** The EPP's gRPC health server, on loopback. */
-  eppHealth: 9003,
-  /** The EPP's Prometheus metrics, on the router host's address. */
-  eppMetrics: 9090,
-  /** Envoy's admin server, on loopback. */
-  envoyAdmin: 9901,
-} as const;
 
 /** The EPP image the recipe pins, or the version this package targets when the strategy's recipe has no router. */
 export const DEFAULT_IMAGES = {
@@ -102,17 +91,14 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
         sidecars.push({ host: placement.host.name, port: ports[0]!, modelServerPort: role.ranks[0]!.ports[0]!, dataParallelSize: role.ranks.length });
     }
   }
-  const taken = new Map<number, string>(Object.entries(FRONT_DOOR_PORTS).map(([name, p]) => [p, `the front door's ${name} port`]));
-  // The router's server may be an entry of hosts by name, or by its address under an object of its own.
-  const onRouterServer = new Set(
-    settings.hosts.filter((h) => h.name === sharedWith || normalAddress(h.address) === normalAddress(host.address)).map((h) => h.name),
-  );
-  for (const endpoint of endpoints.filter((e) => onRouterServer.has(e.host))) {
-    taken.set(endpoint.rankPort, `${endpoint.role} rank ${endpoint.rank}'s port on ${endpoint.host}`);
-    if (endpoint.port !== endpoint.rankPort) taken.set(endpoint.port, `${endpoint.role} rank ${endpoint.rank}'s routing sidecar port on ${endpoint.host}`);
+  const clash = portClash(portInventory(plan, placements, { host, port: settings.router.port, endpoints }), (c) => c.owner.endsWith("(router.port)"));
+  if (clash) {
+    const [, other] = clash;
+    throw new ConfigError(
+      "router.port",
+      `${settings.router.port} would be both the front door's listener and ${other.owner}, on ${other.server}; choose another port`,
+    );
   }
-  const clash = taken.get(settings.router.port);
-  if (clash !== undefined) throw new ConfigError("router.port", `${settings.router.port} is ${clash}; choose another port`);
   const image = plan.router?.values.endpoint_picker.image ?? DEFAULT_IMAGES.endpointPicker;
   const listen = specificListenAddress(host);
   return {

@@ -11,6 +11,9 @@ function servedModel(rank: RankPlan): string {
 
 /** The draft model a rank's `--speculative-config` names (eagle3), if any; suffix decoding has none. */
 export function draftModelOf(rank: RankPlan): string | null {
+  // `--speculative-config.model <id>` (FlexibleArgumentParser's one key) names it as well as the whole JSON.
+  const key = rank.flags.find((f) => f.name === "--speculative-config.model")?.values[0];
+  if (key !== undefined) return key.length > 0 ? key : null;
   const config = rank.flags.find((f) => f.name === "--speculative-config")?.values[0];
   if (config === undefined) return null;
   try {

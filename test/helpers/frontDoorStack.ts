@@ -6,7 +6,7 @@ import type { UnitTimings } from "../../core/render/hosts/rank";
 import type { FakeEngine, UpResult } from "./engine";
 import { startLoad, startSampler, type LoadReport, type SampleReport } from "./frontDoorLoad";
 import { startHosts, type TestHost } from "./hostNamespace";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, servingUnderMocks } from "./hostStack";
+import { fakeHostsEngine, fakeHostsSettings, servingUnderMocks } from "./hostStack";
 import { outputValue, type Registration } from "./pulumiHarness";
 import { shippedCatalog } from "./recipes";
 import { installStandIns } from "./standIns";
@@ -90,10 +90,9 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
     ),
     ...more,
   });
-  const knownFlags = planFlags(settings(), ["--max-log-len"]);
   const marker = `${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`;
   for (const host of npuHosts) {
-    await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
+    await prepareStandInServer(host, { venv: VENV, devRoot: FAKE_DEV });
     const weights = await host.run(`install -d $(dirname ${marker}) && touch ${marker}`);
     if (weights.status !== 0) throw new Error(`${host.name}: ${weights.stderr}`);
   }

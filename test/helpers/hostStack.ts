@@ -1,11 +1,8 @@
 import { ModelServing, type ModelServingArgs } from "../../components/modelServing";
-import { parseStackSettings } from "../../core/config/stackConfig";
-import { planDeployment } from "../../core/plan/deployment";
 import { DEFAULT_INSTANCE } from "../../core/render/hosts/names";
 import { FakeEngine } from "./engine";
 import type { TestHost } from "./hostNamespace";
 import { runUnderMocks, type Registration } from "./pulumiHarness";
-import { shippedCatalog } from "./recipes";
 
 /**
  * What the tests that run the program's commands on fake hosts share: a hosts stack of
@@ -58,14 +55,6 @@ export async function servingUnderMocks(
 /** The commands ModelServing registers for `settings` (servingUnderMocks). */
 export async function registerServing(settings: ModelServingArgs["settings"], options: ServingOptions = {}): Promise<Registration[]> {
   return (await servingUnderMocks(settings, options)).registrations;
-}
-
-/** Every flag the plan's ranks pass, for the stand-in vllm to accept. */
-export function planFlags(settings: ModelServingArgs["settings"], extra: readonly string[] = []): Set<string> {
-  const flags = new Set(["--host", ...extra]);
-  for (const rank of planDeployment(parseStackSettings(settings as Record<string, unknown>), shippedCatalog).plan.roles.flatMap((r) => r.ranks))
-    for (const flag of rank.flags) flags.add(flag.name);
-  return flags;
 }
 
 /** An engine that runs each command over SSH on the fake host it connects to; preflight is taken as done (no NPUs here). */

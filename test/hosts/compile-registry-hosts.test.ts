@@ -2,7 +2,7 @@ import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reportedDigest } from "../../core/render/compileCache";
 import type { UpResult } from "../helpers/engine";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "../helpers/hostStack";
+import { fakeHostsEngine, fakeHostsSettings, registerServing } from "../helpers/hostStack";
 import { hubStubSource } from "../helpers/hubStub";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
 import { startRegistry, type TestRegistry } from "../helpers/ociRegistry";
@@ -84,9 +84,8 @@ beforeAll(async () => {
     startPackageIndex([{ name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: hubStubSource({ commit: COMMIT, log: HUB_LOG }) }]),
     startRegistry(),
   ]);
-  const knownFlags = planFlags(settings(STAGING_NPU, STAGING_COMPILER, ["--max-num-seqs", "2", "--max-num-batched-tokens", "256"]));
   for (const host of hosts) {
-    await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
+    await prepareStandInServer(host, { venv: VENV, devRoot: FAKE_DEV });
     // Each host trusts the registry's CA the way containers/image reads it: certs.d/<host:port>/ca.crt.
     const trust = await host.run(`install -d ${CERTS}/${registry.host} && cat > ${CERTS}/${registry.host}/ca.crt`, registry.caCert);
     if (trust.status !== 0) throw new Error(trust.stderr);

@@ -4,7 +4,7 @@ import { reportedRevision } from "../../components/modelServing";
 import { deploymentId } from "../../core/render/hosts/names";
 import { copyAllowScript, remoteCommand } from "../../core/render/hosts/scripts";
 import type { FakeEngine, UpResult } from "../helpers/engine";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "../helpers/hostStack";
+import { fakeHostsEngine, fakeHostsSettings, registerServing } from "../helpers/hostStack";
 import { hubStubSource } from "../helpers/hubStub";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
 import { startPackageIndex, type PackageIndex } from "../helpers/packageIndex";
@@ -79,9 +79,8 @@ beforeAll(async () => {
     startHosts(3, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] }),
     startPackageIndex([{ name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: HUB_STUB }]),
   ]);
-  const knownFlags = planFlags(settings());
   // A complete venv holding the stand-in vllm: install has nothing to do. No weights anywhere.
-  for (const host of hosts) await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
+  for (const host of hosts) await prepareStandInServer(host, { venv: VENV, devRoot: FAKE_DEV });
   engine = fakeHostsEngine(hosts);
   registrations = await register();
 }, 120_000);

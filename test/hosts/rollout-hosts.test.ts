@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FakeEngine, UpResult } from "../helpers/engine";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "../helpers/hostStack";
+import { fakeHostsEngine, fakeHostsSettings, registerServing } from "../helpers/hostStack";
 import { prepareStandInServer } from "../helpers/standInServer";
 
 /**
@@ -67,11 +67,10 @@ const unitText = (host: TestHost) => host.run("cat /etc/systemd/system/rbln-serv
 
 beforeAll(async () => {
   hosts = await startHosts(3, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] });
-  const knownFlags = planFlags(settings(), ["--max-log-len"]);
   // A complete venv holding the stand-in vllm, and cached weights: install and weights have nothing to do.
   const marker = `${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`;
   for (const host of hosts) {
-    await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
+    await prepareStandInServer(host, { venv: VENV, devRoot: FAKE_DEV });
     expect((await host.run(`install -d $(dirname ${marker}) && touch ${marker}`)).status).toBe(0);
   }
   engine = fakeHostsEngine(hosts);

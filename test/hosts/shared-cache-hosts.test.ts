@@ -2,7 +2,7 @@ import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reportedRevision } from "../../components/modelServing";
 import type { FakeEngine, UpResult } from "../helpers/engine";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "../helpers/hostStack";
+import { fakeHostsEngine, fakeHostsSettings, registerServing } from "../helpers/hostStack";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
 import { hubStubSource } from "../helpers/hubStub";
 import { startPackageIndex, type PackageIndex } from "../helpers/packageIndex";
@@ -62,9 +62,8 @@ beforeAll(async () => {
       { name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: hubStubSource({ commit: COMMIT, log: HUB_LOG, seconds: 2 }) },
     ]),
   ]);
-  const knownFlags = planFlags(settings());
   for (const host of hosts) {
-    await prepareStandInServer(host, { venv: VENV, knownFlags, devRoot: FAKE_DEV });
+    await prepareStandInServer(host, { venv: VENV, devRoot: FAKE_DEV });
     // The downloader runs as the service user here. This machine's root finds a python3 under
     // /root that no other user may run; an NPU host's is the system one, so build it from that.
     const downloader = await host.run(

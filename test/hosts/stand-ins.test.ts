@@ -13,6 +13,7 @@ import { bodyProblem, now, startLoad, startSampler, type RequestRecord } from ".
 import { minimax } from "../helpers/recipes";
 import { aggregatedEppConfig, endpointsFile, EPP_ENDPOINTS_PATH, frontDoorBootstrap, STAND_IN_IMAGES } from "../helpers/standIns";
 import { freePort, waitForPort } from "../helpers/sshd";
+import { copyStandInVllm } from "../helpers/vllmParser";
 
 /**
  * The stand-ins of test/fixtures/stand-ins/ (container runtime, EPP, Envoy, routing sidecar) and the
@@ -22,7 +23,6 @@ import { freePort, waitForPort } from "../helpers/sshd";
 
 const STAND_INS = path.join(__dirname, "..", "fixtures", "stand-ins");
 const RUNTIME = path.join(STAND_INS, "container-runtime-stand-in");
-const FAKE_VLLM = path.join(__dirname, "..", "fixtures", "fake-vllm", "vllm");
 const { endpointPicker: EPP_IMAGE, proxy: ENVOY_IMAGE, sidecar: SIDECAR_IMAGE } = STAND_IN_IMAGES;
 /** This file's own loopback address (apart from the other files' servers), standing for the host. */
 const ADDRESS = `127.${50 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250)}.${10 + Math.floor(Math.random() * 240)}`;
@@ -825,11 +825,10 @@ interface Vllm {
   url: string;
 }
 
-/** The stand-in vllm as a unit starts it, from a copy beside its known-flags.json. */
+/** The stand-in vllm as a unit starts it, from a copy beside its parser and the fixture's options. */
 async function startVllm(shutdownTimeout: number | undefined, requestSeconds: string): Promise<Vllm> {
   const dir = fs.mkdtempSync(path.join(work, "vllm-"));
-  fs.copyFileSync(FAKE_VLLM, path.join(dir, "vllm"));
-  fs.writeFileSync(path.join(dir, "known-flags.json"), JSON.stringify(["--host", "--port", "--shutdown-timeout"]));
+  copyStandInVllm(dir);
   const port = await freePort(ADDRESS);
   const flags = shutdownTimeout === undefined ? [] : ["--shutdown-timeout", String(shutdownTimeout)];
   const running = launch(path.join(dir, "vllm"), ["serve", "stand-in", "--host", ADDRESS, "--port", String(port), ...flags], {

@@ -5,7 +5,7 @@ import { weightsMarker } from "../../core/cache/markers";
 import { DEFAULT_INSTANCE, deploymentId, venvPath } from "../../core/render/hosts/names";
 import type { FakeEngine, UpResult } from "../helpers/engine";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
-import { fakeHostsEngine, fakeHostsSettings, planFlags, registerServing } from "../helpers/hostStack";
+import { fakeHostsEngine, fakeHostsSettings, registerServing } from "../helpers/hostStack";
 import { shippedCatalog } from "../helpers/recipes";
 import { prepareStandInServer } from "../helpers/standInServer";
 
@@ -70,7 +70,7 @@ beforeAll(async () => {
   // A complete venv holding the stand-in vllm, and every model of the plan (the draft too) cached: install and weights have nothing to do.
   const markers = plan.models.map((m) => weightsMarker(`${CACHE_ROOT}/huggingface`, m.id));
   for (const host of hosts) {
-    await prepareStandInServer(host, { venv, knownFlags: planFlags(settings()), devRoot: FAKE_DEV });
+    await prepareStandInServer(host, { venv, devRoot: FAKE_DEV });
     expect((await host.run(`install -d ${CACHE_ROOT}/huggingface/rbln-serving-complete && touch ${markers.join(" ")}`)).status).toBe(0);
   }
   engine = fakeHostsEngine(hosts);

@@ -1,4 +1,5 @@
 import { stringify } from "yaml";
+import { socketAddress } from "../../../address";
 
 /** What the front door's Envoy is given: where it listens and how long a request may run. */
 export interface EnvoyInput {
@@ -30,7 +31,7 @@ export function envoyBootstrap(input: EnvoyInput): string {
 
 function bootstrapConfig(input: EnvoyInput) {
   const timeout = `${input.requestTimeoutSeconds}s`;
-  const socket = (address: string, port: number) => ({ socket_address: { address, port_value: port } });
+  const socket = (address: string, port: number) => ({ socket_address: { address: socketAddress(address), port_value: port } });
   return {
     node: { id: "rbln-serving-front-door", cluster: "rbln-serving" },
     admin: { address: socket("127.0.0.1", input.adminPort) },

@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
-import { hostPort, httpUrl } from "../../../address";
+import { hostPort, httpUrl, publishSpec } from "../../../address";
 import { durationSeconds } from "../../../config/defaults";
 import type { Host } from "../../../config/schema";
 import type { ScrapeTarget } from "../../../monitoring/targets";
-import { FRONT_DOOR_PORTS } from "../../../plan/frontDoor";
+import { FRONT_DOOR_PORTS } from "../../../plan/ports";
 import type { Deployment, FrontDoorPlan } from "../../../plan/types";
 import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
@@ -112,9 +112,9 @@ function routerUnits(door: DoorContext) {
     epp: containerUnit(door, `rbln-serving front door ${id}: endpoint picker`, epp.container, [
       // The EPP has no bind-address flag: its ports are published, gRPC and health on loopback only, so
       // Envoy alone reaches them and --secure-serving=false stays on this host.
-      ["--publish", `127.0.0.1:${ports.eppGrpc}:${ports.eppGrpc}`],
-      ["--publish", `127.0.0.1:${ports.eppHealth}:${ports.eppHealth}`],
-      ["--publish", `${frontDoor.listenAddress}:${ports.eppMetrics}:${ports.eppMetrics}`],
+      ["--publish", publishSpec("127.0.0.1", ports.eppGrpc)],
+      ["--publish", publishSpec("127.0.0.1", ports.eppHealth)],
+      ["--publish", publishSpec(frontDoor.listenAddress, ports.eppMetrics)],
       ["--volume", `${stateDir}/epp:${EPP_DIR}:ro,z`],
       [frontDoor.images.endpointPicker],
       [`--config-file=${EPP_DIR}/epp.yaml`],

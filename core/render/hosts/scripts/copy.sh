@@ -43,7 +43,7 @@ unset key
 . peer-ssh.sh
 peer_ssh_setup "$work" "$source_address" "$source_port" "$source_host_key" "$bind_address"
 ssh_command="${peer_ssh[*]}"
-remote=$peer_remote
+remote=$peer_rsync_remote
 peer() { rsync -e "$ssh_command" "$@"; }
 
 for i in "${!dirs[@]}"; do

@@ -4,8 +4,9 @@
 # host's own address, which the peer's grant accepts (`from=`).
 
 # peer_ssh_setup DIR ADDRESS PORT HOST_KEY BIND: the key is DIR/id; sets peer_ssh (the ssh command,
-# as words without spaces) and peer_remote (root at ADDRESS). An empty HOST_KEY is
-# insecureSkipHostKeyCheck: true.
+# as words without spaces), peer_remote (root at ADDRESS, as ssh takes it: an IPv6 address bare,
+# since ssh would look `[v6]` up as a name) and peer_rsync_remote (as rsync's `host:path` takes
+# it: an IPv6 address in brackets). An empty HOST_KEY is insecureSkipHostKeyCheck: true.
 peer_ssh_setup() {
   local dir=$1 address=$2 port=$3 host_key=$4 bind=$5 check
   if [ -n "$host_key" ]; then
@@ -16,5 +17,7 @@ peer_ssh_setup() {
   fi
   peer_ssh=(ssh -i "$dir/id" -p "$port" -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes -o GlobalKnownHostsFile=/dev/null "${check[@]}" -o "BindAddress=$bind" -o ConnectTimeout=30 -o ServerAliveInterval=30)
   peer_remote="root@${address}"
-  case "$address" in *:*) peer_remote="root@[${address}]" ;; esac
+  # shellcheck disable=SC2034 # read by copy.sh (rsync); the drains use peer_remote (ssh)
+  peer_rsync_remote=$peer_remote
+  case "$address" in *:*) peer_rsync_remote="root@[${address}]" ;; esac
 }

@@ -1,0 +1,92 @@
+// Every port the stack binds on a server, and who binds it: the one inventory the port checks read.
+import type { Host } from "../config/schema";
+import { normalAddress } from "../config/fields";
+import type { FrontDoorPlan, HostPlacement, LaunchPlan, RankPlan, RolePlan } from "./types";
+
+/** The ports the front door takes on the router host besides `router.port`. */
+export const FRONT_DOOR_PORTS = {
+  /** The EPP's ext_proc gRPC server: published on loopback only, for Envoy. */
+  eppGrpc: 9002,
+  /** The EPP's gRPC health server, on loopback. */
+  eppHealth: 9003,
+  /** The EPP's Prometheus metrics, on the router host's address. */
+  eppMetrics: 9090,
+  /** Envoy's admin server, on loopback. */
+  envoyAdmin: 9901,
+} as const;
+
+/** One port bound on one server, and what binds it, as a refusal names it. */
+export interface PortClaim {
+  /** The server, as its normal address (two entries of one address are one server). */
+  server: string;
+  port: number;
+  owner: string;
+}
+
+const flagValue = (rank: RankPlan, flag: string) => rank.flags.find((f) => f.name === flag)?.values[0];
+const portOf = (endpoint: string) => Number(/:(\d+)$/.exec(endpoint)?.[1] ?? Number.NaN);
+
+/**
+ * What one rank binds on its own host besides its serving ports: the data-parallel coordinator's RPC
+ * port where the rank's --data-parallel-address is its own host, the NIXL side channel, and the
+ * KV-event publisher's endpoints where it binds them (a wildcard endpoint, and the replay endpoint;
+ * vLLM's ZmqEventPublisher connects to any other).
+ */
+function rankPorts(role: RolePlan, rank: RankPlan, host: Host): { port: number; what: string }[] {
+  const label = `${role.role} rank ${rank.rank}`;
+  const ports = rank.ports.map((port) => ({ port, what: `${label}'s serving port` }));
+  const rpc = flagValue(rank, "--data-parallel-rpc-port");
+  const dpAddress = flagValue(rank, "--data-parallel-address");
+  if (rpc !== undefined && (dpAddress === "<POD_IP>" || (dpAddress !== undefined && normalAddress(dpAddress) === normalAddress(host.address))))
+    ports.push({ port: Number(rpc), what: `${role.role}'s data-parallel RPC port` });
+  const nixl = rank.env.VLLM_NIXL_SIDE_CHANNEL_PORT;
+  if (nixl !== undefined) ports.push({ port: Number(nixl), what: `${label}'s NIXL side channel` });
+  let events: { endpoint?: unknown; replay_endpoint?: unknown } = {};
+  try {
+    events = JSON.parse(flagValue(rank, "--kv-events-config") ?? "{}");
+  } catch {
+    // Not JSON: vLLM refuses it at start; nothing is bound.
+  }
+  if (typeof events.endpoint === "string" && /^tcp:\/\/(\*|\[?::\]?):/.test(events.endpoint))
+    ports.push({ port: portOf(events.endpoint), what: `${label}'s KV-event publisher` });
+  if (typeof events.replay_endpoint === "string") ports.push({ port: portOf(events.replay_endpoint), what: `${label}'s KV-event replay endpoint` });
+  return ports.filter((p) => Number.isInteger(p.port));
+}
+
+/** Every port the stack binds on each server it runs on, with its owner: the ranks', the SSH servers', the front door's and the routing sidecars'. */
+export function portInventory(
+  plan: Pick<LaunchPlan, "roles">,
+  placements: readonly HostPlacement[],
+  frontDoor: Pick<FrontDoorPlan, "host" | "port" | "endpoints"> | null,
+): PortClaim[] {
+  const claims: PortClaim[] = [];
+  const claim = (host: Host, port: number, owner: string) => {
+    const server = normalAddress(host.address);
+    if (!claims.some((c) => c.server === server && c.port === port && c.owner === owner)) claims.push({ server, port, owner });
+  };
+  for (const { host, node } of placements) {
+    claim(host, host.port, `the SSH server of ${host.name}`);
+    for (const role of plan.roles.filter((r) => r.node === node))
+      for (const rank of role.ranks) for (const { port, what } of rankPorts(role, rank, host)) claim(host, port, `${what} on ${host.name}`);
+  }
+  if (frontDoor) {
+    claim(frontDoor.host, frontDoor.host.port, `the SSH server of ${frontDoor.host.name}`);
+    claim(frontDoor.host, frontDoor.port, "the front door's listener (router.port)");
+    for (const [name, port] of Object.entries(FRONT_DOOR_PORTS)) claim(frontDoor.host, port, `the front door's ${name} port`);
+    // An endpoint served off its rank's port is the routing sidecar's, on the rank's host.
+    for (const endpoint of frontDoor.endpoints.filter((e) => e.port !== e.rankPort)) {
+      const host = placements.find((p) => p.host.name === endpoint.host)!.host;
+      claim(host, endpoint.port, `the routing sidecar's port on ${endpoint.host}`);
+    }
+  }
+  return claims;
+}
+
+/** The first port two owners would both bind on one server, with both, if any. */
+export function portClash(claims: readonly PortClaim[], involving: (claim: PortClaim) => boolean): [PortClaim, PortClaim] | undefined {
+  for (const mine of claims.filter(involving)) {
+    const other = claims.find((c) => c !== mine && c.server === mine.server && c.port === mine.port);
+    if (other) return [mine, other];
+  }
+  return undefined;
+}
