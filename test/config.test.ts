@@ -601,6 +601,27 @@ describe("the one reading of stack config (readConfigEntries)", () => {
     ).toBeDefined();
   });
 
+  it("refuses a number out of range in JSON text as written, and one a program hands as it is, never as null", () => {
+    expect(() => read({ ...dev, replicas: "1e400" })).toThrow(
+      new ConfigError("replicas", "1e400 is a number out of range; allowed: numbers within ±9007199254740991 (2^53 - 1), which a 64-bit float holds exactly"),
+    );
+    expect(() => read({ ...dev, autoscaling: '{"roles": {"prefill": {"target": 2E+999}}}' })).toThrow(
+      /^autoscaling\.roles\.prefill\.target: 2E\+999 is a number out of range;/,
+    );
+    expect(() => read({ ...dev, extraEnv: '{"main": {"X": "1e400"}}', kubernetes: '{"affinity": {"w": [1, -0.1e-999]}}' })).toThrow(
+      /^kubernetes\.affinity\.w\[1\]: -0\.1e-999 is a number out of range: closer to 0/,
+    );
+    for (const [value, shownAs] of [
+      [Infinity, "Infinity is a number out of range"],
+      [-Infinity, "-Infinity is a number out of range"],
+      [NaN, "NaN is not a number"],
+      [2 ** 60, "1152921504606847000 is a number out of range"],
+    ] as const) {
+      expect(() => parseStackSettings({ ...dev, kubernetes: { affinity: { w: value } } }), String(value)).toThrow(`kubernetes.affinity.w: ${shownAs}`);
+      expect(() => parseStackSettings({ ...dev, replicas: value })).toThrow(`replicas: ${shownAs}`);
+    }
+  });
+
   it("refuses __proto__ keys at any depth instead of applying them through the object prototype", () => {
     const top = readConfigEntries({ "rbln-serving:__proto__": '{"replicas": 2}', "rbln-serving:strategy": "s" }, plain).settings;
     expect(Object.keys(top)).toEqual(["__proto__", "strategy"]);
@@ -932,6 +953,38 @@ describe("stack files, read as Pulumi reads them", () => {
       expect(() => readStackFile("t", dir), bad.join(" ")).toThrow(new ConfigError(`${shown(dir)}:3`, "not UTF-8 text; save the stack file as UTF-8"));
     }
     expect(readStackFile("t", stack("config:\n  rbln-serving:target: Latenc\u00e9 \u{1F680}\n")).raw).toEqual({ target: "Latenc\u00e9 \u{1F680}" });
+  });
+
+  it("refuse a number out of range as written, naming the key path, the line and what is allowed, wherever it is", () => {
+    const RANGE = "is a number out of range; allowed: numbers within ±9007199254740991 (2^53 - 1), which a 64-bit float holds exactly";
+    const head = "config:\n  rbln-serving:strategy: s\n  rbln-serving:target: T\n";
+    const cases: [string, string, string][] = [
+      ["  rbln-serving:replicas: 1e400\n", "replicas", `1e400 ${RANGE}`],
+      // The class: negative, a list inside a map, YAML's own spellings, integers that lose digits, an underflow, a text key, an alias.
+      ["  rbln-serving:kubernetes:\n    affinity: {a: [1, -1e400]}\n", "kubernetes.affinity.a[1]", `-1e400 ${RANGE}`],
+      ["  rbln-serving:autoscaling:\n    roles: {prefill: {target: .inf}}\n", "autoscaling.roles.prefill.target", `.inf ${RANGE}`],
+      ["  rbln-serving:rollout: {maxUnavailable: .NaN}\n", "rollout.maxUnavailable", ".NaN is not a number (NaN); allowed: a finite number"],
+      ["  rbln-serving:hosts:\n    - {name: a, address: 10.0.0.1, port: 12345678901234567890}\n", "hosts[0].port", `12345678901234567890 ${RANGE}`],
+      [
+        "  rbln-serving:kubernetes: {tolerations: [{tolerationSeconds: 1e-400}]}\n",
+        "kubernetes.tolerations[0].tolerationSeconds",
+        "1e-400 is a number out of range: closer to 0 than a 64-bit float holds, so it would read as 0; allowed: 0, or a magnitude of at least 5e-324",
+      ],
+      ["  rbln-serving:model: 2e308\n", "model", `2e308 ${RANGE}`],
+      ["  rbln-serving:minFreeDiskGb: &big 1E+400\n  rbln-serving:minFreeDiskGbToRestart: *big\n", "minFreeDiskGb", `1E+400 ${RANGE}`],
+    ];
+    for (const [body, key, refusal] of cases) {
+      const dir = stack(head + body);
+      // The line of the number: the body's line that holds the value named.
+      const line = 4 + body.split("\n").findIndex((l) => l.includes(refusal.split(" ")[0]!));
+      expect(() => readStackFile("t", dir), body).toThrow(new ConfigError(key, `${refusal} (${shown(dir)}:${line})`));
+    }
+    // In range, as written: no refusal.
+    const fine = readStackFile(
+      "t",
+      stack(`${head}  rbln-serving:kubernetes: {affinity: {a: [0, 0.0, 1e-300, 5e-324, 9007199254740991, -9.007199254740991e15]}}\n`),
+    );
+    expect((fine.raw.kubernetes as any).affinity.a).toEqual([0, 0, 1e-300, 5e-324, 9007199254740991, -9.007199254740991e15]);
   });
 
   it("refuse tags the engine does not read, and take merge keys and `on` as it does", () => {
