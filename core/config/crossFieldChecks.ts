@@ -95,17 +95,28 @@ const kubernetesNeedsImage: Check = (s) =>
     ? [{ path: ["kubernetes", "image"], message: "required with platform: kubernetes (build it from the project's Dockerfile)" }]
     : [];
 
-/** The package creates its namespace and labels it with Pod Security levels: never one Prometheus already lives in. */
-const namespaceIsNotMonitorings: Check = (s) =>
-  s.platform === "kubernetes" && s.monitoring.enabled && s.kubernetes.namespace === s.monitoring.namespace
-    ? [
-        {
-          path: ["kubernetes", "namespace"],
-          message: `"${s.kubernetes.namespace}" is monitoring.namespace too, where Prometheus runs; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own`,
-          hideValue: true,
-        },
-      ]
-    : [];
+/**
+ * The package creates its namespace, labels it with Pod Security levels and deletes it on destroy:
+ * never one that another part of the cluster lives in (Prometheus, the Gateway).
+ */
+const namespaceIsItsOwn: Check = (s) => {
+  if (s.platform !== "kubernetes") return [];
+  const others: [string, string | undefined, string][] = [
+    ["monitoring.namespace", s.monitoring.enabled ? s.monitoring.namespace : undefined, "where Prometheus runs"],
+    ["kubernetes.gateway.namespace", s.kubernetes.gateway?.namespace, "where the Gateway runs"],
+  ];
+  return others.flatMap(([key, namespace, what]) =>
+    namespace === s.kubernetes.namespace
+      ? [
+          {
+            path: ["kubernetes", "namespace"],
+            message: `"${namespace}" is ${key} too, ${what}; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own`,
+            hideValue: true as const,
+          },
+        ]
+      : [],
+  );
+};
 
 /** The hosts platform serves on the servers listed: without one there is nowhere to deploy. */
 const hostsPlatformNeedsHosts: Check = (s) =>
@@ -224,7 +235,7 @@ const CROSS_FIELD_CHECKS: readonly Check[] = [
   registryNeedsPinnedRevision,
   registryNeedsImageDigest,
   kubernetesNeedsImage,
-  namespaceIsNotMonitorings,
+  namespaceIsItsOwn,
   hostsPlatformNeedsHosts,
   extraEnvSetsOnlyFreeNames,
   rootsAreNotSystemDirectories,
