@@ -123,6 +123,32 @@ export const indexUrl = z.string().superRefine((value, ctx) => {
   }
 });
 
+/** A URL as a refusal shows it when it may carry a credential: no user info, nothing after `?` or `#`. */
+const withoutCredentials = (value: string) => maskedUrl(value.replace(/([?#]).*$/s, "$1***"));
+
+/**
+ * The Prometheus KEDA's prometheus trigger queries: an http(s) URL of printable characters, a host,
+ * an optional port and path. KEDA appends `/api/v1/query?query=...` to it, so a query string or a
+ * fragment of its own breaks the request; and the URL sits in the ScaledObject in plain text, so
+ * it may carry no credential (user info, or a token in the query). A refusal never shows either.
+ */
+export const prometheusUrl = z.string().superRefine((value, ctx) => {
+  const refuse = (message: string) => ctx.addIssue({ code: "custom", message, params: { hideValue: true } });
+  // As written, not as WHATWG reads it: `http:///x` is `http://x/` to it, and a request without a host to Go.
+  const parsed = /^https?:\/\/[^/?#]/i.test(value) && /^[!-~]+$/.test(value) && URL.canParse(value) ? new URL(value) : undefined;
+  if (parsed === undefined) {
+    refuse(
+      `an http:// or https:// URL of printable characters, such as http://prometheus-operated.monitoring.svc:9090 (got ${JSON.stringify(withoutCredentials(value))})`,
+    );
+  } else if (parsed.username !== "" || parsed.password !== "" || /[?#]/.test(value)) {
+    refuse(
+      "a URL without user:password@, ?query or #fragment (got " +
+        `${JSON.stringify(withoutCredentials(value))}): KEDA appends /api/v1/query?query=... to it, and the ScaledObject holds it in plain text; ` +
+        "give KEDA its credentials through a TriggerAuthentication of your own",
+    );
+  }
+});
+
 /** A user name for an index's or registry's basic auth; a refusal masks what follows a ':', most likely the password typed with it. */
 export const userName = (pattern: RegExp, wanted: string) =>
   z.string().superRefine((value, ctx) => {

@@ -20,6 +20,7 @@ import {
   packageVersion,
   port,
   posixUser,
+  prometheusUrl,
   quantity,
   quantityValue,
   replicaLimit,
@@ -173,15 +174,7 @@ const Autoscaling = z.strictObject({
   /** Lets minReplicas be 0: a role with nothing to serve gives its NPUs back. */
   scaleToZero: z.boolean().default(false),
   /** The Prometheus KEDA queries; unset, the operator's prometheus-operated Service in monitoring.namespace. */
-  prometheusAddress: z
-    .url({ protocol: /^https?$/, error: "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090" })
-    // It goes into the ScaledObject in plain text, as it stands in the stack file.
-    .refine((url) => !URL.canParse(url) || (new URL(url).username === "" && new URL(url).password === ""), {
-      message:
-        "a URL without user:password@: the stack file and the ScaledObject would hold the password in plain text; give KEDA its credentials through a TriggerAuthentication of your own",
-      params: { hideValue: true },
-    })
-    .optional(),
+  prometheusAddress: prometheusUrl.optional(),
   roles: z.record(roleName, AutoscalingRole).default({}),
 });
 export type Autoscaling = z.infer<typeof Autoscaling>;
