@@ -920,13 +920,14 @@ describe("addresses", () => {
 
   it("refuse two hosts whose ranks would serve on one address and port", () => {
     expect(twoHosts({ address: "10.0.0.1" }, { address: "10.0.0.1", port: 2222 })).toThrow(
-      'hosts[1].address: "10.0.0.1" would serve port 8000 on 10.0.0.1, as hosts[0] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)',
+      'hosts[1].address: "10.0.0.1" would serve port 8000 on 10.0.0.1, as hosts[0] does; give each host an address of its own (host names compare without case, IP addresses in one form: ::ffff:10.0.0.9 is 10.0.0.9)',
     );
     expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.Example.COM", port: 2222 })).toThrow(
       /^hosts\[1\]\.address: "NPU-0\.Example\.COM" would serve port 8000 on npu-0\.example\.com, as hosts\[0\] does/,
     );
+    // Shown as the package spells the address (canonicalIp), the one form it compares and writes.
     expect(twoHosts({ address: "fd00::5" }, { address: "fd00:0:0:0:0:0:0:5", port: 2222 })).toThrow(
-      /^hosts\[1\]\.address: "fd00:0:0:0:0:0:0:5" would serve port 8000 on \[fd00::5\]/,
+      /^hosts\[1\]\.address: "fd00::5" would serve port 8000 on \[fd00::5\]/,
     );
     expect(twoHosts({ address: "10.0.0.1", listenAddress: "10.9.9.9" }, { address: "10.0.0.2", listenAddress: "10.9.9.9" })).toThrow(
       /^hosts\[1\]\.listenAddress: "10\.9\.9\.9" would serve port 8000 on 10\.9\.9\.9, as hosts\[0\] does/,
@@ -939,9 +940,58 @@ describe("addresses", () => {
 
   it("still refuse one SSH server listed twice, however its address is spelled", () => {
     expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.example.com" })).toThrow(
-      'hosts[1].address: duplicate of hosts[0].address "npu-0.example.com:22" (the same SSH server: host names compare without case, IPv6 addresses in one form) (got "NPU-0.example.com")',
+      'hosts[1].address: duplicate of hosts[0].address "npu-0.example.com:22" (the same SSH server: host names compare without case, IP addresses in one form: ::ffff:10.0.0.9 is 10.0.0.9) (got "NPU-0.example.com")',
     );
     expect(twoHosts({ address: "fd00::5" }, { address: "FD00:0::5" })).toThrow(/^hosts\[1\]\.address: duplicate of hosts\[0\]\.address "\[fd00::5\]:22"/);
+  });
+});
+
+describe("addresses in one form", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  const host = (extra: Record<string, unknown>) => ({ ...dev().hosts[0], ...extra });
+  const settings = (hosts: Record<string, unknown>[], more: Record<string, unknown> = {}) =>
+    parseStackSettings({ ...dev(), replicas: hosts.length, hosts: hosts.map((h, i) => host({ name: `npu-${i}`, ...h })), ...more });
+  const twoHosts = (a: Record<string, unknown>, b: Record<string, unknown>) => () => planDeployment(settings([a, b]), shippedCatalog);
+
+  it("read an IPv4-mapped IPv6 address as its IPv4 address, and IPv6 in one spelling, in every comparison", () => {
+    const DUPLICATE = 'hosts[1].address: duplicate of hosts[0].address "10.0.0.9:22" (the same SSH server';
+    expect(twoHosts({ address: "10.0.0.9" }, { address: "::ffff:10.0.0.9" })).toThrow(DUPLICATE);
+    expect(twoHosts({ address: "::FFFF:a00:9" }, { address: "10.0.0.9" })).toThrow(DUPLICATE);
+    expect(twoHosts({ address: "0:0:0:0:0:ffff:10.0.0.9" }, { address: "::ffff:0a00:0009" })).toThrow(DUPLICATE);
+    expect(twoHosts({ address: "FD00:0::5" }, { address: "fd00::0:5" })).toThrow(/^hosts\[1\]\.address: duplicate of hosts\[0\]\.address "\[fd00::5\]:22"/);
+    // Serving on one address and port: by address, or by listenAddress.
+    expect(twoHosts({ address: "10.0.0.1" }, { address: "::ffff:10.0.0.1", port: 2222 })).toThrow(/would serve port 8000 on 10\.0\.0\.1, as hosts\[0\] does/);
+    expect(twoHosts({ address: "10.0.0.1", listenAddress: "::ffff:10.9.9.9" }, { address: "10.0.0.2", listenAddress: "10.9.9.9" })).toThrow(
+      /^hosts\[1\]\.listenAddress: "10\.9\.9\.9" would serve port 8000 on 10\.9\.9\.9/,
+    );
+    // ::ffff:0.0.0.0 is the IPv4 wildcard: each host serves on its own address.
+    expect(twoHosts({ address: "10.0.0.1", listenAddress: "::ffff:0.0.0.0" }, { address: "10.0.0.2", listenAddress: "0:0::0" })).not.toThrow();
+    // The compile host is a server of its own.
+    expect(() => settings([{ address: "10.0.0.1" }], { compile: { host: { name: "cpu", address: "::ffff:10.0.0.1", hostKey: EXAMPLE_HOST_KEY } } })).toThrow(
+      /^compile\.host\.address: the compile host must be a server of its own, but hosts\[0\]\.address is "10\.0\.0\.1:22" too$/,
+    );
+    // What the scripts and units get is that one form too.
+    const parsed = settings([{ address: "::ffff:10.0.0.1", listenAddress: "::FFFF:10.0.0.1" }, { address: "FD00:0::5" }], {
+      sshProxy: { address: "::ffff:10.0.0.99", hostKey: EXAMPLE_HOST_KEY },
+    });
+    expect([parsed.hosts[0]!.address, parsed.hosts[0]!.listenAddress, parsed.hosts[1]!.address, parsed.sshProxy!.address]).toEqual([
+      "10.0.0.1",
+      "10.0.0.1",
+      "fd00::5",
+      "10.0.0.99",
+    ]);
+  });
+
+  it("refuse an IPv4 address that tools read in other ways: leading zeros, short forms, hex, and host names ending in a number", () => {
+    for (const address of ["010.0.0.9", "10.0.0.010", "10.1", "167772169", "0x0a.0.0.9", "10.0.0.0x9", "npu.123", "1.2.3.4.5", "10.0.0.256"]) {
+      expect(() => settings([{ address }]), address).toThrow(
+        `hosts[0].address: an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number (got ${JSON.stringify(address)})`,
+      );
+    }
+    for (const address of ["10.0.0.9", "0.0.0.1", "npu-0.example.com", "npu.x1", "1x.example"]) expect(settings([{ address }]).hosts[0]!.address).toBe(address);
+    expect(() => settings([{ address: "10.0.0.1", listenAddress: "010.0.0.1" }])).toThrow(
+      /^hosts\[0\]\.listenAddress: an IPv4 or IPv6 address \(got "010\.0\.0\.1"\)$/,
+    );
   });
 });
 

@@ -52,7 +52,7 @@ const CASES: Record<string, Record<string, unknown>> = {
 };
 const REFUSALS: Record<keyof typeof CASES, string> = {
   hostsAreDistinctServers:
-    'hosts[1].address: duplicate of hosts[0].address "10.0.0.1:22" (the same SSH server: host names compare without case, IPv6 addresses in one form) (got "10.0.0.1")',
+    'hosts[1].address: duplicate of hosts[0].address "10.0.0.1:22" (the same SSH server: host names compare without case, IP addresses in one form: ::ffff:10.0.0.9 is 10.0.0.9) (got "10.0.0.1")',
   hostsAreDistinctServersByName: 'hosts[1].name: duplicate of hosts[0].name "npu-0" (got "npu-0")',
   compileHostIsItsOwnServer: 'compile.host.address: the compile host must be a server of its own, but hosts[0].address is "10.0.0.1:22" too',
   registryNeedsPinnedRevision:

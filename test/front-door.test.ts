@@ -149,6 +149,24 @@ describe("the front door's settings, refused with one line", () => {
       "router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port",
     );
     expect(plan({ ...edge(), router: { host: sameServer, port: 8090 } }).frontDoor!.sharedWith).toBeNull();
+    // However its address is spelled: an IPv4-mapped address is that IPv4 address.
+    expect(refused({ ...edge(), router: { host: { ...sameServer, address: "::ffff:10.30.0.11" }, port: 8000 } })).toBe(
+      "router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port",
+    );
+  });
+
+  it("writes the hosts' addresses into the front door's grant (from=) as sshd sees them connect: IPv4-mapped as IPv4, once each", () => {
+    const hosts = (edge().hosts as Record<string, unknown>[]).map((h) => ({ ...h }));
+    const mapped = render({
+      ...edge(),
+      hosts: [
+        { ...hosts[0], address: "::ffff:10.30.0.11" },
+        { ...hosts[1], address: "::FFFF:a1e:c" },
+      ],
+    });
+    expect(mapped.hosts!.frontDoor!.accessScript).toContain("\nfrom_addresses=10.30.0.11,10.30.0.12\n");
+    expect(mapped.hosts!.frontDoor!.accessScript).not.toMatch(/ffff/i);
+    for (const rank of mapped.hosts!.waves.flat().flatMap((h) => h.ranks)) expect(rank.applyScript).toMatch(/\nrouter_ssh_bind=10\.30\.0\.1[12]\n/);
   });
 
   it("refuses a host name behind the router (file discovery reads literal IPv4 addresses), and a decode host's listenAddress (the sidecar forwards to localhost)", () => {

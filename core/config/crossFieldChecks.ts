@@ -1,6 +1,7 @@
 // The stack config's checks across keys, each named, with the reason it exists. They run after
 // every key has parsed on its own (stackConfig.ts), in this order; the first refusal is the one shown.
 import * as net from "node:net";
+import { bracketed } from "../address";
 import { ConfigError } from "../errors";
 import { normalAddress, servingAddress, systemDirectoryRefusal, within } from "./fields";
 import type { Host, Settings } from "./schema";
@@ -40,7 +41,7 @@ const hostsAreDistinctServers: Check = (s) => {
     sshIdentities(host).flatMap(([field, key]) => {
       const earlier = first.get(`${field}=${key}`);
       if (earlier === undefined || earlier.index === i) return [];
-      const same = field === "address" ? " (the same SSH server: host names compare without case, IPv6 addresses in one form)" : "";
+      const same = field === "address" ? " (the same SSH server: host names compare without case, IP addresses in one form: ::ffff:10.0.0.9 is 10.0.0.9)" : "";
       return [{ path: ["hosts", i, field], message: `duplicate of hosts[${earlier.index}].${field} "${earlier.shown}"${same}` }];
     }),
   );
@@ -266,7 +267,7 @@ export function checkServingAddresses(hosts: readonly Host[], ports: readonly (r
       if (earlier !== undefined) {
         throw new ConfigError(
           `hosts[${i}].${field}`,
-          `"${host[field]}" would serve port ${port} on ${address}, as hosts[${earlier}] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)`,
+          `"${host[field]}" would serve port ${port} on ${bracketed(address)}, as hosts[${earlier}] does; give each host an address of its own (host names compare without case, IP addresses in one form: ::ffff:10.0.0.9 is 10.0.0.9)`,
         );
       }
       claimed.set(`${address} ${port}`, i);

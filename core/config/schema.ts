@@ -15,6 +15,7 @@ import {
   indexUrl,
   labelKey,
   labelValue,
+  listenAddress,
   MaxUnavailable,
   ociRepository,
   packageVersion,
@@ -45,7 +46,7 @@ export const Host = z.strictObject({
   name: dnsLabel,
   ...sshLogin,
   /** The address vLLM listens on (`--host`); all interfaces when unset. */
-  listenAddress: z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).optional(),
+  listenAddress: listenAddress.optional(),
   /** The server's public SSH host key; the connection refuses any other server. */
   hostKey: hostKey.optional(),
   /** A bastion for this host; overrides the stack-wide `sshProxy`. */
@@ -140,7 +141,7 @@ export const RouterHost = z.strictObject({
   hostKey: hostKey.optional(),
   proxy: SshProxy.optional(),
   /** The address the front door listens on (Envoy, the picker's metrics); all interfaces when unset. */
-  listenAddress: z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).optional(),
+  listenAddress: listenAddress.optional(),
 });
 export type RouterHost = z.infer<typeof RouterHost>;
 const Router = z.strictObject({
