@@ -202,6 +202,38 @@ describe("the ScaledObjects", () => {
     expect(main[1]!.threshold).toBe("12.8");
   });
 
+  it("write each threshold as one number with one precision: the trigger's metadata and the query's hold value alike", () => {
+    const holds = (query: string) => [...query.matchAll(/vector\(([^)]*)\)/g)].map((m) => m[1]!).filter((v) => v !== "0");
+    const cases = [
+      disaggregated({ ...SCALING, roles: { decode: { target: 1.23456 }, prefill: { target: 0.1 + 0.2 } } }),
+      // The class: scale to zero (the hold value under another branch), the aggregated strategy, a target at the precision's floor.
+      disaggregated({ ...SCALING, minReplicas: 0, scaleToZero: true, roles: { decode: { target: 2.0004999 } } }),
+      aggregated({ ...SCALING, roles: { main: { target: 0.001 } } }),
+      ...Object.values(variants),
+    ];
+    const seen: string[] = [];
+    for (const deployment of cases) {
+      for (const scaler of kubernetesOf(deployment).scalers) {
+        for (const trigger of scaler.object.spec.triggers) {
+          const { threshold, query } = trigger.metadata;
+          expect(threshold, `${scaler.role} ${trigger.name}`).toMatch(/^\d+(\.\d{1,3})?$/);
+          expect(holds(query), `${scaler.role} ${trigger.name}: ${query}`).toEqual(expect.arrayContaining([threshold]));
+          for (const hold of holds(query)) expect(hold === threshold || /^\d+(\.\d{1,3})?$/.test(hold), hold).toBe(true);
+          seen.push(`${scaler.role} ${trigger.name} ${threshold}`);
+        }
+      }
+    }
+    expect(seen.slice(0, 4)).toEqual(["prefill waiting 0.3", "prefill running 3.2", "decode waiting 1.235", "decode running 12.8"]);
+    expect(seen).toContain("decode waiting 2");
+    expect(seen).toContain("main waiting 0.001");
+  });
+
+  it("refuse a target the threshold's 3 decimals would write as 0", () => {
+    expect(refusal(() => disaggregated({ ...SCALING, roles: { decode: { target: 0.0004 } } }))).toBe(
+      "autoscaling.roles.decode.target: at least 0.001: the scaler writes its threshold with 3 decimals, and a smaller one would be 0 (got 0.0004)",
+    );
+  });
+
   it("leave replicas to KEDA: no Deployment sets spec.replicas; the rollout and the PodDisruptionBudget take the same count, the floor's", () => {
     const deployment = disaggregated({ enabled: true, maxReplicas: 8, roles: { decode: { minReplicas: 4 } } }, { rollout: { maxUnavailable: "50%" } });
     for (const role of kubernetesOf(deployment).workloads.roles) {

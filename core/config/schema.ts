@@ -3,7 +3,7 @@
 // across keys are crossFieldChecks.ts; parsing, with them, is stackConfig.ts.
 import { z } from "zod";
 import { DEFAULT_MODEL } from "../recipe/catalog";
-import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB } from "./defaults";
+import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB, MIN_THRESHOLD, THRESHOLD_DECIMALS } from "./defaults";
 import {
   absolutePath,
   address,
@@ -164,7 +164,11 @@ const AutoscalingRole = z.strictObject({
   minReplicas: replicaLimit.optional(),
   maxReplicas: replicaLimit.optional(),
   /** Waiting requests per replica the scaler keeps to: more waiting adds replicas. */
-  target: z.number().positive().max(10000).optional(),
+  target: z
+    .number()
+    .min(MIN_THRESHOLD, `at least ${MIN_THRESHOLD}: the scaler writes its threshold with ${THRESHOLD_DECIMALS} decimals, and a smaller one would be 0`)
+    .max(10000)
+    .optional(),
 });
 /** KEDA ScaledObjects per role on Kubernetes (docs/kubernetes-autoscaling.md). */
 const Autoscaling = z.strictObject({

@@ -2,7 +2,7 @@ import type { Deployment } from "../../plan/types";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type { HorizontalPodAutoscalerBehavior, Named } from "./objects";
 import type { KubernetesWorkloads } from "./workloads";
-import { deploymentReplicas, pickerQueue, podMatchers, runningRequests, triggerQuery, waitingRequests } from "../../monitoring/queries";
+import { deploymentReplicas, pickerQueue, podMatchers, runningRequests, thresholdText, triggerQuery, waitingRequests } from "../../monitoring/queries";
 
 /** A prometheus trigger as KEDA v2.19.0 reads it (metadata is a map of strings). */
 export interface PrometheusTrigger {
@@ -42,9 +42,6 @@ export interface RenderedScaler {
 const HPA_MAX_PERIOD_SECONDS = 1800;
 const HPA_MAX_WINDOW_SECONDS = 3600;
 
-/** A threshold as KEDA's metadata takes it: a decimal string. */
-const decimal = (value: number) => String(Math.round(value * 1000) / 1000);
-
 /**
  * One ScaledObject per served role, for its Deployment (KEDA owns the HPA; none is created here).
  * Two triggers, each a load per serving replica (`triggerQuery`): requests waiting, and requests
@@ -73,18 +70,22 @@ export function renderScalers(deployment: Deployment, workloads: KubernetesWorkl
     const pods = podMatchers(namespace, name);
     const queue = plan.router && role.role === "decode" ? pickerQueue(namespace, plan.model) : waitingRequests(pods);
     const zero = (wake: string | undefined) => (scaling.scaleToZero ? { zero: { replicas: deploymentReplicas(namespace, name), wake } } : {});
-    const trigger = (triggerName: string, load: string, threshold: number, wake?: string): PrometheusTrigger => ({
-      type: "prometheus",
-      name: triggerName,
-      metricType: "Value",
-      metadata: {
-        serverAddress: scaling.prometheusAddress,
-        query: triggerQuery({ pods, compileKey: role.compileKey, load, threshold, ...zero(wake) }),
-        threshold: decimal(threshold),
-        // The queries never come back empty; if one does, that is a failure (KEDA keeps the replicas), not a 0.
-        ignoreNullValues: "false",
-      },
-    });
+    const trigger = (triggerName: string, load: string, value: number, wake?: string): PrometheusTrigger => {
+      // One text for both: the hold value the query yields is exactly the threshold.
+      const threshold = thresholdText(value);
+      return {
+        type: "prometheus",
+        name: triggerName,
+        metricType: "Value",
+        metadata: {
+          serverAddress: scaling.prometheusAddress,
+          query: triggerQuery({ pods, compileKey: role.compileKey, load, threshold, ...zero(wake) }),
+          threshold,
+          // The queries never come back empty; if one does, that is a failure (KEDA keeps the replicas), not a 0.
+          ignoreNullValues: "false",
+        },
+      };
+    };
     const scaledObject = name;
     const object: ScaledObject = {
       apiVersion: "keda.sh/v1alpha1",
