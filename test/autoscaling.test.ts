@@ -20,7 +20,7 @@ import { DEFAULT_DURATIONS } from "../bench/deployModel";
 import { drainCover, scalerTimings } from "../bench/scaling";
 import keda from "./fixtures/keda.json";
 import { validateEndpointPickerConfig } from "./helpers/eppConfig";
-import { autoscalingSeries, checkScaledObject } from "./helpers/keda";
+import { autoscalingSeries, checkScaledObjectOnBoth } from "./helpers/keda";
 import { ofType, runUnderMocks } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 import { freePort } from "./helpers/sshd";
@@ -150,12 +150,45 @@ describe("the ScaledObjects", () => {
       for (const scaler of scalers) {
         const object = scaler.object as any;
         expect(() => new ScaledObjectModel(object).validate(), `${name} ${scaler.role}`).not.toThrow();
-        expect(checkScaledObject(object, { series }), `${name} ${scaler.role}`).toEqual([]);
+        expect(checkScaledObjectOnBoth(object, { series }), `${name} ${scaler.role}`).toEqual([]);
         const target = workloads.roles.find((r) => r.role === scaler.role)!.deployment;
         expect(object.spec.scaleTargetRef).toEqual({ apiVersion: "apps/v1", kind: "Deployment", name: target.metadata.name });
         expect(object.metadata.namespace).toBe(target.metadata.namespace);
       }
     }
+  });
+
+  it("neither KEDA 2.19 nor 2.20 warns about or refuses any of them: pollingInterval and cooldownPeriod only at a minimum of 0, names that fit", () => {
+    const longest = (deployment: ReturnType<typeof disaggregated>) => {
+      // The longest instance name the workloads take (Kubernetes' 63 characters per object name).
+      for (let length = 63; length > 0; length--) {
+        try {
+          return { length, rendered: renderDeployment(deployment, { stack: "prod", instance: "i".repeat(length), secrets: [] }).kubernetes! };
+        } catch {}
+      }
+      throw new Error("no instance name renders");
+    };
+    const cases = {
+      ...variants,
+      // Scale to zero allowed, but a role's own minimum above it: that one is above zero.
+      "scaleToZero, decode at least 2": disaggregated({ ...SCALING, minReplicas: 0, scaleToZero: true, roles: { decode: { minReplicas: 2 } } }),
+      "aggregated, minimum 3": aggregated({ ...SCALING, minReplicas: 3 }),
+    };
+    for (const [name, deployment] of Object.entries(cases)) {
+      const long = longest(deployment);
+      for (const { scalers } of [kubernetesOf(deployment), long.rendered]) {
+        for (const scaler of scalers) {
+          const spec = scaler.object.spec;
+          expect(checkScaledObjectOnBoth(scaler.object, { series }), `${name} ${scaler.role} ${scaler.scaledObject}`).toEqual([]);
+          expect(spec.pollingInterval === undefined && spec.cooldownPeriod === undefined, `${name} ${scaler.role}`).toBe(spec.minReplicaCount > 0);
+          expect(scaler.hpa).toBe(`keda-hpa-${scaler.scaledObject}`);
+        }
+      }
+      // The longest names there are: the launch ConfigMap (`<deployment>-launch-<10 hex>`, at most 63) keeps them within KEDA's 54.
+      expect(long.length, name).toBeGreaterThan(30);
+      expect(Math.max(...long.rendered.scalers.map((s) => s.scaledObject.length)), name).toBe(63 - "-launch-".length - 10);
+    }
+    for (const scaler of kubernetesOf(variants.disaggregated).scalers) expect(scaler.scaledObject).toBe(scaler.deployment);
   });
 
   it("the CRD schema really checks: it refuses a fallback behavior KEDA does not know", () => {
@@ -298,7 +331,7 @@ describe("the program under mocks, with autoscaling on", () => {
         expect(deployment.inputs.spec.replicas, deployment.name).toBeUndefined();
         const scaler = scalers.find((s) => s.inputs.spec.scaleTargetRef.name === deployment.inputs.metadata.name)!;
         expect(deployment.dependencies, deployment.name).toContain(scaler.urn);
-        for (const trigger of scaler.inputs.spec.triggers) expect(checkScaledObject(scaler.inputs, { series }), trigger.name).toEqual([]);
+        for (const trigger of scaler.inputs.spec.triggers) expect(checkScaledObjectOnBoth(scaler.inputs, { series }), trigger.name).toEqual([]);
       }
       // What Pulumi sends does not depend on the run: a second `pulumi up` has nothing to change, and never replicas.
       const second = await runUnderMocks(runProgram, config, {});

@@ -16,8 +16,9 @@ export interface PrometheusTrigger {
 export type ScaledObject = Named<{
   spec: {
     scaleTargetRef: { apiVersion: "apps/v1"; kind: "Deployment"; name: string };
-    pollingInterval: number;
-    cooldownPeriod: number;
+    /** Only with scale to zero (minReplicaCount 0): above it KEDA 2.20 warns that neither does anything. */
+    pollingInterval?: number;
+    cooldownPeriod?: number;
     minReplicaCount: number;
     maxReplicaCount: number;
     fallback: { failureThreshold: number; replicas: number; behavior: "currentReplicasIfHigher" };
@@ -86,15 +87,19 @@ export function renderScalers(deployment: Deployment, workloads: KubernetesWorkl
         },
       };
     };
+    // The Deployment's name, at most 45 characters (its launch ConfigMap, `<name>-launch-<10 hex>`, is at
+    // most 63): within KEDA 2.20's limit of 54, where its HPA, keda-hpa-<name>, stays within 63.
     const scaledObject = name;
+    // Scale to zero and back is KEDA's own loop, paced by these two; above zero the HPA reads the
+    // triggers on its own sync period, and KEDA 2.20 warns that they are set for nothing.
+    const zeroLoop = limits.minReplicas === 0 ? { pollingInterval: defaults.pollingIntervalSeconds, cooldownPeriod: defaults.cooldownSeconds } : {};
     const object: ScaledObject = {
       apiVersion: "keda.sh/v1alpha1",
       kind: "ScaledObject",
       metadata: { name: scaledObject, namespace, labels: workload.deployment.metadata.labels ?? {} },
       spec: {
         scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name },
-        pollingInterval: defaults.pollingIntervalSeconds,
-        cooldownPeriod: defaults.cooldownSeconds,
+        ...zeroLoop,
         minReplicaCount: limits.minReplicas,
         maxReplicaCount: limits.maxReplicas,
         // Prometheus unreachable: keep what runs (or the minimum, if more).
