@@ -190,6 +190,36 @@ describe("the front door's settings, refused with one line", () => {
   });
 });
 
+describe("the one-server warning says what the stack does", () => {
+  const oneServer = (role: string) => (warnings: string[]) =>
+    warnings.filter((w) => w.startsWith(`router: role ${role} has one server`)).map((w) => w.slice(w.indexOf(";") + 2));
+  const REFUSES = "its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)";
+  const TAKES = "rollout.allowEmptyFrontDoor is true, so its unit steps take that outage (add a replica to avoid it)";
+
+  it("refused while rollout.allowEmptyFrontDoor is false; taken, and no longer said to be refused, once it is true", () => {
+    // edge: one prefill and one decode server.
+    for (const role of ["prefill", "decode"]) {
+      expect(oneServer(role)(plan(edge()).plan.warnings), role).toEqual([REFUSES]);
+      const allowed = plan({ ...edge(), rollout: { allowEmptyFrontDoor: true } }).plan.warnings;
+      expect(oneServer(role)(allowed), role).toEqual([TAKES]);
+      expect(allowed.join("\n")).not.toContain("refuse that unless");
+    }
+    // The class: an aggregated replica alone behind a front door, and a role with two servers (no warning either way).
+    const dev = readStackFile("dev").raw as Record<string, any>;
+    const aggregated = (allowEmptyFrontDoor: boolean, replicas: number) =>
+      plan({
+        ...dev,
+        replicas,
+        hosts: [host("npu-a", "10.20.0.11"), host("npu-b", "10.20.0.12")].slice(0, replicas),
+        router: { host: { name: "door", address: "10.20.0.10", hostKey: EXAMPLE_HOST_KEY } },
+        rollout: { allowEmptyFrontDoor },
+      }).plan.warnings;
+    expect(oneServer("main")(aggregated(true, 1))).toEqual([TAKES]);
+    expect(oneServer("main")(aggregated(false, 1))).toEqual([REFUSES]);
+    expect(oneServer("main")(aggregated(true, 2))).toEqual([]);
+  });
+});
+
 describe("the front door under the mock runtime", () => {
   it("runs the front door before any unit step, hands the hosts its key as a secret, and gives the decode host its sidecar", async () => {
     const { registrations, error } = await runUnderMocks(runProgram, edge(), SECRETS);
