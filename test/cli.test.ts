@@ -4,7 +4,8 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { stringify } from "yaml";
 import { describe, expect, it, vi } from "vitest";
-import { runCommand, stackDeployment, type CliOptions } from "../cli/commands";
+import { refuseUnusedOptions, runCommand, stackDeployment, type CliOptions } from "../cli/commands";
+import { main } from "../cli/main";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
@@ -19,6 +20,89 @@ function cli(...args: string[]) {
   const result = spawnSync("npm", ["run", "--silent", ...args], { cwd: ROOT, encoding: "utf8" });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
+
+describe("--help", () => {
+  /** `rbln-serving ARGS...` in this process (main.ts, the bin's source): its exit status and what it printed. */
+  async function run(...args: string[]) {
+    const out = { stdout: "", stderr: "" };
+    const spies = (["stdout", "stderr"] as const).map((stream) =>
+      vi.spyOn(process[stream], "write").mockImplementation((chunk: string | Uint8Array) => {
+        out[stream] += String(chunk);
+        return true;
+      }),
+    );
+    try {
+      return { status: await main(args), ...out };
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+  }
+  const COMMANDS = ["plan", "diff", "render", "status"];
+  const EVERY = ["stack", "strategy", "target", "preset", "set", "model", "format", "diff", "out", "endpoint", "interval"];
+
+  it("rbln-serving --help, -h and help list every command and every option, exit 0; no command at all is usage on stderr, exit 2", async () => {
+    // Once as the bin runs, in a process of its own.
+    const spawned = spawnSync(path.join(ROOT, "node_modules/.bin/tsx"), [path.join(ROOT, "cli/main.ts"), "--help"], { cwd: ROOT, encoding: "utf8" });
+    expect([spawned.status, spawned.stderr]).toEqual([0, ""]);
+    expect(spawned.stdout).toBe((await run("--help")).stdout);
+    for (const flag of ["--help", "-h", "help"]) {
+      const help = await run(flag);
+      expect([help.status, help.stderr], flag).toEqual([0, ""]);
+      for (const command of [...COMMANDS, "recipe import", "recipe list"])
+        expect(help.stdout, `${flag} ${command}`).toMatch(new RegExp(`^ {2}${command} `, "m"));
+      // Each option on a line of its own, with what it does.
+      for (const option of [...EVERY, "out", "dir"]) expect(help.stdout, `${flag} --${option}`).toMatch(new RegExp(`^ +--${option} [A-Za-z|=.]+ +\\S`, "m"));
+    }
+    // Every option the parser takes is one of those: it refuses any other.
+    for (const option of EVERY) expect((await run("plan", `--${option}`, "x", "--help")).stderr, option).not.toContain("Unknown option");
+    expect((await run("plan", "--bogus", "x")).stderr).toContain("Unknown option '--bogus'");
+    const none = await run();
+    expect([none.status, none.stdout]).toEqual([2, ""]);
+    expect(none.stderr).toContain("usage: rbln-serving <command>");
+    expect((await run("nope")).stderr).toBe('error: command: unknown command "nope"; allowed: "plan", "diff", "render", "status", "recipe"; see --help\n');
+  });
+
+  it("<command> --help and -h exit 0 and list exactly the options that command reads", async () => {
+    for (const command of COMMANDS) {
+      // What the command reads, asked of the command itself: an option it does not read is refused.
+      const reads = EVERY.filter((option) => {
+        try {
+          refuseUnusedOptions(command, { [option]: "x" });
+          return true;
+        } catch {
+          return false;
+        }
+      });
+      expect(reads, command).toContain("stack");
+      for (const flag of ["--help", "-h"]) {
+        const help = await run(command, flag);
+        expect([help.status, help.stderr], `${command} ${flag}`).toEqual([0, ""]);
+        expect(help.stdout).toMatch(new RegExp(`^usage: rbln-serving ${command} `));
+        expect(
+          [...help.stdout.matchAll(/^ {2}--([a-z]+)/gm)].map((m) => m[1]),
+          `${command} ${flag}`,
+        ).toEqual(reads);
+        expect(help.stdout).toContain("-h, --help");
+      }
+    }
+  });
+
+  it("recipe --help, recipe import --help and recipe list --help exit 0 and list the recipe commands' options", async () => {
+    for (const args of [
+      ["recipe", "--help"],
+      ["recipe", "-h"],
+      ["recipe", "import", "--help"],
+      ["recipe", "list", "-h"],
+    ]) {
+      const help = await run(...args);
+      expect([help.status, help.stderr], args.join(" ")).toEqual([0, ""]);
+      expect(help.stdout).toContain("recipe import PAGE.txt [--out DIR]");
+      expect(help.stdout).toContain("--out DIR  ");
+      expect(help.stdout).toContain("--dir DIR  ");
+    }
+    expect((await run("recipe", "nope")).status).toBe(2);
+  });
+});
 
 describe("plan command", () => {
   it("prints one JSON object with the contract's fields and nothing else", () => {
