@@ -1,5 +1,6 @@
 import type { KubernetesWorkloads } from "../core/render/kubernetes/workloads";
 import type { RenderedScaler } from "../core/render/kubernetes/scaledObjects";
+import { KUBERNETES_DEFAULTS } from "../core/render/kubernetes/defaults";
 
 /**
  * Figures read from rendered Kubernetes objects, not from the defaults that made them: how fast a
@@ -23,7 +24,8 @@ export interface ScalerTiming {
 export function scalerTimings(scalers: readonly RenderedScaler[], loadSeconds: number): ScalerTiming[] {
   return scalers.map(({ role, object }) => {
     const { scaleUp, scaleDown } = object.spec.advanced.horizontalPodAutoscalerConfig.behavior;
-    const pollingSeconds = object.spec.pollingInterval;
+    // Without pollingInterval (minReplicas >= 1) the HPA's sync period paces the reads: 15 s, as the default says.
+    const pollingSeconds = object.spec.pollingInterval ?? KUBERNETES_DEFAULTS.autoscaling.pollingIntervalSeconds;
     const scaleUpWindowSeconds = scaleUp?.stabilizationWindowSeconds ?? 0;
     // The HPA follows the policy that allows the most change (selectPolicy Max): the shortest spacing.
     const spacing = Math.min(...(scaleDown?.policies ?? []).filter((p) => p.type === "Pods").map((p) => p.periodSeconds / p.value));

@@ -14,6 +14,7 @@ import { renderDeployment } from "../core/render/deployment";
 import { writeRenderFolder } from "./outputFolder";
 import { renderFiles } from "../core/render/files";
 import { DEFAULT_INSTANCE } from "../core/render/hosts/names";
+import { COMMANDS, isCommand } from "./usage";
 
 export interface CliOptions {
   stack?: string;
@@ -126,17 +127,10 @@ function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
     .join("");
 }
 
-/** The options each command reads; any other given option is refused rather than ignored. */
-const COMMAND_OPTIONS: Record<string, readonly string[]> = {
-  plan: ["stack", "strategy", "target", "preset", "set", "model", "format", "diff"],
-  diff: ["stack", "strategy", "target", "preset", "set", "model", "format", "diff"],
-  render: ["stack", "strategy", "target", "preset", "set", "model", "out"],
-  status: ["stack", "strategy", "target", "preset", "set", "model", "format", "endpoint", "interval"],
-};
-
+/** Any option a command does not read is refused rather than ignored. */
 export function refuseUnusedOptions(command: string, options: object): void {
-  const allowed = COMMAND_OPTIONS[command];
-  if (!allowed) return;
+  if (!isCommand(command)) return;
+  const allowed: readonly string[] = COMMANDS[command].options;
   for (const [key, value] of Object.entries(options)) {
     if (value !== undefined && !allowed.includes(key)) {
       throw new ConfigError(
@@ -158,6 +152,6 @@ export function runCommand(command: string, options: CliOptions, catalog: Recipe
     case "render":
       return renderCommand(options, catalog);
     default:
-      throw new ConfigError("command", `unknown command "${command}"; allowed: "plan", "render", "diff", "status"`);
+      throw new ConfigError("command", `unknown command "${command}"; allowed: "plan", "render", "diff", "status", "recipe"`);
   }
 }

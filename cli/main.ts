@@ -2,54 +2,52 @@
 import { parseArgs } from "node:util";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { commandLine } from "./commandLine";
-import { runCommand } from "./commands";
+import { runCommand, type CliOptions } from "./commands";
 import { statusCommand } from "./status";
-import { recipeMain } from "./recipe";
+import { RECIPE_COMMANDS, recipeMain } from "./recipe";
+import { COMMANDS, commandHelp, isCommand, OPTIONS, overallHelp } from "./usage";
 
-const USAGE = `usage:
-  plan   [--stack NAME] [--strategy SLUG] [--target Latency|Throughput] [--preset recommended]
-         [--set axis=value ...] [--model ID] [--format text|json] [--diff STACK]
-  render --stack NAME --out DIR
-  diff   --stack NAME --diff STACK [--format text|json]
-  status (--stack NAME | --endpoint URL ...) [--model ID] [--format text|json] [--interval SECONDS]
-  recipe import PAGE.txt [--out DIR] | recipe list [--dir DIR]`;
+/** parseArgs' options, from the one table of them. */
+const PARSE_OPTIONS = Object.fromEntries(
+  Object.entries(OPTIONS).map(([name, spec]) => [
+    name,
+    {
+      type: "value" in spec ? ("string" as const) : ("boolean" as const),
+      ...("multiple" in spec ? { multiple: true } : {}),
+      ...(name === "help" ? { short: "h" } : {}),
+    },
+  ]),
+);
 
-async function main(argv: string[]): Promise<number> {
+/** `rbln-serving ARGS...`: the exit status; what it prints goes to stdout and stderr. */
+export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === "recipe") return recipeMain(rest);
+  if (command === undefined || command === "--help" || command === "-h" || command === "help") {
+    (command === undefined ? process.stderr : process.stdout).write(`${overallHelp(RECIPE_COMMANDS)}\n`);
+    return command === undefined ? 2 : 0;
+  }
+  if (!isCommand(command)) {
+    process.stderr.write(
+      `error: command: unknown command ${JSON.stringify(command)}; allowed: ${[...Object.keys(COMMANDS), "recipe"].map((c) => JSON.stringify(c)).join(", ")}; see --help\n`,
+    );
+    return 2;
+  }
   return commandLine(
-    USAGE,
+    commandHelp(command),
     command,
-    () =>
-      parseArgs({
-        args: rest,
-        options: {
-          stack: { type: "string" },
-          strategy: { type: "string" },
-          target: { type: "string" },
-          preset: { type: "string" },
-          set: { type: "string", multiple: true },
-          model: { type: "string" },
-          format: { type: "string" },
-          diff: { type: "string" },
-          out: { type: "string" },
-          endpoint: { type: "string", multiple: true },
-          interval: { type: "string" },
-          help: { type: "boolean", short: "h" },
-        },
-        strict: true,
-        allowPositionals: false,
-      }),
+    () => parseArgs({ args: rest, options: PARSE_OPTIONS, strict: true, allowPositionals: false }),
     async (parsed) => {
+      const values = parsed.values as CliOptions & { endpoint?: string[]; interval?: string };
       if (command === "status") {
-        const { stdout, exitCode } = await statusCommand(parsed.values, RecipeCatalog.load());
+        const { stdout, exitCode } = await statusCommand(values, RecipeCatalog.load());
         process.stdout.write(stdout);
         return exitCode;
       }
-      process.stdout.write(runCommand(command!, parsed.values, RecipeCatalog.load()));
+      process.stdout.write(runCommand(command, values, RecipeCatalog.load()));
       return 0;
     },
   );
 }
 
-void main(process.argv.slice(2)).then((code) => (process.exitCode = code));
+if (require.main === module) void main(process.argv.slice(2)).then((code) => (process.exitCode = code));

@@ -6,11 +6,28 @@ import { DEFAULT_RECIPE_DIR, MAX_RECIPE_BYTES, RecipeCatalog, readRecipeFile, re
 import { importRecipePage, type ImportedRecipe } from "../core/recipe/import";
 import { makeUserFolder, readUserFile, writeUserFile, type UserPath } from "../core/userFiles";
 import { commandLine } from "./commandLine";
+import type { OtherCommand } from "./usage";
 import type { Recipe } from "../core/recipe/schema";
 
-const USAGE = `usage:
-  recipe import PAGE.txt [--out DIR]   write DIR/<org>--<name>.json from a recipe page (DIR: recipes/)
-  recipe list [--dir DIR]              every model: strategies, targets, NPUs, verified dates, pins`;
+/** The recipe commands, with their options, as --help lists them. */
+export const RECIPE_COMMANDS: readonly OtherCommand[] = [
+  {
+    usage: "recipe import PAGE.txt [--out DIR]",
+    summary: "write DIR/<org>--<name>.json from a recipe page",
+    options: ["--out DIR  the folder the recipe file goes into (default recipes/)"],
+  },
+  {
+    usage: "recipe list [--dir DIR]",
+    summary: "every model: strategies, targets, NPUs, verified dates, pins",
+    options: ["--dir DIR  the folder of recipe files to read (default recipes/)"],
+  },
+];
+
+const USAGE = [
+  "usage:",
+  ...RECIPE_COMMANDS.flatMap((c) => [`  ${c.usage}`, `      ${c.summary}`, ...c.options.map((o) => `      ${o}`)]),
+  "      -h, --help  this help",
+].join("\n");
 
 const PAGE: UserPath = { key: "PAGE", wanted: `a recipe page: a text file of at most ${MAX_RECIPE_BYTES / 2 ** 20} MiB` };
 const OUT: UserPath = { key: "--out", wanted: "a folder for recipe files" };
@@ -104,6 +121,11 @@ function refuseUnread(command: "import" | "list", parsed: { values: { out?: stri
 
 export function recipeMain(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  // `recipe --help` asks for the help of both commands.
+  if (command === "--help" || command === "-h") {
+    process.stdout.write(`${USAGE}\n`);
+    return Promise.resolve(0);
+  }
   return commandLine(
     USAGE,
     command,

@@ -20,7 +20,7 @@ import { DEFAULT_DURATIONS } from "../bench/deployModel";
 import { drainCover, scalerTimings } from "../bench/scaling";
 import keda from "./fixtures/keda.json";
 import { validateEndpointPickerConfig } from "./helpers/eppConfig";
-import { autoscalingSeries, checkScaledObject } from "./helpers/keda";
+import { autoscalingSeries, checkScaledObjectOnBoth } from "./helpers/keda";
 import { ofType, runUnderMocks } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 import { freePort } from "./helpers/sshd";
@@ -150,12 +150,45 @@ describe("the ScaledObjects", () => {
       for (const scaler of scalers) {
         const object = scaler.object as any;
         expect(() => new ScaledObjectModel(object).validate(), `${name} ${scaler.role}`).not.toThrow();
-        expect(checkScaledObject(object, { series }), `${name} ${scaler.role}`).toEqual([]);
+        expect(checkScaledObjectOnBoth(object, { series }), `${name} ${scaler.role}`).toEqual([]);
         const target = workloads.roles.find((r) => r.role === scaler.role)!.deployment;
         expect(object.spec.scaleTargetRef).toEqual({ apiVersion: "apps/v1", kind: "Deployment", name: target.metadata.name });
         expect(object.metadata.namespace).toBe(target.metadata.namespace);
       }
     }
+  });
+
+  it("neither KEDA 2.19 nor 2.20 warns about or refuses any of them: pollingInterval and cooldownPeriod only at a minimum of 0, names that fit", () => {
+    const longest = (deployment: ReturnType<typeof disaggregated>) => {
+      // The longest instance name the workloads take (Kubernetes' 63 characters per object name).
+      for (let length = 63; length > 0; length--) {
+        try {
+          return { length, rendered: renderDeployment(deployment, { stack: "prod", instance: "i".repeat(length), secrets: [] }).kubernetes! };
+        } catch {}
+      }
+      throw new Error("no instance name renders");
+    };
+    const cases = {
+      ...variants,
+      // Scale to zero allowed, but a role's own minimum above it: that one is above zero.
+      "scaleToZero, decode at least 2": disaggregated({ ...SCALING, minReplicas: 0, scaleToZero: true, roles: { decode: { minReplicas: 2 } } }),
+      "aggregated, minimum 3": aggregated({ ...SCALING, minReplicas: 3 }),
+    };
+    for (const [name, deployment] of Object.entries(cases)) {
+      const long = longest(deployment);
+      for (const { scalers } of [kubernetesOf(deployment), long.rendered]) {
+        for (const scaler of scalers) {
+          const spec = scaler.object.spec;
+          expect(checkScaledObjectOnBoth(scaler.object, { series }), `${name} ${scaler.role} ${scaler.scaledObject}`).toEqual([]);
+          expect(spec.pollingInterval === undefined && spec.cooldownPeriod === undefined, `${name} ${scaler.role}`).toBe(spec.minReplicaCount > 0);
+          expect(scaler.hpa).toBe(`keda-hpa-${scaler.scaledObject}`);
+        }
+      }
+      // The longest names there are: the launch ConfigMap (`<deployment>-launch-<10 hex>`, at most 63) keeps them within KEDA's 54.
+      expect(long.length, name).toBeGreaterThan(30);
+      expect(Math.max(...long.rendered.scalers.map((s) => s.scaledObject.length)), name).toBe(63 - "-launch-".length - 10);
+    }
+    for (const scaler of kubernetesOf(variants.disaggregated).scalers) expect(scaler.scaledObject).toBe(scaler.deployment);
   });
 
   it("the CRD schema really checks: it refuses a fallback behavior KEDA does not know", () => {
@@ -200,6 +233,38 @@ describe("the ScaledObjects", () => {
     const main = triggers(aggregated()).main!;
     expect(main[0]!.query).toContain('sum(vllm:num_requests_waiting{namespace="llm-serving",pod=~"rbln-serving-main-[a-z0-9]+-[a-z0-9]+"})');
     expect(main[1]!.threshold).toBe("12.8");
+  });
+
+  it("write each threshold as one number with one precision: the trigger's metadata and the query's hold value alike", () => {
+    const holds = (query: string) => [...query.matchAll(/vector\(([^)]*)\)/g)].map((m) => m[1]!).filter((v) => v !== "0");
+    const cases = [
+      disaggregated({ ...SCALING, roles: { decode: { target: 1.23456 }, prefill: { target: 0.1 + 0.2 } } }),
+      // The class: scale to zero (the hold value under another branch), the aggregated strategy, a target at the precision's floor.
+      disaggregated({ ...SCALING, minReplicas: 0, scaleToZero: true, roles: { decode: { target: 2.0004999 } } }),
+      aggregated({ ...SCALING, roles: { main: { target: 0.001 } } }),
+      ...Object.values(variants),
+    ];
+    const seen: string[] = [];
+    for (const deployment of cases) {
+      for (const scaler of kubernetesOf(deployment).scalers) {
+        for (const trigger of scaler.object.spec.triggers) {
+          const { threshold, query } = trigger.metadata;
+          expect(threshold, `${scaler.role} ${trigger.name}`).toMatch(/^\d+(\.\d{1,3})?$/);
+          expect(holds(query), `${scaler.role} ${trigger.name}: ${query}`).toEqual(expect.arrayContaining([threshold]));
+          for (const hold of holds(query)) expect(hold === threshold || /^\d+(\.\d{1,3})?$/.test(hold), hold).toBe(true);
+          seen.push(`${scaler.role} ${trigger.name} ${threshold}`);
+        }
+      }
+    }
+    expect(seen.slice(0, 4)).toEqual(["prefill waiting 0.3", "prefill running 3.2", "decode waiting 1.235", "decode running 12.8"]);
+    expect(seen).toContain("decode waiting 2");
+    expect(seen).toContain("main waiting 0.001");
+  });
+
+  it("refuse a target the threshold's 3 decimals would write as 0", () => {
+    expect(refusal(() => disaggregated({ ...SCALING, roles: { decode: { target: 0.0004 } } }))).toBe(
+      "autoscaling.roles.decode.target: at least 0.001: the scaler writes its threshold with 3 decimals, and a smaller one would be 0 (got 0.0004)",
+    );
   });
 
   it("leave replicas to KEDA: no Deployment sets spec.replicas; the rollout and the PodDisruptionBudget take the same count, the floor's", () => {
@@ -266,7 +331,7 @@ describe("the program under mocks, with autoscaling on", () => {
         expect(deployment.inputs.spec.replicas, deployment.name).toBeUndefined();
         const scaler = scalers.find((s) => s.inputs.spec.scaleTargetRef.name === deployment.inputs.metadata.name)!;
         expect(deployment.dependencies, deployment.name).toContain(scaler.urn);
-        for (const trigger of scaler.inputs.spec.triggers) expect(checkScaledObject(scaler.inputs, { series }), trigger.name).toEqual([]);
+        for (const trigger of scaler.inputs.spec.triggers) expect(checkScaledObjectOnBoth(scaler.inputs, { series }), trigger.name).toEqual([]);
       }
       // What Pulumi sends does not depend on the run: a second `pulumi up` has nothing to change, and never replicas.
       const second = await runUnderMocks(runProgram, config, {});

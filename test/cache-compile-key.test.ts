@@ -20,7 +20,7 @@ const REVISION = "0123456789abcdef0123456789abcdef01234567";
 
 describe("compile keys", () => {
   it("name the keyed change, and say when a change does not recompile", () => {
-    expect(recompileLines(compareCompileKeys(pd({}, "Latency"), pd({})))).toEqual(["recompiles decode: --max-num-seqs 1 -> 4 (hours on first start)"]);
+    expect(recompileLines(compareCompileKeys(pd({}, "Latency"), pd({})))).toEqual(['recompiles decode: --max-num-seqs "1" -> "4" (hours on first start)']);
     expect(recompileLines(compareCompileKeys(pd({ prefix_caching: "on" }), pd({ prefix_caching: "on_sub_block" })))).toEqual([
       "does not recompile prefill: env VLLM_RBLN_SUB_BLOCK_CACHE is not part of the compile key",
       "does not recompile decode: env VLLM_RBLN_SUB_BLOCK_CACHE is not part of the compile key",
@@ -30,8 +30,8 @@ describe("compile keys", () => {
       "does not recompile decode: --reasoning-parser is not part of the compile key",
     ]);
     expect(recompileLines(compareCompileKeys(pd({}), pd({}, "Throughput", { rebelCompiler: "0.12.1" })))).toEqual([
-      "recompiles prefill: rebel-compiler 0.12.0 -> 0.12.1 (hours on first start)",
-      "recompiles decode: rebel-compiler 0.12.0 -> 0.12.1 (hours on first start)",
+      'recompiles prefill: rebel-compiler "0.12.0" -> "0.12.1" (hours on first start)',
+      'recompiles decode: rebel-compiler "0.12.0" -> "0.12.1" (hours on first start)',
     ]);
   });
 
@@ -84,7 +84,7 @@ describe("the CLI", () => {
       { scope: "main", kind: "changed", item: "compileKey", before: plan.roles[0].compileKey, after: expect.stringMatching(/^[0-9a-f]{16}$/), recompile: true },
     ]);
     const text = runCommand("diff", { stack: "dev", diff: "staging" }, shippedCatalog);
-    expect(text).toMatch(/^warning: recompiles main: .*--max-num-seqs 1 -> 4.* \(hours on first start\)$/m);
+    expect(text).toMatch(/^warning: recompiles main: .*--max-num-seqs "1" -> "4".* \(hours on first start\)$/m);
     expect(runCommand("plan", { stack: "dev" }, shippedCatalog)).toContain("\nrevision  resolved at first download (stack output modelRevision)\n");
   });
 });

@@ -4,11 +4,13 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { stringify } from "yaml";
 import { describe, expect, it, vi } from "vitest";
-import { runCommand, stackDeployment, type CliOptions } from "../cli/commands";
+import { refuseUnusedOptions, runCommand, stackDeployment, type CliOptions } from "../cli/commands";
+import { main } from "../cli/main";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
-import { planDeployment } from "../core/plan/deployment";
+import { planDeployment, type Deployment } from "../core/plan/deployment";
+import { compareCompileKeys, recompileLines } from "../core/plan/compileKey";
 import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 
 const ROOT = path.resolve(__dirname, "..");
@@ -18,6 +20,89 @@ function cli(...args: string[]) {
   const result = spawnSync("npm", ["run", "--silent", ...args], { cwd: ROOT, encoding: "utf8" });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
+
+describe("--help", () => {
+  /** `rbln-serving ARGS...` in this process (main.ts, the bin's source): its exit status and what it printed. */
+  async function run(...args: string[]) {
+    const out = { stdout: "", stderr: "" };
+    const spies = (["stdout", "stderr"] as const).map((stream) =>
+      vi.spyOn(process[stream], "write").mockImplementation((chunk: string | Uint8Array) => {
+        out[stream] += String(chunk);
+        return true;
+      }),
+    );
+    try {
+      return { status: await main(args), ...out };
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+  }
+  const COMMANDS = ["plan", "diff", "render", "status"];
+  const EVERY = ["stack", "strategy", "target", "preset", "set", "model", "format", "diff", "out", "endpoint", "interval"];
+
+  it("rbln-serving --help, -h and help list every command and every option, exit 0; no command at all is usage on stderr, exit 2", async () => {
+    // Once as the bin runs, in a process of its own.
+    const spawned = spawnSync(path.join(ROOT, "node_modules/.bin/tsx"), [path.join(ROOT, "cli/main.ts"), "--help"], { cwd: ROOT, encoding: "utf8" });
+    expect([spawned.status, spawned.stderr]).toEqual([0, ""]);
+    expect(spawned.stdout).toBe((await run("--help")).stdout);
+    for (const flag of ["--help", "-h", "help"]) {
+      const help = await run(flag);
+      expect([help.status, help.stderr], flag).toEqual([0, ""]);
+      for (const command of [...COMMANDS, "recipe import", "recipe list"])
+        expect(help.stdout, `${flag} ${command}`).toMatch(new RegExp(`^ {2}${command} `, "m"));
+      // Each option on a line of its own, with what it does.
+      for (const option of [...EVERY, "out", "dir"]) expect(help.stdout, `${flag} --${option}`).toMatch(new RegExp(`^ +--${option} [A-Za-z|=.]+ +\\S`, "m"));
+    }
+    // Every option the parser takes is one of those: it refuses any other.
+    for (const option of EVERY) expect((await run("plan", `--${option}`, "x", "--help")).stderr, option).not.toContain("Unknown option");
+    expect((await run("plan", "--bogus", "x")).stderr).toContain("Unknown option '--bogus'");
+    const none = await run();
+    expect([none.status, none.stdout]).toEqual([2, ""]);
+    expect(none.stderr).toContain("usage: rbln-serving <command>");
+    expect((await run("nope")).stderr).toBe('error: command: unknown command "nope"; allowed: "plan", "diff", "render", "status", "recipe"; see --help\n');
+  });
+
+  it("<command> --help and -h exit 0 and list exactly the options that command reads", async () => {
+    for (const command of COMMANDS) {
+      // What the command reads, asked of the command itself: an option it does not read is refused.
+      const reads = EVERY.filter((option) => {
+        try {
+          refuseUnusedOptions(command, { [option]: "x" });
+          return true;
+        } catch {
+          return false;
+        }
+      });
+      expect(reads, command).toContain("stack");
+      for (const flag of ["--help", "-h"]) {
+        const help = await run(command, flag);
+        expect([help.status, help.stderr], `${command} ${flag}`).toEqual([0, ""]);
+        expect(help.stdout).toMatch(new RegExp(`^usage: rbln-serving ${command} `));
+        expect(
+          [...help.stdout.matchAll(/^ {2}--([a-z]+)/gm)].map((m) => m[1]),
+          `${command} ${flag}`,
+        ).toEqual(reads);
+        expect(help.stdout).toContain("-h, --help");
+      }
+    }
+  });
+
+  it("recipe --help, recipe import --help and recipe list --help exit 0 and list the recipe commands' options", async () => {
+    for (const args of [
+      ["recipe", "--help"],
+      ["recipe", "-h"],
+      ["recipe", "import", "--help"],
+      ["recipe", "list", "-h"],
+    ]) {
+      const help = await run(...args);
+      expect([help.status, help.stderr], args.join(" ")).toEqual([0, ""]);
+      expect(help.stdout).toContain("recipe import PAGE.txt [--out DIR]");
+      expect(help.stdout).toContain("--out DIR  ");
+      expect(help.stdout).toContain("--dir DIR  ");
+    }
+    expect((await run("recipe", "nope")).status).toBe(2);
+  });
+});
 
 describe("plan command", () => {
   it("prints one JSON object with the contract's fields and nothing else", () => {
@@ -92,10 +177,12 @@ describe("plan command", () => {
   it("compares two stacks flag by flag, rank by rank (--diff)", () => {
     const run = cli("plan", "--", "--stack", "dev", "--diff", "staging");
     expect(run.status).toBe(0);
-    expect(run.stdout).toContain("selection:\n  ~ strategy aggregated-data-expert-parallel → aggregated-pipeline-parallel\n  ~ target Latency → Throughput\n");
-    expect(run.stdout).toContain("main rank 0:\n  - --data-parallel-size 4\n");
-    expect(run.stdout).toContain("  ~ --max-num-seqs 1 → 4\n");
-    expect(run.stdout).toContain("  + env LMCACHE_CHUNK_SIZE 256\n");
+    expect(run.stdout).toContain(
+      'selection:\n  ~ strategy "aggregated-data-expert-parallel" → "aggregated-pipeline-parallel"\n  ~ target "Latency" → "Throughput"\n',
+    );
+    expect(run.stdout).toContain('main rank 0:\n  - --data-parallel-size "4"\n');
+    expect(run.stdout).toContain('  ~ --max-num-seqs "1" → "4"\n');
+    expect(run.stdout).toContain('  + env LMCACHE_CHUNK_SIZE "256"\n');
     const json = JSON.parse(cli("diff", "--", "--stack", "dev", "--diff", "dev", "--format", "json").stdout);
     expect(json).toEqual([]);
   });
@@ -301,21 +388,21 @@ describe("diff between stacks", () => {
 
   it("shows every setting that changes what is deployed, not only flags", () => {
     expect(diff(dev)).toBe("no changes\n");
-    expect(diff({ ...dev, hosts: [{ ...dev.hosts[0], address: "10.20.0.12" }] })).toBe("settings:\n  ~ hosts[0].address 10.20.0.11 → 10.20.0.12\n");
+    expect(diff({ ...dev, hosts: [{ ...dev.hosts[0], address: "10.20.0.12" }] })).toBe('settings:\n  ~ hosts[0].address "10.20.0.11" → "10.20.0.12"\n');
     expect(diff({ ...dev, cacheRoot: "/data/rbln", installRoot: "/srv/rbln" })).toBe(
-      "settings:\n  ~ installRoot /opt/rbln-serving → /srv/rbln\n  ~ cacheRoot /var/lib/rbln-serving → /data/rbln\n",
+      'settings:\n  ~ installRoot "/opt/rbln-serving" → "/srv/rbln"\n  ~ cacheRoot "/var/lib/rbln-serving" → "/data/rbln"\n',
     );
     expect(diff({ ...dev, minFreeDiskGb: 600 })).toContain("  ~ minFreeDiskGb 500 → 600\n");
     // One change, not also an empty `cache` removed.
-    expect(diff({ ...dev, cache: { shared: "/mnt/rbln-cache" } })).toBe("settings:\n  + cache.shared /mnt/rbln-cache\n");
+    expect(diff({ ...dev, cache: { shared: "/mnt/rbln-cache" } })).toBe('settings:\n  + cache.shared "/mnt/rbln-cache"\n');
     expect(diff({ ...dev, hosts: [...dev.hosts, { ...dev.hosts[0], name: "npu-dev-1", address: "10.20.0.12" }], replicas: 2 })).toContain(
-      "  + hosts[1].name npu-dev-1\n",
+      '  + hosts[1].name "npu-dev-1"\n',
     );
-    expect(diff({ ...dev, versions: { vllmRbln: "0.12.1" } })).toMatch(/^packages:\n {2}~ vllm-rbln vllm-rbln\S*==0\.12\.0 → vllm-rbln\S*==0\.12\.1\n/);
+    expect(diff({ ...dev, versions: { vllmRbln: "0.12.1" } })).toMatch(/^packages:\n {2}~ vllm-rbln "vllm-rbln\S*==0\.12\.0" → "vllm-rbln\S*==0\.12\.1"\n/);
     expect(diff(dev, ["sshPrivateKey"], ["sshPrivateKey", "apiKey"])).toBe("secrets:\n  + apiKey set\n");
     const platform = diff({ ...dev, platform: "kubernetes", kubernetes: { image: "registry.example.com/x:1" } });
-    expect(platform).toContain("  ~ platform hosts → kubernetes\n");
-    expect(platform).toContain("  - hosts[0].address 10.20.0.11\n");
+    expect(platform).toContain('  ~ platform "hosts" → "kubernetes"\n');
+    expect(platform).toContain('  - hosts[0].address "10.20.0.11"\n');
   });
 
   it("tells apart keys that hold a dot from nested keys, and a string from the number it spells", () => {
@@ -324,5 +411,28 @@ describe("diff between stacks", () => {
     const changes = renderPlanDiff(diffDeployments(k8s({ nodeAffinity: { weight: 1 } }), k8s({ "nodeAffinity.weight": "1" })));
     expect(changes).toBe('settings:\n  - kubernetes.affinity.nodeAffinity.weight 1\n  + kubernetes.affinity["nodeAffinity.weight"] "1"\n');
     expect(renderPlanDiff(diffDeployments(k8s({ a: { b: 1 } }), k8s({ a: { b: "1" } })))).toBe('settings:\n  ~ kubernetes.affinity.a.b 1 → "1"\n');
+  });
+
+  it("shows values no two of which look alike: 1 against 01, spaces at either end, control and invisible characters, one word or two", () => {
+    const main = (args: string[], env: Record<string, string> = {}) => deploy({ ...dev, extraArgs: { main: args }, extraEnv: { main: env } });
+    const rankLines = (a: Deployment, b: Deployment) =>
+      renderPlanDiff(diffDeployments(a, b))
+        .split("\n")
+        .filter((line) => /^ {2}[~+-] (--max-log-len|--middleware|env NOTE)/.test(line));
+    expect(rankLines(main(["--max-log-len", "1"]), main(["--max-log-len", "01"]))).toEqual(['  ~ --max-log-len "1" → "01"']);
+    expect(rankLines(main([], { NOTE: "x" }), main([], { NOTE: "x " }))).toEqual(['  ~ env NOTE "x" → "x "']);
+    expect(rankLines(main([], { NOTE: " x" }), main([], { NOTE: "x" }))).toEqual(['  ~ env NOTE " x" → "x"']);
+    expect(rankLines(main([], { NOTE: "a\tb\nc" }), main([], { NOTE: "a b c" }))).toEqual(['  ~ env NOTE "a\\tb\\nc" → "a b c"']);
+    // No-break space, zero-width space, a right-to-left override, a line separator: each an escape, not a look-alike.
+    expect(rankLines(main([], { NOTE: "a b" }), main([], { NOTE: "a\u00a0b\u200b\u202e\u2028" }))).toEqual([
+      '  ~ env NOTE "a b" → "a\\u00a0b\\u200b\\u202e\\u2028"',
+    ]);
+    // One value with a space against two values.
+    expect(rankLines(main(["--middleware", "a b"]), main(["--middleware", "a", "b"]))).toEqual(['  ~ --middleware "a b" → "a" "b"']);
+    // Settings too, and the recompile line.
+    expect(diff({ ...dev, cacheRoot: "/var/lib/rbln-serving/" })).toBe("no changes\n");
+    expect(recompileLines(compareCompileKeys(main(["--swap-space", "1"]).plan, main(["--swap-space", "01"]).plan))).toEqual([
+      'recompiles main: --swap-space "1" -> "01" (hours on first start)',
+    ]);
   });
 });

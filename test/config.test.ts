@@ -216,15 +216,37 @@ describe("plain-text credentials in the stack config", () => {
     expect(() => parseStackSettings({ ...raw(), pip: { indexUrl: "https://mirror.example.com/simple" } })).not.toThrow();
   });
 
-  it("refuses autoscaling.prometheusAddress with user:password@, which the ScaledObject would carry in plain text", () => {
+  it("refuses autoscaling.prometheusAddress with a credential, a query or a fragment, in one line that shows none of them", () => {
     const prod = readStackFile("prod").raw as Record<string, any>;
     const address = (prometheusAddress: string) => () => parseStackSettings({ ...prod, autoscaling: { enabled: true, maxReplicas: 2, prometheusAddress } });
-    for (const url of ["https://me:hunter2@prom.example.com:9090", "http://hunter2@prom.example.com"]) {
-      expect(address(url), url).toThrow(/^autoscaling\.prometheusAddress: a URL without user:password@: .*TriggerAuthentication of your own$/);
-      expect(address(url)).not.toThrow(/hunter2/);
+    const refusal = (shown: string) =>
+      `autoscaling.prometheusAddress: a URL without user:password@, ?query or #fragment (got ${JSON.stringify(shown)}): KEDA appends /api/v1/query?query=... to it, and the ScaledObject holds it in plain text; give KEDA its credentials through a TriggerAuthentication of your own`;
+    for (const [url, shown] of [
+      ["http://prom.example.com:9090?access_token=hunter2", "http://prom.example.com:9090?***"],
+      // The class: user info in any form, a query anywhere or empty, a fragment, percent-encoded.
+      ["https://me:hunter2@prom.example.com:9090", "https://***@prom.example.com:9090"],
+      ["http://hunter2@prom.example.com", "http://***@prom.example.com"],
+      ["http://:hunter2@prom.example.com", "http://***@prom.example.com"],
+      ["http://prom.example.com/prefix?", "http://prom.example.com/prefix?***"],
+      ["http://prom.example.com:9090/#hunter2", "http://prom.example.com:9090/#***"],
+      ["http://prom.example.com/x?a=b@hunter2", "http://prom.example.com/x?***"],
+      ["http://me%3Ahunter2@prom.example.com/?token=hunter2", "http://***@prom.example.com/?***"],
+    ] as const) {
+      expect(address(url), url).toThrow(new ConfigError("autoscaling.prometheusAddress", refusal(shown).replace(/^[^:]*: /, "")));
     }
-    // An `@` after the host is no credential.
-    for (const url of ["http://prom.example.com:9090/x@y", "http://prom.example.com:9090?a=b@c"])
+    // Not a URL KEDA can send as it is: whitespace, control characters, no host, another scheme; shown without what may be a credential.
+    for (const [url, shown] of [
+      ["http://prom.example.com/a b", "http://prom.example.com/a b"],
+      ["http://prom.example.com\n", "http://prom.example.com\n"],
+      ["prom:hunter2@prom.example.com:9090", "***@prom.example.com:9090"],
+      ["ftp://prom.example.com", "ftp://prom.example.com"],
+      ["http:///api", "http:///api"],
+    ] as const) {
+      expect(address(url), url).toThrow(
+        `autoscaling.prometheusAddress: an http:// or https:// URL of printable characters, such as http://prometheus-operated.monitoring.svc:9090 (got ${JSON.stringify(shown).replace(/\n/g, "\\n")})`,
+      );
+    }
+    for (const url of ["http://prom.example.com:9090/x@y", "https://[fd00::9]:9090/prometheus", "http://prometheus-operated.monitoring.svc:9090"])
       expect(parseStackSettings({ ...prod, autoscaling: { prometheusAddress: url } }).autoscaling.prometheusAddress).toBe(url);
   });
 
@@ -607,6 +629,27 @@ describe("the one reading of stack config (readConfigEntries)", () => {
     ).toBeDefined();
   });
 
+  it("refuses a number out of range in JSON text as written, and one a program hands as it is, never as null", () => {
+    expect(() => read({ ...dev, replicas: "1e400" })).toThrow(
+      new ConfigError("replicas", "1e400 is a number out of range; allowed: numbers within ±9007199254740991 (2^53 - 1), which a 64-bit float holds exactly"),
+    );
+    expect(() => read({ ...dev, autoscaling: '{"roles": {"prefill": {"target": 2E+999}}}' })).toThrow(
+      /^autoscaling\.roles\.prefill\.target: 2E\+999 is a number out of range;/,
+    );
+    expect(() => read({ ...dev, extraEnv: '{"main": {"X": "1e400"}}', kubernetes: '{"affinity": {"w": [1, -0.1e-999]}}' })).toThrow(
+      /^kubernetes\.affinity\.w\[1\]: -0\.1e-999 is a number out of range: closer to 0/,
+    );
+    for (const [value, shownAs] of [
+      [Infinity, "Infinity is a number out of range"],
+      [-Infinity, "-Infinity is a number out of range"],
+      [NaN, "NaN is not a number"],
+      [2 ** 60, "1152921504606847000 is a number out of range"],
+    ] as const) {
+      expect(() => parseStackSettings({ ...dev, kubernetes: { affinity: { w: value } } }), String(value)).toThrow(`kubernetes.affinity.w: ${shownAs}`);
+      expect(() => parseStackSettings({ ...dev, replicas: value })).toThrow(`replicas: ${shownAs}`);
+    }
+  });
+
   it("refuses __proto__ keys at any depth instead of applying them through the object prototype", () => {
     const top = readConfigEntries({ "rbln-serving:__proto__": '{"replicas": 2}', "rbln-serving:strategy": "s" }, plain).settings;
     expect(Object.keys(top)).toEqual(["__proto__", "strategy"]);
@@ -914,13 +957,14 @@ describe("addresses", () => {
 
   it("refuse two hosts whose ranks would serve on one address and port", () => {
     expect(twoHosts({ address: "10.0.0.1" }, { address: "10.0.0.1", port: 2222 })).toThrow(
-      'hosts[1].address: "10.0.0.1" would serve port 8000 on 10.0.0.1, as hosts[0] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)',
+      'hosts[1].address: "10.0.0.1" would serve port 8000 on 10.0.0.1, as hosts[0] does; give each host an address of its own (host names compare without case, IP addresses in one form: ::ffff:10.0.0.9 is 10.0.0.9)',
     );
     expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.Example.COM", port: 2222 })).toThrow(
       /^hosts\[1\]\.address: "NPU-0\.Example\.COM" would serve port 8000 on npu-0\.example\.com, as hosts\[0\] does/,
     );
+    // Shown as the package spells the address (canonicalIp), the one form it compares and writes.
     expect(twoHosts({ address: "fd00::5" }, { address: "fd00:0:0:0:0:0:0:5", port: 2222 })).toThrow(
-      /^hosts\[1\]\.address: "fd00:0:0:0:0:0:0:5" would serve port 8000 on \[fd00::5\]/,
+      /^hosts\[1\]\.address: "fd00::5" would serve port 8000 on \[fd00::5\]/,
     );
     expect(twoHosts({ address: "10.0.0.1", listenAddress: "10.9.9.9" }, { address: "10.0.0.2", listenAddress: "10.9.9.9" })).toThrow(
       /^hosts\[1\]\.listenAddress: "10\.9\.9\.9" would serve port 8000 on 10\.9\.9\.9, as hosts\[0\] does/,
@@ -933,9 +977,58 @@ describe("addresses", () => {
 
   it("still refuse one SSH server listed twice, however its address is spelled", () => {
     expect(twoHosts({ address: "npu-0.example.com" }, { address: "NPU-0.example.com" })).toThrow(
-      'hosts[1].address: duplicate of hosts[0].address "npu-0.example.com:22" (the same SSH server: host names compare without case, IPv6 addresses in one form) (got "NPU-0.example.com")',
+      'hosts[1].address: duplicate of hosts[0].address "npu-0.example.com:22" (the same SSH server: host names compare without case, IP addresses in one form: ::ffff:10.0.0.9 is 10.0.0.9) (got "NPU-0.example.com")',
     );
     expect(twoHosts({ address: "fd00::5" }, { address: "FD00:0::5" })).toThrow(/^hosts\[1\]\.address: duplicate of hosts\[0\]\.address "\[fd00::5\]:22"/);
+  });
+});
+
+describe("addresses in one form", () => {
+  const dev = () => readStackFile("dev").raw as Record<string, any>;
+  const host = (extra: Record<string, unknown>) => ({ ...dev().hosts[0], ...extra });
+  const settings = (hosts: Record<string, unknown>[], more: Record<string, unknown> = {}) =>
+    parseStackSettings({ ...dev(), replicas: hosts.length, hosts: hosts.map((h, i) => host({ name: `npu-${i}`, ...h })), ...more });
+  const twoHosts = (a: Record<string, unknown>, b: Record<string, unknown>) => () => planDeployment(settings([a, b]), shippedCatalog);
+
+  it("read an IPv4-mapped IPv6 address as its IPv4 address, and IPv6 in one spelling, in every comparison", () => {
+    const DUPLICATE = 'hosts[1].address: duplicate of hosts[0].address "10.0.0.9:22" (the same SSH server';
+    expect(twoHosts({ address: "10.0.0.9" }, { address: "::ffff:10.0.0.9" })).toThrow(DUPLICATE);
+    expect(twoHosts({ address: "::FFFF:a00:9" }, { address: "10.0.0.9" })).toThrow(DUPLICATE);
+    expect(twoHosts({ address: "0:0:0:0:0:ffff:10.0.0.9" }, { address: "::ffff:0a00:0009" })).toThrow(DUPLICATE);
+    expect(twoHosts({ address: "FD00:0::5" }, { address: "fd00::0:5" })).toThrow(/^hosts\[1\]\.address: duplicate of hosts\[0\]\.address "\[fd00::5\]:22"/);
+    // Serving on one address and port: by address, or by listenAddress.
+    expect(twoHosts({ address: "10.0.0.1" }, { address: "::ffff:10.0.0.1", port: 2222 })).toThrow(/would serve port 8000 on 10\.0\.0\.1, as hosts\[0\] does/);
+    expect(twoHosts({ address: "10.0.0.1", listenAddress: "::ffff:10.9.9.9" }, { address: "10.0.0.2", listenAddress: "10.9.9.9" })).toThrow(
+      /^hosts\[1\]\.listenAddress: "10\.9\.9\.9" would serve port 8000 on 10\.9\.9\.9/,
+    );
+    // ::ffff:0.0.0.0 is the IPv4 wildcard: each host serves on its own address.
+    expect(twoHosts({ address: "10.0.0.1", listenAddress: "::ffff:0.0.0.0" }, { address: "10.0.0.2", listenAddress: "0:0::0" })).not.toThrow();
+    // The compile host is a server of its own.
+    expect(() => settings([{ address: "10.0.0.1" }], { compile: { host: { name: "cpu", address: "::ffff:10.0.0.1", hostKey: EXAMPLE_HOST_KEY } } })).toThrow(
+      /^compile\.host\.address: the compile host must be a server of its own, but hosts\[0\]\.address is "10\.0\.0\.1:22" too$/,
+    );
+    // What the scripts and units get is that one form too.
+    const parsed = settings([{ address: "::ffff:10.0.0.1", listenAddress: "::FFFF:10.0.0.1" }, { address: "FD00:0::5" }], {
+      sshProxy: { address: "::ffff:10.0.0.99", hostKey: EXAMPLE_HOST_KEY },
+    });
+    expect([parsed.hosts[0]!.address, parsed.hosts[0]!.listenAddress, parsed.hosts[1]!.address, parsed.sshProxy!.address]).toEqual([
+      "10.0.0.1",
+      "10.0.0.1",
+      "fd00::5",
+      "10.0.0.99",
+    ]);
+  });
+
+  it("refuse an IPv4 address that tools read in other ways: leading zeros, short forms, hex, and host names ending in a number", () => {
+    for (const address of ["010.0.0.9", "10.0.0.010", "10.1", "167772169", "0x0a.0.0.9", "10.0.0.0x9", "npu.123", "1.2.3.4.5", "10.0.0.256"]) {
+      expect(() => settings([{ address }]), address).toThrow(
+        `hosts[0].address: an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number (got ${JSON.stringify(address)})`,
+      );
+    }
+    for (const address of ["10.0.0.9", "0.0.0.1", "npu-0.example.com", "npu.x1", "1x.example"]) expect(settings([{ address }]).hosts[0]!.address).toBe(address);
+    expect(() => settings([{ address: "10.0.0.1", listenAddress: "010.0.0.1" }])).toThrow(
+      /^hosts\[0\]\.listenAddress: an IPv4 or IPv6 address \(got "010\.0\.0\.1"\)$/,
+    );
   });
 });
 
@@ -969,6 +1062,38 @@ describe("stack files, read as Pulumi reads them", () => {
       expect(() => readStackFile("t", dir), bad.join(" ")).toThrow(new ConfigError(`${shown(dir)}:3`, "not UTF-8 text; save the stack file as UTF-8"));
     }
     expect(readStackFile("t", stack("config:\n  rbln-serving:target: Latenc\u00e9 \u{1F680}\n")).raw).toEqual({ target: "Latenc\u00e9 \u{1F680}" });
+  });
+
+  it("refuse a number out of range as written, naming the key path, the line and what is allowed, wherever it is", () => {
+    const RANGE = "is a number out of range; allowed: numbers within ±9007199254740991 (2^53 - 1), which a 64-bit float holds exactly";
+    const head = "config:\n  rbln-serving:strategy: s\n  rbln-serving:target: T\n";
+    const cases: [string, string, string][] = [
+      ["  rbln-serving:replicas: 1e400\n", "replicas", `1e400 ${RANGE}`],
+      // The class: negative, a list inside a map, YAML's own spellings, integers that lose digits, an underflow, a text key, an alias.
+      ["  rbln-serving:kubernetes:\n    affinity: {a: [1, -1e400]}\n", "kubernetes.affinity.a[1]", `-1e400 ${RANGE}`],
+      ["  rbln-serving:autoscaling:\n    roles: {prefill: {target: .inf}}\n", "autoscaling.roles.prefill.target", `.inf ${RANGE}`],
+      ["  rbln-serving:rollout: {maxUnavailable: .NaN}\n", "rollout.maxUnavailable", ".NaN is not a number (NaN); allowed: a finite number"],
+      ["  rbln-serving:hosts:\n    - {name: a, address: 10.0.0.1, port: 12345678901234567890}\n", "hosts[0].port", `12345678901234567890 ${RANGE}`],
+      [
+        "  rbln-serving:kubernetes: {tolerations: [{tolerationSeconds: 1e-400}]}\n",
+        "kubernetes.tolerations[0].tolerationSeconds",
+        "1e-400 is a number out of range: closer to 0 than a 64-bit float holds, so it would read as 0; allowed: 0, or a magnitude of at least 5e-324",
+      ],
+      ["  rbln-serving:model: 2e308\n", "model", `2e308 ${RANGE}`],
+      ["  rbln-serving:minFreeDiskGb: &big 1E+400\n  rbln-serving:minFreeDiskGbToRestart: *big\n", "minFreeDiskGb", `1E+400 ${RANGE}`],
+    ];
+    for (const [body, key, refusal] of cases) {
+      const dir = stack(head + body);
+      // The line of the number: the body's line that holds the value named.
+      const line = 4 + body.split("\n").findIndex((l) => l.includes(refusal.split(" ")[0]!));
+      expect(() => readStackFile("t", dir), body).toThrow(new ConfigError(key, `${refusal} (${shown(dir)}:${line})`));
+    }
+    // In range, as written: no refusal.
+    const fine = readStackFile(
+      "t",
+      stack(`${head}  rbln-serving:kubernetes: {affinity: {a: [0, 0.0, 1e-300, 5e-324, 9007199254740991, -9.007199254740991e15]}}\n`),
+    );
+    expect((fine.raw.kubernetes as any).affinity.a).toEqual([0, 0, 1e-300, 5e-324, 9007199254740991, -9.007199254740991e15]);
   });
 
   it("refuse tags the engine does not read, and take merge keys and `on` as it does", () => {

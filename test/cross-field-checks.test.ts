@@ -24,7 +24,10 @@ const CASES: Record<string, Record<string, unknown>> = {
   registryNeedsPinnedRevision: kube({ compile: REGISTRY }),
   registryNeedsImageDigest: kube({ revision: "0123456789abcdef0123456789abcdef01234567", compile: REGISTRY }),
   kubernetesNeedsImage: { strategy: "s", target: "t", platform: "kubernetes" },
-  namespaceIsNotMonitorings: kube({ kubernetes: { image: "registry.example.com/vllm-rbln:1", namespace: "monitoring" }, monitoring: { enabled: true } }),
+  namespaceIsItsOwn: kube({ kubernetes: { image: "registry.example.com/vllm-rbln:1", namespace: "monitoring" }, monitoring: { enabled: true } }),
+  namespaceIsItsOwnGateway: kube({ kubernetes: { image: "registry.example.com/vllm-rbln:1", namespace: "edge", gateway: { name: "g", namespace: "edge" } } }),
+  // The default namespace counts: the Gateway's namespace named as the one the deployment gets without kubernetes.namespace.
+  namespaceIsItsOwnGatewayDefault: kube({ kubernetes: { image: "registry.example.com/vllm-rbln:1", gateway: { name: "g", namespace: "rbln-serving" } } }),
   hostsPlatformNeedsHosts: { strategy: "s", target: "t" },
   extraEnvPackage: hosts({ extraEnv: { main: { HF_HOME: "/x" } } }),
   extraEnvBash: hosts({ extraEnv: { main: { BASH_ENV: "/x" } } }),
@@ -54,7 +57,7 @@ const CASES: Record<string, Record<string, unknown>> = {
 };
 const REFUSALS: Record<keyof typeof CASES, string> = {
   hostsAreDistinctServers:
-    'hosts[1].address: duplicate of hosts[0].address "10.0.0.1:22" (the same SSH server: host names compare without case, IPv6 addresses in one form) (got "10.0.0.1")',
+    'hosts[1].address: duplicate of hosts[0].address "10.0.0.1:22" (the same SSH server: host names compare without case, IP addresses in one form: ::ffff:10.0.0.9 is 10.0.0.9) (got "10.0.0.1")',
   hostsAreDistinctServersByName: 'hosts[1].name: duplicate of hosts[0].name "npu-0" (got "npu-0")',
   compileHostIsItsOwnServer: 'compile.host.address: the compile host must be a server of its own, but hosts[0].address is "10.0.0.1:22" too',
   registryNeedsPinnedRevision:
@@ -62,8 +65,12 @@ const REFUSALS: Record<keyof typeof CASES, string> = {
   registryNeedsImageDigest:
     'kubernetes.image: with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got "registry.example.com/vllm-rbln:1")',
   kubernetesNeedsImage: "kubernetes.image: required with platform: kubernetes (build it from the project's Dockerfile) (missing)",
-  namespaceIsNotMonitorings:
+  namespaceIsItsOwn:
     'kubernetes.namespace: "monitoring" is monitoring.namespace too, where Prometheus runs; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own',
+  namespaceIsItsOwnGateway:
+    'kubernetes.namespace: "edge" is kubernetes.gateway.namespace too, where the Gateway runs; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own',
+  namespaceIsItsOwnGatewayDefault:
+    'kubernetes.namespace: "rbln-serving" is kubernetes.gateway.namespace too, where the Gateway runs; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own',
   hostsPlatformNeedsHosts: "hosts: required with platform: hosts: a list of {name, address, user, port, hostKey} (missing)",
   extraEnvPackage: 'extraEnv.main.HF_HOME: the package sets it (the weights cache); choose another name (got "/x")',
   extraEnvBash: 'extraEnv.main.BASH_ENV: a name bash keeps read-only or special, and the hosts\' env files are read by bash; choose another name (got "/x")',

@@ -4,8 +4,12 @@ import GithubSlugger from "github-slugger";
 import { marked, type Token, type Tokens } from "marked";
 import { describe, expect, it } from "vitest";
 import { settingsShape, type SettingShape } from "../core/config/settingsShape";
-import { StackSettings } from "../core/config/stackConfig";
+import { parseStackSettings, StackSettings } from "../core/config/stackConfig";
 import { SECRET_KEYS } from "../core/config/secrets";
+import { readStackFile } from "../core/config/stackFile";
+import { planDeployment } from "../core/plan/deployment";
+import { RecipeCatalog } from "../core/recipe/catalog";
+import { renderDeployment } from "../core/render/deployment";
 
 const ROOT = path.resolve(__dirname, "..");
 const DOCS = [
@@ -192,5 +196,34 @@ describe("the README and docs/", () => {
       .filter((name) => name.endsWith(".test.ts"))
       .map((name) => `test/${name.split(path.sep).join("/")}`);
     expect([...listed].sort()).toEqual([...files].sort());
+  });
+});
+
+describe("docs/hosts.md's numbers are the rendered ones", () => {
+  const text = fs.readFileSync(path.join(ROOT, "docs/hosts.md"), "utf8").replace(/\s+/g, " ");
+  const deployment = planDeployment(parseStackSettings(readStackFile("dev").raw), RecipeCatalog.load());
+  const rank = renderDeployment(deployment, { stack: "dev", instance: "rbln-serving", secrets: [] }).hosts!.waves[0]![0]!.ranks[0]!;
+  const read = (pattern: RegExp, from: string) => Number(pattern.exec(from)?.[1] ?? Number.NaN);
+  const unit = (key: string) => read(new RegExp(`^${key}=(\\d+)s?$`, "m"), rank.unitText);
+  const shutdown = read(/--shutdown-timeout (\d+)/, rank.unitText);
+  const deviceWait = read(/^ExecStartPre=\/usr\/bin\/timeout (\d+) /m, rank.unitText);
+  const stopMargin = unit("TimeoutStopSec") - shutdown;
+  const grouped = (n: number) => n.toLocaleString("en-US");
+
+  it("the unit's device wait, start bound, restarts and stop timeout, as the dev stack's unit has them", () => {
+    expect(text).toContain(`an \`ExecStartPre\` waits up to ${deviceWait} s for the rank's`);
+    expect(text).toContain(`\`TimeoutStartSec=${unit("TimeoutStartSec")}s\``);
+    expect(text).toContain(`\`Restart=on-failure\` after ${unit("RestartSec")} s`);
+    expect(text).toContain(`\`StartLimitBurst=${unit("StartLimitBurst")}\` in \`StartLimitIntervalSec=${unit("StartLimitIntervalSec")}s\``);
+    expect(text).toContain(`\`TimeoutStopSec\` = \`--shutdown-timeout\` + ${stopMargin} s`);
+  });
+
+  it("the host lock's wait: its formula gives the unit step's host_lock_wait_s, and the default it states is that value", () => {
+    const lockWait = read(/^host_lock_wait_s=(\d+)$/m, rank.applyScript);
+    const [, margin, device, start] = /`2 × \(--shutdown-timeout \+ (\d+) s\) \+ (\d+) s \+ (\d+) s`/.exec(text)!.map(Number);
+    expect([margin, device]).toEqual([stopMargin, deviceWait]);
+    expect(2 * (shutdown + margin!) + device! + start!).toBe(lockWait);
+    expect(text).toContain(`so ${grouped(lockWait)} s with the default \`--shutdown-timeout\` of ${grouped(shutdown)} s`);
+    expect(text).toContain(`held /run/rbln-serving-units.lock for ${lockWait}s; run again when it ends`);
   });
 });

@@ -166,6 +166,24 @@ describe("the front door's settings, refused with one line", () => {
       "router.port: 8000 would be both the front door's listener and prefill rank 0's serving port on npu-edge-0, on 10.30.0.11; choose another port",
     );
     expect(plan({ ...edge(), router: { host: sameServer, port: 8090 } }).frontDoor!.sharedWith).toBeNull();
+    // However its address is spelled: an IPv4-mapped address is that IPv4 address.
+    expect(refused({ ...edge(), router: { host: { ...sameServer, address: "::ffff:10.30.0.11" }, port: 8000 } })).toBe(
+      "router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port",
+    );
+  });
+
+  it("writes the hosts' addresses into the front door's grant (from=) as sshd sees them connect: IPv4-mapped as IPv4, once each", () => {
+    const hosts = (edge().hosts as Record<string, unknown>[]).map((h) => ({ ...h }));
+    const mapped = render({
+      ...edge(),
+      hosts: [
+        { ...hosts[0], address: "::ffff:10.30.0.11" },
+        { ...hosts[1], address: "::FFFF:a1e:c" },
+      ],
+    });
+    expect(mapped.hosts!.frontDoor!.accessScript).toContain("\nfrom_addresses=10.30.0.11,10.30.0.12\n");
+    expect(mapped.hosts!.frontDoor!.accessScript).not.toMatch(/ffff/i);
+    for (const rank of mapped.hosts!.waves.flat().flatMap((h) => h.ranks)) expect(rank.applyScript).toMatch(/\nrouter_ssh_bind=10\.30\.0\.1[12]\n/);
   });
 
   it("takes into the port inventory the KV-event endpoints a rank binds (a wildcard, the replay endpoint), not one it connects to", () => {
@@ -208,6 +226,36 @@ describe("the front door's settings, refused with one line", () => {
     expect(plan(edge()).plan.warnings.join("\n")).toContain(
       "InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there",
     );
+  });
+});
+
+describe("the one-server warning says what the stack does", () => {
+  const oneServer = (role: string) => (warnings: string[]) =>
+    warnings.filter((w) => w.startsWith(`router: role ${role} has one server`)).map((w) => w.slice(w.indexOf(";") + 2));
+  const REFUSES = "its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)";
+  const TAKES = "rollout.allowEmptyFrontDoor is true, so its unit steps take that outage (add a replica to avoid it)";
+
+  it("refused while rollout.allowEmptyFrontDoor is false; taken, and no longer said to be refused, once it is true", () => {
+    // edge: one prefill and one decode server.
+    for (const role of ["prefill", "decode"]) {
+      expect(oneServer(role)(plan(edge()).plan.warnings), role).toEqual([REFUSES]);
+      const allowed = plan({ ...edge(), rollout: { allowEmptyFrontDoor: true } }).plan.warnings;
+      expect(oneServer(role)(allowed), role).toEqual([TAKES]);
+      expect(allowed.join("\n")).not.toContain("refuse that unless");
+    }
+    // The class: an aggregated replica alone behind a front door, and a role with two servers (no warning either way).
+    const dev = readStackFile("dev").raw as Record<string, any>;
+    const aggregated = (allowEmptyFrontDoor: boolean, replicas: number) =>
+      plan({
+        ...dev,
+        replicas,
+        hosts: [host("npu-a", "10.20.0.11"), host("npu-b", "10.20.0.12")].slice(0, replicas),
+        router: { host: { name: "door", address: "10.20.0.10", hostKey: EXAMPLE_HOST_KEY } },
+        rollout: { allowEmptyFrontDoor },
+      }).plan.warnings;
+    expect(oneServer("main")(aggregated(true, 1))).toEqual([TAKES]);
+    expect(oneServer("main")(aggregated(false, 1))).toEqual([REFUSES]);
+    expect(oneServer("main")(aggregated(true, 2))).toEqual([]);
   });
 });
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import keda from "./fixtures/keda.json";
-import { autoscalingSeries, checkScaledObject } from "./helpers/keda";
+import keda220 from "./fixtures/keda-v2.20.json";
+import { autoscalingSeries, checkScaledObject, checkScaledObjectOnBoth, checkScaledObjectV220 } from "./helpers/keda";
 
 const PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090";
 const series = autoscalingSeries();
@@ -201,5 +202,98 @@ describe("checkScaledObject: refusals, each naming the path", () => {
   it("the wrong kind or apiVersion", () => {
     expect(refused((so) => (so.apiVersion = "keda.k8s.io/v1alpha1"))).toEqual(['apiVersion: "keda.k8s.io/v1alpha1" is not keda.sh/v1alpha1']);
     expect(refused((so) => (so.kind = "ScaledJob"))).toEqual(['kind: "ScaledJob" is not ScaledObject']);
+  });
+});
+
+describe("checkScaledObjectV220: what KEDA v2.20 adds, from keda-v2.20.json", () => {
+  /** llm-d's queue ScaledObject as both versions take it silently: min >= 1, so no pollingInterval or cooldownPeriod. */
+  const silent = () => {
+    const so = queueScaledObject();
+    delete so.spec.pollingInterval;
+    delete so.spec.cooldownPeriod;
+    return so;
+  };
+  const v220 = (mutate: (so: Record<string, any>) => void) => {
+    const so = silent();
+    mutate(so);
+    return checkScaledObjectV220(so);
+  };
+  const COOLDOWN = `spec.cooldownPeriod: ${keda220.facts["warn.cooldownPeriod"].value.warning}`;
+  const POLLING = `spec.pollingInterval: ${keda220.facts["warn.pollingInterval"].value.warning}`;
+
+  it("takes llm-d's ScaledObject without pollingInterval and cooldownPeriod, on both versions", () => {
+    expect(checkScaledObjectOnBoth(silent(), { series })).toEqual([]);
+  });
+
+  it("warns about cooldownPeriod and pollingInterval above zero, whatever their value, unless idleReplicaCount is 0 or (polling) a trigger caches metrics", () => {
+    expect(v220((so) => (so.spec.cooldownPeriod = 300))).toEqual({ refusals: [], warnings: [COOLDOWN] });
+    expect(v220((so) => (so.spec.pollingInterval = 30))).toEqual({ refusals: [], warnings: [POLLING] });
+    expect(checkScaledObjectOnBoth(queueScaledObject(), { series })).toEqual([`KEDA 2.20 warns: ${COOLDOWN}`, `KEDA 2.20 warns: ${POLLING}`]);
+    // The silencers the fixture lists.
+    const both = (more: (so: Record<string, any>) => void) => (so: Record<string, any>) => {
+      Object.assign(so.spec, { pollingInterval: 15, cooldownPeriod: 300 });
+      more(so);
+    };
+    expect(v220(both((so) => Object.assign(so.spec, { minReplicaCount: 0 }))).warnings).toEqual([]);
+    expect(v220(both((so) => Object.assign(so.spec, { idleReplicaCount: 0 }))).warnings).toEqual([]);
+    expect(v220(both((so) => Object.assign(so.spec.triggers[0], { useCachedMetrics: true }))).warnings).toEqual([COOLDOWN]);
+    // v2.19 never warns.
+    expect(checkScaledObject(queueScaledObject(), { series })).toEqual([]);
+  });
+
+  it("refuses a name over 63 characters and an HPA name over 63 (keda-hpa-<name>: a name over 54), unless the HPA is named", () => {
+    const name = (length: number) => (so: Record<string, any>) => (so.metadata.name = "s".repeat(length));
+    const noHpaName = (so: Record<string, any>) => delete so.spec.advanced.horizontalPodAutoscalerConfig.name;
+    expect(v220((so) => name(54)(so) && noHpaName(so)).refusals).toEqual([]);
+    expect(v220((so) => name(55)(so) && noHpaName(so)).refusals).toEqual([`HPA name "keda-hpa-${"s".repeat(55)}" is 64 characters; at most 63`]);
+    expect(v220(name(63)).refusals).toEqual([]);
+    expect(v220(name(64)).refusals).toEqual([`metadata.name: "${"s".repeat(64)}" is 64 characters; at most 63`]);
+    expect(v220((so) => (so.spec.advanced.horizontalPodAutoscalerConfig.name = "h".repeat(64))).refusals).toEqual([
+      `HPA name "${"h".repeat(64)}" is 64 characters; at most 63`,
+    ]);
+    // v2.19 takes them all.
+    expect(checkScaledObject({ ...silent(), metadata: { name: "s".repeat(80) } }, { series })).toEqual([]);
+  });
+
+  it("refuses bad replica bounds in the webhook and the CRD's rule, with the HPA's minimum of 1 for 0", () => {
+    expect(v220((so) => (so.spec.minReplicaCount = 9)).refusals).toEqual([
+      "spec.minReplicaCount: the HPA's minimum 9 is above maxReplicaCount 8",
+      "spec.minReplicaCount: 9 is above maxReplicaCount 8 (the CRD's rule)",
+    ]);
+    expect(v220((so) => Object.assign(so.spec, { minReplicaCount: 0, idleReplicaCount: 1 })).refusals).toEqual([
+      "spec.idleReplicaCount: 1 must be below the HPA's minimum 1",
+    ]);
+    expect(v220((so) => Object.assign(so.spec, { minReplicaCount: 101, maxReplicaCount: undefined })).refusals).toContain(
+      "spec.minReplicaCount: 101 is above maxReplicaCount 100 (the CRD's rule)",
+    );
+  });
+
+  it("refuses what the new CRD markers refuse: minimums, empty names and types, no triggers, unknown enums", () => {
+    expect(v220((so) => (so.spec.pollingInterval = 0)).refusals).toEqual(["spec.pollingInterval: 0 is below the CRD's minimum 1"]);
+    expect(v220((so) => (so.spec.maxReplicaCount = 0)).refusals).toContain("spec.maxReplicaCount: 0 is below the CRD's minimum 1");
+    expect(v220((so) => (so.spec.fallback.replicas = -1)).refusals).toEqual(["spec.fallback.replicas: -1 is below the CRD's minimum 0"]);
+    expect(v220((so) => (so.spec.scaleTargetRef.name = "")).refusals).toEqual(["spec.scaleTargetRef.name: empty"]);
+    expect(v220((so) => (so.spec.triggers[0].type = "")).refusals).toEqual(["spec.triggers[0].type: empty"]);
+    expect(v220((so) => (so.spec.triggers = [])).refusals).toEqual(["spec.triggers: fewer than 1"]);
+    expect(v220((so) => (so.spec.triggers[0].authenticationRef = { name: "a", kind: "Secret" })).refusals).toEqual([
+      'spec.triggers[0].authenticationRef.kind: "Secret" is not one of TriggerAuthentication, ClusterTriggerAuthentication',
+    ]);
+    expect(v220((so) => (so.spec.fallback.behavior = "sometimes")).refusals).toEqual([
+      'spec.fallback.behavior: "sometimes" is not one of static, currentReplicas, currentReplicasIfHigher, currentReplicasIfLower, scalingModifiers',
+    ]);
+  });
+
+  it("refuses fallback behavior scalingModifiers without a formula; v2.19's CRD refuses the value itself", () => {
+    expect(v220((so) => (so.spec.fallback.behavior = "scalingModifiers")).refusals).toEqual([
+      "spec.fallback.behavior: scalingModifiers needs spec.advanced.scalingModifiers.formula",
+    ]);
+    const withFormula = (so: Record<string, any>) => {
+      so.spec.fallback.behavior = "scalingModifiers";
+      so.spec.advanced.scalingModifiers = { formula: "epp-queue-size" };
+    };
+    expect(v220(withFormula).refusals).toEqual([]);
+    const so = silent();
+    withFormula(so);
+    expect(checkScaledObjectOnBoth(so, { series })[0]).toMatch(/^KEDA 2\.19: spec\.fallback\.behavior: "scalingModifiers" is not one of/);
   });
 });

@@ -138,6 +138,17 @@ describe("alert rules", () => {
     expect(run.status).toBe(0);
   });
 
+  it("write each threshold as the scalers do: one number, three decimals at most", () => {
+    const exprs = alertRules({ ttftP95Seconds: 0.1 + 0.2, kvCacheUsage: 0.9500004 })
+      .groups.flatMap((g) => g.rules)
+      .map((r) => `${r.expr} ${r.annotations.description}`)
+      .join("\n");
+    expect(exprs).toContain(`vllm:kv_cache_usage_perc{role!="",rank!=""} > 0.95 `);
+    expect(exprs).toContain("> 0.3 ");
+    expect(exprs).toContain("(threshold 0.3s)");
+    expect(exprs).not.toMatch(/0\.3000|0\.9500/);
+  });
+
   it("fire as promtool test rules expects: rank down, queue growing, KV cache full, TTFT p95, preemptions", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rules-test-"));
     fs.writeFileSync(path.join(dir, "rbln-serving-rules.yaml"), renderStackFiles(hosts(), [], "dev")["prometheus/rbln-serving-rules.yaml"]!);
@@ -158,7 +169,7 @@ describe("scraping on hosts", () => {
         labels: { host: "npu-a", role: "main", rank: "0", model: "MiniMaxAI/MiniMax-M2.7", strategy: "aggregated-pipeline-parallel" },
       },
       {
-        targets: ["[0:0:0:0:0:0:0:1]:8000"],
+        targets: ["[::1]:8000"],
         labels: { host: "npu-b", role: "main", rank: "0", model: "MiniMaxAI/MiniMax-M2.7", strategy: "aggregated-pipeline-parallel" },
       },
     ]);

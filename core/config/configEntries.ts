@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import { ConfigError } from "../errors";
+import { numberInJson, refuseNumbersOutOfRange, type ValuePath, type Written } from "./numbers";
 import { CONFIG_NAMESPACE, foreignKeyWarnings, StackSettings } from "./stackConfig";
 import { SECRET_KEYS, type SecretKey } from "./secrets";
 
@@ -32,14 +33,20 @@ export function pulumiConfigText(value: unknown): string {
   return typeof value === "string" ? value : JSON.stringify(value);
 }
 
-/** A setting's value from its text: parsed for a JSON key when it parses, else the text, which validation then names as given. */
+/**
+ * A setting's value from its text: parsed for a JSON key when it parses, else the text, which
+ * validation then names as given. A number out of range is refused as the text writes it.
+ */
 function decode(key: string, text: string): unknown {
   if (!JSON_KEYS.has(key)) return text;
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
     return text;
   }
+  refuseNumbersOutOfRange(key, value, (path) => ({ text: numberInJson(text, path) }));
+  return value;
 }
 
 /** Whether a stack file's YAML value is encrypted: a `secure:` map, or a map or list holding one (Pulumi's nested secrets). */
@@ -58,9 +65,14 @@ const isSecretKey = (key: string): key is SecretKey => (SECRET_KEYS as readonly 
  * with their values, as a stack file's YAML holds them or as `pulumi.runtime.allConfig()` hands
  * them (every value a string, objects as JSON text). Every value goes through Pulumi's text form,
  * so both give the same settings. `isSecret` says whether an entry is encrypted. Throws a
- * ConfigError for a secret key in plain text and for an encrypted key that is no secret.
+ * ConfigError for a secret key in plain text, for an encrypted key that is no secret, and for a
+ * number out of range (which JSON would write as null); `written` says how a stack file wrote it.
  */
-export function readConfigEntries(entries: Readonly<Record<string, unknown>>, isSecret: (fullKey: string, value: unknown) => boolean): ConfigReading {
+export function readConfigEntries(
+  entries: Readonly<Record<string, unknown>>,
+  isSecret: (fullKey: string, value: unknown) => boolean,
+  written: (fullKey: string, path: ValuePath) => Written = () => ({}),
+): ConfigReading {
   const settings: [string, unknown][] = [];
   const secrets: SecretKey[] = [];
   for (const [fullKey, value] of Object.entries(entries)) {
@@ -74,6 +86,7 @@ export function readConfigEntries(entries: Readonly<Record<string, unknown>>, is
     } else if (encrypted) {
       throw new ConfigError(key, `is encrypted, but only ${SECRET_KEYS.join(", ")} are read as secrets; set it without --secret`);
     } else {
+      refuseNumbersOutOfRange(key, value, (path) => written(fullKey, path));
       settings.push([key, decode(key, pulumiConfigText(value))]);
     }
   }

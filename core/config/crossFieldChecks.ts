@@ -1,6 +1,7 @@
 // The stack config's checks across keys, each named, with the reason it exists. They run after
 // every key has parsed on its own (stackConfig.ts), in this order; the first refusal is the one shown.
 import * as net from "node:net";
+import { bracketed } from "../address";
 import { ConfigError } from "../errors";
 import { durationSeconds, MAX_SHUTDOWN_TIMEOUT_SECONDS } from "./defaults";
 import { normalAddress, servingAddress, systemDirectoryRefusal, within } from "./fields";
@@ -41,7 +42,7 @@ const hostsAreDistinctServers: Check = (s) => {
     sshIdentities(host).flatMap(([field, key]) => {
       const earlier = first.get(`${field}=${key}`);
       if (earlier === undefined || earlier.index === i) return [];
-      const same = field === "address" ? " (the same SSH server: host names compare without case, IPv6 addresses in one form)" : "";
+      const same = field === "address" ? " (the same SSH server: host names compare without case, IP addresses in one form: ::ffff:10.0.0.9 is 10.0.0.9)" : "";
       return [{ path: ["hosts", i, field], message: `duplicate of hosts[${earlier.index}].${field} "${earlier.shown}"${same}` }];
     }),
   );
@@ -96,17 +97,28 @@ const kubernetesNeedsImage: Check = (s) =>
     ? [{ path: ["kubernetes", "image"], message: "required with platform: kubernetes (build it from the project's Dockerfile)" }]
     : [];
 
-/** The package creates its namespace and labels it with Pod Security levels: never one Prometheus already lives in. */
-const namespaceIsNotMonitorings: Check = (s) =>
-  s.platform === "kubernetes" && s.monitoring.enabled && s.kubernetes.namespace === s.monitoring.namespace
-    ? [
-        {
-          path: ["kubernetes", "namespace"],
-          message: `"${s.kubernetes.namespace}" is monitoring.namespace too, where Prometheus runs; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own`,
-          hideValue: true,
-        },
-      ]
-    : [];
+/**
+ * The package creates its namespace, labels it with Pod Security levels and deletes it on destroy:
+ * never one that another part of the cluster lives in (Prometheus, the Gateway).
+ */
+const namespaceIsItsOwn: Check = (s) => {
+  if (s.platform !== "kubernetes") return [];
+  const others: [string, string | undefined, string][] = [
+    ["monitoring.namespace", s.monitoring.enabled ? s.monitoring.namespace : undefined, "where Prometheus runs"],
+    ["kubernetes.gateway.namespace", s.kubernetes.gateway?.namespace, "where the Gateway runs"],
+  ];
+  return others.flatMap(([key, namespace, what]) =>
+    namespace === s.kubernetes.namespace
+      ? [
+          {
+            path: ["kubernetes", "namespace"],
+            message: `"${namespace}" is ${key} too, ${what}; the package creates its namespace and labels it with Pod Security levels: give the deployment a namespace of its own`,
+            hideValue: true as const,
+          },
+        ]
+      : [],
+  );
+};
 
 /** The hosts platform serves on the servers listed: without one there is nowhere to deploy. */
 const hostsPlatformNeedsHosts: Check = (s) =>
@@ -281,7 +293,7 @@ const CROSS_FIELD_CHECKS: readonly Check[] = [
   registryNeedsPinnedRevision,
   registryNeedsImageDigest,
   kubernetesNeedsImage,
-  namespaceIsNotMonitorings,
+  namespaceIsItsOwn,
   hostsPlatformNeedsHosts,
   extraEnvSetsOnlyFreeNames,
   shutdownTimeoutHasOneMeaning,
@@ -314,7 +326,7 @@ export function checkServingAddresses(hosts: readonly Host[], ports: readonly (r
       if (earlier !== undefined) {
         throw new ConfigError(
           `hosts[${i}].${field}`,
-          `"${host[field]}" would serve port ${port} on ${address}, as hosts[${earlier}] does; give each host an address of its own (host names compare without case, IPv6 addresses in one form)`,
+          `"${host[field]}" would serve port ${port} on ${bracketed(address)}, as hosts[${earlier}] does; give each host an address of its own (host names compare without case, IP addresses in one form: ::ffff:10.0.0.9 is 10.0.0.9)`,
         );
       }
       claimed.set(`${address} ${port}`, i);

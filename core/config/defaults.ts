@@ -21,6 +21,10 @@ export const DEFAULT_RESTART_FREE_GIB = 50;
  */
 export const REPLICA_LOAD_SECONDS = 900;
 
+/** Decimals a scaler's threshold keeps (KEDA's metadata, the trigger query, the alerts write it so); a target must not round to 0. */
+export const THRESHOLD_DECIMALS = 3;
+export const MIN_THRESHOLD = 10 ** -THRESHOLD_DECIMALS;
+
 /** How many replicas a change may take down at once, by default. */
 export const DEFAULT_MAX_UNAVAILABLE = "25%";
 

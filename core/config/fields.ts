@@ -5,6 +5,7 @@ import * as net from "node:net";
 import * as path from "node:path";
 import { valid as isPep440Version } from "@renovatebot/pep440";
 import { z } from "zod";
+import { canonicalIp } from "../address";
 import { maskedUrl } from "../errors";
 
 export const dnsLabel = z
@@ -85,22 +86,40 @@ export const hostKey = z.string().regex(
   /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) AAAA[A-Za-z0-9+/]+={0,3}( [^\p{Cc}]*)?$/u,
   'a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan\'s output without the host name), then an optional comment without control characters',
 );
-/** A host name, an IPv4 address, or an IPv6 address (`::1`, `fd00::5`). */
+/**
+ * Whether WHATWG URLs, glibc's inet_aton (so ssh and curl) and others read a host as an IPv4
+ * address: its last label is a number (`10.1`, `010.0.0.9`, `0x0a.0.0.9`, `167772169`), in
+ * decimal, octal or hex as each tool sees fit.
+ */
+const endsInNumber = (host: string) => /^(0x[0-9a-f]*|[0-9]+)$/i.test(host.slice(host.lastIndexOf(".") + 1));
+
+/**
+ * A host name, an IPv4 address, or an IPv6 address (`::1`, `fd00::5`), as canonicalIp spells it: so
+ * every comparison, grant (`from=`) and command line sees one address in one form. An IPv4 address
+ * is four decimal numbers without leading zeros: other forms read as other addresses to some tools.
+ */
 export const address = z
   .string()
   .max(253)
-  .refine((value) => /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(value) || net.isIPv6(value), "a host name or IP address");
+  .refine((value) => /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(value) || net.isIPv6(value), "a host name or IP address")
+  .refine(
+    (value) => net.isIPv6(value) || !endsInNumber(value) || net.isIPv4(value),
+    "an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number",
+  )
+  .transform(canonicalIp);
 
-/** One spelling per address, as a URL writes it: host names in lower case, IPv6 in its compressed form. */
+/** An address a server listens on, as canonicalIp spells it. */
+export const listenAddress = z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).transform(canonicalIp);
+
+/** One spelling per address, to compare two: host names in lower case, IP addresses as canonicalIp writes them (without brackets). */
 export function normalAddress(address: string): string {
-  const host = net.isIPv6(address) ? `[${address}]` : address;
-  return URL.canParse(`http://${host}`) ? new URL(`http://${host}`).hostname : address.toLowerCase();
+  return canonicalIp(address).toLowerCase();
 }
 
 /** Where a host's ranks serve: its listenAddress, unless that is every interface (then its address). */
 export function servingAddress(host: { address: string; listenAddress?: string | undefined }): string {
   const listen = host.listenAddress === undefined ? undefined : normalAddress(host.listenAddress);
-  return listen === undefined || listen === "0.0.0.0" || listen === "[::]" ? normalAddress(host.address) : listen;
+  return listen === undefined || listen === "0.0.0.0" || listen === "::" ? normalAddress(host.address) : listen;
 }
 export const posixUser = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "a POSIX user name");
 
@@ -120,6 +139,32 @@ export const indexUrl = z.string().superRefine((value, ctx) => {
         "a URL without user:password@; give the user as pip.username and the password as the pipPassword secret (pulumi config set --secret pipPassword)",
       params: { hideValue: true },
     });
+  }
+});
+
+/** A URL as a refusal shows it when it may carry a credential: no user info, nothing after `?` or `#`. */
+const withoutCredentials = (value: string) => maskedUrl(value.replace(/([?#]).*$/s, "$1***"));
+
+/**
+ * The Prometheus KEDA's prometheus trigger queries: an http(s) URL of printable characters, a host,
+ * an optional port and path. KEDA appends `/api/v1/query?query=...` to it, so a query string or a
+ * fragment of its own breaks the request; and the URL sits in the ScaledObject in plain text, so
+ * it may carry no credential (user info, or a token in the query). A refusal never shows either.
+ */
+export const prometheusUrl = z.string().superRefine((value, ctx) => {
+  const refuse = (message: string) => ctx.addIssue({ code: "custom", message, params: { hideValue: true } });
+  // As written, not as WHATWG reads it: `http:///x` is `http://x/` to it, and a request without a host to Go.
+  const parsed = /^https?:\/\/[^/?#]/i.test(value) && /^[!-~]+$/.test(value) && URL.canParse(value) ? new URL(value) : undefined;
+  if (parsed === undefined) {
+    refuse(
+      `an http:// or https:// URL of printable characters, such as http://prometheus-operated.monitoring.svc:9090 (got ${JSON.stringify(withoutCredentials(value))})`,
+    );
+  } else if (parsed.username !== "" || parsed.password !== "" || /[?#]/.test(value)) {
+    refuse(
+      "a URL without user:password@, ?query or #fragment (got " +
+        `${JSON.stringify(withoutCredentials(value))}): KEDA appends /api/v1/query?query=... to it, and the ScaledObject holds it in plain text; ` +
+        "give KEDA its credentials through a TriggerAuthentication of your own",
+    );
   }
 });
 

@@ -3,7 +3,15 @@
 // across keys are crossFieldChecks.ts; parsing, with them, is stackConfig.ts.
 import { z } from "zod";
 import { DEFAULT_MODEL } from "../recipe/catalog";
-import { COMMIT_HASH, DEFAULT_MAX_UNAVAILABLE, DEFAULT_RESTART_FREE_GIB, DEFAULT_WEIGHTS_STORAGE_GIB, MAX_SHUTDOWN_TIMEOUT_SECONDS } from "./defaults";
+import {
+  COMMIT_HASH,
+  DEFAULT_MAX_UNAVAILABLE,
+  DEFAULT_RESTART_FREE_GIB,
+  DEFAULT_WEIGHTS_STORAGE_GIB,
+  MAX_SHUTDOWN_TIMEOUT_SECONDS,
+  MIN_THRESHOLD,
+  THRESHOLD_DECIMALS,
+} from "./defaults";
 import {
   absolutePath,
   address,
@@ -15,11 +23,13 @@ import {
   indexUrl,
   labelKey,
   labelValue,
+  listenAddress,
   MaxUnavailable,
   ociRepository,
   packageVersion,
   port,
   posixUser,
+  prometheusUrl,
   quantity,
   quantityValue,
   replicaLimit,
@@ -44,7 +54,7 @@ export const Host = z.strictObject({
   name: dnsLabel,
   ...sshLogin,
   /** The address vLLM listens on (`--host`); all interfaces when unset. */
-  listenAddress: z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).optional(),
+  listenAddress: listenAddress.optional(),
   /** The server's public SSH host key; the connection refuses any other server. */
   hostKey: hostKey.optional(),
   /** A bastion for this host; overrides the stack-wide `sshProxy`. */
@@ -139,7 +149,7 @@ export const RouterHost = z.strictObject({
   hostKey: hostKey.optional(),
   proxy: SshProxy.optional(),
   /** The address the front door listens on (Envoy, the picker's metrics); all interfaces when unset. */
-  listenAddress: z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).optional(),
+  listenAddress: listenAddress.optional(),
 });
 export type RouterHost = z.infer<typeof RouterHost>;
 const Router = z.strictObject({
@@ -162,7 +172,11 @@ const AutoscalingRole = z.strictObject({
   minReplicas: replicaLimit.optional(),
   maxReplicas: replicaLimit.optional(),
   /** Waiting requests per replica the scaler keeps to: more waiting adds replicas. */
-  target: z.number().positive().max(10000).optional(),
+  target: z
+    .number()
+    .min(MIN_THRESHOLD, `at least ${MIN_THRESHOLD}: the scaler writes its threshold with ${THRESHOLD_DECIMALS} decimals, and a smaller one would be 0`)
+    .max(10000)
+    .optional(),
 });
 /** KEDA ScaledObjects per role on Kubernetes (docs/kubernetes-autoscaling.md). */
 const Autoscaling = z.strictObject({
@@ -173,15 +187,7 @@ const Autoscaling = z.strictObject({
   /** Lets minReplicas be 0: a role with nothing to serve gives its NPUs back. */
   scaleToZero: z.boolean().default(false),
   /** The Prometheus KEDA queries; unset, the operator's prometheus-operated Service in monitoring.namespace. */
-  prometheusAddress: z
-    .url({ protocol: /^https?$/, error: "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090" })
-    // It goes into the ScaledObject in plain text, as it stands in the stack file.
-    .refine((url) => !URL.canParse(url) || (new URL(url).username === "" && new URL(url).password === ""), {
-      message:
-        "a URL without user:password@: the stack file and the ScaledObject would hold the password in plain text; give KEDA its credentials through a TriggerAuthentication of your own",
-      params: { hideValue: true },
-    })
-    .optional(),
+  prometheusAddress: prometheusUrl.optional(),
   roles: z.record(roleName, AutoscalingRole).default({}),
 });
 export type Autoscaling = z.infer<typeof Autoscaling>;

@@ -4,6 +4,7 @@ import type { z } from "zod";
 import { MAX_JSON_DEPTH } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage, maskedUrl, maskUrlCredentials } from "../errors";
 import { crossFieldIssues } from "./crossFieldChecks";
+import { refuseNumbersOutOfRange } from "./numbers";
 import { SettingsSchema } from "./schema";
 import { SECRET_KEYS } from "./secrets";
 
@@ -113,6 +114,8 @@ function refusePrototypeKeys(value: unknown, path: PropertyKey[] = []): void {
 export function parseStackSettings(raw: Record<string, unknown>): StackSettings {
   const plain = Object.fromEntries(Object.entries(raw).filter(([key]) => !(SECRET_KEYS as readonly string[]).includes(key)));
   refusePrototypeKeys(plain);
+  // A program may hand Infinity or NaN, which zod would show as null.
+  for (const [key, value] of Object.entries(plain)) refuseNumbersOutOfRange(key, value);
   const result = StackSettings.safeParse(plain);
   if (!result.success) throw describeIssue(result.error.issues[0]!, plain);
   return result.data;

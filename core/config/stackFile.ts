@@ -1,11 +1,12 @@
 import { isUtf8 } from "node:buffer";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { parse, parseDocument, type YAMLError } from "yaml";
+import { type Document, parse, parseDocument, type YAMLError } from "yaml";
 import { ConfigError } from "../errors";
 import { packageRoot } from "../packageRoot";
 import { readUserBytes, type UserPath } from "../userFiles";
 import { holdsCiphertext, readConfigEntries } from "./configEntries";
+import { type ValuePath, type Written, writtenNumber } from "./numbers";
 import type { SecretKey } from "./secrets";
 
 export const DEFAULT_STACK_DIR = path.join(packageRoot(), "stacks");
@@ -63,7 +64,7 @@ const MAX_ALIAS_COUNT = 100;
  * The stack file's YAML as Pulumi's engine reads it (YAML 1.2 core types, `<<` merge keys); a fault
  * (bad indent, duplicate key, an unknown tag, an alias bomb) is one line naming the file, line and column.
  */
-function parseStackYaml(text: string, shownPath: string): { config?: Record<string, unknown> } {
+function parseStackYaml(text: string, shownPath: string): { document: { config?: Record<string, unknown> }; yaml: Document } {
   const parsed = parseDocument(text, { merge: true, resolveKnownTags: false, logLevel: "silent" });
   const fault: YAMLError | undefined = parsed.errors[0] ?? parsed.warnings[0];
   if (fault) {
@@ -91,7 +92,16 @@ function parseStackYaml(text: string, shownPath: string): { config?: Record<stri
   ) {
     throw new ConfigError(shownPath, "not a Pulumi stack file: expected a mapping with a config: mapping of keys");
   }
-  return (document ?? {}) as { config?: Record<string, unknown> };
+  return { document: (document ?? {}) as { config?: Record<string, unknown> }, yaml: parsed };
+}
+
+/** How a stack file writes the number at `path` of config key `fullKey`, and on which line. */
+function writtenIn(yaml: Document, text: string, shownPath: string): (fullKey: string, path: ValuePath) => Written {
+  return (fullKey, path) => {
+    const node = yaml.getIn(["config", fullKey, ...path], true) as { range?: [number, number, number] } | undefined;
+    const line = node?.range ? text.slice(0, node.range[0]).split("\n").length : undefined;
+    return { text: writtenNumber(yaml, ["config", fullKey, ...path]), where: line === undefined ? shownPath : `${shownPath}:${line}` };
+  };
 }
 
 export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): StackFile {
@@ -106,7 +116,8 @@ export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): St
     throw new ConfigError("--stack", `no stack file ${path.relative(process.cwd(), file)}; stacks: ${known.join(", ") || "(none)"}`);
   }
   const shownPath = path.relative(process.cwd(), file);
-  const document = parseStackYaml(readUtf8(shownPath), shownPath);
-  const { settings, secrets, warnings } = readConfigEntries(document.config ?? {}, (_, value) => holdsCiphertext(value));
+  const text = readUtf8(shownPath);
+  const { document, yaml } = parseStackYaml(text, shownPath);
+  const { settings, secrets, warnings } = readConfigEntries(document.config ?? {}, (_, value) => holdsCiphertext(value), writtenIn(yaml, text, shownPath));
   return { name, raw: settings, secrets, warnings: warnings.map((w) => `${path.basename(file)}: ${w}`) };
 }

@@ -6,7 +6,18 @@
  * and, with scaleToZero only, kube-state-metrics' `kube_deployment_spec_replicas`.
  */
 
+import { THRESHOLD_DECIMALS } from "../config/defaults";
+
 const quoted = (value: string) => JSON.stringify(value);
+
+/**
+ * A threshold as every rendered text writes it (a trigger's metadata.threshold, the query's hold
+ * value, an alert's comparison): rounded once to THRESHOLD_DECIMALS, as a plain decimal. So one
+ * number has one spelling wherever it appears (0.8 × 3 is 2.4 everywhere, never 2.4000000000000004).
+ */
+export function thresholdText(value: number): string {
+  return String(Number(value.toFixed(THRESHOLD_DECIMALS)));
+}
 
 /** Label matchers of one Deployment's vLLM series: its namespace and its pods, `<deployment>-<template hash>-<suffix>`. */
 export function podMatchers(namespace: string, deployment: string): string {
@@ -40,8 +51,8 @@ export interface TriggerQuery {
   compileKey: string;
   /** The role's load, summed over it. */
   load: string;
-  /** The trigger's threshold: the load per serving replica the scaler keeps to. */
-  threshold: number;
+  /** The trigger's threshold as its metadata writes it (thresholdText): the load per serving replica the scaler keeps to. */
+  threshold: string;
   /** scaleToZero: the Deployment's replicas and the load that wakes the role when it has none (none: the trigger reads 0 then). */
   zero?: { replicas: string; wake?: string };
 }

@@ -1,3 +1,4 @@
+import { thresholdText } from "./queries";
 /** A Prometheus alerting rule, as rule files and PrometheusRule objects write it. */
 export interface AlertRule {
   alert: string;
@@ -64,7 +65,7 @@ export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Ru
           },
           {
             alert: "RblnServingKvCacheNearlyFull",
-            expr: `vllm:kv_cache_usage_perc{${OUR_RANKS}} > ${thresholds.kvCacheUsage}`,
+            expr: `vllm:kv_cache_usage_perc{${OUR_RANKS}} > ${thresholdText(thresholds.kvCacheUsage)}`,
             for: "5m",
             labels: { severity: "warning" },
             annotations: {
@@ -74,12 +75,12 @@ export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Ru
           },
           {
             alert: "RblnServingTtftHigh",
-            expr: `histogram_quantile(0.95, sum by (le, model, role, rank, host, pod) (rate(vllm:time_to_first_token_seconds_bucket{${OUR_RANKS}}[5m]))) > ${thresholds.ttftP95Seconds}`,
+            expr: `histogram_quantile(0.95, sum by (le, model, role, rank, host, pod) (rate(vllm:time_to_first_token_seconds_bucket{${OUR_RANKS}}[5m]))) > ${thresholdText(thresholds.ttftP95Seconds)}`,
             for: "10m",
             labels: { severity: "warning" },
             annotations: {
               summary: "Time to first token is high",
-              description: `${RANK} TTFT p95 is {{ $value | humanizeDuration }} (threshold ${thresholds.ttftP95Seconds}s).`,
+              description: `${RANK} TTFT p95 is {{ $value | humanizeDuration }} (threshold ${thresholdText(thresholds.ttftP95Seconds)}s).`,
             },
           },
           {

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { commandWords } from "./argv";
-import { changedItems, rankSettings } from "./diff";
+import { changedItems, rankSettings, shownRankSettings, shownValue } from "./diff";
 import type { LaunchPlan, PlanChange, RankPlan, RolePlan } from "./types";
 
 /**
@@ -103,15 +103,15 @@ export interface RoleRecompile {
   recompile: boolean;
   before: string;
   after: string;
-  /** Changed keyed settings, e.g. `--max-num-seqs 1 -> 4`, `rebel-compiler 0.12.0 -> 0.12.1`. */
+  /** Changed keyed settings, values as the diff shows them, e.g. `--max-num-seqs "1" -> "4"`, `rebel-compiler "0.12.0" -> "0.12.1"`. */
   causes: string[];
   /** Changed settings outside the key, e.g. `--reasoning-parser`, `env VLLM_RBLN_SUB_BLOCK_CACHE`. */
   unkeyed: string[];
 }
 
-/** A value short enough for one line, or none: a JSON config is named, not printed. */
+/** A value (as shownValue writes it) short enough for one line, or none: a JSON config is named, not printed. */
 function shown(value: string | undefined): string {
-  return value && value.length <= 40 && !value.includes("\n") ? ` ${value}` : "";
+  return value && value.length <= 40 ? ` ${value}` : "";
 }
 
 function describe(item: string, before: string | undefined, after: string | undefined): string {
@@ -122,7 +122,7 @@ function describe(item: string, before: string | undefined, after: string | unde
 
 /** Per role present in both plans: does its compile key change, and why (or what changed without it). */
 export function compareCompileKeys(a: LaunchPlan, b: LaunchPlan): RoleRecompile[] {
-  const packages = (p: LaunchPlan) => new Map(p.packages.map((pkg) => [pkg.name, pkg.version]));
+  const packages = (p: LaunchPlan) => new Map(p.packages.map((pkg) => [pkg.name, shownValue(pkg.version)]));
   const [packagesA, packagesB] = [packages(a), packages(b)];
   const packageChanges = changedItems(packagesA, packagesB).map((name) => describe(name, packagesA.get(name), packagesB.get(name)));
   return a.roles.flatMap((before) => {
@@ -133,7 +133,8 @@ export function compareCompileKeys(a: LaunchPlan, b: LaunchPlan): RoleRecompile[
     for (let i = 0; i < Math.max(before.ranks.length, after.ranks.length); i++) {
       const [rankA, rankB] = [before.ranks[i], after.ranks[i]];
       const [keyedA, keyedB] = [rankA ? keyedSettings(rankA) : new Map<string, string>(), rankB ? keyedSettings(rankB) : new Map<string, string>()];
-      for (const item of changedItems(keyedA, keyedB)) causes.add(describe(item, keyedA.get(item), keyedB.get(item)));
+      const [shownA, shownB] = [shownRankSettings(rankA), shownRankSettings(rankB)];
+      for (const item of changedItems(keyedA, keyedB)) causes.add(describe(item, shownA.get(item), shownB.get(item)));
       for (const item of changedItems(rankSettings(rankA), rankSettings(rankB))) if (!keyedA.has(item) && !keyedB.has(item)) unkeyed.add(item);
     }
     // As the plans computed them: the Kubernetes image is in the key but not in the plan.
@@ -142,7 +143,7 @@ export function compareCompileKeys(a: LaunchPlan, b: LaunchPlan): RoleRecompile[
   });
 }
 
-/** One line per role that changes: `recompiles decode: --max-num-seqs 1 -> 4 (hours on first start)`, or that it does not. */
+/** One line per role that changes: `recompiles decode: --max-num-seqs "1" -> "4" (hours on first start)`, or that it does not. */
 export function recompileLines(roles: readonly RoleRecompile[]): string[] {
   return roles.flatMap((r) => {
     if (r.recompile) return [`recompiles ${r.role}: ${r.causes.join(", ") || "its compile key changes"} (hours on first start)`];

@@ -101,10 +101,14 @@ function frontDoorWarnings(deployment: Deployment): string[] {
   ];
   for (const role of plan.roles) {
     const hosts = new Set(frontDoor.endpoints.filter((e) => e.role === role.role).map((e) => e.host));
-    if (hosts.size === 1)
-      warnings.push(
-        `router: role ${role.role} has one server behind the front door, so a change that restarts it leaves the role without an endpoint while it restarts; its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)`,
-      );
+    if (hosts.size !== 1) continue;
+    const outage = `router: role ${role.role} has one server behind the front door, so a change that restarts it leaves the role without an endpoint while it restarts`;
+    // Says what the stack does now: a unit step refuses that change, or takes the outage the stack allows.
+    warnings.push(
+      settings.rollout.allowEmptyFrontDoor
+        ? `${outage}; rollout.allowEmptyFrontDoor is true, so its unit steps take that outage (add a replica to avoid it)`
+        : `${outage}; its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)`,
+    );
   }
   return warnings;
 }

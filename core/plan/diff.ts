@@ -15,7 +15,7 @@ function compareMaps(scope: string, before: ReadonlyMap<string, string>, after: 
   });
 }
 
-/** A rank's settings as `item → value`: each flag (`--name` → its values) and each variable (`env NAME`). */
+/** A rank's settings as `item → value`: each flag (`--name` → its values) and each variable (`env NAME`). Compile keys hash it: its form is fixed. */
 export function rankSettings(rank: RankPlan | undefined): Map<string, string> {
   if (!rank) return new Map();
   return new Map<string, string>([
@@ -24,18 +24,54 @@ export function rankSettings(rank: RankPlan | undefined): Map<string, string> {
   ]);
 }
 
+/**
+ * Characters JSON leaves as they are but a reader cannot see or tell apart: format characters
+ * (zero-width, bidi controls), spaces other than U+0020 (no-break, ideographic), line and paragraph
+ * separators, private use and unassigned code points.
+ */
+const INVISIBLE = /[\p{Cf}\p{Zs}\p{Zl}\p{Zp}\p{Co}\p{Cn}]/gu;
+
+/**
+ * A value as a diff shows it, so that no two values look alike: a string in JSON quotes (a
+ * leading or trailing space, `01` against `1`, a control character escaped), with every character
+ * a reader could not see as a `\u` escape; a number, boolean or null as JSON writes it.
+ */
+export function shownValue(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  if (typeof value !== "string") return text;
+  const unicodeEscape = (c: string) => Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, "0")}`).join("");
+  return text.replace(INVISIBLE, (c) => (c === " " ? c : unicodeEscape(c)));
+}
+
+/** A flag's values as a diff shows them: each word quoted, or that it takes none. */
+function shownWords(words: readonly string[]): string {
+  return words.length === 0 ? "(no value)" : words.map(shownValue).join(" ");
+}
+
+/** A rank's settings as `item → shown value` (shownValue): the items of rankSettings, their values unambiguous. */
+export function shownRankSettings(rank: RankPlan | undefined): Map<string, string> {
+  if (!rank) return new Map();
+  return new Map<string, string>([
+    ...rank.flags.map((f) => [f.name, shownWords(f.values)] as [string, string]),
+    ...Object.entries(rank.env).map(([k, v]) => [`env ${k}`, shownValue(v)] as [string, string]),
+  ]);
+}
+
 /** What a diff compares of a rank: its command words, then its settings. */
 function rankItems(rank: RankPlan | undefined): Map<string, string> {
   if (!rank) return new Map();
-  return new Map([["command", commandWords(rank.argv, rank.flags).join(" ")], ...rankSettings(rank)]);
+  return new Map([["command", shownWords(commandWords(rank.argv, rank.flags))], ...shownRankSettings(rank)]);
 }
 
 /** What changes, flag by flag and rank by rank, from plan `a` to plan `b`. */
 export function diffPlans(a: LaunchPlan, b: LaunchPlan): PlanChange[] {
   const changes: PlanChange[] = [];
-  const header = (p: LaunchPlan) => new Map([["model", p.model], ["strategy", p.strategy], ["target", p.target], ...Object.entries(p.selection)]);
+  const header = (p: LaunchPlan) =>
+    new Map(
+      [["model", p.model], ["strategy", p.strategy], ["target", p.target], ...Object.entries(p.selection)].map(([item, value]) => [item!, shownValue(value)]),
+    );
   changes.push(...compareMaps("selection", header(a), header(b)));
-  const packages = (p: LaunchPlan) => new Map(p.packages.map((pkg) => [pkg.name, pkg.requirement]));
+  const packages = (p: LaunchPlan) => new Map(p.packages.map((pkg) => [pkg.name, shownValue(pkg.requirement)]));
   changes.push(...compareMaps("packages", packages(a), packages(b)));
   const ranks = (p: LaunchPlan) =>
     new Map(p.roles.flatMap((role) => role.ranks.map((rank) => [`${role.role} rank ${rank.rank}`, { node: role.node, rank }] as const)));
@@ -57,7 +93,7 @@ export function diffPlans(a: LaunchPlan, b: LaunchPlan): PlanChange[] {
 /** Settings the plan already shows (selection, packages, each rank's flags and environment). */
 const IN_THE_PLAN = new Set(["model", "strategy", "target", "preset", "axes", "versions", "extraArgs", "extraEnv"]);
 
-/** `hosts[0].address` → `"10.0.0.1"`: every leaf of the settings the platform reads and the plan does not show. */
+/** `hosts[0].address` → `"10.0.0.1"` (shownValue): every leaf of the settings the platform reads and the plan does not show. */
 function settingLeaves(settings: StackSettings): Map<string, string> {
   const ignored = otherPlatformKeys(settings.platform);
   const top = Object.fromEntries(Object.entries(settings).filter(([key]) => !IN_THE_PLAN.has(key) && !ignored.includes(key)));
@@ -69,13 +105,6 @@ function pathStep(key: string): string {
   return /^[A-Za-z_][A-Za-z0-9_-]*$/.test(key) ? key : JSON.stringify([key]);
 }
 
-/** A leaf's value as the diff shows it: a string as it is, unless it reads as a number, boolean or null (then quoted), anything else as JSON. */
-function leafText(value: unknown): string {
-  if (typeof value !== "string") return JSON.stringify(value);
-  const spellsOther = ["true", "false", "null"].includes(value) || (value !== "" && JSON.stringify(Number(value)) === value);
-  return spellsOther ? JSON.stringify(value) : value;
-}
-
 /** An empty list or map is no leaf: `cache: {}` against `cache.shared: /x` is one change, not two. */
 function leaves(value: unknown, at: string = "", found = new Map<string, string>()): Map<string, string> {
   if (value !== null && typeof value === "object") {
@@ -84,7 +113,7 @@ function leaves(value: unknown, at: string = "", found = new Map<string, string>
       leaves(child, step.startsWith("[") || at === "" ? `${at}${step}` : `${at}.${step}`, found);
     }
   } else if (value !== undefined) {
-    found.set(at, leafText(value));
+    found.set(at, shownValue(value));
   }
   return found;
 }

@@ -1,9 +1,11 @@
 import kedaFixture from "../fixtures/keda.json";
+import keda220Fixture from "../fixtures/keda-v2.20.json";
 import { knownSeries, seriesNames } from "./promql";
 
 /**
  * Checks a KEDA ScaledObject against the facts in test/fixtures/keda.json (KEDA v2.19.0, read from
- * kedacore/keda's types, webhook and prometheus scaler). It refuses what KEDA or the HPA would
+ * kedacore/keda's types, webhook and prometheus scaler), and (checkScaledObjectV220) against what
+ * v2.20 adds in test/fixtures/keda-v2.20.json: its refusals and its warnings. It refuses what KEDA or the HPA would
  * refuse and, stricter than KEDA, what would silently do nothing: unknown fields and metadata keys
  * (typos), a metricType the HPA rejects, a non-boolean pause annotation, and, when `series` is
  * given, a prometheus query naming a series nobody exports.
@@ -281,4 +283,99 @@ export function autoscalingSeries(): Set<string> {
   const series = knownSeries();
   for (const { name } of facts["epp.series"].value) series.add(name);
   return series;
+}
+
+const facts220 = keda220Fixture.facts;
+const NAME_LIMIT = facts220["refuse.name"].value.max;
+const MARKERS = facts220["crd.markers"].value;
+const KEDA_DEFAULTS = facts220.defaults.value;
+
+/** The value at a dotted path under `at` (`fallback.replicas`), or undefined. */
+function valueAt(at: unknown, path: string): unknown {
+  return path.split(".").reduce<unknown>((value, key) => (isObj(value) ? value[key] : undefined), at);
+}
+
+/** KEDA's GetHPAMinReplicas: minReplicaCount when it is above 0, else 1. */
+const hpaMinReplicas = (spec: Obj) =>
+  typeof spec.minReplicaCount === "number" && spec.minReplicaCount > 0 ? spec.minReplicaCount : KEDA_DEFAULTS.hpaMinReplicas;
+
+/** What KEDA 2.20's CRD markers refuse (keda-v2.20.json, crd.markers; v2.19's CRD has none of them). */
+function crdMarkerRefusals(spec: Obj): string[] {
+  const refusals: string[] = [];
+  for (const [path, min] of Object.entries(MARKERS.minimum)) {
+    const value = valueAt(spec, path);
+    if (typeof value === "number" && value < min) refusals.push(`spec.${path}: ${value} is below the CRD's minimum ${min}`);
+  }
+  const name = valueAt(spec, "scaleTargetRef.name");
+  if (typeof name === "string" && name.length < MARKERS.minLength["scaleTargetRef.name"]) refusals.push("spec.scaleTargetRef.name: empty");
+  const triggers = Array.isArray(spec.triggers) ? spec.triggers : [];
+  if (triggers.length < MARKERS.minItems.triggers) refusals.push(`spec.triggers: fewer than ${MARKERS.minItems.triggers}`);
+  triggers.forEach((trigger: unknown, i: number) => {
+    if (!isObj(trigger)) return;
+    if (typeof trigger.type === "string" && trigger.type.length < MARKERS.minLength["triggers[].type"]) refusals.push(`spec.triggers[${i}].type: empty`);
+    const kind = valueAt(trigger, "authenticationRef.kind");
+    if (kind !== undefined && !MARKERS.enum["triggers[].authenticationRef.kind"].includes(kind as string))
+      refusals.push(
+        `spec.triggers[${i}].authenticationRef.kind: ${JSON.stringify(kind)} is not one of ${MARKERS.enum["triggers[].authenticationRef.kind"].join(", ")}`,
+      );
+  });
+  const behavior = valueAt(spec, "fallback.behavior");
+  if (behavior !== undefined && !MARKERS.enum["fallback.behavior"].includes(behavior as string))
+    refusals.push(`spec.fallback.behavior: ${JSON.stringify(behavior)} is not one of ${MARKERS.enum["fallback.behavior"].join(", ")}`);
+  // The CEL rule: minReplicaCount <= (maxReplicaCount or 100).
+  const max = typeof spec.maxReplicaCount === "number" ? spec.maxReplicaCount : KEDA_DEFAULTS.maxReplicaCount;
+  if (typeof spec.minReplicaCount === "number" && spec.minReplicaCount > max)
+    refusals.push(`spec.minReplicaCount: ${spec.minReplicaCount} is above maxReplicaCount ${max} (the CRD's rule)`);
+  return refusals;
+}
+
+/** What KEDA 2.20's admission webhook refuses beyond v2.19's (keda-v2.20.json: refuse.name, refuse.replicaBounds, fallback.scalingModifiers). */
+function webhookRefusals(name: unknown, spec: Obj): string[] {
+  const refusals: string[] = [];
+  if (typeof name === "string") {
+    if (name.length > NAME_LIMIT) refusals.push(`metadata.name: "${name}" is ${name.length} characters; at most ${NAME_LIMIT}`);
+    const hpaName = valueAt(spec, "advanced.horizontalPodAutoscalerConfig.name");
+    const hpa = typeof hpaName === "string" && hpaName !== "" ? hpaName : `keda-hpa-${name}`;
+    if (hpa.length > NAME_LIMIT) refusals.push(`HPA name "${hpa}" is ${hpa.length} characters; at most ${NAME_LIMIT}`);
+  }
+  const [min, max] = [hpaMinReplicas(spec), typeof spec.maxReplicaCount === "number" ? spec.maxReplicaCount : KEDA_DEFAULTS.maxReplicaCount];
+  if (min > max) refusals.push(`spec.minReplicaCount: the HPA's minimum ${min} is above maxReplicaCount ${max}`);
+  if (typeof spec.idleReplicaCount === "number" && spec.idleReplicaCount >= min)
+    refusals.push(`spec.idleReplicaCount: ${spec.idleReplicaCount} must be below the HPA's minimum ${min}`);
+  if (valueAt(spec, "fallback.behavior") === facts220["fallback.scalingModifiers"].value.behavior && !valueAt(spec, "advanced.scalingModifiers.formula"))
+    refusals.push("spec.fallback.behavior: scalingModifiers needs spec.advanced.scalingModifiers.formula");
+  return refusals;
+}
+
+/** What KEDA 2.20's admission warns about (keda-v2.20.json: warn.cooldownPeriod, warn.pollingInterval); v2.19 never warns. */
+function webhookWarnings(spec: Obj): string[] {
+  const minAboveZero = typeof spec.minReplicaCount === "number" && spec.minReplicaCount > 0;
+  const idleNotZero = spec.idleReplicaCount === undefined || spec.idleReplicaCount !== 0;
+  if (!minAboveZero || !idleNotZero) return [];
+  const cachedMetrics = Array.isArray(spec.triggers) && spec.triggers.some((t: unknown) => isObj(t) && t.useCachedMetrics === true);
+  return [
+    ...(spec.cooldownPeriod !== undefined ? [`spec.cooldownPeriod: ${facts220["warn.cooldownPeriod"].value.warning}`] : []),
+    ...(spec.pollingInterval !== undefined && !cachedMetrics ? [`spec.pollingInterval: ${facts220["warn.pollingInterval"].value.warning}`] : []),
+  ];
+}
+
+/** What KEDA v2.20.2 would refuse and warn about in `object`, beyond what it shares with v2.19 (checkScaledObject). */
+export function checkScaledObjectV220(object: unknown): { refusals: string[]; warnings: string[] } {
+  if (!isObj(object) || !isObj(object.spec)) return { refusals: ["ScaledObject: no spec"], warnings: [] };
+  const name = isObj(object.metadata) ? object.metadata.name : undefined;
+  return { refusals: [...webhookRefusals(name, object.spec), ...crdMarkerRefusals(object.spec)], warnings: webhookWarnings(object.spec) };
+}
+
+/**
+ * Every problem of `object` as a ScaledObject on KEDA v2.19.0 and on v2.20.2, each line saying which
+ * version: empty when both take it without a warning. Every ScaledObject the package renders is run
+ * through it.
+ */
+export function checkScaledObjectOnBoth(object: unknown, options: ScaledObjectCheckOptions = {}): string[] {
+  const v220 = checkScaledObjectV220(object);
+  return [
+    ...checkScaledObject(object, options).map((p) => `KEDA 2.19: ${p}`),
+    ...v220.refusals.map((p) => `KEDA 2.20 refuses: ${p}`),
+    ...v220.warnings.map((p) => `KEDA 2.20 warns: ${p}`),
+  ];
 }

@@ -44,7 +44,11 @@ export const KUBERNETES_DEFAULTS = {
   },
   /** KEDA ScaledObjects (scaledObjects.ts), with `autoscaling.enabled`. */
   autoscaling: {
-    /** How often KEDA reads the triggers (llm-d's guides: 15 s). */
+    /**
+     * How often KEDA reads the triggers at and near zero replicas (llm-d's guides: 15 s), its
+     * pollingInterval with scaleToZero. Above zero the HPA reads them on its own sync period
+     * (kube-controller-manager's default: 15 s too), and the ScaledObject leaves pollingInterval out.
+     */
     pollingIntervalSeconds: 15,
     /** A new replica's start from the compiled cache: scale-up waits at least this long, and so does the unavailable alert. */
     loadSeconds: REPLICA_LOAD_SECONDS,
@@ -52,7 +56,7 @@ export const KUBERNETES_DEFAULTS = {
     scaleDownWindowSeconds: 300,
     /** At most one replica goes per this many seconds. */
     scaleDownPeriodSeconds: 300,
-    /** KEDA's wait before a role with nothing to do goes to zero (scaleToZero only). */
+    /** KEDA's wait before a role with nothing to do goes to zero (its cooldownPeriod, with a minimum of 0 only). */
     cooldownSeconds: 300,
     /** Failed reads before KEDA keeps the current replicas (fallback currentReplicasIfHigher). */
     fallbackFailureThreshold: 3,

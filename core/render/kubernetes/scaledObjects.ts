@@ -2,7 +2,7 @@ import type { Deployment } from "../../plan/types";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type { HorizontalPodAutoscalerBehavior, Named } from "./objects";
 import type { KubernetesWorkloads } from "./workloads";
-import { deploymentReplicas, pickerQueue, podMatchers, runningRequests, triggerQuery, waitingRequests } from "../../monitoring/queries";
+import { deploymentReplicas, pickerQueue, podMatchers, runningRequests, thresholdText, triggerQuery, waitingRequests } from "../../monitoring/queries";
 
 /** A prometheus trigger as KEDA v2.19.0 reads it (metadata is a map of strings). */
 export interface PrometheusTrigger {
@@ -16,8 +16,9 @@ export interface PrometheusTrigger {
 export type ScaledObject = Named<{
   spec: {
     scaleTargetRef: { apiVersion: "apps/v1"; kind: "Deployment"; name: string };
-    pollingInterval: number;
-    cooldownPeriod: number;
+    /** Only with scale to zero (minReplicaCount 0): above it KEDA 2.20 warns that neither does anything. */
+    pollingInterval?: number;
+    cooldownPeriod?: number;
     minReplicaCount: number;
     maxReplicaCount: number;
     fallback: { failureThreshold: number; replicas: number; behavior: "currentReplicasIfHigher" };
@@ -41,9 +42,6 @@ export interface RenderedScaler {
 /** The HPA's limit on a policy's period and a stabilisation window (autoscaling/v2 validation). */
 const HPA_MAX_PERIOD_SECONDS = 1800;
 const HPA_MAX_WINDOW_SECONDS = 3600;
-
-/** A threshold as KEDA's metadata takes it: a decimal string. */
-const decimal = (value: number) => String(Math.round(value * 1000) / 1000);
 
 /**
  * One ScaledObject per served role, for its Deployment (KEDA owns the HPA; none is created here).
@@ -73,27 +71,35 @@ export function renderScalers(deployment: Deployment, workloads: KubernetesWorkl
     const pods = podMatchers(namespace, name);
     const queue = plan.router && role.role === "decode" ? pickerQueue(namespace, plan.model) : waitingRequests(pods);
     const zero = (wake: string | undefined) => (scaling.scaleToZero ? { zero: { replicas: deploymentReplicas(namespace, name), wake } } : {});
-    const trigger = (triggerName: string, load: string, threshold: number, wake?: string): PrometheusTrigger => ({
-      type: "prometheus",
-      name: triggerName,
-      metricType: "Value",
-      metadata: {
-        serverAddress: scaling.prometheusAddress,
-        query: triggerQuery({ pods, compileKey: role.compileKey, load, threshold, ...zero(wake) }),
-        threshold: decimal(threshold),
-        // The queries never come back empty; if one does, that is a failure (KEDA keeps the replicas), not a 0.
-        ignoreNullValues: "false",
-      },
-    });
+    const trigger = (triggerName: string, load: string, value: number, wake?: string): PrometheusTrigger => {
+      // One text for both: the hold value the query yields is exactly the threshold.
+      const threshold = thresholdText(value);
+      return {
+        type: "prometheus",
+        name: triggerName,
+        metricType: "Value",
+        metadata: {
+          serverAddress: scaling.prometheusAddress,
+          query: triggerQuery({ pods, compileKey: role.compileKey, load, threshold, ...zero(wake) }),
+          threshold,
+          // The queries never come back empty; if one does, that is a failure (KEDA keeps the replicas), not a 0.
+          ignoreNullValues: "false",
+        },
+      };
+    };
+    // The Deployment's name, at most 45 characters (its launch ConfigMap, `<name>-launch-<10 hex>`, is at
+    // most 63): within KEDA 2.20's limit of 54, where its HPA, keda-hpa-<name>, stays within 63.
     const scaledObject = name;
+    // Scale to zero and back is KEDA's own loop, paced by these two; above zero the HPA reads the
+    // triggers on its own sync period, and KEDA 2.20 warns that they are set for nothing.
+    const zeroLoop = limits.minReplicas === 0 ? { pollingInterval: defaults.pollingIntervalSeconds, cooldownPeriod: defaults.cooldownSeconds } : {};
     const object: ScaledObject = {
       apiVersion: "keda.sh/v1alpha1",
       kind: "ScaledObject",
       metadata: { name: scaledObject, namespace, labels: workload.deployment.metadata.labels ?? {} },
       spec: {
         scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name },
-        pollingInterval: defaults.pollingIntervalSeconds,
-        cooldownPeriod: defaults.cooldownSeconds,
+        ...zeroLoop,
         minReplicaCount: limits.minReplicas,
         maxReplicaCount: limits.maxReplicas,
         // Prometheus unreachable: keep what runs (or the minimum, if more).
