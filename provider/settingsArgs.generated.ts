@@ -137,8 +137,7 @@ export interface RouterArgs {
   /** Default: "1h". */
   requestTimeout?: string;
   pickerResources?: RouterPickerResourcesArgs;
-  /** Any value; the component checks it as the stack config does. */
-  host?: any;
+  host?: RouterHostArgs;
   /** Default: "podman". */
   runtime?: RouterRuntime;
   images?: RouterImagesArgs;
@@ -270,6 +269,19 @@ export interface RouterPickerResourcesArgs {
   limits?: RouterPickerResourcesLimitsArgs;
 }
 
+/** The stack config's `router.host`. */
+export interface RouterHostArgs {
+  name: string;
+  address?: string;
+  /** Default: "root". */
+  user?: string;
+  /** Default: 22. */
+  port?: number;
+  hostKey?: string;
+  proxy?: RouterHostProxyArgs;
+  listenAddress?: string;
+}
+
 /** The values of the stack config's `router.runtime`. */
 export const RouterRuntime = { Podman: "podman", Docker: "docker" } as const;
 export type RouterRuntime = (typeof RouterRuntime)[keyof typeof RouterRuntime];
@@ -352,4 +364,14 @@ export interface RouterPickerResourcesRequestsArgs {
 export interface RouterPickerResourcesLimitsArgs {
   cpu?: string;
   memory?: string;
+}
+
+/** The stack config's `router.host.proxy`. */
+export interface RouterHostProxyArgs {
+  address: string;
+  /** Default: "root". */
+  user?: string;
+  /** Default: 22. */
+  port?: number;
+  hostKey?: string;
 }

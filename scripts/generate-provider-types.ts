@@ -4,8 +4,8 @@
 //
 // Per zod construct: scalars as themselves; z.enum and unions of literals as `as const` enum objects
 // (the analyzer's enum form; one literal is its scalar); unions of scalars of several types as a
-// string that componentArgs converts; other unions (an object or a name) as `any`; arrays as lists;
-// records as maps; objects as interfaces named after their path (`kubernetes.gateway`:
+// string that componentArgs converts (other unions are refused: settingsShape.ts); z.unknown() as
+// `any`; arrays as lists; records as maps; objects as interfaces named after their path (`kubernetes.gateway`:
 // KubernetesGatewayArgs), or after their `.meta({ id })`. Descriptions come from
 // `.describe()`/`.meta({ description })`, defaults from `.default()`.
 import { spawnSync } from "node:child_process";

@@ -61,7 +61,8 @@ interface KeyPath {
 
 /**
  * Every key path the stack config takes (`hosts.[].proxy.hostKey`, `kubernetes.resources.{}.limits.cpu`),
- * walked on the zod schema itself: through optional, default, pipe, array, record and object.
+ * walked on the zod schema itself: through optional, default, pipe, array, record, object, and each
+ * option of a union.
  */
 function keyPaths(node: z.core.$ZodType, keys: string[] = [], required = true): KeyPath[] {
   const schema = node as z.core.$ZodTypes;
@@ -80,6 +81,8 @@ function keyPaths(node: z.core.$ZodType, keys: string[] = [], required = true): 
       return [...here, ...keyPaths(def.valueType, [...keys, "{}"])];
     case "object":
       return [...here, ...Object.entries(def.shape).flatMap(([key, field]) => keyPaths(field, [...keys, key]))];
+    case "union":
+      return [...here, ...def.options.flatMap((option) => keyPaths(option, keys, required).filter((p) => p.keys.length > keys.length))];
     default:
       return here;
   }
@@ -99,8 +102,8 @@ function mismatch({ schema: node, required }: KeyPath, found: { spec: Spec; requ
   const type = deref(spec);
   const def = node._zod.def;
   if (found.required !== required) return `required ${found.required}, the stack config ${required}`;
-  if ((spec.$ref === ANY) !== (def.type === "unknown" || (def.type === "union" && def.options.some((o) => scalarOf(o) === undefined))))
-    return `${JSON.stringify(spec)} for a zod ${def.type}`;
+  // Only a free-form value (a Kubernetes object) is Any: a union's keys have types too.
+  if ((spec.$ref === ANY) !== (def.type === "unknown")) return `${JSON.stringify(spec)} for a zod ${def.type}`;
   switch (def.type) {
     case "object":
       return type.type === "object" && type.properties ? undefined : `not an object type: ${JSON.stringify(spec)}`;
@@ -114,7 +117,7 @@ function mismatch({ schema: node, required }: KeyPath, found: { spec: Spec; requ
         : `not the enum ${Object.values(def.entries)}`;
     case "union": {
       const scalars = def.options.map(scalarOf);
-      if (scalars.includes(undefined)) return undefined;
+      if (scalars.includes(undefined)) return `a union of ${scalars.map((s) => s ?? "another type").join(", ")}`;
       const expected = new Set(scalars).size === 1 ? scalars[0] : "string";
       return type.type === expected ? undefined : `a ${type.type} for a union the package gives as a ${expected}`;
     }
@@ -149,6 +152,8 @@ describe("the component package schema", () => {
         "router.pickerResources.requests.memory",
         "rollout.maxUnavailable",
         "cache.shared",
+        "router.host.address",
+        "router.host.proxy.hostKey",
       ]),
     );
     expect(paths.length).toBeGreaterThan(100);
@@ -158,6 +163,11 @@ describe("the component package schema", () => {
       return problem ? [`${p.keys.join(".")}: ${problem}`] : [];
     });
     expect(problems).toEqual([]);
+    // Free-form Kubernetes objects, passed to the pod spec as written, are the only values of no type.
+    expect(paths.filter((p) => inputAt(p.keys)?.spec.$ref === ANY).map((p) => p.keys.join("."))).toEqual([
+      "kubernetes.affinity.{}",
+      "kubernetes.topologySpreadConstraints.[].{}",
+    ]);
   });
 
   it("has nothing the stack config does not take: each object's keys are the schema's, plus the secrets at the top", () => {
@@ -302,7 +312,8 @@ describe("the generator", () => {
   it("writes each zod construct as a type the analyzer reads", () => {
     const source = providerTypesSource(
       settings({
-        host: z.union([z.strictObject({ name: z.string() }), z.string()]).optional(),
+        host: z.preprocess((v) => (typeof v === "string" ? { name: v } : v), z.strictObject({ name: z.string() })).optional(),
+        extra: z.record(z.string(), z.unknown()).optional(),
         listen: z.union([z.ipv4(), z.ipv6()]).optional(),
         unavailable: z.union([z.number(), z.string()]).default("25%"),
         mode: z.union([z.literal("fast"), z.literal("safe")]).optional(),
@@ -311,7 +322,8 @@ describe("the generator", () => {
         roles: z.record(z.string(), z.array(z.strictObject({ port: z.number() }))).optional(),
       }),
     );
-    expect(source).toContain("  host?: any;\n");
+    expect(source).toContain("  host?: HostArgs;\n");
+    expect(source).toContain("  extra?: { [key: string]: any };\n");
     expect(source).toContain("  listen?: string;\n");
     expect(source).toMatch(
       /A number or string in the stack config, given as a string here \("1" for 1\)\.\n {3}\* Default: "25%"\.\n {3}\*\/\n {2}unavailable\?: string;/,
@@ -350,6 +362,9 @@ describe("the generator", () => {
       "aB and a.b would both be ABArgs",
     );
     expect(() => providerTypesSource(settings({ when: z.strictObject({ at: z.date() }) }))).toThrow("when.at: a zod date has no type in the component package");
+    expect(() => providerTypesSource(settings({ host: z.union([z.string(), z.strictObject({ name: z.string() })]) }))).toThrow(
+      "host: a union of other than scalars has no type in the component package",
+    );
     expect(() => providerTypesSource(settings({ mode: z.enum(["a-b", "aB"]) }))).toThrow("mode: two values of Mode give the same member name");
     expect(() => providerTypesSource(settings({ apiKey: z.string() }))).toThrow("apiKey is a secret and a plain setting");
   });

@@ -132,23 +132,52 @@ const Kubernetes = z.strictObject({
   clients: z.strictObject({ namespaces: z.array(dnsLabel).min(1).optional(), podLabels: z.record(labelKey, labelValue).optional() }).default({}),
 });
 
+const ROUTER_HOST_FORMS = "a router host {name, address, user, port, hostKey, proxy, listenAddress}, or {name} (or the name alone) of an entry of hosts";
+
 /** A server of the front door on hosts: no NPU needed, podman or docker. */
-export const RouterHost = z.strictObject({
-  name: dnsLabel,
-  ...sshLogin,
-  hostKey: hostKey.optional(),
-  proxy: SshProxy.optional(),
-  /** The address the front door listens on (Envoy, the picker's metrics); all interfaces when unset. */
-  listenAddress: z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).optional(),
-});
-export type RouterHost = z.infer<typeof RouterHost>;
+const RouterHostFields = z.strictObject(
+  {
+    name: dnsLabel,
+    address: address.optional(),
+    user: posixUser.default("root"),
+    port: port.default(22),
+    hostKey: hostKey.optional(),
+    proxy: SshProxy.optional(),
+    /** The address the front door listens on (Envoy, the picker's metrics); all interfaces when unset. */
+    listenAddress: z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).optional(),
+  },
+  { error: ROUTER_HOST_FORMS },
+);
+const SERVER_KEYS = Object.keys(RouterHostFields.shape).filter((key) => key !== "name" && key !== "address");
+
+/**
+ * The front door's server: one of its own (with an address), or an entry of `hosts` it shares,
+ * named alone (`{name}`, or the name as a string, the form stacks used first). One object type
+ * either way, so the package schema types every key; the parsed form is the name of the shared
+ * entry, or the server.
+ */
+export const RouterHost = z
+  .preprocess((value, ctx) => {
+    if (typeof value === "string") return { name: value };
+    if (value === null || typeof value !== "object" || "address" in value) return value;
+    for (const key of SERVER_KEYS.filter((key) => key in value))
+      ctx.addIssue({
+        code: "custom",
+        path: [key],
+        message: "only with address: without one, name is an entry of hosts, whose own settings apply",
+        input: value,
+      });
+    return value;
+  }, RouterHostFields)
+  .transform(({ address, ...host }) => (address === undefined ? host.name : { ...host, address }));
+export type RouterHost = Exclude<z.output<typeof RouterHost>, string>;
 const Router = z.strictObject({
   /** How long a request may run: the HTTPRoute's (Kubernetes) or Envoy's route timeout (hosts). The chart's own default, 300s, cuts long generations. */
   requestTimeout: duration.default("1h"),
   /** The endpoint picker's container resources (the chart's router.epp.resources); unset keeps the chart's. */
   pickerResources: ContainerResources.optional(),
-  /** Hosts: where the front door (the llm-d endpoint picker and Envoy) runs: a server of its own, or the name of an entry of `hosts` to share it. */
-  host: z.union([dnsLabel, RouterHost], { error: "a host {name, address, user, port, hostKey, proxy}, or the name of an entry of hosts" }).optional(),
+  /** Hosts: where the front door (the llm-d endpoint picker and Envoy) runs: a server of its own, or an entry of `hosts` named alone to share it. */
+  host: RouterHost.optional(),
   /** Hosts: the container runtime the front door and the routing sidecars run under. */
   runtime: z.enum(["podman", "docker"]).default("podman"),
   /** Hosts: the images of the front door and the sidecars, for a mirror or an air-gapped site; unset, the pinned defaults. */

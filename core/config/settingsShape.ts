@@ -68,13 +68,16 @@ function literalShape(values: readonly unknown[], schema: z.core.$ZodType): Sett
 
 /**
  * A union: literals as literals; scalars of one type as that type (ipv4 | ipv6 is a string); of
- * several, a scalar union; anything else (an object or a string) is `any`, validated by the schema.
+ * several, a scalar union. Pulumi's component analyzer has no other union (it would be `any`, and
+ * its keys untyped in every language): an object or a string is refused, for a form of one object
+ * type (a preprocess from the string, as `router.host`).
  */
 function unionShape(schema: z.core.$ZodType, options: readonly z.core.$ZodType[], at: string): SettingShape {
   const literals = options.map((option) => literalValues(unwrap(option).inner));
   if (literals.every((values) => values !== undefined)) return literalShape([...new Set(literals.flat())], schema);
   const types = options.map((option) => scalarTypes(shapeOf(option, at)));
-  if (types.some((t) => t === undefined)) return { kind: "any" };
+  if (types.some((t) => t === undefined))
+    throw new Error(`${at}: a union of other than scalars has no type in the component package; give it one object type (a preprocess from the other forms)`);
   const distinct = [...new Set(types.flat() as ScalarType[])];
   return distinct.length === 1 ? { kind: distinct[0]! } : { kind: "scalarUnion", types: distinct, schema };
 }
