@@ -6,15 +6,16 @@
 // (the analyzer's enum form; one literal is its scalar); unions of scalars of several types as a
 // string that componentArgs converts (other unions are refused: settingsShape.ts); z.unknown() as
 // `any`; arrays as lists; records as maps; objects as interfaces named after their path (`kubernetes.gateway`:
-// KubernetesGatewayArgs), or after their `.meta({ id })`. Descriptions come from
-// `.describe()`/`.meta({ description })`, defaults from `.default()`.
+// KubernetesGatewayArgs), or after their `.meta({ id })`. Doc comments are each setting's
+// documentation (core/config/settingDocs.ts): its description, what its checks allow, its default.
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { z } from "zod";
 import { StackSettings } from "../core/config/stackConfig";
-import { SECRET_ENV, SECRET_KEYS } from "../core/config/secrets";
-import { settingsShape, type SettingField, type SettingShape } from "../core/config/settingsShape";
+import { SECRET_KEYS } from "../core/config/secrets";
+import { secretDoc, settingDoc } from "../core/config/settingDocs";
+import { settingsShape, type SettingShape } from "../core/config/settingsShape";
 
 export const GENERATED_FILE = path.resolve(__dirname, "../provider/settingsArgs.generated.ts");
 export const GENERATE_COMMAND = "npm run generate";
@@ -97,16 +98,6 @@ function render(root: ObjectShape): string {
         return shape.kind;
     }
   };
-  const notes = (field: SettingField): (string | undefined)[] => {
-    const shape = field.shape;
-    const asString =
-      shape.kind === "scalarUnion"
-        ? `A ${shape.types.join(" or ")} in the stack config, given as a string here${shape.types.includes("number") ? ` ("1" for 1)` : ""}.`
-        : undefined;
-    const any = shape.kind === "any" ? "Any value; the component checks it as the stack config does." : undefined;
-    const shown = field.default === undefined || shape.kind === "object" ? undefined : JSON.stringify(field.default);
-    return [field.description, asString, any, shown && shown !== "{}" && shown !== "[]" ? `Default: ${shown}.` : undefined];
-  };
   const blocks = types.map(({ name, at, shape }) => {
     const fieldPath = (key: string) => (at ? `${at}.${key}` : key);
     if (shape.kind === "enum") {
@@ -115,14 +106,13 @@ function render(root: ObjectShape): string {
       return `${docComment([`The values of the stack config's \`${at}\`.`], "")}export const ${name} = { ${members.join(", ")} } as const;\nexport type ${name} = (typeof ${name})[keyof typeof ${name}];\n`;
     }
     const fields = Object.entries(shape.fields).map(
-      ([key, field]) => `${docComment(notes(field), "  ")}  ${key}${field.required ? "" : "?"}: ${typeOf(field.shape, fieldPath(key))};\n`,
+      ([key, field]) => `${docComment(settingDoc(field), "  ")}  ${key}${field.required ? "" : "?"}: ${typeOf(field.shape, fieldPath(key))};\n`,
     );
     const secrets =
       name === ROOT
         ? SECRET_KEYS.map((key) => {
             if (key in shape.fields) throw new Error(`${key} is a secret and a plain setting`);
-            const env = SECRET_ENV[key];
-            return `${docComment([`A secret: pulumi config set --secret ${key}.${env ? ` vLLM gets it as ${env}.` : ""}`], "  ")}  ${key}?: pulumi.Input<string>;\n`;
+            return `${docComment(secretDoc(key), "  ")}  ${key}?: pulumi.Input<string>;\n`;
           })
         : [];
     const doc =

@@ -9,6 +9,8 @@ import { z } from "zod";
 import { ConfigError } from "../core/errors";
 import { StackSettings } from "../core/config/stackConfig";
 import { SECRET_KEYS } from "../core/config/secrets";
+import { secretDoc, settingDoc } from "../core/config/settingDocs";
+import { settingsShape, type SettingField, type SettingShape } from "../core/config/settingsShape";
 import { planServing, type ModelServing as ComponentModelServing } from "../components/modelServing";
 import { componentArgs, type ModelServing as PackageModelServing, type ModelServingArgs } from "../provider/modelServing";
 import { GENERATE_COMMAND, GENERATED_FILE, generatedFileText, providerTypesSource } from "../scripts/generate-provider-types";
@@ -32,6 +34,7 @@ interface Spec {
   properties?: Record<string, Spec>;
   required?: string[];
   enum?: { value: unknown }[];
+  description?: string;
 }
 const inputs: Spec = { type: "object", properties: resource.inputProperties as Record<string, Spec>, required: resource.requiredInputs! };
 
@@ -127,6 +130,49 @@ function mismatch({ schema: node, required }: KeyPath, found: { spec: Spec; requ
       return type.type === scalarOf(node) ? undefined : `a ${type.type} for a zod ${def.type}`;
   }
 }
+
+/** Every named key of the stack config with its field, at every depth (`[]` an item, `{}` a map value), as keyPaths names them. */
+function settingFields(shape: SettingShape, keys: string[] = []): { keys: string[]; field: SettingField }[] {
+  if (shape.kind === "array") return settingFields(shape.items, [...keys, "[]"]);
+  if (shape.kind === "map") return settingFields(shape.values, [...keys, "{}"]);
+  if (shape.kind !== "object") return [];
+  return Object.entries(shape.fields).flatMap(([key, field]) => [{ keys: [...keys, key], field }, ...settingFields(field.shape, [...keys, key])]);
+}
+const SETTINGS = settingFields(settingsShape(StackSettings));
+
+/** Why a setting's own description does not do, or undefined when it does: it must say more than its default. */
+function descriptionProblem(description: string | undefined): string | undefined {
+  if (!description?.trim()) return "no description";
+  return /^(Default: [^.]*\.?|The stack config's `[^`]*`\.?)$/.test(description.trim()) ? `only "${description}"` : undefined;
+}
+
+describe("the settings' descriptions", () => {
+  it("each key of the stack config, at every depth, has a description of its own in the schema, more than its default", () => {
+    expect(SETTINGS.length).toBeGreaterThan(150);
+    const problems = SETTINGS.flatMap(({ keys, field }) => {
+      const problem = descriptionProblem(field.description);
+      return problem ? [`${keys.join(".")}: ${problem}`] : [];
+    });
+    expect(problems).toEqual([]);
+  });
+
+  it("would find a key without one, or with a default alone", () => {
+    expect(descriptionProblem(undefined)).toBe("no description");
+    expect(descriptionProblem(" ")).toBe("no description");
+    expect(descriptionProblem('Default: "root".')).toBe('only "Default: "root"."');
+    expect(descriptionProblem("The SSH user. Default: root.")).toBeUndefined();
+  });
+
+  it("reach the package schema: every input property, nested and secret, carries its setting's documentation", () => {
+    const mismatches = SETTINGS.flatMap(({ keys, field }) => {
+      const found = inputAt(keys)?.spec.description;
+      return found === settingDoc(field).join("\n") ? [] : [`${keys.join(".")}: ${JSON.stringify(found)}`];
+    });
+    expect(mismatches).toEqual([]);
+    for (const secret of SECRET_KEYS) expect(resource.inputProperties![secret]!.description, secret).toBe(secretDoc(secret).join("\n"));
+    expect(resource.inputProperties!.model!.description).toMatch(/^The model to serve: .*\nAllowed: not empty\.\nDefault: "MiniMaxAI\/MiniMax-M2\.7"\.$/s);
+  });
+});
 
 describe("the component package schema", () => {
   it("lists ModelServing as a component in the index module, requiring what the stack config requires", () => {
@@ -375,12 +421,37 @@ describe("the generator", () => {
     );
   });
 
-  it("takes doc comments from the schema's descriptions, and secrets' from SECRET_ENV", () => {
+  it("takes doc comments from the schema's descriptions, what its checks allow and its defaults, and secrets' from SECRET_DESCRIPTIONS and SECRET_ENV", () => {
     const source = providerTypesSource(
-      settings({ model: z.string().describe("The model id.").default("m"), gpu: z.number().meta({ description: "Ignored */ by the comment" }).optional() }),
+      settings({
+        model: z.string().describe("The model id.").default("m"),
+        gpu: z.number().meta({ description: "Ignored */ by the comment" }).optional(),
+        port: z.number().int().min(1).max(65535).default(22).describe("The SSH port."),
+        name: z
+          .string()
+          .regex(/^[a-z]+$/, "lower-case letters")
+          .max(63)
+          .optional()
+          .describe("A name."),
+        mode: z
+          .union([z.literal("fast"), z.literal("safe")])
+          .optional()
+          .describe("How."),
+        url: z
+          .string()
+          .superRefine(() => {})
+          .optional()
+          .describe("A URL, refused with a message of its value."),
+      }),
     );
     expect(source).toContain('  /**\n   * The model id.\n   * Default: "m".\n   */\n  model?: string;\n');
     expect(source).toContain("  /** Ignored *\\/ by the comment */\n  gpu?: number;\n");
-    expect(source).toContain("  /** A secret: pulumi config set --secret hfToken. vLLM gets it as HF_TOKEN. */\n  hfToken?: pulumi.Input<string>;\n");
+    expect(source).toContain("   * The SSH port.\n   * Allowed: an integer from 1 to 65535.\n   * Default: 22.\n");
+    expect(source).toContain("   * A name.\n   * Allowed: lower-case letters; at most 63 characters.\n   */\n");
+    expect(source).toContain("   * How.\n   * Allowed: one of fast, safe.\n   */\n");
+    expect(source).toContain("  /** A URL, refused with a message of its value. */\n");
+    expect(source).toContain(
+      "   * A Hugging Face token, for the weights download and vLLM: needed for a gated or private model.\n   * A secret: pulumi config set --secret hfToken. vLLM gets it as HF_TOKEN.\n   */\n  hfToken?: pulumi.Input<string>;\n",
+    );
   });
 });

@@ -15,7 +15,8 @@ describe("settingsShape", () => {
       }),
     );
     expect(shape.fields.proxy).toMatchObject({ required: false, shape: { kind: "object", fields: { port: { required: true, shape: { kind: "number" } } } } });
-    expect(shape.fields.root).toEqual({ required: false, default: "/opt", shape: { kind: "string" } });
+    expect(shape.fields.root).toMatchObject({ required: false, default: "/opt", shape: { kind: "string" } });
+    expect(shape.fields.root!.schema._zod.def.type).toBe("string");
   });
 
   it("sorts unions: literals of one type an enum, scalars of one type that type, of several a scalar union", () => {

@@ -20,6 +20,8 @@ export type SettingShape =
 
 export interface SettingField {
   shape: SettingShape;
+  /** The schema inside the field's wrappers: its checks say what the field allows. */
+  schema: z.core.$ZodType;
   /** Neither optional nor defaulted. */
   required: boolean;
   /** The first `.describe()`/`.meta({ description })` from the field's outermost wrapper inwards. */
@@ -28,8 +30,8 @@ export interface SettingField {
 }
 
 /** The field's schema without its wrappers (optional, default, pipe), and what the wrappers said. */
-function unwrap(schema: z.core.$ZodType): Omit<SettingField, "shape"> & { inner: z.core.$ZodTypes } {
-  const field: Omit<SettingField, "shape"> = { required: true };
+function unwrap(schema: z.core.$ZodType): Omit<SettingField, "shape" | "schema"> & { inner: z.core.$ZodTypes } {
+  const field: Omit<SettingField, "shape" | "schema"> = { required: true };
   let node = schema as z.core.$ZodTypes;
   for (;;) {
     field.description ??= z.globalRegistry.get(node)?.description;
@@ -84,7 +86,7 @@ function unionShape(schema: z.core.$ZodType, options: readonly z.core.$ZodType[]
 
 function fieldOf(schema: z.core.$ZodType, at: string): SettingField {
   const { inner, ...wrappers } = unwrap(schema);
-  return { ...wrappers, shape: innerShape(inner, at) };
+  return { ...wrappers, schema: inner, shape: innerShape(inner, at) };
 }
 
 const shapeOf = (schema: z.core.$ZodType, at: string) => fieldOf(schema, at).shape;
