@@ -252,6 +252,18 @@ describe("the component package schema", () => {
     expect(schema.types["rbln-serving:index:ScrapeTargetOutput"]?.properties?.labels).toMatchObject({ $ref: "#/types/rbln-serving:index:ScrapeLabelsOutput" });
   });
 
+  it("types and describes every output, nested too: the types are the TypeScript component's own", () => {
+    const outputs = (spec: Spec, at: string): { at: string; spec: Spec }[] => {
+      const type = deref(spec.items ?? spec.additionalProperties ?? spec);
+      const nested = Object.entries(type === spec ? {} : (type.properties ?? {})).flatMap(([key, inner]) => outputs(inner, `${at}.${key}`));
+      return [{ at, spec }, ...nested];
+    };
+    const all = Object.entries(resource.properties as Record<string, Spec>).flatMap(([key, spec]) => outputs(spec, key));
+    expect(all.length).toBeGreaterThan(30);
+    expect(all.filter(({ spec }) => JSON.stringify(spec).includes(ANY) || !spec.description).map(({ at }) => at)).toEqual([]);
+    expect(schema.types["rbln-serving:index:ScrapeTargetOutput"]?.properties?.targets).toMatchObject({ type: "array", items: { type: "string" } });
+  });
+
   it("declares the TypeScript component's outputs, with the same types", () => {
     type Outputs<T> = Exclude<keyof T, keyof pulumi.ComponentResource>;
     expectTypeOf<Outputs<PackageModelServing>>().toEqualTypeOf<Outputs<ComponentModelServing>>();
