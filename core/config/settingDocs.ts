@@ -22,10 +22,18 @@ function lengthRule(check: Check, unit: string): string | undefined {
   return undefined;
 }
 
+/** Whether a number schema takes integers only. */
+export function isInteger(schema: z.core.$ZodType): boolean {
+  return ((schema._zod.def as Def).checks ?? []).some((check) => {
+    const def = check._zod.def as { check: string; format?: string };
+    return def.check === "number_format" && /int/.test(def.format ?? "");
+  });
+}
+
 /** An integer's or a number's range: `an integer from 1 to 65535`, `a number, more than 0 and at most 10000`; nothing for any number. */
-function numberRule(checks: readonly Check[]): string[] {
-  const defs = checks.map((check) => check._zod.def as { check: string; format?: string; value?: number; inclusive?: boolean });
-  const integer = defs.some((def) => def.check === "number_format" && /int/.test(def.format ?? ""));
+function numberRule(schema: z.core.$ZodType, checks: readonly Check[]): string[] {
+  const integer = isInteger(schema);
+  const defs = checks.map((check) => check._zod.def as { check: string; value?: number; inclusive?: boolean });
   const low = defs.find((def) => def.check === "greater_than");
   const high = defs.find((def) => def.check === "less_than");
   const noun = integer ? "an integer" : "a number";
@@ -59,7 +67,7 @@ export function allowedValues(schema: z.core.$ZodType): string[] {
         ...checks.flatMap((check) => lengthRule(check, "characters") ?? fixedMessage((check._zod.def as { error?: unknown }).error) ?? []),
       ];
     case "number":
-      return numberRule(checks);
+      return numberRule(schema, checks);
     case "enum":
     case "literal":
       return [oneOf(literalValues(schema)!)];
