@@ -296,8 +296,10 @@ export interface KubernetesArgs {
   /** Tolerations of the serving pods, as in a pod spec: the taints of the NPU nodes they may run on. */
   tolerations?: KubernetesTolerationArgs[];
   /** The serving pods' affinity, a Kubernetes Affinity object as written in a pod spec, in place of the default (one pod of a role per node, since each takes the node's NPUs). Free-form: the package passes it on as it is. */
+  // biome-ignore lint/suspicious/noExplicitAny: a free-form value; Pulumi's analyzer makes only any the schema's Any
   affinity?: { [key: string]: any };
   /** Topology spread constraints of the serving pods, Kubernetes objects as written in a pod spec, passed on as they are. */
+  // biome-ignore lint/suspicious/noExplicitAny: a free-form value; Pulumi's analyzer makes only any the schema's Any
   topologySpreadConstraints?: { [key: string]: any }[];
   /**
    * The PriorityClass of the serving pods; unset, the cluster's default priority.

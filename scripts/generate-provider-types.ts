@@ -19,6 +19,8 @@ import { settingsShape, type SettingShape } from "../core/config/settingsShape";
 
 export const GENERATED_FILE = path.resolve(__dirname, "../provider/settingsArgs.generated.ts");
 export const GENERATE_COMMAND = "npm run generate";
+/** Why a generated type says `any`: the one form of a free-form value (z.unknown()) the analyzer keeps. */
+const ANY_REASON = "a free-form value; Pulumi's analyzer makes only any the schema's Any";
 /** The component's args interface: the stack config's top level and the secrets. */
 const ROOT = "ModelServingArgs";
 
@@ -105,9 +107,12 @@ function render(root: ObjectShape): string {
       if (new Set(shape.values.map(memberName)).size !== members.length) throw new Error(`${at}: two values of ${name} give the same member name`);
       return `${docComment([`The values of the stack config's \`${at}\`.`], "")}export const ${name} = { ${members.join(", ")} } as const;\nexport type ${name} = (typeof ${name})[keyof typeof ${name}];\n`;
     }
-    const fields = Object.entries(shape.fields).map(
-      ([key, field]) => `${docComment(settingDoc(field), "  ")}  ${key}${field.required ? "" : "?"}: ${typeOf(field.shape, fieldPath(key))};\n`,
-    );
+    const fields = Object.entries(shape.fields).map(([key, field]) => {
+      const type = typeOf(field.shape, fieldPath(key));
+      // Pulumi's analyzer gives only `any` as Any: a free-form value needs it, and says why, line by line.
+      const anyNote = /\bany\b/.test(type) ? `  // biome-ignore lint/suspicious/noExplicitAny: ${ANY_REASON}\n` : "";
+      return `${docComment(settingDoc(field), "  ")}${anyNote}  ${key}${field.required ? "" : "?"}: ${type};\n`;
+    });
     const secrets =
       name === ROOT
         ? SECRET_KEYS.map((key) => {
