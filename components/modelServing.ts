@@ -19,8 +19,11 @@ import { LlmdRouter } from "./router/llmdRouter";
 
 export type ServingSecrets = Partial<Record<SecretKey, pulumi.Input<string>>>;
 
+/** A compile key the stack runs. */
 export interface CompileKeyOutput {
+  /** The compile key: what a compiled cache is compiled for (docs/caches.md). */
   key: string;
+  /** The roles that serve from its cache. */
   roles: string[];
   /** The registry digest of its compiled cache; absent without a registry, or while no pull or push has reported it. */
   digest?: string;

@@ -2,7 +2,10 @@ import type * as pulumi from "@pulumi/pulumi";
 import { StackSettings } from "../core/config/stackConfig";
 import { SECRET_KEYS } from "../core/config/secrets";
 import { fromPackageValue, settingsShape } from "../core/config/settingsShape";
-import { ModelServing as ModelServingComponent, type ModelServingArgs as ComponentArgs } from "../components/modelServing";
+import type { RankUnit } from "../components/hosts/npuHost";
+import type { RoleDeployment } from "../components/kubernetes/npuWorkloads";
+import { type CompileKeyOutput, ModelServing as ModelServingComponent, type ModelServingArgs as ComponentArgs } from "../components/modelServing";
+import type { RankLabels, ScrapeTarget } from "../core/monitoring/targets";
 import type { ModelServingArgs } from "./settingsArgs.generated";
 
 // The component's arguments as the package schema sees them: Pulumi's analyzer infers the schema from
@@ -10,45 +13,17 @@ import type { ModelServingArgs } from "./settingsArgs.generated";
 // (`npm run generate`). The component validates them exactly as it validates the stack config.
 export * from "./settingsArgs.generated";
 
-export interface RankUnitOutput {
-  unit: string;
-  host: string;
-  role: string;
-  rank: number;
-  url: string;
-}
-
-export interface RankPlacement {
-  rank: number;
-  port: number;
-  devices: number[];
-}
-
-export interface RoleDeploymentOutput {
-  role: string;
-  deployment: string;
-  namespace: string;
-  replicas: number;
-  ranks: RankPlacement[];
-}
-
-export interface ScrapeLabelsOutput {
-  host: string;
-  role: string;
-  rank: string;
-  model: string;
-  strategy: string;
-}
-
-export interface ScrapeTargetOutput {
-  targets: string[];
+// The outputs' types are the TypeScript component's, under the names the package schema has
+// always given them.
+export type { CompileKeyOutput } from "../components/modelServing";
+export type { RankPlacement } from "../components/kubernetes/npuWorkloads";
+export interface RankUnitOutput extends RankUnit {}
+export interface RoleDeploymentOutput extends RoleDeployment {}
+export interface ScrapeLabelsOutput extends RankLabels {}
+// Omit<> would lose the other keys' types: the analyzer reads a property from its declaration.
+export interface ScrapeTargetOutput extends ScrapeTarget {
+  /** The labels its series carry. */
   labels: ScrapeLabelsOutput;
-}
-
-export interface CompileKeyOutput {
-  key: string;
-  roles: string[];
-  digest?: string;
 }
 
 const SETTINGS = settingsShape(StackSettings);

@@ -5,51 +5,144 @@ import type * as pulumi from "@pulumi/pulumi";
 
 /** The keys of the rbln-serving stack config, as plain values, and its secrets as inputs. */
 export interface ModelServingArgs {
-  /** Default: "MiniMaxAI/MiniMax-M2.7". */
+  /**
+   * The model to serve: the id of a recipe in the package's recipes/ folder (its Hugging Face id).
+   * Allowed: not empty.
+   * Default: "MiniMaxAI/MiniMax-M2.7".
+   */
   model?: string;
+  /**
+   * The model's commit on the Hugging Face hub, used for the download and passed to vLLM; unset, the first download resolves and records it. Required with compile.registry.
+   * Allowed: a 40-hex commit hash such as 0123456789abcdef0123456789abcdef01234567 (a branch or tag moves).
+   */
   revision?: string;
+  /**
+   * How the model is split over NPUs and servers, as the recipe names it: aggregated-data-expert-parallel, aggregated-pipeline-parallel or prefill-decode-disaggregated. Required; a strategy the recipe does not verify is refused, listing the ones it does.
+   * Allowed: not empty.
+   */
   strategy: string;
+  /**
+   * What the strategy is tuned for: Latency or Throughput, as the recipe verifies it for the strategy. Required.
+   * Allowed: not empty.
+   */
   target: string;
+  /**
+   * recommended starts the axes from the recipe's recommended values; the axes given override them. Unset, each axis's default.
+   * Allowed: only recommended.
+   */
   preset?: string;
+  /** Axis values over the preset, such as spec_decode: suffix or lmcache: cpu; a value the recipe does not verify for the strategy and target is refused, listing the verified ones. */
   axes?: { [key: string]: string };
+  /**
+   * Hosts: package versions over the recipe's pins (rebelCompiler, vllmRbln, arcticInference), each an exact PEP 440 version; they name the venv.
+   * Allowed: values: a PEP 440 version such as 0.12.1 or 0.13.0rc1, at most 64 characters.
+   */
   versions?: { [key: string]: string };
-  /** Default: "hosts". */
+  /**
+   * Where to serve: hosts (systemd units on SSH servers) or kubernetes (Deployments, the llm-d router chart).
+   * Allowed: one of hosts, kubernetes.
+   * Default: "hosts".
+   */
   platform?: Platform;
-  /** Default: 1. */
+  /**
+   * Copies of the strategy, each on its own servers or pods; on hosts, hosts lists one server per node and replica.
+   * Allowed: an integer from 1 to 1024.
+   * Default: 1.
+   */
   replicas?: number;
+  /**
+   * prefill-decode-disaggregated: the prefill copies; unset, replicas.
+   * Allowed: an integer from 1 to 1024.
+   */
   prefillReplicas?: number;
+  /**
+   * prefill-decode-disaggregated: the decode copies; unset, replicas.
+   * Allowed: an integer from 1 to 1024.
+   */
   decodeReplicas?: number;
+  /** Hosts: the NPU servers, exactly one per node and replica; for prefill-decode-disaggregated the prefill servers first (prefillReplicas), then the decode servers (decodeReplicas). Required with platform hosts; a wrong count is refused, saying how many of each are needed. */
   hosts?: HostArgs[];
+  /** Hosts: a bastion every server is reached through, unless a host names its own proxy. */
   sshProxy?: SshProxyArgs;
-  /** Default: false. */
+  /**
+   * Hosts: connect without checking the servers' SSH host keys, trusting whatever answers at their addresses; the stack's warnings say so.
+   * Default: false.
+   */
   insecureSkipHostKeyCheck?: boolean;
+  /** Where pip installs the recipe's packages from on the hosts, and the user of its credentialed indexes. */
   pip?: PipArgs;
-  /** Default: "/opt/rbln-serving". */
+  /**
+   * Hosts: where the venvs, env files and rollout state live on each server; not a system directory, nor inside, around or equal to cacheRoot.
+   * Allowed: an absolute path of letters, digits, '.', '_', '-' and '/'; a path without '..'.
+   * Default: "/opt/rbln-serving".
+   */
   installRoot?: string;
-  /** Default: "/var/lib/rbln-serving". */
+  /**
+   * Hosts: where the weights (HF_HOME), compiled graphs (VLLM_CACHE_ROOT) and offload files live on each server; kept by destroy. Not a system directory, nor inside, around or equal to installRoot.
+   * Allowed: an absolute path of letters, digits, '.', '_', '-' and '/'; a path without '..'.
+   * Default: "/var/lib/rbln-serving".
+   */
   cacheRoot?: string;
-  /** Default: 500. */
+  /**
+   * Hosts: the free disk, in GiB as df counts, preflight wants under cacheRoot until the weights are cached: the model's weights plus 25% at least. The same default as kubernetes.weightsVolumeSize.
+   * Allowed: an integer, at least 0.
+   * Default: 500.
+   */
   minFreeDiskGb?: number;
-  /** Default: 50. */
+  /**
+   * Hosts: the free disk, in GiB, the unit step wants under cacheRoot before every (re)start of a rank, since a start grows the compile cache; 0 turns the check off.
+   * Allowed: an integer, at least 0.
+   * Default: 50.
+   */
   minFreeDiskGbToRestart?: number;
+  /** Hosts: a cache every server shares. */
   cache?: CacheArgs;
+  /** Platform kubernetes: the namespace, the image, where and how the serving pods run, and who may reach them. */
   kubernetes?: KubernetesArgs;
+  /**
+   * Per role (main, prefill, decode): extra `vllm serve` flags, as words (`--max-log-len`, `100`), replacing the recipe's flag of that name. Flags that define the topology (`--port`, `--data-parallel-*`, `--tensor-parallel-size`, ...) are refused in every spelling; a role the strategy lacks is refused.
+   * Allowed: keys: a role name such as main, prefill or decode; values: each at most 4096 characters, a word without NUL bytes.
+   */
   extraArgs?: { [key: string]: string[] };
+  /** Compile ahead, off the NPUs, and a registry of compiled caches (docs/compile-ahead.md). */
   compile?: CompileArgs;
+  /**
+   * Per role (main, prefill, decode): extra environment variables for vLLM, name to value, as literal text. Refused: the topology's and the package's own variables, names that hold credentials (use the secrets), names bash keeps, and a role the strategy lacks.
+   * Allowed: keys: a role name such as main, prefill or decode; values: keys: an environment variable name, values: at most 65536 characters, a value without control characters other than newline and tab.
+   */
   extraEnv?: { [key: string]: { [key: string]: string } };
+  /** The llm-d router: on hosts, the front door (the endpoint picker and Envoy) on a router host; on Kubernetes, the router chart. */
   router?: RouterArgs;
+  /** Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`). */
   monitoring?: MonitoringArgs;
+  /** Replicas that follow the load on Kubernetes: a KEDA ScaledObject per role (docs/kubernetes-autoscaling.md). */
   autoscaling?: AutoscalingArgs;
+  /** How a change reaches the replicas: at most maxUnavailable of them down at once. */
   rollout?: RolloutArgs;
-  /** A secret: pulumi config set --secret sshPrivateKey. */
+  /**
+   * Hosts: the private SSH key (OpenSSH format, such as the file ~/.ssh/id_ed25519 given on stdin) for every server, bastion, router host and compile host; required with platform hosts.
+   * A secret: pulumi config set --secret sshPrivateKey.
+   */
   sshPrivateKey?: pulumi.Input<string>;
-  /** A secret: pulumi config set --secret hfToken. vLLM gets it as HF_TOKEN. */
+  /**
+   * A Hugging Face token, for the weights download and vLLM: needed for a gated or private model.
+   * A secret: pulumi config set --secret hfToken. vLLM gets it as HF_TOKEN.
+   */
   hfToken?: pulumi.Input<string>;
-  /** A secret: pulumi config set --secret pipPassword. */
+  /**
+   * Hosts: the password of pip.username on the credentialed package indexes; required with pip.username, refused without it.
+   * A secret: pulumi config set --secret pipPassword.
+   */
   pipPassword?: pulumi.Input<string>;
-  /** A secret: pulumi config set --secret apiKey. vLLM gets it as VLLM_API_KEY. */
+  /**
+   * The API key vLLM asks of every API request: clients send it as `Authorization: Bearer <key>`. Unset, the API is open.
+   * A secret: pulumi config set --secret apiKey. vLLM gets it as VLLM_API_KEY.
+   */
   apiKey?: pulumi.Input<string>;
-  /** A secret: pulumi config set --secret registryPassword. */
+  /**
+   * The password of compile.registry.username on the compiled-cache registry; required with it, refused without it.
+   * A secret: pulumi config set --secret registryPassword.
+   */
   registryPassword?: pulumi.Input<string>;
 }
 
@@ -57,140 +150,325 @@ export interface ModelServingArgs {
 export const Platform = { Hosts: "hosts", Kubernetes: "kubernetes" } as const;
 export type Platform = (typeof Platform)[keyof typeof Platform];
 
-/** The stack config's `hosts[]`. */
+/** A server reached over SSH: its name, address, SSH login and host key. No two hosts may be one SSH server (the same address and port; host names compare without case). */
 export interface HostArgs {
+  /**
+   * The server's name, unique among hosts: its resources, unit files and plan lines are named after it, so renaming a host replaces its resources.
+   * Allowed: a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'.
+   */
   name: string;
+  /**
+   * Where SSH reaches the server: a host name, an IPv4 or an IPv6 address.
+   * Allowed: at most 253 characters; a host name or IP address; an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number.
+   */
   address: string;
-  /** Default: "root". */
+  /**
+   * The SSH user on the server. A user other than root runs the scripts through `sudo -n`, so it needs password-less sudo.
+   * Allowed: a POSIX user name.
+   * Default: "root".
+   */
   user?: string;
-  /** Default: 22. */
+  /**
+   * The SSH port of the server.
+   * Allowed: an integer from 1 to 65535.
+   * Default: 22.
+   */
   port?: number;
+  /**
+   * The address vLLM's ranks listen on (its `--host`); unset, all interfaces. When it names one address, the endpoints, unit URLs and scrape targets use it instead of address; no two hosts may serve a port on one address.
+   * Allowed: an IPv4 or IPv6 address.
+   */
   listenAddress?: string;
+  /**
+   * The public SSH host key of the server, as `ssh-keyscan` prints it without the host name (`ssh-ed25519 AAAA...`); SSH refuses any other server. Required unless insecureSkipHostKeyCheck is true.
+   * Allowed: a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan's output without the host name), then an optional comment without control characters.
+   */
   hostKey?: string;
+  /** A bastion for this server (address, user, port, hostKey); unset, the stack-wide sshProxy (if any). */
   proxy?: HostProxyArgs;
 }
 
-/** The stack config's `sshProxy`. */
+/** A bastion (jump host) that SSH connects through to reach the servers behind it, with the same sshPrivateKey. */
 export interface SshProxyArgs {
+  /**
+   * Where SSH reaches the bastion: a host name, an IPv4 or an IPv6 address.
+   * Allowed: at most 253 characters; a host name or IP address; an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number.
+   */
   address: string;
-  /** Default: "root". */
+  /**
+   * The SSH user on the bastion; it needs no rights there but to forward the connection.
+   * Allowed: a POSIX user name.
+   * Default: "root".
+   */
   user?: string;
-  /** Default: 22. */
+  /**
+   * The SSH port of the bastion.
+   * Allowed: an integer from 1 to 65535.
+   * Default: 22.
+   */
   port?: number;
+  /**
+   * The public SSH host key of the bastion, as `ssh-keyscan` prints it without the host name (`ssh-ed25519 AAAA...`); SSH refuses any other server. Required unless insecureSkipHostKeyCheck is true.
+   * Allowed: a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan's output without the host name), then an optional comment without control characters.
+   */
   hostKey?: string;
 }
 
-/** The stack config's `pip`. */
+/** Where pip installs the recipe's packages from on the hosts, and the user of its credentialed indexes. */
 export interface PipArgs {
+  /** A package index that replaces PyPI for the venvs on the hosts, such as a mirror for an air-gapped site: an http:// or https:// URL without user:password@ (the user is pip.username, the password the pipPassword secret). Unset, PyPI. */
   indexUrl?: string;
+  /** Extra package indexes, in place of the recipe's own (such as the RBLN Portal's): http:// or https:// URLs without user:password@. Unset, the recipe's. */
   extraIndexUrls?: string[];
+  /** The user for the credentialed indexes (the recipe's, such as the RBLN Portal, and pip.indexUrl): no spaces, ':', '@' or '/'. The password is the pipPassword secret; each needs the other. */
   username?: string;
 }
 
 /** The stack config's `cache`. */
 export interface CacheArgs {
+  /**
+   * A folder on a filesystem every host mounts (NFS): the weights and compiled graphs live there once, instead of being copied between hosts. Not a system directory, and apart from installRoot and cacheRoot.
+   * Allowed: an absolute path of letters, digits, '.', '_', '-' and '/'; a path without '..'.
+   */
   shared?: string;
 }
 
-/** The stack config's `kubernetes`. */
+/** Platform kubernetes: the namespace, the image, where and how the serving pods run, and who may reach them. */
 export interface KubernetesArgs {
-  /** Default: "rbln-serving". */
+  /**
+   * The namespace the package creates for the deployment and labels with Pod Security levels; it may not be monitoring.namespace. Changing it replaces every namespaced resource.
+   * Allowed: a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'; a namespace of the deployment's own, such as rbln-serving: default and kube-* belong to the cluster, and the package labels its namespace with Pod Security levels.
+   * Default: "rbln-serving".
+   */
   namespace?: string;
+  /** The vllm-rbln image the serving pods run, built from this project's Dockerfile (there is no public one): `[registry[:port]/]name[:tag][@digest]`, no user:password@. Required on Kubernetes; with compile.registry, pinned by digest (`name@sha256:...`). */
   image?: string;
-  /** Default: "rebellions.ai/npu". */
+  /**
+   * The extended resource the NPU device plugin offers; each pod requests all of its node's NPUs of it.
+   * Allowed: an extended resource name such as rebellions.ai/npu.
+   * Default: "rebellions.ai/npu".
+   */
   npuResource?: string;
-  /** Default: {"rebellions.ai/npu.product":"RBLN-CR13"}. */
+  /**
+   * Node labels the serving pods must match: the nodes with the NPU product the recipe was verified on.
+   * Allowed: keys: a Kubernetes label key; values: a Kubernetes label value.
+   * Default: {"rebellions.ai/npu.product":"RBLN-CR13"}.
+   */
   nodeSelector?: { [key: string]: string };
+  /**
+   * The storage class of the weights and compile-cache claims; it must offer ReadWriteMany, so pods on several nodes share one download. Unset, the cluster's default class.
+   * Allowed: a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'.
+   */
   storageClass?: string;
-  /** Default: "500Gi". */
+  /**
+   * The size of the weights claim (a Kubernetes quantity such as 500Gi): the model's weights plus 25% at least.
+   * Allowed: a quantity such as 500Gi; more than 0.
+   * Default: "500Gi".
+   */
   weightsVolumeSize?: string;
-  /** Default: "200Gi". */
+  /**
+   * The size of each role's compile-cache claim, where the compiled graphs live (a Kubernetes quantity such as 200Gi).
+   * Allowed: a quantity such as 200Gi; more than 0.
+   * Default: "200Gi".
+   */
   compileCacheVolumeSize?: string;
+  /** The Gateway API Gateway the llm-d router's HTTPRoute attaches to; the stack's endpoint is its address. Unset, clients reach the Service. */
   gateway?: KubernetesGatewayArgs;
-  /** Default: "none". */
+  /**
+   * The llm-d router chart's gateway provider: none, istio, or gke, as the cluster's Gateway implementation.
+   * Allowed: one of none, istio, gke.
+   * Default: "none".
+   */
   provider?: KubernetesProvider;
+  /**
+   * Per role (main, prefill, decode): the vLLM container's CPU and memory, over the defaults (32 CPUs and 384Gi requested, no CPU limit).
+   * Allowed: keys: a role name such as main, prefill or decode.
+   */
   resources?: { [key: string]: KubernetesResourceArgs };
+  /** The routing sidecar's CPU and memory on the decode pods, over the defaults (250m and 256Mi requested, a 1Gi memory limit). */
   sidecarResources?: KubernetesSidecarResourcesArgs;
-  /** Default: "16Gi". */
+  /**
+   * The size limit of the memory-backed `/dev/shm` each serving pod mounts (a Kubernetes quantity); it counts against the pod's memory.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   * Default: "16Gi".
+   */
   shmSizeLimit?: string;
+  /** Tolerations of the serving pods, as in a pod spec: the taints of the NPU nodes they may run on. */
   tolerations?: KubernetesTolerationArgs[];
+  /** The serving pods' affinity, a Kubernetes Affinity object as written in a pod spec, in place of the default (one pod of a role per node, since each takes the node's NPUs). Free-form: the package passes it on as it is. */
+  // biome-ignore lint/suspicious/noExplicitAny: a free-form value; Pulumi's analyzer makes only any the schema's Any
   affinity?: { [key: string]: any };
+  /** Topology spread constraints of the serving pods, Kubernetes objects as written in a pod spec, passed on as they are. */
+  // biome-ignore lint/suspicious/noExplicitAny: a free-form value; Pulumi's analyzer makes only any the schema's Any
   topologySpreadConstraints?: { [key: string]: any }[];
+  /**
+   * The PriorityClass of the serving pods; unset, the cluster's default priority.
+   * Allowed: a DNS subdomain name: lower-case letters, digits, '-' and '.'.
+   */
   priorityClassName?: string;
+  /**
+   * Names of Secrets in kubernetes.namespace that pull the image, such as a login to repo.rebellions.ai.
+   * Allowed: each a DNS subdomain name: lower-case letters, digits, '-' and '.'.
+   */
   imagePullSecrets?: string[];
+  /** Who the serving pods run as, and what they may write. */
   securityContext?: KubernetesSecurityContextArgs;
+  /** The aggregated strategies: who may reach the serving pods' ports, through the network policies (the disaggregated ones admit the router alone). */
   clients?: KubernetesClientsArgs;
 }
 
-/** The stack config's `compile`. */
+/** Compile ahead, off the NPUs, and a registry of compiled caches (docs/compile-ahead.md). */
 export interface CompileArgs {
+  /** Hosts: a CPU server (no NPU) that compiles every compile key before any NPU unit changes, with the same installRoot and cacheRoot as the NPU hosts; it also seeds the weights. A server of its own, never one of hosts. */
   host?: CompileHostArgs;
-  /** Default: false. */
+  /**
+   * Kubernetes: a compile Job per compile key, on CPU nodes without NPUs, fills the role's compile cache before its Deployment changes.
+   * Default: false.
+   */
   enabled?: boolean;
+  /**
+   * Kubernetes: node labels the compile Jobs must match (CPU nodes).
+   * Allowed: keys: a Kubernetes label key; values: a Kubernetes label value.
+   */
   nodeSelector?: { [key: string]: string };
+  /** Kubernetes: the compile Job's CPU and memory, over the defaults (32 CPUs and 384Gi requested). */
   resources?: CompileResourcesArgs;
+  /** A registry that keeps compiled caches across stacks, tagged by compile key: a stack pulls a key another compiled. Needs revision pinned, and on Kubernetes kubernetes.image pinned by digest. */
   registry?: CompileRegistryArgs;
 }
 
-/** The stack config's `router`. */
+/** The llm-d router: on hosts, the front door (the endpoint picker and Envoy) on a router host; on Kubernetes, the router chart. */
 export interface RouterArgs {
-  /** Default: "1h". */
+  /**
+   * How long one request may run before the router cuts it: Envoy's route timeout on hosts, the HTTPRoute's on Kubernetes (the chart's own 300s cuts long generations). A Gateway API duration: 1h, 90m, 3600s, 1h30m.
+   * Allowed: a Gateway API duration such as 1h, 90m or 3600s.
+   * Default: "1h".
+   */
   requestTimeout?: string;
+  /** Kubernetes: the endpoint picker's CPU and memory (the chart's router.epp.resources); unset, the chart's (8 CPUs and 8Gi requested, a 16Gi limit). */
   pickerResources?: RouterPickerResourcesArgs;
-  /** Any value; the component checks it as the stack config does. */
-  host?: any;
-  /** Default: "podman". */
+  /** Hosts: the front door's server, where the llm-d endpoint picker and Envoy run before every replica and role: a server of its own ({name, address, user, port, hostKey, proxy, listenAddress}), or an entry of hosts named alone to share its server ({name}, or the name as a string). Required for prefill-decode-disaggregated on hosts; unset, each replica is an endpoint of its own. */
+  host?: RouterHostArgs;
+  /**
+   * Hosts: the container runtime the front door (the picker and Envoy) and the routing sidecars run under; it must be installed on those servers.
+   * Allowed: one of podman, docker.
+   * Default: "podman".
+   */
   runtime?: RouterRuntime;
+  /** Hosts: the images of the front door and the routing sidecars, such as a mirror for an air-gapped site: OCI references without user:password@. */
   images?: RouterImagesArgs;
-  /** Default: 8080. */
+  /**
+   * Hosts: the port clients send every request to on the router host (Envoy's); it may not be one the ranks, the sidecars or the front door's own services take there.
+   * Allowed: an integer from 1 to 65535.
+   * Default: 8080.
+   */
   port?: number;
 }
 
 /** The stack config's `monitoring`. */
 export interface MonitoringArgs {
-  /** Default: false. */
+  /**
+   * Kubernetes: PodMonitors, alert rules and a Grafana dashboard for the serving pods (the Prometheus operator's kinds); on hosts, `render` writes the files.
+   * Default: false.
+   */
   enabled?: boolean;
-  /** Default: "monitoring". */
+  /**
+   * The namespace where Prometheus and Grafana run; it may not be kubernetes.namespace.
+   * Allowed: a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'.
+   * Default: "monitoring".
+   */
   namespace?: string;
 }
 
-/** The stack config's `autoscaling`. */
+/** Replicas that follow the load on Kubernetes: a KEDA ScaledObject per role (docs/kubernetes-autoscaling.md). */
 export interface AutoscalingArgs {
-  /** Default: false. */
+  /**
+   * Kubernetes: a KEDA ScaledObject per role, so its replicas follow the load; needs monitoring.enabled, and KEDA in the cluster. Refused on hosts, whose servers are fixed.
+   * Default: false.
+   */
   enabled?: boolean;
+  /**
+   * The fewest replicas of every role; 0 only with scaleToZero. Unset, each role's replicas (replicas, prefillReplicas, decodeReplicas).
+   * Allowed: an integer from 0 to 1024.
+   */
   minReplicas?: number;
+  /**
+   * The most replicas of every role; required with enabled, here or per role, and not below a role's minReplicas.
+   * Allowed: an integer from 0 to 1024.
+   */
   maxReplicas?: number;
-  /** Default: false. */
+  /**
+   * Lets minReplicas be 0, so a role with nothing to serve gives its NPUs back; only behind the llm-d router.
+   * Default: false.
+   */
   scaleToZero?: boolean;
+  /** The Prometheus KEDA queries; unset, the operator's prometheus-operated Service in monitoring.namespace. */
   prometheusAddress?: string;
+  /**
+   * Per role (main, prefill, decode): limits and target over the stack-wide ones; a role the strategy lacks is refused.
+   * Allowed: keys: a role name such as main, prefill or decode.
+   */
   roles?: { [key: string]: AutoscalingRoleArgs };
 }
 
 /** The stack config's `rollout`. */
 export interface RolloutArgs {
   /**
+   * The replicas a change may take down at once: a count (1), or a percentage of the replicas (25%), rounded up. Hosts change in waves of that size; on Kubernetes it is the Deployments' and PodDisruptionBudgets' setting.
    * A number or string in the stack config, given as a string here ("1" for 1).
+   * Allowed: an integer, at least 1; or a count such as 1 or a percentage such as 25% (1%-100%).
    * Default: "25%".
    */
   maxUnavailable?: string;
+  /**
+   * vLLM's --shutdown-timeout, in seconds: how long a stopping rank lets its in-flight requests finish. Unset, router.requestTimeout, so no request the front door allows is cut.
+   * Allowed: an integer from 0 to 86400.
+   */
   shutdownTimeoutSeconds?: number;
-  /** Default: false. */
+  /**
+   * Hosts with the front door: let a change take a role's last server out of the front door while it restarts (an outage of that role); without it, such a change is refused.
+   * Default: false.
+   */
   allowEmptyFrontDoor?: boolean;
 }
 
-/** The stack config's `hosts[].proxy`. */
+/** A bastion (jump host) that SSH connects through to reach the servers behind it, with the same sshPrivateKey. */
 export interface HostProxyArgs {
+  /**
+   * Where SSH reaches the bastion: a host name, an IPv4 or an IPv6 address.
+   * Allowed: at most 253 characters; a host name or IP address; an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number.
+   */
   address: string;
-  /** Default: "root". */
+  /**
+   * The SSH user on the bastion; it needs no rights there but to forward the connection.
+   * Allowed: a POSIX user name.
+   * Default: "root".
+   */
   user?: string;
-  /** Default: 22. */
+  /**
+   * The SSH port of the bastion.
+   * Allowed: an integer from 1 to 65535.
+   * Default: 22.
+   */
   port?: number;
+  /**
+   * The public SSH host key of the bastion, as `ssh-keyscan` prints it without the host name (`ssh-ed25519 AAAA...`); SSH refuses any other server. Required unless insecureSkipHostKeyCheck is true.
+   * Allowed: a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan's output without the host name), then an optional comment without control characters.
+   */
   hostKey?: string;
 }
 
 /** The stack config's `kubernetes.gateway`. */
 export interface KubernetesGatewayArgs {
+  /**
+   * The Gateway's name.
+   * Allowed: a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'.
+   */
   name: string;
+  /**
+   * The Gateway's namespace; unset, kubernetes.namespace.
+   * Allowed: a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'.
+   */
   namespace?: string;
 }
 
@@ -198,76 +476,198 @@ export interface KubernetesGatewayArgs {
 export const KubernetesProvider = { None: "none", Istio: "istio", Gke: "gke" } as const;
 export type KubernetesProvider = (typeof KubernetesProvider)[keyof typeof KubernetesProvider];
 
-/** The stack config's `kubernetes.resources.*`. */
+/** A container's CPU and memory, as Kubernetes requests and limits; a key left out keeps the default. */
 export interface KubernetesResourceArgs {
+  /** What the scheduler reserves for the container on its node (CPU and memory); no request may exceed its limit. */
   requests?: KubernetesResourceRequestsArgs;
+  /** The most the container may use: above the memory limit it is killed, above the CPU limit throttled. */
   limits?: KubernetesResourceLimitsArgs;
 }
 
-/** The stack config's `kubernetes.sidecarResources`. */
+/** A container's CPU and memory, as Kubernetes requests and limits; a key left out keeps the default. */
 export interface KubernetesSidecarResourcesArgs {
+  /** What the scheduler reserves for the container on its node (CPU and memory); no request may exceed its limit. */
   requests?: KubernetesSidecarResourcesRequestsArgs;
+  /** The most the container may use: above the memory limit it is killed, above the CPU limit throttled. */
   limits?: KubernetesSidecarResourcesLimitsArgs;
 }
 
-/** The stack config's `kubernetes.tolerations[]`. */
+/** A Kubernetes toleration of the serving pods, as in a pod spec: the node taints they may run on. */
 export interface KubernetesTolerationArgs {
+  /**
+   * The taint key it matches; unset with operator Exists, every taint.
+   * Allowed: a Kubernetes label key.
+   */
   key?: string;
+  /**
+   * Equal matches the taint's value, Exists any value; unset, Equal.
+   * Allowed: one of Exists, Equal.
+   */
   operator?: KubernetesTolerationOperator;
+  /**
+   * The taint value it matches, with operator Equal.
+   * Allowed: a Kubernetes label value.
+   */
   value?: string;
+  /**
+   * The taint effect it matches; unset, every effect.
+   * Allowed: one of NoSchedule, PreferNoSchedule, NoExecute.
+   */
   effect?: KubernetesTolerationEffect;
+  /**
+   * With effect NoExecute: the seconds a pod stays on a node after the taint appears; unset, for good.
+   * Allowed: an integer.
+   */
   tolerationSeconds?: number;
 }
 
-/** The stack config's `kubernetes.securityContext`. */
+/** Who the serving pods run as, and what they may write. */
 export interface KubernetesSecurityContextArgs {
-  /** Default: true. */
+  /**
+   * The pods run as a user other than root; false runs them as root. Non-root needs the NPU device nodes to be reachable by that user.
+   * Default: true.
+   */
   runAsNonRoot?: boolean;
-  /** Default: 10001. */
+  /**
+   * The UID the containers run as; not 0 while runAsNonRoot is true.
+   * Allowed: an integer from 0 to 2147483647.
+   * Default: 10001.
+   */
   runAsUser?: number;
-  /** Default: 10001. */
+  /**
+   * The primary GID the containers run as.
+   * Allowed: an integer from 0 to 2147483647.
+   * Default: 10001.
+   */
   runAsGroup?: number;
-  /** Default: 10001. */
+  /**
+   * The group that owns the mounted volumes (weights and compile caches), so the containers can write them.
+   * Allowed: an integer from 0 to 2147483647.
+   * Default: 10001.
+   */
   fsGroup?: number;
+  /**
+   * More groups for the containers, such as the GID that owns `/dev/rbln*` on the nodes.
+   * Allowed: each an integer from 0 to 2147483647.
+   */
   supplementalGroups?: number[];
-  /** Default: true. */
+  /**
+   * The containers' root filesystem is read-only; vLLM writes only to the mounted volumes.
+   * Default: true.
+   */
   readOnlyRootFilesystem?: boolean;
 }
 
 /** The stack config's `kubernetes.clients`. */
 export interface KubernetesClientsArgs {
+  /**
+   * The namespaces whose pods may connect; unset, the gateway's namespace and kubernetes.namespace itself.
+   * Allowed: not empty; each a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'.
+   */
   namespaces?: string[];
+  /**
+   * Only the pods with these labels, in those namespaces, may connect; unset, every pod there.
+   * Allowed: keys: a Kubernetes label key; values: a Kubernetes label value.
+   */
   podLabels?: { [key: string]: string };
 }
 
 /** The stack config's `compile.host`. */
 export interface CompileHostArgs {
+  /**
+   * The server's name, unique among hosts: its resources, unit files and plan lines are named after it, so renaming a host replaces its resources.
+   * Allowed: a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'.
+   */
   name: string;
+  /**
+   * Where SSH reaches the server: a host name, an IPv4 or an IPv6 address.
+   * Allowed: at most 253 characters; a host name or IP address; an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number.
+   */
   address: string;
-  /** Default: "root". */
+  /**
+   * The SSH user on the server. A user other than root runs the scripts through `sudo -n`, so it needs password-less sudo.
+   * Allowed: a POSIX user name.
+   * Default: "root".
+   */
   user?: string;
-  /** Default: 22. */
+  /**
+   * The SSH port of the server.
+   * Allowed: an integer from 1 to 65535.
+   * Default: 22.
+   */
   port?: number;
+  /**
+   * The public SSH host key of the server, as `ssh-keyscan` prints it without the host name (`ssh-ed25519 AAAA...`); SSH refuses any other server. Required unless insecureSkipHostKeyCheck is true.
+   * Allowed: a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan's output without the host name), then an optional comment without control characters.
+   */
   hostKey?: string;
+  /** A bastion for this server (address, user, port, hostKey); unset, the stack-wide sshProxy (if any). */
   proxy?: CompileHostProxyArgs;
 }
 
-/** The stack config's `compile.resources`. */
+/** A container's CPU and memory, as Kubernetes requests and limits; a key left out keeps the default. */
 export interface CompileResourcesArgs {
+  /** What the scheduler reserves for the container on its node (CPU and memory); no request may exceed its limit. */
   requests?: CompileResourcesRequestsArgs;
+  /** The most the container may use: above the memory limit it is killed, above the CPU limit throttled. */
   limits?: CompileResourcesLimitsArgs;
 }
 
 /** The stack config's `compile.registry`. */
 export interface CompileRegistryArgs {
+  /**
+   * The OCI repository of the compiled caches, `host[:port]/path` without scheme or tag: each cache is pushed and pulled under its compile key as the tag.
+   * Allowed: an OCI repository such as registry.example.com/ml/rbln-compile-cache: host[:port]/path, no scheme, no tag; a registry port from 1 to 65535.
+   */
   repository: string;
+  /** The registry user, without spaces or ':'; the password is the registryPassword secret, and each needs the other. */
   username?: string;
 }
 
-/** The stack config's `router.pickerResources`. */
+/** A container's CPU and memory, as Kubernetes requests and limits; a key left out keeps the default. */
 export interface RouterPickerResourcesArgs {
+  /** What the scheduler reserves for the container on its node (CPU and memory); no request may exceed its limit. */
   requests?: RouterPickerResourcesRequestsArgs;
+  /** The most the container may use: above the memory limit it is killed, above the CPU limit throttled. */
   limits?: RouterPickerResourcesLimitsArgs;
+}
+
+/** The front door's server: a server of its own (with address), or an entry of hosts named alone ({name}) whose server it shares. */
+export interface RouterHostArgs {
+  /**
+   * With address, the router host's name (its resources are named after it), which no entry of hosts may have; without address, the name of the entry of hosts whose server the front door shares.
+   * Allowed: a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'.
+   */
+  name: string;
+  /**
+   * Where SSH and clients reach a router host of its own: a host name, an IPv4 or an IPv6 address. Unset, name is an entry of hosts, and no other key may be set.
+   * Allowed: at most 253 characters; a host name or IP address; an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number.
+   */
+  address?: string;
+  /**
+   * The SSH user on the router host. A user other than root runs the scripts through `sudo -n`, so it needs password-less sudo.
+   * Allowed: a POSIX user name.
+   * Default: "root".
+   */
+  user?: string;
+  /**
+   * The SSH port of the router host.
+   * Allowed: an integer from 1 to 65535.
+   * Default: 22.
+   */
+  port?: number;
+  /**
+   * The public SSH host key of the router host, as `ssh-keyscan` prints it without the host name (`ssh-ed25519 AAAA...`); SSH refuses any other server. Required unless insecureSkipHostKeyCheck is true.
+   * Allowed: a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan's output without the host name), then an optional comment without control characters.
+   */
+  hostKey?: string;
+  /** A bastion for the router host (address, user, port, hostKey); unset, the stack-wide sshProxy (if any). */
+  proxy?: RouterHostProxyArgs;
+  /**
+   * The address the front door listens on (Envoy's port, the picker's metrics); unset, all interfaces.
+   * Allowed: an IPv4 or IPv6 address.
+   */
+  listenAddress?: string;
 }
 
 /** The values of the stack config's `router.runtime`. */
@@ -276,39 +676,86 @@ export type RouterRuntime = (typeof RouterRuntime)[keyof typeof RouterRuntime];
 
 /** The stack config's `router.images`. */
 export interface RouterImagesArgs {
+  /** The llm-d endpoint picker's image; unset, the release the package pins. */
   endpointPicker?: string;
+  /** Envoy's image; unset, the release the package pins. */
   proxy?: string;
+  /** The routing sidecar's image on the decode hosts; unset, the release the package pins. */
   sidecar?: string;
 }
 
-/** The stack config's `autoscaling.roles.*`. */
+/** One role's replica limits and target, over the stack-wide ones. */
 export interface AutoscalingRoleArgs {
+  /**
+   * The fewest replicas of this role; unset, autoscaling.minReplicas.
+   * Allowed: an integer from 0 to 1024.
+   */
   minReplicas?: number;
+  /**
+   * The most replicas of this role; unset, autoscaling.maxReplicas; not below the role's minReplicas.
+   * Allowed: an integer from 0 to 1024.
+   */
   maxReplicas?: number;
+  /**
+   * The waiting requests per replica the scaler keeps to: more waiting adds replicas. Unset, 1.
+   * Allowed: a number from 0.001 to 10000.
+   */
   target?: number;
 }
 
 /** The stack config's `kubernetes.resources.*.requests`. */
 export interface KubernetesResourceRequestsArgs {
+  /**
+   * CPU, in cores as a Kubernetes quantity: `8` is 8 cores, `500m` half a core.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   cpu?: string;
+  /**
+   * Memory, in bytes as a Kubernetes quantity: `64Gi`, `512Mi`.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   memory?: string;
 }
 
 /** The stack config's `kubernetes.resources.*.limits`. */
 export interface KubernetesResourceLimitsArgs {
+  /**
+   * CPU, in cores as a Kubernetes quantity: `8` is 8 cores, `500m` half a core.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   cpu?: string;
+  /**
+   * Memory, in bytes as a Kubernetes quantity: `64Gi`, `512Mi`.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   memory?: string;
 }
 
 /** The stack config's `kubernetes.sidecarResources.requests`. */
 export interface KubernetesSidecarResourcesRequestsArgs {
+  /**
+   * CPU, in cores as a Kubernetes quantity: `8` is 8 cores, `500m` half a core.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   cpu?: string;
+  /**
+   * Memory, in bytes as a Kubernetes quantity: `64Gi`, `512Mi`.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   memory?: string;
 }
 
 /** The stack config's `kubernetes.sidecarResources.limits`. */
 export interface KubernetesSidecarResourcesLimitsArgs {
+  /**
+   * CPU, in cores as a Kubernetes quantity: `8` is 8 cores, `500m` half a core.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   cpu?: string;
+  /**
+   * Memory, in bytes as a Kubernetes quantity: `64Gi`, `512Mi`.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   memory?: string;
 }
 
@@ -320,36 +767,110 @@ export type KubernetesTolerationOperator = (typeof KubernetesTolerationOperator)
 export const KubernetesTolerationEffect = { NoSchedule: "NoSchedule", PreferNoSchedule: "PreferNoSchedule", NoExecute: "NoExecute" } as const;
 export type KubernetesTolerationEffect = (typeof KubernetesTolerationEffect)[keyof typeof KubernetesTolerationEffect];
 
-/** The stack config's `compile.host.proxy`. */
+/** A bastion (jump host) that SSH connects through to reach the servers behind it, with the same sshPrivateKey. */
 export interface CompileHostProxyArgs {
+  /**
+   * Where SSH reaches the bastion: a host name, an IPv4 or an IPv6 address.
+   * Allowed: at most 253 characters; a host name or IP address; an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number.
+   */
   address: string;
-  /** Default: "root". */
+  /**
+   * The SSH user on the bastion; it needs no rights there but to forward the connection.
+   * Allowed: a POSIX user name.
+   * Default: "root".
+   */
   user?: string;
-  /** Default: 22. */
+  /**
+   * The SSH port of the bastion.
+   * Allowed: an integer from 1 to 65535.
+   * Default: 22.
+   */
   port?: number;
+  /**
+   * The public SSH host key of the bastion, as `ssh-keyscan` prints it without the host name (`ssh-ed25519 AAAA...`); SSH refuses any other server. Required unless insecureSkipHostKeyCheck is true.
+   * Allowed: a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan's output without the host name), then an optional comment without control characters.
+   */
   hostKey?: string;
 }
 
 /** The stack config's `compile.resources.requests`. */
 export interface CompileResourcesRequestsArgs {
+  /**
+   * CPU, in cores as a Kubernetes quantity: `8` is 8 cores, `500m` half a core.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   cpu?: string;
+  /**
+   * Memory, in bytes as a Kubernetes quantity: `64Gi`, `512Mi`.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   memory?: string;
 }
 
 /** The stack config's `compile.resources.limits`. */
 export interface CompileResourcesLimitsArgs {
+  /**
+   * CPU, in cores as a Kubernetes quantity: `8` is 8 cores, `500m` half a core.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   cpu?: string;
+  /**
+   * Memory, in bytes as a Kubernetes quantity: `64Gi`, `512Mi`.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   memory?: string;
 }
 
 /** The stack config's `router.pickerResources.requests`. */
 export interface RouterPickerResourcesRequestsArgs {
+  /**
+   * CPU, in cores as a Kubernetes quantity: `8` is 8 cores, `500m` half a core.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   cpu?: string;
+  /**
+   * Memory, in bytes as a Kubernetes quantity: `64Gi`, `512Mi`.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   memory?: string;
 }
 
 /** The stack config's `router.pickerResources.limits`. */
 export interface RouterPickerResourcesLimitsArgs {
+  /**
+   * CPU, in cores as a Kubernetes quantity: `8` is 8 cores, `500m` half a core.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   cpu?: string;
+  /**
+   * Memory, in bytes as a Kubernetes quantity: `64Gi`, `512Mi`.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
   memory?: string;
+}
+
+/** A bastion (jump host) that SSH connects through to reach the servers behind it, with the same sshPrivateKey. */
+export interface RouterHostProxyArgs {
+  /**
+   * Where SSH reaches the bastion: a host name, an IPv4 or an IPv6 address.
+   * Allowed: at most 253 characters; a host name or IP address; an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number.
+   */
+  address: string;
+  /**
+   * The SSH user on the bastion; it needs no rights there but to forward the connection.
+   * Allowed: a POSIX user name.
+   * Default: "root".
+   */
+  user?: string;
+  /**
+   * The SSH port of the bastion.
+   * Allowed: an integer from 1 to 65535.
+   * Default: 22.
+   */
+  port?: number;
+  /**
+   * The public SSH host key of the bastion, as `ssh-keyscan` prints it without the host name (`ssh-ed25519 AAAA...`); SSH refuses any other server. Required unless insecureSkipHostKeyCheck is true.
+   * Allowed: a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan's output without the host name), then an optional comment without control characters.
+   */
+  hostKey?: string;
 }

@@ -4,20 +4,23 @@
 //
 // Per zod construct: scalars as themselves; z.enum and unions of literals as `as const` enum objects
 // (the analyzer's enum form; one literal is its scalar); unions of scalars of several types as a
-// string that componentArgs converts; other unions (an object or a name) as `any`; arrays as lists;
-// records as maps; objects as interfaces named after their path (`kubernetes.gateway`:
-// KubernetesGatewayArgs), or after their `.meta({ id })`. Descriptions come from
-// `.describe()`/`.meta({ description })`, defaults from `.default()`.
+// string that componentArgs converts (other unions are refused: settingsShape.ts); z.unknown() as
+// `any`; arrays as lists; records as maps; objects as interfaces named after their path (`kubernetes.gateway`:
+// KubernetesGatewayArgs), or after their `.meta({ id })`. Doc comments are each setting's
+// documentation (core/config/settingDocs.ts): its description, what its checks allow, its default.
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { z } from "zod";
 import { StackSettings } from "../core/config/stackConfig";
-import { SECRET_ENV, SECRET_KEYS } from "../core/config/secrets";
-import { settingsShape, type SettingField, type SettingShape } from "../core/config/settingsShape";
+import { SECRET_KEYS } from "../core/config/secrets";
+import { secretDoc, settingDoc } from "../core/config/settingDocs";
+import { settingsShape, type SettingShape } from "../core/config/settingsShape";
 import { biomeFormatted } from "./biomeFormat";
 
 export const GENERATED_FILE = path.resolve(__dirname, "../provider/settingsArgs.generated.ts");
 export const GENERATE_COMMAND = "npm run generate";
+/** Why a generated type says `any`: the one form of a free-form value (z.unknown()) the analyzer keeps. */
+const ANY_REASON = "a free-form value; Pulumi's analyzer makes only any the schema's Any";
 /** The component's args interface: the stack config's top level and the secrets. */
 const ROOT = "ModelServingArgs";
 
@@ -97,16 +100,6 @@ function render(root: ObjectShape): string {
         return shape.kind;
     }
   };
-  const notes = (field: SettingField): (string | undefined)[] => {
-    const shape = field.shape;
-    const asString =
-      shape.kind === "scalarUnion"
-        ? `A ${shape.types.join(" or ")} in the stack config, given as a string here${shape.types.includes("number") ? ` ("1" for 1)` : ""}.`
-        : undefined;
-    const any = shape.kind === "any" ? "Any value; the component checks it as the stack config does." : undefined;
-    const shown = field.default === undefined || shape.kind === "object" ? undefined : JSON.stringify(field.default);
-    return [field.description, asString, any, shown && shown !== "{}" && shown !== "[]" ? `Default: ${shown}.` : undefined];
-  };
   const blocks = types.map(({ name, at, shape }) => {
     const fieldPath = (key: string) => (at ? `${at}.${key}` : key);
     if (shape.kind === "enum") {
@@ -114,15 +107,17 @@ function render(root: ObjectShape): string {
       if (new Set(shape.values.map(memberName)).size !== members.length) throw new Error(`${at}: two values of ${name} give the same member name`);
       return `${docComment([`The values of the stack config's \`${at}\`.`], "")}export const ${name} = { ${members.join(", ")} } as const;\nexport type ${name} = (typeof ${name})[keyof typeof ${name}];\n`;
     }
-    const fields = Object.entries(shape.fields).map(
-      ([key, field]) => `${docComment(notes(field), "  ")}  ${key}${field.required ? "" : "?"}: ${typeOf(field.shape, fieldPath(key))};\n`,
-    );
+    const fields = Object.entries(shape.fields).map(([key, field]) => {
+      const type = typeOf(field.shape, fieldPath(key));
+      // Pulumi's analyzer gives only `any` as Any: a free-form value needs it, and says why, line by line.
+      const anyNote = /\bany\b/.test(type) ? `  // biome-ignore lint/suspicious/noExplicitAny: ${ANY_REASON}\n` : "";
+      return `${docComment(settingDoc(field), "  ")}${anyNote}  ${key}${field.required ? "" : "?"}: ${type};\n`;
+    });
     const secrets =
       name === ROOT
         ? SECRET_KEYS.map((key) => {
             if (key in shape.fields) throw new Error(`${key} is a secret and a plain setting`);
-            const env = SECRET_ENV[key];
-            return `${docComment([`A secret: pulumi config set --secret ${key}.${env ? ` vLLM gets it as ${env}.` : ""}`], "  ")}  ${key}?: pulumi.Input<string>;\n`;
+            return `${docComment(secretDoc(key), "  ")}  ${key}?: pulumi.Input<string>;\n`;
           })
         : [];
     const doc =

@@ -3,16 +3,18 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { holdsCiphertext, pulumiConfigText, readConfigEntries } from "../core/config/configEntries";
 import { foreignKeyWarnings, parseStackSettings, StackSettings } from "../core/config/stackConfig";
-import { SECRET_ENV } from "../core/config/secrets";
+import { SECRET_ENV, SECRET_KEYS } from "../core/config/secrets";
 import { PACKAGE_ENV } from "../core/config/vllmOptions";
 import envFixture from "./fixtures/vllm-0.30.0/env.json";
 import { readStackFile } from "../core/config/stackFile";
 import { OFFLINE_ENV } from "../core/config/defaults";
 import { ConfigError } from "../core/errors";
 import { planDeployment } from "../core/plan/deployment";
+import { PROJECT_FILE, projectFileText, projectKeys } from "../scripts/generate-project-config";
 import { checkIndexCredentials, pipIndexUrls } from "../core/plan/pipIndexes";
 import { weightsStorageGib } from "../core/plan/storage";
 import { renderHost } from "../core/render/hosts/bundle";
@@ -29,6 +31,37 @@ describe("Pulumi.yaml", () => {
       main: "index.ts",
       stackConfigDir: "stacks",
     });
+  });
+
+  it("has its config block and the comment above it generated from the schema, and fresh", () => {
+    expect(fs.readFileSync(PROJECT_FILE, "utf8"), `Pulumi.yaml is stale: run \`npm run generate\``).toBe(projectFileText());
+    const { declared, optional, otherTypes } = projectKeys();
+    // Every key and secret is declared or named in the comment, once.
+    const comment = fs.readFileSync(PROJECT_FILE, "utf8").split("config:\n")[0]!;
+    const named = [...optional, ...otherTypes, ...SECRET_KEYS].filter((key) => new RegExp(`[ ,]${key}[,;.]`).test(comment.replace(/\n# /g, " ")));
+    expect([...Object.keys(project.config), ...named].sort()).toEqual([...Object.keys(StackSettings.shape), ...SECRET_KEYS].sort());
+    expect(declared.map(([key]) => key)).toEqual(Object.keys(project.config));
+    expect(project.config.minFreeDiskGbToRestart).toMatchObject({
+      type: "integer",
+      default: 50,
+      description: expect.stringMatching(/^Hosts: the free disk, in GiB/),
+    });
+  });
+
+  it("declares only keys Pulumi can type and need not require: the others by kind in the comment", () => {
+    const schema = z.strictObject({
+      name: z.string(),
+      count: z.number().int().default(1),
+      ratio: z.number().default(0.5),
+      note: z.string().optional(),
+      mode: z.enum(["a", "b"]).default("a"),
+      hosts: z.array(z.string()).default([]),
+    });
+    const { declared, optional, otherTypes } = projectKeys(schema);
+    expect(declared.map(([key]) => key)).toEqual(["name", "count", "mode"]);
+    expect(optional).toEqual(["note"]);
+    expect(otherTypes).toEqual(["ratio", "hosts"]);
+    expect(() => projectFileText("name: x\nconfig: {}\n", schema)).toThrow("Pulumi.yaml has no line");
   });
 
   it("declares the same defaults the program applies", () => {

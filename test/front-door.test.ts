@@ -129,6 +129,20 @@ describe("the front door's settings, refused with one line", () => {
 
   it("takes the name of an entry of hosts to share that server, refusing a name no entry has and a port its ranks take", () => {
     expect(plan({ ...edge(), router: { host: "npu-edge-0", port: 8090 } }).frontDoor!.sharedWith).toBe("npu-edge-0");
+    // The same entry named in the object form, the one type the component package has.
+    expect(plan({ ...edge(), router: { host: { name: "npu-edge-0" }, port: 8090 } }).frontDoor!.sharedWith).toBe("npu-edge-0");
+    expect(() => parseStackSettings({ ...edge(), router: { host: { name: "npu-edge-0", port: 2222 } } })).toThrow(
+      "router.host.port: only with address: without one, name is an entry of hosts, whose own settings apply",
+    );
+    expect(() => parseStackSettings({ ...edge(), router: { host: { name: "npu-edge-0", adress: "10.0.0.1" } } })).toThrow(
+      "router.host.adress: unknown key; allowed: name, address, user, port, hostKey, proxy, listenAddress",
+    );
+    expect(() => parseStackSettings({ ...edge(), router: { host: 5 } })).toThrow(
+      "router.host: a router host {name, address, user, port, hostKey, proxy, listenAddress}, or {name} (or the name alone) of an entry of hosts (got 5)",
+    );
+    expect(() => parseStackSettings({ ...edge(), router: { host: { name: "nowhere" } } })).toThrow(
+      'router.host: names no entry of hosts; allowed: "npu-edge-0"',
+    );
     expect(() => parseStackSettings({ ...edge(), router: { host: "nowhere" } })).toThrow(
       'router.host: names no entry of hosts; allowed: "npu-edge-0", "npu-edge-1", or a host {name, address, user, port, hostKey}',
     );

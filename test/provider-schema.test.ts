@@ -9,6 +9,8 @@ import { z } from "zod";
 import { ConfigError } from "../core/errors";
 import { StackSettings } from "../core/config/stackConfig";
 import { SECRET_KEYS } from "../core/config/secrets";
+import { secretDoc, settingDoc } from "../core/config/settingDocs";
+import { settingsShape, type SettingField, type SettingShape } from "../core/config/settingsShape";
 import { planServing, type ModelServing as ComponentModelServing } from "../components/modelServing";
 import { componentArgs, type ModelServing as PackageModelServing, type ModelServingArgs } from "../provider/modelServing";
 import { GENERATE_COMMAND, GENERATED_FILE, generatedFileText, providerTypesSource } from "../scripts/generate-provider-types";
@@ -32,6 +34,7 @@ interface Spec {
   properties?: Record<string, Spec>;
   required?: string[];
   enum?: { value: unknown }[];
+  description?: string;
 }
 const inputs: Spec = { type: "object", properties: resource.inputProperties as Record<string, Spec>, required: resource.requiredInputs! };
 
@@ -61,7 +64,8 @@ interface KeyPath {
 
 /**
  * Every key path the stack config takes (`hosts.[].proxy.hostKey`, `kubernetes.resources.{}.limits.cpu`),
- * walked on the zod schema itself: through optional, default, pipe, array, record and object.
+ * walked on the zod schema itself: through optional, default, pipe, array, record, object, and each
+ * option of a union.
  */
 function keyPaths(node: z.core.$ZodType, keys: string[] = [], required = true): KeyPath[] {
   const schema = node as z.core.$ZodTypes;
@@ -80,6 +84,8 @@ function keyPaths(node: z.core.$ZodType, keys: string[] = [], required = true): 
       return [...here, ...keyPaths(def.valueType, [...keys, "{}"])];
     case "object":
       return [...here, ...Object.entries(def.shape).flatMap(([key, field]) => keyPaths(field, [...keys, key]))];
+    case "union":
+      return [...here, ...def.options.flatMap((option) => keyPaths(option, keys, required).filter((p) => p.keys.length > keys.length))];
     default:
       return here;
   }
@@ -99,8 +105,8 @@ function mismatch({ schema: node, required }: KeyPath, found: { spec: Spec; requ
   const type = deref(spec);
   const def = node._zod.def;
   if (found.required !== required) return `required ${found.required}, the stack config ${required}`;
-  if ((spec.$ref === ANY) !== (def.type === "unknown" || (def.type === "union" && def.options.some((o) => scalarOf(o) === undefined))))
-    return `${JSON.stringify(spec)} for a zod ${def.type}`;
+  // Only a free-form value (a Kubernetes object) is Any: a union's keys have types too.
+  if ((spec.$ref === ANY) !== (def.type === "unknown")) return `${JSON.stringify(spec)} for a zod ${def.type}`;
   switch (def.type) {
     case "object":
       return type.type === "object" && type.properties ? undefined : `not an object type: ${JSON.stringify(spec)}`;
@@ -114,7 +120,7 @@ function mismatch({ schema: node, required }: KeyPath, found: { spec: Spec; requ
         : `not the enum ${Object.values(def.entries)}`;
     case "union": {
       const scalars = def.options.map(scalarOf);
-      if (scalars.includes(undefined)) return undefined;
+      if (scalars.includes(undefined)) return `a union of ${scalars.map((s) => s ?? "another type").join(", ")}`;
       const expected = new Set(scalars).size === 1 ? scalars[0] : "string";
       return type.type === expected ? undefined : `a ${type.type} for a union the package gives as a ${expected}`;
     }
@@ -124,6 +130,49 @@ function mismatch({ schema: node, required }: KeyPath, found: { spec: Spec; requ
       return type.type === scalarOf(node) ? undefined : `a ${type.type} for a zod ${def.type}`;
   }
 }
+
+/** Every named key of the stack config with its field, at every depth (`[]` an item, `{}` a map value), as keyPaths names them. */
+function settingFields(shape: SettingShape, keys: string[] = []): { keys: string[]; field: SettingField }[] {
+  if (shape.kind === "array") return settingFields(shape.items, [...keys, "[]"]);
+  if (shape.kind === "map") return settingFields(shape.values, [...keys, "{}"]);
+  if (shape.kind !== "object") return [];
+  return Object.entries(shape.fields).flatMap(([key, field]) => [{ keys: [...keys, key], field }, ...settingFields(field.shape, [...keys, key])]);
+}
+const SETTINGS = settingFields(settingsShape(StackSettings));
+
+/** Why a setting's own description does not do, or undefined when it does: it must say more than its default. */
+function descriptionProblem(description: string | undefined): string | undefined {
+  if (!description?.trim()) return "no description";
+  return /^(Default: [^.]*\.?|The stack config's `[^`]*`\.?)$/.test(description.trim()) ? `only "${description}"` : undefined;
+}
+
+describe("the settings' descriptions", () => {
+  it("each key of the stack config, at every depth, has a description of its own in the schema, more than its default", () => {
+    expect(SETTINGS.length).toBeGreaterThan(150);
+    const problems = SETTINGS.flatMap(({ keys, field }) => {
+      const problem = descriptionProblem(field.description);
+      return problem ? [`${keys.join(".")}: ${problem}`] : [];
+    });
+    expect(problems).toEqual([]);
+  });
+
+  it("would find a key without one, or with a default alone", () => {
+    expect(descriptionProblem(undefined)).toBe("no description");
+    expect(descriptionProblem(" ")).toBe("no description");
+    expect(descriptionProblem('Default: "root".')).toBe('only "Default: "root"."');
+    expect(descriptionProblem("The SSH user. Default: root.")).toBeUndefined();
+  });
+
+  it("reach the package schema: every input property, nested and secret, carries its setting's documentation", () => {
+    const mismatches = SETTINGS.flatMap(({ keys, field }) => {
+      const found = inputAt(keys)?.spec.description;
+      return found === settingDoc(field).join("\n") ? [] : [`${keys.join(".")}: ${JSON.stringify(found)}`];
+    });
+    expect(mismatches).toEqual([]);
+    for (const secret of SECRET_KEYS) expect(resource.inputProperties![secret]!.description, secret).toBe(secretDoc(secret).join("\n"));
+    expect(resource.inputProperties!.model!.description).toMatch(/^The model to serve: .*\nAllowed: not empty\.\nDefault: "MiniMaxAI\/MiniMax-M2\.7"\.$/s);
+  });
+});
 
 describe("the component package schema", () => {
   it("lists ModelServing as a component in the index module, requiring what the stack config requires", () => {
@@ -149,6 +198,8 @@ describe("the component package schema", () => {
         "router.pickerResources.requests.memory",
         "rollout.maxUnavailable",
         "cache.shared",
+        "router.host.address",
+        "router.host.proxy.hostKey",
       ]),
     );
     expect(paths.length).toBeGreaterThan(100);
@@ -158,6 +209,11 @@ describe("the component package schema", () => {
       return problem ? [`${p.keys.join(".")}: ${problem}`] : [];
     });
     expect(problems).toEqual([]);
+    // Free-form Kubernetes objects, passed to the pod spec as written, are the only values of no type.
+    expect(paths.filter((p) => inputAt(p.keys)?.spec.$ref === ANY).map((p) => p.keys.join("."))).toEqual([
+      "kubernetes.affinity.{}",
+      "kubernetes.topologySpreadConstraints.[].{}",
+    ]);
   });
 
   it("has nothing the stack config does not take: each object's keys are the schema's, plus the secrets at the top", () => {
@@ -194,6 +250,18 @@ describe("the component package schema", () => {
       items: { $ref: "#/types/rbln-serving:index:RankPlacement" },
     });
     expect(schema.types["rbln-serving:index:ScrapeTargetOutput"]?.properties?.labels).toMatchObject({ $ref: "#/types/rbln-serving:index:ScrapeLabelsOutput" });
+  });
+
+  it("types and describes every output, nested too: the types are the TypeScript component's own", () => {
+    const outputs = (spec: Spec, at: string): { at: string; spec: Spec }[] => {
+      const type = deref(spec.items ?? spec.additionalProperties ?? spec);
+      const nested = Object.entries(type === spec ? {} : (type.properties ?? {})).flatMap(([key, inner]) => outputs(inner, `${at}.${key}`));
+      return [{ at, spec }, ...nested];
+    };
+    const all = Object.entries(resource.properties as Record<string, Spec>).flatMap(([key, spec]) => outputs(spec, key));
+    expect(all.length).toBeGreaterThan(30);
+    expect(all.filter(({ spec }) => JSON.stringify(spec).includes(ANY) || !spec.description).map(({ at }) => at)).toEqual([]);
+    expect(schema.types["rbln-serving:index:ScrapeTargetOutput"]?.properties?.targets).toMatchObject({ type: "array", items: { type: "string" } });
   });
 
   it("declares the TypeScript component's outputs, with the same types", () => {
@@ -302,7 +370,8 @@ describe("the generator", () => {
   it("writes each zod construct as a type the analyzer reads", () => {
     const source = providerTypesSource(
       settings({
-        host: z.union([z.strictObject({ name: z.string() }), z.string()]).optional(),
+        host: z.preprocess((v) => (typeof v === "string" ? { name: v } : v), z.strictObject({ name: z.string() })).optional(),
+        extra: z.record(z.string(), z.unknown()).optional(),
         listen: z.union([z.ipv4(), z.ipv6()]).optional(),
         unavailable: z.union([z.number(), z.string()]).default("25%"),
         mode: z.union([z.literal("fast"), z.literal("safe")]).optional(),
@@ -311,7 +380,8 @@ describe("the generator", () => {
         roles: z.record(z.string(), z.array(z.strictObject({ port: z.number() }))).optional(),
       }),
     );
-    expect(source).toContain("  host?: any;\n");
+    expect(source).toContain("  host?: HostArgs;\n");
+    expect(source).toContain("  extra?: { [key: string]: any };\n");
     expect(source).toContain("  listen?: string;\n");
     expect(source).toMatch(
       /A number or string in the stack config, given as a string here \("1" for 1\)\.\n {3}\* Default: "25%"\.\n {3}\*\/\n {2}unavailable\?: string;/,
@@ -350,6 +420,9 @@ describe("the generator", () => {
       "aB and a.b would both be ABArgs",
     );
     expect(() => providerTypesSource(settings({ when: z.strictObject({ at: z.date() }) }))).toThrow("when.at: a zod date has no type in the component package");
+    expect(() => providerTypesSource(settings({ host: z.union([z.string(), z.strictObject({ name: z.string() })]) }))).toThrow(
+      "host: a union of other than scalars has no type in the component package",
+    );
     expect(() => providerTypesSource(settings({ mode: z.enum(["a-b", "aB"]) }))).toThrow("mode: two values of Mode give the same member name");
     expect(() => providerTypesSource(settings({ apiKey: z.string() }))).toThrow("apiKey is a secret and a plain setting");
   });
@@ -360,12 +433,37 @@ describe("the generator", () => {
     );
   });
 
-  it("takes doc comments from the schema's descriptions, and secrets' from SECRET_ENV", () => {
+  it("takes doc comments from the schema's descriptions, what its checks allow and its defaults, and secrets' from SECRET_DESCRIPTIONS and SECRET_ENV", () => {
     const source = providerTypesSource(
-      settings({ model: z.string().describe("The model id.").default("m"), gpu: z.number().meta({ description: "Ignored */ by the comment" }).optional() }),
+      settings({
+        model: z.string().describe("The model id.").default("m"),
+        gpu: z.number().meta({ description: "Ignored */ by the comment" }).optional(),
+        port: z.number().int().min(1).max(65535).default(22).describe("The SSH port."),
+        name: z
+          .string()
+          .regex(/^[a-z]+$/, "lower-case letters")
+          .max(63)
+          .optional()
+          .describe("A name."),
+        mode: z
+          .union([z.literal("fast"), z.literal("safe")])
+          .optional()
+          .describe("How."),
+        url: z
+          .string()
+          .superRefine(() => {})
+          .optional()
+          .describe("A URL, refused with a message of its value."),
+      }),
     );
     expect(source).toContain('  /**\n   * The model id.\n   * Default: "m".\n   */\n  model?: string;\n');
     expect(source).toContain("  /** Ignored *\\/ by the comment */\n  gpu?: number;\n");
-    expect(source).toContain("  /** A secret: pulumi config set --secret hfToken. vLLM gets it as HF_TOKEN. */\n  hfToken?: pulumi.Input<string>;\n");
+    expect(source).toContain("   * The SSH port.\n   * Allowed: an integer from 1 to 65535.\n   * Default: 22.\n");
+    expect(source).toContain("   * A name.\n   * Allowed: lower-case letters; at most 63 characters.\n   */\n");
+    expect(source).toContain("   * How.\n   * Allowed: one of fast, safe.\n   */\n");
+    expect(source).toContain("  /** A URL, refused with a message of its value. */\n");
+    expect(source).toContain(
+      "   * A Hugging Face token, for the weights download and vLLM: needed for a gated or private model.\n   * A secret: pulumi config set --secret hfToken. vLLM gets it as HF_TOKEN.\n   */\n  hfToken?: pulumi.Input<string>;\n",
+    );
   });
 });

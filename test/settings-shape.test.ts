@@ -15,24 +15,30 @@ describe("settingsShape", () => {
       }),
     );
     expect(shape.fields.proxy).toMatchObject({ required: false, shape: { kind: "object", fields: { port: { required: true, shape: { kind: "number" } } } } });
-    expect(shape.fields.root).toEqual({ required: false, default: "/opt", shape: { kind: "string" } });
+    expect(shape.fields.root).toMatchObject({ required: false, default: "/opt", shape: { kind: "string" } });
+    expect(shape.fields.root!.schema._zod.def.type).toBe("string");
   });
 
-  it("sorts unions: literals of one type an enum, scalars of one type that type, of several a scalar union, else any", () => {
+  it("sorts unions: literals of one type an enum, scalars of one type that type, of several a scalar union", () => {
     const { fields } = settingsShape(
       z.strictObject({
         mode: z.union([z.literal("a"), z.enum(["b", "c"])]),
         address: z.union([z.ipv4(), z.ipv6()]),
         count: z.union([z.number().int(), z.string().regex(/%$/)]),
-        host: z.union([z.strictObject({ name: z.string() }), z.string()]),
         flag: z.union([z.literal(true), z.literal(false)]),
       }),
     );
     expect(fields.mode!.shape).toMatchObject({ kind: "enum", type: "string", values: ["a", "b", "c"] });
     expect(fields.address!.shape).toEqual({ kind: "string" });
     expect(fields.count!.shape).toMatchObject({ kind: "scalarUnion", types: ["number", "string"] });
-    expect(fields.host!.shape).toEqual({ kind: "any" });
     expect(fields.flag!.shape).toEqual({ kind: "boolean" });
+  });
+
+  it("refuses a union of an object and a string, which the package could only give as any, naming its path", () => {
+    const host = z.union([z.strictObject({ name: z.string() }), z.string()]);
+    expect(() => settingsShape(z.strictObject({ router: z.strictObject({ host }) }))).toThrow(
+      "router.host: a union of other than scalars has no type in the component package; give it one object type",
+    );
   });
 });
 

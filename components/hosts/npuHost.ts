@@ -41,11 +41,17 @@ export interface PeerCopy {
   after: pulumi.Resource[];
 }
 
+/** One rank's systemd unit on a host. */
 export interface RankUnit {
+  /** The systemd unit's name. */
   unit: string;
+  /** The host's name (hosts[].name). */
   host: string;
+  /** The role: main, prefill or decode. */
   role: string;
+  /** The rank's index in its role. */
   rank: number;
+  /** Where the rank serves its API: http://<address>:<port>. */
   url: string;
 }
 

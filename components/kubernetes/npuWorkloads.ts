@@ -19,14 +19,27 @@ export interface NpuWorkloadsArgs {
   scalers?: readonly RenderedScaler[];
 }
 
+/** One vLLM rank of a pod: its port and the NPUs it takes. */
+export interface RankPlacement {
+  /** The rank's index in its role (vLLM's data-parallel or pipeline rank). */
+  rank: number;
+  /** The port the rank serves on in the pod. */
+  port: number;
+  /** The indexes of the node's NPUs the rank takes (RBLN_DEVICES). */
+  devices: number[];
+}
+
 export interface RoleDeployment {
+  /** The role: main, prefill or decode. */
   role: string;
+  /** The Deployment's name. */
   deployment: string;
+  /** The Deployment's namespace (kubernetes.namespace). */
   namespace: string;
   /** The replicas the Deployment sets; with autoscaling, KEDA's minReplicas (KEDA sets the count). */
   replicas: number;
   /** The vLLM ranks each pod runs, with their ports and NPUs. */
-  ranks: { rank: number; port: number; devices: number[] }[];
+  ranks: RankPlacement[];
 }
 
 /**

@@ -7,6 +7,16 @@ import type { Settings } from "./schema";
 export const SECRET_KEYS = ["sshPrivateKey", "hfToken", "pipPassword", "apiKey", "registryPassword"] as const;
 export type SecretKey = (typeof SECRET_KEYS)[number];
 
+/** What each secret is, for people who set it (the component package's descriptions, Pulumi.yaml's comment). */
+export const SECRET_DESCRIPTIONS: Readonly<Record<SecretKey, string>> = {
+  sshPrivateKey:
+    "Hosts: the private SSH key (OpenSSH format, such as the file ~/.ssh/id_ed25519 given on stdin) for every server, bastion, router host and compile host; required with platform hosts.",
+  hfToken: "A Hugging Face token, for the weights download and vLLM: needed for a gated or private model.",
+  pipPassword: "Hosts: the password of pip.username on the credentialed package indexes; required with pip.username, refused without it.",
+  apiKey: "The API key vLLM asks of every API request: clients send it as `Authorization: Bearer <key>`. Unset, the API is open.",
+  registryPassword: "The password of compile.registry.username on the compiled-cache registry; required with it, refused without it.",
+};
+
 /** Secrets that reach vLLM as environment variables (EnvironmentFile on hosts, a Secret on Kubernetes). */
 export const SECRET_ENV: Readonly<Partial<Record<SecretKey, string>>> = { hfToken: "HF_TOKEN", apiKey: "VLLM_API_KEY" };
 

@@ -20,6 +20,8 @@ export type SettingShape =
 
 export interface SettingField {
   shape: SettingShape;
+  /** The schema inside the field's wrappers: its checks say what the field allows. */
+  schema: z.core.$ZodType;
   /** Neither optional nor defaulted. */
   required: boolean;
   /** The first `.describe()`/`.meta({ description })` from the field's outermost wrapper inwards. */
@@ -28,8 +30,8 @@ export interface SettingField {
 }
 
 /** The field's schema without its wrappers (optional, default, pipe), and what the wrappers said. */
-function unwrap(schema: z.core.$ZodType): Omit<SettingField, "shape"> & { inner: z.core.$ZodTypes } {
-  const field: Omit<SettingField, "shape"> = { required: true };
+function unwrap(schema: z.core.$ZodType): Omit<SettingField, "shape" | "schema"> & { inner: z.core.$ZodTypes } {
+  const field: Omit<SettingField, "shape" | "schema"> = { required: true };
   let node = schema as z.core.$ZodTypes;
   for (;;) {
     field.description ??= z.globalRegistry.get(node)?.description;
@@ -68,20 +70,23 @@ function literalShape(values: readonly unknown[], schema: z.core.$ZodType): Sett
 
 /**
  * A union: literals as literals; scalars of one type as that type (ipv4 | ipv6 is a string); of
- * several, a scalar union; anything else (an object or a string) is `any`, validated by the schema.
+ * several, a scalar union. Pulumi's component analyzer has no other union (it would be `any`, and
+ * its keys untyped in every language): an object or a string is refused, for a form of one object
+ * type (a preprocess from the string, as `router.host`).
  */
 function unionShape(schema: z.core.$ZodType, options: readonly z.core.$ZodType[], at: string): SettingShape {
   const literals = options.map((option) => literalValues(unwrap(option).inner));
   if (literals.every((values) => values !== undefined)) return literalShape([...new Set(literals.flat())], schema);
   const types = options.map((option) => scalarTypes(shapeOf(option, at)));
-  if (types.some((t) => t === undefined)) return { kind: "any" };
+  if (types.some((t) => t === undefined))
+    throw new Error(`${at}: a union of other than scalars has no type in the component package; give it one object type (a preprocess from the other forms)`);
   const distinct = [...new Set(types.flat() as ScalarType[])];
   return distinct.length === 1 ? { kind: distinct[0]! } : { kind: "scalarUnion", types: distinct, schema };
 }
 
 function fieldOf(schema: z.core.$ZodType, at: string): SettingField {
   const { inner, ...wrappers } = unwrap(schema);
-  return { ...wrappers, shape: innerShape(inner, at) };
+  return { ...wrappers, schema: inner, shape: innerShape(inner, at) };
 }
 
 const shapeOf = (schema: z.core.$ZodType, at: string) => fieldOf(schema, at).shape;

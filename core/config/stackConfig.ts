@@ -52,7 +52,8 @@ function objectKeysAt(schema: z.ZodType, at: readonly PropertyKey[]): string[] {
   let rest = [...at];
   while (current) {
     const def = current._zod.def as unknown as Record<string, unknown> & { type: string };
-    if (def.type === "pipe") current = def.out as z.core.$ZodType;
+    // A preprocess (a transform before its schema) goes on to the schema; a transform after one, to what it transforms.
+    if (def.type === "pipe") current = ((def.in as z.core.$ZodType)._zod.def.type === "transform" ? def.out : def.in) as z.core.$ZodType;
     else if (def.type === "default" || def.type === "optional" || def.type === "nullable") current = def.innerType as z.core.$ZodType;
     else if (def.type === "array" && typeof rest[0] === "number") [current, rest] = [def.element as z.core.$ZodType, rest.slice(1)];
     else if (def.type === "record" && rest.length > 0) [current, rest] = [def.valueType as z.core.$ZodType, rest.slice(1)];

@@ -3,16 +3,23 @@ import type { Deployment } from "../plan/deployment";
 
 /** The labels every rank's series carry, so dashboards and alerts can group by them. */
 export interface RankLabels {
+  /** The host's name (hosts[].name). */
   host: string;
+  /** The role: main, prefill or decode. */
   role: string;
+  /** The rank's index in its role. */
   rank: string;
+  /** The model served. */
   model: string;
+  /** The strategy served. */
   strategy: string;
 }
 
 /** One Prometheus file-based discovery group: a rank's metrics endpoint and its labels. */
 export interface ScrapeTarget {
+  /** The rank's metrics endpoint, as host:port. */
   targets: string[];
+  /** The labels its series carry. */
   labels: RankLabels;
 }
 
