@@ -38,7 +38,7 @@ interface TestRun {
   seconds: number;
 }
 
-/** A copy of the working tree (tracked and untracked files, not ignored ones) with node_modules linked. */
+/** A copy of the working tree (tracked and untracked files, not ignored ones) with node_modules linked, committed as a repository of its own. */
 function scratchCopy(): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rbln-sabotage-"));
   const listed = spawnSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], { cwd: ROOT, encoding: "utf8" });
@@ -51,6 +51,15 @@ function scratchCopy(): string {
     fs.chmodSync(path.join(dir, file), fs.statSync(from).mode);
   }
   fs.symlinkSync(path.join(ROOT, "node_modules"), path.join(dir, "node_modules"));
+  // A repository of its own, for the suites that ask git which files are the repository's.
+  for (const command of [
+    ["init", "-q"],
+    ["add", "-A"],
+    ["-c", "user.name=sabotage", "-c", "user.email=sabotage@localhost", "commit", "-q", "-m", "scratch"],
+  ]) {
+    const git = spawnSync("git", command, { cwd: dir, encoding: "utf8" });
+    if (git.status !== 0) throw new Error(`git ${command.join(" ")} in ${dir} failed: ${git.stderr}`);
+  }
   return dir;
 }
 
