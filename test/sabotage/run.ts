@@ -10,8 +10,9 @@ import { BREAKAGES, type Breakage } from "./breakages";
  * breakages.ts to a scratch copy of the working tree and runs the tests named for it there, the fast
  * tier first and the host tier (root, fake hosts) only when the fast tier missed it, one run at a
  * time. Each named test set first runs once unbroken (the baseline): a set that fails unbroken proves
- * nothing, so its breakages are errors, never "caught". Prints a line per breakage as it goes and a
- * table at the end; exits 1 when a breakage is missed, could not be applied or was not run.
+ * nothing, so its breakages are errors, never "caught"; and a catch is run again, to count only if
+ * it happens twice. Prints a line per breakage as it goes and a table at the end; exits 1 when a
+ * breakage is missed, could not be applied, was caught only once (flaky) or was not run.
  */
 
 const ROOT = path.resolve(__dirname, "../..");
@@ -63,7 +64,20 @@ function scratchCopy(): string {
   return dir;
 }
 
-function runTests(dir: string, tier: Tier, files: readonly string[]): TestRun {
+/** Where each run's vitest JSON report is kept, for a look at why a test failed (reports/ is not committed). */
+const REPORTS = path.join(ROOT, "reports", "sabotage");
+
+/** The first line of a failure, without colours, short enough for one line. */
+const firstLine = (message: string | undefined) =>
+  (message ?? "")
+    .replace(/\x1b\[[0-9;]*m/g, "")
+    .split("\n")
+    .find((line) => line.trim())
+    ?.trim()
+    .slice(0, 160) ?? "";
+
+/** `keepAs`: the name the report is kept under in reports/sabotage/. */
+function runTests(dir: string, tier: Tier, files: readonly string[], keepAs: string): TestRun {
   const report = path.join(dir, `.sabotage-report-${process.pid}.json`);
   fs.rmSync(report, { force: true });
   const started = Date.now();
@@ -81,15 +95,22 @@ function runTests(dir: string, tier: Tier, files: readonly string[]): TestRun {
       problem: `vitest wrote no report (exit ${run.status}): ${run.stderr.trim().split("\n").slice(-3).join(" | ")}`,
       seconds,
     };
+  fs.mkdirSync(REPORTS, { recursive: true });
+  fs.copyFileSync(report, path.join(REPORTS, `${keepAs}.json`));
   const result = JSON.parse(fs.readFileSync(report, "utf8")) as {
     numTotalTests: number;
-    testResults: { name: string; status: string; message?: string; assertionResults: { fullName: string; status: string }[] }[];
+    testResults: {
+      name: string;
+      status: string;
+      message?: string;
+      assertionResults: { fullName: string; status: string; failureMessages?: string[] }[];
+    }[];
   };
   const failed = result.testResults.flatMap((file) => {
     const relative = path.relative(dir, file.name);
-    const tests = file.assertionResults.filter((t) => t.status === "failed").map((t) => `${relative} > ${t.fullName}`);
+    const tests = file.assertionResults.filter((t) => t.status === "failed").map((t) => `${relative} > ${t.fullName}: ${firstLine(t.failureMessages?.[0])}`);
     // A file that failed outside any test (an error at import, in a hook) counts as a failure of the file.
-    return tests.length > 0 || file.status !== "failed" ? tests : [`${relative} (${(file.message ?? "failed").split("\n")[0]})`];
+    return tests.length > 0 || file.status !== "failed" ? tests : [`${relative} (${firstLine(file.message) || "failed"})`];
   });
   if (result.numTotalTests === 0) return { passed: false, failed, problem: "no test ran", seconds };
   return { passed: failed.length === 0 && run.status === 0, failed, seconds };
@@ -117,11 +138,29 @@ function baselineOf(dir: string, tier: Tier, files: readonly string[]): TestRun 
   const key = `${tier} ${files.join(" ")}`;
   if (!baselines.has(key)) {
     process.stdout.write(`  baseline ${tier}: ${files.join(" ")} ...`);
-    const run = runTests(dir, tier, files);
+    const run = runTests(dir, tier, files, `baseline-${tier}-${baselines.size + 1}`);
     baselines.set(key, run);
     process.stdout.write(` ${run.passed ? "passes" : `FAILS (${run.problem ?? run.failed.slice(0, 3).join("; ")})`} in ${run.seconds.toFixed(0)} s\n`);
   }
   return baselines.get(key);
+}
+
+/**
+ * A catch counts only when it happens again: a test that fails now and then under load (timing)
+ * would otherwise pass off a missed breakage as caught. The broken run is repeated; caught only if
+ * the second run fails too.
+ */
+function confirmed(dir: string, breakage: Breakage, tier: Tier, files: readonly string[], first: TestRun): Outcome {
+  const restore = applyEdits(dir, breakage.edits);
+  let again: TestRun;
+  try {
+    again = runTests(dir, tier, files, `${breakage.name}-${tier}-again`);
+  } finally {
+    restore();
+  }
+  if (again.problem) return { status: "error", detail: `${tier}, run again: ${again.problem}` };
+  if (again.passed) return { status: "error", detail: `flaky: ${tier} failed once (${first.failed.slice(0, 2).join("; ")}), then passed` };
+  return { status: "caught", tier, by: again.failed };
 }
 
 /** Applies one breakage and runs its tiers in turn until one catches it, putting the files back after each run. */
@@ -141,12 +180,12 @@ function sabotage(dir: string, breakage: Breakage): Outcome {
     const restore = applyEdits(dir, breakage.edits);
     let run: TestRun;
     try {
-      run = runTests(dir, tier, files);
+      run = runTests(dir, tier, files, `${breakage.name}-${tier}`);
     } finally {
       restore();
     }
     if (run.problem) return { status: "error", detail: `${tier}: ${run.problem}` };
-    if (!run.passed) return { status: "caught", tier, by: run.failed };
+    if (!run.passed) return confirmed(dir, breakage, tier, files, run);
     missedBy.push(`${tier}: ${files.join(" ")} pass`);
   }
   return { status: "missed", detail: missedBy.join("; ") };
