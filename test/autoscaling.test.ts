@@ -154,6 +154,9 @@ describe("the ScaledObjects", () => {
         const target = workloads.roles.find((r) => r.role === scaler.role)!.deployment;
         expect(object.spec.scaleTargetRef).toEqual({ apiVersion: "apps/v1", kind: "Deployment", name: target.metadata.name });
         expect(object.metadata.namespace).toBe(target.metadata.namespace);
+        // Its Deployment's labels, so that selectors and `kubectl get -l` find the scaler with its role.
+        expect(Object.keys(target.metadata.labels ?? {}).length).toBeGreaterThan(0);
+        expect(object.metadata.labels).toEqual(target.metadata.labels);
       }
     }
   });
