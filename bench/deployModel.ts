@@ -54,6 +54,61 @@ export const DEFAULT_DURATIONS: StageDurations = {
   loadSeconds: REPLICA_LOAD_SECONDS,
 };
 
+/** Where an input of the model comes from: a published fact, a bound (a fact used as the worst case), or a guess. */
+export interface ModelInput {
+  key: keyof StageDurations;
+  /** As the tables print it, e.g. `compile 160 min`. */
+  shown: (durations: StageDurations) => string;
+  kind: "fact" | "bound" | "guess";
+  /** The source of a fact or bound; for a guess, what it stands for. */
+  source: string;
+}
+
+/**
+ * The model's inputs: which are facts (with their sources) and which are guesses. None was measured
+ * on RBLN hardware; every minute the model gives scales with them.
+ */
+export const MODEL_INPUTS: readonly ModelInput[] = [
+  {
+    key: "compileSeconds",
+    shown: (d) => `compile ${d.compileSeconds / 60} min`,
+    kind: "bound",
+    source:
+      "the recipe's VLLM_ENGINE_READY_TIMEOUT_S (recipes/minimaxai--minimax-m2.7.json): the budget a first start gets; the real compile time is not published",
+  },
+  {
+    key: "loadSeconds",
+    shown: (d) => `load ${d.loadSeconds / 60} min`,
+    kind: "guess",
+    source: "a start from a compiled cache (REPLICA_LOAD_SECONDS, core/config/defaults.ts)",
+  },
+  { key: "compiledCacheBytes", shown: (d) => `cache ${d.compiledCacheBytes / 1e9} GB`, kind: "guess", source: "the compiled cache's size is not published" },
+  {
+    key: "weightsBytes",
+    shown: (d) => `weights ${d.weightsBytes / 1e9} GB`,
+    kind: "fact",
+    source: "MiniMax-M2.7 FP8, published size (MODEL_WEIGHTS_GB, core/plan/storage.ts; the seed page's 230B badge)",
+  },
+  {
+    key: "internetGbitPerS",
+    shown: (d) => `uplink ${d.internetGbitPerS} Gbit/s`,
+    kind: "guess",
+    source: "the site's internet uplink, shared by every download at once",
+  },
+  {
+    key: "lanGbitPerS",
+    shown: (d) => `LAN ${d.lanGbitPerS} Gbit/s`,
+    kind: "guess",
+    source: "host-to-host copies, per copy: the low end of 10-25 Gbit/s data-centre links",
+  },
+  { key: "installSeconds", shown: (d) => `install ${d.installSeconds / 60} min`, kind: "guess", source: "virtualenv and pip install of the pinned stack" },
+];
+
+/** The inputs on one line, each with its kind: printed beside every modelled figure. */
+export function modelInputsLine(durations: StageDurations = DEFAULT_DURATIONS): string {
+  return `model inputs: ${MODEL_INPUTS.map((input) => `${input.shown(durations)} (${input.kind})`).join(", ")}`;
+}
+
 /**
  * `today`: every host downloads and compiles (the layout before issue 11). `copies`: the seed
  * downloads, the others copy. `shared`: `cache.shared`. `compileAhead`: `compile.host` compiles

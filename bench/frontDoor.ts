@@ -1,4 +1,5 @@
 import { startFrontDoorStack, underLoad, untilListed } from "../test/helpers/frontDoorStack";
+import type { BenchPart } from "./part";
 
 /** What a change of a running deployment behind the front door cost its clients, measured on fake hosts. */
 export interface FrontDoorChange {
@@ -37,3 +38,29 @@ export async function frontDoorChanges(replicas: number): Promise<FrontDoorChang
     await stack.stop();
   }
 }
+
+/** The least load a change must have carried for its failures to count (the 2026-12-02 run: 297 requests, 34 samples, for the shorter change). */
+const MIN_REQUESTS = 100;
+const MIN_SAMPLES = 10;
+
+export const frontDoorPart: BenchPart = {
+  name: "front-door",
+  what: "4 aggregated replicas behind the front door on fake hosts, under a steady load of 6 clients: requests failed during changes (measured; needs root)",
+  async run() {
+    const changes = await frontDoorChanges(4);
+    if (!changes) return { report: null, lines: ["not measured: the fake hosts need root"], targets: [] };
+    return {
+      report: changes,
+      lines: changes.map(
+        (c) =>
+          `  ${c.change.padEnd(24)}  ${String(c.requests).padStart(6)} requests  ${String(c.failed).padStart(3)} failed  ${c.badSamples}/${c.samples} samples listing an endpoint that did not serve`,
+      ),
+      // "No request failed" means nothing when no load ran: the load must have made requests and samples.
+      targets: changes.map((c) => ({
+        target: `hosts, 4 replicas behind the front door: no request fails during a ${c.change}, of at least ${MIN_REQUESTS} requests and ${MIN_SAMPLES} samples`,
+        value: c.failed,
+        met: c.failed === 0 && c.badSamples === 0 && c.requests >= MIN_REQUESTS && c.samples >= MIN_SAMPLES,
+      })),
+    };
+  },
+};

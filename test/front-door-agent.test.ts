@@ -226,6 +226,14 @@ describe("the front door's agent", () => {
     for (const command of ["renew a-main-0", "rejoin a-main-0"]) expect((await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: command })).status, command).toBe(0);
   });
 
+  it("as the forced SSH command, refuses any other command word, even with an endpoint's name", async () => {
+    for (const command of ["ssh a-main-0", "Drain a-main-0"]) {
+      const result = await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: command });
+      expect(result.status, command).toBe(1);
+      expect(result.stderr, command).toMatch(/^front door: this key runs `drain NAME`.* only/);
+    }
+  });
+
   it("is valid Python a host's python3 compiles", () => {
     expect(spawnSync("python3", ["-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())", AGENT], { encoding: "utf8" }).status).toBe(0);
   });

@@ -126,6 +126,14 @@ describe("NpuHost", () => {
     for (const connection of connections) expect(await pulumi.isSecret(pulumi.output(connection.privateKey))).toBe(true);
   });
 
+  it("logs nothing of a copy grant, whose stdout is the one-time private key", async () => {
+    const { registrations, error } = await runUnderMocks(runProgram, readStackFile("edge").raw, { sshPrivateKey: "k", pipPassword: "p" });
+    expect(error).toBeUndefined();
+    const grants = ofType(registrations, "command:remote:Command").filter((r) => /-allow-/.test(r.name));
+    expect(grants.length).toBeGreaterThan(0);
+    for (const grant of grants) expect(grant.inputs.logging, grant.name).toBe("none");
+  });
+
   it("logs no pip or download output while the pip password is in play, and logs it otherwise", async () => {
     const withPassword = await runUnderMocks(runProgram, readStackFile("dev").raw, { sshPrivateKey: "k", pipPassword: "p" });
     const without = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, pip: {} }, { sshPrivateKey: "k" });

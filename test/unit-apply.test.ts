@@ -189,6 +189,13 @@ describe("the unit step", () => {
     expect(run.stdout).toMatch(/ready test-host: main rank 0 serves on port \d+/);
   });
 
+  it("prints none of the secrets it reads from stdin: its output is Pulumi's log and the step's recorded stdout", async () => {
+    const marked = "HF_TOKEN='hf_MARKER_TOKEN'\nVLLM_API_KEY='MARKER_API_KEY'\n";
+    const runs = [await apply(marked), await apply(marked, { unitText: "[Service]\nExecStart=/bin/false\n" })];
+    expect(runs[0]!.status, runs[0]!.stderr).toBe(0);
+    for (const run of runs) for (const secret of ["hf_MARKER_TOKEN", "MARKER_API_KEY"]) expect(run.stdout + run.stderr).not.toContain(secret);
+  });
+
   it("takes env values over several lines: LMCACHE_EXTRA_CONFIG of lmcache: rds, extraEnv with newlines and quotes", async () => {
     const envText = renderEnvFile({
       VLLM_ENGINE_READY_TIMEOUT_S: "9600",

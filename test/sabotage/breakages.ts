@@ -1,0 +1,247 @@
+/**
+ * Deliberate breakages of the product, each with the tests that must catch it (`npm run
+ * test:sabotage`, test/sabotage/run.ts). A breakage is data: exact search/replace edits of files of
+ * the product, each of which must match exactly once (an edit that no longer applies is an error,
+ * never "caught"; test/sabotage.test.ts checks that in the fast tier), the tests to run per tier,
+ * and why it matters. `awaiting` names the work that should catch a breakage the tests miss today.
+ */
+
+export interface Edit {
+  file: string;
+  search: string;
+  replace: string;
+}
+
+export interface Breakage {
+  /** Short and unique: `npm run test:sabotage -- <name>` runs only that one. */
+  name: string;
+  /** What goes wrong for a user when the product breaks this way. */
+  why: string;
+  edits: Edit[];
+  /** Test files per tier. The fast tier runs first; the host tier (root, fake hosts) only when the fast tier misses it. */
+  tests: { fast?: string[]; hosts?: string[] };
+  /** While missed: the work expected to catch it. */
+  awaiting?: string;
+}
+
+const UNIT_APPLY = "core/render/hosts/scripts/unit-apply.sh";
+const FRONT_DOOR_AGENT = "core/render/hosts/scripts/front-door.py";
+const REGISTRY = "core/render/scripts/registry.sh";
+const COMPILE_FLOW = "core/render/scripts/compile-flow.sh";
+const COMPILE_KEY_SCRIPT = "core/render/hosts/scripts/compile-key.sh";
+
+export const BREAKAGES: readonly Breakage[] = [
+  {
+    name: "drain-removed",
+    why: "a rank restarts while the front door still routes to it: its in-flight and new requests fail",
+    edits: [{ file: UNIT_APPLY, search: "  front_door_drain $front_door_endpoint\n", replace: "  : no drain\n" }],
+    tests: { fast: ["test/unit-apply.test.ts"], hosts: ["test/hosts/front-door-hosts.test.ts"] },
+  },
+  {
+    name: "shutdown-timeout-0",
+    why: "vLLM aborts every in-flight request at SIGTERM instead of letting it finish",
+    edits: [
+      {
+        file: "core/plan/deployment.ts",
+        search: 'const shutdown = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }];',
+        replace: 'const shutdown = [{ name: "--shutdown-timeout", values: ["0"] }];',
+      },
+    ],
+    tests: { hosts: ["test/hosts/front-door-hosts.test.ts"] },
+    awaiting: "race-drain / proofs-load: streams longer than the drain's settle through a restart, against the stand-in's --shutdown-timeout",
+  },
+  {
+    name: "unit-skips-compile-copy",
+    why: "an NPU unit starts before its key's compiled cache has arrived and compiles on the NPUs for hours",
+    edits: [
+      {
+        file: "components/hosts/npuHost.ts",
+        search: "            ...copies,\n",
+        replace: '            ...copies.filter((_, i) => args.copies![i]!.rendered.kind === "weights"),\n',
+      },
+    ],
+    tests: { fast: ["test/program.test.ts", "test/compile-ahead.test.ts"], hosts: ["test/hosts/copy-hosts.test.ts"] },
+  },
+  {
+    name: "compile-copy-before-compile",
+    why: "the first wave copies the compile host's cache before its compile is done: the units start without it and compile on the NPUs",
+    edits: [
+      {
+        file: "components/modelServing.ts",
+        search: 'after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };',
+        replace: 'after: copy.kind === "weights" ? [source.weights!] : source instanceof CompileHost ? [] : source.unitCommands };',
+      },
+    ],
+    tests: { fast: ["test/program.test.ts", "test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+    awaiting: "proofs-load: the graph-ordering test (every NPU unit of a key after the step that brings that key's cache)",
+  },
+  {
+    name: "unit-skips-registry-pull",
+    why: "an NPU unit starts before its pull of the key's cache from the registry is done, and compiles on the NPUs",
+    edits: [{ file: "components/hosts/npuHost.ts", search: "            ...this.pullCommands,\n", replace: "" }],
+    tests: { fast: ["test/program.test.ts", "test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+    awaiting: "proofs-load: the graph-ordering test (every NPU unit of a key after the step that brings that key's cache)",
+  },
+  {
+    name: "misspelt-package-flag",
+    why: "a flag the package adds is one vLLM does not know: every rank refuses to start",
+    edits: [
+      {
+        file: "core/plan/models.ts",
+        search: 'export const REVISION_FLAGS = ["--revision", "--tokenizer-revision"] as const;',
+        replace: 'export const REVISION_FLAGS = ["--revision", "--tokenizer-revison"] as const;',
+      },
+    ],
+    tests: { fast: ["test/cache-compile-key.test.ts"] },
+  },
+  {
+    name: "rollback-without-drain",
+    why: "the way back restarts a rank the front door lists again: the requests it took are cut",
+    edits: [{ file: UNIT_APPLY, search: "  going_back_for=$1\n  phase=back\n", replace: "  going_back_for=$1\n  phase=back\n  front_door_rejoin\n" }],
+    tests: { fast: ["test/unit-apply.test.ts"], hosts: ["test/hosts/front-door-hosts.test.ts"] },
+    awaiting: "race-drain: every restart of a listed endpoint goes through a drain, the way back too",
+  },
+  {
+    name: "agent-probe-always-serving",
+    why: "the front door lists endpoints that do not serve: requests go to ranks that are down",
+    edits: [{ file: FRONT_DOOR_AGENT, search: 'results[endpoint["name"]] = self.serves(endpoint)', replace: 'results[endpoint["name"]] = True' }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "registry-digest-not-verified",
+    why: "a pull takes whatever the key's tag points to now, unchecked: a replaced or tampered artifact is loaded",
+    edits: [
+      {
+        file: REGISTRY,
+        search: '"docker://${repository}@${digest}" "oci:${layout}:${key}"',
+        replace: '"docker://${repository}:${key}" "oci:${layout}:${key}"',
+      },
+      {
+        file: REGISTRY,
+        search: '[ "$(sha256sum "$blob" | cut -d \' \' -f 1)" = "$(basename "$blob")" ] || registry_fail',
+        replace: "true || registry_fail",
+      },
+      {
+        file: REGISTRY,
+        search: 'manifest="$layout/blobs/sha256/${digest#sha256:}"',
+        replace:
+          'manifest="$layout/blobs/sha256/$(python3 -c \'import json, sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"][7:])\' "$layout/index.json")"',
+      },
+    ],
+    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+    awaiting: "compile-trust: an artifact whose tag and digest disagree, or whose config names another key, is refused",
+  },
+  {
+    name: "compile-key-misses-keyed-flag",
+    why: "a change of --max-num-seqs keeps the compile key: ranks load a cache compiled for another batch size, or recompile unannounced",
+    edits: [
+      {
+        file: "core/plan/compileKey.ts",
+        search: '  "--max-log-len": "logging",\n',
+        replace: '  "--max-log-len": "logging",\n  "--max-num-seqs": "sabotage: left out of the key",\n',
+      },
+    ],
+    tests: { fast: ["test/cache-compile-key.test.ts"] },
+  },
+  {
+    name: "scaledobject-compile-key-gate-removed",
+    why: "while a change compiles, the scaler reads the old pods' load: it adds pods that wait hours for the compile, or removes the compiling one",
+    edits: [
+      {
+        file: "core/monitoring/queries.ts",
+        search: "const perReplica = `((${q.load}) or vector(0)) / ${servingReplicas} and on() ${compiledKeyServes}`;",
+        replace: "const perReplica = `((${q.load}) or vector(0)) / ${servingReplicas}`;",
+      },
+    ],
+    tests: { fast: ["test/autoscaling.test.ts"] },
+  },
+  {
+    name: "secret-logged-unit-step",
+    why: "the unit step echoes the secrets it reads from stdin (the API key, the hub token): they land in Pulumi's log and state",
+    edits: [{ file: UNIT_APPLY, search: 'cat >> "$env_new"\n', replace: 'tee -a "$env_new"\n' }],
+    tests: { fast: ["test/unit-apply.test.ts"], hosts: ["test/hosts/unit-step-hosts.test.ts"] },
+  },
+  {
+    name: "secret-logged-copy-grant",
+    why: "the one-time grant's private key, the step's stdout, is printed in Pulumi's log",
+    edits: [
+      {
+        file: "components/hosts/npuHost.ts",
+        search: '      { logging: "none" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"] },',
+        replace: '      { logging: "stdoutAndStderr" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"] },',
+      },
+    ],
+    tests: { fast: ["test/secrets.test.ts"] },
+  },
+  // The host scripts' other decisions (issue 26: nothing mutates the bash and Python).
+  {
+    name: "unit-step-does-not-wait",
+    why: "the unit step reports success before the rank serves: the next wave starts while this one is still down",
+    edits: [
+      { file: UNIT_APPLY, search: 'if wait_serving "$unit" "$label" "$port" "$started"; then\n  phase=served', replace: "if true; then\n  phase=served" },
+    ],
+    tests: { fast: ["test/unit-apply.test.ts"] },
+  },
+  {
+    name: "rollback-keeps-new-files",
+    why: "a change that does not serve is 'rolled back' onto the same broken files",
+    edits: [{ file: UNIT_APPLY, search: '    cp -p "$previous_env" "$env_path"\n', replace: "    : no restore of the env file\n" }],
+    tests: { fast: ["test/unit-apply.test.ts"] },
+  },
+  {
+    name: "unit-step-lock-ignored",
+    why: "two deploys change one unit at once and leave it half-switched",
+    edits: [{ file: UNIT_APPLY, search: "flock -n 8 || {", replace: "true || {" }],
+    tests: { fast: ["test/unit-apply.test.ts"] },
+  },
+  {
+    name: "cache-miss-not-checked",
+    why: "a rank that compiles although its key's cache was placed ahead passes: hours of NPU compile go unnoticed",
+    edits: [
+      {
+        file: "core/render/hosts/scripts/cache-hit.sh",
+        search: '[ -n "$compile_marker" ] && [ -f "$compile_marker" ] && expect_cache_hit=yes',
+        replace: ": no cache-hit check",
+      },
+    ],
+    tests: { fast: ["test/unit-apply.test.ts"] },
+  },
+  {
+    name: "drain-empties-role",
+    why: "the front door drains a role's last listed endpoint: the role has no server until the restart is over",
+    edits: [{ file: FRONT_DOOR_AGENT, search: 'if name not in self.listed() or self.others_listed(name) or self.desired["allowEmpty"]:', replace: "if True:" }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "rejoin-keeps-drain",
+    why: "a rank whose step is done stays out of the front door until the switch bound: capacity lost",
+    edits: [{ file: FRONT_DOOR_AGENT, search: '            self.end_drain(name, "its unit step is done")\n', replace: "            pass\n" }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "forced-command-any-action",
+    why: "the unit steps' SSH key runs any front-door command, not only drain and rejoin",
+    edits: [{ file: FRONT_DOOR_AGENT, search: 'if len(words) != 2 or words[0] not in ("drain", "rejoin"):', replace: "if len(words) != 2:" }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "registry-hit-compiles-anyway",
+    why: "a key the registry has is compiled again on the compile host: hours instead of a pull",
+    edits: [
+      { file: COMPILE_FLOW, search: '  if [ -n "$remote" ]; then\n    registry_pull "$remote"', replace: '  if false; then\n    registry_pull "$remote"' },
+    ],
+    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  {
+    name: "registry-accepts-links",
+    why: "a pulled artifact's symlink or ../ path writes outside the cache",
+    edits: [{ file: REGISTRY, search: "  if grep -qvE '^[-d]' \"$work/listing\" ||", replace: "  if false && grep -qvE '^[-d]' \"$work/listing\" ||" }],
+    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  {
+    name: "compile-done-without-save",
+    why: "the compile host calls a compile done before vllm-rbln saved the cache: an empty or partial cache is pushed",
+    edits: [{ file: COMPILE_KEY_SCRIPT, search: '    if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "    if true; then\n" }],
+    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+];
