@@ -9,7 +9,9 @@ command -v shellcheck >/dev/null || need+=(shellcheck)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
 # runuser, and unshare and setpriv for the fake NPU hosts (test/helpers/hostNamespace.ts).
-{ command -v runuser && command -v unshare && command -v setpriv; } >/dev/null || need+=(util-linux)
+{ command -v runuser && command -v unshare && command -v setpriv && command -v nsenter; } >/dev/null || need+=(util-linux)
+# ip for the fake hosts on networks of their own: a bridge, veths, addresses (test/helpers/hostNetwork.ts).
+command -v ip >/dev/null || need+=(iproute2)
 # promtool checks and unit-tests the alert rules and parses the dashboard's queries; a real prometheus scrapes fake ranks.
 { command -v promtool && command -v prometheus; } >/dev/null || need+=(prometheus)
 # Host-to-host copies: rsync, and rrsync (Debian ships it in the rsync package) on the source.
