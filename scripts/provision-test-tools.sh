@@ -24,6 +24,10 @@ command -v skopeo >/dev/null || need+=(skopeo)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 # The front door's stand-ins (test/fixtures/stand-ins) read the EPP's and Envoy's YAML with PyYAML.
 /usr/bin/python3 -c 'import yaml' 2>/dev/null || need+=(python3-yaml)
+# The HA front door: keepalived (VRRP) on fake router hosts, and its -t checks rendered configs; the test pair's
+# vrrp_script probes readiness with curl (test/helpers/keepalived.ts).
+command -v curl >/dev/null || need+=(curl)
+[ -x /usr/sbin/keepalived ] || need+=(keepalived)
 
 [ "${#need[@]}" -eq 0 ] && exit 0
 

@@ -5,6 +5,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHosts, type TestHost, type TestHosts } from "../helpers/hostNamespace";
 import { startNetwork, type TestNetwork } from "../helpers/hostNetwork";
+import { checkKeepalivedConfig, lastState, measureFailover, recover, startVrrpPair, vrrpConfig, type VrrpConfig, type VrrpPair } from "../helpers/keepalived";
 import { runOverSsh } from "../helpers/sshd";
 
 /** Runs a script as root on the host and fails the test with its output when it exits non-zero. */
@@ -190,5 +191,86 @@ touch /tmp/scratch /run/scratch /var/lib/net-test/kept`,
     } finally {
       await shared.stop();
     }
+  });
+});
+
+describe("keepalived -t (checkKeepalivedConfig)", () => {
+  const config: VrrpConfig = {
+    routerId: "router-0",
+    interface: "ens5",
+    address: "10.0.0.11",
+    unicastPeers: ["10.0.0.12"],
+    virtualAddress: "10.0.0.100",
+    prefixLength: 24,
+    priority: 150,
+    readyUrl: "http://127.0.0.1:9901/ready",
+    notify: "/etc/keepalived/notify.sh",
+  };
+
+  it("passes the test pair's config where its interface exists, and fails a broken one naming the line", () => {
+    expect(checkKeepalivedConfig(vrrpConfig(config), ["ens5"])).toMatchObject({ status: 0, stderr: "" });
+    const missing = checkKeepalivedConfig(vrrpConfig(config), []);
+    expect(missing.status).not.toBe(0);
+    expect(missing.stderr).toContain("WARNING - interface ens5 for vrrp_instance front_door doesn't exist");
+    const outOfRange = checkKeepalivedConfig(vrrpConfig({ ...config, priority: 300 }), ["ens5"]);
+    expect(outOfRange.status).not.toBe(0);
+    expect(outOfRange.stderr).toMatch(/Line \d+\) number '300' outside range \[1, 255\]/);
+    const typo = checkKeepalivedConfig(vrrpConfig(config).replace("advert_int", "advert_intervall"), ["ens5"]);
+    expect(typo.status).not.toBe(0);
+    expect(typo.stderr).toMatch(/Line \d+\) Unknown keyword 'advert_intervall'/);
+  });
+});
+
+describe.each([
+  ["unicast", true],
+  ["multicast", false],
+])("keepalived on two fake hosts (%s adverts)", (_mode, unicast) => {
+  let network: TestNetwork;
+  let pair: VrrpPair;
+
+  beforeAll(async () => {
+    network = await startNetwork();
+    pair = await startVrrpPair(network, { unicast });
+  });
+
+  afterAll(async () => {
+    await pair?.stop();
+    await network?.stop();
+  });
+
+  it("has one host hold the virtual address, where this process reaches its front door", async () => {
+    const holder = await pair.untilOneHolder();
+    expect(await pair.servedBy(2000)).toBe(holder.name);
+    expect(await lastState(holder)).toBe("MASTER");
+    expect(await lastState(pair.hosts.find((h) => h !== holder)!)).toBe("BACKUP");
+  });
+
+  it("moves the address to the peer when the holder's tracked readiness fails; back as BACKUP (nopreempt), the old holder leaves it there", async () => {
+    const failover = await measureFailover(pair, "not ready");
+    console.log(`keepalived, ${_mode}: readiness failed, address moved in ${failover.movedSeconds} s, served in ${failover.servedSeconds} s`);
+    expect(failover.to).not.toBe(failover.from);
+    expect(await lastState(pair.hosts.find((h) => h.name === failover.from)!)).toBe("FAULT");
+    await recover(pair, failover);
+    expect(await pair.holders()).toEqual([failover.to]);
+  });
+
+  it("moves the address in at most 5 s when the holder is cut off (issue 28); healed, the two masters leave it with the higher priority", async () => {
+    const failover = await measureFailover(pair, "cut off");
+    console.log(`keepalived, ${_mode}: holder cut off, address moved in ${failover.movedSeconds} s, served in ${failover.servedSeconds} s`);
+    expect(failover.movedSeconds).toBeLessThanOrEqual(5);
+    // The cut-off host kept the address all along: while cut off, both held it.
+    expect(await pair.holders()).toHaveLength(2);
+    await recover(pair, failover);
+    // nopreempt holds for a BACKUP only: of two MASTERs, the lower priority yields.
+    expect(await pair.holders()).toEqual([pair.hosts[0].name]);
+  });
+
+  it("moves the address in at most 5 s when the holder is killed; rebooted, the host starts keepalived at boot and stays BACKUP", async () => {
+    const failover = await measureFailover(pair, "killed");
+    console.log(`keepalived, ${_mode}: holder killed, address moved in ${failover.movedSeconds} s, served in ${failover.servedSeconds} s`);
+    expect(failover.movedSeconds).toBeLessThanOrEqual(5);
+    await recover(pair, failover);
+    expect(await pair.holders()).toEqual([failover.to]);
+    expect(await pair.servedBy(2000)).toBe(failover.to);
   });
 });
