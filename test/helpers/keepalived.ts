@@ -68,8 +68,11 @@ export function vrrpConfig(c: VrrpConfig): string {
 }
 
 /**
- * keepalived under systemd as Debian's own unit runs it (Type=notify with --dont-fork), on a config path of its
- * own. NotifyAccess=all: the VRRP child sends notifications too, which systemd otherwise logs as refused.
+ * keepalived under systemd as Debian's own unit runs it (Type=notify with --dont-fork; its syslog lines reach the
+ * journal), on a config path and pid files of its own: a second keepalived with the default pid files says "daemon
+ * is already running" and exits. NotifyAccess=all: the VRRP child sends notifications too, which systemd otherwise
+ * logs as refused. Restart: a SIGKILLed main process fails the unit (systemd stops the VRRP child, which gives the
+ * address up), and nothing would start it again.
  */
 export const KEEPALIVED_UNIT = `[Unit]
 Description=keepalived (VRRP) for the harness's test pair
@@ -77,8 +80,10 @@ After=network-online.target front-door-test.service
 [Service]
 Type=notify
 NotifyAccess=all
-ExecStart=/usr/sbin/keepalived --dont-fork --log-console --use-file=/etc/keepalived/front-door.conf
+ExecStart=/usr/sbin/keepalived --dont-fork --use-file=/etc/keepalived/front-door.conf --pid=/run/keepalived-test.pid --vrrp_pid=/run/keepalived-test-vrrp.pid
 ExecReload=/bin/kill -HUP $MAINPID
+Restart=on-failure
+RestartSec=1
 [Install]
 WantedBy=multi-user.target
 `;
