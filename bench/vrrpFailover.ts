@@ -27,9 +27,17 @@ async function main() {
     return;
   }
   const runs = option("--runs", 5);
+  if (!Number.isInteger(runs) || runs < 1) {
+    console.error(`--runs: a whole number of at least 1, not ${process.argv[process.argv.indexOf("--runs") + 1]}`);
+    process.exit(2);
+  }
   const stressCpus = option("--stress", 0);
   const unicast = !process.argv.includes("--multicast");
   const stress = stressCpus > 0 ? spawn("stress-ng", ["--cpu", String(stressCpus), "--quiet"], { stdio: "ignore" }) : undefined;
+  stress?.on("error", (error) => {
+    console.error(`--stress needs stress-ng (Debian's stress-ng): ${error.message}`);
+    process.exit(2);
+  });
   const network = await startNetwork();
   const pair = await startVrrpPair(network, { unicast });
   const results: Failover[] = [];
