@@ -9,7 +9,9 @@ command -v shellcheck >/dev/null || need+=(shellcheck)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
 # runuser, and unshare and setpriv for the fake NPU hosts (test/helpers/hostNamespace.ts).
-{ command -v runuser && command -v unshare && command -v setpriv; } >/dev/null || need+=(util-linux)
+{ command -v runuser && command -v unshare && command -v setpriv && command -v nsenter; } >/dev/null || need+=(util-linux)
+# ip for the fake hosts on networks of their own: a bridge, veths, addresses (test/helpers/hostNetwork.ts).
+command -v ip >/dev/null || need+=(iproute2)
 # promtool checks and unit-tests the alert rules and parses the dashboard's queries; a real prometheus scrapes fake ranks.
 { command -v promtool && command -v prometheus; } >/dev/null || need+=(prometheus)
 # Host-to-host copies: rsync, and rrsync (Debian ships it in the rsync package) on the source.
@@ -22,6 +24,10 @@ command -v skopeo >/dev/null || need+=(skopeo)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 # The front door's stand-ins (test/fixtures/stand-ins) read the EPP's and Envoy's YAML with PyYAML.
 /usr/bin/python3 -c 'import yaml' 2>/dev/null || need+=(python3-yaml)
+# The HA front door: keepalived (VRRP) on fake router hosts, and its -t checks rendered configs; the test pair's
+# vrrp_script probes readiness with curl (test/helpers/keepalived.ts).
+command -v curl >/dev/null || need+=(curl)
+[ -x /usr/sbin/keepalived ] || need+=(keepalived)
 
 [ "${#need[@]}" -eq 0 ] && exit 0
 
