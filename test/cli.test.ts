@@ -418,7 +418,7 @@ describe("diff between stacks", () => {
     const rankLines = (a: Deployment, b: Deployment) =>
       renderPlanDiff(diffDeployments(a, b))
         .split("\n")
-        .filter((line) => /^ {2}[~+-] (--max-log-len|--middleware|env NOTE)/.test(line));
+        .filter((line) => /^ {2}[~+-] (--max-log-len|--lora-modules|env NOTE)/.test(line));
     expect(rankLines(main(["--max-log-len", "1"]), main(["--max-log-len", "01"]))).toEqual(['  ~ --max-log-len "1" → "01"']);
     expect(rankLines(main([], { NOTE: "x" }), main([], { NOTE: "x " }))).toEqual(['  ~ env NOTE "x" → "x "']);
     expect(rankLines(main([], { NOTE: " x" }), main([], { NOTE: "x" }))).toEqual(['  ~ env NOTE " x" → "x"']);
@@ -428,11 +428,11 @@ describe("diff between stacks", () => {
       '  ~ env NOTE "a b" → "a\\u00a0b\\u200b\\u202e\\u2028"',
     ]);
     // One value with a space against two values.
-    expect(rankLines(main(["--middleware", "a b"]), main(["--middleware", "a", "b"]))).toEqual(['  ~ --middleware "a b" → "a" "b"']);
+    expect(rankLines(main(["--lora-modules", "a b"]), main(["--lora-modules", "a", "b"]))).toEqual(['  ~ --lora-modules "a b" → "a" "b"']);
     // Settings too, and the recompile line.
     expect(diff({ ...dev, cacheRoot: "/var/lib/rbln-serving/" })).toBe("no changes\n");
-    expect(recompileLines(compareCompileKeys(main(["--swap-space", "1"]).plan, main(["--swap-space", "01"]).plan))).toEqual([
-      'recompiles main: --swap-space "1" -> "01" (hours on first start)',
+    expect(recompileLines(compareCompileKeys(main(["--num-gpu-blocks-override", "1"]).plan, main(["--num-gpu-blocks-override", "01"]).plan))).toEqual([
+      'recompiles main: --num-gpu-blocks-override "1" -> "01" (hours on first start)',
     ]);
   });
 });

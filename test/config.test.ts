@@ -1041,10 +1041,16 @@ describe("addresses in one form", () => {
       /^compile\.host\.address: the compile host must be a server of its own, but hosts\[0\]\.address is "10\.0\.0\.1:22" too$/,
     );
     // What the scripts and units get is that one form too.
-    const parsed = settings([{ address: "::ffff:10.0.0.1", listenAddress: "::FFFF:10.0.0.1" }, { address: "FD00:0::5" }], {
-      sshProxy: { address: "::ffff:10.0.0.99", hostKey: EXAMPLE_HOST_KEY },
-    });
-    expect([parsed.hosts[0]!.address, parsed.hosts[0]!.listenAddress, parsed.hosts[1]!.address, parsed.sshProxy!.address]).toEqual([
+    const parsed = settings(
+      [
+        { address: "::ffff:10.0.0.1", listenAddress: "::FFFF:10.0.0.1" },
+        { address: "10.0.0.2", listenAddress: "FD00:0::5" },
+      ],
+      {
+        sshProxy: { address: "::ffff:10.0.0.99", hostKey: EXAMPLE_HOST_KEY },
+      },
+    );
+    expect([parsed.hosts[0]!.address, parsed.hosts[0]!.listenAddress, parsed.hosts[1]!.listenAddress, parsed.sshProxy!.address]).toEqual([
       "10.0.0.1",
       "10.0.0.1",
       "fd00::5",

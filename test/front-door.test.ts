@@ -182,7 +182,7 @@ describe("the front door's settings, refused with one line", () => {
     expect(plan({ ...edge(), router: { host: sameServer, port: 8090 } }).frontDoor!.sharedWith).toBeNull();
     // However its address is spelled: an IPv4-mapped address is that IPv4 address.
     expect(refused({ ...edge(), router: { host: { ...sameServer, address: "::ffff:10.30.0.11" }, port: 8000 } })).toBe(
-      "router.port: 8000 is prefill rank 0's port on npu-edge-0; choose another port",
+      "router.port: 8000 would be both the front door's listener and prefill rank 0's serving port on npu-edge-0, on 10.30.0.11; choose another port",
     );
   });
 

@@ -33,7 +33,7 @@ const hosts = (overrides: Record<string, unknown> = {}) =>
       strategy: "aggregated-pipeline-parallel",
       target: "Throughput",
       hosts: [
-        { name: "npu-a", address: "127.0.0.1", hostKey: EXAMPLE_HOST_KEY },
+        { name: "npu-a", address: "fd00::a", hostKey: EXAMPLE_HOST_KEY },
         { name: "npu-b", address: "0:0:0:0:0:0:0:1", hostKey: EXAMPLE_HOST_KEY },
       ],
       replicas: 2,
@@ -165,7 +165,7 @@ describe("scraping on hosts", () => {
     const targets = scrapeTargets(deployment);
     expect(targets).toEqual([
       {
-        targets: ["127.0.0.1:8000"],
+        targets: ["[fd00::a]:8000"],
         labels: { host: "npu-a", role: "main", rank: "0", model: "MiniMaxAI/MiniMax-M2.7", strategy: "aggregated-pipeline-parallel" },
       },
       {

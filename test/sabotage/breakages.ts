@@ -34,7 +34,7 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "drain-removed",
     why: "a rank restarts while the front door still routes to it: its in-flight and new requests fail",
-    edits: [{ file: UNIT_APPLY, search: "  front_door_drain $front_door_endpoint\n", replace: "  : no drain\n" }],
+    edits: [{ file: UNIT_APPLY, search: "  front_door_drain $front_door_endpoint || {", replace: "  true || {" }],
     tests: { fast: ["test/unit-apply.test.ts"], hosts: ["test/hosts/front-door-hosts.test.ts"] },
   },
   {
@@ -221,7 +221,7 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "forced-command-any-action",
     why: "the unit steps' SSH key runs any front-door command, not only drain and rejoin",
-    edits: [{ file: FRONT_DOOR_AGENT, search: 'if len(words) != 2 or words[0] not in ("drain", "rejoin"):', replace: "if len(words) != 2:" }],
+    edits: [{ file: FRONT_DOOR_AGENT, search: "if len(words) != 2 or words[0] not in STEP_COMMANDS:", replace: "if len(words) != 2:" }],
     tests: { fast: ["test/front-door-agent.test.ts"] },
   },
   {

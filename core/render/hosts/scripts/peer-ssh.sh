@@ -18,6 +18,8 @@ peer_ssh_setup() {
   peer_ssh=(ssh -i "$dir/id" -p "$port" -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes -o GlobalKnownHostsFile=/dev/null "${check[@]}" -o "BindAddress=$bind" -o ConnectTimeout=30 -o ServerAliveInterval=30)
   peer_remote="root@${address}"
   # shellcheck disable=SC2034 # read by copy.sh (rsync); the drains use peer_remote (ssh)
-  peer_rsync_remote=$peer_remote
-  case "$address" in *:*) peer_rsync_remote="root@[${address}]" ;; esac
+  case "$address" in
+    *:*) peer_rsync_remote="root@[${address}]" ;;
+    *) peer_rsync_remote=$peer_remote ;;
+  esac
 }
