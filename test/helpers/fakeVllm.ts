@@ -125,3 +125,15 @@ export function writeBody(response: http.ServerResponse, body: { prefix?: string
   };
   pump();
 }
+
+/**
+ * A config that the product accepts but a rank refuses at start: a --rbln-* flag (passed with a warning,
+ * since vllm-rbln 0.12.0 is not confirmed to have the group) on a stand-in that models the vllm-rbln
+ * snapshot without it. Every other unknown flag the product refuses at plan time.
+ */
+export const FLAG_REFUSED_AT_START = {
+  arg: "--rbln-use-custom-kernel",
+  env: { FAKE_VLLM_RBLN_AT: "87b95ee5" },
+  /** The last line of the rank's refusal, as the step quotes it. */
+  refusal: "unrecognized arguments: --rbln-use-custom-kernel",
+} as const;

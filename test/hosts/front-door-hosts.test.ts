@@ -1,3 +1,4 @@
+import { FLAG_REFUSED_AT_START } from "../helpers/fakeVllm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { now } from "../helpers/frontDoorLoad";
 import { startFrontDoorStack, underLoad, untilListed, type FrontDoorStack } from "../helpers/frontDoorStack";
@@ -72,10 +73,12 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
   });
 
   it("a bad flag rolls back: no request fails, and the rolled-back replica is listed again", async () => {
-    const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100", "--bogus"] } })));
+    const { result, load, samples } = await underLoad(stack, () =>
+      stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100", FLAG_REFUSED_AT_START.arg], extraEnv: FLAG_REFUSED_AT_START.env } })),
+    );
     expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
     expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
-      /^npu-0 main rank 0: the new config failed \(.*unrecognized arguments: --bogus\); the previous config is restored and serving$/,
+      /^npu-0 main rank 0: the new config failed \(.*unrecognized arguments: --rbln-use-custom-kernel\); the previous config is restored and serving$/,
     );
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);

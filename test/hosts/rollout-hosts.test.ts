@@ -1,3 +1,4 @@
+import { FLAG_REFUSED_AT_START } from "../helpers/fakeVllm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FakeEngine, UpResult } from "../helpers/engine";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
@@ -100,13 +101,15 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
 
   it("a bad flag rolls the first replica back; it serves the old config, the others are untouched, and the step fails with one line", async () => {
     const before = await Promise.all(hosts.map(unitText));
-    const { result, mostDown } = await mostDownDuring(up(settings({ extraArgs: ["--max-log-len", "100", "--bogus"] })));
+    const { result, mostDown } = await mostDownDuring(
+      up(settings({ extraArgs: ["--max-log-len", "100", FLAG_REFUSED_AT_START.arg], extraEnv: FLAG_REFUSED_AT_START.env })),
+    );
     expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
     expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
-      /^npu-0 main rank 0: the new config failed \(unit exited 2(, restarted \d+ times)?: unrecognized arguments: --bogus\); the previous config is restored and serving$/,
+      /^npu-0 main rank 0: the new config failed \(unit exited 2(, restarted \d+ times)?: unrecognized arguments: --rbln-use-custom-kernel\); the previous config is restored and serving$/,
     );
     expect(result.failed[0]!.stderr).toContain("last journal lines of rbln-serving-test.main-0.service:");
-    // --bogus is part of the compile key: the later waves' compiled-cache copies wait too.
+    // The flag is part of the compile key: the later waves' compiled-cache copies wait too.
     expect(result.notStarted.filter((n) => n.endsWith("-main-0")).sort()).toEqual(["rbln-serving-npu-1-main-0", "rbln-serving-npu-2-main-0"]);
     expect(await Promise.all(hosts.map(unitText))).toEqual(before);
     expect(mostDown).toBe(1);
@@ -114,7 +117,7 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
   });
 
   it("running up again with the same bad config tries the change again; it never claims to be unchanged", async () => {
-    const result = await up(settings({ extraArgs: ["--max-log-len", "100", "--bogus"] }));
+    const result = await up(settings({ extraArgs: ["--max-log-len", "100", FLAG_REFUSED_AT_START.arg], extraEnv: FLAG_REFUSED_AT_START.env }));
     expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
     expect(result.failed[0]!.stdout).not.toContain("unchanged and running");
     expect(result.failed[0]!.stderr).toMatch(/the previous config is restored and serving\n$/);
@@ -140,12 +143,12 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
   });
 
   it("a change cut off midway (a reboot, a lost connection) is resumed by the next run and still rolled back", async () => {
-    const registrations = await register(settings({ extraArgs: ["--max-log-len", "100", "--bogus"] }));
+    const registrations = await register(settings({ extraArgs: ["--max-log-len", "100", FLAG_REFUSED_AT_START.arg], extraEnv: FLAG_REFUSED_AT_START.env }));
     const step = registrations.find((r) => r.name === "rbln-serving-npu-0-main-0")!;
     const serving = await unitText(hosts[0]!);
     const cut = await hosts[0]!.run(`timeout -s KILL 3 ${step.inputs.create}`, step.inputs.stdin);
     expect(cut.status).not.toBe(0);
-    expect(await unitText(hosts[0]!)).toContain("--bogus");
+    expect(await unitText(hosts[0]!)).toContain(FLAG_REFUSED_AT_START.arg);
     const resumed = await hosts[0]!.run(step.inputs.create, step.inputs.stdin);
     expect(resumed.stdout).toContain("resuming the unfinished change of rbln-serving-test.main-0.service");
     expect(resumed.stderr.trim().split("\n").pop()).toMatch(/the previous config is restored and serving$/);

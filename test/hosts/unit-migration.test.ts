@@ -1,3 +1,4 @@
+import { FLAG_REFUSED_AT_START } from "../helpers/fakeVllm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ModelServing } from "../../components/modelServing";
 import { parseStackSettings } from "../../core/config/stackConfig";
@@ -38,7 +39,7 @@ let host: TestHost;
 let otherAddress: string;
 let engine: FakeEngine;
 
-function settings(listenAddress: string, extraArgs: string[] = []) {
+function settings(listenAddress: string, extraArgs: string[] = [], extraEnv: Record<string, string> = {}) {
   return {
     strategy: "aggregated-data-expert-parallel",
     target: "Latency",
@@ -46,7 +47,7 @@ function settings(listenAddress: string, extraArgs: string[] = []) {
     installRoot: INSTALL_ROOT,
     cacheRoot: CACHE_ROOT,
     extraArgs: { main: extraArgs },
-    extraEnv: { main: { FAKE_VLLM_READY_AFTER: "2" } },
+    extraEnv: { main: { FAKE_VLLM_READY_AFTER: "2", ...extraEnv } },
   };
 }
 
@@ -143,10 +144,14 @@ afterAll(async () => {
 
 describe("moving a running stack to the names with deployment ids", { timeout: 180_000 }, () => {
   it("a new config that fails: the old unit serves again, enabled, and nothing of the new one stays", async () => {
-    const { result, downStretches } = await upWatching("rbln-serving", settings(host.address, ["--bogus"]), host.address);
+    const { result, downStretches } = await upWatching(
+      "rbln-serving",
+      settings(host.address, [FLAG_REFUSED_AT_START.arg], FLAG_REFUSED_AT_START.env),
+      host.address,
+    );
     expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
     expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
-      /^npu-0 main rank 0: the new config failed \(unit exited 2(, restarted \d+ times)?: unrecognized arguments: --bogus\); the previous config is restored and serving$/,
+      /^npu-0 main rank 0: the new config failed \(unit exited 2(, restarted \d+ times)?: unrecognized arguments: --rbln-use-custom-kernel\); the previous config is restored and serving$/,
     );
     expect(result.failed[0]!.stdout).toContain(`unit npu-0: stopped ${LEGACY}; ${UNIT} takes its place`);
     expect(await sh(`systemctl is-active ${LEGACY}; systemctl is-enabled ${LEGACY}`)).toBe("active\nenabled");

@@ -1,3 +1,4 @@
+import { FLAG_REFUSED_AT_START } from "../helpers/fakeVllm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseStackSettings } from "../../core/config/stackConfig";
 import { planDeployment } from "../../core/plan/deployment";
@@ -30,7 +31,7 @@ const OTHER_KEY = [...KEY].reverse().join("");
 let hosts: TestHost[];
 let engine: FakeEngine;
 
-function settings(extraArgs: string[] = []) {
+function settings(extraArgs: string[] = [], extraEnv: Record<string, string> = {}) {
   return fakeHostsSettings(
     hosts,
     { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT },
@@ -38,7 +39,7 @@ function settings(extraArgs: string[] = []) {
       preset: "recommended",
       extraArgs: { main: extraArgs },
       // A bounded wait: a probe that never gets in fails in seconds, not after the recipe's 9,600.
-      extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", VLLM_ENGINE_READY_TIMEOUT_S: "30", NOTE } },
+      extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", VLLM_ENGINE_READY_TIMEOUT_S: "30", NOTE, ...extraEnv } },
     },
   );
 }
@@ -105,10 +106,10 @@ describe("the unit step on two hosts over SSH", { timeout: 240_000 }, () => {
   });
 
   it("a change of key that fails goes back to the config of the old key, and probes it with the old key", async () => {
-    const result = await up(settings(["--bogus"]), OTHER_KEY);
+    const result = await up(settings([FLAG_REFUSED_AT_START.arg], FLAG_REFUSED_AT_START.env), OTHER_KEY);
     expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
     expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
-      /^npu-0 main rank 0: the new config failed \(.*unrecognized arguments: --bogus\); the previous config is restored and serving$/,
+      /^npu-0 main rank 0: the new config failed \(.*unrecognized arguments: --rbln-use-custom-kernel\); the previous config is restored and serving$/,
     );
     expect([await models(hosts[0]!, KEY), await models(hosts[0]!, OTHER_KEY)]).toEqual([200, 401]);
   });
