@@ -175,6 +175,7 @@ const hostMutations: Mutation[] = [
         { ...c.hosts[0], address: "npu-a.example.com" },
         { ...c.hosts[0], name: "dup", address: "NPU-A.example.com", port: 2222 },
       ];
+      c.cache = { shared: "/mnt/rbln-cache" };
     },
   ],
   [

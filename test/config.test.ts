@@ -985,8 +985,12 @@ describe("extraEnv over the package's own variables", () => {
 describe("addresses", () => {
   const dev = () => readStackFile("dev").raw as Record<string, any>;
   const host = (extra: Record<string, unknown>) => ({ ...dev().hosts[0], ...extra });
+  // A shared cache: no copies between the two, so host names are allowed (copyGrantsNeedAddresses).
   const twoHosts = (a: Record<string, unknown>, b: Record<string, unknown>) => () =>
-    planDeployment(parseStackSettings({ ...dev(), replicas: 2, hosts: [host(a), host({ name: "npu-b", ...b })] }), shippedCatalog);
+    planDeployment(
+      parseStackSettings({ ...dev(), replicas: 2, cache: { shared: "/mnt/rbln-cache" }, hosts: [host(a), host({ name: "npu-b", ...b })] }),
+      shippedCatalog,
+    );
 
   it("refuse two hosts whose ranks would serve on one address and port", () => {
     expect(twoHosts({ address: "10.0.0.1" }, { address: "10.0.0.1", port: 2222 })).toThrow(

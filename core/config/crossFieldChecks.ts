@@ -264,6 +264,28 @@ const peersShareAnAddressFamily: Check = (s) => {
   ];
 };
 
+/**
+ * The cache copies between servers (weights, compiled caches) are granted on the source by
+ * `from="<address>"` in authorized_keys, which sshd matches against the address it sees connect:
+ * with its default `UseDNS no` a host name there never matches, and every copy would fail. So each
+ * host that copies from another (no cache.shared, and a second host or a compile host) has an IP
+ * address.
+ */
+const copyGrantsNeedAddresses: Check = (s) => {
+  // Behind the front door the plan refuses a host name first, with the reason that comes first there.
+  if (s.platform !== "hosts" || s.router.host !== undefined || s.cache.shared !== undefined || (s.hosts.length < 2 && !s.compile.host)) return [];
+  const index = s.hosts.findIndex((h) => net.isIP(h.address) === 0);
+  const named = s.hosts[index];
+  if (!named) return [];
+  return [
+    {
+      path: ["hosts", index, "address"],
+      message: `"${named.address}" is a host name, but this host copies caches from another server over SSH, whose grant (from=) sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host's IP address, or share the cache (cache.shared)`,
+      hideValue: true,
+    },
+  ];
+};
+
 /** Without a server's host key the connection trusts whatever answers at its address, unless the stack says so (insecureSkipHostKeyCheck). */
 const hostKeysAreChecked: Check = (s) => {
   if (s.platform !== "hosts" || s.insecureSkipHostKeyCheck) return [];
@@ -304,6 +326,7 @@ const CROSS_FIELD_CHECKS: readonly Check[] = [
   routerHostIsNotAHostEntry,
   hostKeysAreChecked,
   peersShareAnAddressFamily,
+  copyGrantsNeedAddresses,
 ];
 
 /** What every check refuses in settings whose keys each parsed, in the checks' order. */

@@ -96,11 +96,15 @@ export function runOverSsh(clientKey: string, address: string, port: number, com
   return new Promise((resolve) => ssh.on("close", (status) => resolve({ status, stdout, stderr })));
 }
 
-/** A real OpenSSH server on loopback with a throwaway host key and client key; root logs in by key. */
-export async function startSshd(): Promise<TestSshServer> {
+/**
+ * A real OpenSSH server on loopback with a throwaway host key and client key; root logs in by key.
+ * `keyOptions` go before the client key in authorized_keys (`from="..."`, as the product's grants).
+ */
+export async function startSshd(keyOptions?: string): Promise<TestSshServer> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sshd-"));
   const port = await freePort();
   const config = writeSshdFiles(dir, "127.0.0.1", port);
+  if (keyOptions) fs.writeFileSync(path.join(dir, "authorized_keys"), `${keyOptions} ${fs.readFileSync(path.join(dir, "client_key.pub"), "utf8")}`);
   fs.mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
   let log = "";
   const child: ChildProcess = spawn("/usr/sbin/sshd", ["-D", "-e", "-f", config], { stdio: ["ignore", "ignore", "pipe"] });
