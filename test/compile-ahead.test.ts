@@ -58,6 +58,63 @@ function upstream(registrations: readonly Registration[], urn: string): Set<stri
   return new Set([...seen].map((u) => byUrn.get(u)?.name ?? u));
 }
 
+/** A setting of a rendered host script's settings block (`name=value`, quotes off). */
+const setting = (script: string, name: string) => new RegExp(`^${name}=(.*)$`, "m").exec(script)?.[1]?.replace(/^'(.*)'$/, "$1");
+
+/** What a command does with compiled caches: runs a rank of a key, brings a key's cache (a copy, a pull, a compile) onto a host, or neither. */
+function cacheRole(r: Registration): { kind: "unit" | "copy" | "pull" | "compile"; host: string; keys: string[]; source?: string } | undefined {
+  const script = String(r.inputs.create ?? "");
+  const host = setting(script, "host_name");
+  if (host === undefined) return undefined;
+  const unitMarker = setting(script, "compile_marker");
+  if (unitMarker) return { kind: "unit", host, keys: [/compile-([0-9a-f]{16})$/.exec(unitMarker)![1]!] };
+  if (/-copy-compile-/.test(r.name))
+    return {
+      kind: "copy",
+      host,
+      keys: [...script.matchAll(/rbln-serving-complete\/compile-([0-9a-f]{16})/g)].map((m) => m[1]!),
+      source: setting(script, "source_name"),
+    };
+  const key = setting(script, "key");
+  if (key && setting(script, "compile_here") !== undefined) return { kind: setting(script, "compile_here") === "yes" ? "compile" : "pull", host, keys: [key] };
+  return undefined;
+}
+
+/**
+ * Ordering by dependency, not by luck: every NPU unit step of a key has upstream the step that
+ * brings that key's cache onto its host (a copy, a pull), and every copy of a key has upstream a
+ * step on its source that holds that key (the compile host's compile or pull, a peer's unit of the
+ * key). Only where nothing compiles or pulls a key ahead may one host of it go without: it compiles.
+ */
+function cacheOrderProblems(registrations: readonly Registration[]): string[] {
+  const roles = commands(registrations).flatMap((r) => {
+    const role = cacheRole(r);
+    return role ? [{ r, ...role }] : [];
+  });
+  const problems: string[] = [];
+  const holds = (host: string, key: string, kinds: string[]) => roles.filter((x) => x.host === host && x.keys.includes(key) && kinds.includes(x.kind));
+  for (const key of new Set(roles.flatMap((x) => x.keys))) {
+    const ahead = roles.some((x) => x.keys.includes(key) && (x.kind === "compile" || x.kind === "pull"));
+    const unbrought = new Set<string>();
+    for (const unit of roles.filter((x) => x.kind === "unit" && x.keys.includes(key))) {
+      const bringers = holds(unit.host, key, ["copy", "pull"]);
+      const before = upstream(registrations, unit.r.urn);
+      if (bringers.length === 0) unbrought.add(unit.host);
+      else if (!bringers.some((b) => before.has(b.r.name))) problems.push(`${unit.r.name}: none of ${bringers.map((b) => b.r.name).join(", ")} is upstream`);
+    }
+    if (unbrought.size > (ahead ? 0 : 1)) problems.push(`key ${key}: nothing brings its cache to ${[...unbrought].join(", ")}`);
+    for (const copy of roles.filter((x) => x.kind === "copy" && x.keys.includes(key))) {
+      const holders = holds(copy.source!, key, ["compile", "pull", "unit"]);
+      const before = upstream(registrations, copy.r.urn);
+      if (!holders.some((h) => before.has(h.r.name)))
+        problems.push(
+          `${copy.r.name}: copies key ${key} before ${copy.source} has it (none of ${holders.map((h) => h.r.name).join(", ") || "nothing"} is upstream)`,
+        );
+    }
+  }
+  return problems;
+}
+
 describe("compile ahead on hosts, under the mock runtime", async () => {
   const { registrations, error, result } = await runUnderMocks(runProgram, hostsStack(), SECRETS);
   const names = commands(registrations).map((r) => r.name);
@@ -107,6 +164,39 @@ describe("compile ahead on hosts, under the mock runtime", async () => {
     const keys = await outputValue((result as ReturnType<typeof runProgram>).compileKeys);
     // Under mocks the step printed nothing: the key is listed, its digest unknown yet.
     expect(keys).toEqual([{ key: expect.stringMatching(/^[0-9a-f]{16}$/), roles: ["main"] }]);
+  });
+});
+
+describe("every NPU unit waits, by a dependency, for the step that brings its key's cache", () => {
+  const variants: [string, Record<string, unknown>][] = [
+    ["a compile host and a registry", hostsStack()],
+    ["a compile host", hostsStack({ revision: undefined, compile: { host: compileHost } })],
+    ["a registry only", hostsStack({ compile: { registry: REGISTRY } })],
+    ["no compile ahead: the first host compiles, the others copy", hostsStack({ compile: {} })],
+    ["eight replicas over three waves, with a compile host", hostsStack({}, 8)],
+  ];
+  it.each(variants)("%s", async (_, settings) => {
+    const registry = (settings.compile as { registry?: unknown }).registry !== undefined;
+    const { registrations, error } = await runUnderMocks(runProgram, settings, registry ? SECRETS : { sshPrivateKey: SECRETS.sshPrivateKey });
+    expect(error).toBeUndefined();
+    const roles = commands(registrations).flatMap((r) => (cacheRole(r) ? [cacheRole(r)!.kind] : []));
+    // The check saw units and what brings their caches: it cannot pass on an empty graph.
+    expect(roles.filter((k) => k === "unit").length).toBeGreaterThan(0);
+    expect(roles.filter((k) => k !== "unit").length).toBeGreaterThan(0);
+    expect(cacheOrderProblems(registrations)).toEqual([]);
+  });
+
+  it("finds a copy that runs before the compile, and a unit that runs before its copy", async () => {
+    const { registrations } = await runUnderMocks(runProgram, hostsStack(), SECRETS);
+    const allow = registrations.find((r) => r.name === "rbln-serving-cpu-0-allow-compile-npu-0")!;
+    const compile = registrations.find((r) => /-cpu-0-compile-[0-9a-f]{16}$/.test(r.name))!;
+    // The copy's grant no longer waits for the compile.
+    const early = registrations.map((r) => (r === allow ? { ...r, dependencies: r.dependencies.filter((d) => d !== compile.urn) } : r));
+    expect(cacheOrderProblems(early)).toEqual([expect.stringMatching(/^rbln-serving-npu-0-copy-compile-cpu-0: copies key [0-9a-f]{16} before cpu-0 has it/)]);
+    const unit = registrations.find((r) => r.name === "rbln-serving-npu-1-main-0")!;
+    const inCopy = registrations.find((r) => r.name === "rbln-serving-npu-1-copy-compile-npu-0")!;
+    const unwaited = registrations.map((r) => (r === unit ? { ...r, dependencies: r.dependencies.filter((d) => d !== inCopy.urn) } : r));
+    expect(cacheOrderProblems(unwaited)).toEqual(["rbln-serving-npu-1-main-0: none of rbln-serving-npu-1-copy-compile-npu-0 is upstream"]);
   });
 });
 

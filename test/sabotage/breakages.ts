@@ -73,14 +73,12 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { fast: ["test/program.test.ts", "test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
-    awaiting: "proofs-load: the graph-ordering test (every NPU unit of a key after the step that brings that key's cache)",
   },
   {
     name: "unit-skips-registry-pull",
     why: "an NPU unit starts before its pull of the key's cache from the registry is done, and compiles on the NPUs",
     edits: [{ file: "components/hosts/npuHost.ts", search: "            ...this.pullCommands,\n", replace: "" }],
     tests: { fast: ["test/program.test.ts", "test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
-    awaiting: "proofs-load: the graph-ordering test (every NPU unit of a key after the step that brings that key's cache)",
   },
   {
     name: "misspelt-package-flag",
@@ -92,14 +90,13 @@ export const BREAKAGES: readonly Breakage[] = [
         replace: 'export const REVISION_FLAGS = ["--revision", "--tokenizer-revison"] as const;',
       },
     ],
-    tests: { fast: ["test/cache-compile-key.test.ts"] },
+    tests: { fast: ["test/cache-compile-key.test.ts", "test/vllm-flags.test.ts"] },
   },
   {
     name: "rollback-without-drain",
     why: "the way back restarts a rank the front door lists again: the requests it took are cut",
     edits: [{ file: UNIT_APPLY, search: "  going_back_for=$1\n  phase=back\n", replace: "  going_back_for=$1\n  phase=back\n  front_door_rejoin\n" }],
     tests: { fast: ["test/unit-apply.test.ts"], hosts: ["test/hosts/front-door-hosts.test.ts"] },
-    awaiting: "race-drain: every restart of a listed endpoint goes through a drain, the way back too",
   },
   {
     name: "agent-probe-always-serving",
