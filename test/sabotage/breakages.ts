@@ -48,7 +48,6 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { hosts: ["test/hosts/front-door-hosts.test.ts"] },
-    awaiting: "race-drain / proofs-load: streams longer than the drain's settle through a restart, against the stand-in's --shutdown-timeout",
   },
   {
     name: "unit-skips-compile-copy",
