@@ -15,7 +15,10 @@ import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ofType, runUnderMocks, outputValue, type Registration } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 import { freePort } from "./helpers/sshd";
-import { copyStandInVllm } from "./helpers/vllmParser";
+import { COMPILE_AHEAD_SERVING_ENV } from "../core/plan/compileAhead";
+import { UNKEYED_ENV } from "../core/plan/compileKey";
+import signatureFixture from "./fixtures/vllm-rbln-cache-signature.json";
+import { copyStandInVllm, RBLN_SIGNATURE } from "./helpers/vllmParser";
 
 /**
  * Compile ahead under the mock runtime (issue 22): the compile host's steps come before every unit
@@ -200,6 +203,121 @@ describe("every NPU unit waits, by a dependency, for the step that brings its ke
   });
 });
 
+/** vllm-rbln's compile-env allow-list (RBLN_COMPILE_ENV), as read upstream. */
+const COMPILE_ENV = signatureFixture.facts["signature.compileEnv"].value.RBLN_COMPILE_ENV;
+
+/** The stand-in vLLM's bundle signature (test/fixtures/fake-vllm/rbln_signature.py) of each case. */
+function standInSignatures(cases: { model?: string; flags?: string[]; npu?: string; env: Record<string, string> }[]): string[] {
+  const input = JSON.stringify(cases.map((c) => ({ model: c.model ?? "m", flags: c.flags ?? [], npu: c.npu ?? "RBLN-CR13", env: c.env })));
+  const run = spawnSync("python3", [RBLN_SIGNATURE], { input, encoding: "utf8" });
+  if (run.status !== 0) throw new Error(run.stderr);
+  return JSON.parse(run.stdout) as string[];
+}
+
+/** The variables a host script's env_text sets, as bash reads the env file (the unit step reads env files with bash). */
+function scriptEnv(script: string): Record<string, string> {
+  const settings = script.slice(script.indexOf("# --- settings"), script.indexOf("# --- end of settings ---"));
+  const run = spawnSync("bash", ["-c", `${settings}\nenv -i bash -c 'set -a; eval "$1"; unset PWD SHLVL _; env -0' _ "$env_text"`], { encoding: "utf8" });
+  if (run.status !== 0) throw new Error(run.stderr);
+  return Object.fromEntries(
+    run.stdout
+      .split("\0")
+      .filter(Boolean)
+      .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
+  );
+}
+
+/** Variables whose value differs between two environments (or that one lacks), but for `allowed`. */
+function envDifferences(a: Record<string, string>, b: Record<string, string>, allowed: readonly string[]): string[] {
+  const names = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+  return names.filter((name) => a[name] !== b[name] && !allowed.includes(name)).map((name) => `${name}: ${a[name] ?? "unset"} vs ${b[name] ?? "unset"}`);
+}
+
+describe("the compiled cache is the one the NPU units look for", () => {
+  it("the stand-in's signature reads every variable of vllm-rbln's allow-list, as vllm-rbln parses it, and nothing else", () => {
+    const names = spawnSync(
+      "python3",
+      ["-c", "import sys; sys.path.insert(0, sys.argv[1]); import rbln_signature as s; print('\\n'.join(s.RBLN_COMPILE_ENV))", path.dirname(RBLN_SIGNATURE)],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(names.stdout.trim().split("\n").sort()).toEqual([...COMPILE_ENV].sort());
+    const { booleanDefaults, integerDefaults } = signatureFixture.facts["signature.compileEnvValues"].value;
+    // Every case in one run of the stand-in's module: [what, env, same as unset?].
+    const cases: [string, Record<string, string>, boolean][] = [];
+    for (const [name, value] of Object.entries(booleanDefaults)) {
+      const read = name === "VLLM_RBLN_USE_CUSTOM_KERNEL" ? "RBLN_USE_CUSTOM_KERNEL" : name;
+      // Unset is the default; "1", "true" and "True" are one value; the other value is another bundle.
+      cases.push([`${name} as its default`, { [read]: value ? "1" : "0" }, true]);
+      cases.push([`${name} as True`, { [read]: value ? "True" : "false" }, true]);
+      cases.push([`${name} flipped`, { [read]: value ? "false" : "true" }, false]);
+    }
+    for (const [name, value] of Object.entries(integerDefaults)) {
+      cases.push([`${name} as its default`, { [name]: String(value) }, true]);
+      cases.push([`${name} changed`, { [name]: String(value + 1) }, false]);
+    }
+    // Outside the list: a variable of the other partition, a vLLM one, ones of ours.
+    for (const [name, value] of [
+      ["VLLM_RBLN_COMPILE_ONLY", "1"],
+      ["VLLM_RBLN_SUB_BLOCK_CACHE", "0"],
+      ["RBLN_TARGET_SOC", "RBLN-CR13"],
+      ["VLLM_LOGGING_LEVEL", "DEBUG"],
+    ])
+      cases.push([`outside the list: ${name}`, { [name!]: value! }, true]);
+    const [base, ...signatures] = standInSignatures([{ env: {} }, ...cases.map(([, env]) => ({ env }))]);
+    expect(cases.map(([what], i) => [what, signatures[i] === base])).toEqual(cases.map(([what, , same]) => [what, same]));
+    // The model, the flags and the NPU are in it too.
+    expect(
+      standInSignatures([
+        { env: {}, model: "n" },
+        { env: {}, flags: ["--max-num-seqs", "4"] },
+        { env: {}, npu: "RBLN-CA25" },
+      ]),
+    ).not.toContain(base);
+  });
+
+  for (const [what, settings] of [
+    ["a compile host and a registry", hostsStack()],
+    ["a compile host", hostsStack({ revision: undefined, compile: { host: compileHost } })],
+  ] as const) {
+    it(`the compile host's environment is each unit's in every keyed variable: ${what}`, async () => {
+      const registry = (settings.compile as { registry?: unknown }).registry !== undefined;
+      const { registrations } = await runUnderMocks(runProgram, settings, registry ? SECRETS : { sshPrivateKey: SECRETS.sshPrivateKey });
+      const compile = commands(registrations).find((r) => /-cpu-0-compile-[0-9a-f]{16}$/.test(r.name))!;
+      const compiling = scriptEnv(String(compile.inputs.create));
+      // Compile-only's own variables, none of them on vllm-rbln's list; and the one it needs that is, which the units have too.
+      const compileOnly = Object.keys(compileOnlyEnv("RBLN-CR13"));
+      expect(compileOnly.filter((name) => COMPILE_ENV.includes(name))).toEqual([]);
+      expect(compiling.VLLM_RBLN_USE_VLLM_MODEL).toBe("1");
+      const units = commands(registrations).filter((r) => isUnitStep(r.name));
+      expect(units.length).toBeGreaterThan(0);
+      for (const unit of units) {
+        const serving = scriptEnv(String(unit.inputs.create));
+        // Exactly equal but for compile-only's own; so equal in every variable the compile key or the bundle's signature reads.
+        expect(envDifferences(compiling, serving, compileOnly), unit.name).toEqual([]);
+        expect(Object.keys(serving).filter((name) => !(name in UNKEYED_ENV) && serving[name] !== compiling[name])).toEqual([]);
+        expect(
+          standInSignatures([{ env: compiling }, { env: serving }]).reduce((a, b) => (a === b ? a : "differ")),
+          unit.name,
+        ).not.toBe("differ");
+      }
+    });
+  }
+
+  it("tells which keyed variable differs", () => {
+    expect(envDifferences({ A: "1", VLLM_RBLN_USE_VLLM_MODEL: "1" }, { A: "1" }, [])).toEqual(["VLLM_RBLN_USE_VLLM_MODEL: 1 vs unset"]);
+    expect(standInSignatures([{ env: { VLLM_RBLN_USE_VLLM_MODEL: "1" } }, { env: {} }]).reduce((a, b) => (a === b ? a : "differ"))).toBe("differ");
+  });
+
+  it("gives no rank of a stack without compile ahead or a registry compile-only's keyed variables", () => {
+    const plain = planDeployment(parseStackSettings(hostsStack({ revision: undefined, compile: {} })), shippedCatalog);
+    for (const rank of plain.plan.roles.flatMap((r) => r.ranks)) expect(Object.keys(rank.env)).not.toContain("VLLM_RBLN_USE_VLLM_MODEL");
+    const pulls = planDeployment(parseStackSettings(hostsStack({ compile: { registry: REGISTRY } })), shippedCatalog);
+    for (const rank of pulls.plan.roles.flatMap((r) => r.ranks)) expect(rank.env.VLLM_RBLN_USE_VLLM_MODEL).toBe("1");
+  });
+});
+
 describe("a registry without a compile host pulls on the first host of each key", async () => {
   const settings = hostsStack({ compile: { registry: REGISTRY } });
   const { registrations, error } = await runUnderMocks(runProgram, settings, SECRETS);
@@ -346,9 +464,12 @@ describe("compile ahead on Kubernetes, under the mock runtime", async () => {
 });
 
 describe("the compile Job's environment", () => {
-  // What the Job adds on purpose: compile-only mode's variables (core/render/compileCache.ts) and the
-  // registry password its script reads for skopeo (and unsets before vLLM starts).
+  // What the Job adds on purpose: compile-only mode's variables (core/render/compileCache.ts), none of
+  // them keyed, and the registry password its script reads for skopeo (and unsets before vLLM starts).
   const ADDED_ON_PURPOSE = [...Object.keys(compileOnlyEnv("RBLN-CR13")), REGISTRY_PASSWORD_ENV];
+  it("adds no variable of vllm-rbln's compile-env allow-list", () => {
+    expect(ADDED_ON_PURPOSE.filter((name) => COMPILE_ENV.includes(name))).toEqual([]);
+  });
   const stack = (compile: Record<string, unknown>) => ({
     strategy: "prefill-decode-disaggregated",
     target: "Throughput",
@@ -373,6 +494,8 @@ describe("the compile Job's environment", () => {
         const serving = envOf(workloads.roles.find((r) => r.role === job.role)!.deployment.spec!.template);
         const compiling = envOf(job.job.spec!.template);
         expect(serving.map((v) => v.name)).toEqual(expect.arrayContaining(["HF_HOME", "VLLM_CACHE_ROOT", "HF_TOKEN", "VLLM_API_KEY"]));
+        // The keyed variable compile-only needs is in the launch script both run, which exports the ranks' variables.
+        expect(JSON.stringify(workloads.roles.find((r) => r.role === job.role))).toMatch(/VLLM_RBLN_USE_VLLM_MODEL='?1/);
         expect(
           compiling.filter((v) => !ADDED_ON_PURPOSE.includes(v.name)),
           job.role,
@@ -398,7 +521,7 @@ describe("the compile Job's script under real bash, with the stand-in vllm in co
     });
     return spawnSync("bash", ["-c", script], {
       encoding: "utf8",
-      env: { PATH: process.env.PATH, VLLM_CACHE_ROOT: `${dir}/vllm`, ...compileOnlyEnv("RBLN-CR13"), ...env },
+      env: { PATH: process.env.PATH, VLLM_CACHE_ROOT: `${dir}/vllm`, ...COMPILE_AHEAD_SERVING_ENV, ...compileOnlyEnv("RBLN-CR13"), ...env },
     });
   };
 

@@ -1,7 +1,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { TestHost } from "./hostNamespace";
-import { knownFlagsJson, VLLM_ARGPARSE } from "./vllmParser";
+import { knownFlagsJson, STAND_IN_MODULES } from "./vllmParser";
 
 const FAKE_VLLM = path.join(__dirname, "..", "fixtures", "fake-vllm", "vllm");
 
@@ -27,7 +27,7 @@ export async function prepareStandInServer(host: TestHost, options: { venv: stri
   );
   if (setup.status !== 0 || setup.stderr !== "") throw new Error(`preparing ${host.name}: ${setup.stderr}`);
   for (const [file, text] of [
-    ["vllm_argparse.py", fs.readFileSync(VLLM_ARGPARSE, "utf8")],
+    ...STAND_IN_MODULES.map((module) => [path.basename(module), fs.readFileSync(module, "utf8")]),
     ["known-flags.json", knownFlagsJson()],
   ]) {
     const copy = await host.run(`cat > ${venv}/bin/${file}`, text);

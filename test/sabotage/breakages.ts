@@ -80,6 +80,23 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/program.test.ts", "test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
   {
+    name: "compile-env-differs",
+    why: "the compile host compiles with VLLM_RBLN_USE_VLLM_MODEL=1 and the units run without it: vllm-rbln's signature differs, every unit misses the cache and compiles on the NPUs",
+    edits: [
+      {
+        file: "core/plan/deployment.ts",
+        search: "  const aheadEnv = loadsCompiledAhead(settings, base.packages) ? COMPILE_AHEAD_SERVING_ENV : {};",
+        replace: "  const aheadEnv = loadsCompiledAhead(settings, base.packages) ? {} : COMPILE_AHEAD_SERVING_ENV;",
+      },
+      {
+        file: "core/render/compileCache.ts",
+        search: '    VLLM_RBLN_COMPILE_ONLY: "1",\n',
+        replace: '    VLLM_RBLN_COMPILE_ONLY: "1",\n    VLLM_RBLN_USE_VLLM_MODEL: "1",\n',
+      },
+    ],
+    tests: { fast: ["test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  {
     name: "misspelt-package-flag",
     why: "a flag the package adds is one vLLM does not know: every rank refuses to start",
     edits: [
