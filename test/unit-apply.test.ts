@@ -48,6 +48,8 @@ beforeAll(async () => {
       '  disable) rm -f "$STATE/enabled/${*: -1}"; [ "$2" != --now ] || rm -f "$STATE/active" ;;',
       '  stop) rm -f "$STATE/active" ;;',
       '  show) if [ -f "$STATE/active" ]; then echo ActiveState=active; else printf "ActiveState=failed\\nResult=exit-code\\nExecMainStatus=1\\n"; fi ;;',
+      // The units systemd has loaded, as the test wrote them to $STATE/listed-units.
+      '  list-units) cat "$STATE/listed-units" 2>/dev/null || true ;;',
       "esac",
       "",
     ].join("\n"),
@@ -95,6 +97,8 @@ interface ApplyOptions {
   onStdout?: (stdout: string) => void;
   /** A signal to the step's bash after some milliseconds: SIGKILL as a reboot ends it, SIGHUP as a lost connection. */
   cut?: { afterMs: number; signal: NodeJS.Signals };
+  /** This deployment's units on the host, and those the stack runs there. */
+  hostUnits?: { glob: string; keep: string[] };
 }
 
 function apply(
@@ -109,6 +113,7 @@ function apply(
     frontDoor,
     onStdout,
     cut,
+    hostUnits,
   }: ApplyOptions = {},
 ): Promise<Run> {
   const script = unitApplyScript({
@@ -128,6 +133,7 @@ function apply(
     wait: { probeHost: "127.0.0.1", timeoutSeconds: 30, intervalSeconds: 1, startLimitBurst: 3 },
     compileMarker,
     frontDoor,
+    hostUnits,
   });
   const key = frontDoor ? "-----BEGIN OPENSSH PRIVATE KEY-----\nnot a key\n-----END OPENSSH PRIVATE KEY-----\n" : "";
   return runBash(script, key + stdin, onStdout, failAt, cut);
@@ -437,6 +443,36 @@ const removeUnit = () => {
   for (const file of [...files, ...state, ...fs.readdirSync(path.join(dir, "enabled")).map((u) => path.join(dir, "enabled", u))])
     fs.rmSync(file, { force: true });
 };
+
+describe("the unit step and the units the stack no longer runs on its host", () => {
+  const PREFILL = "rbln-serving-test.prefill-0.service";
+  const hostUnits = { glob: "rbln-serving-test.*.service", keep: [UNIT, "rbln-serving-test.sidecar.service"] };
+  const listed = (names: string[]) => fs.writeFileSync(path.join(dir, "listed-units"), names.map((n) => `${n} loaded active running rank\n`).join(""));
+  afterAll(() => fs.rmSync(path.join(dir, "listed-units"), { force: true }));
+
+  it("stops and disables a removed role's rank right before its own rank starts (not the ones it keeps, not the front door's)", async () => {
+    removeUnit();
+    listed([PREFILL, UNIT, "rbln-serving-test.sidecar.service", "rbln-serving-test.front-door-epp.service"]);
+    const run = await apply("", { ...B, hostUnits });
+    expect(run.status, run.stderr).toBe(0);
+    const stop = run.calls.indexOf(`disable --now --quiet ${PREFILL}`);
+    expect(stop).toBeGreaterThan(-1);
+    expect(stop).toBeLessThan(run.calls.indexOf(`restart ${UNIT}`));
+    expect(run.calls.filter((c) => c.startsWith("disable"))).toEqual([`disable --now --quiet ${PREFILL}`]);
+    expect(run.stdout).toContain(`unit test-host: stopped ${PREFILL}, which the stack no longer runs on this host (its delete removes its files)`);
+  });
+
+  it("starts it again when the new rank does not serve and there is nothing to go back to; a step that changes nothing stops nothing", async () => {
+    removeUnit();
+    listed([PREFILL]);
+    const failed = await apply("", { unitText: "# fails to start\n[Service]\nExecStart=/bin/false\n", envText: B.envText, hostUnits });
+    expect(failed.status).toBe(1);
+    expect(failed.calls.slice(failed.calls.indexOf(`disable --now --quiet ${PREFILL}`))).toContain(`enable --now --quiet ${PREFILL}`);
+    servingNow(B);
+    const unchanged = await apply("", { ...B, hostUnits });
+    expect(unchanged.calls.filter((c) => c.includes(PREFILL))).toEqual([]);
+  });
+});
 
 describe("the unit step when a command fails once the change begins", { timeout: 180_000 }, () => {
   const LEGACY_TEXT = "# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true legacy\n";

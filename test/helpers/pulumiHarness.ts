@@ -18,6 +18,10 @@ export interface Registration {
   wireInputs: Record<string, any>;
   dependencies: string[];
   deleteBeforeReplace: boolean;
+  /** Input properties whose change replaces the resource (the replaceOnChanges option). */
+  replaceOnChanges: string[];
+  /** The customTimeouts option, as Pulumi durations ("10m"); absent where unset. */
+  customTimeouts: { create?: string; update?: string; delete?: string };
   retainOnDelete: boolean;
   protect: boolean;
   read: boolean;
@@ -81,6 +85,8 @@ export async function runUnderMocks(
         wireInputs,
         dependencies: method === "registerResource" ? req.getDependenciesList() : [],
         deleteBeforeReplace: method === "registerResource" ? req.getDeletebeforereplace() : false,
+        replaceOnChanges: method === "registerResource" ? req.getReplaceonchangesList() : [],
+        customTimeouts: method === "registerResource" ? customTimeouts(req.getCustomtimeouts()) : {},
         retainOnDelete: method === "registerResource" ? req.getRetainondelete() : false,
         protect: method === "registerResource" ? req.getProtect() : false,
         read: method === "readResource",
@@ -110,6 +116,12 @@ export async function runUnderMocks(
   }
   await waitForRPCs();
   return { registrations, result, error };
+}
+
+/** The customTimeouts of a registration, without the empty ones. */
+function customTimeouts(timeouts: any): Registration["customTimeouts"] {
+  const all = { create: timeouts?.getCreate(), update: timeouts?.getUpdate(), delete: timeouts?.getDelete() };
+  return Object.fromEntries(Object.entries(all).filter(([, v]) => typeof v === "string" && v !== ""));
 }
 
 function unwrapSecrets(value: any): any {

@@ -1,6 +1,7 @@
 import { FLAG_REFUSED_AT_START } from "../helpers/fakeVllm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { now } from "../helpers/frontDoorLoad";
+import { listedEndpoints, now } from "../helpers/frontDoorLoad";
+import { hostEntry } from "../helpers/hostStack";
 import { startFrontDoorStack, underLoad, untilListed, type FrontDoorStack } from "../helpers/frontDoorStack";
 
 /**
@@ -168,5 +169,44 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
     // agent's probe found the rank dead: nothing ended before the kill, or started once it was back.
     expect(samples.bad.filter((s) => s.at >= outAt)).toEqual([]);
     expect(load.failures.filter((f) => f.endedAt < killedAt || f.startedAt >= backAt)).toEqual([]);
+  });
+});
+
+describe("servers leaving and moving, under steady load", { timeout: 300_000 }, () => {
+  it("removing a server: the front door takes its endpoint out first, then its unit is deleted; no request fails", async () => {
+    const [npu0, npu1, npu2] = stack.npuHosts;
+    const two = { replicas: 2, hosts: [hostEntry(npu0!, 0), hostEntry(npu1!, 1)] };
+    const { result, load, samples, inFlightAtStops } = await underLoad(stack, () => stack.up(stack.settings({}, two)), STREAMS);
+    expect(result.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
+    const door = result.runs.find((r) => r.name.endsWith("-front-door-apply"))!;
+    expect(door.stdout).toContain("npu-2-main-0 out of the endpoints (the stack no longer has them)");
+    const removal = result.runs.find((r) => r.name === "rbln-serving-npu-2-main-0")!;
+    expect([removal.operation, removal.stdout.trim()]).toEqual(["delete", "unit npu-2: removed rbln-serving-test.main-0.service"]);
+    // Out of the file before the front door's step ended, so before the deletes began.
+    const lastListed = Math.max(...samples.samples.filter((s) => s.listed.some((e) => e.name === "npu-2-main-0")).map((s) => s.at));
+    expect(lastListed).toBeLessThan(door.endedAt);
+    expect(door.endedAt).toBeLessThanOrEqual(removal.startedAt);
+    expect(load.failures).toEqual([]);
+    expect(samples.bad).toEqual([]);
+    someInFlight(inFlightAtStops);
+    expect((await npu2!.run(`systemctl cat ${UNIT}`)).status).not.toBe(0);
+    expect(names(await untilListed(stack, 2))).toEqual(["npu-0-main-0", "npu-1-main-0"]);
+  });
+
+  it("a host's connection changed to another machine: its steps run again there in place (Pulumi updates them); no request fails, and the first machine keeps its unit", async () => {
+    const [npu0, npu1, spare] = stack.npuHosts;
+    const moved = { replicas: 2, hosts: [hostEntry(npu0!, 0), { ...hostEntry(spare!, 1), name: "npu-1" }] };
+    // A change of a few seconds (the machine had the stand-in already): its load is bounded as such.
+    const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({}, moved)), { ...STREAMS, minRequests: 20 });
+    expect(result.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
+    const npu1Steps = result.runs.filter((r) => r.name.startsWith("rbln-serving-npu-1-"));
+    expect(npu1Steps.map((r) => r.operation).every((o) => o === "update")).toBe(true);
+    expect(npu1Steps.map((r) => r.name)).toContain("rbln-serving-npu-1-main-0");
+    expect(load.failures).toEqual([]);
+    expect(samples.bad).toEqual([]);
+    const listed = listedEndpoints(await untilListed(stack, 2));
+    expect(listed.find((e) => e.name === "npu-1-main-0")!.address).toBe(spare!.address);
+    // Nothing deletes what the first machine runs: an entry that names another machine is an update, not a removal.
+    expect((await npu1!.run(`systemctl is-active ${UNIT}`)).stdout.trim()).toBe("active");
   });
 });

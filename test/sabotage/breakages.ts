@@ -186,6 +186,18 @@ export const BREAKAGES: readonly Breakage[] = [
     ],
     tests: { fast: ["test/secrets.test.ts"] },
   },
+  {
+    name: "removed-server-not-drained",
+    why: "a server removed from the stack is stopped while the EPP may still route to it: the requests it is sent then fail",
+    edits: [{ file: "core/render/hosts/scripts/front-door-apply.sh", search: 'if [ -n "$removed" ]; then\n', replace: "if false; then\n" }],
+    tests: { hosts: ["test/hosts/front-door-hosts.test.ts"] },
+  },
+  {
+    name: "removed-role-ranks-left-running",
+    why: "after a strategy change the old roles' ranks keep their ports and NPUs until Pulumi deletes them last: the new ranks cannot start",
+    edits: [{ file: UNIT_APPLY, search: '[ "$mode" = none ] || strays_stop\n', replace: "" }],
+    tests: { fast: ["test/unit-apply.test.ts"] },
+  },
   // The host scripts' other decisions (issue 26: nothing mutates the bash and Python).
   {
     name: "unit-step-does-not-wait",

@@ -6,7 +6,7 @@ import type { Deployment, FrontDoorEndpoint, HostPlacement, RankPlan, RolePlan }
 import { renderTemplate } from "../../template";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
-import { compileMarker, envPath as envPathOf, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
+import { compileMarker, deploymentUnitGlob, envPath as envPathOf, legacyEnvPath, legacyUnitName, rolloutStateDir, sidecarUnitName, unitName } from "./names";
 import { unitApplyScript, unitRemoveScript, type FrontDoorAccess, type ServingWait } from "./scripts";
 import { execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
 
@@ -119,6 +119,14 @@ function unitText(context: HostContext, role: RolePlan, rank: RankPlan, envPath:
   });
 }
 
+/** The units the stack runs on the context's host: every rank's, and its routing sidecar's. */
+function hostUnits(context: HostContext): string[] {
+  const { deployment, placement, id } = context;
+  const ranks = deployment.plan.roles.filter((r) => r.node === placement.node).flatMap((r) => r.ranks.map((k) => unitName(id, r.role, k.rank)));
+  const sidecar = deployment.frontDoor?.sidecars.some((s) => s.host === placement.host.name) ? [sidecarUnitName(id)] : [];
+  return [...ranks, ...sidecar];
+}
+
 /** One rank on its host: the unit, the env file, and the steps that apply and remove them. */
 export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan): RenderedRank {
   const { settings } = context.deployment;
@@ -175,6 +183,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       wait: servingWait(context, readyTimeoutSeconds(context.cache, bound.env)),
       frontDoor,
       compileMarker: compileMarker(context.cache.root, role.compileKey),
+      hostUnits: { glob: deploymentUnitGlob(context.id), keep: hostUnits(context) },
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
     behindFrontDoor: frontDoor !== null,
