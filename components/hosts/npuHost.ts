@@ -120,13 +120,14 @@ export class NpuHost extends pulumi.ComponentResource {
     // A step behind the front door reads its key first (up to the key's last line), then the variables.
     const frontDoor = args.frontDoor;
     const keyThen = (rest: pulumi.Input<string>) => pulumi.secret(pulumi.all([frontDoor!.accessKey, rest]).apply(([key, text]) => `${key.trimEnd()}\n${text}`));
+    // The sidecar restarts every decode endpoint of the host: in the host's rollout wave, after the previous wave's units.
     const sidecar = frontDoor?.sidecar
       ? [
           step(
             "sidecar",
             { create: frontDoor.sidecar.applyScript, delete: frontDoor.sidecar.removeScript },
             { stdin: keyThen(""), logging: "stdoutAndStderr" },
-            { dependsOn: [preflight, ...frontDoor.after] },
+            { dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])] },
           ),
         ]
       : [];
