@@ -47,6 +47,7 @@ stop_group() {
   local running
   mapfile -t running < <(active_units)
   [ "${#running[@]}" -gt 0 ] || return 0
+  say "stopping ${running[*]}"
   systemctl kill --kill-whom=main -s TERM "${running[@]}" || true
   local deadline=$(( $(date +%s) + stop_grace_s ))
   while [ -n "$(active_units)" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.5; done
