@@ -103,8 +103,10 @@ export async function runFault(stack: FrontDoorStack, fault: FaultCase, { settle
   };
 }
 
-/** The line `npm run bench -- faults` prints for a run. */
+/** The line `npm run bench -- faults` prints for a run; a failure out of bound is named by its error and its start and end after the fault, in seconds. */
 export function faultLine(run: FaultRun): Record<string, unknown> {
+  const after = (at: number) => Math.round((at - run.faultAt) / 100) / 10;
+  const outOfBound = failuresOutOfBound(run).map((f) => `${f.error} (${after(f.startedAt)} s to ${after(f.endedAt)} s)`);
   return {
     fault: run.fault,
     requests: run.requests,
@@ -112,6 +114,7 @@ export function faultLine(run: FaultRun): Record<string, unknown> {
     inFlightAtFault: run.inFlightAtFault,
     outSeconds: run.outSeconds,
     recoverSeconds: run.recoverSeconds,
+    ...(outOfBound.length > 0 ? { outOfBound } : {}),
   };
 }
 
