@@ -39,20 +39,24 @@ fail() { echo "front door ${host_name}: $*" >&2; exit 1; }
 [ -x "$runtime" ] || fail "$runtime not found: install $(basename "$runtime") (router.runtime), or choose the runtime this host has"
 command -v python3 >/dev/null || fail "python3 not found (the front door's agent runs on it)"
 
-# put PATH TEXT MODE: writes TEXT by rename; 0 when it changed the file.
+# put PATH TEXT MODE: writes TEXT by rename, fsynced before it and the folder after (a power loss
+# leaves the old file or the new, which the agent reads: desired.json); 0 when it changed the file.
 put() {
   local new
   new=$(mktemp "$1.XXXXXX")
   printf '%s\n' "$2" > "$new"
   chmod "$3" "$new"
   if cmp -s "$new" "$1"; then rm -f "$new"; return 1; fi
-  mv -f "$new" "$1"
+  sync "$new"
+  # -T: over an empty folder in PATH's place too, never into it.
+  mv -fT "$new" "$1"
+  sync "$(dirname "$1")"
 }
 
 install -d -m 0755 "$state_dir" "$state_dir/epp" "$state_dir/envoy" "$(dirname "$agent_path")"
 install -d -m 0700 "$state_dir/drains" "$state_dir/served"
-[ -f "$state_dir/epp/endpoints.yaml" ] || printf 'endpoints: []\n' > "$state_dir/epp/endpoints.yaml"
-chmod 0644 "$state_dir/epp/endpoints.yaml"
+[ -e "$state_dir/epp/endpoints.yaml" ] || put "$state_dir/epp/endpoints.yaml" 'endpoints: []' 0644 || true
+[ ! -f "$state_dir/epp/endpoints.yaml" ] || chmod 0644 "$state_dir/epp/endpoints.yaml"
 restart=(no no no)
 put "$state_dir/epp/epp.yaml" "$epp_config" 0644 && restart[0]=yes
 put "$state_dir/envoy/envoy.yaml" "$envoy_config" 0644 && restart[1]=yes
