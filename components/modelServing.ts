@@ -108,7 +108,8 @@ function hostResources(
           return { rendered: copy, sourceName: `${name}-${copy.source.host.name}`, after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };
         });
       const hostPulls = pulls.filter((p) => p.host === host).map((p) => p.step);
-      const behindDoor = door ? { accessKey: door.accessKey, after: door.ready, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
+      const accessKey = door?.accessKeys.get(host);
+      const behindDoor = accessKey ? { accessKey, after: door!.readyFor.get(host)!, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
       const npuHost = new NpuHost(
         `${name}-${host}`,
         {

@@ -186,7 +186,7 @@ describe("the front door's settings, refused with one line", () => {
     );
   });
 
-  it("writes the hosts' addresses into the front door's grant (from=) as sshd sees them connect: IPv4-mapped as IPv4, once each", () => {
+  it("writes each host's address into its own front door grant (from=) as sshd sees it connect: IPv4-mapped as IPv4", () => {
     const hosts = (edge().hosts as Record<string, unknown>[]).map((h) => ({ ...h }));
     const mapped = render({
       ...edge(),
@@ -195,8 +195,11 @@ describe("the front door's settings, refused with one line", () => {
         { ...hosts[1], address: "::FFFF:a1e:c" },
       ],
     });
-    expect(mapped.hosts!.frontDoor!.accessScript).toContain("\nfrom_addresses=10.30.0.11,10.30.0.12\n");
-    expect(mapped.hosts!.frontDoor!.accessScript).not.toMatch(/ffff/i);
+    const access = mapped.hosts!.frontDoor!.access;
+    expect(access.map((a) => a.host)).toEqual(["npu-edge-0", "npu-edge-1"]);
+    expect(access[0]!.accessScript).toContain("\nfrom_address=10.30.0.11\n");
+    expect(access[1]!.accessScript).toContain("\nfrom_address=10.30.0.12\n");
+    for (const a of access) expect(a.accessScript).not.toMatch(/ffff/i);
     for (const rank of mapped.hosts!.waves.flat().flatMap((h) => h.ranks)) expect(rank.applyScript).toMatch(/\nrouter_ssh_bind=10\.30\.0\.1[12]\n/);
   });
 
@@ -274,22 +277,29 @@ describe("the one-server warning says what the stack does", () => {
 });
 
 describe("the front door under the mock runtime", () => {
-  it("runs the front door before any unit step, hands the hosts its key as a secret, and gives the decode host its sidecar", async () => {
+  it("runs the front door before any unit step, hands each host its own key as a secret, and gives the decode host its sidecar", async () => {
     const { registrations, error } = await runUnderMocks(runProgram, edge(), SECRETS);
     expect(error).toBeUndefined();
     const commands = ofType(registrations, "command:remote:Command");
     const byName = (name: string) => commands.find((c) => c.name === name)!;
-    const door = ["rbln-serving-edge-router-front-door-apply", "rbln-serving-edge-router-front-door-access"];
-    for (const name of door) expect(byName(name).inputs.connection.host).toBe("10.30.0.10");
-    expect(byName(door[1]!).inputs.logging).toBe("none");
-    for (const unit of ["rbln-serving-npu-edge-0-prefill-0", "rbln-serving-npu-edge-1-decode-3", "rbln-serving-npu-edge-1-sidecar"]) {
+    const apply = "rbln-serving-edge-router-front-door-apply";
+    const keyOf = (host: string) => `rbln-serving-edge-router-front-door-access-${host}`;
+    for (const name of [apply, keyOf("npu-edge-0"), keyOf("npu-edge-1")]) expect(byName(name).inputs.connection.host).toBe("10.30.0.10");
+    expect(commands.filter((c) => c.name.includes("front-door-access")).map((c) => c.name)).toEqual([keyOf("npu-edge-0"), keyOf("npu-edge-1")]);
+    for (const host of ["npu-edge-0", "npu-edge-1"]) expect(byName(keyOf(host)).inputs.logging).toBe("none");
+    for (const [unit, host, other] of [
+      ["rbln-serving-npu-edge-0-prefill-0", "npu-edge-0", "npu-edge-1"],
+      ["rbln-serving-npu-edge-1-decode-3", "npu-edge-1", "npu-edge-0"],
+      ["rbln-serving-npu-edge-1-sidecar", "npu-edge-1", "npu-edge-0"],
+    ] as const) {
       const step = byName(unit);
-      for (const name of door)
+      for (const name of [apply, keyOf(host)])
         expect(
           step.dependencies.some((d) => d.endsWith(`::${name}`)),
           `${unit} after ${name}`,
         ).toBe(true);
-      expect(step.inputs.stdin).toContain(stdoutRef(door[1]!));
+      expect(step.inputs.stdin).toContain(stdoutRef(keyOf(host)));
+      expect(step.inputs.stdin).not.toContain(stdoutRef(keyOf(other)));
       expect(isSecretAt(step.wireInputs, ["stdin"])).toBe(true);
     }
     expect(byName("rbln-serving-npu-edge-1-decode-0").dependencies.some((d) => d.endsWith("::rbln-serving-npu-edge-1-sidecar"))).toBe(true);

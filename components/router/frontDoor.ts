@@ -11,15 +11,15 @@ export interface FrontDoorArgs {
 
 /**
  * The llm-d router's front door on a router host: the endpoint picker (file discovery) and Envoy as
- * containers, the agent that keeps the picker's endpoints file, and the key the stack's hosts take
- * their ranks out of it with before a restart. One URL for every replica and role.
+ * containers, the agent that keeps the picker's endpoints file, and each host's key to take its own
+ * ranks out of it with before a restart. One URL for every replica and role.
  */
 export class FrontDoor extends pulumi.ComponentResource {
   readonly url: pulumi.Output<string>;
-  /** The hosts' key to the front door's drain and rejoin: a secret, for the unit steps' stdin. */
-  readonly accessKey: pulumi.Output<string>;
-  /** The steps the hosts' unit steps wait for: the front door runs and their key works. */
-  readonly ready: pulumi.Resource[];
+  /** Each host's key to the front door's drain and rejoin of its own endpoints, by host name: a secret, for that host's steps' stdin. */
+  readonly accessKeys: ReadonlyMap<string, pulumi.Output<string>>;
+  /** What a host's steps wait for before they drain: the front door runs, and that host's key works. */
+  readonly readyFor: ReadonlyMap<string, pulumi.Resource[]>;
 
   constructor(name: string, args: FrontDoorArgs, opts?: pulumi.ComponentResourceOptions) {
     super("rbln-serving:index:FrontDoor", name, {}, opts);
@@ -31,16 +31,22 @@ export class FrontDoor extends pulumi.ComponentResource {
       { logging: "stdoutAndStderr" },
       { customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install } },
     );
-    // Its stdout is the private key: a secret output, never logged.
-    const access = steps.step(
-      "access",
-      { create: rendered.accessScript, delete: rendered.revokeScript },
-      { logging: "none" },
-      { additionalSecretOutputs: ["stdout"] },
-    );
+    const keys = new Map<string, pulumi.Output<string>>();
+    const ready = new Map<string, pulumi.Resource[]>();
+    for (const access of rendered.access) {
+      // Its stdout is the host's private key: a secret output, never logged.
+      const step = steps.step(
+        `access-${access.host}`,
+        { create: access.accessScript, delete: access.revokeScript },
+        { logging: "none" },
+        { additionalSecretOutputs: ["stdout"] },
+      );
+      keys.set(access.host, pulumi.secret(step.stdout));
+      ready.set(access.host, [apply, step]);
+    }
     this.url = pulumi.output(rendered.url);
-    this.accessKey = pulumi.secret(access.stdout);
-    this.ready = [apply, access];
+    this.accessKeys = keys;
+    this.readyFor = ready;
     this.registerOutputs({ url: this.url });
   }
 }

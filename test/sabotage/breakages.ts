@@ -225,6 +225,12 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/front-door-agent.test.ts"] },
   },
   {
+    name: "drain-key-any-host",
+    why: "root on any host of the stack can take any other host's ranks out of the front door",
+    edits: [{ file: FRONT_DOOR_AGENT, search: '    if host is not None and door.endpoints[name]["host"] != host:', replace: "    if False:" }],
+    tests: { fast: ["test/front-door-agent.test.ts"], hosts: ["test/hosts/front-door-keys.test.ts"] },
+  },
+  {
     name: "forced-command-any-action",
     why: "the unit steps' SSH key runs any front-door command, not only drain and rejoin",
     edits: [{ file: FRONT_DOOR_AGENT, search: "if len(words) != 2 or words[0] not in STEP_COMMANDS:", replace: "if len(words) != 2:" }],

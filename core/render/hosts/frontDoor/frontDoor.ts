@@ -29,15 +29,22 @@ export interface RenderedSidecar {
   removeScript: string;
 }
 
+/** One host's key to the front door, for its own endpoints only: made and let in on the router host (stdout: the key), and revoked. */
+export interface RenderedDrainAccess {
+  /** The host whose steps drain with it. */
+  host: string;
+  accessScript: string;
+  revokeScript: string;
+}
+
 /** The front door on hosts, rendered: the router host's steps and files, and the sidecars'. */
 export interface RenderedFrontDoor {
   /** The router host, reached over SSH. */
   host: Host;
   /** Where clients send every request. */
   url: string;
-  /** Makes the key the stack's hosts drain with, and lets it into the router host; stdout: the key. */
-  accessScript: string;
-  revokeScript: string;
+  /** A key per host with endpoints behind the front door, in the stack's order of hosts. */
+  access: RenderedDrainAccess[];
   applyScript: string;
   removeScript: string;
   /** What the router host holds, by path under the deployment's folder there, for `render`. */
@@ -217,23 +224,43 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
   };
 }
 
-/** The router host's steps: the hosts' drain key in and out, and the front door's units and files applied and removed. */
-function routerScripts(door: DoorContext, options: FrontDoorOptions, units: ReturnType<typeof routerUnits>, files: ReturnType<typeof routerFiles>) {
+/**
+ * Each host's key to the front door: one per host with endpoints behind it, accepted only from that
+ * host's address and only for its own endpoints, so root on one host cannot drain another's. The
+ * tag names the host; it never contains the one shared key's tag of before (`rbln-serving-front-door
+ * <id>`), whose revoke checks that no line with it is left.
+ */
+function drainAccess(door: DoorContext, options: FrontDoorOptions): RenderedDrainAccess[] {
   const { deployment, frontDoor, id, stateDir } = door;
+  const router = frontDoor.host.name;
+  const hosts = deployment.placements.map((p) => p.host).filter((h) => frontDoor.endpoints.some((e) => e.host === h.name));
+  return hosts.map((host) => {
+    const access = {
+      host_name: router,
+      state_dir: stateDir,
+      authorized_keys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys,
+      tag: `rbln-serving-front-door-drain ${id} ${host.name}`,
+      drain_host: host.name,
+    };
+    return {
+      host: host.name,
+      accessScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-access.sh`, `${host.name}'s key to the front door on ${router}`, {
+        ...access,
+        // As sshd sees it connect: the host's steps bind their SSH to it (frontDoorAccess).
+        from_address: host.address,
+        agent_path: door.agent.path,
+      }),
+      revokeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-revoke.sh`, `remove ${host.name}'s front door key from ${router}`, access),
+    };
+  });
+}
+
+/** The router host's steps: each host's drain key in and out, and the front door's units and files applied and removed. */
+function routerScripts(door: DoorContext, options: FrontDoorOptions, units: ReturnType<typeof routerUnits>, files: ReturnType<typeof routerFiles>) {
+  const { frontDoor, id, stateDir } = door;
   const host = frontDoor.host;
-  const access = {
-    host_name: host.name,
-    state_dir: stateDir,
-    authorized_keys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys,
-    tag: `rbln-serving-front-door ${id}`,
-  };
   return {
-    accessScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-access.sh`, `the stack's hosts' key to the front door on ${host.name}`, {
-      ...access,
-      from_addresses: [...new Set(deployment.placements.map((p) => p.host.address))].join(","),
-      agent_path: door.agent.path,
-    }),
-    revokeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-revoke.sh`, `remove the hosts' front door key from ${host.name}`, access),
+    access: drainAccess(door, options),
     applyScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-apply.sh`, `front door ${id} on ${host.name}: EPP, Envoy and the endpoints agent`, {
       host_name: host.name,
       state_dir: stateDir,

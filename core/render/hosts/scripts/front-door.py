@@ -415,9 +415,9 @@ def main(argv):
     # The key of one host: its own endpoints only.
     host = None
     if command == "ssh":
-        if len(rest) > 1:
-            fail("usage: front-door.py ssh DIR [HOST]")
-        host = rest[0] if rest else None
+        if len(rest) != 1:
+            fail("usage: front-door.py ssh DIR HOST")
+        host = rest[0]
         words = os.environ.get("SSH_ORIGINAL_COMMAND", "").split()
         if len(words) != 2 or words[0] not in STEP_COMMANDS:
             fail("this key runs `drain NAME`, `renew NAME` or `rejoin NAME` only")
