@@ -85,7 +85,9 @@ function hostResources(
   const { settings, plan } = deployment;
   const sshPrivateKey = secrets.sshPrivateKey!;
   const keyReports = new Map<string, pulumi.Output<string>>();
-  const door = frontDoor ? new FrontDoor(`${name}-${frontDoor.host.name}-front-door`, { rendered: frontDoor, sshPrivateKey }, child) : undefined;
+  const door = frontDoor
+    ? new FrontDoor(`${name}-${frontDoor.host.name}-front-door`, { rendered: frontDoor, sshPrivateKey, apiKey: secrets.apiKey }, child)
+    : undefined;
   const byHost = new Map<string, NpuHost | CompileHost>();
   let previousWave: (NpuHost | CompileHost)[] = [];
   if (compileHost) {

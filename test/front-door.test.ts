@@ -3,6 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { parse as parseYaml } from "yaml";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
@@ -11,7 +12,8 @@ import { allSelections } from "../core/plan/resolve";
 import { renderDeployment } from "../core/render/deployment";
 import { runProgram } from "../program";
 import { validateEndpointPickerConfig } from "./helpers/eppConfig";
-import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
+import { API_KEY_FILTER, apiKeyFilterConfig } from "../core/render/hosts/frontDoor/envoy";
+import { validateEnvoyBootstrap, validateExtensionConfigFile } from "./helpers/envoyBootstrap";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { isSecretAt, ofType, runUnderMocks, stdoutRef, outputValue } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
@@ -333,5 +335,94 @@ describe("the rendered router and sidecar units", () => {
       encoding: "utf8",
     });
     expect(check.stdout).toBe("");
+  });
+});
+
+describe("apiKey at the front door, on every path", () => {
+  const KEY = 'front-door k3y " $HOME `id` \\ end';
+  const WITH_KEY = { ...SECRETS, apiKey: KEY };
+  const renderWithKey = (raw: Record<string, unknown>) =>
+    renderDeployment(plan(raw), { stack: "edge", instance: "rbln-serving", secrets: ["sshPrivateKey", "pipPassword", "apiKey"] }).hosts!.frontDoor!;
+  const httpFilters = (bootstrap: string) =>
+    parseYaml(bootstrap).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters as { name: string; config_discovery?: any }[];
+
+  it("asks Envoy for the key first, from a file of its own (ECDS): the bootstrap names the file, never the key", () => {
+    const door = renderWithKey(edge());
+    const bootstrap = door.files["envoy/envoy.yaml"]!;
+    expect(validateEnvoyBootstrap(bootstrap)).toEqual([]);
+    const filters = httpFilters(bootstrap);
+    expect(filters.map((f) => f.name)).toEqual([
+      API_KEY_FILTER,
+      "envoy.filters.http.header_mutation",
+      "envoy.filters.http.ext_proc",
+      "envoy.filters.http.router",
+    ]);
+    expect(filters[0]!.config_discovery).toEqual({
+      config_source: { path_config_source: { path: "/etc/envoy/api-key.json" }, resource_api_version: "V3" },
+      type_urls: ["type.googleapis.com/envoy.extensions.filters.http.api_key_auth.v3.ApiKeyAuth"],
+    });
+    expect(door.apiKeyConfig).toBe("/opt/rbln-serving/router/edge/envoy/api-key.json");
+    expect(door.applyScript).toContain("\napi_key=true\n");
+    // What `render` writes: the file with a placeholder.
+    expect(JSON.parse(door.files["envoy/api-key.json"]!).resources[0].typed_config.credentials).toEqual([{ key: "<secret:apiKey>", client: "rbln-serving" }]);
+  });
+
+  it("writes a filter config Envoy takes for that filter, whatever the key holds", () => {
+    const filter = { name: API_KEY_FILTER, typeUrls: ["type.googleapis.com/envoy.extensions.filters.http.api_key_auth.v3.ApiKeyAuth"] };
+    for (const key of [KEY, "a", "x".repeat(4096), "é ✓"]) expect(validateExtensionConfigFile(apiKeyFilterConfig(key), filter)).toEqual([]);
+    expect(JSON.parse(apiKeyFilterConfig(KEY)).resources[0].typed_config.credentials[0].key).toBe(KEY);
+    // The checks can fail: another name, another type, no key, two resources.
+    const good = JSON.parse(apiKeyFilterConfig(KEY));
+    const variant = (change: (f: any) => void) => {
+      const copy = structuredClone(good);
+      change(copy);
+      return validateExtensionConfigFile(JSON.stringify(copy), filter).join("\n");
+    };
+    expect(variant((f) => (f.resources[0].name = "other"))).toContain('resources[0].name: "other", but the filter is "rbln-serving-api-key"');
+    expect(variant((f) => (f.resources[0].typed_config = { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" }))).toContain(
+      "is not a type the filter takes",
+    );
+    expect(variant((f) => (f.resources[0].typed_config.credentials[0].key = ""))).toContain("credentials[0].key");
+    expect(variant((f) => f.resources.push(f.resources[0]))).toContain("exactly one");
+    expect(validateEnvoyBootstrap(renderWithKey(edge()).files["envoy/envoy.yaml"]!.replace("api_key_auth.v3.ApiKeyAuth", "api_key_auth.v3.Nothing"))).toEqual([
+      expect.stringContaining("is not an HTTP filter"),
+    ]);
+  });
+
+  it("hands the key to the router host only as the apply step's secret stdin: no input pulumi preview shows holds it", async () => {
+    const { registrations, error } = await runUnderMocks(runProgram, edge(), WITH_KEY);
+    expect(error).toBeUndefined();
+    const apply = registrations.find((r) => r.name === "rbln-serving-edge-router-front-door-apply")!;
+    expect(isSecretAt(apply.wireInputs, ["stdin"])).toBe(true);
+    expect(JSON.parse(apply.inputs.stdin).resources[0].typed_config.credentials[0].key).toBe(KEY);
+    // Every input of every resource, each secret replaced by a mark: the key is in none.
+    const visible = (wire: unknown): unknown =>
+      Array.isArray(wire)
+        ? wire.map(visible)
+        : wire !== null && typeof wire === "object"
+          ? isSecretAt(wire, [])
+            ? "<secret>"
+            : Object.fromEntries(Object.entries(wire).map(([k, v]) => [k, visible(v)]))
+          : wire;
+    for (const r of registrations) {
+      const text = JSON.stringify(visible(r.wireInputs));
+      for (const part of [KEY, JSON.stringify(KEY).slice(1, -1)]) expect(text.includes(part), r.name).toBe(false);
+    }
+  });
+
+  it("without apiKey, has no key filter and reads no stdin; the headers only the EPP may set are removed either way", async () => {
+    const door = render(edge()).hosts!.frontDoor!;
+    expect(httpFilters(door.files["envoy/envoy.yaml"]!).map((f) => f.name)).toEqual([
+      "envoy.filters.http.header_mutation",
+      "envoy.filters.http.ext_proc",
+      "envoy.filters.http.router",
+    ]);
+    expect(door.apiKeyConfig).toBeNull();
+    expect(door.files["envoy/api-key.json"]).toBeUndefined();
+    expect(door.applyScript).toContain("\napi_key=false\n");
+    const mutation = parseYaml(door.files["envoy/envoy.yaml"]!).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters[0];
+    expect(mutation.typed_config.mutations).toEqual({ request_mutations: [{ remove: "x-gateway-destination-endpoint" }, { remove: "x-prefiller-host-port" }] });
+    const { registrations } = await runUnderMocks(runProgram, edge(), SECRETS);
+    expect(registrations.find((r) => r.name === "rbln-serving-edge-router-front-door-apply")!.inputs.stdin).toBeUndefined();
   });
 });

@@ -1,4 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
+import { apiKeyFilterConfig } from "../../core/render/hosts/frontDoor/envoy";
 import type { RenderedFrontDoor } from "../../core/render/hosts/frontDoor/frontDoor";
 import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
 import { hostSteps } from "../hosts/steps";
@@ -7,6 +8,8 @@ export interface FrontDoorArgs {
   /** The front door, rendered by the core (`renderFrontDoor`). */
   rendered: RenderedFrontDoor;
   sshPrivateKey: pulumi.Input<string>;
+  /** The `apiKey` secret, when set: Envoy's API key filter config is made of it on the apply step's stdin. */
+  apiKey?: pulumi.Input<string>;
 }
 
 /**
@@ -25,10 +28,12 @@ export class FrontDoor extends pulumi.ComponentResource {
     super("rbln-serving:index:FrontDoor", name, {}, opts);
     const { rendered } = args;
     const steps = hostSteps(this, name, rendered.host, args.sshPrivateKey);
+    // The key reaches the router host on stdin only, as the filter's config file: no script or bootstrap holds it.
+    const apiKeyFilter = rendered.apiKeyConfig ? { stdin: pulumi.secret(pulumi.output(args.apiKey!).apply(apiKeyFilterConfig)) } : {};
     const apply = steps.step(
       "apply",
       { create: rendered.applyScript, delete: rendered.removeScript },
-      { logging: "stdoutAndStderr" },
+      { logging: "stdoutAndStderr", ...apiKeyFilter },
       { customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install } },
     );
     const keys = new Map<string, pulumi.Output<string>>();

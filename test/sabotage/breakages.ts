@@ -231,6 +231,30 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/front-door-agent.test.ts"], hosts: ["test/hosts/front-door-keys.test.ts"] },
   },
   {
+    name: "sidecar-unguarded",
+    why: "any host can reach a decode host's routing sidecar and have it send prefill requests to an address of its choosing",
+    edits: [{ file: "core/render/hosts/frontDoor/frontDoor.ts", search: "    [door.firewall, firewall.ruleset],\n", replace: "    undefined,\n" }],
+    tests: { hosts: ["test/hosts/sidecar-guard-hosts.test.ts"] },
+  },
+  {
+    name: "front-door-passes-prefill-header",
+    why: "a client's x-prefiller-host-port reaches the sidecar through the front door whenever the EPP does not disaggregate: a prefill request to any address",
+    edits: [{ file: "core/render/hosts/frontDoor/envoy.ts", search: "[DESTINATION_HEADER, PREFILL_HEADER].map(", replace: "[DESTINATION_HEADER].map(" }],
+    tests: { fast: ["test/front-door.test.ts"], hosts: ["test/hosts/stand-ins.test.ts"] },
+  },
+  {
+    name: "api-key-left-to-vllm",
+    why: "apiKey guards only the paths vLLM guards: /invocations answers anyone through the front door",
+    edits: [
+      {
+        file: "core/render/hosts/frontDoor/envoy.ts",
+        search: "  return [...(input.apiKeyConfigPath ? [apiKeyFilter(input.apiKeyConfigPath)] : []), eppOnlyHeaders()];",
+        replace: "  return [eppOnlyHeaders()];",
+      },
+    ],
+    tests: { fast: ["test/front-door.test.ts"], hosts: ["test/hosts/front-door-api-key-hosts.test.ts"] },
+  },
+  {
     name: "forced-command-any-action",
     why: "the unit steps' SSH key runs any front-door command, not only drain and rejoin",
     edits: [{ file: FRONT_DOOR_AGENT, search: "if len(words) != 2 or words[0] not in STEP_COMMANDS:", replace: "if len(words) != 2:" }],
