@@ -85,7 +85,9 @@ function hostResources(
   const { settings, plan } = deployment;
   const sshPrivateKey = secrets.sshPrivateKey!;
   const keyReports = new Map<string, pulumi.Output<string>>();
-  const door = frontDoor ? new FrontDoor(`${name}-${frontDoor.host.name}-front-door`, { rendered: frontDoor, sshPrivateKey }, child) : undefined;
+  const door = frontDoor
+    ? new FrontDoor(`${name}-${frontDoor.host.name}-front-door`, { rendered: frontDoor, sshPrivateKey, apiKey: secrets.apiKey }, child)
+    : undefined;
   const byHost = new Map<string, NpuHost | CompileHost>();
   let previousWave: (NpuHost | CompileHost)[] = [];
   if (compileHost) {
@@ -108,7 +110,8 @@ function hostResources(
           return { rendered: copy, sourceName: `${name}-${copy.source.host.name}`, after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };
         });
       const hostPulls = pulls.filter((p) => p.host === host).map((p) => p.step);
-      const behindDoor = door ? { accessKey: door.accessKey, after: door.ready, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
+      const accessKey = door?.accessKeys.get(host);
+      const behindDoor = accessKey ? { accessKey, after: door!.readyFor.get(host)!, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
       const npuHost = new NpuHost(
         `${name}-${host}`,
         {

@@ -219,6 +219,42 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/front-door-agent.test.ts"] },
   },
   {
+    name: "agent-drain-unchecked",
+    why: "a drain file with wrong types or missing keys stops every pass of the endpoints agent: the endpoints file freezes",
+    edits: [{ file: FRONT_DOOR_AGENT, search: "            return check_drain(read_json(path))\n", replace: "            return read_json(path)\n" }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "drain-key-any-host",
+    why: "root on any host of the stack can take any other host's ranks out of the front door",
+    edits: [{ file: FRONT_DOOR_AGENT, search: '    if host is not None and door.endpoints[name]["host"] != host:', replace: "    if False:" }],
+    tests: { fast: ["test/front-door-agent.test.ts"], hosts: ["test/hosts/front-door-keys.test.ts"] },
+  },
+  {
+    name: "sidecar-unguarded",
+    why: "any host can reach a decode host's routing sidecar and have it send prefill requests to an address of its choosing",
+    edits: [{ file: "core/render/hosts/frontDoor/frontDoor.ts", search: "    [door.firewall, firewall.ruleset],\n", replace: "    undefined,\n" }],
+    tests: { hosts: ["test/hosts/sidecar-guard-hosts.test.ts"] },
+  },
+  {
+    name: "front-door-passes-prefill-header",
+    why: "a client's x-prefiller-host-port reaches the sidecar through the front door whenever the EPP does not disaggregate: a prefill request to any address",
+    edits: [{ file: "core/render/hosts/frontDoor/envoy.ts", search: "[DESTINATION_HEADER, PREFILL_HEADER].map(", replace: "[DESTINATION_HEADER].map(" }],
+    tests: { fast: ["test/front-door.test.ts"], hosts: ["test/hosts/stand-ins.test.ts"] },
+  },
+  {
+    name: "api-key-left-to-vllm",
+    why: "apiKey guards only the paths vLLM guards: /invocations answers anyone through the front door",
+    edits: [
+      {
+        file: "core/render/hosts/frontDoor/envoy.ts",
+        search: "  return [...(input.apiKeyConfigPath ? [apiKeyFilter(input.apiKeyConfigPath)] : []), eppOnlyHeaders()];",
+        replace: "  return [eppOnlyHeaders()];",
+      },
+    ],
+    tests: { fast: ["test/front-door.test.ts"], hosts: ["test/hosts/front-door-api-key-hosts.test.ts"] },
+  },
+  {
     name: "forced-command-any-action",
     why: "the unit steps' SSH key runs any front-door command, not only drain and rejoin",
     edits: [{ file: FRONT_DOOR_AGENT, search: "if len(words) != 2 or words[0] not in STEP_COMMANDS:", replace: "if len(words) != 2:" }],
@@ -255,6 +291,24 @@ export const BREAKAGES: readonly Breakage[] = [
     why: "the front door keeps routing to a failed rank's peers, which answer /health while their requests hang",
     edits: [{ file: FRONT_DOOR_AGENT, search: "            self.write(self.whole_groups([n for n", replace: "            self.write(([n for n" }],
     tests: { fast: ["test/front-door-agent.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },
+  },
+  {
+    name: "group-rejoin-over-drained-rank",
+    why: "one rank's rejoin lists its data-parallel group while another rank of it is still drained (or its drain file is cut): requests reach a group that is restarting",
+    edits: [
+      {
+        file: FRONT_DOOR_AGENT,
+        search: "all(self.read_drain(m) is None and self.serves(self.endpoints[m]) for m in group)",
+        replace: "all(self.serves(self.endpoints[m]) for m in group)",
+      },
+    ],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "group-across-hosts",
+    why: "a desired.json whose group spans hosts lets one host's drain key take another host's endpoints out with its own",
+    edits: [{ file: FRONT_DOOR_AGENT, search: ' and group_hosts.setdefault(e["group"], e["host"]) == e["host"])', replace: ")" }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
   },
   {
     name: "group-stopped-before-leaving",

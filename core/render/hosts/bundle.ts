@@ -31,6 +31,8 @@ export interface HostRenderOptions {
   groupStopGraceSeconds?: number;
   /** The front door's container runtime: router.runtime's binary, or a test's stand-in. */
   containerRuntime?: string;
+  /** nft, which loads a decode host's sidecar guard: /usr/sbin/nft, or a test's stand-in where hosts share one network namespace. */
+  firewall?: string;
   /** Where a compile-only run listens, if it serves: loopback on a compile host (tests on shared loopback give each host its own). */
   compileListenAddress?: string;
 }

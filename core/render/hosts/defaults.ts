@@ -83,6 +83,13 @@ export const HOST_DEFAULTS = {
     readyTimeoutSeconds: 600,
     /** How long a sidecar's step waits for it to answer on every port. */
     sidecarReadyTimeoutSeconds: 300,
+    /** nftables' nft on a decode host: the sidecar's unit loads its guard with it (sidecarFirewall.ts). */
+    firewall: "/usr/sbin/nft",
+    /**
+     * The user the distroless Envoy image runs as (distroless nonroot), who alone may read the API
+     * key filter's config (test/fixtures/front-door-trust/exposure.json, envoy.distrolessUser).
+     */
+    envoyUid: 65532,
   },
   /** The compile host (compile.host, compileHost.ts). */
   compile: {
