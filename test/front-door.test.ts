@@ -266,6 +266,7 @@ describe("every SSH grant and bind the hosts write holds IP addresses (sshd matc
     // The front door checks the serving address (listenAddress), the drain grant and bind take the SSH address.
     ["edge, prefill host by name with an IPv4 listenAddress", { ...edge(), hosts: [{ ...prefill, address: named(11), listenAddress: ipv4(11) }, decode] }],
     ["edge, its router host by name", { ...edge(), router: { host: host("door", "door.example.com") } }],
+    ["edge, a compile host by name", { ...edge(), compile: { host: host("cpu-0", "cpu-0.example.com") } }],
     ["dev, one host by name", { ...dev(), hosts: [host("npu-a", named(1))] }],
     ["dev, one host by name and a compile host", { ...dev(), hosts: [host("npu-a", named(1))], compile: { host: host("cpu-0", ipv4(9)) } }],
     ["dev, two hosts, the second by name", twoDev(ipv4(1), named(2))],
@@ -309,6 +310,7 @@ describe("every SSH grant and bind the hosts write holds IP addresses (sshd matc
       "edge as shipped": "10 grant addresses",
       "edge, prefill host by name with an IPv4 listenAddress": "hosts[0].address",
       "edge, its router host by name": "10 grant addresses",
+      "edge, a compile host by name": "16 grant addresses",
       "dev, one host by name": "0 grant addresses",
       "dev, one host by name and a compile host": "hosts[0].address",
       "dev, two hosts, the second by name": "hosts[1].address",

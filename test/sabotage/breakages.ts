@@ -241,7 +241,7 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "compile-done-without-save",
     why: "the compile host calls a compile done before vllm-rbln saved the cache: an empty or partial cache is pushed",
-    edits: [{ file: COMPILE_KEY_SCRIPT, search: '    if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "    if true; then\n" }],
+    edits: [{ file: COMPILE_KEY_SCRIPT, search: '  if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "  if true; then\n" }],
     tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
 ];

@@ -119,16 +119,20 @@ function unitText(context: HostContext, role: RolePlan, rank: RankPlan, envPath:
   });
 }
 
+/**
+ * The values of the recipe's placeholders on a server of the hosts platform, for every step that runs
+ * a rank's command line there (its unit, a compile or pull of its key): the server's own address for
+ * `<POD_IP>`, and the front door's host for the KV-events endpoint of the recipe's router (`<EPP_HOST>`).
+ */
+export function hostPlaceholders(deployment: Deployment, server: Pick<Host, "address">): Record<string, string> {
+  return { POD_IP: server.address, ...(deployment.frontDoor ? { EPP_HOST: deployment.frontDoor.host.address } : {}) };
+}
+
 /** One rank on its host: the unit, the env file, and the steps that apply and remove them. */
 export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan): RenderedRank {
   const { settings } = context.deployment;
   const { host } = context.placement;
-  // The KV-events endpoint of the recipe's router (<EPP_HOST>) is the front door's host.
-  const bound = bindRank(
-    rank,
-    { POD_IP: host.address, ...(context.deployment.frontDoor ? { EPP_HOST: context.deployment.frontDoor.host.address } : {}) },
-    "hosts",
-  );
+  const bound = bindRank(rank, hostPlaceholders(context.deployment, host), "hosts");
   const name = unitName(context.id, role.role, rank.rank);
   const envPath = envPathOf(settings.installRoot, context.id, role.role, rank.rank);
   const command = commandWords(bound.argv, bound.flags);
