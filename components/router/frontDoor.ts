@@ -1,6 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { RenderedFrontDoor } from "../../core/render/hosts/frontDoor/frontDoor";
-import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
 import { hostSteps } from "../hosts/steps";
 
 export interface FrontDoorArgs {
@@ -29,14 +28,14 @@ export class FrontDoor extends pulumi.ComponentResource {
       "apply",
       { create: rendered.applyScript, delete: rendered.removeScript },
       { logging: "stdoutAndStderr" },
-      { customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install } },
+      { customTimeouts: rendered.timeouts.apply },
     );
     // Its stdout is the private key: a secret output, never logged.
     const access = steps.step(
       "access",
       { create: rendered.accessScript, delete: rendered.revokeScript },
       { logging: "none" },
-      { additionalSecretOutputs: ["stdout"] },
+      { additionalSecretOutputs: ["stdout"], customTimeouts: rendered.timeouts.access },
     );
     this.url = pulumi.output(rendered.url);
     this.accessKey = pulumi.secret(access.stdout);

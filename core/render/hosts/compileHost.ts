@@ -4,12 +4,13 @@ import { bindRank } from "../../plan/bind";
 import type { CompileAheadPlan, CompileKeyPlan, Deployment, HostPlacement } from "../../plan/types";
 import { PROBE_SCRIPT } from "../../probe";
 import { renderScript } from "../../template";
-import { renderHost, type HostRenderOptions, type RenderedHost } from "./bundle";
+import { renderHost, setupTimeouts, type HostRenderOptions, type RenderedHost, type SetupTimeouts } from "./bundle";
 import { hostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
 import { compileMarker, venvPath } from "./names";
 import { hostPlaceholders } from "./rank";
 import { HOST_SCRIPT_DIR } from "./scripts";
+import { compileStepWaits, timeoutsOf, type StepTimeouts } from "./stepTimeouts";
 import { renderEnvFile } from "./systemd";
 
 /** One compile key's step on a host: the compile host's compile ahead, or an NPU host's pull. */
@@ -17,8 +18,8 @@ export interface RenderedCompileStep {
   key: string;
   roles: string[];
   script: string;
-  /** How long it may take: a compile as long as a first start. */
-  timeoutSeconds: number;
+  /** Its Pulumi timeouts: a registry transfer, and the compile-only run of every rank as long as a first start (stepTimeouts.ts). */
+  timeouts: StepTimeouts;
 }
 
 /** The compile host: preflight, the NPU hosts' install and weights steps (it is the seed), one step per compile key. */
@@ -28,6 +29,7 @@ export interface RenderedCompileHost {
   installScript: string;
   weightsScript: string;
   pipIndexes: RenderedHost["pipIndexes"];
+  timeouts: SetupTimeouts;
   steps: RenderedCompileStep[];
 }
 
@@ -124,10 +126,11 @@ export function renderCompileStep(
     };
   });
   const timeoutSeconds = engineReadyTimeoutSeconds(role.ranks[0]!.env);
+  const intervalSeconds = options.readinessIntervalSeconds ?? HOST_DEFAULTS.readinessIntervalSeconds;
   return {
     key: key.key,
     roles: key.roles,
-    timeoutSeconds,
+    timeouts: timeoutsOf(compileStepWaits(placement.host, { compileHere, registry: registry !== null, timeoutSeconds, intervalSeconds, ranks: ranks.length })),
     script: compileStepScript({
       hostName: placement.host.name,
       key: key.key,
@@ -139,7 +142,7 @@ export function renderCompileStep(
       ranks,
       probeHost: listen,
       timeoutSeconds,
-      intervalSeconds: options.readinessIntervalSeconds ?? HOST_DEFAULTS.readinessIntervalSeconds,
+      intervalSeconds,
       registry,
     }),
   };
@@ -166,6 +169,7 @@ export function renderCompileHost(deployment: Deployment, id: string, options: H
     installScript: bundle.installScript,
     weightsScript: bundle.weightsScript,
     pipIndexes: bundle.pipIndexes,
+    timeouts: setupTimeouts(placement.host, hostCacheLayout(settings)),
     steps: ahead.keys.map((key) => renderCompileStep(deployment, placement, id, key, ahead.registry, true, options)),
   };
 }

@@ -1,5 +1,5 @@
 import { httpUrl, listeningAddress } from "../../address";
-import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
+import { commandWords } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
 import type { Host } from "../../config/schema";
 import type { Deployment, FrontDoorEndpoint, HostPlacement, RankPlan, RolePlan } from "../../plan/types";
@@ -8,6 +8,7 @@ import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
 import { compileMarker, envPath as envPathOf, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
 import { unitApplyScript, unitRemoveScript, type FrontDoorAccess, type ServingWait } from "./scripts";
+import { readyTimeoutSeconds, stopTimeoutSeconds, switchSeconds, timeoutsOf, unitStepWaits, type StepTimeouts } from "./stepTimeouts";
 import { execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
 
 export interface RenderedRank {
@@ -24,6 +25,8 @@ export interface RenderedRank {
   removeScript: string;
   /** Behind the front door: its step reads the front door key on stdin, before the secret variables. */
   behindFrontDoor: boolean;
+  /** Its step's Pulumi timeouts: the sum of what unit-apply.sh and unit-remove.sh wait for. */
+  timeouts: StepTimeouts;
 }
 
 /** How a host's units start, restart and wait: the defaults, or a test's shorter ones. */
@@ -62,21 +65,6 @@ export function frontDoorAccess(deployment: Deployment, host: Host, which: (endp
     endpoints,
     renewSeconds: HOST_DEFAULTS.frontDoor.drainRenewSeconds,
   };
-}
-
-/** How long systemd gives a stopping rank: vLLM's shutdown timeout (its in-flight requests finish), then the engine processes end. */
-export function stopTimeoutSeconds(deployment: Deployment): number {
-  return deployment.shutdownTimeoutSeconds + HOST_DEFAULTS.unit.stopMarginSeconds;
-}
-
-/** The longest a switch of units can take: a unit stopped (its drain included) and a unit started, device wait included. */
-export function switchSeconds(deployment: Deployment): number {
-  return 2 * stopTimeoutSeconds(deployment) + HOST_DEFAULTS.unit.deviceWaitSeconds + 60;
-}
-
-/** How long a rank may take to serve: the engine's ready timeout; with a shared cache a first-wave rank may wait for another host's compile, then load. */
-export function readyTimeoutSeconds(cache: HostCacheLayout, env: Readonly<Record<string, string>>): number {
-  return engineReadyTimeoutSeconds(env) * (cache.leaseLock ? 2 : 1);
 }
 
 export function servingWait(context: HostContext, timeoutSeconds: number): ServingWait {
@@ -153,6 +141,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
   });
   const stateDir = rolloutStateDir(settings.installRoot);
   const frontDoor = frontDoorAccess(context.deployment, host, (e) => e.role === role.role && e.rank === rank.rank);
+  const readySeconds = readyTimeoutSeconds(context.cache, bound.env);
   return {
     role: role.role,
     rank: rank.rank,
@@ -176,11 +165,19 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       legacy: { unitName: legacyUnitName(role.role, rank.rank), envPath: legacyEnvPath(settings.installRoot, role.role, rank.rank) },
       hostLockWaitSeconds: switchSeconds(context.deployment),
       rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
-      wait: servingWait(context, readyTimeoutSeconds(context.cache, bound.env)),
+      wait: servingWait(context, readySeconds),
       frontDoor,
       compileMarker: compileMarker(context.cache.root, role.compileKey),
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
     behindFrontDoor: frontDoor !== null,
+    timeouts: timeoutsOf(
+      unitStepWaits(context.deployment, context.cache, {
+        host,
+        readySeconds,
+        intervalSeconds: context.timings.readinessIntervalSeconds,
+        endpoints: frontDoor?.endpoints.length ?? 0,
+      }),
+    ),
   };
 }

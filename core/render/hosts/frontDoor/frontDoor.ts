@@ -8,7 +8,16 @@ import type { Deployment, FrontDoorPlan } from "../../../plan/types";
 import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
 import { HOST_DEFAULTS } from "../defaults";
-import { frontDoorAccess, readyTimeoutSeconds } from "../rank";
+import { frontDoorAccess } from "../rank";
+import {
+  commandStepWaits,
+  containerStopTimeoutSeconds,
+  drainWaitSeconds,
+  frontDoorApplyWaits,
+  sidecarStepWaits,
+  timeoutsOf,
+  type StepTimeouts,
+} from "../stepTimeouts";
 import { HOST_SCRIPT_DIR } from "../scripts";
 import { execStartLine } from "../systemd";
 import { packageFile, renderScript, renderTemplate } from "../../../template";
@@ -27,6 +36,8 @@ export interface RenderedSidecar {
   unitText: string;
   applyScript: string;
   removeScript: string;
+  /** Its step's Pulumi timeouts: the image pull, the drain of the host's endpoints, the restart and the answer (stepTimeouts.ts). */
+  timeouts: StepTimeouts;
 }
 
 /** The front door on hosts, rendered: the router host's steps and files, and the sidecars'. */
@@ -43,6 +54,8 @@ export interface RenderedFrontDoor {
   /** What the router host holds, by path under the deployment's folder there, for `render`. */
   files: Record<string, string>;
   sidecars: RenderedSidecar[];
+  /** The Pulumi timeouts of the router host's steps, from what each waits for (stepTimeouts.ts). */
+  timeouts: { apply: StepTimeouts; access: StepTimeouts };
   /** The EPP's metrics endpoint, for Prometheus beside the ranks'. */
   scrapeTarget: ScrapeTarget;
 }
@@ -97,7 +110,7 @@ function containerUnit(door: DoorContext, description: string, container: string
     container,
     exec_start: execStartLine([[door.runtime, "run", "--rm", "--name", container, "--pull", "never"], ...lines]),
     stop_s: stop,
-    timeout_stop_s: stop + 30,
+    timeout_stop_s: containerStopTimeoutSeconds(),
   });
 }
 
@@ -139,7 +152,7 @@ function routerUnits(door: DoorContext) {
 
 /** What the agent keeps the EPP's endpoints file to (desired.json): every endpoint with its rollout wave, and the drain's bounds. */
 function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
-  const { settings, plan } = deployment;
+  const { settings } = deployment;
   const defaults = HOST_DEFAULTS.frontDoor;
   const cache = hostCacheLayout(settings);
   // Each endpoint's rollout wave: a drain does not wait for a server that changes only after it.
@@ -149,7 +162,7 @@ function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
     endpoints: frontDoor.endpoints.map((e) => ({ ...e, wave: waveOf.get(e.host)! })),
     allowEmpty: settings.rollout.allowEmptyFrontDoor,
     // A role's other server may be starting, even compiling: wait as long as a rank may take to serve.
-    drainWaitSeconds: Math.max(...plan.roles.map((role) => readyTimeoutSeconds(cache, role.ranks[0]!.env))),
+    drainWaitSeconds: drainWaitSeconds(deployment, cache),
     settleSeconds: defaults.settleSeconds,
     // A drain its step stopped renewing (the step died, or cannot reach the router) ends after this.
     drainLeaseSeconds: defaults.drainLeaseSeconds,
@@ -214,6 +227,7 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
       unit: unitName,
       unit_path: unitPath,
     }),
+    timeouts: timeoutsOf(sidecarStepWaits(deployment, hostCacheLayout(deployment.settings), placement.host, access.endpoints.length)),
   };
 }
 
@@ -277,6 +291,7 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
     ...routerScripts(door, options, units, files),
     files: { ...files, ...Object.fromEntries(units.names.map((name, i) => [`systemd/${name}`, [units.epp, units.proxy, units.agent][i]!])) },
     sidecars: frontDoor.sidecars.map((sidecar) => renderSidecar(door, sidecar)),
+    timeouts: { apply: timeoutsOf(frontDoorApplyWaits(frontDoor.host)), access: timeoutsOf(commandStepWaits(frontDoor.host)) },
     scrapeTarget: {
       targets: [hostPort(frontDoor.address, FRONT_DOOR_PORTS.eppMetrics)],
       // No rank: the dashboard's and the alerts' rank panels leave it out.
