@@ -6,7 +6,7 @@ import type { RenderedCopy } from "../../core/render/hosts/copies";
 import type { RenderedCompileStep } from "../../core/render/hosts/compileHost";
 import type { RenderedSidecar } from "../../core/render/hosts/frontDoor/frontDoor";
 import { renamedFrom } from "../renamed";
-import { compileKeyStep, hostSteps, setupSteps, stdinOf, type HostSteps } from "./steps";
+import { compileKeyStep, hostSteps, setupSteps, stdinOf, withCredentialEnv, type HostSteps } from "./steps";
 
 export interface HostSecrets {
   pipPassword?: pulumi.Input<string>;
@@ -138,7 +138,8 @@ export class NpuHost extends pulumi.ComponentResource {
       step(
         `${rank.role}-${rank.rank}`,
         { create: rank.applyScript, delete: rank.removeScript },
-        { stdin: rank.behindFrontDoor ? keyThen(secretEnv) : secretEnv, logging: "stdoutAndStderr" },
+        // The secrets' variables, then those whose values carry URL credentials: never in the script.
+        { stdin: withCredentialEnv(rank.behindFrontDoor ? keyThen(secretEnv) : secretEnv, rank.credentialEnvText), logging: "stdoutAndStderr" },
         // Old and new share the unit name and port: remove the old one first.
         {
           dependsOn: [

@@ -55,6 +55,11 @@ export function registryStdin(password: pulumi.Input<string> | undefined): pulum
   return password === undefined ? "\n" : pulumi.secret(pulumi.output(password).apply((p) => `${p}\n`));
 }
 
+/** A step's stdin with the variables whose values carry URL credentials appended (env-file lines); a secret when there are any. */
+export function withCredentialEnv(stdin: pulumi.Input<string>, credentials: string): pulumi.Input<string> {
+  return credentials === "" ? stdin : pulumi.secret(pulumi.output(stdin).apply((text) => `${text}${credentials}`));
+}
+
 /** A step's script, and the one that undoes it when the step is deleted. */
 export type StepScripts = string | { create: string; delete: string };
 /** What a step sets besides its connection and scripts. */
@@ -141,7 +146,8 @@ export function compileKeyStep(
   return steps.step(
     suffix,
     compile.script,
-    { stdin: registryStdin(registryPassword), logging: stepLogging([registryPassword]) },
+    // The registry password's line, then the role's variables that carry URL credentials.
+    { stdin: withCredentialEnv(registryStdin(registryPassword), compile.credentialEnvText), logging: stepLogging([registryPassword]) },
     { dependsOn, customTimeouts: compile.timeouts },
   );
 }

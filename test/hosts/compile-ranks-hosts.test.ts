@@ -63,8 +63,10 @@ afterAll(async () => {
 
 describe("a compile step of several ranks, on a fake host", { timeout: 300_000 }, () => {
   it("runs each of decode's four ranks in compile-only mode at once, waits for all of them, and stops them", async () => {
-    const run = await host.run(remoteCommand(decode.script, true), "\n");
+    // stdin: the registry password's line (none), then a variable whose value carries URL credentials.
+    const run = await host.run(remoteCommand(decode.script, true), "\nHTTPS_PROXY='http://me:hunter2@proxy.invalid:3128'\n");
     expect([run.status, run.stderr]).toEqual([0, ""]);
+    expect(run.stdout).not.toContain("hunter2");
     expect(run.stdout).toContain(`compiling for decode (4 rank(s)) in compile-only mode`);
     expect(run.stdout.trimEnd().split("\n").pop()).toBe(`compiled ${decode.key} local`);
     expect(lines(COMPILE_LOG)).toEqual(Array(4).fill(`${host.address} compile-only`));

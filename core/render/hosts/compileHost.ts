@@ -1,3 +1,4 @@
+import { splitCredentialEnv } from "../../config/secrets";
 import { compileFlowSettings, compileOnlyEnv } from "../compileCache";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
@@ -20,6 +21,8 @@ export interface RenderedCompileStep {
   script: string;
   /** Its Pulumi timeouts: a registry transfer, and the compile-only run of every rank as long as a first start (stepTimeouts.ts). */
   timeouts: StepTimeouts;
+  /** The role's variables whose values carry URL credentials, in env-file syntax: on stdin after the registry password, never in the script. */
+  credentialEnvText: string;
 }
 
 /** The compile host: preflight, the NPU hosts' install and weights steps (it is the seed), one step per compile key. */
@@ -108,21 +111,24 @@ export function renderCompileStep(
   const venv = venvPath(settings.installRoot, id, plan.packages);
   // Loopback only: if compile-only serves at all, nobody else should reach it (--host is not keyed).
   const listen = options.compileListenAddress ?? "127.0.0.1";
-  const ranks = role.ranks.map((planned): CompileRank => {
-    const rank = bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts");
+  const bound = role.ranks.map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));
+  // A role's credentials come from its extraEnv: the same for every rank.
+  const credentials = renderEnvFile(splitCredentialEnv(bound[0]!.env).credentials);
+  const ranks = bound.map((rank, i): CompileRank => {
     const command = commandWords(rank.argv, rank.flags);
     const flags = [...rank.flags.filter((f) => f.name !== "--host"), { name: "--host", values: [listen] }];
+    if (renderEnvFile(splitCredentialEnv(rank.env).credentials) !== credentials) throw new Error(`${role.role}'s ranks differ in their credentials`);
     return {
-      unit: `rbln-serving-${id}.compile-${key.key}-${planned.rank}.service`,
+      unit: `rbln-serving-${id}.compile-${key.key}-${role.ranks[i]!.rank}.service`,
       command: [`${venv}/bin/${command[0]}`, ...command.slice(1), ...flags.flatMap((f) => [f.name, ...f.values])],
       envText: renderEnvFile({
-        ...rank.env,
+        ...splitCredentialEnv(rank.env).plain,
         HF_HOME: `${cache.root}/huggingface`,
         VLLM_CACHE_ROOT: `${cache.root}/vllm`,
         RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
         ...compileOnlyEnv(key.targetSoc),
       }),
-      port: planned.ports[0]!,
+      port: role.ranks[i]!.ports[0]!,
     };
   });
   const timeoutSeconds = engineReadyTimeoutSeconds(role.ranks[0]!.env);
@@ -130,6 +136,7 @@ export function renderCompileStep(
   return {
     key: key.key,
     roles: key.roles,
+    credentialEnvText: credentials,
     timeouts: timeoutsOf(compileStepWaits(placement.host, { compileHere, registry: registry !== null, timeoutSeconds, intervalSeconds, ranks: ranks.length })),
     script: compileStepScript({
       hostName: placement.host.name,

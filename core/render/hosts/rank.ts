@@ -2,6 +2,7 @@ import { httpUrl, listeningAddress } from "../../address";
 import { commandWords } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
 import type { Host } from "../../config/schema";
+import { splitCredentialEnv } from "../../config/secrets";
 import type { Deployment, FrontDoorEndpoint, HostPlacement, RankPlan, RolePlan } from "../../plan/types";
 import { renderTemplate } from "../../template";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
@@ -19,6 +20,10 @@ export interface RenderedRank {
   envPath: string;
   /** The non-secret environment; secrets are appended on the host from the command's stdin. */
   envText: string;
+  /** The variables whose values carry URL credentials (holdsUrlCredentials), in env-file syntax: on the step's stdin with the secrets, never in its script. */
+  credentialEnvText: string;
+  /** Their names, for `render`'s placeholders. */
+  credentialEnvNames: string[];
   port: number;
   url: string;
   applyScript: string;
@@ -133,8 +138,9 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
     ...flags.map((f) => [f.name, ...f.values]),
   ];
   const text = unitText(context, role, rank, envPath, execLines);
+  const { plain, credentials } = splitCredentialEnv(bound.env);
   const envText = renderEnvFile({
-    ...bound.env,
+    ...plain,
     HF_HOME: `${context.cache.root}/huggingface`,
     VLLM_CACHE_ROOT: `${context.cache.root}/vllm`,
     RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
@@ -149,6 +155,8 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
     unitText: text,
     envPath,
     envText,
+    credentialEnvText: renderEnvFile(credentials),
+    credentialEnvNames: Object.keys(credentials),
     port,
     // Published where the rank listens: its SSH address may be another interface.
     url: httpUrl(listeningAddress(host), port),

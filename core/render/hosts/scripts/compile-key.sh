@@ -5,7 +5,8 @@
 # user, all together (a data-parallel group starts whole, as on its NPU host). On an NPU host
 # without a compile host this only pulls: a key the registry lacks is compiled by the rank's first
 # start, as without compile ahead. The last line of stdout is `compiled <key> <digest|local|none>`.
-# stdin: line 1 the registry password (may be empty).
+# stdin: line 1 the registry password (may be empty), then the variables whose values carry URL
+# credentials, in env-file syntax, for every rank's environment.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=compile-0
@@ -34,6 +35,7 @@ layer_type=application/vnd.rbln-serving.compile-cache.layer.v1.tar
 
 registry_password=
 IFS= read -r registry_password || true
+credential_env=$(cat)
 cache_dir="$cache_root/vllm/rbln"
 files_list="$marker.files"
 cache_place=here
@@ -47,13 +49,15 @@ chmod 0700 "$work" "$scratch"
 
 # shellcheck source=../../scripts/compile-flow.sh
 . ../../scripts/compile-flow.sh
+# shellcheck source=mask.sh
+. mask.sh
 
 # 0 when rank $1's compile-only server answers /health: every engine is past its warm-up (core/probe.py; PID 0: no API key, /health needs none).
 healthy() { python3 -c "$probe_py" "$probe_host" 10 "${ports[$1]}" /health 0 2>/dev/null; }
 
 # Starts rank $1, whose words begin at $2 in command_words, as a transient unit of the service user.
 start_rank() {
-  printf '%s\n' "${env_texts[$1]}" > "$work/env-$1"
+  (umask 077; printf '%s\n' "${env_texts[$1]}" ${credential_env:+"$credential_env"} > "$work/env-$1")
   systemctl stop "${units[$1]}" 2>/dev/null || true
   systemctl reset-failed "${units[$1]}" 2>/dev/null || true
   systemd-run --quiet --unit="${units[$1]}" --property=User="$service_user" --property=Group="$service_user" \
@@ -73,7 +77,7 @@ rank_state() {
     if healthy "$1" || { [ "$active" != active ] && [ "$active" != activating ] && [ "$result" = success ]; }; then echo "done"; return 0; fi
   fi
   if [ "$active" = failed ] || { [ "$active" = inactive ] && [ "$result" != success ]; } || { [ "$active" = inactive ] && ! grep -qF -- "$saved_line" <<<"$log"; }; then
-    reason=$(grep -iE 'error' <<<"$log" | tail -n 1 | cut -c 1-200 || true)
+    reason=$(grep -iE 'error' <<<"$log" | tail -n 1 | mask_url_credentials | cut -c 1-200 || true)
     echo "failed: the compile-only run${rank_label:+ of rank $1} ended (exit ${status}) before vllm-rbln saved the cache${reason:+: $reason}"
     return 0
   fi
