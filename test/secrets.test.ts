@@ -12,6 +12,12 @@ import { ModelServing, type ModelServingArgs } from "../components/modelServing"
 import { runProgram } from "../program";
 import { isSecretAt, ofType, runUnderMocks, SECRET_SIG, outputValue } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
+import { spawnSync } from "node:child_process";
+import { compareCompileKeys, recompileLines } from "../core/plan/compileKey";
+import { diffDeployments } from "../core/plan/diff";
+import { maskUrlCredentials } from "../core/errors";
+import { maskedPlan, renderPlanText } from "../core/render/planText";
+import { renderStackFiles } from "./helpers/render";
 
 // The connection each remote Command is given, before @pulumi/command 1.2.1 wraps the whole of it
 // as a secret (a later SDK need not): the key must already be a secret when it leaves NpuHost.
@@ -156,14 +162,13 @@ describe("extraEnv values with credentials in a URL", async () => {
   const hostsStack = {
     ...readStackFile("edge").raw,
     revision: REVISION,
-    compile: { host: { name: "cpu-0", address: "10.30.0.9", hostKey: readStackFile("edge").raw.hosts[0].hostKey } },
+    compile: { host: { name: "cpu-0", address: "10.30.0.9", hostKey: (readStackFile("edge").raw.hosts as { hostKey: string }[])[0]!.hostKey } },
     extraEnv: { ...env("prefill"), ...env("decode") },
   };
   const kubeStack = { ...readStackFile("prod").raw, extraEnv: env("decode") };
   const hostsSecrets = { sshPrivateKey: MARKERS.sshPrivateKey, pipPassword: MARKERS.pipPassword };
 
   it("are masked in the plan, as text and as JSON, and named in a warning without their value", async () => {
-    const { renderPlanText, maskedPlan } = await import("../core/render/planText");
     const { plan } = planDeployment(parseStackSettings(hostsStack), shippedCatalog);
     for (const text of [renderPlanText(plan), JSON.stringify(maskedPlan(plan))]) {
       expect(text).not.toMatch(leaks);
@@ -176,8 +181,6 @@ describe("extraEnv values with credentials in a URL", async () => {
   });
 
   it("are masked in a diff, which still says a change of the credentials alone changed the variable", async () => {
-    const { diffDeployments } = await import("../core/plan/diff");
-    const { compareCompileKeys, recompileLines } = await import("../core/plan/compileKey");
     const a = planDeployment(parseStackSettings(hostsStack), shippedCatalog);
     const b = planDeployment(
       parseStackSettings({
@@ -207,7 +210,6 @@ describe("extraEnv values with credentials in a URL", async () => {
     }
     // Every unit step (prefill 1, decode 4) and the compile host's two compile steps.
     expect(carried).toBe(7);
-    const { renderStackFiles } = await import("./helpers/render");
     const files = renderStackFiles(planDeployment(parseStackSettings(hostsStack), shippedCatalog), [], "edge");
     expect(
       Object.entries(files)
@@ -235,8 +237,6 @@ describe("extraEnv values with credentials in a URL", async () => {
   });
 
   it("are masked in the journal lines a host step prints (mask.sh), as maskUrlCredentials masks them", async () => {
-    const { spawnSync } = await import("node:child_process");
-    const { maskUrlCredentials } = await import("../core/errors");
     const lines = `error: proxy http://me:${PASSWORD}@proxy:3128/x?a=b@c refused\nclone https://${TOKEN}@git.example.com/x and 'http://a:b@c@d'\nplain http://host/path@x\n`;
     const masked = spawnSync("bash", ["-c", `. ${path.join(__dirname, "../core/render/hosts/scripts/mask.sh")}; mask_url_credentials`], {
       input: lines,
