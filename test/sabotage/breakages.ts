@@ -263,8 +263,8 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "core/render/hosts/compileHost.ts",
-        search: "  const ranks = role.ranks.map((planned): CompileRank => {",
-        replace: "  const ranks = role.ranks.slice(0, 1).map((planned): CompileRank => {",
+        search: '  const bound = role.ranks.map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));',
+        replace: '  const bound = role.ranks.slice(0, 1).map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));',
       },
     ],
     tests: { fast: ["test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-ranks-hosts.test.ts"] },
