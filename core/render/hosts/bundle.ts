@@ -1,11 +1,13 @@
 import { specificListenAddress } from "../../address";
 import { weightsMarker } from "../../cache/markers";
+import { isDataParallelGroup } from "../../plan/dataParallel";
 import type { Deployment, HostPlacement } from "../../plan/types";
 import type { Host } from "../../config/schema";
 import { hostCacheLayout, weightsLockName, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
 import { legacyUnitName, venvPath, venvsDir } from "./names";
 import { pipIndexes, type PipIndexes } from "./pip";
+import { renderGroup, type RenderedGroup } from "./group";
 import { renderRank, servingWait, type HostContext, type RenderedRank } from "./rank";
 import { commandStepWaits, installStepWaits, readyTimeoutSeconds, timeoutsOf, weightsStepWaits, type StepTimeouts } from "./stepTimeouts";
 import { installScript, preflightScript, readinessScript, weightsScript } from "./scripts";
@@ -27,6 +29,8 @@ export interface HostRenderOptions {
   startLimitIntervalSeconds?: number;
   /** Where the NPU device nodes appear: `/dev` on a host. */
   devRoot?: string;
+  /** A data-parallel group's restart: seconds its peers get after SIGTERM before SIGKILL. */
+  groupStopGraceSeconds?: number;
   /** The front door's container runtime: router.runtime's binary, or a test's stand-in. */
   containerRuntime?: string;
   /** Where a compile-only run listens, if it serves: loopback on a compile host (tests on shared loopback give each host its own). */
@@ -44,6 +48,8 @@ export interface RenderedHost {
   ranks: RenderedRank[];
   /** The Pulumi timeouts of the host's setup steps, from what each waits for (stepTimeouts.ts); each rank carries its unit step's. */
   timeouts: SetupTimeouts;
+  /** The host's data-parallel groups of several processes (core/plan/dataParallel.ts): each restarts as one. */
+  groups: RenderedGroup[];
   /** Index settings for the pip.conf the install and weights steps read from stdin. */
   pipIndexes: PipIndexes;
 }
@@ -91,6 +97,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
       startLimitIntervalSeconds: options.startLimitIntervalSeconds ?? HOST_DEFAULTS.unit.startLimitIntervalSeconds,
       readinessIntervalSeconds: options.readinessIntervalSeconds ?? HOST_DEFAULTS.readinessIntervalSeconds,
       devRoot: options.devRoot ?? "/dev",
+      groupStopGraceSeconds: options.groupStopGraceSeconds ?? HOST_DEFAULTS.unit.groupStopGraceSeconds,
     },
   };
   // The served model and its draft models: units run offline (HF_HUB_OFFLINE=1) and fetch nothing.
@@ -149,6 +156,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
     }),
     ranks,
     timeouts: setupTimeouts(host, cache),
+    groups: roles.filter(isDataParallelGroup).map((role) => renderGroup(context, role)),
     pipIndexes: pipIndexes(deployment, { retries: options.pipRetries, timeoutSeconds: options.pipTimeoutSeconds }),
   };
 }

@@ -21,5 +21,11 @@ export function hostFiles(host: RenderedHost, secrets: readonly SecretKey[], dow
     const credentials = renderSecretEnv(Object.fromEntries(rank.credentialEnvNames.map((name) => [name, credentialPlaceholder(name)])));
     files[`env/${path.basename(rank.envPath)}`] = rank.envText + secretEnv + credentials;
   }
+  for (const group of host.groups) {
+    files[`${group.role}-group.sh`] = group.applyScript;
+    files[`remove-${group.role}-group.sh`] = group.removeScript;
+    files[`${group.role}-group-restart.sh`] = group.scriptText;
+    files[`systemd/${group.unitName}`] = group.unitText;
+  }
   return files;
 }

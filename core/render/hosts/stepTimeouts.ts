@@ -165,6 +165,14 @@ export function commandStepWaits(host: Pick<Host, "proxy">): StepWaits {
   return { run: [connection(host), commands], remove: [connection(host), commands] };
 }
 
+/** A data-parallel group's step (group-apply.sh writes its restart unit; group-remove.sh stops it, a restart in progress included, under systemd's default stop). */
+export function groupStepWaits(host: Pick<Host, "proxy">): StepWaits {
+  return {
+    run: [connection(host), commands],
+    remove: [connection(host), commands, { what: "the group's restart unit's stop (systemd's default)", seconds: steps.systemdStopSeconds }],
+  };
+}
+
 /** The install step: pip's work under its budget, after the setup lock. */
 export function installStepWaits(host: Pick<Host, "proxy">): StepWaits {
   return { run: [connection(host), commands, setupLock, { what: "pip installs the pinned packages", seconds: steps.installSeconds }], remove: [commands] };
