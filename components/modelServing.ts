@@ -11,6 +11,7 @@ import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
 import { reportedDigest } from "../core/render/compileCache";
+import { reportedWord } from "../core/stepReport";
 import { CompileHost } from "./hosts/compileHost";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
@@ -44,12 +45,7 @@ export interface ModelServingArgs {
 
 /** The commit a seed's weights step reports for the served model: its stdout's `revision <model> <commit>` line. */
 export function reportedRevision(stdout: string | undefined, model: string): string | null {
-  const line = (stdout ?? "")
-    .split("\n")
-    .reverse()
-    .find((l) => l.startsWith(`revision ${model} `));
-  const commit = line?.split(" ")[2];
-  return commit && /^[0-9a-f]{40}$/.test(commit) ? commit : null;
+  return reportedWord(stdout, `revision ${model} `, /^[0-9a-f]{40}$/);
 }
 
 /** Validates settings and secrets together; throws a ConfigError before any resource exists. */

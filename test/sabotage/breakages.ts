@@ -167,8 +167,8 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "components/hosts/npuHost.ts",
-        search: '      { logging: "none" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"] },',
-        replace: '      { logging: "stdoutAndStderr" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"] },',
+        search: '      { logging: "none" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"], customTimeouts: copy.timeouts.allow },',
+        replace: '      { logging: "stdoutAndStderr" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"], customTimeouts: copy.timeouts.allow },',
       },
     ],
     tests: { fast: ["test/secrets.test.ts"] },
@@ -277,8 +277,45 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "compile-done-without-save",
     why: "the compile host calls a compile done before vllm-rbln saved the cache: an empty or partial cache is pushed",
-    edits: [{ file: COMPILE_KEY_SCRIPT, search: '    if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "    if true; then\n" }],
+    edits: [{ file: COMPILE_KEY_SCRIPT, search: '  if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "  if true; then\n" }],
     tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  // Issue 31, config hardening: grants with host names, the compile step's ranks, step timeouts.
+  {
+    name: "grant-takes-host-names",
+    why: "a host given by DNS name behind a front door is accepted: its drain grant holds the name, which sshd never matches, so every drain fails",
+    edits: [
+      {
+        file: "core/config/crossFieldChecks.ts",
+        search: '  if (s.platform !== "hosts") return [];\n  const uses = [',
+        replace: '  if (s.platform !== "hosts" || s.router.host !== undefined) return [];\n  const uses = [',
+      },
+    ],
+    tests: { fast: ["test/front-door.test.ts", "test/cross-field-checks.test.ts"] },
+  },
+  {
+    name: "compile-first-rank-only",
+    why: "the compile host runs decode's first data-parallel rank alone, whose warm-up waits for peers that never come",
+    edits: [
+      {
+        file: "core/render/hosts/compileHost.ts",
+        search: '  const bound = role.ranks.map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));',
+        replace: '  const bound = role.ranks.slice(0, 1).map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));',
+      },
+    ],
+    tests: { fast: ["test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-ranks-hosts.test.ts"] },
+  },
+  {
+    name: "unit-delete-cut-short",
+    why: "Pulumi cuts a unit step's delete before the rank's stop (--shutdown-timeout + 120 s) ends",
+    edits: [
+      {
+        file: "core/render/hosts/stepTimeouts.ts",
+        search: "    remove: [connection(p.host), commands, stop],",
+        replace: "    remove: [connection(p.host), commands],",
+      },
+    ],
+    tests: { fast: ["test/step-timeouts.test.ts"] },
   },
   {
     name: "group-rank-restarts-alone",
@@ -322,8 +359,8 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "components/hosts/npuHost.ts",
-        search: "{ dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])] }",
-        replace: "{ dependsOn: [preflight, ...frontDoor.after] }",
+        search: "{ dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])], customTimeouts: frontDoor.sidecar.timeouts }",
+        replace: "{ dependsOn: [preflight, ...frontDoor.after], customTimeouts: frontDoor.sidecar.timeouts }",
       },
     ],
     tests: { fast: ["test/program.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },
