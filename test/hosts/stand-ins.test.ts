@@ -950,6 +950,8 @@ describe("the stand-in vllm's compiled cache and log, as vllm-rbln's", () => {
       FAKE_VLLM_READY_AFTER: "0",
       ...env,
     });
+    // Its whole output: "close" comes after the pipes' last data, "exit" may come before.
+    const closed = new Promise((resolve) => vllm.child.once("close", resolve));
     for (
       let i = 0;
       !(await fetch(`http://${ADDRESS}:${port}/health`).then(
@@ -962,7 +964,7 @@ describe("the stand-in vllm's compiled cache and log, as vllm-rbln's", () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     process.kill(vllm.child.pid!, "SIGTERM");
-    await vllm.exited;
+    await closed;
     const bundles = (fs.readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith("mega_cache.bin"));
     const leftovers = (fs.readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith(".tmp"));
     return { output: vllm.output(), bundles, leftovers, mtime: bundles.length ? fs.statSync(path.join(root, bundles[0]!)).mtimeMs : 0 };
