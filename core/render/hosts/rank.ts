@@ -4,6 +4,7 @@ import { bindRank } from "../../plan/bind";
 import type { Host } from "../../config/schema";
 import type { Deployment, FrontDoorEndpoint, HostPlacement, RankPlan, RolePlan } from "../../plan/types";
 import { renderTemplate } from "../../template";
+import { megaCacheModelDir } from "../compileCache";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
 import { compileMarker, envPath as envPathOf, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
@@ -175,6 +176,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       wait: servingWait(context, readyTimeoutSeconds(context.cache, bound.env)),
       frontDoor,
       compileMarker: compileMarker(context.cache.root, role.compileKey),
+      cacheBundleDir: megaCacheModelDir(`${context.cache.root}/vllm/rbln`, command[2]!),
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
     behindFrontDoor: frontDoor !== null,
