@@ -340,4 +340,30 @@ describe("the compile Job's script under real bash, with the stand-in vllm in co
       fs.rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  it("fails a run that ends well without saving a bundle (a save that failed, say), whatever it logged; and writes each compile in a folder of its own", async () => {
+    port = await freePort();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "compile-job-"));
+    try {
+      // Says it saved, exits 0, saved nothing: only the bundle's file counts.
+      fs.writeFileSync(`${dir}/launch.sh`, "echo 'Saved rbln mega-cache bundle to /nowhere (1.0 MiB)'; exit 0\n");
+      const ended = run(dir, `${dir}/launch.sh`);
+      expect(ended.status).toBe(1);
+      expect(ended.stderr.trim().split("\n").pop()).toBe("compile job k1: the compile-only run ended (exit 0) before vllm-rbln saved the cache");
+      expect(fs.existsSync(`${dir}/vllm/rbln-serving-complete/compile-k1`)).toBe(false);
+      // The run's VLLM_CACHE_ROOT is the key's own folder, not the volume's; a serving pod's save meanwhile is not this key's.
+      copyStandInVllm(dir, "vllm-bin");
+      fs.writeFileSync(
+        `${dir}/launch.sh`,
+        `echo "$VLLM_CACHE_ROOT" > ${dir}/root-seen; mkdir -p ${dir}/vllm/rbln/other; echo other > ${dir}/vllm/rbln/other/mega_cache.bin; exec ${dir}/vllm-bin serve MiniMaxAI/MiniMax-M2.7 --port ${port} --host 127.0.0.1\n`,
+      );
+      const compiled = run(dir, `${dir}/launch.sh`);
+      expect(compiled.status, compiled.stderr).toBe(0);
+      expect(fs.readFileSync(`${dir}/root-seen`, "utf8")).toBe(`${dir}/vllm/.rbln-serving-compile/k1\n`);
+      expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1.files`, "utf8")).not.toContain("other");
+      expect(fs.readdirSync(`${dir}/vllm`).sort()).toEqual(["rbln", "rbln-serving-complete"]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

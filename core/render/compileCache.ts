@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 
 /**
  * What compile ahead's steps share on both platforms (the compile host's step and pulls on hosts,
- * the compile Job on Kubernetes): vllm-rbln's compile-only variables and log lines, the registry
+ * the compile Job on Kubernetes): vllm-rbln's compile-only variables and bundle folder, the registry
  * artifact's layout, and the settings of the flow both steps run (scripts/compile-flow.sh).
  */
 
@@ -23,12 +23,6 @@ export function compileOnlyEnv(targetSoc: string): Record<string, string> {
     VLLM_DISABLE_COMPILE_CACHE: "0",
   };
 }
-
-/** The log line of vllm-rbln's mega cache printed once a warm-up saved the bundle (cache.logLines). */
-export const CACHE_LOG = {
-  /** Printed after every warm-up that succeeded, hit or not: the bundle is on disk, complete. */
-  saved: "Saved rbln mega-cache bundle to ",
-} as const;
 
 /**
  * Where vllm-rbln keeps one model's mega-cache bundles under its cache folder (`VLLM_CACHE_ROOT/rbln`;
@@ -64,10 +58,9 @@ export function reportedDigest(stdout: string | undefined, key: string): string 
   return digest && /^sha256:[0-9a-f]{64}$/.test(digest) ? digest : null;
 }
 
-/** What the host step and the Job share: vllm-rbln's "saved" line, the registry, the artifact's media types. */
+/** What the host step and the Job share: the registry and the artifact's media types. */
 export function compileFlowSettings(registry: { repository: string; username?: string } | null) {
   return {
-    saved_line: CACHE_LOG.saved,
     repository: registry?.repository ?? "",
     registry_user: registry?.username ?? "",
     artifact_type: COMPILE_ARTIFACT.artifactType,

@@ -47,8 +47,7 @@ export interface CompileStepInput {
   command: readonly string[];
   /** The rank's environment with the compile-only variables, in env-file syntax. */
   envText: string;
-  port: number;
-  /** Where the compile-only server answers, if it serves. */
+  /** Where the compile-only server answers, if it serves: on a port free at the time, in place of the role's `--port`. */
   probeHost: string;
   timeoutSeconds: number;
   intervalSeconds: number;
@@ -69,7 +68,6 @@ export function compileStepScript(p: CompileStepInput): string {
     unit: p.unit,
     command: p.command,
     env_text: p.envText,
-    port: p.port,
     probe_host: p.probeHost,
     probe_py: PROBE_SCRIPT,
     timeout_s: p.timeoutSeconds,
@@ -124,7 +122,6 @@ export function renderCompileStep(
       unit: `rbln-serving-${id}.compile-${key.key}.service`,
       command: [`${venv}/bin/${command[0]}`, ...command.slice(1), ...flags.flatMap((f) => [f.name, ...f.values])],
       envText: renderEnvFile(env),
-      port: role.ranks[0]!.ports[0]!,
       probeHost: listen,
       timeoutSeconds,
       intervalSeconds: options.readinessIntervalSeconds ?? HOST_DEFAULTS.readinessIntervalSeconds,
