@@ -148,6 +148,18 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/compile-registry.test.ts"] },
   },
   {
+    name: "compile-job-password-in-compile",
+    why: "the compile-only container, which runs the model's own code, gets the registry password",
+    edits: [
+      {
+        file: "core/render/kubernetes/compileJob.ts",
+        search: "    env: [...roleEnvironment(context), ...Object.entries(compileOnlyEnv(",
+        replace: "    env: [...registryEnv.slice(2), ...roleEnvironment(context), ...Object.entries(compileOnlyEnv(",
+      },
+    ],
+    tests: { fast: ["test/compile-ahead.test.ts"] },
+  },
+  {
     name: "compile-key-misses-keyed-flag",
     why: "a change of --max-num-seqs keeps the compile key: ranks load a cache compiled for another batch size, or recompile unannounced",
     edits: [
