@@ -108,7 +108,7 @@ function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
   return (
     renderPlanDiff(changes) +
     recompileLines(recompiles)
-      .map((line) => `warning: ${line}\n`)
+      .map((line) => `${line.level}: ${line.text}\n`)
       .join("")
   );
 }

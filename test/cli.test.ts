@@ -4,6 +4,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { stringify } from "yaml";
 import { describe, expect, it, vi } from "vitest";
+import { warning } from "../core/plan/messages";
 import { refuseUnusedOptions, runCommand, stackDeployment, type CliOptions } from "../cli/commands";
 import { main } from "../cli/main";
 import { RecipeCatalog } from "../core/recipe/catalog";
@@ -205,6 +206,64 @@ describe("plan command", () => {
       expect(run.stderr.split("\n")).toHaveLength(2);
     });
   }
+});
+
+describe("the shipped stacks", () => {
+  /** What `plan --stack NAME` writes as warnings, on stdout (the plan's) and stderr (the stack file's, the secrets'): each without `warning: `. */
+  function planWarnings(stack: string): string[] {
+    let stderr = "";
+    const spy = vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => {
+      stderr += String(chunk);
+      return true;
+    });
+    let stdout: string;
+    try {
+      stdout = runCommand("plan", { stack }, RecipeCatalog.load());
+    } finally {
+      spy.mockRestore();
+    }
+    return `${stdout}${stderr}`.split("\n").flatMap((line) => (line.startsWith("warning: ") ? [line.slice("warning: ".length)] : []));
+  }
+
+  /**
+   * The warnings a stack file says it prints on purpose: each quoted `"warning: <its start>"` in
+   * its comments (a quote may run over comment lines), the comment around it saying why.
+   */
+  function explainedWarnings(stack: string): string[] {
+    const comments = fs
+      .readFileSync(path.join(ROOT, "stacks", `Pulumi.${stack}.yaml`), "utf8")
+      .split("\n")
+      .flatMap((line) => (/^\s*#/.test(line) ? [line.replace(/^\s*#\s?/, "").trim()] : []))
+      .join(" ");
+    return [...comments.matchAll(/"warning: ([^"]+)"/g)].map((m) => m[1]!.replace(/\s*\.\.\.$/, ""));
+  }
+
+  /** A warning no comment explains, and an explanation no warning needs. */
+  function unexplained(warnings: readonly string[], explained: readonly string[]): string[] {
+    return [
+      ...warnings.filter((w) => !explained.some((start) => w.startsWith(start))).map((w) => `printed, not explained: ${w}`),
+      ...explained.filter((start) => !warnings.some((w) => w.startsWith(start))).map((start) => `explained, not printed: ${start}`),
+    ];
+  }
+
+  it.each(["dev", "staging", "edge", "prod"])("%s plans with no warning its stack file does not explain in a comment", (stack) => {
+    const warnings = planWarnings(stack);
+    expect(unexplained(warnings, explainedWarnings(stack))).toEqual([]);
+    // prod holds no secret it needs and runs on one platform's settings: nothing to act on at all.
+    if (stack === "prod") expect(warnings).toEqual([]);
+  });
+
+  it("would find a warning no comment explains, and a comment for a warning no longer printed", () => {
+    expect(
+      unexplained(["sshPrivateKey: required with platform: hosts", "router: role decode has one server"], ["sshPrivateKey: required", "pipPassword: required"]),
+    ).toEqual(["printed, not explained: router: role decode has one server", "explained, not printed: pipPassword: required"]);
+    expect(explainedWarnings("edge")).toEqual([
+      "sshPrivateKey: required",
+      "pipPassword: required",
+      "router: role prefill has one server",
+      "router: role decode has one server",
+    ]);
+  });
 });
 
 describe("a malformed stack file", () => {
@@ -432,7 +491,7 @@ describe("diff between stacks", () => {
     // Settings too, and the recompile line.
     expect(diff({ ...dev, cacheRoot: "/var/lib/rbln-serving/" })).toBe("no changes\n");
     expect(recompileLines(compareCompileKeys(main(["--num-gpu-blocks-override", "1"]).plan, main(["--num-gpu-blocks-override", "01"]).plan))).toEqual([
-      'recompiles main: --num-gpu-blocks-override "1" -> "01" (hours on first start)',
+      warning('recompiles main: --num-gpu-blocks-override "1" -> "01" (hours on first start)'),
     ]);
   });
 });

@@ -242,6 +242,7 @@ describe("the component package schema", () => {
       modelRevision: { type: "string", optional: true },
       selection: { type: "object", additionalProperties: { type: "string" } },
       warnings: { type: "array", items: { type: "string" } },
+      notes: { type: "array", items: { type: "string" } },
       scrapeTargets: { type: "array", items: { $ref: "#/types/rbln-serving:index:ScrapeTargetOutput" } },
       compileKeys: { type: "array", items: { $ref: "#/types/rbln-serving:index:CompileKeyOutput" } },
     });
@@ -274,6 +275,7 @@ describe("the component package schema", () => {
     expectTypeOf<Same<"deployments">[0]>().toEqualTypeOf<Same<"deployments">[1]>();
     expectTypeOf<Same<"selection">[0]>().toEqualTypeOf<Same<"selection">[1]>();
     expectTypeOf<Same<"warnings">[0]>().toEqualTypeOf<Same<"warnings">[1]>();
+    expectTypeOf<Same<"notes">[0]>().toEqualTypeOf<Same<"notes">[1]>();
     expectTypeOf<Same<"scrapeTargets">[0]>().toEqualTypeOf<Same<"scrapeTargets">[1]>();
     expectTypeOf<Same<"compileKeys">[0]>().toEqualTypeOf<Same<"compileKeys">[1]>();
     // The analyzer has no null: an unresolved revision is an absent one.

@@ -1,5 +1,6 @@
 import type { LaunchPlan, RankPlan } from "../plan/types";
 import { commandWords } from "../plan/argv";
+import { messagesAt, type PlanMessage } from "../plan/messages";
 import { shellCommandLines } from "./shellCommand";
 
 /** A rank's command as a paste-able shell command: `env NAME=value ... vllm serve ... \` one flag a line. */
@@ -17,6 +18,14 @@ function table(rows: string[][]): string {
         .trimEnd(),
     )
     .join("\n");
+}
+
+/** The notes, then the warnings, each group after a blank line: `note: ...`, `warning: ...`. */
+export function messageLines(messages: readonly PlanMessage[]): string[] {
+  return (["note", "warning"] as const).flatMap((level) => {
+    const texts = messagesAt(messages, level);
+    return texts.length > 0 ? ["", ...texts.map((text) => `${level}: ${text}`)] : [];
+  });
 }
 
 /** The plan for people: selection, a node/role/rank table, then each rank's full command. */
@@ -58,6 +67,6 @@ export function renderPlanText(plan: LaunchPlan): string {
     const router = plan.router;
     out.push("", `router    ${router.chart} ${router.version} (release ${router.release}), pool ports ${router.values.inference_pool.target_ports.join(",")}`);
   }
-  for (const warning of plan.warnings) out.push(`warning: ${warning}`);
+  out.push(...messageLines(plan.messages));
   return `${out.join("\n")}\n`;
 }
