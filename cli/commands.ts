@@ -10,6 +10,7 @@ import { resolvePlan } from "../core/plan/resolve";
 import type { LaunchPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { renderPlanText } from "../core/render/planText";
+import { renderStackPlanText } from "../core/render/stackPlanText";
 import { renderDeployment } from "../core/render/deployment";
 import { writeRenderFolder } from "./outputFolder";
 import { renderFiles } from "../core/render/files";
@@ -92,10 +93,17 @@ function format(options: CliOptions): "text" | "json" {
   return value;
 }
 
+/** A stack's plan in its platform (hosts, addresses, units, the front door; Deployments, Jobs), or the plan of a selection alone. */
 function planCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.diff !== undefined) return diffCommand(options, catalog);
-  const plan = planFor(options, catalog);
-  return format(options) === "json" ? `${JSON.stringify(plan, null, 2)}\n` : renderPlanText(plan);
+  const json = format(options) === "json";
+  if (options.stack === undefined || json) {
+    const plan = planFor(options, catalog);
+    return json ? `${JSON.stringify(plan, null, 2)}\n` : renderPlanText(plan);
+  }
+  const { deployment, secrets } = stackDeployment(options, catalog, options.stack);
+  // As the program's own instance on that stack, so units and ids are those `pulumi up` creates.
+  return renderStackPlanText(renderDeployment(deployment, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));
 }
 
 function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {

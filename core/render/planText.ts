@@ -8,7 +8,8 @@ export function rankCommandLine(rank: RankPlan): string {
   return shellCommandLines({ command: commandWords(rank.argv, rank.flags), flags: rank.flags, env: rank.env }).join("\n");
 }
 
-function table(rows: string[][]): string {
+/** Rows of cells, each column as wide as its widest cell. */
+export function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
   return rows
     .map((r) =>
@@ -28,22 +29,28 @@ export function messageLines(messages: readonly PlanMessage[]): string[] {
   });
 }
 
-/** The plan for people: selection, a node/role/rank table, then each rank's full command. */
-export function renderPlanText(plan: LaunchPlan): string {
-  const out: string[] = [];
-  out.push(`model     ${plan.model}`);
-  out.push(`strategy  ${plan.strategy}`);
-  out.push(`target    ${plan.target}${plan.preset ? ` (preset ${plan.preset})` : ""}, verified ${plan.verified}`);
-  out.push(
+/** The selection, the pins, the models and the compile keys: the head of every plan. */
+export function selectionLines(plan: LaunchPlan): string[] {
+  return [
+    `model     ${plan.model}`,
+    `strategy  ${plan.strategy}`,
+    `target    ${plan.target}${plan.preset ? ` (preset ${plan.preset})` : ""}, verified ${plan.verified}`,
     `axes      ${Object.entries(plan.selection)
       .map(([a, v]) => `${a}=${v}`)
       .join("  ")}`,
-  );
-  out.push(`packages  ${plan.packages.map((p) => p.requirement).join("  ")}`);
-  out.push(`revision  ${plan.revision ?? "resolved at first download (stack output modelRevision)"}`);
-  out.push(`models    ${plan.models.map((m) => (m.use === "draft" ? `${m.id} (draft, ${m.roles.join(",")})` : m.id)).join("  ")}`);
-  out.push(`compile   ${plan.roles.map((r) => `${r.role}=${r.compileKey}`).join("  ")}`);
-  out.push("");
+    `packages  ${plan.packages.map((p) => p.requirement).join("  ")}`,
+    `revision  ${plan.revision ?? "resolved at first download (stack output modelRevision)"}`,
+    `models    ${plan.models.map((m) => (m.use === "draft" ? `${m.id} (draft, ${m.roles.join(",")})` : m.id)).join("  ")}`,
+    `compile   ${plan.roles.map((r) => `${r.role}=${r.compileKey}`).join("  ")}`,
+  ];
+}
+
+/**
+ * The plan for people, without a platform (no stack): the selection, a node/role/rank table, then
+ * each rank's full command with the placeholders the platform binds, and the recipe's router.
+ */
+export function renderPlanText(plan: LaunchPlan): string {
+  const out = [...selectionLines(plan), ""];
   const rows = [["NODE", "ROLE", "RANK", "NPUS", "PORTS", "PLACEHOLDERS"]];
   for (const role of plan.roles) {
     for (const rank of role.ranks) {

@@ -9,6 +9,7 @@ import { HOST_DEFAULTS } from "./defaults";
 import { compileMarker, envPath as envPathOf, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
 import { unitApplyScript, unitRemoveScript, type FrontDoorAccess, type ServingWait } from "./scripts";
 import { execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
+import type { CommandParts } from "../shellCommand";
 
 export interface RenderedRank {
   role: string;
@@ -24,6 +25,8 @@ export interface RenderedRank {
   removeScript: string;
   /** Behind the front door: its step reads the front door key on stdin, before the secret variables. */
   behindFrontDoor: boolean;
+  /** What the unit runs, placeholders bound, as a shell command shows it (`plan`): the venv's vllm, its flags, its non-secret environment. */
+  launch: CommandParts;
 }
 
 /** How a host's units start, restart and wait: the defaults, or a test's shorter ones. */
@@ -132,21 +135,21 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
   const name = unitName(context.id, role.role, rank.rank);
   const envPath = envPathOf(settings.installRoot, context.id, role.role, rank.rank);
   const command = commandWords(bound.argv, bound.flags);
-  const flags = host.listenAddress ? [...bound.flags, { name: "--host", values: [host.listenAddress] }] : bound.flags;
+  const launch: CommandParts = {
+    command: [`${context.venv}/bin/${command[0]}`, ...command.slice(1)],
+    flags: host.listenAddress ? [...bound.flags, { name: "--host", values: [host.listenAddress] }] : bound.flags,
+    env: {
+      ...bound.env,
+      HF_HOME: `${context.cache.root}/huggingface`,
+      VLLM_CACHE_ROOT: `${context.cache.root}/vllm`,
+      RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
+    },
+  };
   const port = rank.ports[0]!;
   const compileLock = compileLockWords(context.cache, role.compileKey, context.probeHost, port);
-  const execLines = [
-    ...(compileLock.length > 0 ? [compileLock] : []),
-    [`${context.venv}/bin/${command[0]}`, ...command.slice(1)],
-    ...flags.map((f) => [f.name, ...f.values]),
-  ];
+  const execLines = [...(compileLock.length > 0 ? [compileLock] : []), [...launch.command], ...launch.flags.map((f) => [f.name, ...f.values])];
   const text = unitText(context, role, rank, envPath, execLines);
-  const envText = renderEnvFile({
-    ...bound.env,
-    HF_HOME: `${context.cache.root}/huggingface`,
-    VLLM_CACHE_ROOT: `${context.cache.root}/vllm`,
-    RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
-  });
+  const envText = renderEnvFile(launch.env);
   const stateDir = rolloutStateDir(settings.installRoot);
   const frontDoor = frontDoorAccess(context.deployment, host, (e) => e.role === role.role && e.rank === rank.rank);
   return {
@@ -156,6 +159,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
     unitText: text,
     envPath,
     envText,
+    launch,
     port,
     // Published where the rank listens: its SSH address may be another interface.
     url: httpUrl(listeningAddress(host), port),
