@@ -41,7 +41,7 @@ describe("--help", () => {
     }
   }
   const COMMANDS = ["plan", "diff", "render", "status"];
-  const EVERY = ["stack", "strategy", "target", "preset", "set", "model", "format", "diff", "out", "endpoint", "interval"];
+  const EVERY = ["stack", "strategy", "target", "preset", "set", "model", "format", "diff", "against", "out", "endpoint", "interval"];
 
   it("rbln-serving --help, -h and help list every command and every option, exit 0; no command at all is usage on stderr, exit 2", async () => {
     // Once as the bin runs, in a process of its own.
@@ -54,7 +54,7 @@ describe("--help", () => {
       for (const command of [...COMMANDS, "recipe import", "recipe list"])
         expect(help.stdout, `${flag} ${command}`).toMatch(new RegExp(`^ {2}${command} `, "m"));
       // Each option on a line of its own, with what it does.
-      for (const option of [...EVERY, "out", "dir"]) expect(help.stdout, `${flag} --${option}`).toMatch(new RegExp(`^ +--${option} [A-Za-z|=.]+ +\\S`, "m"));
+      for (const option of [...EVERY, "out", "dir"]) expect(help.stdout, `${flag} --${option}`).toMatch(new RegExp(`^ +--${option} [A-Za-z|=.-]+ +\\S`, "m"));
     }
     // Every option the parser takes is one of those: it refuses any other.
     for (const option of EVERY) expect((await run("plan", `--${option}`, "x", "--help")).stderr, option).not.toContain("Unknown option");
