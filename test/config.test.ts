@@ -3,7 +3,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
-import { messagesAt, warning } from "../core/plan/messages";
+import { messagesAt, note, warning } from "../core/plan/messages";
 import { z } from "zod";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { holdsCiphertext, pulumiConfigText, readConfigEntries } from "../core/config/configEntries";
@@ -465,6 +465,13 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
   const dev = () => readStackFile("dev").raw as Record<string, any>;
   const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
   const keyless = () => dev().hosts.map(({ hostKey: _, ...host }: Record<string, unknown>) => host);
+
+  it("notes what lmcache: rds needs of the servers, which nothing checks: with the preset and with the axis, not without", () => {
+    const rds = note(expect.stringMatching(/^lmcache: rds offloads the KV cache to RBLN Direct Storage: every NPU server needs a dedicated NVMe drive /));
+    expect(plan(readStackFile("prod").raw).plan.messages).toContainEqual(rds);
+    expect(plan({ ...dev(), strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "rds" } }).plan.messages).toEqual([rds]);
+    expect(plan({ ...dev(), strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "cpu" } }).plan.messages).toEqual([]);
+  });
 
   it("requires host keys for hosts and bastions on platform hosts only, and warns when told to skip them", () => {
     expect(() => parseStackSettings({ ...dev(), hosts: keyless() })).toThrow(/^hosts\[0\]\.hostKey: required/);

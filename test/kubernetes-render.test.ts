@@ -529,6 +529,7 @@ describe("router chart values", () => {
     expect(variants[0]!.plan.messages).toEqual([
       note(expect.stringMatching(/approx-prefix-cache-producer does not read \(only precise-prefix-cache-producer does\)/)),
       note(expect.stringMatching(/lruCapacityPerServer: 1024 is ignored while autoTune is on/)),
+      note(expect.stringMatching(/^lmcache: rds offloads the KV cache to RBLN Direct Storage/)),
     ]);
     expect(kubernetes({ strategy: "aggregated-data-expert-parallel", target: "Latency" }).plan.messages).toEqual([]);
   });

@@ -130,7 +130,7 @@ describe("the program on platform kubernetes", async () => {
     expect(outputs.selection).toMatchObject({ strategy: "prefill-decode-disaggregated", target: "Throughput", spec_decode: "eagle3" });
     // The recipe's router settings that do nothing are facts: notes, not warnings.
     expect(outputs.warnings).toEqual([]);
-    expect(outputs.notes).toHaveLength(2);
+    expect(outputs.notes).toHaveLength(3);
   });
 
   it("runs without error", () => expect(error).toBeUndefined());

@@ -123,6 +123,19 @@ function frontDoorMessages(deployment: Deployment): PlanMessage[] {
   return messages;
 }
 
+/**
+ * What a chosen axis value needs of the servers that no setting or check here covers: `lmcache: rds`
+ * (which `preset: recommended` picks) offloads to RBLN Direct Storage, set up outside the package.
+ */
+function selectionNotes(plan: LaunchPlan): PlanMessage[] {
+  if (plan.selection.lmcache !== "rds") return [];
+  return [
+    note(
+      "lmcache: rds offloads the KV cache to RBLN Direct Storage: every NPU server needs a dedicated NVMe drive that RDS takes over and a driver with RDS, which nothing here sets up or checks (docs/configuration.md#lmcache-rds)",
+    ),
+  ];
+}
+
 export function planDeployment(settings: StackSettings, catalog: RecipeCatalog): Deployment {
   const recipe = catalog.get(settings.model);
   checkWeightsStorage(settings);
@@ -162,7 +175,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
           extras.map((e) => e.role),
           null,
         ),
-        messages: [...base.messages, ...settingsWarnings(settings), ...extras.flatMap((e) => e.warnings)],
+        messages: [...base.messages, ...selectionNotes(base), ...settingsWarnings(settings), ...extras.flatMap((e) => e.warnings)],
       },
       settings.revision,
     ),
