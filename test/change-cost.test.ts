@@ -97,6 +97,12 @@ describe("the cost of a change", () => {
     expect(stepIds(aheadCost.steps)).toEqual(expect.arrayContaining(["runs compile key <key> (main) @cpu-0", "removed compile key <key> (main) @cpu-0"]));
   });
 
+  it("a change of the environment alone restarts the unit: the env file is the unit's too", () => {
+    const cost = costOf(dev, { ...dev, extraEnv: { main: { VLLM_LOGGING_LEVEL: "DEBUG" } } });
+    expect(cost.restarts.map((r) => `${r.change} ${r.what}`)).toEqual(["restarts rbln-serving-s.main-0.service"]);
+    expect(outage(cost, "main")).toBe("out of service while its only server npu-dev-0 restarts: about 15 min (a load from the compiled cache)");
+  });
+
   it("new package versions: pip into a new venv on every host, the install reruns everywhere", () => {
     const cost = costOf(dev, { ...dev, versions: { vllmRbln: "0.12.1" } });
     expect(cost.downloads).toEqual(["the packages vllm-rbln 0.12.0 -> 0.12.1 (pip, into a new venv on every host)"]);
