@@ -149,6 +149,8 @@ describe("the steps that rerun are the commands whose inputs change in the progr
       const [dest, source] = copy[1] === "copy" ? [at, copy[3]!] : [copy[3]!, at];
       return `${dest} copy ${copy[2] ? "compiled cache" : "weights"} from ${source}`;
     }
+    const group = /^([a-z]+)-group$/.exec(step);
+    if (group) return `${at} group ${group[1]}`;
     const unit = /^([a-z]+)-(\d+)$/.exec(step);
     if (unit && !["front-door"].includes(unit[1]!)) return `${at} unit ${unit[1]} rank ${unit[2]}`;
     const compile = /^(pull-)?compile-([0-9a-f]{16})$/.exec(step);

@@ -44,6 +44,7 @@ function hostSteps(hosts: RenderedHosts): Map<string, string> {
     add("install", "", name, host.installScript);
     if (hosts.weightsHosts.includes(name)) add("weights", "", name, host.weightsScript);
     for (const rank of host.ranks) add("unit", `${rank.role} rank ${rank.rank}`, name, rank.applyScript);
+    for (const group of host.groups) add("group", group.role, name, group.applyScript);
   }
   for (const copy of hosts.copies)
     add(
