@@ -96,9 +96,10 @@ export function withExtras(
     `extraArgs.${role.role}`,
     role.ranks.flatMap((rank) => rank.flags),
   );
-  const credentials = Object.keys(splitCredentialEnv(extraEnv ?? {}).credentials).map(
-    (name) =>
+  const credentials = Object.keys(splitCredentialEnv(extraEnv ?? {}).credentials).map((name) =>
+    warning(
       `extraEnv.${role.role}.${name}: its value carries credentials in a URL, which sit in the stack config in plain text; the package treats it as a secret (masked in what it prints, on stdin to the hosts, in a Secret on Kubernetes)`,
+    ),
   );
   return {
     // `placeholders` stays the recipe's: the stack's own text is literal, but for a `<POD_IP>`

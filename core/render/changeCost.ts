@@ -65,7 +65,7 @@ function hostSteps(hosts: RenderedHosts): Map<string, string> {
   const door = hosts.frontDoor;
   if (door) {
     add("front door", "", door.host.name, door.applyScript + JSON.stringify(door.files));
-    add("front door access", "", door.host.name, door.accessScript);
+    for (const access of door.access) add("front door access", access.host, door.host.name, access.accessScript);
     for (const sidecar of door.sidecars) add("sidecar", "", sidecar.host, sidecar.applyScript);
   }
   return steps;
