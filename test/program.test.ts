@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ModelServing } from "../components";
 import { reportedRevision } from "../components/modelServing";
+import { reportedDigest } from "../core/render/compileCache";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
 import { stackDeployment } from "../cli/commands";
@@ -128,7 +129,9 @@ describe("the program on platform kubernetes", async () => {
     expect(curl).toMatch(/^curl -H "Authorization: Bearer \$VLLM_API_KEY" http:\/\/10\.0\.0\.100\/v1\/chat\/completions/);
     expect(curl).not.toContain(SECRETS.apiKey);
     expect(outputs.selection).toMatchObject({ strategy: "prefill-decode-disaggregated", target: "Throughput", spec_decode: "eagle3" });
-    expect(outputs.warnings).toHaveLength(2);
+    // The recipe's router settings that do nothing are facts: notes, not warnings.
+    expect(outputs.warnings).toEqual([]);
+    expect(outputs.notes).toHaveLength(3);
   });
 
   it("runs without error", () => expect(error).toBeUndefined());
@@ -368,6 +371,18 @@ describe("replicas", () => {
     expect(reportedRevision("weights npu-0: done", "MiniMaxAI/MiniMax-M2.7")).toBeNull();
   });
 
+  it("reads a step's report, a revision or a compile key's digest, with one helper: the last line of its own prefix, a valid word or none", () => {
+    const digest = (n: string) => `sha256:${n.repeat(64)}`;
+    const compileOut = `compiled abc ${digest("1")}\ncompiled ab ${digest("2")}\ncompiled abc ${digest("3")}\ncompile npu-0 abc: done`;
+    expect(reportedDigest(compileOut, "abc")).toBe(digest("3"));
+    expect(reportedDigest(compileOut, "ab")).toBe(digest("2"));
+    expect(reportedDigest("compiled abc local", "abc")).toBeNull();
+    expect(reportedDigest(undefined, "abc")).toBeNull();
+    const revisionOut = `revision m/a ${"a".repeat(40)}\nrevision m/a ${"b".repeat(40)} trailing\nrevision m/ab ${"c".repeat(40)}`;
+    expect(reportedRevision(revisionOut, "m/a")).toBe("b".repeat(40));
+    expect(reportedRevision(`revision m/a ${"A".repeat(40)}`, "m/a")).toBeNull();
+  });
+
   it("on hosts: refuses copying from a host whose host key is unknown, unless insecureSkipHostKeyCheck is set", async () => {
     const hosts = [0, 1].map((i) => ({ name: `npu-${i}`, address: `10.0.1.${i + 1}` }));
     const refused = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2, hosts }, SECRETS);
@@ -406,6 +421,28 @@ describe("replicas", () => {
         .map((c) => c.name)
         .sort(),
     ).toEqual(["rbln-serving-npu-1-copy-compile-npu-0", "rbln-serving-npu-2-copy-compile-npu-0"]);
+  });
+
+  it("on hosts, prefill/decode: each decode server's sidecar changes in its rollout wave, and its data-parallel group's restart unit before its ranks", async () => {
+    const edge = readStackFile("edge").raw;
+    const hosts = [...(edge.hosts as object[]), { name: "npu-edge-2", address: "10.30.0.13", hostKey: EXAMPLE_HOST_KEY }];
+    const { registrations, error } = await runUnderMocks(runProgram, { ...edge, hosts, decodeReplicas: 2 }, SECRETS);
+    expect(error).toBeUndefined();
+    const deps = (name: string) =>
+      registrations
+        .find((r) => r.name === `rbln-serving-${name}`)!
+        .dependencies.map((d) => d.split("::").pop()!.replace("rbln-serving-", ""))
+        .sort();
+    const decode = (host: number) => [0, 1, 2, 3].map((r) => `npu-edge-${host}-decode-${r}`);
+    // The second decode server's sidecar restarts only once the first wave's units serve, as its units do.
+    expect(deps("npu-edge-2-sidecar")).toEqual(expect.arrayContaining(["npu-edge-0-prefill-0", ...decode(1)]));
+    expect(deps("npu-edge-1-sidecar")).not.toEqual(expect.arrayContaining(["npu-edge-0-prefill-0"]));
+    for (const host of [1, 2]) {
+      expect(deps(`npu-edge-${host}-decode-group`)).toEqual([`npu-edge-${host}-install`]);
+      for (const rank of decode(host)) expect(deps(rank)).toEqual(expect.arrayContaining([`npu-edge-${host}-decode-group`, `npu-edge-${host}-sidecar`]));
+    }
+    // Prefill is one process per server: no group.
+    expect(registrations.some((r) => r.name.endsWith("prefill-group"))).toBe(false);
   });
 
   it("refuses a host list that does not match nodes × replicas, saying how many are needed", async () => {

@@ -4,6 +4,7 @@ import type { StackSettings } from "../config/stackConfig";
 import type { Host } from "../config/schema";
 import { servingAddress } from "../config/fields";
 import { ConfigError } from "../errors";
+import { isDataParallelGroup } from "./dataParallel";
 import { portClash, portInventory } from "./ports";
 import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RolePlan, RouterIntent } from "./types";
 
@@ -16,8 +17,12 @@ import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RoleP
 /** The EPP image the recipe pins, or the version this package targets when the strategy's recipe has no router. */
 export const DEFAULT_IMAGES = {
   endpointPicker: "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
-  /** An Envoy release the llm-d docs support (v1.31+), distroless: the entry point is envoy itself. */
-  proxy: "docker.io/envoyproxy/envoy:distroless-v1.37.0",
+  /**
+   * The newest Envoy 1.37 patch release (v1.37.11; it carries the ext_proc fixes of CVE-2026-47207
+   * and envoy #46836), distroless: the entry point is envoy itself. By tag: its digest could not be
+   * read here (test/fixtures/envoy-v1.37.11/facts.json, image.digest; docs/upstream-facts.md).
+   */
+  proxy: "docker.io/envoyproxy/envoy:distroless-v1.37.11",
 } as const;
 
 /** The disaggregated roles' label the EPP's role filters read. */
@@ -85,6 +90,7 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
           port: ports[i]!,
           rankPort: rank.ports[0]!,
           labels: plan.router ? { [ROLE_LABEL]: role.role } : {},
+          ...(isDataParallelGroup(role) ? { group: `${placement.host.name}-${role.role}` } : {}),
         });
       }
       if (sidecar)

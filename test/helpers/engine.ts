@@ -18,7 +18,9 @@ import { STDOUT_REF, type Registration } from "./pulumiHarness";
  *   recorded in the state), after every create and update, dependents before what they depend on,
  *   independent ones side by side; `retainOnDelete` drops it from the state without running it.
  *
- * A step starts once all its dependencies are done, independent ones run side by side, and after
+ * A step starts once all its dependencies are done (an unchanged command is done once its own are:
+ * the engine registers a resource only after those it depends on, so a wave's unchanged units still
+ * wait for the previous wave's changes), independent ones run side by side, and after
  * the first failure no new step starts (the engine's default), deletes included, while those
  * already running finish. A failed update keeps the previous inputs in the state, so the next `up`
  * tries it again; a failed delete keeps the command in the state. `customTimeouts` are honoured:
@@ -141,22 +143,22 @@ export class FakeEngine {
     const pending = new Map(steps.flatMap((s) => (s.kind === "delete" ? [] : [[s.r.urn, s] as const])));
     type Change = Exclude<Step, { kind: "delete" }>;
     const replacedLater: Recorded[] = [];
+    // Every registered command, the unchanged ones too: they do nothing, once their dependencies are done.
+    const registered = new Map(commands.map((r) => [r.urn, r]));
     await this.inOrder(
-      [...pending.keys()],
-      (urn) => {
-        const r = pending.get(urn)!.r;
-        return r.dependencies.filter((d) => pending.has(d));
-      },
+      [...registered.keys()],
+      (urn) => registered.get(urn)!.dependencies.filter((d) => registered.has(d)),
       () => failed.length > 0,
       async (urn) => {
-        const step: Change = pending.get(urn)!;
+        const step: Change | undefined = pending.get(urn);
+        if (!step) return;
         const { r } = step;
         if (step.kind === "replace" && step.deleteFirst) {
           if (!(await this.remove(step.old, run))) return;
         }
         const operation = step.kind === "update" ? "update" : "create";
         const script = operation === "update" ? (r.inputs.update ?? r.inputs.create) : r.inputs.create;
-        const timeout = r.customTimeouts[operation];
+        const timeout = r.customTimeouts[operation] || undefined;
         const result = await run(r.name, operation, r.inputs, String(script), timeout);
         if (!result) return;
         this.state.set(r.urn, recorded(r, result.stdout.trimEnd()));

@@ -20,13 +20,13 @@ export interface Registration {
   deleteBeforeReplace: boolean;
   /** Input properties whose change replaces the resource (the replaceOnChanges option). */
   replaceOnChanges: string[];
-  /** The customTimeouts option, as Pulumi durations ("10m"); absent where unset. */
-  customTimeouts: { create?: string; update?: string; delete?: string };
   retainOnDelete: boolean;
   protect: boolean;
   read: boolean;
   /** The types of the resource's alias specs (an old type token it used to have). */
   aliasTypes: string[];
+  /** Its Pulumi timeouts (the customTimeouts option) as set, Pulumi durations ("10m"); "" where unset. */
+  customTimeouts: { create: string; update: string; delete: string };
 }
 
 export const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
@@ -86,12 +86,16 @@ export async function runUnderMocks(
         dependencies: method === "registerResource" ? req.getDependenciesList() : [],
         deleteBeforeReplace: method === "registerResource" ? req.getDeletebeforereplace() : false,
         replaceOnChanges: method === "registerResource" ? req.getReplaceonchangesList() : [],
-        customTimeouts: method === "registerResource" ? customTimeouts(req.getCustomtimeouts()) : {},
         retainOnDelete: method === "registerResource" ? req.getRetainondelete() : false,
         protect: method === "registerResource" ? req.getProtect() : false,
         read: method === "readResource",
         aliasTypes:
           method === "registerResource" ? req.getAliasesList().flatMap((alias: any) => (alias.getSpec()?.getType() ? [alias.getSpec().getType()] : [])) : [],
+        customTimeouts: {
+          create: (method === "registerResource" && req.getCustomtimeouts()?.getCreate()) || "",
+          update: (method === "registerResource" && req.getCustomtimeouts()?.getUpdate()) || "",
+          delete: (method === "registerResource" && req.getCustomtimeouts()?.getDelete()) || "",
+        },
       };
       registrations.push(record);
       return original(req, callback);
@@ -119,11 +123,6 @@ export async function runUnderMocks(
 }
 
 /** The customTimeouts of a registration, without the empty ones. */
-function customTimeouts(timeouts: any): Registration["customTimeouts"] {
-  const all = { create: timeouts?.getCreate(), update: timeouts?.getUpdate(), delete: timeouts?.getDelete() };
-  return Object.fromEntries(Object.entries(all).filter(([, v]) => typeof v === "string" && v !== ""));
-}
-
 function unwrapSecrets(value: any): any {
   if (Array.isArray(value)) return value.map(unwrapSecrets);
   if (value !== null && typeof value === "object") {

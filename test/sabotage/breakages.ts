@@ -29,6 +29,8 @@ const FRONT_DOOR_AGENT = "core/render/hosts/scripts/front-door.py";
 const REGISTRY = "core/render/scripts/registry.sh";
 const COMPILE_FLOW = "core/render/scripts/compile-flow.sh";
 const COMPILE_KEY_SCRIPT = "core/render/hosts/scripts/compile-key.sh";
+const COMPILE_JOB_SCRIPT = "core/render/kubernetes/scripts/compile-job.sh";
+const CACHE_FILES = "core/render/scripts/cache-files.sh";
 
 export const BREAKAGES: readonly Breakage[] = [
   {
@@ -36,6 +38,42 @@ export const BREAKAGES: readonly Breakage[] = [
     why: "a rank restarts while the front door still routes to it: its in-flight and new requests fail",
     edits: [{ file: UNIT_APPLY, search: "  front_door_drain $front_door_endpoint || {", replace: "  true || {" }],
     tests: { fast: ["test/unit-apply.test.ts"], hosts: ["test/hosts/front-door-hosts.test.ts"] },
+  },
+  {
+    name: "plan-ignores-platform",
+    why: "plan on a hosts stack shows the recipe's <POD_IP> and <EPP_HOST> and no host, unit or front door: the commands cannot be pasted",
+    edits: [
+      {
+        file: "cli/commands.ts",
+        search: "  return renderStackPlanText(renderDeployment(deployment, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));",
+        replace: "  return renderPlanText(deployment.plan);",
+      },
+    ],
+    tests: { fast: ["test/cli.test.ts"] },
+  },
+  {
+    name: "recipe-notes-as-warnings",
+    why: "the shipped stacks warn about the recipe's own router settings, which no one can act on, and real warnings drown",
+    edits: [
+      {
+        file: "core/plan/routerIntent.ts",
+        search: 'import { note, type PlanMessage } from "./messages";',
+        replace: 'import { warning as note, type PlanMessage } from "./messages";',
+      },
+    ],
+    tests: { fast: ["test/cli.test.ts"] },
+  },
+  {
+    name: "diff-cost-misses-env-restart",
+    why: "diff says an environment change restarts nothing, and the unit step restarts the rank: an unannounced outage",
+    edits: [
+      {
+        file: "core/render/changeCost.ts",
+        search: "old.unitText !== rank.unitText || old.envText !== rank.envText",
+        replace: "old.unitText !== rank.unitText",
+      },
+    ],
+    tests: { fast: ["test/change-cost.test.ts"] },
   },
   {
     name: "shutdown-timeout-0",
@@ -141,8 +179,34 @@ export const BREAKAGES: readonly Breakage[] = [
           'manifest="$layout/blobs/sha256/$(python3 -c \'import json, sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"][7:])\' "$layout/index.json")"',
       },
     ],
-    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
-    awaiting: "compile-trust: an artifact whose tag and digest disagree, or whose config names another key, is refused",
+    tests: { fast: ["test/compile-registry.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  {
+    name: "registry-absent-by-text",
+    why: "a registry that fails (a /v2/ that answers 404, a 5xx) reads as 'key absent': the stack compiles on its NPUs for hours instead of failing",
+    edits: [{ file: REGISTRY, search: "    *\"$unknown\"'manifest unknown' | ", replace: "    *404* | *'not found'* | *\"$unknown\"'manifest unknown' | " }],
+    tests: { fast: ["test/compile-registry.test.ts"] },
+  },
+  {
+    name: "artifact-replaces-other-key",
+    why: "a pulled artifact overwrites another key's bundle: the other key's ranks load a cache compiled for something else",
+    edits: [
+      { file: CACHE_FILES, search: '      { [ -f "$dest" ] && [ ! -L "$dest" ] && cmp -s "$from/$rel" "$dest"; } ||', replace: "      true ||" },
+      { file: CACHE_FILES, search: '    [ -e "$dest" ] && continue\n', replace: '    rm -f "$dest"\n' },
+    ],
+    tests: { fast: ["test/compile-registry.test.ts"] },
+  },
+  {
+    name: "compile-job-password-in-compile",
+    why: "the compile-only container, which runs the model's own code, gets the registry password",
+    edits: [
+      {
+        file: "core/render/kubernetes/compileJob.ts",
+        search: "    env: [...roleEnvironment(context), ...Object.entries(compileOnlyEnv(",
+        replace: "    env: [...registryEnv.slice(2), ...roleEnvironment(context), ...Object.entries(compileOnlyEnv(",
+      },
+    ],
+    tests: { fast: ["test/compile-ahead.test.ts"] },
   },
   {
     name: "compile-key-misses-keyed-flag",
@@ -180,8 +244,8 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "components/hosts/npuHost.ts",
-        search: '      { logging: "none" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"] },',
-        replace: '      { logging: "stdoutAndStderr" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"] },',
+        search: '      { logging: "none" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"], customTimeouts: copy.timeouts.allow },',
+        replace: '      { logging: "stdoutAndStderr" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"], customTimeouts: copy.timeouts.allow },',
       },
     ],
     tests: { fast: ["test/secrets.test.ts"] },
@@ -244,6 +308,42 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/front-door-agent.test.ts"] },
   },
   {
+    name: "agent-drain-unchecked",
+    why: "a drain file with wrong types or missing keys stops every pass of the endpoints agent: the endpoints file freezes",
+    edits: [{ file: FRONT_DOOR_AGENT, search: "            return check_drain(read_json(path))\n", replace: "            return read_json(path)\n" }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "drain-key-any-host",
+    why: "root on any host of the stack can take any other host's ranks out of the front door",
+    edits: [{ file: FRONT_DOOR_AGENT, search: '    if host is not None and door.endpoints[name]["host"] != host:', replace: "    if False:" }],
+    tests: { fast: ["test/front-door-agent.test.ts"], hosts: ["test/hosts/front-door-keys.test.ts"] },
+  },
+  {
+    name: "sidecar-unguarded",
+    why: "any host can reach a decode host's routing sidecar and have it send prefill requests to an address of its choosing",
+    edits: [{ file: "core/render/hosts/frontDoor/frontDoor.ts", search: "    [door.firewall, firewall.ruleset],\n", replace: "    undefined,\n" }],
+    tests: { hosts: ["test/hosts/sidecar-guard-hosts.test.ts"] },
+  },
+  {
+    name: "front-door-passes-prefill-header",
+    why: "a client's x-prefiller-host-port reaches the sidecar through the front door whenever the EPP does not disaggregate: a prefill request to any address",
+    edits: [{ file: "core/render/hosts/frontDoor/envoy.ts", search: "[DESTINATION_HEADER, PREFILL_HEADER].map(", replace: "[DESTINATION_HEADER].map(" }],
+    tests: { fast: ["test/front-door.test.ts"], hosts: ["test/hosts/stand-ins.test.ts"] },
+  },
+  {
+    name: "api-key-left-to-vllm",
+    why: "apiKey guards only the paths vLLM guards: /invocations answers anyone through the front door",
+    edits: [
+      {
+        file: "core/render/hosts/frontDoor/envoy.ts",
+        search: "  return [...(input.apiKeyConfigPath ? [apiKeyFilter(input.apiKeyConfigPath)] : []), eppOnlyHeaders()];",
+        replace: "  return [eppOnlyHeaders()];",
+      },
+    ],
+    tests: { fast: ["test/front-door.test.ts"], hosts: ["test/hosts/front-door-api-key-hosts.test.ts"] },
+  },
+  {
     name: "forced-command-any-action",
     why: "the unit steps' SSH key runs any front-door command, not only drain and rejoin",
     edits: [{ file: FRONT_DOOR_AGENT, search: "if len(words) != 2 or words[0] not in STEP_COMMANDS:", replace: "if len(words) != 2:" }],
@@ -252,21 +352,116 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "registry-hit-compiles-anyway",
     why: "a key the registry has is compiled again on the compile host: hours instead of a pull",
-    edits: [
-      { file: COMPILE_FLOW, search: '  if [ -n "$remote" ]; then\n    registry_pull "$remote"', replace: '  if false; then\n    registry_pull "$remote"' },
-    ],
-    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+    edits: [{ file: COMPILE_FLOW, search: '  [ -n "$remote" ] || return 0\n  registry_pull "$remote"', replace: '  return 0\n  registry_pull "$remote"' }],
+    tests: { fast: ["test/compile-registry.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
   {
     name: "registry-accepts-links",
-    why: "a pulled artifact's symlink or ../ path writes outside the cache",
-    edits: [{ file: REGISTRY, search: "  if grep -qvE '^[-d]' \"$work/listing\" ||", replace: "  if false && grep -qvE '^[-d]' \"$work/listing\" ||" }],
-    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+    why: "a pulled artifact's links, devices or sparse files are taken: a link may point out of the cache, a sparse file fill the disk",
+    edits: [{ file: CACHE_FILES, search: "            if not (m.isreg() or m.isdir()) or m.issparse():", replace: "            if False:" }],
+    tests: { fast: ["test/compile-registry.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
   {
     name: "compile-done-without-save",
+    why: "a compile is called done before vllm-rbln saved the cache: an empty or partial cache is pushed",
+    edits: [{ file: COMPILE_JOB_SCRIPT, search: '      bundle_saved && [ "$status" = 0 ] && break\n', replace: '      [ "$status" = 0 ] && break\n' }],
+    tests: { fast: ["test/compile-ahead.test.ts"] },
+  },
+  {
+    name: "compile-host-done-without-save",
     why: "the compile host calls a compile done before vllm-rbln saved the cache: an empty or partial cache is pushed",
-    edits: [{ file: COMPILE_KEY_SCRIPT, search: '    if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "    if true; then\n" }],
+    edits: [{ file: COMPILE_KEY_SCRIPT, search: "  if bundle_saved; then\n", replace: "  if true; then\n" }],
+    tests: { hosts: ["test/hosts/compile-ranks-hosts.test.ts", "test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  {
+    name: "compile-in-shared-folder",
+    why: "the compile-only run writes into the cache every key shares: two compiles on one host mix their files, and another key's save lands in this key's artifact",
+    edits: [{ file: COMPILE_KEY_SCRIPT, search: '    --property=BindPaths="$compile_dir:$cache_dir" -- "${words[@]}"', replace: '    -- "${words[@]}"' }],
     tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  // Issue 31, config hardening: grants with host names, the compile step's ranks, step timeouts.
+  {
+    name: "grant-takes-host-names",
+    why: "a host given by DNS name behind a front door is accepted: its drain grant holds the name, which sshd never matches, so every drain fails",
+    edits: [
+      {
+        file: "core/config/crossFieldChecks.ts",
+        search: '  if (s.platform !== "hosts") return [];\n  const uses = [',
+        replace: '  if (s.platform !== "hosts" || s.router.host !== undefined) return [];\n  const uses = [',
+      },
+    ],
+    tests: { fast: ["test/front-door.test.ts", "test/cross-field-checks.test.ts"] },
+  },
+  {
+    name: "compile-first-rank-only",
+    why: "the compile host runs decode's first data-parallel rank alone, whose warm-up waits for peers that never come",
+    edits: [
+      {
+        file: "core/render/hosts/compileHost.ts",
+        search: '  const bound = role.ranks.map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));',
+        replace: '  const bound = role.ranks.slice(0, 1).map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));',
+      },
+    ],
+    tests: { fast: ["test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-ranks-hosts.test.ts"] },
+  },
+  {
+    name: "unit-delete-cut-short",
+    why: "Pulumi cuts a unit step's delete before the rank's stop (--shutdown-timeout + 120 s) ends",
+    edits: [
+      {
+        file: "core/render/hosts/stepTimeouts.ts",
+        search: "    remove: [connection(p.host), commands, stop],",
+        replace: "    remove: [connection(p.host), commands],",
+      },
+    ],
+    tests: { fast: ["test/step-timeouts.test.ts"] },
+  },
+  {
+    name: "group-rank-restarts-alone",
+    why: "a killed decode rank restarts alone: its peers hang in the group's collectives, and the group never serves again",
+    edits: [{ file: "core/render/hosts/rank.ts", search: 'restart: grouped ? "no" : "on-failure",', replace: 'restart: "on-failure",' }],
+    tests: { hosts: ["test/hosts/faults-hosts.test.ts"] },
+  },
+  {
+    name: "group-listed-rank-by-rank",
+    why: "the front door keeps routing to a failed rank's peers, which answer /health while their requests hang",
+    edits: [{ file: FRONT_DOOR_AGENT, search: "            self.write(self.whole_groups([n for n", replace: "            self.write(([n for n" }],
+    tests: { fast: ["test/front-door-agent.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },
+  },
+  {
+    name: "group-rejoin-over-drained-rank",
+    why: "one rank's rejoin lists its data-parallel group while another rank of it is still drained (or its drain file is cut): requests reach a group that is restarting",
+    edits: [
+      {
+        file: FRONT_DOOR_AGENT,
+        search: "all(self.read_drain(m) is None and self.serves(self.endpoints[m]) for m in group)",
+        replace: "all(self.serves(self.endpoints[m]) for m in group)",
+      },
+    ],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "group-across-hosts",
+    why: "a desired.json whose group spans hosts lets one host's drain key take another host's endpoints out with its own",
+    edits: [{ file: FRONT_DOOR_AGENT, search: ' and group_hosts.setdefault(e["group"], e["host"]) == e["host"])', replace: ")" }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "group-stopped-before-leaving",
+    why: "a failed rank's peers are stopped while the front door still lists them: the requests sent to them meanwhile fail",
+    edits: [{ file: "core/render/hosts/scripts/group-restart.sh", search: '  sleep "$leave_s"\n', replace: "  true\n" }],
+    tests: { hosts: ["test/hosts/faults-hosts.test.ts"] },
+  },
+  {
+    name: "sidecar-outside-waves",
+    why: "a sidecar change restarts every decode host at once, outside the rollout waves",
+    edits: [
+      {
+        file: "components/hosts/npuHost.ts",
+        search: "{ dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])], customTimeouts: frontDoor.sidecar.timeouts }",
+        replace: "{ dependsOn: [preflight, ...frontDoor.after], customTimeouts: frontDoor.sidecar.timeouts }",
+      },
+    ],
+    tests: { fast: ["test/program.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },
   },
 ];

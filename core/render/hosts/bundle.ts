@@ -1,11 +1,15 @@
 import { specificListenAddress } from "../../address";
 import { weightsMarker } from "../../cache/markers";
+import { isDataParallelGroup } from "../../plan/dataParallel";
 import type { Deployment, HostPlacement } from "../../plan/types";
-import { hostCacheLayout, weightsLockName } from "./cacheLayout";
+import type { Host } from "../../config/schema";
+import { hostCacheLayout, weightsLockName, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
 import { legacyUnitName, venvPath, venvsDir } from "./names";
 import { pipIndexes, type PipIndexes } from "./pip";
-import { readyTimeoutSeconds, renderRank, servingWait, type HostContext, type RenderedRank } from "./rank";
+import { renderGroup, type RenderedGroup } from "./group";
+import { renderRank, servingWait, type HostContext, type RenderedRank } from "./rank";
+import { commandStepWaits, installStepWaits, readyTimeoutSeconds, timeoutsOf, weightsStepWaits, type StepTimeouts } from "./stepTimeouts";
 import { installScript, preflightScript, readinessScript, weightsScript } from "./scripts";
 import { envFileLine } from "./systemd";
 
@@ -25,8 +29,12 @@ export interface HostRenderOptions {
   startLimitIntervalSeconds?: number;
   /** Where the NPU device nodes appear: `/dev` on a host. */
   devRoot?: string;
+  /** A data-parallel group's restart: seconds its peers get after SIGTERM before SIGKILL. */
+  groupStopGraceSeconds?: number;
   /** The front door's container runtime: router.runtime's binary, or a test's stand-in. */
   containerRuntime?: string;
+  /** nft, which loads a decode host's sidecar guard: /usr/sbin/nft, or a test's stand-in where hosts share one network namespace. */
+  firewall?: string;
   /** Where a compile-only run listens, if it serves: loopback on a compile host (tests on shared loopback give each host its own). */
   compileListenAddress?: string;
 }
@@ -39,11 +47,29 @@ export interface RenderedHost {
   weightsScript: string;
   /** Polls every rank of the host: for operators (`render`); each unit step polls its own rank. */
   readinessScript: string;
-  /** How long a unit step waits for its rank: the engine's ready timeout from the recipe. */
-  readyTimeoutSeconds: number;
   ranks: RenderedRank[];
+  /** The Pulumi timeouts of the host's setup steps, from what each waits for (stepTimeouts.ts); each rank carries its unit step's. */
+  timeouts: SetupTimeouts;
+  /** The host's data-parallel groups of several processes (core/plan/dataParallel.ts): each restarts as one. */
+  groups: RenderedGroup[];
   /** Index settings for the pip.conf the install and weights steps read from stdin. */
   pipIndexes: PipIndexes;
+}
+
+/** The timeouts of a host's preflight, install and weights steps. */
+export interface SetupTimeouts {
+  preflight: StepTimeouts;
+  install: StepTimeouts;
+  weights: StepTimeouts;
+}
+
+/** The setup steps' timeouts on `host` (an NPU host or the compile host, which run the same install and weights). */
+export function setupTimeouts(host: Host, cache: HostCacheLayout): SetupTimeouts {
+  return {
+    preflight: timeoutsOf(commandStepWaits(host)),
+    install: timeoutsOf(installStepWaits(host)),
+    weights: timeoutsOf(weightsStepWaits(host, cache)),
+  };
 }
 
 /** Secret variables in env-file syntax, appended to each rank's EnvironmentFile on the host. */
@@ -73,6 +99,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
       startLimitIntervalSeconds: options.startLimitIntervalSeconds ?? HOST_DEFAULTS.unit.startLimitIntervalSeconds,
       readinessIntervalSeconds: options.readinessIntervalSeconds ?? HOST_DEFAULTS.readinessIntervalSeconds,
       devRoot: options.devRoot ?? "/dev",
+      groupStopGraceSeconds: options.groupStopGraceSeconds ?? HOST_DEFAULTS.unit.groupStopGraceSeconds,
     },
   };
   // The served model and its draft models: units run offline (HF_HUB_OFFLINE=1) and fetch nothing.
@@ -129,8 +156,9 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
       ranks: ranks.map((r) => ({ unitName: r.unitName, label: `${r.role} rank ${r.rank}`, port: r.port })),
       wait: servingWait(context, readyTimeout),
     }),
-    readyTimeoutSeconds: readyTimeout,
     ranks,
+    timeouts: setupTimeouts(host, cache),
+    groups: roles.filter(isDataParallelGroup).map((role) => renderGroup(context, role)),
     pipIndexes: pipIndexes(deployment, { retries: options.pipRetries, timeoutSeconds: options.pipTimeoutSeconds }),
   };
 }

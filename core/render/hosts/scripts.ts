@@ -1,6 +1,5 @@
 import { heredocDelimiter, renderScript as renderScriptFile, type ScriptValue } from "../../template";
 import { PROBE_SCRIPT } from "../../probe";
-import { CACHE_LOG } from "../compileCache";
 import { HOST_DEFAULTS } from "./defaults";
 
 /** Where the host scripts are, under the package root. */
@@ -160,6 +159,8 @@ export interface UnitApplyInput {
    * a stray (a removed role or rank) the step stops before its rank (re)starts (stray-units.sh).
    */
   hostUnits?: { glob: string; keep: string[] };
+  /** The folder of the rank's model's mega-cache bundles (megaCacheModelDir), whose files tell a load from a compile. */
+  cacheBundleDir: string;
 }
 
 /** How a host's steps reach the router host to take its endpoints out of the front door and back. */
@@ -223,9 +224,7 @@ export function unitApplyScript(p: UnitApplyInput): string {
     compile_marker: p.compileMarker,
     stray_glob: p.hostUnits?.glob ?? "",
     host_units: p.hostUnits?.keep ?? [],
-    cache_hit_line: CACHE_LOG.hit,
-    cache_warmup_line: CACHE_LOG.warmUp,
-    cache_saved_line: CACHE_LOG.saved,
+    cache_bundle_dir: p.cacheBundleDir,
     env_text: p.envText,
     unit_text: p.unitText,
   });
