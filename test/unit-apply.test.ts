@@ -472,16 +472,19 @@ describe("the unit step and the units the stack no longer runs on its host", () 
   const listed = (names: string[]) => fs.writeFileSync(path.join(dir, "listed-units"), names.map((n) => `${n} loaded active running rank\n`).join(""));
   afterAll(() => fs.rmSync(path.join(dir, "listed-units"), { force: true }));
 
-  it("stops and disables a removed role's rank right before its own rank starts (not the ones it keeps, not the front door's)", async () => {
+  it("stops and disables a removed role's ranks, all in one call, right before its own rank starts (not the ones it keeps, not the front door's)", async () => {
     removeUnit();
-    listed([PREFILL, UNIT, "rbln-serving-test.sidecar.service", "rbln-serving-test.front-door-epp.service"]);
+    const DECODE = "rbln-serving-test.decode-1.service";
+    listed([PREFILL, UNIT, DECODE, "rbln-serving-test.sidecar.service", "rbln-serving-test.front-door-epp.service"]);
     const run = await apply("", { ...B, hostUnits });
     expect(run.status, run.stderr).toBe(0);
-    const stop = run.calls.indexOf(`disable --now --quiet ${PREFILL}`);
+    // Side by side: each stop may drain for vLLM's shutdown timeout, and the step's timeout counts one.
+    const stop = run.calls.indexOf(`disable --now --quiet ${PREFILL} ${DECODE}`);
     expect(stop).toBeGreaterThan(-1);
     expect(stop).toBeLessThan(run.calls.indexOf(`restart ${UNIT}`));
-    expect(run.calls.filter((c) => c.startsWith("disable"))).toEqual([`disable --now --quiet ${PREFILL}`]);
-    expect(run.stdout).toContain(`unit test-host: stopped ${PREFILL}, which the stack no longer runs on this host (its delete removes its files)`);
+    expect(run.calls.filter((c) => c.startsWith("disable"))).toEqual([`disable --now --quiet ${PREFILL} ${DECODE}`]);
+    for (const unit of [PREFILL, DECODE])
+      expect(run.stdout).toContain(`unit test-host: stopped ${unit}, which the stack no longer runs on this host (its delete removes its files)`);
   });
 
   it("starts it again when the new rank does not serve and there is nothing to go back to; a step that changes nothing stops nothing", async () => {

@@ -108,6 +108,7 @@ export function unitStepWaits(
       ...drain,
       lock,
       { ...stop, what: "the old-named unit's stop" },
+      { ...stop, what: "the stray units' stop, side by side (stray-units.sh)" },
       ...restart,
       serving,
       // The way back: a drain again, the lock, the previous config's restart and readiness.

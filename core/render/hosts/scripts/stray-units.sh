@@ -15,10 +15,14 @@ strays_stop() {
   while read -r name _; do
     case " ${host_units[*]} " in *" $name "*) continue ;; esac
     case "$name" in *.front-door-*) continue ;; esac
-    systemctl disable --now --quiet "$name" || true
     strays+=("$name")
-    echo "unit ${host_name}: stopped $name, which the stack no longer runs on this host (its delete removes its files)"
   done < <(systemctl list-units --all --plain --no-legend --type=service "$stray_glob" 2>/dev/null || true)
+  [ "${#strays[@]}" -gt 0 ] || return 0
+  # All at once: each stop may drain for vLLM's shutdown timeout, and the step's timeout counts one.
+  systemctl disable --now --quiet "${strays[@]}" || true
+  for name in "${strays[@]}"; do
+    echo "unit ${host_name}: stopped $name, which the stack no longer runs on this host (its delete removes its files)"
+  done
 }
 
 strays_give_back() {
