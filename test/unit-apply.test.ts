@@ -98,8 +98,12 @@ interface ApplyOptions {
   /** The front door the rank is behind: its key goes first on stdin. */
   frontDoor?: FrontDoorAccess;
   onStdout?: (stdout: string) => void;
-  /** A signal to the step's bash after some milliseconds: SIGKILL as a reboot ends it, SIGHUP as a lost connection. */
-  cut?: { afterMs: number; signal: NodeJS.Signals };
+  /**
+   * A signal to the step's bash once it has made a call (the stand-ins record it): SIGKILL as a reboot
+   * ends it, SIGHUP as a lost connection. On a call, not after a time: on a loaded machine a fixed
+   * delay landed before the step got there.
+   */
+  cut?: { afterCall: string; signal: NodeJS.Signals };
   /** This deployment's units on the host, and those the stack runs there. */
   hostUnits?: { glob: string; keep: string[] };
 }
@@ -168,7 +172,15 @@ function runBash(script: string, stdin: string, onStdout?: (stdout: string) => v
   });
   child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
   child.stdin.end(stdin);
-  if (cut) setTimeout(() => child.kill(cut.signal), cut.afterMs);
+  if (cut) {
+    const watch = setInterval(() => {
+      const made = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").split("\n") : [];
+      if (!made.includes(cut.afterCall)) return;
+      clearInterval(watch);
+      child.kill(cut.signal);
+    }, 20);
+    child.on("close", () => clearInterval(watch));
+  }
   return new Promise((resolve) =>
     child.on("close", (status) => {
       const calls = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n") : [];
@@ -659,7 +671,7 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
     expect(calls()).toBe(after);
     // Killed outright (a reboot) while it restarts the rank: no rejoin, and the renewals stop, so the lease runs out.
     servingNow(A);
-    const killed = await apply("", { ...B, frontDoor: door(1), cut: { afterMs: 1500, signal: "SIGKILL" } });
+    const killed = await apply("", { ...B, frontDoor: door(1), cut: { afterCall: `restart ${UNIT}`, signal: "SIGKILL" } });
     expect(killed.status).toBeNull();
     expect(killed.calls).not.toContain(`ssh rejoin ${ENDPOINT}`);
     await sleep(1200);
@@ -671,7 +683,7 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
   it("cut by a signal while it restarts the rank, leaves it drained with the change pending: it may be stopping", async () => {
     fs.writeFileSync(path.join(dir, "restart-seconds"), "2");
     servingNow(A);
-    const cut = await apply("", { ...B, frontDoor: door(), cut: { afterMs: 1000, signal: "SIGHUP" } });
+    const cut = await apply("", { ...B, frontDoor: door(), cut: { afterCall: `restart ${UNIT}`, signal: "SIGHUP" } });
     expect(cut.status).toBe(1);
     expect(drainsAndStops(cut)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`]);
     expect(state().pending).toBe(true);
