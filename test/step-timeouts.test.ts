@@ -70,14 +70,15 @@ function waitsOf(step: Registration, drain: number): { run: number; remove: numb
   if (has(create, "host_lock_wait_s")) {
     const unit = one(create, "unit_text")!;
     const [stop, start] = [unitSeconds(unit, "TimeoutStopSec"), unitSeconds(unit, "TimeoutStartSec")];
-    // Forward: the lock, the drain, the lock again, the old-named unit's stop, a restart, the readiness;
-    // back: the drain, the lock, a restart, the readiness.
-    const run = 3 * n("host_lock_wait_s") + 2 * drains + 3 * stop + 2 * start + 2 * (n("timeout_s") + n("interval_s"));
+    // Forward: the lock, the drain, the lock again, the old-named unit's stop, the strays' stop (all at
+    // once), a restart, the readiness; back: the drain, the lock, a restart, the readiness.
+    const strays = one(create, "stray_glob") ? stop : 0;
+    const run = 3 * n("host_lock_wait_s") + 2 * drains + 3 * stop + strays + 2 * start + 2 * (n("timeout_s") + n("interval_s"));
     return { run, remove: stop };
   }
   if (has(create, "epp_unit")) {
     const stops = ["epp_unit", "proxy_unit", "agent_unit"].reduce((sum, unit) => sum + unitSeconds(one(create, unit)!, "TimeoutStopSec"), 0);
-    return { run: n("ready_timeout_s") + stops, remove: stops };
+    return { run: n("ready_timeout_s") + n("settle_s") + stops, remove: stops };
   }
   if (has(create, "ready_timeout_s")) {
     const stop = unitSeconds(one(create, "unit_text")!, "TimeoutStopSec");

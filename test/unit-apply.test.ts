@@ -48,6 +48,8 @@ beforeAll(async () => {
       '  disable) rm -f "$STATE/enabled/${*: -1}"; [ "$2" != --now ] || rm -f "$STATE/active" ;;',
       '  stop) rm -f "$STATE/active" ;;',
       '  show) if [ -f "$STATE/active" ]; then echo ActiveState=active; else printf "ActiveState=failed\\nResult=exit-code\\nExecMainStatus=1\\n"; fi ;;',
+      // The units systemd has loaded, as the test wrote them to $STATE/listed-units.
+      '  list-units) cat "$STATE/listed-units" 2>/dev/null || true ;;',
       "esac",
       "",
     ].join("\n"),
@@ -96,8 +98,14 @@ interface ApplyOptions {
   /** The front door the rank is behind: its key goes first on stdin. */
   frontDoor?: FrontDoorAccess;
   onStdout?: (stdout: string) => void;
-  /** A signal to the step's bash after some milliseconds: SIGKILL as a reboot ends it, SIGHUP as a lost connection. */
-  cut?: { afterMs: number; signal: NodeJS.Signals };
+  /**
+   * A signal to the step's bash once it has made a call (the stand-ins record it): SIGKILL as a reboot
+   * ends it, SIGHUP as a lost connection. On a call, not after a time: on a loaded machine a fixed
+   * delay landed before the step got there.
+   */
+  cut?: { afterCall: string; signal: NodeJS.Signals };
+  /** This deployment's units on the host, and those the stack runs there. */
+  hostUnits?: { glob: string; keep: string[] };
 }
 
 function apply(
@@ -112,6 +120,7 @@ function apply(
     frontDoor,
     onStdout,
     cut,
+    hostUnits,
   }: ApplyOptions = {},
 ): Promise<Run> {
   const script = unitApplyScript({
@@ -132,6 +141,7 @@ function apply(
     compileMarker,
     cacheBundleDir: bundles(),
     frontDoor,
+    hostUnits,
   });
   const key = frontDoor ? "-----BEGIN OPENSSH PRIVATE KEY-----\nnot a key\n-----END OPENSSH PRIVATE KEY-----\n" : "";
   return runBash(script, key + stdin, onStdout, failAt, cut);
@@ -162,7 +172,15 @@ function runBash(script: string, stdin: string, onStdout?: (stdout: string) => v
   });
   child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
   child.stdin.end(stdin);
-  if (cut) setTimeout(() => child.kill(cut.signal), cut.afterMs);
+  if (cut) {
+    const watch = setInterval(() => {
+      const made = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").split("\n") : [];
+      if (!made.includes(cut.afterCall)) return;
+      clearInterval(watch);
+      child.kill(cut.signal);
+    }, 20);
+    child.on("close", () => clearInterval(watch));
+  }
   return new Promise((resolve) =>
     child.on("close", (status) => {
       const calls = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n") : [];
@@ -460,6 +478,39 @@ const removeUnit = () => {
     fs.rmSync(file, { force: true });
 };
 
+describe("the unit step and the units the stack no longer runs on its host", () => {
+  const PREFILL = "rbln-serving-test.prefill-0.service";
+  const hostUnits = { glob: "rbln-serving-test.*.service", keep: [UNIT, "rbln-serving-test.sidecar.service"] };
+  const listed = (names: string[]) => fs.writeFileSync(path.join(dir, "listed-units"), names.map((n) => `${n} loaded active running rank\n`).join(""));
+  afterAll(() => fs.rmSync(path.join(dir, "listed-units"), { force: true }));
+
+  it("stops and disables a removed role's ranks, all in one call, right before its own rank starts (not the ones it keeps, not the front door's)", async () => {
+    removeUnit();
+    const DECODE = "rbln-serving-test.decode-1.service";
+    listed([PREFILL, UNIT, DECODE, "rbln-serving-test.sidecar.service", "rbln-serving-test.front-door-epp.service"]);
+    const run = await apply("", { ...B, hostUnits });
+    expect(run.status, run.stderr).toBe(0);
+    // Side by side: each stop may drain for vLLM's shutdown timeout, and the step's timeout counts one.
+    const stop = run.calls.indexOf(`disable --now --quiet ${PREFILL} ${DECODE}`);
+    expect(stop).toBeGreaterThan(-1);
+    expect(stop).toBeLessThan(run.calls.indexOf(`restart ${UNIT}`));
+    expect(run.calls.filter((c) => c.startsWith("disable"))).toEqual([`disable --now --quiet ${PREFILL} ${DECODE}`]);
+    for (const unit of [PREFILL, DECODE])
+      expect(run.stdout).toContain(`unit test-host: stopped ${unit}, which the stack no longer runs on this host (its delete removes its files)`);
+  });
+
+  it("starts it again when the new rank does not serve and there is nothing to go back to; a step that changes nothing stops nothing", async () => {
+    removeUnit();
+    listed([PREFILL]);
+    const failed = await apply("", { unitText: "# fails to start\n[Service]\nExecStart=/bin/false\n", envText: B.envText, hostUnits });
+    expect(failed.status).toBe(1);
+    expect(failed.calls.slice(failed.calls.indexOf(`disable --now --quiet ${PREFILL}`))).toContain(`enable --now --quiet ${PREFILL}`);
+    servingNow(B);
+    const unchanged = await apply("", { ...B, hostUnits });
+    expect(unchanged.calls.filter((c) => c.includes(PREFILL))).toEqual([]);
+  });
+});
+
 describe("the unit step when a command fails once the change begins", { timeout: 180_000 }, () => {
   const LEGACY_TEXT = "# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true legacy\n";
   const LEGACY_ENV = "CONFIG='legacy'\n";
@@ -620,7 +671,7 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
     expect(calls()).toBe(after);
     // Killed outright (a reboot) while it restarts the rank: no rejoin, and the renewals stop, so the lease runs out.
     servingNow(A);
-    const killed = await apply("", { ...B, frontDoor: door(1), cut: { afterMs: 1500, signal: "SIGKILL" } });
+    const killed = await apply("", { ...B, frontDoor: door(1), cut: { afterCall: `restart ${UNIT}`, signal: "SIGKILL" } });
     expect(killed.status).toBeNull();
     expect(killed.calls).not.toContain(`ssh rejoin ${ENDPOINT}`);
     await sleep(1200);
@@ -632,7 +683,7 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
   it("cut by a signal while it restarts the rank, leaves it drained with the change pending: it may be stopping", async () => {
     fs.writeFileSync(path.join(dir, "restart-seconds"), "2");
     servingNow(A);
-    const cut = await apply("", { ...B, frontDoor: door(), cut: { afterMs: 1000, signal: "SIGHUP" } });
+    const cut = await apply("", { ...B, frontDoor: door(), cut: { afterCall: `restart ${UNIT}`, signal: "SIGHUP" } });
     expect(cut.status).toBe(1);
     expect(drainsAndStops(cut)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`]);
     expect(state().pending).toBe(true);

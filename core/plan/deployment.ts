@@ -6,7 +6,7 @@ import type { RecipeCatalog } from "../recipe/catalog";
 import { durationSeconds } from "../config/defaults";
 import { withFlags } from "./argv";
 import { withExtras } from "./extraArgs";
-import { compileMessages, planCompileAhead, refuseCompileOnlyServing } from "./compileAhead";
+import { COMPILE_AHEAD_SERVING_ENV, compileMessages, loadsCompiledAhead, planCompileAhead, refuseCompileOnlyServing } from "./compileAhead";
 import { withCompileKeys } from "./compileKey";
 import { modelsOf, withRevision } from "./models";
 import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
@@ -136,6 +136,22 @@ function selectionNotes(plan: LaunchPlan): PlanMessage[] {
   ];
 }
 
+/**
+ * Each role as its ranks serve: the package's --shutdown-timeout, compile-only's keyed variables where
+ * a rank loads a cache compiled ahead (docs/compile-ahead.md), then the stack's extraArgs and extraEnv.
+ */
+function servingRoles(settings: StackSettings, base: LaunchPlan, shutdownTimeoutSeconds: number) {
+  const shutdown = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }];
+  const aheadEnv = loadsCompiledAhead(settings, base.packages) ? COMPILE_AHEAD_SERVING_ENV : {};
+  return base.roles.map((role) =>
+    withExtras(
+      { ...role, ranks: role.ranks.map((rank) => ({ ...withFlags(rank, shutdown), env: { ...rank.env, ...aheadEnv } })) },
+      settings.extraArgs[role.role],
+      settings.extraEnv[role.role],
+    ),
+  );
+}
+
 export function planDeployment(settings: StackSettings, catalog: RecipeCatalog): Deployment {
   const recipe = catalog.get(settings.model);
   checkWeightsStorage(settings);
@@ -161,10 +177,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
   }
   // In-flight requests get this long to finish when a rank stops: by default as long as the front door lets a request run.
   const shutdownTimeoutSeconds = settings.rollout.shutdownTimeoutSeconds ?? durationSeconds(settings.router.requestTimeout);
-  const shutdown = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }];
-  const extras = base.roles.map((role) =>
-    withExtras({ ...role, ranks: role.ranks.map((rank) => withFlags(rank, shutdown)) }, settings.extraArgs[role.role], settings.extraEnv[role.role]),
-  );
+  const extras = servingRoles(settings, base, shutdownTimeoutSeconds);
   const plan: LaunchPlan = withCompileKeys(
     withRevision(
       {

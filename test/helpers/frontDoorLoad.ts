@@ -46,6 +46,8 @@ export interface LoadReport {
 export interface Load {
   /** What has been recorded so far (the same array stop() returns). */
   records: RequestRecord[];
+  /** How many requests have had their answer's status and headers so far (a stream's, while its body still comes). */
+  readonly answered: number;
   /** Ends the load once every request in flight has ended. */
   stop(): Promise<LoadReport>;
 }
@@ -116,6 +118,7 @@ export function startLoad(url: string, options: LoadOptions): Load {
   let stopping = false;
   let stoppedBy: LoadReport["stoppedBy"] = "stop";
   let started = 0;
+  let answered = 0;
 
   async function once(worker: number): Promise<RequestRecord> {
     const startedAt = now();
@@ -124,6 +127,7 @@ export function startLoad(url: string, options: LoadOptions): Load {
     try {
       const response = await fetch(target, { method: "POST", headers, body, signal: AbortSignal.timeout(options.requestTimeoutMs ?? 120_000) });
       status = response.status;
+      answered++;
       const text = await response.text();
       if (status < 200 || status > 299) error = `status ${status}: ${text.slice(0, 80)}`;
       else error = bodyProblem(response.headers.get("content-type") ?? "", text);
@@ -148,6 +152,9 @@ export function startLoad(url: string, options: LoadOptions): Load {
   const workers = Array.from({ length: options.concurrency }, (_, i) => work(i));
   return {
     records,
+    get answered() {
+      return answered;
+    },
     async stop() {
       stopping = true;
       await Promise.all(workers);

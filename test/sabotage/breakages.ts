@@ -86,7 +86,6 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { hosts: ["test/hosts/front-door-hosts.test.ts"] },
-    awaiting: "race-drain / proofs-load: streams longer than the drain's settle through a restart, against the stand-in's --shutdown-timeout",
   },
   {
     name: "unit-skips-compile-copy",
@@ -111,14 +110,29 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { fast: ["test/program.test.ts", "test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
-    awaiting: "proofs-load: the graph-ordering test (every NPU unit of a key after the step that brings that key's cache)",
   },
   {
     name: "unit-skips-registry-pull",
     why: "an NPU unit starts before its pull of the key's cache from the registry is done, and compiles on the NPUs",
     edits: [{ file: "components/hosts/npuHost.ts", search: "            ...this.pullCommands,\n", replace: "" }],
     tests: { fast: ["test/program.test.ts", "test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
-    awaiting: "proofs-load: the graph-ordering test (every NPU unit of a key after the step that brings that key's cache)",
+  },
+  {
+    name: "compile-env-differs",
+    why: "the compile host compiles with VLLM_RBLN_USE_VLLM_MODEL=1 and the units run without it: vllm-rbln's signature differs, every unit misses the cache and compiles on the NPUs",
+    edits: [
+      {
+        file: "core/plan/deployment.ts",
+        search: "  const aheadEnv = loadsCompiledAhead(settings, base.packages) ? COMPILE_AHEAD_SERVING_ENV : {};",
+        replace: "  const aheadEnv = loadsCompiledAhead(settings, base.packages) ? {} : COMPILE_AHEAD_SERVING_ENV;",
+      },
+      {
+        file: "core/render/compileCache.ts",
+        search: '    VLLM_RBLN_COMPILE_ONLY: "1",\n',
+        replace: '    VLLM_RBLN_COMPILE_ONLY: "1",\n    VLLM_RBLN_USE_VLLM_MODEL: "1",\n',
+      },
+    ],
+    tests: { fast: ["test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
   {
     name: "misspelt-package-flag",
@@ -130,14 +144,13 @@ export const BREAKAGES: readonly Breakage[] = [
         replace: 'export const REVISION_FLAGS = ["--revision", "--tokenizer-revison"] as const;',
       },
     ],
-    tests: { fast: ["test/cache-compile-key.test.ts"] },
+    tests: { fast: ["test/cache-compile-key.test.ts", "test/vllm-flags.test.ts"] },
   },
   {
     name: "rollback-without-drain",
     why: "the way back restarts a rank the front door lists again: the requests it took are cut",
     edits: [{ file: UNIT_APPLY, search: "  going_back_for=$1\n  phase=back\n", replace: "  going_back_for=$1\n  phase=back\n  front_door_rejoin\n" }],
     tests: { fast: ["test/unit-apply.test.ts"], hosts: ["test/hosts/front-door-hosts.test.ts"] },
-    awaiting: "race-drain: every restart of a listed endpoint goes through a drain, the way back too",
   },
   {
     name: "agent-probe-always-serving",
@@ -236,6 +249,18 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { fast: ["test/secrets.test.ts"] },
+  },
+  {
+    name: "removed-server-not-drained",
+    why: "a server removed from the stack is stopped while the EPP may still route to it: the requests it is sent then fail",
+    edits: [{ file: "core/render/hosts/scripts/front-door-apply.sh", search: 'if [ -n "$removed" ]; then\n', replace: "if false; then\n" }],
+    tests: { hosts: ["test/hosts/front-door-hosts.test.ts"] },
+  },
+  {
+    name: "removed-role-ranks-left-running",
+    why: "after a strategy change the old roles' ranks keep their ports and NPUs until Pulumi deletes them last: the new ranks cannot start",
+    edits: [{ file: UNIT_APPLY, search: '[ "$mode" = none ] || strays_stop\n', replace: "" }],
+    tests: { fast: ["test/unit-apply.test.ts"] },
   },
   // The host scripts' other decisions (issue 26: nothing mutates the bash and Python).
   {

@@ -9,7 +9,17 @@ import { renderTemplate } from "../../template";
 import { megaCacheModelDir } from "../compileCache";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
-import { compileMarker, envPath as envPathOf, groupRestartUnitName, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
+import {
+  compileMarker,
+  deploymentUnitGlob,
+  envPath as envPathOf,
+  groupRestartUnitName,
+  legacyEnvPath,
+  legacyUnitName,
+  rolloutStateDir,
+  sidecarUnitName,
+  unitName,
+} from "./names";
 import { unitApplyScript, unitRemoveScript, type FrontDoorAccess, type ServingWait } from "./scripts";
 import { readyTimeoutSeconds, stopTimeoutSeconds, switchSeconds, timeoutsOf, unitStepWaits, type StepTimeouts } from "./stepTimeouts";
 import { execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
@@ -123,6 +133,16 @@ function unitText(context: HostContext, role: RolePlan, rank: RankPlan, envPath:
   });
 }
 
+/** The units the stack runs on the context's host: every rank's, a data-parallel group's restart unit, and its routing sidecar's. */
+function hostUnits(context: HostContext): string[] {
+  const { deployment, placement, id } = context;
+  const roles = deployment.plan.roles.filter((r) => r.node === placement.node);
+  const ranks = roles.flatMap((r) => r.ranks.map((k) => unitName(id, r.role, k.rank)));
+  const groupRestarts = roles.filter(isDataParallelGroup).map((r) => groupRestartUnitName(id, r.role));
+  const sidecar = deployment.frontDoor?.sidecars.some((s) => s.host === placement.host.name) ? [sidecarUnitName(id)] : [];
+  return [...ranks, ...groupRestarts, ...sidecar];
+}
+
 /**
  * The values of the recipe's placeholders on a server of the hosts platform, for every step that runs
  * a rank's command line there (its unit, a compile or pull of its key): the server's own address for
@@ -189,6 +209,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       wait: servingWait(context, readySeconds),
       frontDoor,
       compileMarker: compileMarker(context.cache.root, role.compileKey),
+      hostUnits: { glob: deploymentUnitGlob(context.id), keep: hostUnits(context) },
       cacheBundleDir: megaCacheModelDir(`${context.cache.root}/vllm/rbln`, command[2]!),
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),

@@ -154,6 +154,11 @@ export interface UnitApplyInput {
   frontDoor?: FrontDoorAccess | null;
   /** The marker of the rank's compile key: present when its compiled cache was placed ahead (copied, pulled, compiled off the NPUs), and then the rank must load it. */
   compileMarker: string;
+  /**
+   * This deployment's units on the host (`glob`) and those the stack runs there (`keep`): any other is
+   * a stray (a removed role or rank) the step stops before its rank (re)starts (stray-units.sh).
+   */
+  hostUnits?: { glob: string; keep: string[] };
   /** The folder of the rank's model's mega-cache bundles (megaCacheModelDir), whose files tell a load from a compile. */
   cacheBundleDir: string;
 }
@@ -217,6 +222,8 @@ export function unitApplyScript(p: UnitApplyInput): string {
     front_door_endpoint: p.frontDoor?.endpoints.join(" ") ?? "",
     front_door_renew_s: p.frontDoor?.renewSeconds ?? HOST_DEFAULTS.frontDoor.drainRenewSeconds,
     compile_marker: p.compileMarker,
+    stray_glob: p.hostUnits?.glob ?? "",
+    host_units: p.hostUnits?.keep ?? [],
     cache_bundle_dir: p.cacheBundleDir,
     env_text: p.envText,
     unit_text: p.unitText,

@@ -108,6 +108,7 @@ export function unitStepWaits(
       ...drain,
       lock,
       { ...stop, what: "the old-named unit's stop" },
+      { ...stop, what: "the stray units' stop, side by side (stray-units.sh)" },
       ...restart,
       serving,
       // The way back: a drain again, the lock, the previous config's restart and readiness.
@@ -154,7 +155,9 @@ export function frontDoorApplyWaits(host: Pick<Host, "proxy">): StepWaits {
       ...imagePulls(2),
       ...stops,
       ...starts,
+      // Within the same deadline: the agent taking removed endpoints out of the EPP's file; then their settle, one poll late at most.
       { what: "Envoy and the EPP answering", seconds: HOST_DEFAULTS.frontDoor.readyTimeoutSeconds + 2 + 2 * steps.probeTimeoutSeconds },
+      { what: "a removed endpoint's settle", seconds: HOST_DEFAULTS.frontDoor.settleSeconds + 1 },
     ],
     remove: [connection(host), commands, ...stops],
   };

@@ -8,6 +8,7 @@ import type { Deployment, FrontDoorPlan } from "../../../plan/types";
 import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
 import { HOST_DEFAULTS } from "../defaults";
+import { sidecarUnitName } from "../names";
 import { frontDoorAccess } from "../rank";
 import {
   commandStepWaits,
@@ -216,7 +217,7 @@ function routerFiles(door: DoorContext) {
 function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][number]): RenderedSidecar {
   const { deployment, frontDoor, id } = door;
   const placement = deployment.placements.find((p) => p.host.name === sidecar.host)!;
-  const unitName = `rbln-serving-${id}.sidecar.service`;
+  const unitName = sidecarUnitName(id);
   const unitPath = `${HOST_DEFAULTS.systemdUnitDir}/${unitName}`;
   const ports = Array.from({ length: sidecar.dataParallelSize }, (_, r) => sidecar.port + r);
   const firewall = sidecarFirewall(id, frontDoor, ports);
@@ -327,6 +328,7 @@ function routerScripts(door: DoorContext, options: FrontDoorOptions, units: Retu
       front_door_port: frontDoor.port,
       epp_metrics_port: FRONT_DOOR_PORTS.eppMetrics,
       ready_timeout_s: HOST_DEFAULTS.frontDoor.readyTimeoutSeconds,
+      settle_s: HOST_DEFAULTS.frontDoor.settleSeconds,
     }),
     removeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-remove.sh`, `remove front door ${id} from ${host.name}`, {
       host_name: host.name,

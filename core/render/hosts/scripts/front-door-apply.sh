@@ -30,6 +30,7 @@ probe_address=127.0.0.1
 front_door_port=8080
 epp_metrics_port=9090
 ready_timeout_s=600
+settle_s=3
 # --- end of settings ---
 
 # shellcheck source=http.sh
@@ -66,6 +67,20 @@ install -d -m 0755 "$state_dir" "$state_dir/epp" "$state_dir/envoy" "$(dirname "
 install -d -m 0700 "$state_dir/drains" "$state_dir/served"
 [ -e "$state_dir/epp/endpoints.yaml" ] || put "$state_dir/epp/endpoints.yaml" 'endpoints: []' 0644 || true
 [ ! -f "$state_dir/epp/endpoints.yaml" ] || chmod 0644 "$state_dir/epp/endpoints.yaml"
+# Endpoints the stack no longer has (a server, a replica or a role removed) leave the EPP's file before
+# this step ends: their ranks are deleted after it (Pulumi deletes last, or a unit step of another role
+# stops them), so they stop only once the EPP has let go of them. Which ones: those the file lists that
+# the new desired endpoints lack, read before the agent sees them (it rewrites the file on its next
+# pass); then the settle of a drain, for the requests the EPP placed just before.
+not_desired() {
+  python3 - "$1" "$state_dir/epp/endpoints.yaml" <<'PY'
+import json, sys
+desired = {e["name"] for e in json.load(open(sys.argv[1]))["endpoints"]}
+with open(sys.argv[2]) as f:
+    print(" ".join(line.split('"')[1] for line in f if line.startswith("- name: ") and line.split('"')[1] not in desired))
+PY
+}
+removed=$(not_desired <(printf '%s\n' "$desired_json"))
 restart=(no no no)
 put "$state_dir/epp/epp.yaml" "$epp_config" 0644 && restart[0]=yes
 put "$state_dir/envoy/envoy.yaml" "$envoy_config" 0644 && restart[1]=yes
@@ -108,4 +123,12 @@ until tcp_open "$probe_address" "$front_door_port" && http_ok "http://${probe_ad
   fi
   sleep 2
 done
+if [ -n "$removed" ]; then
+  until [ -z "$(not_desired "$state_dir/desired.json")" ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "the endpoints agent did not take ${removed} out of the EPP's file within ${ready_timeout_s}s (journalctl -u ${units[2]})"
+    sleep 1
+  done
+  sleep "$settle_s"
+  echo "front door ${host_name}: ${removed} out of the endpoints (the stack no longer has them); their in-flight requests finish under vLLM's --shutdown-timeout"
+fi
 echo "front door ${host_name}: serving"
