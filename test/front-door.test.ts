@@ -33,15 +33,15 @@ describe("the front door on hosts, rendered", () => {
     for (const selection of allSelections(recipe)) {
       if (selection.strategy !== "prefill-decode-disaggregated") continue;
       const frontDoor = render({ ...edge(), target: selection.target, axes: selection.axes }).hosts!.frontDoor!;
-      expect(validateEndpointPickerConfig(frontDoor.files["epp/epp.yaml"]!), JSON.stringify(selection.axes)).toEqual([]);
-      expect(validateEnvoyBootstrap(frontDoor.files["envoy/envoy.yaml"]!)).toEqual([]);
+      expect(validateEndpointPickerConfig(frontDoor.routers[0]!.files["epp/epp.yaml"]!), JSON.stringify(selection.axes)).toEqual([]);
+      expect(validateEnvoyBootstrap(frontDoor.routers[0]!.files["envoy/envoy.yaml"]!)).toEqual([]);
       rendered++;
     }
     expect(rendered).toBeGreaterThan(100);
   });
 
   it("carries the recipe's router intent into the EPP config, plus file discovery watching the endpoints file", () => {
-    const config = render(edge()).hosts!.frontDoor!.files["epp/epp.yaml"]!;
+    const config = render(edge()).hosts!.frontDoor!.routers[0]!.files["epp/epp.yaml"]!;
     expect(config).toContain("type: disagg-profile-handler");
     expect(config).toMatch(/- type: file-discovery\n {4}parameters:\n {6}path: \/etc\/epp\/endpoints.yaml\n {6}watchFile: true/);
     expect(config).toMatch(/dataLayer:\n {2}discovery:\n {4}pluginRef: file-discovery/);
@@ -49,7 +49,7 @@ describe("the front door on hosts, rendered", () => {
 
   it("tells the drain each endpoint's rollout wave: with xPyD a second decode server changes after the first", () => {
     const hosts = [...(edge().hosts as object[]), host("npu-edge-2", "10.30.0.13")];
-    const desired = JSON.parse(render({ ...edge(), decodeReplicas: 2, hosts }).hosts!.frontDoor!.files["desired.json"]!);
+    const desired = JSON.parse(render({ ...edge(), decodeReplicas: 2, hosts }).hosts!.frontDoor!.routers[0]!.files["desired.json"]!);
     const waves = Object.fromEntries(desired.endpoints.map((e: { host: string; role: string; wave: number }) => [`${e.host} ${e.role}`, e.wave]));
     expect(waves).toEqual({ "npu-edge-0 prefill": 0, "npu-edge-1 decode": 0, "npu-edge-2 decode": 1 });
   });
@@ -62,9 +62,9 @@ describe("the front door on hosts, rendered", () => {
       router: { host: host("door", "10.20.0.5") },
     };
     const frontDoor = render(raw).hosts!.frontDoor!;
-    expect(validateEndpointPickerConfig(frontDoor.files["epp/epp.yaml"]!)).toEqual([]);
-    expect(frontDoor.files["epp/epp.yaml"]).toContain("type: kv-cache-utilization-scorer");
-    const desired = JSON.parse(frontDoor.files["desired.json"]!);
+    expect(validateEndpointPickerConfig(frontDoor.routers[0]!.files["epp/epp.yaml"]!)).toEqual([]);
+    expect(frontDoor.routers[0]!.files["epp/epp.yaml"]).toContain("type: kv-cache-utilization-scorer");
+    const desired = JSON.parse(frontDoor.routers[0]!.files["desired.json"]!);
     expect(desired.endpoints.map((e: { name: string; address: string; port: number }) => [e.name, e.address, e.port])).toEqual([
       ["npu-a-main-0", "10.20.0.11", 8000],
       ["npu-b-main-0", "10.20.0.12", 8000],
@@ -128,9 +128,9 @@ describe("the front door's settings, refused with one line", () => {
   });
 
   it("takes the name of an entry of hosts to share that server, refusing a name no entry has and a port its ranks take", () => {
-    expect(plan({ ...edge(), router: { host: "npu-edge-0", port: 8090 } }).frontDoor!.sharedWith).toBe("npu-edge-0");
+    expect(plan({ ...edge(), router: { host: "npu-edge-0", port: 8090 } }).frontDoor!.routers[0]!.sharedWith).toBe("npu-edge-0");
     // The same entry named in the object form, the one type the component package has.
-    expect(plan({ ...edge(), router: { host: { name: "npu-edge-0" }, port: 8090 } }).frontDoor!.sharedWith).toBe("npu-edge-0");
+    expect(plan({ ...edge(), router: { host: { name: "npu-edge-0" }, port: 8090 } }).frontDoor!.routers[0]!.sharedWith).toBe("npu-edge-0");
     expect(() => parseStackSettings({ ...edge(), router: { host: { name: "npu-edge-0", port: 2222 } } })).toThrow(
       "router.host.port: only with address: without one, name is an entry of hosts, whose own settings apply",
     );
@@ -179,7 +179,7 @@ describe("the front door's settings, refused with one line", () => {
     expect(refused({ ...edge(), router: { host: sameServer, port: 8000 } })).toBe(
       "router.port: 8000 would be both the front door's listener and prefill rank 0's serving port on npu-edge-0, on 10.30.0.11; choose another port",
     );
-    expect(plan({ ...edge(), router: { host: sameServer, port: 8090 } }).frontDoor!.sharedWith).toBeNull();
+    expect(plan({ ...edge(), router: { host: sameServer, port: 8090 } }).frontDoor!.routers[0]!.sharedWith).toBeNull();
     // However its address is spelled: an IPv4-mapped address is that IPv4 address.
     expect(refused({ ...edge(), router: { host: { ...sameServer, address: "::ffff:10.30.0.11" }, port: 8000 } })).toBe(
       "router.port: 8000 would be both the front door's listener and prefill rank 0's serving port on npu-edge-0, on 10.30.0.11; choose another port",
@@ -195,8 +195,8 @@ describe("the front door's settings, refused with one line", () => {
         { ...hosts[1], address: "::FFFF:a1e:c" },
       ],
     });
-    expect(mapped.hosts!.frontDoor!.accessScript).toContain("\nfrom_addresses=10.30.0.11,10.30.0.12\n");
-    expect(mapped.hosts!.frontDoor!.accessScript).not.toMatch(/ffff/i);
+    expect(mapped.hosts!.frontDoor!.routers[0]!.accessScript).toContain("\nfrom_addresses=10.30.0.11,10.30.0.12\n");
+    expect(mapped.hosts!.frontDoor!.routers[0]!.accessScript).not.toMatch(/ffff/i);
     for (const rank of mapped.hosts!.waves.flat().flatMap((h) => h.ranks)) expect(rank.applyScript).toMatch(/\nrouter_ssh_bind=10\.30\.0\.1[12]\n/);
   });
 

@@ -14,6 +14,26 @@ export function toYaml(value: unknown): string {
 /** The alert rules file: the same for every stack, so written once (the config fuzzer renders thousands). */
 let alertRulesFile: string | undefined;
 
+/** The front door's files: each router host's steps and files, the TLS steps on the first, the decode hosts' sidecars. */
+function frontDoorFiles(frontDoor: NonNullable<RenderedDeployment["hosts"]>["frontDoor"] & object): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (const routerHost of frontDoor.routers) {
+    const router = `hosts/${routerHost.host.name}/front-door`;
+    files[`${router}/access.sh`] = routerHost.accessScript;
+    files[`${router}/revoke.sh`] = routerHost.revokeScript;
+    files[`${router}/apply.sh`] = routerHost.applyScript;
+    files[`${router}/remove.sh`] = routerHost.removeScript;
+    for (const [file, content] of Object.entries(routerHost.files)) files[`${router}/${file}`] = content;
+  }
+  for (const step of frontDoor.tls?.steps ?? []) files[`hosts/${frontDoor.tls!.host.name}/front-door/tls-${step.router}.sh`] = step.script;
+  for (const sidecar of frontDoor.sidecars) {
+    files[`hosts/${sidecar.host}/sidecar.sh`] = sidecar.applyScript;
+    files[`hosts/${sidecar.host}/remove-sidecar.sh`] = sidecar.removeScript;
+    files[`hosts/${sidecar.host}/systemd/${sidecar.unitName}`] = sidecar.unitText;
+  }
+  return files;
+}
+
 /** Every file `render` writes for a rendered deployment, by path under the output folder: the texts its resources carry, secrets as placeholders. */
 export function renderFiles(rendered: RenderedDeployment): Record<string, string> {
   const files: Record<string, string> = {};
@@ -31,20 +51,7 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
       files[`hosts/${source}/revoke-${kind}-${dest}.sh`] = copy.revokeScript;
       files[`hosts/${dest}/copy-${kind}-from-${source}.sh`] = copy.copyScript;
     }
-    const frontDoor = rendered.hosts.frontDoor;
-    if (frontDoor) {
-      const router = `hosts/${frontDoor.host.name}/front-door`;
-      files[`${router}/access.sh`] = frontDoor.accessScript;
-      files[`${router}/revoke.sh`] = frontDoor.revokeScript;
-      files[`${router}/apply.sh`] = frontDoor.applyScript;
-      files[`${router}/remove.sh`] = frontDoor.removeScript;
-      for (const [file, content] of Object.entries(frontDoor.files)) files[`${router}/${file}`] = content;
-      for (const sidecar of frontDoor.sidecars) {
-        files[`hosts/${sidecar.host}/sidecar.sh`] = sidecar.applyScript;
-        files[`hosts/${sidecar.host}/remove-sidecar.sh`] = sidecar.removeScript;
-        files[`hosts/${sidecar.host}/systemd/${sidecar.unitName}`] = sidecar.unitText;
-      }
-    }
+    if (rendered.hosts.frontDoor) Object.assign(files, frontDoorFiles(rendered.hosts.frontDoor));
     const { compileHost, pulls } = rendered.hosts;
     if (compileHost) {
       const name = compileHost.placement.host.name;

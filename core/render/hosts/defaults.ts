@@ -81,6 +81,19 @@ export const HOST_DEFAULTS = {
     readyTimeoutSeconds: 600,
     /** How long a sidecar's step waits for it to answer on every port. */
     sidecarReadyTimeoutSeconds: 300,
+    /** A front door of several router hosts (router.hosts; core/render/hosts/frontDoor/keepalived.ts, tls.ts). */
+    failover: {
+      /** Envoy's --drain-time-s: after /drain_listeners?graceful it discourages requests this long, then its listeners close. */
+      envoyDrainSeconds: 10,
+      /** The user Envoy's distroless image runs as (gcr.io/distroless/base-nossl:nonroot in envoyproxy/envoy ci/Dockerfile-envoy): it reads its TLS key. */
+      envoyImageUid: 65532,
+      /** How long the stack's TLS certificates for the router hosts stay valid, in days. */
+      tlsDays: 3650,
+      /** keepalived's binary, where Debian and RHEL install it. */
+      keepalived: "/usr/sbin/keepalived",
+      /** How long a changing router host waits for a peer to answer at the virtual address it gave up. */
+      takeoverSeconds: 15,
+    },
   },
   /** The compile host (compile.host, compileHost.ts). */
   compile: {

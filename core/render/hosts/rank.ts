@@ -55,9 +55,7 @@ export function frontDoorAccess(deployment: Deployment, host: Host, which: (endp
   const endpoints = frontDoor?.endpoints.filter((e) => e.host === host.name && which(e)).map((e) => e.name) ?? [];
   if (!frontDoor || endpoints.length === 0) return null;
   return {
-    address: frontDoor.host.address,
-    port: frontDoor.host.port,
-    hostKey: frontDoor.host.hostKey ?? "",
+    routers: frontDoor.routers.map(({ host: router }) => ({ address: router.address, port: router.port, hostKey: router.hostKey ?? "" })),
     bind: host.address,
     endpoints,
     renewSeconds: HOST_DEFAULTS.frontDoor.drainRenewSeconds,
@@ -123,12 +121,9 @@ function unitText(context: HostContext, role: RolePlan, rank: RankPlan, envPath:
 export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan): RenderedRank {
   const { settings } = context.deployment;
   const { host } = context.placement;
-  // The KV-events endpoint of the recipe's router (<EPP_HOST>) is the front door's host.
-  const bound = bindRank(
-    rank,
-    { POD_IP: host.address, ...(context.deployment.frontDoor ? { EPP_HOST: context.deployment.frontDoor.host.address } : {}) },
-    "hosts",
-  );
+  // The KV-events endpoint of the recipe's router (<EPP_HOST>) is the front door: its virtual address (the active EPP's host), else its first router host.
+  const door = context.deployment.frontDoor;
+  const bound = bindRank(rank, { POD_IP: host.address, ...(door ? { EPP_HOST: door.virtualAddress ?? door.routers[0]!.host.address } : {}) }, "hosts");
   const name = unitName(context.id, role.role, rank.rank);
   const envPath = envPathOf(settings.installRoot, context.id, role.role, rank.rank);
   const command = commandWords(bound.argv, bound.flags);
