@@ -1,7 +1,9 @@
 import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
 import * as path from "node:path";
 import { stringify as stringifyYaml } from "yaml";
 import { envoyBootstrap } from "../../core/render/hosts/frontDoor/envoy";
+import { renderScript } from "../../core/template";
 import configSchema from "../fixtures/llm-d-router-v0.10.0/config-schema.json";
 import type { TestHost } from "./hostNamespace";
 
@@ -68,4 +70,49 @@ export function endpointsFile(defaultAddress: string, entries: EndpointEntry[]):
 /** The front door's bootstrap as core renders it, on the given ports (admin and picker on loopback): the stand-in Envoy runs the text the router host gets. */
 export function frontDoorBootstrap(ports: { listen: number; admin: number; pick: number }, requestTimeoutSeconds = 3600): string {
   return envoyBootstrap({ listenAddress: "0.0.0.0", port: ports.listen, adminPort: ports.admin, eppGrpcPort: ports.pick, requestTimeoutSeconds });
+}
+
+/**
+ * The stack's TLS for router hosts named `routers`, made by the script the first router host runs
+ * (core/render/hosts/scripts/front-door-tls.sh) in `stateDir`, and written for each router host as its
+ * apply step writes them: `<dir of that router>/tls/{ca.crt,tls.crt,tls.key}`.
+ */
+export function writeRouterTls(stateDir: string, routers: Record<string, string>): void {
+  for (const [name, dir] of Object.entries(routers)) {
+    const script = renderScript("core/render/hosts/scripts/front-door-tls.sh", "test", {
+      host_name: "test",
+      state_dir: stateDir,
+      id: "test",
+      routers: [name],
+      days: 1,
+    });
+    const made = spawnSync("bash", ["-c", script], { encoding: "utf8" });
+    if (made.status !== 0) throw new Error(`front-door-tls.sh: ${made.stderr}`);
+    const lines = made.stdout
+      .trim()
+      .split("\n")
+      .map((line) => line.split(" "));
+    const [ca, own] = [lines.find((l) => l[0] === "ca")!, lines.find((l) => l[0] === name)!];
+    fs.mkdirSync(path.join(dir, "tls"), { recursive: true });
+    fs.writeFileSync(path.join(dir, "tls", "ca.crt"), Buffer.from(ca[1]!, "base64"));
+    fs.writeFileSync(path.join(dir, "tls", "tls.crt"), Buffer.from(own[1]!, "base64"));
+    fs.writeFileSync(path.join(dir, "tls", "tls.key"), Buffer.from(own[2]!, "base64"), { mode: 0o600 });
+  }
+}
+
+/** The bootstrap of one of two router hosts, as core renders it, on the given ports, with the health checks every `intervalSeconds` instead of 5 (to keep the tests short). */
+export function failoverBootstrap(
+  ports: { listen: number; admin: number; pick: number; health: number },
+  self: { name: string; address: string; port: number },
+  peer: { name: string; address: string; port: number },
+  intervalSeconds = 5,
+): string {
+  return envoyBootstrap({
+    listenAddress: "0.0.0.0",
+    port: ports.listen,
+    adminPort: ports.admin,
+    eppGrpcPort: ports.pick,
+    requestTimeoutSeconds: 3600,
+    failover: { eppHealthPort: ports.health, self, peers: [peer], tlsDir: "/etc/envoy/tls" },
+  }).replace("interval: 5s\n", `interval: ${intervalSeconds}s\n`);
 }
