@@ -168,7 +168,7 @@ function frontDoorResources(
           sshPrivateKey,
           ...(i === 0 && frontDoor!.tls ? { tls: frontDoor!.tls } : {}),
           ...(first?.tlsBundles[router.host.name] ? { tlsBundle: first.tlsBundles[router.host.name] } : {}),
-          ...(previous ? { after: [previous.applied] } : {}),
+          ...(previous ? { after: [previous.applied, ...(first?.tlsSteps[router.host.name] ? [first.tlsSteps[router.host.name]!] : [])] } : {}),
         },
         child,
       ),

@@ -167,7 +167,7 @@ describe("a front door of two router hosts, rendered", () => {
         { san_type: "DNS", matcher: { exact: peer.name } },
       ]);
       const grpc = bootstrap.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters[0].typed_config.grpc_service;
-      expect(grpc.retry_policy).toEqual({ retry_on: "connect-failure,refused-stream", num_retries: 1 });
+      expect(grpc.retry_policy).toEqual({ retry_on: "connect-failure,refused-stream,reset", num_retries: 1 });
       // The peers reach this host's EPP only with a certificate of the stack's CA naming a peer.
       const listener = bootstrap.static_resources.listeners[1];
       expect(listener.address.socket_address).toEqual({ address: router === a ? "10.20.0.5" : "10.20.0.6", port_value: 9443 });

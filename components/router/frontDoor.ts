@@ -11,7 +11,7 @@ export interface FrontDoorArgs {
   tls?: NonNullable<RenderedFrontDoor["tls"]>;
   /** With several router hosts: this host's certificate and key, from its step on the first router host (`tlsBundles`). */
   tlsBundle?: pulumi.Input<string>;
-  /** The previous router host's apply: this one changes only once it is done, so a change rolls one router host at a time. */
+  /** The previous router host's apply (a change rolls one router host at a time), and this host's tls step on the first. */
   after?: pulumi.Resource[];
 }
 
@@ -31,6 +31,8 @@ export class FrontDoor extends pulumi.ComponentResource {
   readonly applied: pulumi.Resource;
   /** On the first of several router hosts: each router host's certificate and key (secrets), by router host, for their apply steps. */
   readonly tlsBundles: Record<string, pulumi.Output<string>> = {};
+  /** On the first of several router hosts: the steps that print them, which each apply step waits for. */
+  readonly tlsSteps: Record<string, pulumi.Resource> = {};
 
   constructor(name: string, args: FrontDoorArgs, opts?: pulumi.ComponentResourceOptions) {
     super("rbln-serving:index:FrontDoor", name, {}, opts);
@@ -45,13 +47,17 @@ export class FrontDoor extends pulumi.ComponentResource {
         { additionalSecretOutputs: ["stdout"] },
       );
       this.tlsBundles[tls.router] = pulumi.secret(step.stdout);
+      this.tlsSteps[tls.router] = step;
     }
     const bundle = this.tlsBundles[rendered.host.name] ?? args.tlsBundle;
     const apply = steps.step(
       "apply",
       { create: rendered.applyScript, delete: rendered.removeScript },
       { logging: "stdoutAndStderr", ...(bundle ? { stdin: pulumi.secret(bundle) } : {}) },
-      { customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install }, ...(args.after ? { dependsOn: args.after } : {}) },
+      {
+        customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install },
+        dependsOn: [...(args.after ?? []), ...(this.tlsSteps[rendered.host.name] ? [this.tlsSteps[rendered.host.name]!] : [])],
+      },
     );
     // Its stdout is the private key: a secret output, never logged.
     const access = steps.step(

@@ -92,8 +92,9 @@ function bootstrapConfig(input: EnvoyInput) {
 
 /** The listener clients reach: every request asks the EPP (ext_proc), then goes where its header says. */
 function frontDoorListener(input: EnvoyInput, timeout: string) {
-  // A refused connection to the local EPP (stopped, or killed) is tried once more: by then outlier detection has ejected it, and the peer's takes the stream.
-  const retry = input.failover ? { retry_policy: { retry_on: "connect-failure,refused-stream", num_retries: 1 } } : {};
+  // A stream the local EPP refused or reset before answering (it stops, or died) is tried once more: by then outlier
+  // detection has ejected it, and a peer's takes the stream. One it answered is never retried (Envoy's `reset`).
+  const retry = input.failover ? { retry_policy: { retry_on: "connect-failure,refused-stream,reset", num_retries: 1 } } : {};
   return {
     name: "front-door",
     address: socket(input.listenAddress, input.port),

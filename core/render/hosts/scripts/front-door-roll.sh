@@ -22,7 +22,8 @@ check_vrrp_tools() {
 # Envoy's image only.
 write_tls() {
   local line ca='' crt='' key='' changed=1 name
-  while IFS=' ' read -r name line; do
+  # The last line may come without its newline (a step's output is trimmed).
+  while IFS=' ' read -r name line || [ -n "$name" ]; do
     case $name in
       ca) ca=$line ;;
       "$tls_name") crt=${line%% *} key=${line#* } ;;
