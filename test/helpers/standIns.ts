@@ -20,17 +20,19 @@ export const STAND_IN_IMAGES = {
  * Puts the front door's stand-ins (test/fixtures/stand-ins, with the llm-d-router facts they read) on
  * a fake host under `dir`, a path the host has to itself (HostOptions.privatePaths): the runtime
  * stand-in keeps its state beside itself, so each host has its own images and containers, and its
- * state's host-address makes "all interfaces" and "loopback" mean the host's own address there.
+ * state's host-address makes "all interfaces" and "loopback" mean the host's own address there
+ * (not with `ownNetwork`: a host on a network of its own has its own loopback).
  * Returns the runtime's path, the RUNTIME the router's units run.
  */
-export async function installStandIns(host: TestHost, dir: string): Promise<string> {
+export async function installStandIns(host: TestHost, dir: string, { ownNetwork = false } = {}): Promise<string> {
   const archive = spawnSync("tar", ["-c", "-C", FIXTURES, "--exclude=__pycache__", "--exclude=*.state", "stand-ins", "llm-d-router-v0.10.0"], {
     maxBuffer: 64 * 1024 * 1024,
   });
   if (archive.status !== 0) throw new Error(`tar: ${archive.stderr}`);
   const state = `${dir}/stand-ins/container-runtime-stand-in.state`;
   const result = await host.run(
-    `set -e; install -d ${dir}; base64 -d | tar -x -C ${dir}; install -d ${state}; printf '%s' ${host.address} > ${state}/host-address`,
+    // A host on a network of its own (HostOptions.network) has its own loopback: there "loopback" means loopback.
+    `set -e; install -d ${dir}; base64 -d | tar -x -C ${dir}; install -d ${state}; ${ownNetwork ? "true" : `printf '%s' ${host.address} > ${state}/host-address`}`,
     archive.stdout.toString("base64"),
   );
   if (result.status !== 0 || result.stderr !== "") throw new Error(`installing the stand-ins on ${host.name}: ${result.stderr}`);

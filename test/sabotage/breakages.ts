@@ -29,6 +29,9 @@ const FRONT_DOOR_AGENT = "core/render/hosts/scripts/front-door.py";
 const REGISTRY = "core/render/scripts/registry.sh";
 const COMPILE_FLOW = "core/render/scripts/compile-flow.sh";
 const COMPILE_KEY_SCRIPT = "core/render/hosts/scripts/compile-key.sh";
+const FRONT_DOOR_SH = "core/render/hosts/scripts/front-door.sh";
+const FRONT_DOOR_APPLY = "core/render/hosts/scripts/front-door-apply.sh";
+const ENVOY_TS = "core/render/hosts/frontDoor/envoy.ts";
 
 export const BREAKAGES: readonly Breakage[] = [
   {
@@ -243,5 +246,29 @@ export const BREAKAGES: readonly Breakage[] = [
     why: "the compile host calls a compile done before vllm-rbln saved the cache: an empty or partial cache is pushed",
     edits: [{ file: COMPILE_KEY_SCRIPT, search: '    if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "    if true; then\n" }],
     tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  {
+    name: "ha-drain-one-router-host",
+    why: "with two router hosts a unit step drains only the first: the other's EPP keeps routing to a stopping rank",
+    edits: [{ file: FRONT_DOOR_SH, search: '  for i in "${!router_ssh_address[@]}"; do\n', replace: "  for i in 0; do\n" }],
+    tests: { fast: ["test/unit-apply.test.ts"] },
+  },
+  {
+    name: "ha-no-ext-proc-retry",
+    why: "a stream the stopping EPP refuses is not tried on the peer's: a planned EPP change fails requests",
+    edits: [
+      {
+        file: ENVOY_TS,
+        search: 'retry_on: "connect-failure,refused-stream,reset", num_retries: 1',
+        replace: 'retry_on: "connect-failure,refused-stream,reset", num_retries: 0',
+      },
+    ],
+    tests: { hosts: ["test/hosts/front-door-ha-hosts.test.ts"] },
+  },
+  {
+    name: "ha-envoy-restart-keeps-address",
+    why: "a router host restarts Envoy while it holds the virtual address: new requests are refused until it is back",
+    edits: [{ file: FRONT_DOOR_APPLY, search: '[ -z "$tls_name" ] || [ "${restart[1]}$restart_vrrp" = nono ] || leave_service\n', replace: "true\n" }],
+    tests: { hosts: ["test/hosts/front-door-ha-hosts.test.ts"] },
   },
 ];
