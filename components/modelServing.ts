@@ -204,6 +204,7 @@ function kubernetesResources(
             namespace: settings.kubernetes.namespace,
             values: routerValues,
             gateway: settings.kubernetes.gateway,
+            ...(workloads.eppDisruptionBudget ? { disruptionBudget: workloads.eppDisruptionBudget } : {}),
           },
           // Not after the workloads: their rollout can take hours of compilation, and the pool may exist first.
           child,

@@ -98,6 +98,7 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
       write(monitoring.dashboard, "dashboard-configmap");
     }
     if (routerValues) files["router/values.yaml"] = toYaml(routerValues);
+    if (workloads.eppDisruptionBudget) write(workloads.eppDisruptionBudget, "router-epp-pdb");
   }
   return files;
 }

@@ -7,6 +7,8 @@ import type * as k8s from "./objects";
 import { containerSecurity, podAccount, podSecurity } from "./pod";
 import { renderRoleWorkload, type RoleWorkload } from "./role";
 import { compileJob, type CompileJob } from "./compileJob";
+import { eppPodLabels } from "./chartValues";
+import { podDisruptionBudget } from "./policies";
 
 export type { KubeObject } from "./objects";
 export type { RoleWorkload } from "./role";
@@ -35,6 +37,8 @@ export interface KubernetesWorkloads {
   router: RouterIntent | null;
   /** The EPP Service the ranks' `<EPP_HOST>` resolves to. */
   eppHost: string | null;
+  /** With the router: a PodDisruptionBudget over the chart's EPP pods (the chart renders none), so a node drain leaves one of the two. */
+  eppDisruptionBudget: k8s.Named<k8s.PodDisruptionBudget> | null;
 }
 
 export function secretName(names: KubernetesNames): string {
@@ -164,6 +168,9 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
       ? contexts.map(({ context, role }, i) => compileJob(context, role, roles[i]!, compile, registrySecret?.metadata.name ?? null))
       : [];
   const volumes = [{ id: "weights", object: weights }, ...roles.map((role) => ({ id: `${role.role}-compile-cache`, object: role.compileCache }))];
+  const eppDisruptionBudget = router
+    ? podDisruptionBudget(`${names.instance}-epp`, ns, { ...baseLabels, "app.kubernetes.io/component": "endpoint-picker" }, eppPodLabels(router.release), 1)
+    : null;
 
   refuseLongNames(names.instance, [
     serviceAccount,
@@ -171,6 +178,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     ...compileJobs.flatMap((c) => [c.job, c.configMap]),
     ...volumes.map((v) => v.object),
     ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])]),
+    ...(eppDisruptionBudget ? [eppDisruptionBudget] : []),
   ]);
 
   return {
@@ -185,5 +193,6 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     registrySecret,
     router,
     eppHost,
+    eppDisruptionBudget,
   };
 }
