@@ -103,6 +103,13 @@ describe("router.hosts and router.virtualAddress, refused with one line", () => 
     expect(refused(ha({ virtualAddress: "door.example.com" }))).toBe('router.virtualAddress: an IPv4 or IPv6 address (got "door.example.com")');
   });
 
+  it("on Kubernetes, says that router.hosts and router.virtualAddress do nothing there", () => {
+    const { router } = ha();
+    const warnings = plan({ ...readStackFile("prod").raw, router }).plan.warnings;
+    for (const key of ["hosts", "virtualAddress"])
+      expect(warnings).toContain(`router.${key}: does nothing with platform: kubernetes; remove it or choose the platform that reads it`);
+  });
+
   it("without a virtual address, lists every router host as an endpoint and warns what the clients must do", () => {
     const raw = ha({ virtualAddress: undefined });
     expect(render(raw).urls).toEqual(["http://10.20.0.5:8080", "http://10.20.0.6:8080"]);

@@ -45,7 +45,9 @@ function settingsWarnings(settings: StackSettings): string[] {
   }
   // The front door's own settings: the chart deploys the router on Kubernetes.
   const routerDefaults = SETTING_DEFAULTS.router as Record<string, unknown>;
-  for (const key of settings.platform === "kubernetes" ? (["host", "runtime", "images", "port"] as const) : (["pickerResources"] as const)) {
+  for (const key of settings.platform === "kubernetes"
+    ? (["host", "hosts", "virtualAddress", "runtime", "images", "port"] as const)
+    : (["pickerResources"] as const)) {
     if (JSON.stringify(settings.router[key]) !== JSON.stringify(routerDefaults[key])) {
       warnings.push(`router.${key}: does nothing with platform: ${settings.platform}; remove it or choose the platform that reads it`);
     }
