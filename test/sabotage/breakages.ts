@@ -268,7 +268,9 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "ha-envoy-restart-keeps-address",
     why: "a router host restarts Envoy while it holds the virtual address: new requests are refused until it is back",
-    edits: [{ file: FRONT_DOOR_APPLY, search: '[ -z "$tls_name" ] || [ "${restart[1]}$restart_vrrp" = nono ] || leave_service\n', replace: "true\n" }],
+    edits: [
+      { file: FRONT_DOOR_APPLY, search: '[ -z "$tls_name" ] || [ "${restart[1]}$restart_vrrp" = nono ] || leave_service "${restart[1]}"\n', replace: "true\n" },
+    ],
     tests: { hosts: ["test/hosts/front-door-ha-hosts.test.ts"] },
   },
 ];

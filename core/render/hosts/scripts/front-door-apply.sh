@@ -93,7 +93,7 @@ if [ -n "$keepalived_unit_name" ] && put "$unit_dir/$keepalived_unit_name" "$kee
 [ "$reload" = no ] || systemctl daemon-reload
 # With several router hosts, a change that restarts Envoy or keepalived first hands the virtual
 # address to a peer and drains this Envoy (front-door-roll.sh).
-[ -z "$tls_name" ] || [ "${restart[1]}$restart_vrrp" = nono ] || leave_service
+[ -z "$tls_name" ] || [ "${restart[1]}$restart_vrrp" = nono ] || leave_service "${restart[1]}"
 for i in 0 1 2; do
   systemctl enable --quiet "${units[$i]}"
   if [ "${restart[$i]}" = yes ] || ! systemctl is-active --quiet "${units[$i]}"; then

@@ -77,7 +77,8 @@ holds_address() {
   ip -o address show | grep -qF " ${virtual_address}/"
 }
 
-# leave_service: out of the clients' way before Envoy or keepalived restarts.
+# leave_service ENVOY_RESTARTS: out of the clients' way before Envoy or keepalived restarts: the address
+# goes to a peer, and Envoy drains when it is about to restart (a drained Envoy serves no more).
 leave_service() {
   local unit=${units[1]} started n held=no deadline
   if [ -n "$keepalived_unit_name" ] && systemctl is-active --quiet "$keepalived_unit_name"; then
@@ -95,7 +96,7 @@ leave_service() {
       echo "front door ${host_name}: gave up ${virtual_address}"
     fi
   fi
-  systemctl is-active --quiet "$unit" || return 0
+  if [ "$1" != yes ] || ! systemctl is-active --quiet "$unit"; then return 0; fi
   n=$(in_flight || echo 0)
   started=$(date +%s)
   admin POST /healthcheck/fail >/dev/null || true
