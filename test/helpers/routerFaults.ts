@@ -6,7 +6,7 @@ import type { TestHost } from "./hostNamespace";
  * The router side's faults (issue 28) on a front door of two router hosts (frontDoorHaStack.ts), each
  * under steady load through the virtual address: short requests and streams. Each case injects its
  * fault and says when the stack has recovered; `runRouterFault` returns what a test asserts on and
- * `npm run bench -- router-faults` prints. Add a fault by adding a case: the test and the bench run
+ * `npm run bench -- faults` prints. Add a fault by adding a case: the test and the bench run
  * the list.
  */
 export interface RouterFaultCase {
@@ -92,7 +92,7 @@ export async function runRouterFault(
   };
 }
 
-/** The line `npm run bench -- router-faults` prints for a run. */
+/** The line `npm run bench -- faults` prints for a run. */
 export function routerFaultLine(run: RouterFaultRun): Record<string, unknown> {
   return {
     fault: run.fault,
