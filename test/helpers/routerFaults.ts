@@ -1,5 +1,5 @@
 import { now, startLoad, type RequestRecord } from "./frontDoorLoad";
-import { haUnit, type HaStack } from "./frontDoorHaStack";
+import type { HaStack } from "./frontDoorHaStack";
 import type { TestHost } from "./hostNamespace";
 
 /**
@@ -206,6 +206,3 @@ export const ROUTER_FAULTS: RouterFaultCase[] = [
 
 /** The EPP's image from a mirror: the change a planned front-door change test makes (the stand-in runtime takes any registry of the repository). */
 export const EPP_MIRROR = "registry.example.com/llm-d/llm-d-router-endpoint-picker:v0.10.0";
-
-/** The unit a router fault restarts, for tests that look at it. */
-export const EPP_UNIT = haUnit("epp");
