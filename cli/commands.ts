@@ -9,7 +9,7 @@ import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 import { resolvePlan } from "../core/plan/resolve";
 import type { LaunchPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
-import { renderPlanText } from "../core/render/planText";
+import { maskedPlan, renderPlanText } from "../core/render/planText";
 import { renderDeployment } from "../core/render/deployment";
 import { writeRenderFolder } from "./outputFolder";
 import { renderFiles } from "../core/render/files";
@@ -95,7 +95,7 @@ function format(options: CliOptions): "text" | "json" {
 function planCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.diff !== undefined) return diffCommand(options, catalog);
   const plan = planFor(options, catalog);
-  return format(options) === "json" ? `${JSON.stringify(plan, null, 2)}\n` : renderPlanText(plan);
+  return format(options) === "json" ? `${JSON.stringify(maskedPlan(plan), null, 2)}\n` : renderPlanText(plan);
 }
 
 function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {

@@ -11,6 +11,7 @@ import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
 import { reportedDigest } from "../core/render/compileCache";
+import { reportedWord } from "../core/stepReport";
 import { CompileHost } from "./hosts/compileHost";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
@@ -44,12 +45,7 @@ export interface ModelServingArgs {
 
 /** The commit a seed's weights step reports for the served model: its stdout's `revision <model> <commit>` line. */
 export function reportedRevision(stdout: string | undefined, model: string): string | null {
-  const line = (stdout ?? "")
-    .split("\n")
-    .reverse()
-    .find((l) => l.startsWith(`revision ${model} `));
-  const commit = line?.split(" ")[2];
-  return commit && /^[0-9a-f]{40}$/.test(commit) ? commit : null;
+  return reportedWord(stdout, `revision ${model} `, /^[0-9a-f]{40}$/);
 }
 
 /** Validates settings and secrets together; throws a ConfigError before any resource exists. */
@@ -85,7 +81,7 @@ function hostResources(
   const { settings, plan } = deployment;
   const sshPrivateKey = secrets.sshPrivateKey!;
   const keyReports = new Map<string, pulumi.Output<string>>();
-  const doors = frontDoorResources(name, frontDoor, sshPrivateKey, child);
+  const doors = frontDoorResources(name, frontDoor, sshPrivateKey, secrets.apiKey, child);
   const byHost = new Map<string, NpuHost | CompileHost>();
   let previousWave: (NpuHost | CompileHost)[] = [];
   if (compileHost) {
@@ -108,9 +104,11 @@ function hostResources(
           return { rendered: copy, sourceName: `${name}-${copy.source.host.name}`, after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };
         });
       const hostPulls = pulls.filter((p) => p.host === host).map((p) => p.step);
+      // This host's key on every router host, in their order (front-door.sh reads them so).
+      const accessKeys = doors.map((d) => d.accessKeys.get(host)).filter((key) => key !== undefined);
       const behindDoor =
-        doors.length > 0
-          ? { accessKeys: doors.map((d) => d.accessKey), after: doors.flatMap((d) => d.ready), sidecar: frontDoor!.sidecars.find((s) => s.host === host) }
+        accessKeys.length > 0
+          ? { accessKeys, after: doors.flatMap((d) => d.readyFor.get(host)!), sidecar: frontDoor!.sidecars.find((s) => s.host === host) }
           : undefined;
       const npuHost = new NpuHost(
         `${name}-${host}`,
@@ -154,6 +152,7 @@ function frontDoorResources(
   name: string,
   frontDoor: RenderedHosts["frontDoor"],
   sshPrivateKey: pulumi.Input<string>,
+  apiKey: pulumi.Input<string> | undefined,
   child: pulumi.ComponentResourceOptions,
 ): FrontDoor[] {
   const doors: FrontDoor[] = [];
@@ -166,6 +165,7 @@ function frontDoorResources(
         {
           rendered: router,
           sshPrivateKey,
+          apiKey,
           ...(i === 0 && frontDoor!.tls ? { tls: frontDoor!.tls } : {}),
           ...(first?.tlsBundles[router.host.name] ? { tlsBundle: first.tlsBundles[router.host.name] } : {}),
           ...(previous ? { after: [previous.applied, ...(first?.tlsSteps[router.host.name] ? [first.tlsSteps[router.host.name]!] : [])] } : {}),

@@ -8,7 +8,8 @@ import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
 import { renderDeployment } from "../core/render/deployment";
-import { EPP_FAILOVER } from "../core/render/hosts/frontDoor/envoy";
+import { API_KEY_FILTER, apiKeyFilterConfig, EPP_FAILOVER } from "../core/render/hosts/frontDoor/envoy";
+import { sidecarAllowedSources } from "../core/render/hosts/frontDoor/sidecarFirewall";
 import { virtualRouterId } from "../core/render/hosts/frontDoor/keepalived";
 import { renderScript } from "../core/template";
 import { runProgram } from "../program";
@@ -173,7 +174,10 @@ describe("a front door of two router hosts, rendered", () => {
       expect(match.transport_socket.typed_config.common_tls_context.validation_context.match_typed_subject_alt_names).toEqual([
         { san_type: "DNS", matcher: { exact: peer.name } },
       ]);
-      const grpc = bootstrap.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters[0].typed_config.grpc_service;
+      const filters = bootstrap.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters as { name: string; typed_config: any }[];
+      // Every router host's Envoy removes the headers only the EPP may set before it asks an EPP.
+      expect(filters.map((f) => f.name)).toEqual(["envoy.filters.http.header_mutation", "envoy.filters.http.ext_proc", "envoy.filters.http.router"]);
+      const grpc = filters[1]!.typed_config.grpc_service;
       expect(grpc.retry_policy).toEqual({ retry_on: "connect-failure,refused-stream,reset", num_retries: 1 });
       // The peers reach this host's EPP only with a certificate of the stack's CA naming a peer.
       const listener = bootstrap.static_resources.listeners[1];
@@ -265,9 +269,10 @@ describe("a front door of two router hosts, rendered", () => {
     expect(units.find(([name]) => name.endsWith("proxy.service"))![1]).toContain(" --drain-time-s 10 --drain-strategy immediate");
     const scripts = Object.entries(files).filter(([name]) => /^hosts\/door-[ab]\/front-door\/.*\.sh$/.test(name));
     expect(scripts.map(([name]) => name).sort()).toEqual(
-      ["door-a/front-door/access.sh", "door-a/front-door/apply.sh", "door-a/front-door/remove.sh", "door-a/front-door/revoke.sh"]
+      ["door-a", "door-b"]
+        .flatMap((door) => ["access-npu-a", "access-npu-b", "apply", "remove", "revoke-npu-a", "revoke-npu-b"].map((step) => `${door}/front-door/${step}.sh`))
         .concat(["door-a/front-door/tls-door-a.sh", "door-a/front-door/tls-door-b.sh"])
-        .concat(["door-b/front-door/access.sh", "door-b/front-door/apply.sh", "door-b/front-door/remove.sh", "door-b/front-door/revoke.sh"])
+        .sort()
         .map((n) => `hosts/${n}`),
     );
     for (const [name, text] of scripts) fs.writeFileSync(path.join(dir, name.replace(/\//g, "_")), text);
@@ -343,18 +348,49 @@ describe("a front door of two router hosts under the mock runtime", () => {
       expect(tls.inputs.connection.host).toBe("10.20.0.5");
       expect(tls.inputs.logging).toBe("none");
       expect(isSecretAt(tls.wireInputs, ["create"])).toBe(false);
-      expect(apply.inputs.stdin).toBe(stdoutRef(tls.name));
+      expect(apply.inputs.stdin).toBe(`${stdoutRef(tls.name)}\n`);
       expect(isSecretAt(apply.wireInputs, ["stdin"])).toBe(true);
     }
+    // Each host's own key on each router host, in the router hosts' order; never another host's.
     const unit = byName("rbln-serving-npu-b-main-0");
-    for (const access of ["door-a", "door-b"].map((d) => `rbln-serving-${d}-front-door-access`)) {
+    for (const access of ["door-a", "door-b"].map((d) => `rbln-serving-${d}-front-door-access-npu-b`)) {
       expect(unit.inputs.stdin).toContain(stdoutRef(access));
       expect(unit.dependencies.some((d) => d.endsWith(`::${access}`))).toBe(true);
     }
-    expect(unit.inputs.stdin.indexOf(stdoutRef("rbln-serving-door-a-front-door-access"))).toBeLessThan(
-      unit.inputs.stdin.indexOf(stdoutRef("rbln-serving-door-b-front-door-access")),
+    expect(unit.inputs.stdin).not.toContain("front-door-access-npu-a");
+    expect(unit.inputs.stdin.indexOf(stdoutRef("rbln-serving-door-a-front-door-access-npu-b"))).toBeLessThan(
+      unit.inputs.stdin.indexOf(stdoutRef("rbln-serving-door-b-front-door-access-npu-b")),
     );
     expect(await outputValue((result as { endpoints: Parameters<typeof outputValue>[0] }).endpoints)).toEqual([`http://${VIP}:8080`]);
+  });
+
+  it("gives every router host each host's own drain key, the API key filter and the header removal, and lets every router host past the sidecar's guard", async () => {
+    const KEY = "sk-ha-0123456789";
+    const rendered = renderDeployment(plan(ha()), { stack: "dev", instance: "rbln-serving", secrets: ["sshPrivateKey", "apiKey"] }).hosts!.frontDoor!;
+    for (const router of rendered.routers) {
+      expect(router.access.map((a) => [a.host, /\nfrom_address=(.*)\n/.exec(a.accessScript)![1]])).toEqual([
+        ["npu-a", "10.20.0.11"],
+        ["npu-b", "10.20.0.12"],
+      ]);
+      const filters = parseYaml(router.files["envoy/envoy.yaml"]!).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters;
+      expect(filters.map((f: { name: string }) => f.name)).toEqual([
+        API_KEY_FILTER,
+        "envoy.filters.http.header_mutation",
+        "envoy.filters.http.ext_proc",
+        "envoy.filters.http.router",
+      ]);
+      expect(router.apiKeyConfig).toBe("/opt/rbln-serving/router/dev/envoy/api-key.json");
+    }
+    expect(sidecarAllowedSources(plan(ha()).frontDoor!)).toEqual(["10.20.0.5", "10.20.0.6", VIP]);
+    // The apply step's stdin: the host's TLS lines, then the filter config (front-door-apply.sh reads them so), a secret.
+    const { registrations, error } = await runUnderMocks(runProgram, ha(), { ...SECRETS, apiKey: KEY });
+    expect(error).toBeUndefined();
+    const commands = ofType(registrations, "command:remote:Command");
+    for (const router of ["door-a", "door-b"]) {
+      const apply = commands.find((c) => c.name === `rbln-serving-${router}-front-door-apply`)!;
+      expect(apply.inputs.stdin).toBe(`${stdoutRef(`rbln-serving-door-a-front-door-tls-${router}`)}\n${apiKeyFilterConfig(KEY)}`);
+      expect(isSecretAt(apply.wireInputs, ["stdin"])).toBe(true);
+    }
   });
 
   it("keeps an existing single-router stack's resources: router.host and router.hosts of one register the same, with the names they had", async () => {
@@ -368,6 +404,11 @@ describe("a front door of two router hosts under the mock runtime", () => {
         .filter((r) => /front-door/.test(r.name))
         .map((r) => r.name)
         .sort(),
-    ).toEqual(["rbln-serving-edge-router-front-door", "rbln-serving-edge-router-front-door-access", "rbln-serving-edge-router-front-door-apply"]);
+    ).toEqual([
+      "rbln-serving-edge-router-front-door",
+      "rbln-serving-edge-router-front-door-access-npu-edge-0",
+      "rbln-serving-edge-router-front-door-access-npu-edge-1",
+      "rbln-serving-edge-router-front-door-apply",
+    ]);
   });
 });

@@ -3,6 +3,7 @@
 // is the flag for every check: topology, what the package sets, duplicates, and what it replaces.
 import { flagIdentity, type ReadFlag, readVllmWords, withDashes } from "../config/vllmArgv";
 import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS } from "../config/vllmOptions";
+import { splitCredentialEnv } from "../config/secrets";
 import { ConfigError } from "../errors";
 import { withFlags } from "./argv";
 import type { Flag, RolePlan } from "./types";
@@ -17,6 +18,8 @@ const SETTING_FLAGS: Readonly<Record<string, string>> = {
   "--download-dir": "comes from the cacheRoot setting (the ranks run offline and find the weights only where the package put them); set cacheRoot instead",
   "--hf-token": "comes from the hfToken secret; set it with: pulumi config set --secret hfToken",
   "--help": "prints vLLM's help and exits, so the rank would never serve; leave it out",
+  "--enforce-eager":
+    "makes vllm-rbln skip its compile and warm-up and save no compiled cache, which compile ahead and the unit step read to tell a load from a compile; leave it out",
 };
 
 /** Whether a flag was given as another option string than its own (a prefix, an alias), beyond underscores. */
@@ -90,10 +93,14 @@ export function withExtras(
     `extraArgs.${role.role}`,
     role.ranks.flatMap((rank) => rank.flags),
   );
+  const credentials = Object.keys(splitCredentialEnv(extraEnv ?? {}).credentials).map(
+    (name) =>
+      `extraEnv.${role.role}.${name}: its value carries credentials in a URL, which sit in the stack config in plain text; the package treats it as a secret (masked in what it prints, on stdin to the hosts, in a Secret on Kubernetes)`,
+  );
   return {
     // `placeholders` stays the recipe's: the stack's own text is literal, but for a `<POD_IP>`
     // the platform knows, which it binds like the recipe's.
     role: { ...role, ranks: role.ranks.map((rank) => ({ ...withFlags(rank, flags), env: { ...rank.env, ...extraEnv } })) },
-    warnings,
+    warnings: [...warnings, ...credentials],
   };
 }

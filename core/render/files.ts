@@ -1,8 +1,9 @@
 import { stringify } from "yaml";
-import { secretEnvironment, secretPlaceholder } from "../config/secrets";
+import { credentialPlaceholder, secretEnvironment, secretPlaceholder } from "../config/secrets";
 import { alertRules } from "../monitoring/rules";
 import type { RenderedDeployment } from "./deployment";
 import { hostFiles } from "./hosts/files";
+import type { RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
 import { renderPipConfig } from "./hosts/pip";
 import type { KubeObject } from "./kubernetes/objects";
 
@@ -14,13 +15,15 @@ export function toYaml(value: unknown): string {
 /** The alert rules file: the same for every stack, so written once (the config fuzzer renders thousands). */
 let alertRulesFile: string | undefined;
 
-/** The front door's files: each router host's steps and files, the TLS steps on the first, the decode hosts' sidecars. */
-function frontDoorFiles(frontDoor: NonNullable<RenderedDeployment["hosts"]>["frontDoor"] & object): Record<string, string> {
+/** The front door's files: each router host's steps and files (each host's key steps among them), the TLS steps on the first, the decode hosts' sidecars. */
+function frontDoorFiles(frontDoor: RenderedFrontDoor): Record<string, string> {
   const files: Record<string, string> = {};
   for (const routerHost of frontDoor.routers) {
     const router = `hosts/${routerHost.host.name}/front-door`;
-    files[`${router}/access.sh`] = routerHost.accessScript;
-    files[`${router}/revoke.sh`] = routerHost.revokeScript;
+    for (const access of routerHost.access) {
+      files[`${router}/access-${access.host}.sh`] = access.accessScript;
+      files[`${router}/revoke-${access.host}.sh`] = access.revokeScript;
+    }
     files[`${router}/apply.sh`] = routerHost.applyScript;
     files[`${router}/remove.sh`] = routerHost.removeScript;
     for (const [file, content] of Object.entries(routerHost.files)) files[`${router}/${file}`] = content;
@@ -71,7 +74,8 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
     write(workloads.namespace, "namespace");
     write(workloads.serviceAccount, "serviceaccount");
     if (workloads.secret) {
-      const secret: typeof workloads.secret = { ...workloads.secret, stringData: secretEnvironment(secrets, secretPlaceholder) };
+      const credentials = Object.fromEntries(Object.keys(workloads.credentialEnv).map((key) => [key, credentialPlaceholder(key)]));
+      const secret: typeof workloads.secret = { ...workloads.secret, stringData: { ...secretEnvironment(secrets, secretPlaceholder), ...credentials } };
       write(secret, "secret");
     }
     for (const volume of workloads.volumes) write(volume.object, `pvc-${volume.id}`);

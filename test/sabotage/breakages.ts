@@ -32,6 +32,8 @@ const COMPILE_KEY_SCRIPT = "core/render/hosts/scripts/compile-key.sh";
 const FRONT_DOOR_SH = "core/render/hosts/scripts/front-door.sh";
 const FRONT_DOOR_APPLY = "core/render/hosts/scripts/front-door-apply.sh";
 const ENVOY_TS = "core/render/hosts/frontDoor/envoy.ts";
+const COMPILE_JOB_SCRIPT = "core/render/kubernetes/scripts/compile-job.sh";
+const CACHE_FILES = "core/render/scripts/cache-files.sh";
 
 export const BREAKAGES: readonly Breakage[] = [
   {
@@ -131,8 +133,34 @@ export const BREAKAGES: readonly Breakage[] = [
           'manifest="$layout/blobs/sha256/$(python3 -c \'import json, sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"][7:])\' "$layout/index.json")"',
       },
     ],
-    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
-    awaiting: "compile-trust: an artifact whose tag and digest disagree, or whose config names another key, is refused",
+    tests: { fast: ["test/compile-registry.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  {
+    name: "registry-absent-by-text",
+    why: "a registry that fails (a /v2/ that answers 404, a 5xx) reads as 'key absent': the stack compiles on its NPUs for hours instead of failing",
+    edits: [{ file: REGISTRY, search: "    *\"$unknown\"'manifest unknown' | ", replace: "    *404* | *'not found'* | *\"$unknown\"'manifest unknown' | " }],
+    tests: { fast: ["test/compile-registry.test.ts"] },
+  },
+  {
+    name: "artifact-replaces-other-key",
+    why: "a pulled artifact overwrites another key's bundle: the other key's ranks load a cache compiled for something else",
+    edits: [
+      { file: CACHE_FILES, search: '      { [ -f "$dest" ] && [ ! -L "$dest" ] && cmp -s "$from/$rel" "$dest"; } ||', replace: "      true ||" },
+      { file: CACHE_FILES, search: '    [ -e "$dest" ] && continue\n', replace: '    rm -f "$dest"\n' },
+    ],
+    tests: { fast: ["test/compile-registry.test.ts"] },
+  },
+  {
+    name: "compile-job-password-in-compile",
+    why: "the compile-only container, which runs the model's own code, gets the registry password",
+    edits: [
+      {
+        file: "core/render/kubernetes/compileJob.ts",
+        search: "    env: [...roleEnvironment(context), ...Object.entries(compileOnlyEnv(",
+        replace: "    env: [...registryEnv.slice(2), ...roleEnvironment(context), ...Object.entries(compileOnlyEnv(",
+      },
+    ],
+    tests: { fast: ["test/compile-ahead.test.ts"] },
   },
   {
     name: "compile-key-misses-keyed-flag",
@@ -170,8 +198,8 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "components/hosts/npuHost.ts",
-        search: '      { logging: "none" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"] },',
-        replace: '      { logging: "stdoutAndStderr" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"] },',
+        search: '      { logging: "none" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"], customTimeouts: copy.timeouts.allow },',
+        replace: '      { logging: "stdoutAndStderr" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"], customTimeouts: copy.timeouts.allow },',
       },
     ],
     tests: { fast: ["test/secrets.test.ts"] },
@@ -222,6 +250,42 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/front-door-agent.test.ts"] },
   },
   {
+    name: "agent-drain-unchecked",
+    why: "a drain file with wrong types or missing keys stops every pass of the endpoints agent: the endpoints file freezes",
+    edits: [{ file: FRONT_DOOR_AGENT, search: "            return check_drain(read_json(path))\n", replace: "            return read_json(path)\n" }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "drain-key-any-host",
+    why: "root on any host of the stack can take any other host's ranks out of the front door",
+    edits: [{ file: FRONT_DOOR_AGENT, search: '    if host is not None and door.endpoints[name]["host"] != host:', replace: "    if False:" }],
+    tests: { fast: ["test/front-door-agent.test.ts"], hosts: ["test/hosts/front-door-keys.test.ts"] },
+  },
+  {
+    name: "sidecar-unguarded",
+    why: "any host can reach a decode host's routing sidecar and have it send prefill requests to an address of its choosing",
+    edits: [{ file: "core/render/hosts/frontDoor/frontDoor.ts", search: "    { before: [door.firewall, firewall.ruleset] },\n", replace: "    {},\n" }],
+    tests: { hosts: ["test/hosts/sidecar-guard-hosts.test.ts"] },
+  },
+  {
+    name: "front-door-passes-prefill-header",
+    why: "a client's x-prefiller-host-port reaches the sidecar through the front door whenever the EPP does not disaggregate: a prefill request to any address",
+    edits: [{ file: "core/render/hosts/frontDoor/envoy.ts", search: "[DESTINATION_HEADER, PREFILL_HEADER].map(", replace: "[DESTINATION_HEADER].map(" }],
+    tests: { fast: ["test/front-door.test.ts"], hosts: ["test/hosts/stand-ins.test.ts"] },
+  },
+  {
+    name: "api-key-left-to-vllm",
+    why: "apiKey guards only the paths vLLM guards: /invocations answers anyone through the front door",
+    edits: [
+      {
+        file: "core/render/hosts/frontDoor/envoy.ts",
+        search: "  return [...(input.apiKeyConfigPath ? [apiKeyFilter(input.apiKeyConfigPath)] : []), eppOnlyHeaders()];",
+        replace: "  return [eppOnlyHeaders()];",
+      },
+    ],
+    tests: { fast: ["test/front-door.test.ts"], hosts: ["test/hosts/front-door-api-key-hosts.test.ts"] },
+  },
+  {
     name: "forced-command-any-action",
     why: "the unit steps' SSH key runs any front-door command, not only drain and rejoin",
     edits: [{ file: FRONT_DOOR_AGENT, search: "if len(words) != 2 or words[0] not in STEP_COMMANDS:", replace: "if len(words) != 2:" }],
@@ -230,22 +294,69 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "registry-hit-compiles-anyway",
     why: "a key the registry has is compiled again on the compile host: hours instead of a pull",
-    edits: [
-      { file: COMPILE_FLOW, search: '  if [ -n "$remote" ]; then\n    registry_pull "$remote"', replace: '  if false; then\n    registry_pull "$remote"' },
-    ],
-    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+    edits: [{ file: COMPILE_FLOW, search: '  [ -n "$remote" ] || return 0\n  registry_pull "$remote"', replace: '  return 0\n  registry_pull "$remote"' }],
+    tests: { fast: ["test/compile-registry.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
   {
     name: "registry-accepts-links",
-    why: "a pulled artifact's symlink or ../ path writes outside the cache",
-    edits: [{ file: REGISTRY, search: "  if grep -qvE '^[-d]' \"$work/listing\" ||", replace: "  if false && grep -qvE '^[-d]' \"$work/listing\" ||" }],
-    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+    why: "a pulled artifact's links, devices or sparse files are taken: a link may point out of the cache, a sparse file fill the disk",
+    edits: [{ file: CACHE_FILES, search: "            if not (m.isreg() or m.isdir()) or m.issparse():", replace: "            if False:" }],
+    tests: { fast: ["test/compile-registry.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
   {
     name: "compile-done-without-save",
+    why: "a compile is called done before vllm-rbln saved the cache: an empty or partial cache is pushed",
+    edits: [{ file: COMPILE_JOB_SCRIPT, search: '      bundle_saved && [ "$status" = 0 ] && break\n', replace: '      [ "$status" = 0 ] && break\n' }],
+    tests: { fast: ["test/compile-ahead.test.ts"] },
+  },
+  {
+    name: "compile-host-done-without-save",
     why: "the compile host calls a compile done before vllm-rbln saved the cache: an empty or partial cache is pushed",
-    edits: [{ file: COMPILE_KEY_SCRIPT, search: '    if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "    if true; then\n" }],
+    edits: [{ file: COMPILE_KEY_SCRIPT, search: "  if bundle_saved; then\n", replace: "  if true; then\n" }],
+    tests: { hosts: ["test/hosts/compile-ranks-hosts.test.ts", "test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  {
+    name: "compile-in-shared-folder",
+    why: "the compile-only run writes into the cache every key shares: two compiles on one host mix their files, and another key's save lands in this key's artifact",
+    edits: [{ file: COMPILE_KEY_SCRIPT, search: '    --property=BindPaths="$compile_dir:$cache_dir" -- "${words[@]}"', replace: '    -- "${words[@]}"' }],
     tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  // Issue 31, config hardening: grants with host names, the compile step's ranks, step timeouts.
+  {
+    name: "grant-takes-host-names",
+    why: "a host given by DNS name behind a front door is accepted: its drain grant holds the name, which sshd never matches, so every drain fails",
+    edits: [
+      {
+        file: "core/config/crossFieldChecks.ts",
+        search: '  if (s.platform !== "hosts") return [];\n  const router = routerHostEntries(s.router).length > 0;',
+        replace: '  if (s.platform !== "hosts" || s.router.host !== undefined) return [];\n  const router = routerHostEntries(s.router).length > 0;',
+      },
+    ],
+    tests: { fast: ["test/front-door.test.ts", "test/cross-field-checks.test.ts"] },
+  },
+  {
+    name: "compile-first-rank-only",
+    why: "the compile host runs decode's first data-parallel rank alone, whose warm-up waits for peers that never come",
+    edits: [
+      {
+        file: "core/render/hosts/compileHost.ts",
+        search: '  const bound = role.ranks.map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));',
+        replace: '  const bound = role.ranks.slice(0, 1).map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));',
+      },
+    ],
+    tests: { fast: ["test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-ranks-hosts.test.ts"] },
+  },
+  {
+    name: "unit-delete-cut-short",
+    why: "Pulumi cuts a unit step's delete before the rank's stop (--shutdown-timeout + 120 s) ends",
+    edits: [
+      {
+        file: "core/render/hosts/stepTimeouts.ts",
+        search: "    remove: [connection(p.host), commands, stop],",
+        replace: "    remove: [connection(p.host), commands],",
+      },
+    ],
+    tests: { fast: ["test/step-timeouts.test.ts"] },
   },
   {
     name: "ha-drain-one-router-host",
@@ -286,6 +397,24 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/front-door-agent.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },
   },
   {
+    name: "group-rejoin-over-drained-rank",
+    why: "one rank's rejoin lists its data-parallel group while another rank of it is still drained (or its drain file is cut): requests reach a group that is restarting",
+    edits: [
+      {
+        file: FRONT_DOOR_AGENT,
+        search: "all(self.read_drain(m) is None and self.serves(self.endpoints[m]) for m in group)",
+        replace: "all(self.serves(self.endpoints[m]) for m in group)",
+      },
+    ],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "group-across-hosts",
+    why: "a desired.json whose group spans hosts lets one host's drain key take another host's endpoints out with its own",
+    edits: [{ file: FRONT_DOOR_AGENT, search: ' and group_hosts.setdefault(e["group"], e["host"]) == e["host"])', replace: ")" }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
     name: "group-stopped-before-leaving",
     why: "a failed rank's peers are stopped while the front door still lists them: the requests sent to them meanwhile fail",
     edits: [{ file: "core/render/hosts/scripts/group-restart.sh", search: '  sleep "$leave_s"\n', replace: "  true\n" }],
@@ -297,8 +426,8 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "components/hosts/npuHost.ts",
-        search: "{ dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])] }",
-        replace: "{ dependsOn: [preflight, ...frontDoor.after] }",
+        search: "{ dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])], customTimeouts: frontDoor.sidecar.timeouts }",
+        replace: "{ dependsOn: [preflight, ...frontDoor.after], customTimeouts: frontDoor.sidecar.timeouts }",
       },
     ],
     tests: { fast: ["test/program.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },

@@ -9,18 +9,32 @@ import type { Deployment, FrontDoorPlan, RouterPlacement } from "../../../plan/t
 import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
 import { HOST_DEFAULTS } from "../defaults";
-import { frontDoorAccess, readyTimeoutSeconds } from "../rank";
+import { frontDoorAccess } from "../rank";
+import {
+  commandStepWaits,
+  containerStopTimeoutSeconds,
+  drainWaitSeconds,
+  frontDoorApplyWaits,
+  sidecarStepWaits,
+  timeoutsOf,
+  tlsStepWaits,
+  type StepTimeouts,
+} from "../stepTimeouts";
 import { frontDoorSettings, HOST_SCRIPT_DIR } from "../scripts";
-import { execStartLine } from "../systemd";
+import { execStartLine, quoteExecWord } from "../systemd";
 import { packageFile, renderScript, renderTemplate } from "../../../template";
-import { envoyBootstrap } from "./envoy";
+import { secretPlaceholder } from "../../../config/secrets";
+import { apiKeyFilterConfig, envoyBootstrap } from "./envoy";
 import { fileModePickerConfig } from "./eppConfig";
 import { keepalivedConfig } from "./keepalived";
+import { sidecarFirewall } from "./sidecarFirewall";
 
 const AGENT_FILE = `${HOST_SCRIPT_DIR}/front-door.py`;
 /** Where the EPP and Envoy see their files, in their containers. */
 const EPP_DIR = "/etc/epp";
 const ENVOY_DIR = "/etc/envoy";
+/** The API key filter's config, in Envoy's folder (ECDS from a file, read by its .json). */
+const API_KEY_CONFIG = "api-key.json";
 
 /** A decode host's routing sidecar: its unit and the step that applies it. */
 export interface RenderedSidecar {
@@ -29,6 +43,16 @@ export interface RenderedSidecar {
   unitText: string;
   applyScript: string;
   removeScript: string;
+  /** Its step's Pulumi timeouts: the image pull, the drain of the host's endpoints, the restart and the answer (stepTimeouts.ts). */
+  timeouts: StepTimeouts;
+}
+
+/** One host's key to the front door, for its own endpoints only: made and let in on the router host (stdout: the key), and revoked. */
+export interface RenderedDrainAccess {
+  /** The host whose steps drain with it. */
+  host: string;
+  accessScript: string;
+  revokeScript: string;
 }
 
 /** One router host of the front door, rendered: its steps and files. */
@@ -37,14 +61,20 @@ export interface RenderedRouterHost {
   host: Host;
   /** Where this router host's Envoy takes requests (its own address; clients use the front door's urls). */
   url: string;
-  /** Makes the key the stack's hosts drain with, and lets it into the router host; stdout: the key. */
-  accessScript: string;
-  revokeScript: string;
-  /** stdin with several router hosts: the CA and this host's certificate and key (its tls step's stdout). */
+  /** A key per host with endpoints behind the front door, on this router host, in the stack's order of hosts. */
+  access: RenderedDrainAccess[];
+  /**
+   * The apply step; its stdin: with several router hosts, the CA and this host's certificate and key
+   * (its tls step's stdout), then with `apiKey` Envoy's API key filter config.
+   */
   applyScript: string;
   removeScript: string;
-  /** What the router host holds, by path under the deployment's folder there, for `render`. */
+  /** What the router host holds, by path under the deployment's folder there, for `render` (the API key as a placeholder). */
   files: Record<string, string>;
+  /** With `apiKey`: where the apply step writes Envoy's API key filter config (apiKeyFilterConfig) from its stdin; null without. */
+  apiKeyConfig: string | null;
+  /** The Pulumi timeouts of the router host's steps, from what each waits for (stepTimeouts.ts). */
+  timeouts: { apply: StepTimeouts; access: StepTimeouts };
 }
 
 /** The front door on hosts, rendered: each router host's steps and files, and the sidecars'. */
@@ -53,10 +83,10 @@ export interface RenderedFrontDoor {
   routers: RenderedRouterHost[];
   /**
    * With several router hosts: on the first, a step per router host that makes the stack's CA (once)
-   * and that host's certificate (scripts/front-door-tls.sh); its stdout (a secret) is what that
+   * and that host's certificate (core/render/hosts/scripts/front-door-tls.sh); its stdout (a secret) is what that
    * host's apply step reads. Null with one router host.
    */
-  tls: { host: Host; steps: { router: string; script: string; removeScript: string }[] } | null;
+  tls: { host: Host; steps: { router: string; script: string; removeScript: string }[]; timeouts: StepTimeouts } | null;
   /** Where clients send every request: the virtual address, else each router host. */
   urls: string[];
   sidecars: RenderedSidecar[];
@@ -69,6 +99,10 @@ export interface FrontDoorOptions {
   id: string;
   /** The container runtime's path: `router.runtime`'s binary, or a test's stand-in. */
   runtimePath?: string;
+  /** nft's path on the decode hosts, or a test's stand-in. */
+  firewallPath?: string;
+  /** `apiKey` is set: Envoy asks every request for it. */
+  apiKey?: boolean;
   /** root's authorized_keys on the router host, where the hosts' key goes. */
   authorizedKeysFile?: string;
 }
@@ -82,6 +116,10 @@ interface DoorContext {
   runtime: string;
   /** The runtime's daemon unit, which the containers' units need (docker); none for podman. */
   daemon: string | null;
+  /** nft on the decode hosts. */
+  firewall: string;
+  /** `apiKey` is set. */
+  apiKey: boolean;
   /** The deployment's folder on the router host. */
   stateDir: string;
   /** The endpoints agent's text and where it goes, named by its content: the access key's forced command names the agent it was made with. */
@@ -98,28 +136,35 @@ function doorContext(deployment: Deployment, options: FrontDoorOptions): DoorCon
     id: options.id,
     runtime: options.runtimePath ?? HOST_DEFAULTS.frontDoor.runtimes[frontDoor.runtime],
     daemon: frontDoor.runtime === "docker" ? "docker.service" : null,
+    firewall: options.firewallPath ?? HOST_DEFAULTS.frontDoor.firewall,
+    apiKey: options.apiKey ?? false,
     stateDir: `${installRoot}/router/${options.id}`,
     agent: { text, path: `${installRoot}/bin/front-door-${createHash("sha256").update(text).digest("hex").slice(0, 12)}.py` },
   };
 }
 
-/** A container's systemd unit: run in the foreground by the runtime, stopped with the runtime's own stop (SIGTERM, then `stop` seconds). */
+/**
+ * A container's systemd unit: run in the foreground by the runtime, stopped with the runtime's own
+ * stop (SIGTERM, then `stop` seconds); `before`, a command each start runs first.
+ */
 function containerUnit(
   door: DoorContext,
   description: string,
   container: string,
   lines: readonly (readonly string[])[],
-  stop: number = HOST_DEFAULTS.frontDoor.containerStopSeconds,
+  options: { stop?: number; before?: readonly string[] } = {},
 ): string {
+  const { stop = HOST_DEFAULTS.frontDoor.containerStopSeconds, before } = options;
   return renderTemplate("core/render/hosts/templates/container.service", {
     managed_marker: HOST_DEFAULTS.managedMarker,
     description,
     runtime_service: door.daemon,
     runtime: door.runtime,
     container,
+    exec_start_before: before ? `ExecStartPre=${before.map(quoteExecWord).join(" ")}` : null,
     exec_start: execStartLine([[door.runtime, "run", "--rm", "--name", container, "--pull", "never"], ...lines]),
     stop_s: stop,
-    timeout_stop_s: stop + 30,
+    timeout_stop_s: containerStopTimeoutSeconds(stop),
   });
 }
 
@@ -153,7 +198,7 @@ function routerUnits(door: DoorContext, router: RouterPlacement) {
         [`--grpc-port=${ports.eppGrpc}`, `--grpc-health-port=${ports.eppHealth}`, `--metrics-port=${ports.eppMetrics}`],
       ],
       // Its stop lets its streams finish (v0.10.0's gracefulStop), while Envoy sends new requests to a peer's EPP.
-      failover ? door.deployment.shutdownTimeoutSeconds : undefined,
+      failover ? { stop: eppStopSeconds(door) } : {},
     ),
     proxy: containerUnit(door, `rbln-serving front door ${id}: Envoy`, proxy.container, [
       ["--network", "host"],
@@ -186,7 +231,7 @@ function routerUnits(door: DoorContext, router: RouterPlacement) {
 
 /** What the agent keeps the EPP's endpoints file to (desired.json): every endpoint with its rollout wave, and the drain's bounds. */
 function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
-  const { settings, plan } = deployment;
+  const { settings } = deployment;
   const defaults = HOST_DEFAULTS.frontDoor;
   const cache = hostCacheLayout(settings);
   // Each endpoint's rollout wave: a drain does not wait for a server that changes only after it.
@@ -196,7 +241,7 @@ function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
     endpoints: frontDoor.endpoints.map((e) => ({ ...e, wave: waveOf.get(e.host)! })),
     allowEmpty: settings.rollout.allowEmptyFrontDoor,
     // A role's other server may be starting, even compiling: wait as long as a rank may take to serve.
-    drainWaitSeconds: Math.max(...plan.roles.map((role) => readyTimeoutSeconds(cache, role.ranks[0]!.env))),
+    drainWaitSeconds: drainWaitSeconds(deployment, cache),
     settleSeconds: defaults.settleSeconds,
     // A drain its step stopped renewing (the step died, or cannot reach the router) ends after this.
     drainLeaseSeconds: defaults.drainLeaseSeconds,
@@ -221,6 +266,7 @@ function routerFiles(door: DoorContext, router: RouterPlacement) {
       failover: failsOver(door)
         ? { eppHealthPort: FRONT_DOOR_PORTS.eppHealth, self: peerEpp(router), peers: peers.map(peerEpp), tlsDir: `${ENVOY_DIR}/tls` }
         : undefined,
+      apiKeyConfigPath: door.apiKey ? `${ENVOY_DIR}/${API_KEY_CONFIG}` : undefined,
     }),
     "desired.json": `${JSON.stringify(desiredEndpoints(deployment, frontDoor), null, 2)}\n`,
     ...(frontDoor.virtualAddress
@@ -247,13 +293,21 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
   const unitName = `rbln-serving-${id}.sidecar.service`;
   const unitPath = `${HOST_DEFAULTS.systemdUnitDir}/${unitName}`;
   const ports = Array.from({ length: sidecar.dataParallelSize }, (_, r) => sidecar.port + r);
-  const unitText = containerUnit(door, `rbln-serving ${id}: routing sidecar`, `rbln-serving-${id}-sidecar`, [
-    ["--network", "host"],
-    [frontDoor.images.sidecar],
-    [`--port=${sidecar.port}`, `--model-server-port=${sidecar.modelServerPort}`, `--data-parallel-size=${sidecar.dataParallelSize}`],
-    // Plain HTTP: Envoy and the EPP reach the ports over it.
-    ["--kv-connector=nixlv2", "--secure-proxy=false"],
-  ]);
+  const firewall = sidecarFirewall(id, frontDoor, ports);
+  const unitText = containerUnit(
+    door,
+    `rbln-serving ${id}: routing sidecar`,
+    `rbln-serving-${id}-sidecar`,
+    [
+      ["--network", "host"],
+      [frontDoor.images.sidecar],
+      [`--port=${sidecar.port}`, `--model-server-port=${sidecar.modelServerPort}`, `--data-parallel-size=${sidecar.dataParallelSize}`],
+      // Plain HTTP: Envoy and the EPP reach the ports over it, and only they (the guard below).
+      ["--kv-connector=nixlv2", "--secure-proxy=false"],
+    ],
+    // Before every start, a reboot's too: its ports open to the router hosts and this host only.
+    { before: [door.firewall, firewall.ruleset] },
+  );
   const access = frontDoorAccess(deployment, placement.host, () => true)!;
   return {
     host: sidecar.host,
@@ -267,6 +321,7 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
       unit_path: unitPath,
       unit_text: unitText,
       ports: ports.map(String),
+      firewall: door.firewall,
       ready_timeout_s: HOST_DEFAULTS.frontDoor.sidecarReadyTimeoutSeconds,
       ...frontDoorSettings(access),
       front_door_endpoint: access.endpoints.join(" "),
@@ -276,33 +331,55 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
       host_name: sidecar.host,
       unit: unitName,
       unit_path: unitPath,
+      firewall: door.firewall,
+      firewall_removal: firewall.removal,
     }),
+    timeouts: timeoutsOf(sidecarStepWaits(deployment, hostCacheLayout(deployment.settings), placement.host, access.endpoints.length)),
   };
 }
 
-/** One router host's steps: the hosts' drain key in and out, and the front door's units and files applied and removed. */
-function routerScripts(door: DoorContext, options: FrontDoorOptions, router: RouterPlacement): RenderedRouterHost {
+/**
+ * Each host's key to the front door on one router host: one per host with endpoints behind it,
+ * accepted only from that host's address and only for its own endpoints, so root on one host cannot
+ * drain another's. The tag names the host; it never contains the one shared key's tag of before
+ * (`rbln-serving-front-door <id>`), whose revoke checks that no line with it is left.
+ */
+function drainAccess(door: DoorContext, options: FrontDoorOptions, router: Host): RenderedDrainAccess[] {
   const { deployment, frontDoor, id, stateDir } = door;
+  const hosts = deployment.placements.map((p) => p.host).filter((h) => frontDoor.endpoints.some((e) => e.host === h.name));
+  return hosts.map((host) => {
+    const access = {
+      host_name: router.name,
+      state_dir: stateDir,
+      authorized_keys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys,
+      tag: `rbln-serving-front-door-drain ${id} ${host.name}`,
+      drain_host: host.name,
+    };
+    return {
+      host: host.name,
+      accessScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-access.sh`, `${host.name}'s key to the front door on ${router.name}`, {
+        ...access,
+        // As sshd sees it connect: the host's steps bind their SSH to it (frontDoorAccess).
+        from_address: host.address,
+        agent_path: door.agent.path,
+      }),
+      revokeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-revoke.sh`, `remove ${host.name}'s front door key from ${router.name}`, access),
+    };
+  });
+}
+
+/** One router host's steps: each host's drain key in and out, and the front door's units and files applied and removed. */
+function routerScripts(door: DoorContext, options: FrontDoorOptions, router: RouterPlacement): RenderedRouterHost {
+  const { frontDoor, id, stateDir } = door;
   const { host } = router;
   const units = routerUnits(door, router);
   const files = routerFiles(door, router);
   const failover = failsOver(door);
-  const access = {
-    host_name: host.name,
-    state_dir: stateDir,
-    authorized_keys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys,
-    tag: `rbln-serving-front-door ${id}`,
-  };
   const allUnits = [...units.names, ...(units.keepalived ? [units.keepalived.name] : [])];
   return {
     host,
     url: httpUrl(router.address, frontDoor.port),
-    accessScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-access.sh`, `the stack's hosts' key to the front door on ${host.name}`, {
-      ...access,
-      from_addresses: [...new Set(deployment.placements.map((p) => p.host.address))].join(","),
-      agent_path: door.agent.path,
-    }),
-    revokeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-revoke.sh`, `remove the hosts' front door key from ${host.name}`, access),
+    access: drainAccess(door, options, host),
     applyScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-apply.sh`, `front door ${id} on ${host.name}: EPP, Envoy and the endpoints agent`, {
       host_name: host.name,
       state_dir: stateDir,
@@ -312,6 +389,9 @@ function routerScripts(door: DoorContext, options: FrontDoorOptions, router: Rou
       agent_text: door.agent.text,
       epp_config: files["epp/epp.yaml"],
       envoy_config: files["envoy/envoy.yaml"],
+      api_key: String(door.apiKey),
+      api_key_config: `${stateDir}/envoy/${API_KEY_CONFIG}`,
+      envoy_uid: HOST_DEFAULTS.frontDoor.envoyUid,
       desired_json: files["desired.json"],
       unit_dir: HOST_DEFAULTS.systemdUnitDir,
       units: units.names,
@@ -333,6 +413,7 @@ function routerScripts(door: DoorContext, options: FrontDoorOptions, router: Rou
     }),
     files: {
       ...files,
+      ...(door.apiKey ? { [`envoy/${API_KEY_CONFIG}`]: apiKeyFilterConfig(secretPlaceholder("apiKey")) } : {}),
       ...Object.fromEntries(
         [
           ...units.names.map((name, i) => [name, [units.epp, units.proxy, units.agent][i]!]),
@@ -340,6 +421,21 @@ function routerScripts(door: DoorContext, options: FrontDoorOptions, router: Rou
         ].map(([name, text]) => [`systemd/${name}`, text]),
       ),
     },
+    apiKeyConfig: door.apiKey ? `${stateDir}/envoy/${API_KEY_CONFIG}` : null,
+    timeouts: { apply: timeoutsOf(frontDoorApplyWaits(host, failover ? failoverWaits(door) : null)), access: timeoutsOf(commandStepWaits(host)) },
+  };
+}
+
+/** How long a stopping EPP of several router hosts gets: its in-flight streams finish (v0.10.0's gracefulStop), as long as a stopping rank lets its own. */
+const eppStopSeconds = (door: DoorContext) => door.deployment.shutdownTimeoutSeconds;
+
+/** What a router host's apply step waits for beyond one router host's (front-door-roll.sh): the hand-over of the address, Envoy's drain, the EPP's longer stop. */
+function failoverWaits(door: DoorContext) {
+  return {
+    takeoverSeconds: HOST_DEFAULTS.frontDoor.failover.takeoverSeconds,
+    envoyDrainSeconds: door.deployment.shutdownTimeoutSeconds,
+    eppStopSeconds: eppStopSeconds(door),
+    keepalived: door.frontDoor.virtualAddress !== null,
   };
 }
 
@@ -354,7 +450,6 @@ function failoverSettings(
   const failover = HOST_DEFAULTS.frontDoor.failover;
   return {
     tls_name: tlsName,
-    envoy_uid: failover.envoyImageUid,
     keepalived: failover.keepalived,
     keepalived_unit_name: keepalived?.name ?? "",
     keepalived_unit: keepalived?.text ?? "",
@@ -364,7 +459,7 @@ function failoverSettings(
     admin_port: FRONT_DOOR_PORTS.envoyAdmin,
     epp_grpc_port: FRONT_DOOR_PORTS.eppGrpc,
     // A planned restart lets Envoy's in-flight requests run as long as a stopping rank lets its own.
-    drain_timeout_s: door.deployment.shutdownTimeoutSeconds,
+    drain_timeout_s: failoverWaits(door).envoyDrainSeconds,
     takeover_s: failover.takeoverSeconds,
   };
 }
@@ -389,6 +484,7 @@ function renderTls(door: DoorContext): RenderedFrontDoor["tls"] {
       // The CA goes with the last certificate.
       removeScript: `#!/usr/bin/env bash\n# rbln-serving: remove ${name}'s front door certificate from ${host.name}\nrm -f ${issuer}/host-${name}.*\ncompgen -G '${issuer}/host-*' >/dev/null || rm -rf ${issuer}\n`,
     })),
+    timeouts: timeoutsOf(tlsStepWaits(host, frontDoor.routers.length)),
   };
 }
 

@@ -9,7 +9,7 @@
 # streams finish while Envoy sends new ones to a peer's EPP (the ext_proc cluster's priority 1).
 # Reads: host_name, state_dir, tls_name, envoy_uid, keepalived, keepalived_unit_name, keepalived_config,
 # own_address, virtual_address, admin_port, epp_grpc_port, front_door_port, drain_timeout_s,
-# takeover_s, units; stdin: the CA and this host's certificate and key (front-door-tls.sh's output).
+# takeover_s, units; stdin (read_tls): the CA and this host's certificate and key (front-door-tls.sh's output).
 # shellcheck disable=SC2154
 
 check_vrrp_tools() {
@@ -18,23 +18,32 @@ check_vrrp_tools() {
   command -v ip >/dev/null || fail "ip not found: install iproute2 (it finds the interface that holds ${own_address})"
 }
 
-# write_tls: Envoy's certificates from stdin; 0 when they changed. The key is readable by the user of
-# Envoy's image only.
-write_tls() {
-  local line ca='' crt='' key='' changed=1 name
+# read_tls: the CA and this host's certificate and key from stdin, up to the line of this host's
+# certificate (an API key filter config may follow).
+tls_ca='' tls_crt='' tls_key=''
+read_tls() {
+  local line name
   # The last line may come without its newline (a step's output is trimmed).
   while IFS=' ' read -r name line || [ -n "$name" ]; do
     case $name in
-      ca) ca=$line ;;
-      "$tls_name") crt=${line%% *} key=${line#* } ;;
+      ca) tls_ca=$line ;;
+      "$tls_name") tls_crt=${line%% *} tls_key=${line#* } ;;
     esac
+    [ -z "$tls_crt" ] || [ -z "$tls_ca" ] || break
   done
-  if [ -z "$ca" ] || [ -z "$crt" ] || [ -z "$key" ]; then fail "no TLS certificate for ${tls_name} on stdin (the first router host's tls step makes them)"; fi
+  if [ -z "$tls_ca" ] || [ -z "$tls_crt" ] || [ -z "$tls_key" ]; then fail "no TLS certificate for ${tls_name} on stdin (the first router host's tls step makes them)"; fi
+}
+
+# write_tls: Envoy's certificates (read_tls); 0 when they changed. The key is readable by the user of
+# Envoy's image only.
+write_tls() {
+  local changed=1
   install -d -m 0755 "$state_dir/envoy/tls"
-  put "$state_dir/envoy/tls/ca.crt" "$(printf '%s' "$ca" | base64 -d)" 0644 && changed=0
-  put "$state_dir/envoy/tls/tls.crt" "$(printf '%s' "$crt" | base64 -d)" 0644 && changed=0
-  (umask 077; put "$state_dir/envoy/tls/tls.key" "$(printf '%s' "$key" | base64 -d)" 0400) && changed=0
+  put "$state_dir/envoy/tls/ca.crt" "$(printf '%s' "$tls_ca" | base64 -d)" 0644 && changed=0
+  put "$state_dir/envoy/tls/tls.crt" "$(printf '%s' "$tls_crt" | base64 -d)" 0644 && changed=0
+  (umask 077; put "$state_dir/envoy/tls/tls.key" "$(printf '%s' "$tls_key" | base64 -d)" 0400) && changed=0
   chown "$envoy_uid:$envoy_uid" "$state_dir/envoy/tls/tls.key"
+  unset tls_key
   return "$changed"
 }
 
