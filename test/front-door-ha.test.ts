@@ -393,6 +393,33 @@ describe("a front door of two router hosts under the mock runtime", () => {
     }
   });
 
+  it("reads its TLS lines off the apply step's stdin and leaves the API key filter's config after them, with or without the last newline", () => {
+    const lib = path.resolve(__dirname, "../core/render/hosts/scripts");
+    const filter = apiKeyFilterConfig("sk-ha-0123456789");
+    const read = (stdin: string) =>
+      spawnSync(
+        "bash",
+        [
+          "-c",
+          `set -euo pipefail; fail() { echo "$*" >&2; exit 1; }; . ./front-door-roll.sh; tls_name=door-b; read_tls; echo "$tls_ca|$tls_crt|$tls_key"; cat`,
+        ],
+        {
+          cwd: lib,
+          input: stdin,
+          encoding: "utf8",
+        },
+      );
+    const lines = "ca Q0E=\ndoor-a QQ== S0E=\ndoor-b Qg== S0I=";
+    for (const stdin of [`${lines}\n${filter}`, `${lines}\n`, lines]) {
+      const result = read(stdin);
+      expect(result.status, result.stderr).toBe(0);
+      expect(result.stdout).toBe(`Q0E=|Qg==|S0I=\n${stdin.startsWith(`${lines}\n`) ? stdin.slice(lines.length + 1) : ""}`);
+    }
+    const missing = read(`ca Q0E=\ndoor-a QQ== S0E=\n${filter}`);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toContain("no TLS certificate for door-b on stdin");
+  });
+
   it("keeps an existing single-router stack's resources: router.host and router.hosts of one register the same, with the names they had", async () => {
     const edge = readStackFile("edge").raw as Record<string, unknown> & { router: { host: unknown } };
     const asHost = await runUnderMocks(runProgram, edge, SECRETS);

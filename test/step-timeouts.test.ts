@@ -85,7 +85,10 @@ function waitsOf(step: Registration, drain: number): { run: number; remove: numb
     const stops = units.reduce((sum, unit) => sum + unitSeconds(one(create, unit)!, "TimeoutStopSec"), 0);
     // Several router hosts (front-door-roll.sh): the peer's takeover of the address, then Envoy's drain.
     const roll = one(create, "tls_name") !== "" ? n("drain_timeout_s") + (vrrp ? n("takeover_s") : 0) : 0;
-    return { run: n("ready_timeout_s") + stops + roll, remove: stops };
+    // The images (images.sh: three tries, 10 s apart, each within the pull budget) and each unit's start.
+    const { imagePullSeconds, systemdStartSeconds } = HOST_DEFAULTS.steps;
+    const pulls = scriptSettings(create, "images").length * (3 * imagePullSeconds + 20);
+    return { run: n("ready_timeout_s") + stops + roll + pulls + units.length * systemdStartSeconds, remove: stops };
   }
   if (has(create, "ready_timeout_s")) {
     const stop = unitSeconds(one(create, "unit_text")!, "TimeoutStopSec");
