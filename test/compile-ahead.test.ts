@@ -3,6 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { note, warning } from "../core/plan/messages";
 import { compileOnlyEnv } from "../core/render/compileCache";
 import { readStackFile } from "../core/config/stackFile";
 import { PLACEHOLDER } from "../core/plan/argv";
@@ -173,10 +174,12 @@ describe("a registry without a compile host pulls on the first host of each key"
     expect(commands(registrations).find((r) => r.name === pull)!.inputs.create).toContain("compile_here=no");
   });
 
-  it("warns that this stack only pulls", () => {
+  it("notes that this stack only pulls: a deliberate setup, nothing to act on", () => {
     const deployment = planDeployment(parseStackSettings(settings), shippedCatalog);
-    expect(deployment.plan.warnings).toContain(
-      "compile.registry: without compile.host this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed",
+    expect(deployment.plan.messages).toContainEqual(
+      note(
+        "compile.registry: without compile.host this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed",
+      ),
     );
   });
 });
@@ -235,13 +238,15 @@ describe("compile settings", () => {
       'kubernetes.image: with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got "registry.example.com/vllm-rbln:0.12.0")',
     );
     const warned = planDeployment(parseStackSettings({ ...hostsStack({ compile: { host: compileHost, enabled: true } }) }), shippedCatalog);
-    expect(warned.plan.warnings).toContain("compile.enabled: does nothing with platform: hosts (set compile.host for a compile server)");
+    expect(warned.plan.messages).toContainEqual(warning("compile.enabled: does nothing with platform: hosts (set compile.host for a compile server)"));
   });
 
   it("fall back to compiling on the NPUs, with a warning, when the installed vllm-rbln has no compile-only mode", () => {
     const old = planDeployment(parseStackSettings(hostsStack({ versions: { vllmRbln: "0.10.4" }, compile: { host: compileHost } })), shippedCatalog);
-    expect(old.plan.warnings).toContain(
-      "compile ahead: vllm-rbln 0.10.4 has no compile-only mode (it arrived in 0.10.5a0); the first wave compiles on its NPUs, as without compile ahead",
+    expect(old.plan.messages).toContainEqual(
+      warning(
+        "compile ahead: vllm-rbln 0.10.4 has no compile-only mode (it arrived in 0.10.5a0); the first wave compiles on its NPUs, as without compile ahead; use vllm-rbln 0.10.5a0 or newer (versions.vllmRbln), or drop compile.host",
+      ),
     );
   });
 });
