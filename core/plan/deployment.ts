@@ -114,8 +114,10 @@ function frontDoorMessages(deployment: Deployment): PlanMessage[] {
   ];
   if (frontDoor.routers.length > 1 && !frontDoor.virtualAddress) {
     const addresses = frontDoor.routers.map((r) => r.address).join(", ");
-    warnings.push(
-      `router.virtualAddress: unset, so no address moves between the router hosts: clients (or a DNS name with every address, and a short TTL) must be given ${addresses}, use one, and on a refused or reset connection, or a 503 from a draining router host, retry the request on another; a request cut mid-answer is lost`,
+    messages.push(
+      warning(
+        `router.virtualAddress: unset, so no address moves between the router hosts: clients (or a DNS name with every address, and a short TTL) must be given ${addresses}, use one, and on a refused or reset connection, or a 503 from a draining router host, retry the request on another; a request cut mid-answer is lost`,
+      ),
     );
   }
   for (const role of plan.roles) {
