@@ -61,7 +61,15 @@ beforeAll(async () => {
     path.join(dir, "bin", "ssh"),
     [
       "#!/usr/bin/env bash",
+      // With several router hosts: the one named in $STATE/ssh-unreachable cannot be reached (ssh's 255), the one in $STATE/ssh-refuses refuses.
+      // Shell builtins only: the steps' timing tests run this on a loaded machine.
+      'remote=${*: -2:1}; key=; unreachable=; refuses=; { read -r key; read -r key; } < "$2"',
+      '[ ! -f "$STATE/ssh-unreachable" ] || read -r unreachable < "$STATE/ssh-unreachable"',
+      '[ ! -f "$STATE/ssh-refuses" ] || read -r refuses < "$STATE/ssh-refuses"',
+      'echo "$remote $key ${*: -1}" >> "$STATE/ssh-remotes"',
+      '[ "$remote" != "$unreachable" ] || { echo "ssh: connect to host: Connection timed out" >&2; exit 255; }',
       'echo "ssh ${*: -1}" >> "$STATE/calls"',
+      '[ "$remote" != "$refuses" ] || { echo "front door: refused on purpose" >&2; exit 1; }',
       'case "${*: -1}" in drain*) n=$(( $(cat "$STATE/drains" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$STATE/drains"; [ "$n" != "$(cat "$STATE/ssh-fail-drain" 2>/dev/null)" ] || { echo "front door: refused on purpose" >&2; exit 1; } ;; esac',
       "",
     ].join("\n"),
@@ -143,7 +151,8 @@ function apply(
     frontDoor,
     hostUnits,
   });
-  const key = frontDoor ? "-----BEGIN OPENSSH PRIVATE KEY-----\nnot a key\n-----END OPENSSH PRIVATE KEY-----\n" : "";
+  // A key per router host, each naming its host on its middle line.
+  const key = (frontDoor?.routers ?? []).map((_, i) => `-----BEGIN OPENSSH PRIVATE KEY-----\nkey of router ${i}\n-----END OPENSSH PRIVATE KEY-----\n`).join("");
   return runBash(script, key + stdin, onStdout, failAt, cut);
 }
 
@@ -581,9 +590,7 @@ describe("the unit step when a command fails once the change begins", { timeout:
 describe("the unit step behind the front door", { timeout: 60_000 }, () => {
   const ENDPOINT = "test-host-main-0";
   const door = (renewSeconds = 3600): FrontDoorAccess => ({
-    address: "127.0.0.9",
-    port: 22,
-    hostKey: "",
+    routers: [{ address: "127.0.0.9", port: 22, hostKey: "" }],
     bind: "127.0.0.1",
     endpoints: [ENDPOINT],
     renewSeconds,
@@ -609,7 +616,39 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
   }
 
   afterEach(() => {
-    for (const file of ["ssh-fail-drain", "restart-seconds"]) fs.rmSync(path.join(dir, file), { force: true });
+    for (const file of ["ssh-fail-drain", "restart-seconds", "ssh-unreachable", "ssh-refuses", "ssh-remotes"]) fs.rmSync(path.join(dir, file), { force: true });
+  });
+
+  it("with two router hosts, drains and rejoins on each with its own key; passes over one it cannot reach, and fails at one that refuses", async () => {
+    const two = (): FrontDoorAccess => ({ ...door(), routers: [...door().routers, { address: "127.0.0.10", port: 22, hostKey: "" }] });
+    const remotes = () => fs.readFileSync(path.join(dir, "ssh-remotes"), "utf8").trim().split("\n");
+    servingNow(A);
+    const run = await apply("", { ...B, frontDoor: two() });
+    expect(run.status, run.stderr).toBe(0);
+    expect(remotes()).toEqual([
+      `root@127.0.0.9 key of router 0 drain ${ENDPOINT}`,
+      `root@127.0.0.10 key of router 1 drain ${ENDPOINT}`,
+      `root@127.0.0.9 key of router 0 rejoin ${ENDPOINT}`,
+      `root@127.0.0.10 key of router 1 rejoin ${ENDPOINT}`,
+    ]);
+    fs.rmSync(path.join(dir, "ssh-remotes"));
+    fs.writeFileSync(path.join(dir, "ssh-unreachable"), "root@127.0.0.10");
+    servingNow(A);
+    const passedOver = await apply("", { ...B, frontDoor: two() });
+    expect(passedOver.status, passedOver.stderr).toBe(0);
+    expect(passedOver.stderr).toContain(`test-host: the front door on 127.0.0.10 could not be reached to drain ${ENDPOINT}; passed over`);
+    expect(drainsAndStops(passedOver)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh rejoin ${ENDPOINT}`]);
+    // None reachable: nothing changes.
+    fs.writeFileSync(path.join(dir, "ssh-unreachable"), "root@127.0.0.9");
+    const alone = await apply("", { ...A, frontDoor: { ...door(), routers: door().routers } });
+    expect(alone.status).toBe(1);
+    expect(alone.stderr).toContain(`test-host: the front door did not take ${ENDPOINT} out (see above); nothing changed`);
+    fs.rmSync(path.join(dir, "ssh-unreachable"));
+    fs.writeFileSync(path.join(dir, "ssh-refuses"), "root@127.0.0.10");
+    const refused = await apply("", { ...A, frontDoor: two() });
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain(`test-host: the front door did not take ${ENDPOINT} out (see above); nothing changed`);
+    expect(state()).toEqual(serving(B));
   });
 
   it("takes the rank out before it restarts it, and back in as the last thing it does, once the new config served", async () => {

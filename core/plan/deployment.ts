@@ -12,6 +12,7 @@ import { modelsOf, withRevision } from "./models";
 import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
 import { resolveAutoscaling, roleReplicas } from "./replicas";
 import { resolvePlan } from "./resolve";
+import { routerHostEntries } from "../config/routerHosts";
 import { planFrontDoor } from "./frontDoor";
 import { note, type PlanMessage, warning } from "./messages";
 import { checkWeightsStorage } from "./storage";
@@ -45,7 +46,9 @@ function settingsWarnings(settings: StackSettings): PlanMessage[] {
   }
   // The front door's own settings: the chart deploys the router on Kubernetes.
   const routerDefaults = SETTING_DEFAULTS.router as Record<string, unknown>;
-  for (const key of settings.platform === "kubernetes" ? (["host", "runtime", "images", "port"] as const) : (["pickerResources"] as const)) {
+  for (const key of settings.platform === "kubernetes"
+    ? (["host", "hosts", "virtualAddress", "runtime", "images", "port"] as const)
+    : (["pickerResources"] as const)) {
     if (JSON.stringify(settings.router[key]) !== JSON.stringify(routerDefaults[key])) {
       warnings.push(`router.${key}: does nothing with platform: ${settings.platform}; remove it or choose the platform that reads it`);
     }
@@ -109,6 +112,14 @@ function frontDoorMessages(deployment: Deployment): PlanMessage[] {
       "router: on hosts the endpoint picker discovers endpoints from a file, without Kubernetes: InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there",
     ),
   ];
+  if (frontDoor.routers.length > 1 && !frontDoor.virtualAddress) {
+    const addresses = frontDoor.routers.map((r) => r.address).join(", ");
+    messages.push(
+      warning(
+        `router.virtualAddress: unset, so no address moves between the router hosts: clients (or a DNS name with every address, and a short TTL) must be given ${addresses}, use one, and on a refused or reset connection, or a 503 from a draining router host, retry the request on another; a request cut mid-answer is lost`,
+      ),
+    );
+  }
   for (const role of plan.roles) {
     const hosts = new Set(frontDoor.endpoints.filter((e) => e.role === role.role).map((e) => e.host));
     if (hosts.size !== 1) continue;
@@ -203,7 +214,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
 
   let placements: HostPlacement[] = [];
   if (settings.platform === "hosts") {
-    if (plan.router && settings.router.host === undefined) {
+    if (plan.router && routerHostEntries(settings.router).length === 0) {
       throw new ConfigError(
         "router.host",
         `required: strategy "${plan.strategy}" routes through the llm-d router's front door; on hosts give it a server (a host {name, address, user, port, hostKey}, any Linux server with podman or docker) or the name of an entry of hosts`,

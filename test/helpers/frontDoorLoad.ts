@@ -6,8 +6,10 @@ import { validateEndpointsFile } from "./eppConfig";
  * that change a running deployment and must lose no request. Both record plain data (times in epoch
  * milliseconds, fractional) that a test asserts on and `npm run bench` can report from.
  *
- * Targets are refused unless they are on loopback (127.0.0.0/8, ::1, localhost): the fake hosts live
- * there, and load goes nowhere else. Every loop is bounded in count and time and stops by itself.
+ * Targets are refused unless they are on loopback (127.0.0.0/8, ::1, localhost) or on a test network
+ * (198.18.0.0/15, where test/helpers/hostNetwork.ts puts fake hosts that have networks of their own,
+ * routed nowhere else): the fake hosts live there, and load goes nowhere else. Every loop is bounded
+ * in count and time and stops by itself.
  */
 
 /** One request: when it started and ended, its status (null: no response), and why it failed. */
@@ -60,10 +62,10 @@ export function now(): number {
   return performance.timeOrigin + performance.now();
 }
 
-/** Refuses a URL whose host is not on loopback. */
+/** Refuses a URL whose host is not on loopback or a test network (198.18.0.0/15, hostNetwork.ts). */
 export function assertLoopback(url: string): void {
   const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
-  if (!(host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host))) {
+  if (!(host === "localhost" || host === "::1" || /^(127\.\d{1,3}|198\.1[89])\.\d{1,3}\.\d{1,3}$/.test(host))) {
     throw new Error(`${url}: load and probes go to loopback addresses only`);
   }
 }

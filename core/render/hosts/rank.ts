@@ -80,9 +80,7 @@ export function frontDoorAccess(deployment: Deployment, host: Host, which: (endp
   const endpoints = frontDoor?.endpoints.filter((e) => e.host === host.name && which(e)).map((e) => e.name) ?? [];
   if (!frontDoor || endpoints.length === 0) return null;
   return {
-    address: frontDoor.host.address,
-    port: frontDoor.host.port,
-    hostKey: frontDoor.host.hostKey ?? "",
+    routers: frontDoor.routers.map(({ host: router }) => ({ address: router.address, port: router.port, hostKey: router.hostKey ?? "" })),
     bind: host.address,
     endpoints,
     renewSeconds: HOST_DEFAULTS.frontDoor.drainRenewSeconds,
@@ -146,10 +144,12 @@ function hostUnits(context: HostContext): string[] {
 /**
  * The values of the recipe's placeholders on a server of the hosts platform, for every step that runs
  * a rank's command line there (its unit, a compile or pull of its key): the server's own address for
- * `<POD_IP>`, and the front door's host for the KV-events endpoint of the recipe's router (`<EPP_HOST>`).
+ * `<POD_IP>`, and for the KV-events endpoint of the recipe's router (`<EPP_HOST>`) the front door:
+ * its virtual address (the active EPP's host), else its first router host.
  */
 export function hostPlaceholders(deployment: Deployment, server: Pick<Host, "address">): Record<string, string> {
-  return { POD_IP: server.address, ...(deployment.frontDoor ? { EPP_HOST: deployment.frontDoor.host.address } : {}) };
+  const door = deployment.frontDoor;
+  return { POD_IP: server.address, ...(door ? { EPP_HOST: door.virtualAddress ?? door.routers[0]!.host.address } : {}) };
 }
 
 /** One rank on its host: the unit, the env file, and the steps that apply and remove them. */

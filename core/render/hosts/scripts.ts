@@ -165,10 +165,8 @@ export interface UnitApplyInput {
 
 /** How a host's steps reach the router host to take its endpoints out of the front door and back. */
 export interface FrontDoorAccess {
-  /** The router host's SSH address, port and host key (empty with insecureSkipHostKeyCheck). */
-  address: string;
-  port: number;
-  hostKey: string;
+  /** Each router host's SSH address, port and host key (empty with insecureSkipHostKeyCheck), in the stack's order: the order of the keys on stdin. */
+  routers: { address: string; port: number; hostKey: string }[];
   /** This host's own address, which the router's grant accepts. */
   bind: string;
   /** The endpoints the step takes out: a rank's own, or every rank's of the host for its sidecar. */
@@ -177,11 +175,12 @@ export interface FrontDoorAccess {
   renewSeconds: number;
 }
 
-function frontDoorSettings(access: FrontDoorAccess | null | undefined) {
+/** The settings a step that drains through the front door reads (front-door.sh): each router host's SSH login, in the stack's order. */
+export function frontDoorSettings(access: FrontDoorAccess | null | undefined) {
   return {
-    router_ssh_address: access?.address ?? "",
-    router_ssh_port: access?.port ?? 22,
-    router_ssh_host_key: access?.hostKey ?? "",
+    router_ssh_address: access?.routers.map((r) => r.address) ?? [],
+    router_ssh_port: access?.routers.map((r) => String(r.port)) ?? [],
+    router_ssh_host_key: access?.routers.map((r) => r.hostKey) ?? [],
     router_ssh_bind: access?.bind ?? "",
   };
 }
