@@ -8,6 +8,7 @@ import type { Deployment, FrontDoorPlan } from "../../../plan/types";
 import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
 import { HOST_DEFAULTS } from "../defaults";
+import { frontDoorStateDir } from "../names";
 import { frontDoorAccess, readyTimeoutSeconds } from "../rank";
 import { HOST_SCRIPT_DIR } from "../scripts";
 import { execStartLine, quoteExecWord } from "../systemd";
@@ -104,7 +105,7 @@ function doorContext(deployment: Deployment, options: FrontDoorOptions): DoorCon
     daemon: frontDoor.runtime === "docker" ? "docker.service" : null,
     firewall: options.firewallPath ?? HOST_DEFAULTS.frontDoor.firewall,
     apiKey: options.apiKey ?? false,
-    stateDir: `${installRoot}/router/${options.id}`,
+    stateDir: frontDoorStateDir(installRoot, options.id),
     agent: { text, path: `${installRoot}/bin/front-door-${createHash("sha256").update(text).digest("hex").slice(0, 12)}.py` },
   };
 }

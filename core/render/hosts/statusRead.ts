@@ -1,0 +1,83 @@
+import { weightsMarker } from "../../cache/markers";
+import type { Host } from "../../config/schema";
+import { isDataParallelGroup } from "../../plan/dataParallel";
+import type { Deployment } from "../../plan/types";
+import { packageFile } from "../../template";
+import { CACHE_LOG } from "../compileCache";
+import { hostCacheLayout } from "./cacheLayout";
+import { compileMarker, DEFAULT_INSTANCE, deploymentId, frontDoorStateDir, groupRestartUnitName, unitName, venvPath } from "./names";
+import { HOST_SCRIPT_DIR } from "./scripts";
+
+/** One rank as the host reader looks for it: its unit, its group's restart unit, and the markers of its host's steps. */
+interface RankReadSpec {
+  key: string;
+  unit: string;
+  group: string | null;
+  venv: string;
+  hfHome: string;
+  weightsMarkers: string[];
+  compileMarker: string;
+}
+
+/** What `status` runs on one host over SSH: a Python program (stdin of `python3 -`) that prints one JSON document. */
+export interface HostStatusRead {
+  host: Host;
+  /** `python3 -`, through `sudo -n` for a user other than root (the journal and the drains are root's). */
+  command: string;
+  script: string;
+  /** The ranks it reads, by key (`<role>-<rank>`), in plan order. */
+  ranks: { key: string; role: string; rank: number }[];
+}
+
+/** The reader with its spec in place: a JSON text as a Python string literal (JSON's escapes are Python's). */
+function readerScript(spec: { ranks: RankReadSpec[]; drainsDir: string | null; hitLine: string; warmUpLine: string }): string {
+  return packageFile(`${HOST_SCRIPT_DIR}/status-read.py`).replace("json.loads(SPEC_JSON)", () => `json.loads(${JSON.stringify(JSON.stringify(spec))})`);
+}
+
+const commandOf = (host: Pick<Host, "user">) => (host.user === "root" ? "python3 -" : "sudo -n python3 -");
+
+/**
+ * Every NPU host's read for `status`, and the router host's (the front door's drains), named as
+ * `pulumi up` names them on stack `stack` (the program's own instance): units, venv, markers.
+ */
+export function hostStatusReads(
+  deployment: Deployment,
+  stack: string,
+): { hosts: HostStatusRead[]; router: HostStatusRead | null; drainKey: (host: string, key: string) => string } {
+  const { settings, plan } = deployment;
+  const id = deploymentId(stack, DEFAULT_INSTANCE);
+  const cache = hostCacheLayout(settings);
+  const hfHome = `${cache.root}/huggingface`;
+  const common = { hitLine: CACHE_LOG.hit, warmUpLine: CACHE_LOG.warmUp };
+  const hosts = deployment.placements.map((placement) => {
+    const roles = plan.roles.filter((role) => role.node === placement.node);
+    const ranks = roles.flatMap((role) =>
+      role.ranks.map((rank) => ({
+        key: `${role.role}-${rank.rank}`,
+        unit: unitName(id, role.role, rank.rank),
+        group: isDataParallelGroup(role) ? groupRestartUnitName(id, role.role) : null,
+        venv: venvPath(settings.installRoot, id, plan.packages),
+        hfHome,
+        weightsMarkers: plan.models.map((m) => weightsMarker(hfHome, m.id)),
+        compileMarker: compileMarker(cache.root, role.compileKey),
+      })),
+    );
+    return {
+      host: placement.host,
+      command: commandOf(placement.host),
+      script: readerScript({ ranks, drainsDir: null, ...common }),
+      ranks: roles.flatMap((role) => role.ranks.map((rank) => ({ key: `${role.role}-${rank.rank}`, role: role.role, rank: rank.rank }))),
+    };
+  });
+  const door = deployment.frontDoor;
+  const router = door
+    ? {
+        host: door.host,
+        command: commandOf(door.host),
+        script: readerScript({ ranks: [], drainsDir: `${frontDoorStateDir(settings.installRoot, id)}/drains`, ...common }),
+        ranks: [],
+      }
+    : null;
+  // The front door's endpoint names (core/plan/frontDoor.ts): `<host>-<role>-<rank>`.
+  return { hosts, router, drainKey: (host, key) => `${host}-${key}` };
+}
