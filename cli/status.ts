@@ -321,8 +321,8 @@ function table(statuses: readonly RankStatus[]): string {
   ]);
   // Below the table, one line for each rank that does not serve: why, and its log's last line.
   const notes = statuses
-    .filter((s) => s.state !== "READY" && (s.problem ?? s.detail ?? s.lastLine) !== null)
-    .map((s) => `${s.url}: ${[s.problem ?? s.detail, s.lastLine === null ? null : `last log line: ${s.lastLine}`].filter((p) => p !== null).join(" | ")}`);
+    .filter((s) => s.state !== "READY" && (s.detail ?? s.lastLine) !== null)
+    .map((s) => `${s.url}: ${[s.detail, s.lastLine === null ? null : `last log line: ${s.lastLine}`].filter((p) => p !== null).join(" | ")}`);
   const roles = statuses.every((s) => s.labels.role !== undefined) ? roleSummaries(statuses.map((s) => ({ role: s.labels.role!, state: s.state }))) : [];
   return columns(header, rows) + [...notes, ...roles].map((line) => `${printable(line)}\n`).join("");
 }

@@ -87,6 +87,8 @@ function notRunning(host: HostRankFacts): StateReading {
 export function classifyHostRank(rank: RankReading): StateReading {
   const { http, host, drain, now } = rank;
   const drained = drain !== null && (drain.until === undefined || now < drain.until);
+  // A stopping vLLM answers /health while its requests finish: the unit says it is on its way out.
+  if (host?.unit.active === "deactivating") return reading("DRAINING", host.unit.since, "stopping: its requests finish");
   if (http.up) {
     if (http.problem !== null) return reading("FAILED", host?.unit.started ?? null, http.problem);
     if (drained) return reading("DRAINING", drain.since, "out of the front door");
@@ -94,7 +96,6 @@ export function classifyHostRank(rank: RankReading): StateReading {
   }
   if (host === null) return reading("DOWN", null, [http.problem, rank.hostError && `host not read: ${rank.hostError}`].filter(Boolean).join("; ") || null);
   const { unit, group } = host;
-  if (unit.active === "deactivating") return reading("DRAINING", unit.since, "stopping: its requests finish");
   // A data-parallel rank that failed is started again with its group: starting, not failed.
   if (!ACTIVE.has(unit.active) && group !== null && ACTIVE.has(group.active)) return reading("LOADING", group.since, "its data-parallel group restarts");
   if (unit.active === "failed") return reading("FAILED", unit.since, `unit failed (${unit.result})`);
