@@ -1,9 +1,11 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
+import { note, type PlanMessage } from "../core/plan/messages";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
@@ -227,40 +229,120 @@ describe("the front door's settings, refused with one line", () => {
     expect(owners({ endpoint: "tcp://10.0.1.1:5557" })).toEqual([]);
   });
 
-  it("refuses a host name behind the router (file discovery reads literal IPv4 addresses), and a decode host's listenAddress (the sidecar forwards to localhost)", () => {
+  it("refuses a serving address behind the router that is not IPv4 (file discovery reads literal IPv4 addresses), and a decode host's listenAddress (the sidecar forwards to localhost)", () => {
     const hosts = (edge().hosts as Record<string, unknown>[]).map((h) => ({ ...h }));
-    expect(refused({ ...edge(), hosts: [{ ...hosts[0], address: "npu-0.example.com" }, hosts[1]] })).toBe(
-      "hosts[0].address: \"npu-0.example.com\" is not a literal IPv4 address; the router's file discovery reaches endpoints by IPv4 address only: give the host's IPv4 address (or listenAddress)",
+    expect(refused({ ...edge(), hosts: [{ ...hosts[0], listenAddress: "fd00::11" }, hosts[1]] })).toBe(
+      "hosts[0].listenAddress: \"fd00::11\" is not a literal IPv4 address; the router's file discovery reaches endpoints by IPv4 address only: give the host's IPv4 address (or listenAddress)",
     );
     expect(refused({ ...edge(), hosts: [hosts[0], { ...hosts[1], listenAddress: "10.30.0.12" }] })).toMatch(
       /^hosts\[1\]\.listenAddress: "10\.30\.0\.12": the decode ranks of this host are reached through the routing sidecar/,
     );
   });
 
-  it("warns that aggregated replicas without a front door are separate endpoints, and what file mode leaves out", () => {
+  it("notes that aggregated replicas without a front door are separate endpoints, and what file mode leaves out", () => {
     const raw = { ...readStackFile("dev").raw, replicas: 2, hosts: [host("npu-a", "10.20.0.11"), host("npu-b", "10.20.0.12")] };
-    expect(plan(raw).plan.warnings).toContain(
-      "router.host: unset, so the 2 replicas are 2 endpoints and clients must spread their requests over them themselves; set router.host for one front door",
-    );
-    expect(plan(edge()).plan.warnings.join("\n")).toContain(
-      "InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there",
+    expect(plan(raw).plan.messages).toEqual([
+      note(
+        "router.host: unset, so the 2 replicas are 2 endpoints (stack output endpoints) and clients spread their requests over them; set router.host for one front door",
+      ),
+    ]);
+    expect(plan(edge()).plan.messages).toContainEqual(
+      note(expect.stringContaining("InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there")),
     );
   });
 });
 
-describe("the one-server warning says what the stack does", () => {
-  const oneServer = (role: string) => (warnings: string[]) =>
-    warnings.filter((w) => w.startsWith(`router: role ${role} has one server`)).map((w) => w.slice(w.indexOf(";") + 2));
-  const REFUSES = "its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)";
-  const TAKES = "rollout.allowEmptyFrontDoor is true, so its unit steps take that outage (add a replica to avoid it)";
+describe("every SSH grant and bind the hosts write holds IP addresses (sshd matches from= against the address it sees connect)", () => {
+  const scriptDir = path.join(__dirname, "../core/render/hosts/scripts");
+  // The settings the grants (from="${x}") and the binds (peer_ssh_setup's fifth argument) are written from, read from the scripts themselves.
+  const grantSettings = fs.readdirSync(scriptDir).flatMap((file) => {
+    const text = fs.readFileSync(path.join(scriptDir, file), "utf8");
+    return [...text.matchAll(/from=\\"\$\{(\w+)\}/g), ...text.matchAll(/^\s*peer_ssh_setup(?: "\$\w+"){4} "\$(\w+)"/gm)].map((m) => m[1]!);
+  });
+  const ipv4 = (n: number) => `10.30.0.${n}`;
+  const named = (n: number) => `npu-${n}.example.com`;
+  const [prefill, decode] = (edge().hosts as Record<string, unknown>[]).map((h) => ({ ...h }));
+  const dev = () => readStackFile("dev").raw;
+  const twoDev = (a: string, b: string, more: Record<string, unknown> = {}) => ({
+    ...dev(),
+    replicas: 2,
+    hosts: [host("npu-a", a), host("npu-b", b)],
+    ...more,
+  });
+  const VARIANTS: [string, Record<string, unknown>][] = [
+    ["edge as shipped", edge()],
+    // The front door checks the serving address (listenAddress), the drain grant and bind take the SSH address.
+    ["edge, prefill host by name with an IPv4 listenAddress", { ...edge(), hosts: [{ ...prefill, address: named(11), listenAddress: ipv4(11) }, decode] }],
+    ["edge, its router host by name", { ...edge(), router: { host: host("door", "door.example.com") } }],
+    ["edge, a compile host by name", { ...edge(), compile: { host: host("cpu-0", "cpu-0.example.com") } }],
+    ["dev, one host by name", { ...dev(), hosts: [host("npu-a", named(1))] }],
+    ["dev, one host by name and a compile host", { ...dev(), hosts: [host("npu-a", named(1))], compile: { host: host("cpu-0", ipv4(9)) } }],
+    ["dev, two hosts, the second by name", twoDev(ipv4(1), named(2))],
+    ["dev, two hosts by name, a shared cache", twoDev(named(1), named(2), { cache: { shared: "/mnt/rbln-cache" } })],
+    [
+      "dev, two hosts by name with listenAddress, a shared cache, a router host",
+      twoDev(named(1), named(2), {
+        cache: { shared: "/mnt/rbln-cache" },
+        router: { host: host("door", ipv4(9)) },
+        hosts: [host("npu-a", named(1), { listenAddress: ipv4(1) }), host("npu-b", named(2), { listenAddress: ipv4(2) })],
+      }),
+    ],
+    ["dev, two hosts, a router host sharing the first, the second by name", twoDev(ipv4(1), named(2), { router: { host: "npu-a" } })],
+    [
+      "dev, two hosts, a router host and a compile host by name",
+      twoDev(ipv4(1), ipv4(2), { router: { host: host("door", "door.example.com") }, compile: { host: host("cpu-0", "cpu-0.example.com") } }),
+    ],
+  ];
+
+  it("reads the grants' settings from the scripts: from= in the copy and drain grants, the bind of every copy and drain", () => {
+    expect(new Set(grantSettings)).toEqual(new Set(["dest_address", "from_address", "bind_address", "router_ssh_bind"]));
+  });
+
+  it("refuses a host name wherever a grant or bind would take it, and renders only IP addresses there otherwise", () => {
+    const outcomes = VARIANTS.map(([label, raw]) => {
+      let files: Record<string, string>;
+      try {
+        files = renderStackFiles(plan(raw), [], "edge");
+      } catch (error) {
+        return [label, (error as Error).message.split(":")[0]];
+      }
+      const written = Object.values(files)
+        .flatMap((text) =>
+          grantSettings.flatMap((name) => [...text.matchAll(new RegExp(`^${name}=(.*)$`, "gm"))].flatMap((m) => m[1]!.replace(/^'(.*)'$/, "$1").split(","))),
+        )
+        .filter((address) => address !== "");
+      const hostNames = written.filter((address) => net.isIP(address) === 0);
+      return [label, hostNames.length > 0 ? `renders ${hostNames.join(" ")}` : `${written.length} grant addresses`];
+    });
+    expect(Object.fromEntries(outcomes)).toEqual({
+      "edge as shipped": "10 grant addresses",
+      "edge, prefill host by name with an IPv4 listenAddress": "hosts[0].address",
+      "edge, its router host by name": "10 grant addresses",
+      "edge, a compile host by name": "16 grant addresses",
+      "dev, one host by name": "0 grant addresses",
+      "dev, one host by name and a compile host": "hosts[0].address",
+      "dev, two hosts, the second by name": "hosts[1].address",
+      "dev, two hosts by name, a shared cache": "0 grant addresses",
+      "dev, two hosts by name with listenAddress, a shared cache, a router host": "hosts[0].address",
+      "dev, two hosts, a router host sharing the first, the second by name": "hosts[1].address",
+      "dev, two hosts, a router host and a compile host by name": "12 grant addresses",
+    });
+  });
+});
+
+describe("the one-server message says what the stack does: a warning while changes are refused, a note once the outage is accepted", () => {
+  const oneServer = (role: string) => (messages: PlanMessage[]) =>
+    messages.filter((m) => m.text.startsWith(`router: role ${role} has one server`)).map((m) => `${m.level}: ${m.text.slice(m.text.indexOf(";") + 2)}`);
+  const REFUSES = "warning: its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)";
+  const TAKES = "note: rollout.allowEmptyFrontDoor is true, so its unit steps take that outage (add a replica to avoid it)";
 
   it("refused while rollout.allowEmptyFrontDoor is false; taken, and no longer said to be refused, once it is true", () => {
     // edge: one prefill and one decode server.
     for (const role of ["prefill", "decode"]) {
-      expect(oneServer(role)(plan(edge()).plan.warnings), role).toEqual([REFUSES]);
-      const allowed = plan({ ...edge(), rollout: { allowEmptyFrontDoor: true } }).plan.warnings;
+      expect(oneServer(role)(plan(edge()).plan.messages), role).toEqual([REFUSES]);
+      const allowed = plan({ ...edge(), rollout: { allowEmptyFrontDoor: true } }).plan.messages;
       expect(oneServer(role)(allowed), role).toEqual([TAKES]);
-      expect(allowed.join("\n")).not.toContain("refuse that unless");
+      expect(JSON.stringify(allowed)).not.toContain("refuse that unless");
     }
     // The class: an aggregated replica alone behind a front door, and a role with two servers (no warning either way).
     const dev = readStackFile("dev").raw as Record<string, any>;
@@ -271,7 +353,7 @@ describe("the one-server warning says what the stack does", () => {
         hosts: [host("npu-a", "10.20.0.11"), host("npu-b", "10.20.0.12")].slice(0, replicas),
         router: { host: { name: "door", address: "10.20.0.10", hostKey: EXAMPLE_HOST_KEY } },
         rollout: { allowEmptyFrontDoor },
-      }).plan.warnings;
+      }).plan.messages;
     expect(oneServer("main")(aggregated(true, 1))).toEqual([TAKES]);
     expect(oneServer("main")(aggregated(false, 1))).toEqual([REFUSES]);
     expect(oneServer("main")(aggregated(true, 2))).toEqual([]);

@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { messagesAt } from "../core/plan/messages";
 import { parseStackSettings, planDeployment, type Deployment } from "../components";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
@@ -25,14 +26,9 @@ const REGISTRY = { repository: "registry.example.com/ml/rbln-compile-cache", use
 const COMPILE_HOST = { name: "cpu-0", address: "10.0.1.5", hostKey: EXAMPLE_HOST_KEY };
 const PINNED_IMAGE = `registry.example.com/ml/vllm-rbln@sha256:${"a".repeat(64)}`;
 
-/**
- * The stack as shipped, and with each compile-ahead setting on top. Not on hosts with the
- * disaggregated strategy: its compile step binds no <EPP_HOST>, so the program refuses what the
- * plan accepts (docs/compile-ahead.md, "Limits": hosts compile a role's first rank only).
- */
+/** The stack as shipped, and with each compile-ahead setting on top. */
 function variants(raw: Record<string, unknown>): [string, Record<string, unknown>][] {
   const onHosts = raw.platform !== "kubernetes";
-  if (onHosts && raw.strategy === "prefill-decode-disaggregated") return [["as shipped", raw]];
   const ahead = onHosts ? { host: COMPILE_HOST } : { enabled: true };
   // A registry needs a pinned revision, and on Kubernetes an image by digest.
   const pinned = { revision: REVISION, ...(onHosts ? {} : { kubernetes: { ...(raw.kubernetes as object), image: PINNED_IMAGE } }) };
@@ -98,7 +94,7 @@ describe.each(STACKS)("stack %s: the public plan entry is the plan the program a
     expect((await outputValue(outputs.compileKeys)).map(({ key, roles }) => ({ key, roles }))).toEqual(
       deployment.compile.keys.map(({ key, roles }) => ({ key, roles })),
     );
-    expect(outputs.warnings).toEqual(deployment.plan.warnings);
+    expect([outputs.warnings, outputs.notes]).toEqual([messagesAt(deployment.plan.messages, "warning"), messagesAt(deployment.plan.messages, "note")]);
   });
 });
 

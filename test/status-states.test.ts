@@ -25,6 +25,7 @@ function facts(more: Partial<HostRankFacts> = {}): HostRankFacts {
     unit: unit("inactive", "dead"),
     group: null,
     log: { last: null, hit: false, warmUp: false },
+    bundles: { any: false, savedSinceStart: false },
     venv: { complete: true, installing: null },
     weights: { complete: true, downloading: null },
     compiled: false,
@@ -49,23 +50,18 @@ const CASES: [string, RankReading, RankState, RegExp | null][] = [
     /downloading/,
   ],
   [
-    "a running unit whose log has a warm-up and no cache loaded: COMPILING",
-    read(facts({ unit: unit("active", "running"), log: { last: "compiling graph, step 4", hit: false, warmUp: true } })),
+    "a running unit with no compiled bundle of its model on the host: COMPILING",
+    read(facts({ unit: unit("active", "running") })),
     "COMPILING",
-    /compiling/,
+    /no compiled cache of its model here/,
   ],
   [
     "a running unit whose log shows its compiled cache loaded: LOADING",
-    read(facts({ unit: unit("active", "running"), log: { last: "x", hit: true, warmUp: true } })),
+    read(facts({ unit: unit("active", "running"), bundles: { any: true, savedSinceStart: false }, log: { last: "x", hit: true, warmUp: true } })),
     "LOADING",
-    /compiled cache/,
+    /loading its compiled cache$/,
   ],
-  [
-    "a running unit with its cache placed ahead and no warm-up yet: LOADING",
-    read(facts({ unit: unit("active", "running"), compiled: true })),
-    "LOADING",
-    /cache is here/,
-  ],
+  ["a running unit with its cache placed ahead: LOADING", read(facts({ unit: unit("active", "running"), compiled: true })), "LOADING", /placed ahead/],
   ["an answering rank: READY", read(facts({ unit: unit("active", "running") }), { http: { up: true, problem: null } }), "READY", null],
   [
     "an answering rank the front door holds out: DRAINING",
@@ -110,6 +106,18 @@ describe("a rank's state on a host", () => {
     expect(since(CASES[1]![1])).toBe(NOW - 3600);
     expect(since(read(facts({ unit: unit("active", "running", { started: NOW - 42 }) }), { http: { up: true, problem: null } }))).toBe(NOW - 42);
     expect(since(CASES[6]![1])).toBe(NOW - 5);
+  });
+
+  it("a running rank's bundle files decide before its log, which extraEnv can silence", () => {
+    const running = (bundles: HostRankFacts["bundles"], log: Partial<HostRankFacts["log"]> = {}) =>
+      classifyHostRank(read(facts({ unit: unit("active", "running"), bundles, log: { last: null, hit: false, warmUp: false, ...log } }))).state;
+    // Saved since the start: the warm-up is over, whatever the log says.
+    expect(running({ any: true, savedSinceStart: true }, { warmUp: true })).toBe("LOADING");
+    // None at all: nothing to load, even with a (stray) load line.
+    expect(running({ any: false, savedSinceStart: false }, { hit: true })).toBe("COMPILING");
+    // A bundle there: a warm-up with no load line compiles; a quiet log is loading.
+    expect(running({ any: true, savedSinceStart: false }, { warmUp: true })).toBe("COMPILING");
+    expect(running({ any: true, savedSinceStart: false })).toBe("LOADING");
   });
 
   it("a drain whose lease ran out no longer counts", () => {

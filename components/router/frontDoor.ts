@@ -1,7 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import { apiKeyFilterConfig } from "../../core/render/hosts/frontDoor/envoy";
 import type { RenderedFrontDoor } from "../../core/render/hosts/frontDoor/frontDoor";
-import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
 import { hostSteps } from "../hosts/steps";
 
 export interface FrontDoorArgs {
@@ -34,7 +33,7 @@ export class FrontDoor extends pulumi.ComponentResource {
       "apply",
       { create: rendered.applyScript, delete: rendered.removeScript },
       { logging: "stdoutAndStderr", ...apiKeyFilter },
-      { customTimeouts: { create: HOST_DEFAULTS.steps.install, update: HOST_DEFAULTS.steps.install } },
+      { customTimeouts: rendered.timeouts.apply },
     );
     const keys = new Map<string, pulumi.Output<string>>();
     const ready = new Map<string, pulumi.Resource[]>();
@@ -44,7 +43,7 @@ export class FrontDoor extends pulumi.ComponentResource {
         `access-${access.host}`,
         { create: access.accessScript, delete: access.revokeScript },
         { logging: "none" },
-        { additionalSecretOutputs: ["stdout"] },
+        { additionalSecretOutputs: ["stdout"], customTimeouts: rendered.timeouts.access },
       );
       keys.set(access.host, pulumi.secret(step.stdout));
       ready.set(access.host, [apply, step]);

@@ -1,5 +1,5 @@
 import { stringify } from "yaml";
-import { secretEnvironment, secretPlaceholder } from "../config/secrets";
+import { credentialPlaceholder, secretEnvironment, secretPlaceholder } from "../config/secrets";
 import { alertRules } from "../monitoring/rules";
 import type { RenderedDeployment } from "./deployment";
 import { hostFiles } from "./hosts/files";
@@ -71,7 +71,8 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
     write(workloads.namespace, "namespace");
     write(workloads.serviceAccount, "serviceaccount");
     if (workloads.secret) {
-      const secret: typeof workloads.secret = { ...workloads.secret, stringData: secretEnvironment(secrets, secretPlaceholder) };
+      const credentials = Object.fromEntries(Object.keys(workloads.credentialEnv).map((key) => [key, credentialPlaceholder(key)]));
+      const secret: typeof workloads.secret = { ...workloads.secret, stringData: { ...secretEnvironment(secrets, secretPlaceholder), ...credentials } };
       write(secret, "secret");
     }
     for (const volume of workloads.volumes) write(volume.object, `pvc-${volume.id}`);

@@ -37,6 +37,8 @@ export const HostRankFacts = z.object({
   venv: z.object({ complete: z.boolean(), installing: epoch }),
   /** Every model of the plan is in HF_HOME, or when the process downloading or copying one started. */
   weights: z.object({ complete: z.boolean(), downloading: epoch }),
+  /** The model's compiled-cache bundles: any at all, and any saved since the process started (vllm-rbln saves after every warm-up). */
+  bundles: z.object({ any: z.boolean(), savedSinceStart: z.boolean() }),
   /** The compiled cache of the rank's compile key was placed ahead (compiled, pulled or copied). */
   compiled: z.boolean(),
 });
@@ -60,12 +62,20 @@ export interface RankReading {
 const reading = (state: RankState, since: number | null, detail: string | null): StateReading => ({ state, since, detail });
 const ACTIVE = new Set(["active", "activating", "reloading"]);
 
-/** A running unit not serving yet: loading a compiled cache or the weights, or compiling (a warm-up with no hit before it). */
+/**
+ * A running unit not serving yet. Its bundle files decide first, as the unit step's do (cache-hit.sh):
+ * one saved since the start means its warm-up is over; with none of the model's at all it compiles.
+ * With a bundle there, vllm-rbln's log says which (a load line; a warm-up without one compiles),
+ * and without either line (a quiet log, or no warm-up yet) it is loading.
+ */
 function starting(host: HostRankFacts): StateReading {
   const since = host.unit.started ?? host.unit.since;
+  if (host.bundles.savedSinceStart) return reading("LOADING", since, "warmed up; its compiled cache is saved");
+  if (host.compiled) return reading("LOADING", since, "loading its compiled cache, placed ahead");
+  if (!host.bundles.any) return reading("COMPILING", since, "no compiled cache of its model here: compiling");
   if (host.log.hit) return reading("LOADING", since, "loading its compiled cache");
-  if (host.log.warmUp) return reading("COMPILING", since, host.compiled ? "compiling though its compiled cache is here" : "no compiled cache: compiling");
-  return reading("LOADING", since, host.compiled ? "loading; its compiled cache is here" : "loading the weights");
+  if (host.log.warmUp) return reading("COMPILING", since, "a warm-up with no compiled cache loaded: compiling");
+  return reading("LOADING", since, "loading; a compiled cache of its model is here");
 }
 
 /** A rank whose unit does not run: being installed, its weights downloading, or down for a reason named. */

@@ -3,10 +3,17 @@ import type { Host } from "../../config/schema";
 import { isDataParallelGroup } from "../../plan/dataParallel";
 import type { Deployment } from "../../plan/types";
 import { packageFile } from "../../template";
-import { CACHE_LOG } from "../compileCache";
+import { megaCacheModelDir } from "../compileCache";
 import { hostCacheLayout } from "./cacheLayout";
 import { compileMarker, DEFAULT_INSTANCE, deploymentId, frontDoorStateDir, groupRestartUnitName, unitName, venvPath } from "./names";
 import { HOST_SCRIPT_DIR } from "./scripts";
+
+/**
+ * vllm-rbln 0.12.0's lines (test/fixtures/vllm-rbln-0.12.0.json): printed before warm-up when a
+ * compiled bundle is found, and for each graph warmed up. A hint only: extraEnv can silence them
+ * (VLLM_LOGGING_LEVEL), so the bundles' files decide first.
+ */
+const VLLM_RBLN_LOG = { hit: "Loaded rbln mega-cache bundle from ", warmUp: "rbln_backend [warm-up]" } as const;
 
 /** One rank as the host reader looks for it: its unit, its group's restart unit, and the markers of its host's steps. */
 interface RankReadSpec {
@@ -17,6 +24,8 @@ interface RankReadSpec {
   hfHome: string;
   weightsMarkers: string[];
   compileMarker: string;
+  /** The folder of the model's mega-cache bundles (megaCacheModelDir), as the unit step reads it. */
+  bundleDir: string;
 }
 
 /** What `status` runs on one host over SSH: a Python program (stdin of `python3 -`) that prints one JSON document. */
@@ -48,7 +57,7 @@ export function hostStatusReads(
   const id = deploymentId(stack, DEFAULT_INSTANCE);
   const cache = hostCacheLayout(settings);
   const hfHome = `${cache.root}/huggingface`;
-  const common = { hitLine: CACHE_LOG.hit, warmUpLine: CACHE_LOG.warmUp };
+  const common = { hitLine: VLLM_RBLN_LOG.hit, warmUpLine: VLLM_RBLN_LOG.warmUp };
   const hosts = deployment.placements.map((placement) => {
     const roles = plan.roles.filter((role) => role.node === placement.node);
     const ranks = roles.flatMap((role) =>
@@ -60,6 +69,7 @@ export function hostStatusReads(
         hfHome,
         weightsMarkers: plan.models.map((m) => weightsMarker(hfHome, m.id)),
         compileMarker: compileMarker(cache.root, role.compileKey),
+        bundleDir: megaCacheModelDir(`${cache.root}/vllm/rbln`, plan.model),
       })),
     );
     return {

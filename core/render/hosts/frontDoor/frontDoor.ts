@@ -9,7 +9,16 @@ import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
 import { HOST_DEFAULTS } from "../defaults";
 import { frontDoorStateDir } from "../names";
-import { frontDoorAccess, readyTimeoutSeconds } from "../rank";
+import { frontDoorAccess } from "../rank";
+import {
+  commandStepWaits,
+  containerStopTimeoutSeconds,
+  drainWaitSeconds,
+  frontDoorApplyWaits,
+  sidecarStepWaits,
+  timeoutsOf,
+  type StepTimeouts,
+} from "../stepTimeouts";
 import { HOST_SCRIPT_DIR } from "../scripts";
 import { execStartLine, quoteExecWord } from "../systemd";
 import { packageFile, renderScript, renderTemplate } from "../../../template";
@@ -32,6 +41,8 @@ export interface RenderedSidecar {
   unitText: string;
   applyScript: string;
   removeScript: string;
+  /** Its step's Pulumi timeouts: the image pull, the drain of the host's endpoints, the restart and the answer (stepTimeouts.ts). */
+  timeouts: StepTimeouts;
 }
 
 /** One host's key to the front door, for its own endpoints only: made and let in on the router host (stdout: the key), and revoked. */
@@ -57,6 +68,8 @@ export interface RenderedFrontDoor {
   /** With `apiKey`: where the apply step writes Envoy's API key filter config (apiKeyFilterConfig) from its stdin; null without. */
   apiKeyConfig: string | null;
   sidecars: RenderedSidecar[];
+  /** The Pulumi timeouts of the router host's steps, from what each waits for (stepTimeouts.ts). */
+  timeouts: { apply: StepTimeouts; access: StepTimeouts };
   /** The EPP's metrics endpoint, for Prometheus beside the ranks'. */
   scrapeTarget: ScrapeTarget;
 }
@@ -122,7 +135,7 @@ function containerUnit(door: DoorContext, description: string, container: string
     exec_start_before: before ? `ExecStartPre=${before.map(quoteExecWord).join(" ")}` : null,
     exec_start: execStartLine([[door.runtime, "run", "--rm", "--name", container, "--pull", "never"], ...lines]),
     stop_s: stop,
-    timeout_stop_s: stop + 30,
+    timeout_stop_s: containerStopTimeoutSeconds(),
   });
 }
 
@@ -164,7 +177,7 @@ function routerUnits(door: DoorContext) {
 
 /** What the agent keeps the EPP's endpoints file to (desired.json): every endpoint with its rollout wave, and the drain's bounds. */
 function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
-  const { settings, plan } = deployment;
+  const { settings } = deployment;
   const defaults = HOST_DEFAULTS.frontDoor;
   const cache = hostCacheLayout(settings);
   // Each endpoint's rollout wave: a drain does not wait for a server that changes only after it.
@@ -174,7 +187,7 @@ function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
     endpoints: frontDoor.endpoints.map((e) => ({ ...e, wave: waveOf.get(e.host)! })),
     allowEmpty: settings.rollout.allowEmptyFrontDoor,
     // A role's other server may be starting, even compiling: wait as long as a rank may take to serve.
-    drainWaitSeconds: Math.max(...plan.roles.map((role) => readyTimeoutSeconds(cache, role.ranks[0]!.env))),
+    drainWaitSeconds: drainWaitSeconds(deployment, cache),
     settleSeconds: defaults.settleSeconds,
     // A drain its step stopped renewing (the step died, or cannot reach the router) ends after this.
     drainLeaseSeconds: defaults.drainLeaseSeconds,
@@ -251,6 +264,7 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
       firewall: door.firewall,
       firewall_removal: firewall.removal,
     }),
+    timeouts: timeoutsOf(sidecarStepWaits(deployment, hostCacheLayout(deployment.settings), placement.host, access.endpoints.length)),
   };
 }
 
@@ -342,6 +356,7 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
     },
     apiKeyConfig: door.apiKey ? `${door.stateDir}/envoy/${API_KEY_CONFIG}` : null,
     sidecars: frontDoor.sidecars.map((sidecar) => renderSidecar(door, sidecar)),
+    timeouts: { apply: timeoutsOf(frontDoorApplyWaits(frontDoor.host)), access: timeoutsOf(commandStepWaits(frontDoor.host)) },
     scrapeTarget: {
       targets: [hostPort(frontDoor.address, FRONT_DOOR_PORTS.eppMetrics)],
       // No rank: the dashboard's and the alerts' rank panels leave it out.

@@ -9,7 +9,7 @@ set -euo pipefail
 host_name=router-0
 state_dir=/opt/rbln-serving/router/dev
 runtime=/usr/bin/podman
-images=(ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0 docker.io/envoyproxy/envoy:distroless-v1.37.0)
+images=(ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0 docker.io/envoyproxy/envoy:distroless-v1.37.11)
 agent_path=/opt/rbln-serving/bin/front-door-0123456789ab.py
 agent_text='#!/usr/bin/env python3'
 epp_config='kind: EndpointPickerConfig'

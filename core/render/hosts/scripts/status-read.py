@@ -1,6 +1,7 @@
 """What `rbln-serving status` reads on a host, over SSH, for each of its ranks: the unit's state
 (`systemctl show`), its data-parallel group's restart unit, its journal since its process started
-(the last line, and whether vllm-rbln loaded a compiled cache or ran a warm-up), the markers the
+(the last line, and whether vllm-rbln logged a cache load or a warm-up), the model's compiled-cache
+bundles (any, and any saved since the start: a warm-up is over), the markers the
 install, weights and compile steps write when done, and whether an install or a download of this
 deployment runs now (a process naming its venv, or its weights' marker, or an rsync into HF_HOME).
 On a router host, the front door's drains. Reads systemd, /proc and files only: never the steps'
@@ -52,6 +53,20 @@ def log(name, started):
     }
 
 
+def bundles(folder, started):
+    """The model's mega-cache bundles (vllm-rbln saves one after every warm-up): any, and any saved since the start."""
+    found = []
+    for root, _, files in os.walk(folder):
+        found += [os.path.join(root, f) for f in files if f == "mega_cache.bin"]
+    mtimes = []
+    for path in found:
+        try:
+            mtimes.append(os.stat(path).st_mtime)
+        except OSError:
+            continue
+    return {"any": bool(mtimes), "savedSinceStart": bool(started) and any(m >= started for m in mtimes)}
+
+
 def boot_time():
     with open("/proc/stat") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("btime "))
@@ -94,6 +109,7 @@ def rank(spec, running):
         "unit": state,
         "group": unit(spec["group"]) if spec["group"] else None,
         "log": log(spec["unit"], state["started"]),
+        "bundles": bundles(spec["bundleDir"], state["started"]),
         "venv": {
             "complete": os.path.isfile(spec["venv"] + "/.rbln-serving-complete"),
             "installing": first_start(running, lambda argv: installing(argv, spec["venv"])),
