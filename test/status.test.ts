@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { histogramQuantile, parseExposition, sumOf } from "../core/monitoring/exposition";
 import { planDeployment } from "../core/plan/deployment";
-import { frontDoorStatus, MAX_BODY_BYTES, probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
+import { CLEAR_SCREEN, frontDoorStatus, MAX_BODY_BYTES, probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
 import { startFakeVllm, writeBody, type FakeVllm } from "./helpers/fakeVllm";
 import { shippedCatalog } from "./helpers/recipes";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
@@ -202,6 +202,30 @@ describe("status against fake vLLM ranks on loopback", () => {
     expect(withKey.status, withKey.stdout).toBe(0);
     expect(JSON.parse(withKey.stdout).ranks[0]).toMatchObject({ up: true, model: MODEL });
   });
+
+  it("--watch reads again every --interval seconds, each reading over the last, and exits as the last reading on SIGINT", async () => {
+    const rank = await fake({ model: MODEL });
+    const child = spawn(
+      path.join(ROOT, "node_modules/.bin/tsx"),
+      [path.join(ROOT, "cli/main.ts"), "status", "--endpoint", rank.url, "--watch", "--interval", "0.2"],
+      {
+        cwd: ROOT,
+        env: { ...process.env, VLLM_API_KEY: "" },
+      },
+    );
+    let stdout = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
+    // Three readings, then the rank goes away: the readings after say DOWN, and the exit status is theirs.
+    await expect.poll(() => stdout.split(CLEAR_SCREEN).length - 1, { timeout: 30_000, interval: 100 }).toBeGreaterThanOrEqual(3);
+    await rank.close();
+    await expect.poll(() => stdout.split(CLEAR_SCREEN).at(-1), { timeout: 30_000, interval: 100 }).toMatch(/ DOWN /);
+    child.kill("SIGINT");
+    expect(await exited).toBe(3);
+    const readings = stdout.split(CLEAR_SCREEN).slice(1);
+    expect(readings[0]).toMatch(/^rbln-serving status, every 0\.2s: \S+ \(exit 0; Ctrl-C ends\)\n\nENDPOINT /);
+    expect(readings[0]).toMatch(new RegExp(`^${rank.url} +- +- +- +READY `, "m"));
+  }, 60_000);
 
   it("refuses bad flags with one line naming the flag", async () => {
     const run = await statusCli(["--endpoint", "localhost:8000"]);
