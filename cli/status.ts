@@ -4,8 +4,9 @@ import { ConfigError, formatPath, issueMessage } from "../core/errors";
 import { histogramQuantile, meanOf, parseExposition, sumOf } from "../core/monitoring/exposition";
 import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
 import { hostPort, httpUrl } from "../core/address";
+import { frontDoorAddresses } from "../core/plan/frontDoor";
 import { FRONT_DOOR_PORTS } from "../core/plan/ports";
-import type { Deployment, FrontDoorPlan } from "../core/plan/types";
+import type { Deployment } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { DEFAULT_INSTANCE } from "../core/render/hosts/names";
 import { hostStatusReads } from "../core/render/hosts/statusRead";
@@ -107,7 +108,7 @@ const READY_ENDPOINTS = "llm_d_epp_ready_endpoints";
 
 /** Envoy answers /v1/models through the picker and a rank; the picker serves its metrics. */
 export async function frontDoorStatus(
-  frontDoor: Pick<FrontDoorPlan, "address" | "port">,
+  frontDoor: { address: string; port: number },
   plannedModel: string,
   apiKey: string | undefined,
   pickerPort: number = FRONT_DOOR_PORTS.eppMetrics,
@@ -375,9 +376,13 @@ export interface StatusReport {
 /** Each rank's state from its HTTP answer and what its host says (core/status/hostRank.ts), with its age and last log line. */
 async function withHostStates(statuses: readonly RankStatus[], deployment: Deployment, stack: string, ssh: SshOptions): Promise<RankStatus[]> {
   const reads = hostStatusReads(deployment, stack);
-  const [results, router] = await Promise.all([Promise.all(reads.hosts.map((r) => readHost(r, ssh))), reads.router ? readHost(reads.router, ssh) : null]);
+  const [results, routers] = await Promise.all([
+    Promise.all(reads.hosts.map((r) => readHost(r, ssh))),
+    Promise.all(reads.routers.map((r) => readHost(r, ssh))),
+  ]);
   const byHost = new Map(reads.hosts.map((r, i) => [r.host.name, results[i]!]));
-  const drains = router !== null && !("error" in router) ? router.drains : new Map();
+  // Each router host keeps its own agent's drains: a rank is out while any of them holds it out.
+  const drains = new Map(routers.flatMap((router) => ("error" in router ? [] : [...router.drains])));
   return statuses.map((s) => {
     const key = `${s.labels.role}-${s.labels.rank}`;
     const result = byHost.get(s.labels.host ?? "") ?? { error: "not a host of the stack" };
@@ -413,7 +418,9 @@ export async function readStatus(options: StatusOptions, catalog: RecipeCatalog)
   const frontDoor = source.kind === "hosts" ? source.deployment.frontDoor : null;
   const [probed, door] = await Promise.all([
     probeRanks(source.ranks, source.plannedModel, interval),
-    frontDoor ? frontDoorStatus(frontDoor, source.plannedModel, process.env.VLLM_API_KEY || undefined) : null,
+    frontDoor
+      ? frontDoorStatus({ address: frontDoorAddresses(frontDoor)[0]!, port: frontDoor.port }, source.plannedModel, process.env.VLLM_API_KEY || undefined)
+      : null,
   ]);
   const ranks = source.kind === "hosts" ? await withHostStates(probed, source.deployment, source.stack, sshOptions(options, source.deployment)) : probed;
   const rankExit = exitCodeOf(ranks.map((r) => r.state));

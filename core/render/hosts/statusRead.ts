@@ -46,13 +46,13 @@ function readerScript(spec: { ranks: RankReadSpec[]; drainsDir: string | null; h
 const commandOf = (host: Pick<Host, "user">) => (host.user === "root" ? "python3 -" : "sudo -n python3 -");
 
 /**
- * Every NPU host's read for `status`, and the router host's (the front door's drains), named as
+ * Every NPU host's read for `status`, and each router host's (its agent's drains), named as
  * `pulumi up` names them on stack `stack` (the program's own instance): units, venv, markers.
  */
 export function hostStatusReads(
   deployment: Deployment,
   stack: string,
-): { hosts: HostStatusRead[]; router: HostStatusRead | null; drainKey: (host: string, key: string) => string } {
+): { hosts: HostStatusRead[]; routers: HostStatusRead[]; drainKey: (host: string, key: string) => string } {
   const { settings, plan } = deployment;
   const id = deploymentId(stack, DEFAULT_INSTANCE);
   const cache = hostCacheLayout(settings);
@@ -79,15 +79,13 @@ export function hostStatusReads(
       ranks: roles.flatMap((role) => role.ranks.map((rank) => ({ key: `${role.role}-${rank.rank}`, role: role.role, rank: rank.rank }))),
     };
   });
-  const door = deployment.frontDoor;
-  const router = door
-    ? {
-        host: door.host,
-        command: commandOf(door.host),
-        script: readerScript({ ranks: [], drainsDir: `${frontDoorStateDir(settings.installRoot, id)}/drains`, ...common }),
-        ranks: [],
-      }
-    : null;
+  const drainsDir = `${frontDoorStateDir(settings.installRoot, id)}/drains`;
+  const routers = (deployment.frontDoor?.routers ?? []).map(({ host }) => ({
+    host,
+    command: commandOf(host),
+    script: readerScript({ ranks: [], drainsDir, ...common }),
+    ranks: [],
+  }));
   // The front door's endpoint names (core/plan/frontDoor.ts): `<host>-<role>-<rank>`.
-  return { hosts, router, drainKey: (host, key) => `${host}-${key}` };
+  return { hosts, routers, drainKey: (host, key) => `${host}-${key}` };
 }
