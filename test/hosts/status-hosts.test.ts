@@ -10,7 +10,7 @@ import { startHosts, type TestHost } from "../helpers/hostNamespace";
 import { fakeHostsEngine, fakeHostsSettings, registerServing } from "../helpers/hostStack";
 import { hubStubSource } from "../helpers/hubStub";
 import { startPackageIndex, type PackageIndex } from "../helpers/packageIndex";
-import { knownFlagsJson, VLLM_ARGPARSE } from "../helpers/vllmParser";
+import { knownFlagsJson, STAND_IN_MODULES } from "../helpers/vllmParser";
 
 /**
  * `status` reads each state of a rank from a fake host (real systemd and sshd), over SSH as a user
@@ -39,6 +39,8 @@ const UNIT = unitName(ID, "main", 0);
 // On this machine's disk, which the hosts share outside their private paths.
 const STAGE = fs.mkdtempSync("/var/lib/rbln-status-test-stage-");
 const FAKE_VLLM = path.join(ROOT, "test", "fixtures", "fake-vllm", "vllm");
+/** What the stand-in needs beside it in the venv's bin, as prepareStandInServer places it (test/helpers/standInServer.ts). */
+const STAND_IN_FILES = ["vllm", "known-flags.json", ...STAND_IN_MODULES.map((module) => path.basename(module))];
 
 const STUBS = [
   { name: "rebel-compiler", version: "0.12.0", module: "rebel", source: `import time\ntime.sleep(${INSTALL_SECONDS})\n` },
@@ -49,7 +51,7 @@ const STUBS = [
     extras: ["kv_connectors"],
     source: [
       "import os, shutil, sys",
-      `for name in ("vllm", "vllm_argparse.py", "known-flags.json"): shutil.copy(os.path.join(${JSON.stringify(STAGE)}, name), os.path.join(sys.prefix, "bin", name))`,
+      `for name in ${JSON.stringify(STAND_IN_FILES)}: shutil.copy(os.path.join(${JSON.stringify(STAGE)}, name), os.path.join(sys.prefix, "bin", name))`,
       'os.chmod(os.path.join(sys.prefix, "bin", "vllm"), 0o755)',
       "",
     ].join("\n"),
@@ -128,7 +130,7 @@ const columnsOf = (row: string) => row.split(/ {2,}/);
 
 beforeAll(async () => {
   fs.copyFileSync(FAKE_VLLM, `${STAGE}/vllm`);
-  fs.copyFileSync(VLLM_ARGPARSE, `${STAGE}/vllm_argparse.py`);
+  for (const module of STAND_IN_MODULES) fs.copyFileSync(module, `${STAGE}/${path.basename(module)}`);
   fs.writeFileSync(`${STAGE}/known-flags.json`, knownFlagsJson());
   fs.chmodSync(STAGE, 0o755);
   [[host], index] = await Promise.all([startHosts(1, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] }), startPackageIndex(STUBS)]);
