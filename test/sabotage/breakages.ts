@@ -494,6 +494,24 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/program.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },
   },
   {
+    name: "status-compiling-as-down",
+    why: "status calls a rank that compiles for hours DOWN (exit 3), as it did before states: the user restarts a healthy first start",
+    edits: [{ file: "core/status/hostRank.ts", search: "  if (ACTIVE.has(unit.active)) return starting(host);\n", replace: "" }],
+    tests: { fast: ["test/status-states.test.ts"], hosts: ["test/hosts/status-hosts.test.ts"] },
+  },
+  {
+    name: "status-reader-blind-to-install",
+    why: "status calls a host whose install runs DOWN: the host reader does not see the install step's processes",
+    edits: [
+      {
+        file: "core/render/hosts/scripts/status-read.py",
+        search: '    return any(a == venv or a.startswith(venv + "/") for a in argv)\n',
+        replace: "    return False\n",
+      },
+    ],
+    tests: { hosts: ["test/hosts/status-hosts.test.ts"] },
+  },
+  {
     name: "front-door-roll-untimed",
     why: "a router host's apply step of several router hosts is cut by Pulumi while Envoy still drains its in-flight requests",
     edits: [
