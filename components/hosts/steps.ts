@@ -118,7 +118,8 @@ export function setupSteps(
   const install = steps.step(
     "install",
     rendered.installScript,
-    { stdin: pipConfig, logging: stepLogging([pipPassword]) },
+    // The script masks the password in what pip prints (progress.sh), so its progress is shown.
+    { stdin: pipConfig, logging: "stdoutAndStderr" },
     { dependsOn: [preflight], customTimeouts: rendered.timeouts.install },
   );
   const weights = downloads
@@ -127,7 +128,8 @@ export function setupSteps(
         rendered.weightsScript,
         {
           stdin: stdinOf([hfToken, pipPassword], ([token, password]) => `${token ?? ""}\n${renderPipConfig(rendered.pipIndexes, password ?? null)}`),
-          logging: stepLogging([hfToken, pipPassword]),
+          // The script masks the token and the password in what it runs prints (progress.sh).
+          logging: "stdoutAndStderr",
         },
         { dependsOn: [preflight], customTimeouts: rendered.timeouts.weights },
       )

@@ -61,7 +61,12 @@ function sharedSettings(p: SharedCacheInput) {
   return { shared_root: p.sharedRoot, shared_lock_root: p.sharedLockRoot, lease_lock_path: p.leaseLockPath, lease_lock_text: p.leaseLockText };
 }
 
-export interface InstallInput extends SharedCacheInput {
+/** How often a long step prints a progress line (progress.sh); tests shorten it. */
+export interface ProgressInput {
+  progressSeconds: number;
+}
+
+export interface InstallInput extends SharedCacheInput, ProgressInput {
   hostName: string;
   installRoot: string;
   cacheRoot: string;
@@ -83,10 +88,12 @@ export function installScript(p: InstallInput): string {
     service_user: p.serviceUser,
     setup_lock: HOST_DEFAULTS.locks.setup,
     ...sharedSettings(p),
+    budget_s: HOST_DEFAULTS.steps.installSeconds,
+    progress_s: p.progressSeconds,
   });
 }
 
-export interface WeightsInput extends SharedCacheInput {
+export interface WeightsInput extends SharedCacheInput, ProgressInput {
   hostName: string;
   installRoot: string;
   cacheRoot: string;
@@ -118,6 +125,8 @@ export function weightsScript(p: WeightsInput): string {
     downloader_requirement: p.downloaderRequirement,
     ...sharedSettings(p),
     lock_names: p.lockNames,
+    budget_s: HOST_DEFAULTS.steps.downloadSeconds,
+    progress_s: p.progressSeconds,
   });
 }
 
@@ -305,7 +314,7 @@ export function copyRevokeScript(p: CopyAccessInput): string {
   });
 }
 
-export interface CopyInput {
+export interface CopyInput extends ProgressInput {
   hostName: string;
   sourceName: string;
   sourceAddress: string;
@@ -344,5 +353,7 @@ export function copyScript(p: CopyInput): string {
     dirs: p.dirs,
     source_markers: p.sourceMarkers,
     markers: p.markers,
+    budget_s: HOST_DEFAULTS.steps.copySeconds,
+    progress_s: p.progressSeconds,
   });
 }
