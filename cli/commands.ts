@@ -1,7 +1,7 @@
 import * as path from "node:path";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { secretPairingErrors, type SecretKey } from "../core/config/secrets";
-import { projectStackDir, readStackFile } from "../core/config/stackFile";
+import { projectStackDir, readStackFile, type StackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { compareCompileKeys, compileKeyChanges, recompileLines } from "../core/plan/compileKey";
@@ -10,6 +10,9 @@ import { resolvePlan } from "../core/plan/resolve";
 import type { LaunchPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { maskedPlan, renderPlanText } from "../core/render/planText";
+import { renderStackPlanText } from "../core/render/stackPlanText";
+import { changeCost, renderChangeCost } from "../core/render/changeCost";
+import { stackFileAgainst } from "./stackAgainst";
 import { renderDeployment } from "../core/render/deployment";
 import { writeRenderFolder } from "./outputFolder";
 import { renderFiles } from "../core/render/files";
@@ -25,6 +28,7 @@ export interface CliOptions {
   model?: string;
   format?: string;
   diff?: string;
+  against?: string;
   out?: string;
 }
 
@@ -58,8 +62,13 @@ export function stackDeployment(
   stack: string,
   stackDir = projectStackDir(),
 ): { deployment: Deployment; secrets: SecretKey[] } {
-  const { raw, secrets, warnings } = readStackFile(stack, stackDir);
-  for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
+  return fileDeployment(options, catalog, readStackFile(stack, stackDir), true);
+}
+
+/** A stack file's deployment with the selection flags over its keys; `warn`: say on stderr what the file lacks (the current file, not an older one). */
+function fileDeployment(options: CliOptions, catalog: RecipeCatalog, file: StackFile, warn: boolean): { deployment: Deployment; secrets: SecretKey[] } {
+  const { raw, secrets, warnings } = file;
+  if (warn) for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
   const sets = parseSets(options.set);
   const axes = raw.axes;
   // --set adds to the stack's axes; axes that are no map stay as given, for validation to refuse.
@@ -71,7 +80,8 @@ export function stackDeployment(
   };
   const deployment = planDeployment(parseStackSettings(merged), catalog);
   // `pulumi up` refuses these; offline, the stack file may simply not hold its secrets yet.
-  for (const missing of secretPairingErrors(deployment.settings, (key) => secrets.includes(key))) process.stderr.write(`warning: ${missing.message}\n`);
+  if (warn)
+    for (const missing of secretPairingErrors(deployment.settings, (key) => secrets.includes(key))) process.stderr.write(`warning: ${missing.message}\n`);
   return { deployment, secrets };
 }
 
@@ -92,25 +102,43 @@ function format(options: CliOptions): "text" | "json" {
   return value;
 }
 
+/** A stack's plan in its platform (hosts, addresses, units, the front door; Deployments, Jobs), or the plan of a selection alone. */
 function planCommand(options: CliOptions, catalog: RecipeCatalog): string {
-  if (options.diff !== undefined) return diffCommand(options, catalog);
-  const plan = planFor(options, catalog);
-  return format(options) === "json" ? `${JSON.stringify(maskedPlan(plan), null, 2)}\n` : renderPlanText(plan);
+  if (options.diff !== undefined || options.against !== undefined) return diffCommand(options, catalog);
+  const json = format(options) === "json";
+  if (options.stack === undefined || json) {
+    const plan = planFor(options, catalog);
+    return json ? `${JSON.stringify(maskedPlan(plan), null, 2)}\n` : renderPlanText(plan);
+  }
+  const { deployment, secrets } = stackDeployment(options, catalog, options.stack);
+  // As the program's own instance on that stack, so units and ids are those `pulumi up` creates.
+  return renderStackPlanText(renderDeployment(deployment, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));
 }
 
+/**
+ * What changes from one config to another: `--stack A --diff B` from A to B; `--stack S --against
+ * FILE|GIT-REF` from that file (or S's file at that git ref) to S's file as it is now. Both are
+ * rendered as the program's instance on the stack given, so the cost names the units it changes.
+ */
 function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
-  if (options.stack === undefined || options.diff === undefined) throw new ConfigError("--diff", "compares two stacks: --stack A --diff B");
-  const a = stackDeployment(options, catalog, options.stack);
-  const b = stackDeployment(options, catalog, options.diff);
+  if (options.stack === undefined || (options.diff === undefined) === (options.against === undefined))
+    throw new ConfigError(
+      options.diff !== undefined && options.against !== undefined ? "--against" : "--diff",
+      "compares two configs: --stack A --diff B, or --stack S --against FILE|GIT-REF (not both)",
+    );
+  const stack = options.stack;
+  const [a, b] =
+    options.against !== undefined
+      ? [fileDeployment(options, catalog, stackFileAgainst(stack, options.against, projectStackDir()), false), stackDeployment(options, catalog, stack)]
+      : [stackDeployment(options, catalog, stack), stackDeployment(options, catalog, options.diff!)];
   const changes = diffDeployments(a.deployment, b.deployment, a.secrets, b.secrets);
   const recompiles = changes.length > 0 ? compareCompileKeys(a.deployment.plan, b.deployment.plan) : [];
   if (format(options) === "json") return `${JSON.stringify([...changes, ...compileKeyChanges(recompiles)], null, 2)}\n`;
-  return (
-    renderPlanDiff(changes) +
-    recompileLines(recompiles)
-      .map((line) => `warning: ${line}\n`)
-      .join("")
-  );
+  const render = (side: typeof a) => renderDeployment(side.deployment, { stack, instance: DEFAULT_INSTANCE, secrets: side.secrets });
+  const cost = changes.length > 0 ? renderChangeCost(changeCost(render(a), render(b)), b.deployment) : [];
+  return `${renderPlanDiff(changes)}${recompileLines(recompiles)
+    .map((line) => `${line.level}: ${line.text}\n`)
+    .join("")}${cost.map((line) => `${line}\n`).join("")}`;
 }
 
 /** Writes the texts the stack's resources carry into `--out`, secrets as placeholders; returns a file list. */

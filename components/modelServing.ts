@@ -3,6 +3,7 @@ import type { z } from "zod";
 import { parseStackSettings, type StackSettings } from "../core/config/stackConfig";
 import { checkSecretPairings, SECRET_KEYS, secretEnvironment, type SecretKey } from "../core/config/secrets";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
+import { messagesAt } from "../core/plan/messages";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import type { ScrapeTarget } from "../core/monitoring/targets";
 import { clientCommand } from "../core/render/client";
@@ -194,7 +195,10 @@ export class ModelServing extends pulumi.ComponentResource {
   readonly modelRevision: pulumi.Output<string | null>;
   readonly deployments: pulumi.Output<RoleDeployment[]>;
   readonly selection: Record<string, string>;
+  /** What the stack should change: a risk, a setting that does nothing, a change the steps will refuse. */
   readonly warnings: string[];
+  /** Facts about what the stack does: the recipe's settings that do nothing, the platform's limits, choices the stack made. */
+  readonly notes: string[];
   /** Every rank's metrics endpoint with its labels (hosts; empty on Kubernetes): Prometheus `file_sd` groups. */
   readonly scrapeTargets: ScrapeTarget[];
   /** The compile keys this stack runs, each with its roles and the registry digest of its compiled cache: what retention must keep. */
@@ -229,7 +233,8 @@ export class ModelServing extends pulumi.ComponentResource {
     this.deployments = platform.deployments;
     this.curl = platform.endpoints.apply((list) => clientCommand(plan.client, list[0] ?? "http://<endpoint>", secrets.apiKey !== undefined));
     this.selection = { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
-    this.warnings = plan.warnings;
+    this.warnings = messagesAt(plan.messages, "warning");
+    this.notes = messagesAt(plan.messages, "note");
     this.scrapeTargets = rendered.hosts?.scrapeTargets ?? [];
     this.compileKeys = pulumi.all(
       deployment.compile.keys.map((k) =>
@@ -248,6 +253,7 @@ export class ModelServing extends pulumi.ComponentResource {
       deployments: this.deployments,
       selection: this.selection,
       warnings: this.warnings,
+      notes: this.notes,
       scrapeTargets: this.scrapeTargets,
     });
   }

@@ -3,6 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { note, warning } from "../core/plan/messages";
 import { compileOnlyEnv } from "../core/render/compileCache";
 import { readStackFile } from "../core/config/stackFile";
 import { PLACEHOLDER } from "../core/plan/argv";
@@ -126,7 +127,6 @@ describe("compile ahead of the disaggregated strategy on hosts (decode: four dat
     expect(steps.map((s) => s.roles)).toEqual([["prefill"], ["decode"]]);
     const decode = steps[1]!.script;
     expect(scriptSettings(decode, "units")).toEqual([0, 1, 2, 3].map((r) => `rbln-serving-${rendered.id}.compile-${steps[1]!.key}-${r}.service`));
-    expect(scriptSettings(decode, "ports")).toEqual(["8200", "8201", "8202", "8203"]);
     const lengths = scriptSettings(decode, "command_lengths").map(Number);
     const words = scriptSettings(decode, "command_words");
     expect(lengths.reduce((a, b) => a + b, 0)).toBe(words.length);
@@ -138,6 +138,8 @@ describe("compile ahead of the disaggregated strategy on hosts (decode: four dat
     );
     commands.forEach((command, r) => {
       expect(command[command.indexOf("--data-parallel-rank") + 1]).toBe(String(r));
+      // The rank's own port, which the step swaps for one free at the time (compile-key.sh's start_rank).
+      expect(command[command.indexOf("--port") + 1]).toBe(String(8200 + r));
       expect(command[command.indexOf("--data-parallel-address") + 1]).toBe(compileHost.address);
       expect(command.join(" ")).toContain('"endpoint": "tcp://10.30.0.10:');
     });
@@ -172,10 +174,12 @@ describe("a registry without a compile host pulls on the first host of each key"
     expect(commands(registrations).find((r) => r.name === pull)!.inputs.create).toContain("compile_here=no");
   });
 
-  it("warns that this stack only pulls", () => {
+  it("notes that this stack only pulls: a deliberate setup, nothing to act on", () => {
     const deployment = planDeployment(parseStackSettings(settings), shippedCatalog);
-    expect(deployment.plan.warnings).toContain(
-      "compile.registry: without compile.host this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed",
+    expect(deployment.plan.messages).toContainEqual(
+      note(
+        "compile.registry: without compile.host this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed",
+      ),
     );
   });
 });
@@ -234,13 +238,15 @@ describe("compile settings", () => {
       'kubernetes.image: with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got "registry.example.com/vllm-rbln:0.12.0")',
     );
     const warned = planDeployment(parseStackSettings({ ...hostsStack({ compile: { host: compileHost, enabled: true } }) }), shippedCatalog);
-    expect(warned.plan.warnings).toContain("compile.enabled: does nothing with platform: hosts (set compile.host for a compile server)");
+    expect(warned.plan.messages).toContainEqual(warning("compile.enabled: does nothing with platform: hosts (set compile.host for a compile server)"));
   });
 
   it("fall back to compiling on the NPUs, with a warning, when the installed vllm-rbln has no compile-only mode", () => {
     const old = planDeployment(parseStackSettings(hostsStack({ versions: { vllmRbln: "0.10.4" }, compile: { host: compileHost } })), shippedCatalog);
-    expect(old.plan.warnings).toContain(
-      "compile ahead: vllm-rbln 0.10.4 has no compile-only mode (it arrived in 0.10.5a0); the first wave compiles on its NPUs, as without compile ahead",
+    expect(old.plan.messages).toContainEqual(
+      warning(
+        "compile ahead: vllm-rbln 0.10.4 has no compile-only mode (it arrived in 0.10.5a0); the first wave compiles on its NPUs, as without compile ahead; use vllm-rbln 0.10.5a0 or newer (versions.vllmRbln), or drop compile.host",
+      ),
     );
   });
 });
@@ -271,18 +277,41 @@ describe("compile ahead on Kubernetes, under the mock runtime", async () => {
           `${job.name} ${container.name}`,
         ).toEqual([]);
       }
-      expect(pod.containers[0].resources.requests).toEqual({ cpu: "16", memory: "384Gi" });
-      expect(pod.containers[0].env).toEqual(
+      const compile = pod.initContainers.find((c: { name: string }) => c.name === "compile");
+      expect(compile.resources.requests).toEqual({ cpu: "16", memory: "384Gi" });
+      expect(compile.env).toEqual(
         expect.arrayContaining([
           { name: "VLLM_RBLN_COMPILE_ONLY", value: "1" },
           { name: "RBLN_TARGET_SOC", value: "RBLN-CR13" },
         ]),
       );
-      expect(pod.containers[0].env).toContainEqual({
-        name: "REGISTRY_PASSWORD",
-        valueFrom: { secretKeyRef: { name: "rbln-serving-registry", key: "password" } },
-      });
       expect(() => new Job(job.inputs).validate(), job.name).not.toThrow();
+    }
+  });
+
+  it("pulls, compiles and pushes in containers of their own, in that order: only the pull and the push have the registry password, and neither runs vLLM", () => {
+    const password = { name: "REGISTRY_PASSWORD", valueFrom: { secretKeyRef: { name: "rbln-serving-registry", key: "password" } } };
+    for (const job of jobs) {
+      const pod = job.inputs.spec.template.spec;
+      const phases = [...pod.initContainers, ...pod.containers].map((c: { name: string; command: string[] }) => [c.name, c.command.at(-1)]);
+      expect(phases, job.name).toEqual([
+        ["wait-for-weights", expect.any(String)],
+        ["pull", "pull"],
+        ["compile", "compile"],
+        ["push", "push"],
+      ]);
+      for (const container of [...pod.initContainers, ...pod.containers]) {
+        const env = container.env ?? [];
+        const registry = container.name === "pull" || container.name === "push";
+        if (registry)
+          expect(env, container.name).toEqual([expect.objectContaining({ name: "HOME" }), expect.objectContaining({ name: "VLLM_CACHE_ROOT" }), password]);
+        else expect(JSON.stringify(env), container.name).not.toContain("REGISTRY_PASSWORD");
+        // Only the compile container reads the launch script (vLLM) and the stack's other secrets.
+        expect(
+          container.volumeMounts.some((m: { name: string }) => m.name === "launch"),
+          container.name,
+        ).toBe(container.name === "compile");
+      }
     }
   });
 
@@ -302,9 +331,9 @@ describe("compile ahead on Kubernetes, under the mock runtime", async () => {
 });
 
 describe("the compile Job's environment", () => {
-  // What the Job adds on purpose: compile-only mode's variables (core/render/compileCache.ts) and the
-  // registry password its script reads for skopeo (and unsets before vLLM starts).
-  const ADDED_ON_PURPOSE = [...Object.keys(compileOnlyEnv("RBLN-CR13")), REGISTRY_PASSWORD_ENV];
+  // What the Job's compile adds on purpose: compile-only mode's variables (core/render/compileCache.ts).
+  // The registry password goes to the pull and push containers only, which run no vLLM.
+  const ADDED_ON_PURPOSE = Object.keys(compileOnlyEnv("RBLN-CR13"));
   const stack = (compile: Record<string, unknown>) => ({
     strategy: "prefill-decode-disaggregated",
     target: "Throughput",
@@ -313,21 +342,31 @@ describe("the compile Job's environment", () => {
     kubernetes: { image: `registry.example.com/ml/vllm-rbln@sha256:${"e".repeat(64)}`, gateway: { name: "gw" } },
     compile,
   });
-  const envOf = (pod: unknown) => (pod as { spec: { containers: { env: { name: string }[] }[] } }).spec.containers[0]!.env;
+  type Pod = { spec: { containers: { name: string; env: { name: string }[] }[]; initContainers?: { name: string; env?: { name: string }[] }[] } };
+  const envOf = (pod: unknown) => (pod as Pod).spec.containers[0]!.env;
+  /** The env of the Job's container that runs vLLM (compile), or of its only container (a pull-only Job runs no vLLM). */
+  const compileEnvOf = (pod: unknown) => {
+    const { spec } = pod as Pod;
+    return [...(spec.initContainers ?? []), ...spec.containers].find((c) => c.name === "compile")?.env ?? spec.containers[0]!.env;
+  };
+
+  const render = (compile: Record<string, unknown>) =>
+    renderDeployment(planDeployment(parseStackSettings(stack(compile)), shippedCatalog), {
+      stack: "test",
+      instance: "rbln-serving",
+      secrets: ["hfToken", "apiKey", "registryPassword"],
+    }).kubernetes!.workloads;
 
   for (const [what, compile] of [
     ["compile.enabled and a registry", { enabled: true, registry: REGISTRY }],
-    ["a registry only (pull)", { registry: REGISTRY }],
     ["compile.enabled alone", { enabled: true }],
   ] as const) {
-    it(`is the serving pods' exactly, the secrets' variables included, plus only ${ADDED_ON_PURPOSE.join(", ")}: with ${what}`, () => {
-      const deployment = planDeployment(parseStackSettings(stack(compile)), shippedCatalog);
-      const { workloads } = renderDeployment(deployment, { stack: "test", instance: "rbln-serving", secrets: ["hfToken", "apiKey", "registryPassword"] })
-        .kubernetes!;
+    it(`is the serving pods' exactly where it compiles, the secrets' variables included, plus only ${ADDED_ON_PURPOSE.join(", ")}: with ${what}`, () => {
+      const workloads = render(compile);
       expect(workloads.compileJobs.map((j) => j.role).sort()).toEqual(["decode", "prefill"]);
       for (const job of workloads.compileJobs) {
         const serving = envOf(workloads.roles.find((r) => r.role === job.role)!.deployment.spec!.template);
-        const compiling = envOf(job.job.spec!.template);
+        const compiling = compileEnvOf(job.job.spec!.template);
         expect(serving.map((v) => v.name)).toEqual(expect.arrayContaining(["HF_HOME", "VLLM_CACHE_ROOT", "HF_TOKEN", "VLLM_API_KEY"]));
         expect(
           compiling.filter((v) => !ADDED_ON_PURPOSE.includes(v.name)),
@@ -336,6 +375,14 @@ describe("the compile Job's environment", () => {
       }
     });
   }
+
+  it("is the cache folder and the registry password alone where it only pulls (a registry without compile.enabled): no vLLM runs there", () => {
+    for (const job of render({ registry: REGISTRY }).compileJobs) {
+      const pod = job.job.spec!.template as Pod;
+      expect(pod.spec.containers.map((c) => c.name)).toEqual(["pull"]);
+      expect(envOf(pod).map((v) => v.name)).toEqual(["HOME", "VLLM_CACHE_ROOT", REGISTRY_PASSWORD_ENV]);
+    }
+  });
 });
 
 describe("the compile Job's script under real bash, with the stand-in vllm in compile-only mode", () => {
@@ -382,6 +429,32 @@ describe("the compile Job's script under real bash, with the stand-in vllm in co
       expect(refused.status).toBe(1);
       expect(refused.stderr.trim().split("\n").pop()).toBe("compile job k1: the compile-only run ended (exit 1) before vllm-rbln saved the cache");
       expect(fs.existsSync(`${dir}/vllm/rbln-serving-complete/compile-k1`)).toBe(false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("fails a run that ends well without saving a bundle (a save that failed, say), whatever it logged; and writes each compile in a folder of its own", async () => {
+    port = await freePort();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "compile-job-"));
+    try {
+      // Says it saved, exits 0, saved nothing: only the bundle's file counts.
+      fs.writeFileSync(`${dir}/launch.sh`, "echo 'Saved rbln mega-cache bundle to /nowhere (1.0 MiB)'; exit 0\n");
+      const ended = run(dir, `${dir}/launch.sh`);
+      expect(ended.status).toBe(1);
+      expect(ended.stderr.trim().split("\n").pop()).toBe("compile job k1: the compile-only run ended (exit 0) before vllm-rbln saved the cache");
+      expect(fs.existsSync(`${dir}/vllm/rbln-serving-complete/compile-k1`)).toBe(false);
+      // The run's VLLM_CACHE_ROOT is the key's own folder, not the volume's; a serving pod's save meanwhile is not this key's.
+      copyStandInVllm(dir, "vllm-bin");
+      fs.writeFileSync(
+        `${dir}/launch.sh`,
+        `echo "$VLLM_CACHE_ROOT" > ${dir}/root-seen; mkdir -p ${dir}/vllm/rbln/other; echo other > ${dir}/vllm/rbln/other/mega_cache.bin; exec ${dir}/vllm-bin serve MiniMaxAI/MiniMax-M2.7 --port ${port} --host 127.0.0.1\n`,
+      );
+      const compiled = run(dir, `${dir}/launch.sh`);
+      expect(compiled.status, compiled.stderr).toBe(0);
+      expect(fs.readFileSync(`${dir}/root-seen`, "utf8")).toBe(`${dir}/vllm/.rbln-serving-compile/k1\n`);
+      expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1.files`, "utf8")).not.toContain("other");
+      expect(fs.readdirSync(`${dir}/vllm`).sort()).toEqual(["rbln", "rbln-serving-complete"]);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { messagesAt } from "../core/plan/messages";
 import { parseStackSettings, planDeployment, type Deployment } from "../components";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
@@ -93,7 +94,7 @@ describe.each(STACKS)("stack %s: the public plan entry is the plan the program a
     expect((await outputValue(outputs.compileKeys)).map(({ key, roles }) => ({ key, roles }))).toEqual(
       deployment.compile.keys.map(({ key, roles }) => ({ key, roles })),
     );
-    expect(outputs.warnings).toEqual(deployment.plan.warnings);
+    expect([outputs.warnings, outputs.notes]).toEqual([messagesAt(deployment.plan.messages, "warning"), messagesAt(deployment.plan.messages, "note")]);
   });
 });
 

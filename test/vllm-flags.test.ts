@@ -3,6 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { warning } from "../core/plan/messages";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { readVllmWords } from "../core/config/vllmArgv";
@@ -159,6 +160,10 @@ describe("extraArgs are read as vLLM's parser reads them, before any check", () 
     expect(() => plan(["--hf-tok", "hf_x"])).toThrow(/^extraArgs\.main: "--hf-tok" \(vLLM reads it as --hf-token\) comes from the hfToken secret/);
     expect(() => plan(["--download-d", "/tmp"])).toThrow(/comes from the cacheRoot setting/);
     expect(() => plan(["-h"])).toThrow(/^extraArgs\.main: "-h" \(vLLM reads it as --help\) prints vLLM's help and exits/);
+    // No compile, no warm-up, no bundle: nothing to tell a load from a compile by (bundle.skippedWithoutWarmUp).
+    expect(() => plan(["--enforce-eag"])).toThrow(
+      /^extraArgs\.main: "--enforce-eag" \(vLLM reads it as --enforce-eager\) makes vllm-rbln skip its compile and warm-up and save no compiled cache/,
+    );
   });
 
   it("refuse topology flags by prefix and by short alias alone", () => {
@@ -221,8 +226,10 @@ describe("extraArgs are read as vLLM's parser reads them, before any check", () 
   it("take vllm-rbln's --rbln-* flags with a warning: newer vllm-rbln has them, the pinned 0.12.0 is not confirmed to", () => {
     const deployment = plan(["--rbln-use-custom-s"]);
     expect(deployment.plan.roles[0]!.ranks[0]!.flags.at(-1)).toEqual({ name: "--rbln-use-custom-sampler", values: [] });
-    expect(deployment.plan.warnings).toContain(
-      "extraArgs.main: --rbln-use-custom-sampler is one of vllm-rbln's --rbln-* flags, read in a newer vllm-rbln than the pinned one and not confirmed for it; if it lacks the flag, the rank exits at start (argparse) and the unit step fails",
+    expect(deployment.plan.messages).toContainEqual(
+      warning(
+        "extraArgs.main: --rbln-use-custom-sampler is one of vllm-rbln's --rbln-* flags, read in a newer vllm-rbln than the pinned one and not confirmed for it; if it lacks the flag, the rank exits at start (argparse) and the unit step fails",
+      ),
     );
     expect(() => plan(["--rbln-use-c"])).toThrow(
       /"--rbln-use-c" is ambiguous: vLLM's argparse could read it as --rbln-use-custom-sampler, .*--rbln-use-custom-kernel/,

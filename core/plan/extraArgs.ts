@@ -6,6 +6,7 @@ import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS } from "../config/vllmOptions";
 import { splitCredentialEnv } from "../config/secrets";
 import { ConfigError } from "../errors";
 import { withFlags } from "./argv";
+import { type PlanMessage, warning } from "./messages";
 import type { Flag, RolePlan } from "./types";
 
 /** Flags the stack's own settings set (or the package relies on), and what to do instead. */
@@ -18,6 +19,8 @@ const SETTING_FLAGS: Readonly<Record<string, string>> = {
   "--download-dir": "comes from the cacheRoot setting (the ranks run offline and find the weights only where the package put them); set cacheRoot instead",
   "--hf-token": "comes from the hfToken secret; set it with: pulumi config set --secret hfToken",
   "--help": "prints vLLM's help and exits, so the rank would never serve; leave it out",
+  "--enforce-eager":
+    "makes vllm-rbln skip its compile and warm-up and save no compiled cache, which compile ahead and the unit step read to tell a load from a compile; leave it out",
 };
 
 /** Whether a flag was given as another option string than its own (a prefix, an alias), beyond underscores. */
@@ -59,16 +62,18 @@ function clashRefusal(flag: ReadFlag, earlier: readonly ReadFlag[], recipe: read
 }
 
 /** The stack's extraArgs of one role as flags vLLM reads the same way, each checked; and a warning per vllm-rbln flag. */
-export function extraFlags(words: readonly string[], key: string, recipe: readonly Flag[]): { flags: Flag[]; warnings: string[] } {
+export function extraFlags(words: readonly string[], key: string, recipe: readonly Flag[]): { flags: Flag[]; warnings: PlanMessage[] } {
   const read = readVllmWords(words);
   if (typeof read === "string") throw new ConfigError(key, read);
-  const warnings: string[] = [];
+  const warnings: PlanMessage[] = [];
   read.forEach((flag, i) => {
     const refusal = ownedFlagRefusal(flag) ?? clashRefusal(flag, read.slice(0, i), recipe);
     if (refusal !== undefined) throw new ConfigError(key, refusal);
     if (flag.rbln)
       warnings.push(
-        `${key}: ${flag.name} is one of vllm-rbln's --rbln-* flags, read in a newer vllm-rbln than the pinned one and not confirmed for it; if it lacks the flag, the rank exits at start (argparse) and the unit step fails`,
+        warning(
+          `${key}: ${flag.name} is one of vllm-rbln's --rbln-* flags, read in a newer vllm-rbln than the pinned one and not confirmed for it; if it lacks the flag, the rank exits at start (argparse) and the unit step fails`,
+        ),
       );
   });
   return { flags: read.map(({ name, values }) => ({ name, values })), warnings };
@@ -79,7 +84,7 @@ export function withExtras(
   role: RolePlan,
   extraArgs: readonly string[] | undefined,
   extraEnv: Readonly<Record<string, string>> | undefined,
-): { role: RolePlan; warnings: string[] } {
+): { role: RolePlan; warnings: PlanMessage[] } {
   if (!extraArgs?.length && !extraEnv) return { role, warnings: [] };
   for (const name of Object.keys(extraEnv ?? {})) {
     if ((TOPOLOGY_ENVS as readonly string[]).includes(name)) {
@@ -91,9 +96,10 @@ export function withExtras(
     `extraArgs.${role.role}`,
     role.ranks.flatMap((rank) => rank.flags),
   );
-  const credentials = Object.keys(splitCredentialEnv(extraEnv ?? {}).credentials).map(
-    (name) =>
+  const credentials = Object.keys(splitCredentialEnv(extraEnv ?? {}).credentials).map((name) =>
+    warning(
       `extraEnv.${role.role}.${name}: its value carries credentials in a URL, which sit in the stack config in plain text; the package treats it as a secret (masked in what it prints, on stdin to the hosts, in a Secret on Kubernetes)`,
+    ),
   );
   return {
     // `placeholders` stays the recipe's: the stack's own text is literal, but for a `<POD_IP>`
