@@ -157,7 +157,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
     }),
     readinessScript: readinessScript({
       hostName: host.name,
-      ranks: ranks.map((r) => ({ unitName: r.unitName, label: `${r.role} rank ${r.rank}`, port: r.port })),
+      ranks: ranks.map((r) => ({ unitName: r.unitName, label: `${r.role} rank ${r.rank}`, port: r.port, bundleDir: r.bundleDir })),
       wait: servingWait(context, readyTimeout),
     }),
     ranks,

@@ -247,6 +247,8 @@ export interface ReadinessRank {
   unitName: string;
   label: string;
   port: number;
+  /** Where vllm-rbln keeps the rank's model's compiled bundles: whether a start compiles or loads (its progress lines). */
+  bundleDir: string;
 }
 
 /** Waits until every rank of a host serves, or names the one that failed; run as root (it reads each rank's API key from its process). */
@@ -256,6 +258,7 @@ export function readinessScript(p: { hostName: string; ranks: readonly Readiness
     units: p.ranks.map((r) => r.unitName),
     labels: p.ranks.map((r) => r.label),
     ports: p.ranks.map((r) => String(r.port)),
+    bundle_dirs: p.ranks.map((r) => r.bundleDir),
     ...waitSettings(p.wait),
   });
 }

@@ -47,8 +47,8 @@ peer_ssh_setup "$work" "$source_address" "$source_port" "$source_host_key" "$bin
 ssh_command="${peer_ssh[*]}"
 remote=$peer_rsync_remote
 peer() { rsync -e "$ssh_command" "$@"; }
-# shellcheck source=../../scripts/progress.sh
-. ../../scripts/progress.sh
+# shellcheck source=../../scripts/progress-run.sh
+. ../../scripts/progress-run.sh
 
 # Bytes of the directory here of its size on the peer (a dry run's total), rate and ETA.
 copy_amount() {

@@ -32,8 +32,8 @@ esac
 . service-account.sh
 # shellcheck source=shared-cache.sh
 . shared-cache.sh
-# shellcheck source=../../scripts/progress.sh
-. ../../scripts/progress.sh
+# shellcheck source=../../scripts/progress-run.sh
+. ../../scripts/progress-run.sh
 current="$(dirname "$venv")/current"
 
 # What pip has done: packages collected (resolved and fetched) while it resolves, then, once it

@@ -56,8 +56,8 @@ fi
 . service-account.sh
 # shellcheck source=shared-cache.sh
 . shared-cache.sh
-# shellcheck source=../../scripts/progress.sh
-. ../../scripts/progress.sh
+# shellcheck source=../../scripts/progress-run.sh
+. ../../scripts/progress-run.sh
 hf_token=
 IFS= read -r hf_token || true
 work=$(mktemp -d)
