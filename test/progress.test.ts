@@ -44,23 +44,20 @@ const q = (s: string) => `'${s.replaceAll("'", "'\\''")}'`;
 describe("the progress line: progress.sh and core/render/progress.ts agree", () => {
   it("durations, bytes and transfers, over generated values", () => {
     fc.assert(
-      fc.property(
-        fc.array(fc.tuple(seconds, bytes, fc.oneof(fc.constant(-1), bytes), fc.nat(100)), { minLength: 40, maxLength: 40 }),
-        (cases) => {
-          const script = cases
-            .map(
-              ([s, done, total, seconds]) =>
-                `progress_duration ${s}; progress_bytes ${done}; progress_transfer ${done} ${total} ${Math.min(done, total)} ${seconds}`,
-            )
-            .join("\n");
-          const expected = cases.flatMap(([s, done, total, seconds]) => [
-            formatDuration(s),
-            formatBytes(done),
-            formatTransfer(done, total, Math.min(done, total), seconds),
-          ]);
-          expect(bash(script).split("\n").slice(0, -1)).toEqual(expected);
-        },
-      ),
+      fc.property(fc.array(fc.tuple(seconds, bytes, fc.oneof(fc.constant(-1), bytes), fc.nat(100)), { minLength: 40, maxLength: 40 }), (cases) => {
+        const script = cases
+          .map(
+            ([s, done, total, seconds]) =>
+              `progress_duration ${s}; progress_bytes ${done}; progress_transfer ${done} ${total} ${Math.min(done, total)} ${seconds}`,
+          )
+          .join("\n");
+        const expected = cases.flatMap(([s, done, total, seconds]) => [
+          formatDuration(s),
+          formatBytes(done),
+          formatTransfer(done, total, Math.min(done, total), seconds),
+        ]);
+        expect(bash(script).split("\n").slice(0, -1)).toEqual(expected);
+      }),
       { numRuns: 5 },
     );
   });
@@ -115,14 +112,12 @@ describe("the progress line: progress.sh and core/render/progress.ts agree", () 
 
 describe("the secrets mask", () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "progress-mask-"));
-  const secretsFile = path.join(dir, "secrets");
   const secrets = ["pa ss/word+1", "hf_tok%en", "key-ü-29"];
-  fs.writeFileSync(secretsFile, `${secrets.join("\n")}\n`);
 
   it("hides each secret as written, URL-encoded both ways, and any URL's user info", () => {
     const forms = secrets.flatMap((s) => [s, encodeURIComponent(s), encodeURIComponent(s).replaceAll("%20", "+")]);
     const input = `${forms.map((f) => `x ${f} y`).join("\n")}\nsee http://me:other@host/simple and https://tok@h/x\n`;
-    const out = bash("progress_mask", { stdin: input, env: { progress_secrets: secretsFile } });
+    const out = bash("progress_mask", { stdin: input, env: { progress_secrets: secrets.join("\n") } });
     for (const form of forms) expect(out).not.toContain(form);
     expect(out.split("\n").slice(0, forms.length)).toEqual(forms.map(() => "x *** y"));
     expect(out).toContain("see http://***@host/simple and https://***@h/x");
@@ -139,22 +134,23 @@ describe("the secrets mask", () => {
 });
 
 describe("progress_run", () => {
-  it("prints a line every progress_s seconds while the program runs, masked, and returns its status", () => {
+  it("prints a line every progress_s seconds while the program runs, its output masked, and returns its status", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "progress-run-"));
-    fs.writeFileSync(path.join(dir, "secrets"), "s3cret\n");
     const out = bash(
-      `progress_s=1 progress_secrets=${dir}/secrets
-amount() { echo "step $(cat ${dir}/n 2>/dev/null || echo 0) of 3"; }
+      `progress_s=1 progress_secrets=s3cret
+amount() { echo "step $(cat ${dir}/n 2>/dev/null || echo 0) of 5"; }
 status=0
-progress_run h packages install 60 amount -- bash -c 'for i in 1 2 3; do echo "s3cret $i"; echo $i > ${dir}/n; sleep 1.2; done; exit 7' || status=$?
+progress_run h packages install 60 amount -- bash -c 'for i in 1 2 3 4 5; do echo "s3cret $i"; echo $i > ${dir}/n; sleep 1.2; done; echo "s3cret failed" >&2; exit 7' 2> ${dir}/err || status=$?
 echo "status $status"`,
     );
     const lines = out.split("\n");
-    expect(lines.filter((l) => l.startsWith("*** "))).toEqual(["*** 1", "*** 2", "*** 3"]);
+    expect(lines.filter((l) => l.startsWith("*** "))).toEqual(["*** 1", "*** 2", "*** 3", "*** 4", "*** 5"]);
     const progress = lines.map(parseProgressLine).filter((p) => p !== null);
     expect(progress.length).toBeGreaterThanOrEqual(2);
     for (const p of progress) expect(p).toMatchObject({ host: "h", who: "packages", phase: "install", budget: "60 s" });
-    for (const p of progress) expect(p.amount).toMatch(/^step [0-3] of 3$/);
+    for (const p of progress) expect(p.amount).toMatch(/^step [0-5] of 5$/);
     expect(lines).toContain("status 7");
+    // Its stderr stays stderr, masked too.
+    expect(fs.readFileSync(path.join(dir, "err"), "utf8")).toBe("*** failed\n");
   });
 });

@@ -7,6 +7,13 @@
 # shellcheck source=progress.sh
 . progress.sh
 
+# progress_file_bytes DIR [AS...]: the bytes of the regular files under DIR (partial ones too), what
+# a transfer has written, read by the command AS (runuser -u <user> --, for a shared cache) if given.
+# Not du's count, which adds the directories' own sizes.
+progress_file_bytes() {
+  "${@:2}" find "$1" -type f -printf '%s\n' 2>/dev/null | awk '{ sum += $1 } END { printf "%d\n", sum }'
+}
+
 # A byte count in decimal units with one decimal (tenths cut, not rounded): "512 B", "1.5 kB", "230.0 GB".
 progress_bytes() {
   local n=$1 unit=B i=0 units=(B kB MB GB TB PB)
@@ -41,24 +48,26 @@ progress_transfer() {
 }
 
 # progress_run HOST WHO PHASE BUDGET_S AMOUNT_FUNCTION -- COMMAND...: runs COMMAND (a program, not a
-# function) with its output, stdout and stderr, through the secrets mask, and every progress_s
+# function) with its stdout and its stderr each through the secrets mask, and every progress_s
 # seconds until it ends prints a progress line whose amount is AMOUNT_FUNCTION's output (none for
 # ""). Returns COMMAND's status. A signal ends COMMAND too: a step cut short leaves nothing running.
-# Reads: progress_s, progress_secrets (see progress_mask), progress_log (a file the masked output is
-# added to, for AMOUNT_FUNCTION to read; may be unset).
+# Reads: progress_s, progress_secrets (see progress_mask), progress_log (a file COMMAND's masked
+# stdout is added to, for AMOUNT_FUNCTION to read; may be unset).
 progress_run() {
-  local host=$1 who=$2 phase=$3 budget=$4 amount_of=$5 started next pid mask_pid status=0 fifo
+  local host=$1 who=$2 phase=$3 budget=$4 amount_of=$5 started next pid out_pid err_pid status=0 fifos
   shift 6
-  fifo=$(mktemp -u "${TMPDIR:-/tmp}/rbln-serving-progress.XXXXXX")
-  mkfifo -m 0600 "$fifo"
-  { progress_mask < "$fifo" | tee -a "${progress_log:-/dev/null}"; } &
-  mask_pid=$!
+  fifos=$(mktemp -d "${TMPDIR:-/tmp}/rbln-serving-progress.XXXXXX")
+  mkfifo -m 0600 "$fifos/out" "$fifos/err"
+  { progress_mask < "$fifos/out" | tee -a "${progress_log:-/dev/null}"; } &
+  out_pid=$!
+  progress_mask < "$fifos/err" >&2 &
+  err_pid=$!
   started=$(date +%s)
   next=$((started + progress_s))
-  "$@" > "$fifo" 2>&1 &
+  "$@" > "$fifos/out" 2> "$fifos/err" &
   pid=$!
   # shellcheck disable=SC2064 # the pids are known now
-  trap "kill $pid 2>/dev/null; wait $mask_pid; rm -f '$fifo'; exit 1" HUP INT TERM PIPE
+  trap "kill $pid 2>/dev/null; wait $out_pid $err_pid; rm -rf '$fifos'; exit 1" HUP INT TERM PIPE
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     if [ "$(date +%s)" -ge "$next" ] && kill -0 "$pid" 2>/dev/null; then
@@ -67,14 +76,14 @@ progress_run() {
     fi
   done
   wait "$pid" || status=$?
-  wait "$mask_pid" || true
-  rm -f "$fifo"
+  wait "$out_pid" "$err_pid" || true
+  rm -rf "$fifos"
   trap - HUP INT TERM PIPE
   return "$status"
 }
 
 # progress_secrets_from_urls FILE: the password of every URL with user info in FILE (a pip.conf),
-# decoded, one a line on stdout, for the mask's file.
+# decoded, one a line on stdout, for progress_secrets.
 progress_secrets_from_urls() {
   python3 -c 'import re, sys, urllib.parse
 for url in re.findall(r"[a-z][a-z0-9+.-]*://[^\s/@]+@[^\s]+", open(sys.argv[1]).read()):

@@ -4,7 +4,8 @@
 #   <host> <who> <phase>  <elapsed>  (budget <budget>, <left> left)[  <amount>][  last: "<line>"]
 # and the filter that masks secrets in what the steps' tools print, so no step has to go silent.
 # progress-run.sh adds the amounts of transfers and the runner of a long program.
-# Reads: progress_secrets (a file of secrets, may be unset).
+# Reads: progress_secrets (the secrets a step holds, one a line, in a variable and never in a file;
+# may be unset).
 # shellcheck disable=SC2154
 
 # A duration in seconds as people read it: "42 s" under 2 min, "42 min" under 2 h, else "2 h 40 min".
@@ -34,18 +35,15 @@ progress_line() {
   printf '%s\n' "$line"
 }
 
-# Copies stdin to stdout line by line, every secret of the file $progress_secrets (one a line; no
-# file, nothing to mask) replaced by ***, as written and URL-encoded (quote and quote_plus), and any
+# Copies stdin to stdout line by line, every secret of $progress_secrets (one a line; handed to
+# python in its environment, which only root and the step's user can read) replaced by ***, as written and URL-encoded (quote and quote_plus), and any
 # URL's user info too, as mask.sh's mask_url_credentials does: pip, huggingface_hub and skopeo print
 # URLs and errors that are not ours to vouch for.
 progress_mask_py='import os, re, sys, urllib.parse
 secrets = set()
-path = os.environ.get("PROGRESS_SECRETS", "")
-if path:
-    with open(path, encoding="utf-8", errors="surrogateescape") as f:
-        for line in f.read().splitlines():
-            if len(line) >= 3:
-                secrets |= {line, urllib.parse.quote(line, safe=""), urllib.parse.quote_plus(line), urllib.parse.quote(line)}
+for line in os.environ.get("PROGRESS_SECRETS", "").splitlines():
+    if len(line) >= 3:
+        secrets |= {line, urllib.parse.quote(line, safe=""), urllib.parse.quote_plus(line), urllib.parse.quote(line)}
 ordered = sorted(secrets, key=len, reverse=True)
 out = sys.stdout.buffer
 for raw in iter(sys.stdin.buffer.readline, b""):
@@ -60,7 +58,7 @@ progress_mask() {
 }
 
 # The values of env-file lines on stdin (NAME='value' or NAME="value" with \ escapes, as
-# core/render/hosts/systemd.ts's envFileLine writes them), one a line, for the mask's file.
+# core/render/hosts/systemd.ts's envFileLine writes them), one a line, for progress_secrets.
 progress_env_values() {
   python3 -c 'import re, sys
 for line in sys.stdin.read().splitlines():

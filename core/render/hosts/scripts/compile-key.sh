@@ -65,9 +65,10 @@ install -d -m 0700 "$scratch"
 . mask.sh
 # shellcheck source=../../scripts/progress.sh
 . ../../scripts/progress.sh
-# The progress lines quote the compile's log: masked of the registry password and the credentials.
-progress_secrets=$work/secrets
-(umask 077; { printf '%s\n' "$registry_password"; progress_env_values <<< "$credential_env"; } > "$progress_secrets")
+# Everything the step prints (skopeo's errors, the compile's log lines) masked of the registry
+# password and the credentials, so that it can log (components/hosts/steps.ts).
+progress_secrets=$(printf '%s\n' "$registry_password"; progress_env_values <<< "$credential_env")
+exec > >(progress_mask) 2> >(progress_mask >&2)
 
 # 0 when rank $1's compile-only server answers /health: every engine is past its warm-up (core/probe.py; PID 0: no API key, /health needs none).
 healthy() { python3 -c "$probe_py" "$probe_host" 10 "${ports[$1]}" /health 0 2>/dev/null; }
@@ -146,7 +147,7 @@ compile_only() {
     elapsed=$(( $(date +%s) - started ))
     [ "$elapsed" -lt "$timeout_s" ] || fail "vllm-rbln saved no cache for ${waiting} of ${#units[@]} rank(s) within ${timeout_s}s"
     progress_line "$host_name" "key:${key}" compile "$started" "$timeout_s" "ranks $(( ${#units[@]} - waiting )) of ${#units[@]} saved" \
-      "$(journalctl -u "${units[$last_waiting]}" --since "@$started" -n 1 -o cat --no-pager 2>/dev/null || true)" | progress_mask
+      "$(journalctl "_SYSTEMD_UNIT=${units[$last_waiting]}" --since "@$started" -n 1 -o cat --no-pager 2>/dev/null || true)"
     sleep "$interval_s"
   done
   systemctl stop "${units[@]}" 2>/dev/null || true

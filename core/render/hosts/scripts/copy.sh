@@ -53,7 +53,7 @@ peer() { rsync -e "$ssh_command" "$@"; }
 # Bytes of the directory here of its size on the peer (a dry run's total), rate and ETA.
 copy_amount() {
   local bytes previous=-1
-  bytes=$(du -sb "$cache_root/$dir" 2>/dev/null | cut -f 1)
+  bytes=$(progress_file_bytes "$cache_root/$dir")
   [ ! -f "$work/copied" ] || previous=$(cat "$work/copied")
   echo "${bytes:-0}" > "$work/copied"
   progress_transfer "${bytes:-0}" "$total" "$previous" "$progress_s"

@@ -58,8 +58,8 @@ else
   pip_conf=$work/pip.conf
   (umask 077; cat > "$pip_conf")
   # pip's output is shown, with the index password masked (pip hides it too, in the URLs it prints).
-  progress_secrets=$work/secrets progress_log=$work/pip.log
-  progress_secrets_from_urls "$pip_conf" > "$progress_secrets"
+  progress_secrets=$(progress_secrets_from_urls "$pip_conf")
+  progress_log=$work/pip.log
   # A venv without the marker is what a failed run left behind: start it again.
   rm -rf "$venv"
   python3 -m venv "$venv"

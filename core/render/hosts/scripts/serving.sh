@@ -2,8 +2,8 @@
 # Waiting for a rank to serve, and telling a rank that is still starting from one that has failed.
 # Reads: host_name, probe_host, timeout_s, interval_s, start_limit_burst, probe_py (core/probe.py);
 # for the progress lines cache_bundle_dir (the model's compiled bundles), load_record (a file that
-# keeps the last load's seconds), progress_secrets (progress.sh) and secret_env_lines (the secret
-# variables in env-file syntax, which it is written from), each may be empty.
+# keeps the last load's seconds) and secret_env_lines (the secret variables in env-file syntax, which
+# progress_secrets is read from at the first line), each may be empty.
 # shellcheck disable=SC2154
 
 # 0 when GET /health and GET /v1/models both answer 200 on the rank's port ($1). The API key, if the
@@ -64,10 +64,11 @@ rank_progress() {
   if [ "$phase" = load ]; then
     if [ -s "${load_record:-}" ]; then amount="expected $(progress_duration "$(cat "$load_record")") (the last load here)"; else amount="expected: not timed here yet"; fi
   fi
-  if [ -n "${secret_env_lines:-}" ] && [ ! -e "$progress_secrets" ]; then
-    (umask 077; progress_env_values <<< "$secret_env_lines" > "$progress_secrets")
+  if [ -n "${secret_env_lines:-}" ] && [ -z "${progress_secrets:-}" ]; then
+    progress_secrets=$(progress_env_values <<< "$secret_env_lines")
   fi
-  last=$({ journalctl -u "$unit" --since "@$since" -n 1 -o cat --no-pager 2>/dev/null || true; } | tail -n 1)
+  # The rank's own last line (_SYSTEMD_UNIT: its processes'; -u would add systemd's lines about it).
+  last=$({ journalctl "_SYSTEMD_UNIT=$unit" --since "@$since" -n 1 -o cat --no-pager 2>/dev/null || true; } | tail -n 1)
   progress_line "$host_name" "${label/ rank //}" "$phase" "$since" "$timeout_s" "$amount" "$last" | progress_mask
 }
 

@@ -66,14 +66,13 @@ chmod 0755 "$work"
 pip_conf=$work/pip.conf
 (umask 077; cat > "$pip_conf")
 # What pip and the hub client print is shown, the token and the index password masked.
-progress_secrets=$work/secrets
-(umask 077; { printf '%s\n' "$hf_token"; progress_secrets_from_urls "$pip_conf"; } > "$progress_secrets")
+progress_secrets=$(printf '%s\n' "$hf_token"; progress_secrets_from_urls "$pip_conf")
 
 # Bytes of model i on disk (its blobs, partial ones included) of its size on the hub, with the rate
 # since the last line and the ETA; the size is what the download wrote to $work/total-i.
 download_amount() {
   local bytes total previous=-1
-  bytes=$("${cache_user[@]}" du -sb "$hf_home/hub/models--${models[$i]//\//--}" 2>/dev/null | cut -f 1)
+  bytes=$(progress_file_bytes "$hf_home/hub/models--${models[$i]//\//--}" "${cache_user[@]}")
   total=$(cat "$work/total-$i" 2>/dev/null)
   [ ! -f "$work/done-$i" ] || previous=$(cat "$work/done-$i")
   echo "${bytes:-0}" > "$work/done-$i"
