@@ -6,12 +6,13 @@ import type { RecipeCatalog } from "../recipe/catalog";
 import { durationSeconds } from "../config/defaults";
 import { withFlags } from "./argv";
 import { withExtras } from "./extraArgs";
-import { compileMessages, planCompileAhead, refuseCompileOnlyServing } from "./compileAhead";
+import { COMPILE_AHEAD_SERVING_ENV, compileMessages, loadsCompiledAhead, planCompileAhead, refuseCompileOnlyServing } from "./compileAhead";
 import { withCompileKeys } from "./compileKey";
 import { modelsOf, withRevision } from "./models";
 import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
 import { resolveAutoscaling, roleReplicas } from "./replicas";
 import { resolvePlan } from "./resolve";
+import { routerHostEntries } from "../config/routerHosts";
 import { planFrontDoor } from "./frontDoor";
 import { note, type PlanMessage, warning } from "./messages";
 import { checkWeightsStorage } from "./storage";
@@ -45,7 +46,9 @@ function settingsWarnings(settings: StackSettings): PlanMessage[] {
   }
   // The front door's own settings: the chart deploys the router on Kubernetes.
   const routerDefaults = SETTING_DEFAULTS.router as Record<string, unknown>;
-  for (const key of settings.platform === "kubernetes" ? (["host", "runtime", "images", "port"] as const) : (["pickerResources"] as const)) {
+  for (const key of settings.platform === "kubernetes"
+    ? (["host", "hosts", "virtualAddress", "runtime", "images", "port"] as const)
+    : (["pickerResources"] as const)) {
     if (JSON.stringify(settings.router[key]) !== JSON.stringify(routerDefaults[key])) {
       warnings.push(`router.${key}: does nothing with platform: ${settings.platform}; remove it or choose the platform that reads it`);
     }
@@ -109,6 +112,14 @@ function frontDoorMessages(deployment: Deployment): PlanMessage[] {
       "router: on hosts the endpoint picker discovers endpoints from a file, without Kubernetes: InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there",
     ),
   ];
+  if (frontDoor.routers.length > 1 && !frontDoor.virtualAddress) {
+    const addresses = frontDoor.routers.map((r) => r.address).join(", ");
+    messages.push(
+      warning(
+        `router.virtualAddress: unset, so no address moves between the router hosts: clients (or a DNS name with every address, and a short TTL) must be given ${addresses}, use one, and on a refused or reset connection, or a 503 from a draining router host, retry the request on another; a request cut mid-answer is lost`,
+      ),
+    );
+  }
   for (const role of plan.roles) {
     const hosts = new Set(frontDoor.endpoints.filter((e) => e.role === role.role).map((e) => e.host));
     if (hosts.size !== 1) continue;
@@ -136,6 +147,22 @@ function selectionNotes(plan: LaunchPlan): PlanMessage[] {
   ];
 }
 
+/**
+ * Each role as its ranks serve: the package's --shutdown-timeout, compile-only's keyed variables where
+ * a rank loads a cache compiled ahead (docs/compile-ahead.md), then the stack's extraArgs and extraEnv.
+ */
+function servingRoles(settings: StackSettings, base: LaunchPlan, shutdownTimeoutSeconds: number) {
+  const shutdown = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }];
+  const aheadEnv = loadsCompiledAhead(settings, base.packages) ? COMPILE_AHEAD_SERVING_ENV : {};
+  return base.roles.map((role) =>
+    withExtras(
+      { ...role, ranks: role.ranks.map((rank) => ({ ...withFlags(rank, shutdown), env: { ...rank.env, ...aheadEnv } })) },
+      settings.extraArgs[role.role],
+      settings.extraEnv[role.role],
+    ),
+  );
+}
+
 export function planDeployment(settings: StackSettings, catalog: RecipeCatalog): Deployment {
   const recipe = catalog.get(settings.model);
   checkWeightsStorage(settings);
@@ -161,10 +188,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
   }
   // In-flight requests get this long to finish when a rank stops: by default as long as the front door lets a request run.
   const shutdownTimeoutSeconds = settings.rollout.shutdownTimeoutSeconds ?? durationSeconds(settings.router.requestTimeout);
-  const shutdown = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }];
-  const extras = base.roles.map((role) =>
-    withExtras({ ...role, ranks: role.ranks.map((rank) => withFlags(rank, shutdown)) }, settings.extraArgs[role.role], settings.extraEnv[role.role]),
-  );
+  const extras = servingRoles(settings, base, shutdownTimeoutSeconds);
   const plan: LaunchPlan = withCompileKeys(
     withRevision(
       {
@@ -190,7 +214,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
 
   let placements: HostPlacement[] = [];
   if (settings.platform === "hosts") {
-    if (plan.router && settings.router.host === undefined) {
+    if (plan.router && routerHostEntries(settings.router).length === 0) {
       throw new ConfigError(
         "router.host",
         `required: strategy "${plan.strategy}" routes through the llm-d router's front door; on hosts give it a server (a host {name, address, user, port, hostKey}, any Linux server with podman or docker) or the name of an entry of hosts`,
