@@ -1,7 +1,8 @@
 import * as fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseProgressLine, type ParsedProgressLine } from "../../core/render/progress";
-import { VLLM_ARGPARSE, knownFlagsJson } from "../helpers/vllmParser";
+import * as path from "node:path";
+import { STAND_IN_MODULES, knownFlagsJson } from "../helpers/vllmParser";
 import type { FakeEngine, UpResult } from "../helpers/engine";
 import { fakeHostsEngine, fakeHostsSettings, registerServing } from "../helpers/hostStack";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
@@ -84,7 +85,11 @@ beforeAll(async () => {
           source: "",
           extras: ["kv_connectors"],
           // The stand-in vllm, and what it reads beside it, into the venv's bin.
-          scripts: { vllm: FAKE_VLLM, "vllm_argparse.py": fs.readFileSync(VLLM_ARGPARSE, "utf8"), "known-flags.json": knownFlagsJson() },
+          scripts: {
+            vllm: FAKE_VLLM,
+            ...Object.fromEntries(STAND_IN_MODULES.map((module) => [path.basename(module), fs.readFileSync(module, "utf8")])),
+            "known-flags.json": knownFlagsJson(),
+          },
         },
         {
           name: "huggingface_hub",

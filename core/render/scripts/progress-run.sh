@@ -71,7 +71,7 @@ progress_run() {
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     if [ "$(date +%s)" -ge "$next" ] && kill -0 "$pid" 2>/dev/null; then
-      progress_line "$host" "$who" "$phase" "$started" "$budget" "$([ -z "$amount_of" ] || "$amount_of")" | progress_mask
+      progress_line "$host" "$who" "$phase" "$started" "$budget" "$([ -z "$amount_of" ] || "$amount_of")" | progress_mask || true
       next=$((next + progress_s))
     fi
   done

@@ -69,7 +69,8 @@ rank_progress() {
   fi
   # The rank's own last line (_SYSTEMD_UNIT: its processes'; -u would add systemd's lines about it).
   last=$({ journalctl "_SYSTEMD_UNIT=$unit" --since "@$since" -n 1 -o cat --no-pager 2>/dev/null || true; } | tail -n 1)
-  progress_line "$host_name" "${label/ rank //}" "$phase" "$since" "$timeout_s" "$amount" "$last" | progress_mask
+  # A progress line that cannot be printed never fails the wait.
+  progress_line "$host_name" "${label/ rank //}" "$phase" "$since" "$timeout_s" "$amount" "$last" | progress_mask || true
 }
 
 # Waits until the rank answers. Fails as soon as its unit has failed or restarted past the start

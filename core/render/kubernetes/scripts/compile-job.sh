@@ -78,7 +78,7 @@ compile_only() {
     fi
     [ $(( $(date +%s) - started )) -lt "$timeout_s" ] || fail "vllm-rbln saved no cache within ${timeout_s}s"
     # The pod's name stands for the host (kubectl logs job/<name> shows these lines).
-    progress_line "${HOSTNAME:-$host_name}" "key:${key}" compile "$started" "$timeout_s" "" "$(tail -n 1 "$work/log")" | progress_mask
+    progress_line "${HOSTNAME:-$host_name}" "key:${key}" compile "$started" "$timeout_s" "" "$(tail -n 1 "$work/log")" | progress_mask || true
     sleep "$interval_s"
   done
   kill "$pid" 2>/dev/null || true
