@@ -11,3 +11,4 @@ export const selection = outputs.selection;
 export const warnings = outputs.warnings;
 export const scrapeTargets = outputs.scrapeTargets;
 export const compileKeys = outputs.compileKeys;
+export const models = outputs.models;

@@ -43,5 +43,6 @@ export function runProgram() {
     warnings: [...warnings, ...serving.warnings],
     scrapeTargets: serving.scrapeTargets,
     compileKeys: serving.compileKeys,
+    models: serving.models,
   };
 }

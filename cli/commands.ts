@@ -3,16 +3,17 @@ import { parseStackSettings } from "../core/config/stackConfig";
 import { secretPairingErrors, type SecretKey } from "../core/config/secrets";
 import { projectStackDir, readStackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
-import { planDeployment, type Deployment } from "../core/plan/deployment";
-import { compareCompileKeys, compileKeyChanges, recompileLines } from "../core/plan/compileKey";
+import type { Deployment } from "../core/plan/deployment";
+import { planStack, type StackPlan } from "../core/plan/stack";
+import { compareCompileKeys, compileKeyChanges, recompileLines, type RoleRecompile } from "../core/plan/compileKey";
 import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 import { resolvePlan } from "../core/plan/resolve";
-import type { LaunchPlan } from "../core/plan/types";
+import type { LaunchPlan, PlanChange } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { renderPlanText } from "../core/render/planText";
-import { renderDeployment } from "../core/render/deployment";
+import { renderStack } from "../core/render/stack";
 import { writeRenderFolder } from "./outputFolder";
-import { renderFiles } from "../core/render/files";
+import { renderStackFiles } from "../core/render/files";
 import { DEFAULT_INSTANCE } from "../core/render/hosts/names";
 import { COMMANDS, isCommand } from "./usage";
 
@@ -48,16 +49,11 @@ function flagOverrides(options: CliOptions): Record<string, unknown> {
 }
 
 /**
- * A stack's deployment, read as the program reads it, with the selection flags over its keys.
- * `stackDir` is where the stack files are: by default those of the Pulumi project in the working
- * directory (the repository's, or a user's project that installed the package).
+ * A stack's plan, every model of it, read as the program reads it, with the selection flags over
+ * its keys. `stackDir` is where the stack files are: by default those of the Pulumi project in the
+ * working directory (the repository's, or a user's project that installed the package).
  */
-export function stackDeployment(
-  options: CliOptions,
-  catalog: RecipeCatalog,
-  stack: string,
-  stackDir = projectStackDir(),
-): { deployment: Deployment; secrets: SecretKey[] } {
+export function stackPlan(options: CliOptions, catalog: RecipeCatalog, stack: string, stackDir = projectStackDir()): { plan: StackPlan; secrets: SecretKey[] } {
   const { raw, secrets, warnings } = readStackFile(stack, stackDir);
   for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
   const sets = parseSets(options.set);
@@ -69,10 +65,23 @@ export function stackDeployment(
     ...flagOverrides(options),
     ...(Object.keys(sets).length > 0 && isMap ? { axes: { ...(axes as object | undefined), ...sets } } : {}),
   };
-  const deployment = planDeployment(parseStackSettings(merged), catalog);
+  const plan = planStack(parseStackSettings(merged), catalog);
   // `pulumi up` refuses these; offline, the stack file may simply not hold its secrets yet.
-  for (const missing of secretPairingErrors(deployment.settings, (key) => secrets.includes(key))) process.stderr.write(`warning: ${missing.message}\n`);
-  return { deployment, secrets };
+  const missing = new Set(plan.models.flatMap((deployment) => secretPairingErrors(deployment.settings, (key) => secrets.includes(key)).map((e) => e.message)));
+  for (const message of missing) process.stderr.write(`warning: ${message}\n`);
+  return { plan, secrets };
+}
+
+/** A stack of one model's deployment (stackPlan); a stack of several is refused, naming the command's way to read them. */
+export function stackDeployment(
+  options: CliOptions,
+  catalog: RecipeCatalog,
+  stack: string,
+  stackDir = projectStackDir(),
+): { deployment: Deployment; secrets: SecretKey[] } {
+  const { plan, secrets } = stackPlan(options, catalog, stack, stackDir);
+  if (plan.models.length !== 1) throw new ConfigError("--stack", `"${stack}" serves ${plan.models.length} models; this reads a stack of one model`);
+  return { deployment: plan.models[0]!, secrets };
 }
 
 /** A stack's plan (flags override its keys), or a plan from flags alone. */
@@ -92,18 +101,50 @@ function format(options: CliOptions): "text" | "json" {
   return value;
 }
 
+/** A stack of several models: each model's plan under its name, then the stack's warnings once. */
+function modelsPlanText(stack: StackPlan, json: boolean): string {
+  const models = stack.models.map(({ entry, plan }) => ({ name: entry.name, servedNames: entry.servedNames, plan }));
+  if (json) return `${JSON.stringify({ models, warnings: stack.warnings }, null, 2)}\n`;
+  const texts = models.map(
+    ({ name, servedNames, plan }) => `# model ${name}, served as ${servedNames.join(", ")}\n${renderPlanText({ ...plan, warnings: [] })}`,
+  );
+  return `${texts.join("\n")}${stack.warnings.map((w) => `warning: ${w}\n`).join("")}`;
+}
+
 function planCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.diff !== undefined) return diffCommand(options, catalog);
-  const plan = planFor(options, catalog);
+  const stack = options.stack === undefined ? undefined : stackPlan(options, catalog, options.stack).plan;
+  if (stack?.settings.models !== undefined) return modelsPlanText(stack, format(options) === "json");
+  const plan = stack ? stack.models[0]!.plan : planFor(options, catalog);
   return format(options) === "json" ? `${JSON.stringify(plan, null, 2)}\n` : renderPlanText(plan);
+}
+
+/**
+ * Two stacks' changes model by model, matched by name (a stack without models is one model of no
+ * name): each change's scope prefixed with its model's name; a model in one stack only is one line.
+ */
+function modelChanges(a: { plan: StackPlan; secrets: SecretKey[] }, b: { plan: StackPlan; secrets: SecretKey[] }) {
+  const names = [...new Set([...a.plan.models, ...b.plan.models].map((m) => m.entry.name))];
+  const find = (stack: StackPlan, name: string | null) => stack.models.find((m) => m.entry.name === name);
+  const changes: PlanChange[] = [];
+  const recompiles: RoleRecompile[] = [];
+  for (const name of names) {
+    const [before, after] = [find(a.plan, name), find(b.plan, name)];
+    const prefix = (scope: string) => (name === null ? scope : `${name}: ${scope}`);
+    if (!before || !after) {
+      changes.push({ scope: "models", kind: before ? "removed" : "added", item: String(name) });
+      continue;
+    }
+    const modelChanges = diffDeployments(before, after, a.secrets, b.secrets);
+    changes.push(...modelChanges.map((c) => ({ ...c, scope: prefix(c.scope) })));
+    if (modelChanges.length > 0) recompiles.push(...compareCompileKeys(before.plan, after.plan).map((r) => ({ ...r, role: prefix(r.role) })));
+  }
+  return { changes, recompiles };
 }
 
 function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.stack === undefined || options.diff === undefined) throw new ConfigError("--diff", "compares two stacks: --stack A --diff B");
-  const a = stackDeployment(options, catalog, options.stack);
-  const b = stackDeployment(options, catalog, options.diff);
-  const changes = diffDeployments(a.deployment, b.deployment, a.secrets, b.secrets);
-  const recompiles = changes.length > 0 ? compareCompileKeys(a.deployment.plan, b.deployment.plan) : [];
+  const { changes, recompiles } = modelChanges(stackPlan(options, catalog, options.stack), stackPlan(options, catalog, options.diff));
   if (format(options) === "json") return `${JSON.stringify([...changes, ...compileKeyChanges(recompiles)], null, 2)}\n`;
   return (
     renderPlanDiff(changes) +
@@ -118,9 +159,9 @@ function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.stack === undefined) throw new ConfigError("--stack", "required: render --stack NAME --out DIR");
   if (options.out === undefined) throw new ConfigError("--out", "required: render --stack NAME --out DIR");
   const out = options.out;
-  const { deployment, secrets } = stackDeployment(options, catalog, options.stack);
+  const { plan, secrets } = stackPlan(options, catalog, options.stack);
   // Named as the program's own instance on that stack, so the files show the names `pulumi up` creates.
-  const files = renderFiles(renderDeployment(deployment, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));
+  const files = renderStackFiles(renderStack(plan, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));
   writeRenderFolder(out, files);
   return Object.keys(files)
     .map((f) => `${path.join(out, f)}\n`)

@@ -6,7 +6,7 @@ import { hostPort, httpUrl } from "../core/address";
 import { FRONT_DOOR_PORTS } from "../core/plan/ports";
 import type { Deployment, FrontDoorPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
-import { refuseUnusedOptions, stackDeployment, type CliOptions } from "./commands";
+import { refuseUnusedOptions, stackPlan, type CliOptions } from "./commands";
 
 export interface StatusOptions extends CliOptions {
   endpoint?: string[];
@@ -41,11 +41,18 @@ export const MAX_BODY_BYTES = 4 * 1024 * 1024;
 export interface Rank {
   url: string;
   labels: Partial<RankLabels>;
+  /** The name its /v1/models should report, where it differs from the stack's (a model of several). */
+  plannedModel?: string;
 }
 
-/** Every rank of a hosts deployment, at its metrics endpoint, with its labels. */
+/** Every rank of a hosts deployment, at its metrics endpoint, with its labels and the name vLLM reports: its first served name. */
 export function ranksOfDeployment(deployment: Deployment): Rank[] {
-  return scrapeTargets(deployment).map((t) => ({ url: `http://${t.targets[0]}`, labels: t.labels }));
+  const plannedModel = deployment.entry.servedNames[0]!;
+  return scrapeTargets(deployment).map((t) => ({
+    url: `http://${t.targets[0]}`,
+    labels: t.labels,
+    ...(plannedModel === deployment.plan.model ? {} : { plannedModel }),
+  }));
 }
 
 /** The front door of a hosts stack, as `status` reports it: Envoy through its port, and the picker's metrics. */
@@ -72,15 +79,21 @@ function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[
     if (endpoints.length === 0) throw new ConfigError("--stack", "required without --endpoint: status --stack NAME or --endpoint URL ...");
     return { ranks: endpoints, plannedModel: options.model ?? DEFAULT_MODEL, frontDoor: null };
   }
-  const { deployment } = stackDeployment(options, catalog, options.stack);
-  if (endpoints.length > 0) return { ranks: endpoints, plannedModel: deployment.plan.model, frontDoor: null };
+  const { plan } = stackPlan(options, catalog, options.stack);
+  const deployment = plan.models[0]!;
+  if (endpoints.length > 0) return { ranks: endpoints, plannedModel: deployment.entry.servedNames[0]!, frontDoor: null };
   if (deployment.settings.platform !== "hosts") {
     throw new ConfigError(
       "--endpoint",
       `stack "${options.stack}" runs on Kubernetes, where ranks have pod addresses: give each rank's URL with --endpoint (e.g. after kubectl port-forward)`,
     );
   }
-  return { ranks: ranksOfDeployment(deployment), plannedModel: deployment.plan.model, frontDoor: deployment.frontDoor };
+  // Several models: every model's ranks, each checked against its own served name.
+  return {
+    ranks: plan.models.flatMap(ranksOfDeployment),
+    plannedModel: deployment.entry.servedNames[0]!,
+    frontDoor: plan.models.length === 1 ? deployment.frontDoor : null,
+  };
 }
 
 /** The EPP's gauge of the endpoints it routes to (llm-d-router v0.10.0 pkg/epp/metrics). */
@@ -261,7 +274,7 @@ async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, 
 /** Asks every rank at once; `VLLM_API_KEY` from the environment goes to /v1/models, which wants it when vLLM has a key. */
 export async function probeRanks(ranks: readonly Rank[], plannedModel: string, intervalSeconds: number): Promise<RankStatus[]> {
   const apiKey = process.env.VLLM_API_KEY || undefined;
-  return Promise.all(ranks.map((rank) => rankStatus(rank, plannedModel, intervalSeconds * 1000, apiKey)));
+  return Promise.all(ranks.map((rank) => rankStatus(rank, rank.plannedModel ?? plannedModel, intervalSeconds * 1000, apiKey)));
 }
 
 const fixed = (value: number | null, digits: number) => (value === null ? "-" : value.toFixed(digits));

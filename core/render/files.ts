@@ -2,6 +2,7 @@ import { stringify } from "yaml";
 import { secretEnvironment, secretPlaceholder } from "../config/secrets";
 import { alertRules } from "../monitoring/rules";
 import type { RenderedDeployment } from "./deployment";
+import type { RenderedStack } from "./stack";
 import { hostFiles } from "./hosts/files";
 import { renderPipConfig } from "./hosts/pip";
 import type { KubeObject } from "./kubernetes/objects";
@@ -88,9 +89,29 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
     if (monitoring) {
       for (const { id, object } of monitoring.podMonitors) write(object, `podmonitor-${id}`);
       write(monitoring.prometheusRule, "prometheusrule");
-      write(monitoring.dashboard, "dashboard-configmap");
+      if (monitoring.dashboard) write(monitoring.dashboard, "dashboard-configmap");
     }
     if (routerValues) files["router/values.yaml"] = toYaml(routerValues);
   }
+  return files;
+}
+
+/**
+ * Every file `render` writes for a stack: a stack without models as its one model's files; with
+ * models, each model's under `models/<name>/`, and once at the top what they share (the namespace,
+ * the alert rules, every model's scrape targets in one file).
+ */
+export function renderStackFiles(rendered: RenderedStack): Record<string, string> {
+  if (rendered.namespace === null && rendered.plan.settings.models === undefined) return renderFiles(rendered.models[0]!);
+  const files: Record<string, string> = {};
+  const shared = new Set(["kubernetes/namespace.yaml", "prometheus/targets.json", "prometheus/rbln-serving-rules.yaml"]);
+  for (const model of rendered.models)
+    for (const [file, content] of Object.entries(renderFiles(model)))
+      if (shared.has(file)) files[file] ??= content;
+      else files[`models/${model.deployment.entry.name}/${file}`] = content;
+  if (rendered.namespace) files["kubernetes/namespace.yaml"] = toYaml(rendered.namespace);
+  if (rendered.dashboard) files["kubernetes/dashboard-configmap.yaml"] = toYaml(rendered.dashboard);
+  const targets = rendered.models.flatMap((m) => m.hosts?.scrapeTargets ?? []);
+  if (targets.length > 0) files["prometheus/targets.json"] = `${JSON.stringify(targets, null, 2)}\n`;
   return files;
 }

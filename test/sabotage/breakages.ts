@@ -87,7 +87,7 @@ export const BREAKAGES: readonly Breakage[] = [
     why: "a flag the package adds is one vLLM does not know: every rank refuses to start",
     edits: [
       {
-        file: "core/plan/models.ts",
+        file: "core/plan/modelRefs.ts",
         search: 'export const REVISION_FLAGS = ["--revision", "--tokenizer-revision"] as const;',
         replace: 'export const REVISION_FLAGS = ["--revision", "--tokenizer-revison"] as const;',
       },

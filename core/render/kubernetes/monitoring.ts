@@ -1,12 +1,13 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Deployment } from "../../plan/types";
+import { modelLabel } from "../../plan/stack";
 import type { ConfigMap, Named } from "./objects";
 import type { KubernetesWorkloads } from "./workloads";
 
 /** A Prometheus Operator object: no typed input in @pulumi/kubernetes (a CustomResource); tests validate it against the operator's schema. */
 type OperatorObject = Named<{ spec: object }>;
-import { alertRules, scalingAlertRules, type ScaledRole } from "../../monitoring/rules";
+import { alertRules, DEFAULT_THRESHOLDS, scalingAlertRules, type ScaledRole } from "../../monitoring/rules";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import { COMPILE_KEY_LABEL } from "./role";
 import { packageRoot } from "../../packageRoot";
@@ -26,7 +27,8 @@ export interface MonitoringObjects {
   /** By id (`vllm`, `epp`): resource names come from the id. */
   podMonitors: { id: string; object: OperatorObject }[];
   prometheusRule: OperatorObject;
-  dashboard: Named<ConfigMap>;
+  /** Null where the stack's models share one (core/render/stack.ts): the dashboard selects a model by its `model` label. */
+  dashboard: Named<ConfigMap> | null;
 }
 
 /** Chart values that let Prometheus scrape the endpoint picker without a bearer token (its default wants one). */
@@ -71,7 +73,7 @@ export function monitoringObjects(
           { action: "keep", sourceLabels: ["__meta_kubernetes_pod_label_app_kubernetes_io_component"], regex: role.role },
           staticLabel("role", role.role),
           staticLabel("rank", String(rank.rank)),
-          staticLabel("model", plan.model),
+          staticLabel("model", modelLabel(deployment)),
           staticLabel("strategy", plan.strategy),
           ...compileKeyLabel,
         ],
@@ -84,12 +86,14 @@ export function monitoringObjects(
     metadata: { name, namespace, labels },
     spec: { selector: { matchLabels }, podMetricsEndpoints },
   });
+  // A model of a stack of several alerts on its own series only: each model's rules are its own object.
+  const rules = alertRules(DEFAULT_THRESHOLDS, deployment.entry.name === null ? undefined : modelLabel(deployment));
   const podMonitors = [{ id: "vllm", object: podMonitor(`${instance}-vllm`, { "app.kubernetes.io/instance": instance }, endpoints) }];
   if (workloads.router) {
     podMonitors.push({
       id: "epp",
       object: podMonitor(`${instance}-epp`, { "llm-d-router-gateway": `${workloads.router.release}-epp` }, [
-        { port: EPP_METRICS.port, path: EPP_METRICS.path, relabelings: [staticLabel("model", plan.model), staticLabel("strategy", plan.strategy)] },
+        { port: EPP_METRICS.port, path: EPP_METRICS.path, relabelings: [staticLabel("model", modelLabel(deployment)), staticLabel("strategy", plan.strategy)] },
       ]),
     });
   }
@@ -99,7 +103,7 @@ export function monitoringObjects(
       apiVersion: "monitoring.coreos.com/v1",
       kind: "PrometheusRule",
       metadata: { name: `${instance}-alerts`, namespace, labels },
-      spec: scaled.length === 0 ? alertRules() : { groups: [...alertRules().groups, scalingAlertRules(scaled, scalingAlertTimings())] },
+      spec: scaled.length === 0 ? rules : { groups: [...rules.groups, scalingAlertRules(scaled, scalingAlertTimings())] },
     },
     dashboard: {
       apiVersion: "v1",

@@ -1,0 +1,55 @@
+// A stack's plan: one deployment per model (the entries of `models`, or the top level alone) and what
+// they share. Each model is planned as a stack of that model alone (core/plan/deployment.ts); the
+// checks across models (shared role-keyed settings, hosts no model uses) are here.
+import { modelEntries } from "../config/models";
+import type { StackSettings } from "../config/stackConfig";
+import { ConfigError, listValues } from "../errors";
+import type { RecipeCatalog } from "../recipe/catalog";
+import { planModelDeployment } from "./deployment";
+import type { Deployment } from "./types";
+
+export interface StackPlan {
+  /** The stack's settings as given: the shared keys, and `models` if any. */
+  settings: StackSettings;
+  /** One deployment per model, in the order of `models` (one for a stack without it). */
+  models: Deployment[];
+  /** What the stack's settings weaken or do not do, each once; a model's own name the model it is about. */
+  warnings: string[];
+}
+
+/** The label a model's metrics and scrape targets carry as `model`: its entry's name, or the model id for a stack without models (as before models). */
+export function modelLabel(deployment: Pick<Deployment, "entry" | "plan">): string {
+  return deployment.entry.name ?? deployment.plan.model;
+}
+
+/** kubernetes.resources is shared by every model: each role it names is a role of some model. */
+function checkSharedRoles(settings: StackSettings, models: readonly Deployment[]): void {
+  const roles = [...new Set(models.flatMap((m) => m.plan.roles.map((r) => r.role)))];
+  for (const role of Object.keys(settings.kubernetes.resources))
+    if (!roles.includes(role)) throw new ConfigError(`kubernetes.resources.${role}`, `no model's strategy has a role "${role}"; allowed: ${listValues(roles)}`);
+}
+
+/** The models' warnings once each: one every model gives as it is, another with the name of the model it is about. */
+function stackWarnings(settings: StackSettings, models: readonly Deployment[]): string[] {
+  if (settings.models === undefined) return models[0]!.plan.warnings;
+  const everywhere = (warning: string) => models.every((m) => m.plan.warnings.includes(warning));
+  const warnings = new Set<string>();
+  for (const model of models) for (const warning of model.plan.warnings) warnings.add(everywhere(warning) ? warning : `${model.entry.name}: ${warning}`);
+  const used = new Set([...settings.models.flatMap((m) => m.hosts ?? []), ...(typeof settings.router.host === "string" ? [settings.router.host] : [])]);
+  settings.hosts.forEach((host, i) => {
+    if (settings.platform === "hosts" && !used.has(host.name))
+      warnings.add(`hosts[${i}]: "${host.name}" is in no entry of models (nor router.host), so nothing runs there; remove it or list it in a model's hosts`);
+  });
+  settings.models.forEach((model, i) => {
+    if (settings.platform === "kubernetes" && model.hosts !== undefined)
+      warnings.add(`models[${i}].hosts: does nothing with platform: kubernetes; remove it or choose the platform that reads it`);
+  });
+  return [...warnings];
+}
+
+/** The plan of every model of the stack; throws one ConfigError naming the stack's key path. */
+export function planStack(settings: StackSettings, catalog: RecipeCatalog): StackPlan {
+  const models = modelEntries(settings).map((entry) => planModelDeployment(entry, catalog));
+  if (settings.models !== undefined) checkSharedRoles(settings, models);
+  return { settings, models, warnings: stackWarnings(settings, models) };
+}
