@@ -35,8 +35,8 @@ const ranks: Record<string, Rank> = {};
 let agent: ChildProcess;
 
 /** desired.json with endpoints a-main-0, b-main-0 and c-prefill-0 (all in rollout wave 0), `added` ones after them. */
-function writeDesired(extra: Record<string, unknown> = {}, added: { name: string; host: string; role: string; wave: number }[] = []) {
-  const endpoint = (name: string, host: string, role: string, wave = 0) => ({
+function writeDesired(extra: Record<string, unknown> = {}, added: { name: string; host: string; role: string; wave: number; group?: string }[] = []) {
+  const endpoint = (name: string, host: string, role: string, wave = 0, group?: string) => ({
     name,
     host,
     role,
@@ -46,6 +46,7 @@ function writeDesired(extra: Record<string, unknown> = {}, added: { name: string
     rankPort: ranks[name]!.port,
     labels: { "llm-d.ai/role": role },
     wave,
+    ...(group ? { group } : {}),
   });
   const desired = {
     namespace: "rbln-serving",
@@ -53,7 +54,7 @@ function writeDesired(extra: Record<string, unknown> = {}, added: { name: string
       endpoint("a-main-0", "a", "main"),
       endpoint("b-main-0", "b", "main"),
       endpoint("c-prefill-0", "c", "prefill"),
-      ...added.map((e) => endpoint(e.name, e.host, e.role, e.wave)),
+      ...added.map((e) => endpoint(e.name, e.host, e.role, e.wave, e.group)),
     ],
     allowEmpty: false,
     drainWaitSeconds: 20,
@@ -213,6 +214,34 @@ describe("the front door's agent", () => {
     fs.writeFileSync(path.join(dir, "drains", "b-main-0.json"), JSON.stringify({ since: Date.now() / 1000 - 10, seenDown: false }));
     await until(() => !fs.existsSync(path.join(dir, "drains", "b-main-0.json")), "the old drain ended", 5);
     expect(listed()).toContain("b-main-0");
+  });
+
+  it("lists a data-parallel group's ranks together: one that fails or is drained takes the group out, which comes back once every rank serves undrained", async () => {
+    for (const name of ["e-decode-0", "e-decode-1", "f-decode-0"]) ranks[name] = await rank();
+    const decode = [
+      { name: "e-decode-0", host: "e", role: "decode", wave: 0, group: "e-decode" },
+      { name: "e-decode-1", host: "e", role: "decode", wave: 0, group: "e-decode" },
+      { name: "f-decode-0", host: "f", role: "decode", wave: 0 },
+    ];
+    writeDesired({}, decode);
+    const group: (string | undefined)[] = ["e-decode-0", "e-decode-1"];
+    await until(() => group.every((n) => listed().includes(n)), "the group listed");
+    // Rank 1 dies: rank 0 still answers /health (its requests would hang), and leaves with it.
+    ranks["e-decode-1"]!.up = false;
+    await until(() => !group.some((n) => listed().includes(n)), "the group out");
+    expect(listed()).toContain("f-decode-0");
+    ranks["e-decode-1"]!.up = true;
+    await until(() => group.every((n) => listed().includes(n)), "the group back");
+    // A drain of one rank takes the group out; it comes back only once every drain of it is over.
+    expect((await ctl(["drain", dir, "e-decode-0"])).status).toBe(0);
+    expect(listed().filter((n) => group.includes(n))).toEqual([]);
+    expect((await ctl(["drain", dir, "e-decode-1"])).status).toBe(0);
+    expect((await ctl(["rejoin", dir, "e-decode-0"])).status).toBe(0);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(listed().filter((n) => group.includes(n))).toEqual([]);
+    expect((await ctl(["rejoin", dir, "e-decode-1"])).status).toBe(0);
+    expect(listed().filter((n) => group.includes(n))).toEqual(group);
+    writeDesired();
   });
 
   it("as the hosts' forced SSH command, runs only drain, renew or rejoin of one of its endpoints", async () => {

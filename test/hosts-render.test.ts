@@ -53,6 +53,8 @@ function renderedVariants(): Record<string, string> {
     compile: { host: { name: "cpu-0", address: "10.1.2.9", hostKey: EXAMPLE_HOST_KEY }, registry },
   });
   variants.push({ ...readStackFile("dev").raw, replicas: 3, hosts: three, revision, compile: { registry } });
+  // Prefill/decode behind a router host: the decode ranks' data-parallel group and its restart unit, the sidecar.
+  variants.push(readStackFile("edge").raw); // copies weights and the compiled cache: 3 scripts more
   const files: Record<string, string> = {};
   variants.forEach((raw, i) => {
     const deployment = planDeployment(parseStackSettings(raw), shippedCatalog);
@@ -78,7 +80,7 @@ describe("rendered host artifacts", () => {
   it("every script passes shellcheck", { timeout: 240_000 }, () => {
     const scripts = Object.keys(files).filter((f) => f.endsWith(".sh"));
     expect(scripts.length).toBeGreaterThan(40);
-    expect(scripts.filter((f) => /\/(allow|copy|revoke)-(weights|compile)-/.test(f))).toHaveLength(24 + 18 + 12);
+    expect(scripts.filter((f) => /\/(allow|copy|revoke)-(weights|compile)-/.test(f))).toHaveLength(24 + 18 + 12 + 3);
     expect(scripts.filter((f) => /\/cpu-0\/(preflight|install|weights|compile-[0-9a-f]{16})\.sh$/.test(f))).toHaveLength(4);
     expect(scripts.filter((f) => /\/npu-0\/pull-compile-[0-9a-f]{16}\.sh$/.test(f))).toHaveLength(1);
     const result = spawnSync("shellcheck", ["--severity=style", ...scripts], { cwd: dir, encoding: "utf8" });
@@ -96,7 +98,7 @@ describe("rendered host artifacts", () => {
     }
   });
 
-  it("every unit passes systemd-analyze verify, but for the vllm binary that only the install creates", () => {
+  it("every unit passes systemd-analyze verify, but for the vllm binary that only the install creates and the router's runtime", () => {
     const units = Object.keys(files).filter((f) => f.endsWith(".service"));
     expect(units.length).toBeGreaterThanOrEqual(8);
     const flat = fs.mkdtempSync(path.join(os.tmpdir(), "verify-"));
@@ -108,8 +110,12 @@ describe("rendered host artifacts", () => {
     const result = spawnSync("systemd-analyze", ["verify", ...names], { cwd: flat, encoding: "utf8" });
     const problems = (result.stdout + result.stderr)
       .split("\n")
-      .filter((line) => line.trim() && !/Command .*\/bin\/vllm is not executable: No such file or directory/.test(line));
+      .filter((line) => line.trim() && !/Command .*\/bin\/(vllm|podman) is not executable: No such file or directory/.test(line));
     expect(problems).toEqual([]);
+    // The decode ranks of prefill/decode are one data-parallel group: each names the unit that restarts it as one.
+    expect(units.filter((u) => u.endsWith(".decode-group-restart.service"))).toEqual([
+      "v13/hosts/npu-edge-1/systemd/rbln-serving-dev.decode-group-restart.service",
+    ]);
   });
 
   it("with cache.shared a rank starts under the compile lease, from the lock script install writes, and nothing is copied", () => {

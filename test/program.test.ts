@@ -408,6 +408,28 @@ describe("replicas", () => {
     ).toEqual(["rbln-serving-npu-1-copy-compile-npu-0", "rbln-serving-npu-2-copy-compile-npu-0"]);
   });
 
+  it("on hosts, prefill/decode: each decode server's sidecar changes in its rollout wave, and its data-parallel group's restart unit before its ranks", async () => {
+    const edge = readStackFile("edge").raw;
+    const hosts = [...(edge.hosts as object[]), { name: "npu-edge-2", address: "10.30.0.13", hostKey: EXAMPLE_HOST_KEY }];
+    const { registrations, error } = await runUnderMocks(runProgram, { ...edge, hosts, decodeReplicas: 2 }, SECRETS);
+    expect(error).toBeUndefined();
+    const deps = (name: string) =>
+      registrations
+        .find((r) => r.name === `rbln-serving-${name}`)!
+        .dependencies.map((d) => d.split("::").pop()!.replace("rbln-serving-", ""))
+        .sort();
+    const decode = (host: number) => [0, 1, 2, 3].map((r) => `npu-edge-${host}-decode-${r}`);
+    // The second decode server's sidecar restarts only once the first wave's units serve, as its units do.
+    expect(deps("npu-edge-2-sidecar")).toEqual(expect.arrayContaining(["npu-edge-0-prefill-0", ...decode(1)]));
+    expect(deps("npu-edge-1-sidecar")).not.toEqual(expect.arrayContaining(["npu-edge-0-prefill-0"]));
+    for (const host of [1, 2]) {
+      expect(deps(`npu-edge-${host}-decode-group`)).toEqual([`npu-edge-${host}-install`]);
+      for (const rank of decode(host)) expect(deps(rank)).toEqual(expect.arrayContaining([`npu-edge-${host}-decode-group`, `npu-edge-${host}-sidecar`]));
+    }
+    // Prefill is one process per server: no group.
+    expect(registrations.some((r) => r.name.endsWith("prefill-group"))).toBe(false);
+  });
+
   it("refuses a host list that does not match nodes × replicas, saying how many are needed", async () => {
     const { error } = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, replicas: 2 }, SECRETS);
     expect((error as Error).message).toBe(

@@ -120,16 +120,24 @@ export class NpuHost extends pulumi.ComponentResource {
     // A step behind the front door reads its key first (up to the key's last line), then the variables.
     const frontDoor = args.frontDoor;
     const keyThen = (rest: pulumi.Input<string>) => pulumi.secret(pulumi.all([frontDoor!.accessKey, rest]).apply(([key, text]) => `${key.trimEnd()}\n${text}`));
+    // The sidecar restarts every decode endpoint of the host: in the host's rollout wave, after the previous wave's units.
     const sidecar = frontDoor?.sidecar
       ? [
           step(
             "sidecar",
             { create: frontDoor.sidecar.applyScript, delete: frontDoor.sidecar.removeScript },
             { stdin: keyThen(""), logging: "stdoutAndStderr" },
-            { dependsOn: [preflight, ...frontDoor.after] },
+            { dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])] },
           ),
         ]
       : [];
+    // Each data-parallel group's restart unit, before its ranks' units name it (OnFailure=).
+    const groups = new Map(
+      rendered.groups.map((group) => [
+        group.role,
+        step(`${group.role}-group`, { create: group.applyScript, delete: group.removeScript }, { logging: "stdoutAndStderr" }, { dependsOn: [install] }),
+      ]),
+    );
     // Each unit step waits until its rank serves: as long as the engine's own ready timeout, and then some.
     const readyTimeout = `${Math.ceil(rendered.readyTimeoutSeconds / 60) + HOST_DEFAULTS.steps.unitReadyMarginMinutes}m`;
     this.unitCommands = rendered.ranks.map((rank) =>
@@ -146,6 +154,7 @@ export class NpuHost extends pulumi.ComponentResource {
             ...this.pullCommands,
             ...(args.afterUnits ?? []),
             ...(rank.behindFrontDoor ? [...frontDoor!.after, ...sidecar] : []),
+            ...(groups.has(rank.role) ? [groups.get(rank.role)!] : []),
           ],
           deleteBeforeReplace: true,
           customTimeouts: { create: readyTimeout, update: readyTimeout, delete: HOST_DEFAULTS.steps.unitDelete },

@@ -4,6 +4,7 @@ import type { StackSettings } from "../config/stackConfig";
 import type { Host } from "../config/schema";
 import { servingAddress } from "../config/fields";
 import { ConfigError } from "../errors";
+import { isDataParallelGroup } from "./dataParallel";
 import { portClash, portInventory } from "./ports";
 import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RolePlan, RouterIntent } from "./types";
 
@@ -85,6 +86,7 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
           port: ports[i]!,
           rankPort: rank.ports[0]!,
           labels: plan.router ? { [ROLE_LABEL]: role.role } : {},
+          ...(isDataParallelGroup(role) ? { group: `${placement.host.name}-${role.role}` } : {}),
         });
       }
       if (sidecar)

@@ -175,6 +175,8 @@ export interface FrontDoorEndpoint {
   rankPort: number;
   /** `llm-d.ai/role: prefill|decode` for the disaggregated strategy's roles. */
   labels: Record<string, string>;
+  /** The data-parallel group it belongs to (`<host>-<role>`, core/plan/dataParallel.ts): its endpoints are listed together or not at all. */
+  group?: string;
 }
 
 /** The front door on hosts (core/plan/frontDoor.ts): where it runs, its images, and every endpoint behind it. */

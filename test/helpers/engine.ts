@@ -4,7 +4,7 @@ import { STDOUT_REF, type Registration } from "./pulumiHarness";
  * A small stand-in for the Pulumi engine's `up`, for tests that run the program's commands for
  * real: it takes the commands the program registered under the mock runtime and runs each whose
  * inputs changed since the last run, over SSH, as the engine would: a command starts once all its
- * dependencies are done, independent ones run side by side, and after the first failure no new
+ * dependencies are done (an unchanged one is done once its own are), independent ones run side by side, and after the first failure no new
  * command starts (the engine's default) while those already running finish. A failed update keeps
  * the previous inputs in the state, so the next `up` tries it again. A command whose stdin is another
  * command's stdout (under mocks a reference, see `stdoutRef`) gets what that command printed, in this
@@ -51,7 +51,10 @@ export class FakeEngine {
     const byUrn = new Map(commands.map((r) => [r.urn, r]));
     const fingerprint = (r: Registration) => JSON.stringify({ create: r.inputs.create, stdin: r.inputs.stdin, connection: r.inputs.connection });
     const pending = new Set(commands.filter((r) => this.state.get(r.urn) !== fingerprint(r) && !this.assumeDone(r.name)).map((r) => r.urn));
-    const done = new Set(commands.filter((r) => !pending.has(r.urn)).map((r) => r.urn));
+    // Unchanged ("same") commands are done once their dependencies are: the engine registers a resource only
+    // after those it depends on, so a wave's unchanged units still wait for the previous wave's changes.
+    const same = new Set(commands.filter((r) => !pending.has(r.urn)).map((r) => r.urn));
+    const done = new Set<string>();
     const runs: CommandRun[] = [];
     const failed: CommandRun[] = [];
     const running = new Map<string, Promise<void>>();
@@ -79,10 +82,20 @@ export class FakeEngine {
     };
 
     for (;;) {
+      const ready = (r: Registration) => r.dependencies.filter((d) => byUrn.has(d)).every((d) => done.has(d));
+      for (let changed = true; changed; ) {
+        changed = false;
+        for (const urn of [...same]) {
+          if (!ready(byUrn.get(urn)!)) continue;
+          same.delete(urn);
+          done.add(urn);
+          changed = true;
+        }
+      }
       if (failed.length === 0) {
         for (const urn of [...pending]) {
           const r = byUrn.get(urn)!;
-          if (r.dependencies.filter((d) => byUrn.has(d)).every((d) => done.has(d))) start(r);
+          if (ready(r)) start(r);
         }
       }
       if (running.size === 0) break;

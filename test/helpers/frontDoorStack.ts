@@ -104,6 +104,8 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
         restartSeconds: 1,
         startLimitBurst: 3,
         startLimitIntervalSeconds: 120,
+        // A data-parallel group's hung peers: SIGKILL after 3 s, not 10.
+        groupStopGraceSeconds: 3,
         devRoot: FAKE_DEV,
         containerRuntime: runtime,
         ...timings,

@@ -937,3 +937,70 @@ describe("the stand-in vllm", () => {
     expect(run.output).toContain(`stopping engine client mode=${timeout ? "drain" : "abort"} timeout=${timeout ?? 0}s`);
   });
 });
+
+describe("the stand-in vllm's data-parallel group (vLLM 0.30's coupling, shutdown.json dp.rankDeath)", () => {
+  /** Ranks 0..3 of one group, launched one by one as the decode role's units do: one port each, one RPC address. */
+  async function startGroup(dir: string, rpcPort: number) {
+    const bin = copyStandInVllm(dir);
+    const ports = await Promise.all([0, 1, 2, 3].map(() => freePort(ADDRESS)));
+    const rank = (r: number) =>
+      launch(
+        bin,
+        ["serve", "stand-in", "--host", ADDRESS, "--port", String(ports[r]), "--data-parallel-size", "4", "--data-parallel-rank", String(r)].concat([
+          "--data-parallel-address",
+          ADDRESS,
+          "--data-parallel-rpc-port",
+          String(rpcPort),
+        ]),
+        { ...process.env, FAKE_VLLM_READY_AFTER: "0", FAKE_VLLM_REQUEST_SECONDS: "0.1" },
+      );
+    return { ports, rank };
+  }
+  const health = (port: number) =>
+    fetch(`http://${ADDRESS}:${port}/health`, { signal: AbortSignal.timeout(2000) }).then(
+      (r) => r.status,
+      () => "refused",
+    );
+  /** A completion within `ms`: "ok", or "hangs" when it has no answer by then. */
+  const completes = (port: number, ms = 1500) =>
+    fetch(`http://${ADDRESS}:${port}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "p", max_tokens: 2 }), signal: AbortSignal.timeout(ms) })
+      .then((r) => r.text().then(() => (r.ok ? "ok" : `status ${r.status}`)))
+      .catch((e) => (e?.name === "TimeoutError" ? "hangs" : String(e?.cause?.code ?? e)));
+  async function untilHealthy(ports: number[]) {
+    for (let i = 0; (await Promise.all(ports.map(health))).some((s) => s !== 200); i++) {
+      if (i > 100) throw new Error(`not all ready: ${await Promise.all(ports.map(health))}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  it("serves only once all ranks joined; a rank killed leaves its peers answering /health while their completions hang, until every rank restarts", async () => {
+    const dir = fs.mkdtempSync(path.join(work, "dp-"));
+    const { ports, rank } = await startGroup(dir, await freePort(ADDRESS));
+    const running = [1, 2, 3].map(rank);
+    await untilListening(running[0]!, ports[1]!);
+    // Three of four: not ready, as vLLM's API server comes up only after the group's handshake.
+    expect(await health(ports[1]!)).toBe(503);
+    running.unshift(rank(0));
+    await untilHealthy(ports);
+    expect(await Promise.all(ports.map((p) => completes(p)))).toEqual(["ok", "ok", "ok", "ok"]);
+
+    process.kill(running[2]!.child.pid!, "SIGKILL");
+    await running[2]!.exited;
+    await untilOutput(running[0]!, /data-parallel rank 2 is gone/);
+    const peers = [ports[0]!, ports[1]!, ports[3]!];
+    expect(await Promise.all(peers.map(health))).toEqual([200, 200, 200]);
+    expect(await Promise.all(peers.map((p) => completes(p)))).toEqual(["hangs", "hangs", "hangs"]);
+    // The killed rank alone, restarted: rank 0 lets no one join a broken group, and nothing re-forms it.
+    running[2] = rank(2);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await health(ports[2]!)).toBe(503);
+    expect(await completes(ports[1]!)).toBe("hangs");
+
+    // Every rank restarted: the group forms again and serves.
+    for (const r of running) process.kill(r.child.pid!, "SIGKILL");
+    const again = [0, 1, 2, 3].map(rank);
+    await untilHealthy(ports);
+    expect(await Promise.all(ports.map((p) => completes(p)))).toEqual(["ok", "ok", "ok", "ok"]);
+    expect(again[1]!.output()).toContain("data-parallel group of 4 formed");
+  });
+});

@@ -244,4 +244,34 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [{ file: COMPILE_KEY_SCRIPT, search: '    if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "    if true; then\n" }],
     tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
+  {
+    name: "group-rank-restarts-alone",
+    why: "a killed decode rank restarts alone: its peers hang in the group's collectives, and the group never serves again",
+    edits: [{ file: "core/render/hosts/rank.ts", search: 'restart: grouped ? "no" : "on-failure",', replace: 'restart: "on-failure",' }],
+    tests: { hosts: ["test/hosts/faults-hosts.test.ts"] },
+  },
+  {
+    name: "group-listed-rank-by-rank",
+    why: "the front door keeps routing to a failed rank's peers, which answer /health while their requests hang",
+    edits: [{ file: FRONT_DOOR_AGENT, search: "            self.write(self.whole_groups([n for n", replace: "            self.write(([n for n" }],
+    tests: { fast: ["test/front-door-agent.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },
+  },
+  {
+    name: "group-stopped-before-leaving",
+    why: "a failed rank's peers are stopped while the front door still lists them: the requests sent to them meanwhile fail",
+    edits: [{ file: "core/render/hosts/scripts/group-restart.sh", search: '  sleep "$leave_s"\n', replace: "  true\n" }],
+    tests: { hosts: ["test/hosts/faults-hosts.test.ts"] },
+  },
+  {
+    name: "sidecar-outside-waves",
+    why: "a sidecar change restarts every decode host at once, outside the rollout waves",
+    edits: [
+      {
+        file: "components/hosts/npuHost.ts",
+        search: "{ dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])] }",
+        replace: "{ dependsOn: [preflight, ...frontDoor.after] }",
+      },
+    ],
+    tests: { fast: ["test/program.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },
+  },
 ];

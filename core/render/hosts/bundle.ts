@@ -1,10 +1,12 @@
 import { specificListenAddress } from "../../address";
 import { weightsMarker } from "../../cache/markers";
+import { isDataParallelGroup } from "../../plan/dataParallel";
 import type { Deployment, HostPlacement } from "../../plan/types";
 import { hostCacheLayout, weightsLockName } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
 import { legacyUnitName, venvPath, venvsDir } from "./names";
 import { pipIndexes, type PipIndexes } from "./pip";
+import { renderGroup, type RenderedGroup } from "./group";
 import { readyTimeoutSeconds, renderRank, servingWait, type HostContext, type RenderedRank } from "./rank";
 import { installScript, preflightScript, readinessScript, weightsScript } from "./scripts";
 import { envFileLine } from "./systemd";
@@ -25,6 +27,8 @@ export interface HostRenderOptions {
   startLimitIntervalSeconds?: number;
   /** Where the NPU device nodes appear: `/dev` on a host. */
   devRoot?: string;
+  /** A data-parallel group's restart: seconds its peers get after SIGTERM before SIGKILL. */
+  groupStopGraceSeconds?: number;
   /** The front door's container runtime: router.runtime's binary, or a test's stand-in. */
   containerRuntime?: string;
   /** Where a compile-only run listens, if it serves: loopback on a compile host (tests on shared loopback give each host its own). */
@@ -42,6 +46,8 @@ export interface RenderedHost {
   /** How long a unit step waits for its rank: the engine's ready timeout from the recipe. */
   readyTimeoutSeconds: number;
   ranks: RenderedRank[];
+  /** The host's data-parallel groups of several processes (core/plan/dataParallel.ts): each restarts as one. */
+  groups: RenderedGroup[];
   /** Index settings for the pip.conf the install and weights steps read from stdin. */
   pipIndexes: PipIndexes;
 }
@@ -73,6 +79,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
       startLimitIntervalSeconds: options.startLimitIntervalSeconds ?? HOST_DEFAULTS.unit.startLimitIntervalSeconds,
       readinessIntervalSeconds: options.readinessIntervalSeconds ?? HOST_DEFAULTS.readinessIntervalSeconds,
       devRoot: options.devRoot ?? "/dev",
+      groupStopGraceSeconds: options.groupStopGraceSeconds ?? HOST_DEFAULTS.unit.groupStopGraceSeconds,
     },
   };
   // The served model and its draft models: units run offline (HF_HUB_OFFLINE=1) and fetch nothing.
@@ -131,6 +138,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
     }),
     readyTimeoutSeconds: readyTimeout,
     ranks,
+    groups: roles.filter(isDataParallelGroup).map((role) => renderGroup(context, role)),
     pipIndexes: pipIndexes(deployment, { retries: options.pipRetries, timeoutSeconds: options.pipTimeoutSeconds }),
   };
 }

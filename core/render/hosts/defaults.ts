@@ -26,8 +26,10 @@ export const HOST_DEFAULTS = {
      * wait, which systemd's 90 s default would cut short.
      */
     startTimeoutSeconds: DEVICE_WAIT_SECONDS + 60,
-    /** systemd's RestartSec for a rank that exited. */
+    /** systemd's RestartSec for a rank that exited; a data-parallel group's restart waits as long between stopping its ranks and starting them. */
     restartSeconds: 30,
+    /** A data-parallel group's restart: its peers' SIGTERM, then SIGKILL after this (hung in the group's collectives, they would drain in vain). */
+    groupStopGraceSeconds: 10,
     /** Crash-loop bounds: 3 starts in 30 minutes. A compile takes hours, so a rank that crashes after one restarts; one that crashes at once is failed within minutes. */
     startLimitBurst: 3,
     startLimitIntervalSeconds: 1800,

@@ -20,5 +20,11 @@ export function hostFiles(host: RenderedHost, secrets: readonly SecretKey[], dow
     files[`systemd/${rank.unitName}`] = rank.unitText;
     files[`env/${path.basename(rank.envPath)}`] = rank.envText + secretEnv;
   }
+  for (const group of host.groups) {
+    files[`${group.role}-group.sh`] = group.applyScript;
+    files[`remove-${group.role}-group.sh`] = group.removeScript;
+    files[`${group.role}-group-restart.sh`] = group.scriptText;
+    files[`systemd/${group.unitName}`] = group.unitText;
+  }
   return files;
 }

@@ -89,3 +89,18 @@ export function compileMarker(cacheRoot: string, keys: string): string {
 export function rolloutStateDir(installRoot: string): string {
   return `${installRoot}/rollout`;
 }
+
+/** The unit that restarts a role's data-parallel group on a host as one: `rbln-serving-dev.decode-group-restart.service`. */
+export function groupRestartUnitName(id: string, role: string): string {
+  return `rbln-serving-${id}.${role}-group-restart.service`;
+}
+
+/** Its script, beside the deployment's other programs. */
+export function groupRestartScriptPath(installRoot: string, id: string, role: string): string {
+  return `${installRoot}/bin/rbln-serving-${id}.${role}-group-restart.sh`;
+}
+
+/** When it restarted the group, one epoch line each: its crash-loop bound. Under /run: a reboot starts afresh. */
+export function groupRestartHistory(id: string, role: string): string {
+  return `/run/rbln-serving-${id}.${role}-group.restarts`;
+}

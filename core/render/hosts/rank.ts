@@ -1,12 +1,13 @@
 import { httpUrl, listeningAddress } from "../../address";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
+import { isDataParallelGroup } from "../../plan/dataParallel";
 import type { Host } from "../../config/schema";
 import type { Deployment, FrontDoorEndpoint, HostPlacement, RankPlan, RolePlan } from "../../plan/types";
 import { renderTemplate } from "../../template";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
-import { compileMarker, envPath as envPathOf, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
+import { compileMarker, envPath as envPathOf, groupRestartUnitName, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
 import { unitApplyScript, unitRemoveScript, type FrontDoorAccess, type ServingWait } from "./scripts";
 import { execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
 
@@ -34,6 +35,8 @@ export interface UnitTimings {
   readinessIntervalSeconds: number;
   /** Where the NPU device nodes appear: `/dev` on a host. */
   devRoot: string;
+  /** A data-parallel group's restart: how long its peers get after SIGTERM before SIGKILL. */
+  groupStopGraceSeconds: number;
 }
 
 /** What every rank of a host shares. */
@@ -90,6 +93,7 @@ export function servingWait(context: HostContext, timeoutSeconds: number): Servi
 
 /** A rank's systemd unit: its command line (under the compile lock with a shared cache), environment file, device wait and restart bounds. */
 function unitText(context: HostContext, role: RolePlan, rank: RankPlan, envPath: string, execLines: readonly (readonly string[])[]): string {
+  const grouped = isDataParallelGroup(role);
   const { settings, plan } = context.deployment;
   const { unit } = HOST_DEFAULTS;
   const deviceNodes = rank.devices.map((i) => `${context.timings.devRoot}/rbln${i}`);
@@ -112,6 +116,9 @@ function unitText(context: HostContext, role: RolePlan, rank: RankPlan, envPath:
     env_path: envPath,
     wait_for_devices: waitForDevices.map(quoteExecWord).join(" "),
     exec_start: execStartLine(execLines),
+    // A rank of a data-parallel group restarts only with its group.
+    on_failure: grouped ? groupRestartUnitName(context.id, role.role) : null,
+    restart: grouped ? "no" : "on-failure",
     restart_s: context.timings.restartSeconds,
     start_timeout_s: unit.startTimeoutSeconds,
     stop_timeout_s: stopTimeoutSeconds(context.deployment),

@@ -23,7 +23,10 @@ step renews while it runs: a step that died, or cannot reach this host, stops re
 agent sees of a drained rank (down, then serving again) never ends its drain: a restart by systemd
 after a crash, a cut step's restart and the step's own look the same from here. An endpoint that is
 not drained is listed exactly while it answers: a crashed rank leaves at the first probe it fails
-and comes back once it serves.
+and comes back once it serves. The ranks of a data-parallel group (endpoints with one `group`) are
+listed together or not at all: one that fails or is drained takes its whole group out, since its
+peers hang in the group's collectives while they still answer /health (vLLM 0.30, dp.rankDeath),
+and the group comes back once every rank of it serves and none is drained.
 """
 import contextlib
 import fcntl
@@ -150,6 +153,15 @@ class FrontDoor:
             os.remove(self.drain_path(name))
             log(f"{name}: drain over ({why})")
 
+    def members(self, name):
+        """NAME's data-parallel group, NAME alone when it has none."""
+        group = self.endpoints[name].get("group")
+        return [n for n, e in self.endpoints.items() if group is not None and e.get("group") == group] or [name]
+
+    def whole_groups(self, names):
+        """The names whose whole group is among `names`."""
+        return [n for n in names if all(m in names for m in self.members(n))]
+
     def tick(self, serving):
         """One pass of the agent: drains whose lease ran out, then the file."""
         now = time.time()
@@ -158,7 +170,7 @@ class FrontDoor:
                 drain = self.read_drain(name)
                 if drain is not None and now >= self.lease_end(drain):
                     self.end_drain(name, f"its lease of {self.desired['drainLeaseSeconds']}s ran out: its unit step ended without a rejoin, or stopped renewing it")
-            self.write([n for n in self.endpoints if serving[n] and self.read_drain(n) is None])
+            self.write(self.whole_groups([n for n in self.endpoints if serving[n] and self.read_drain(n) is None]))
 
     def lease_end(self, drain):
         # A drain written before leases (by an older agent) lasts one lease from its start.
@@ -186,7 +198,7 @@ class FrontDoor:
             with self.locked():
                 if name not in self.listed() or self.others_listed(name) or self.desired["allowEmpty"]:
                     self.hold(name, self.read_drain(name))
-                    self.write([n for n in self.listed() if n != name])
+                    self.write([n for n in self.listed() if n not in self.members(name)])
                     break
             if not others:
                 fail(f"draining {name} would leave role {role} with no endpoint in the front door ({host} is its only server); add a replica, or set rollout.allowEmptyFrontDoor: true to accept the outage")
@@ -212,8 +224,9 @@ class FrontDoor:
     def rejoin(self, name):
         with self.locked():
             self.end_drain(name, "its unit step is done")
-            if name not in self.listed() and self.serves(self.endpoints[name]):
-                self.write(self.listed() + [name])
+            group = self.members(name)
+            if name not in self.listed() and all(self.read_drain(m) is None and self.serves(self.endpoints[m]) for m in group):
+                self.write(self.listed() + group)
         log(f"{name}: back in the endpoints as soon as it serves")
 
 
