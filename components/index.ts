@@ -6,6 +6,7 @@ export { NpuHost, type NpuHostArgs, type RankUnit } from "./hosts/npuHost";
 export { NpuWorkloads, type NpuWorkloadsArgs, type RoleDeployment } from "./kubernetes/npuWorkloads";
 export { LlmdRouter, type LlmdRouterArgs } from "./router/llmdRouter";
 export { FrontDoor, type FrontDoorArgs } from "./router/frontDoor";
+export { ModelRouting, type ModelRoutingArgs } from "./router/modelRouting";
 
 // Recipes: the catalog, the format, and importing a published recipe page.
 export { RecipeCatalog, DEFAULT_MODEL, DEFAULT_RECIPE_DIR, parseRecipe } from "../core/recipe/catalog";

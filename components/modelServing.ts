@@ -19,6 +19,7 @@ import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
 import { FrontDoor } from "./router/frontDoor";
 import { LlmdRouter } from "./router/llmdRouter";
+import { ModelRouting } from "./router/modelRouting";
 
 export type ServingSecrets = Partial<Record<SecretKey, pulumi.Input<string>>>;
 
@@ -173,8 +174,8 @@ function kubernetesResources(
   child: pulumi.ComponentResourceOptions,
   namespace?: k8s.core.v1.Namespace,
 ): PlatformOutputs {
-  const { workloads, scalers, monitoring, routerValues } = kubernetes;
-  const { settings, plan } = deployment;
+  const { workloads, scalers, monitoring, routerValues, router: intent } = kubernetes;
+  const { settings } = deployment;
   const present = SECRET_KEYS.filter((key) => secrets[key] !== undefined);
   const npu = new NpuWorkloads(
     `${name}-workloads`,
@@ -182,13 +183,13 @@ function kubernetesResources(
     child,
   );
   const router =
-    plan.router && routerValues
+    intent && routerValues
       ? new LlmdRouter(
           `${name}-router`,
           {
-            release: plan.router.release,
-            chart: plan.router.chart,
-            version: plan.router.version,
+            release: intent.release,
+            chart: intent.chart,
+            version: intent.version,
             namespace: settings.kubernetes.namespace,
             values: routerValues,
             gateway: settings.kubernetes.gateway,
@@ -253,6 +254,12 @@ export class ModelServing extends pulumi.ComponentResource {
     // Kept when the stack goes, as a stack of one model keeps its own: the caches live in it.
     const namespace = rendered.namespace ? new k8s.core.v1.Namespace(`${name}-namespace`, rendered.namespace, { ...child, retainOnDelete: true }) : undefined;
     if (rendered.dashboard) new k8s.core.v1.ConfigMap(`${name}-dashboard`, rendered.dashboard, child);
+    if (rendered.routing)
+      new ModelRouting(
+        `${name}-routing`,
+        { routing: rendered.routing, servedNamesResources: stack.models.map((m) => `${modelInstance(name, m)}-served-names`), namespace: namespace! },
+        child,
+      );
     const platforms = rendered.models.map((model) => {
       const modelName = modelInstance(name, model.deployment);
       return model.hosts

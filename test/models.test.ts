@@ -255,27 +255,43 @@ const ofModel = (resources: Map<string, { name: string; digest: string }>, model
 
 describe("changes stay per model (the program under mocks)", async () => {
   const before = await registered(onKubernetes());
-  const changes: [string, Record<string, unknown>][] = [
-    ["its axes", { axes: { spec_decode: "suffix" } }],
-    ["its replicas", { replicas: 2 }],
-    ["its extraArgs and extraEnv", { extraArgs: { main: ["--max-log-len", "100"] }, extraEnv: { main: { NOTE: "x" } } }],
-    ["its served names", { servedNames: ["chat", "MiniMaxAI/MiniMax-M2.7"] }],
+  // Each change of model chat, with the stack's own resources it may change: a served name is in the answers' list of every name.
+  const changes: [string, Record<string, unknown>, string[]][] = [
+    ["its axes", { axes: { spec_decode: "suffix" } }, []],
+    ["its replicas", { replicas: 2 }, []],
+    ["its extraArgs and extraEnv", { extraArgs: { main: ["--max-log-len", "100"] }, extraEnv: { main: { NOTE: "x" } } }, []],
+    ["its served names", { servedNames: ["chat", "MiniMaxAI/MiniMax-M2.7"] }, ["rbln-serving-routing-answers-config", "rbln-serving-routing-answers"]],
+  ];
+  const SHARED = [
+    "rbln-serving",
+    "rbln-serving-dashboard",
+    "rbln-serving-namespace",
+    "rbln-serving-routing",
+    "rbln-serving-routing-answers",
+    "rbln-serving-routing-answers",
+    "rbln-serving-routing-answers-config",
+    "rbln-serving-routing-answers-route",
+    "rbln-serving-routing-payload-processor",
   ];
 
-  it("every resource is one model's, or the stack's own: the component, the namespace and the dashboard", () => {
+  it("every resource is one model's, or the stack's own: the component, the namespace, the dashboard, the payload processor and the answers", () => {
     const shared = [...before.values()].filter((r) => !r.name.startsWith("rbln-serving-chat-") && !r.name.startsWith("rbln-serving-tiny-"));
-    expect(shared.map((r) => r.name).sort()).toEqual(["rbln-serving", "rbln-serving-dashboard", "rbln-serving-namespace"]);
+    expect(shared.map((r) => r.name).sort()).toEqual(SHARED);
     expect(ofModel(before, "chat").size).toBeGreaterThan(5);
     expect(ofModel(before, "tiny").size).toBeGreaterThan(5);
   });
 
-  it.each(changes)("changing model chat's %s changes resources of chat, none of tiny's and nothing shared", async (_, change) => {
-    const after = await registered(onKubernetes([{ ...chat, ...change }, tiny]));
-    const changed = [...ofModel(after, "chat")].filter(([urn, r]) => before.get(urn)?.digest !== r.digest);
-    expect(changed.length).toBeGreaterThan(0);
-    expect([...ofModel(after, "tiny")]).toEqual([...ofModel(before, "tiny")]);
-    for (const [urn, r] of after) if (!r.name.startsWith("rbln-serving-chat-")) expect(r, urn).toEqual(before.get(urn));
-  });
+  it.each(changes)(
+    "changing model chat's %s changes resources of chat, none of tiny's and of the stack's only those naming every model",
+    async (_, change, mayChange) => {
+      const after = await registered(onKubernetes([{ ...chat, ...change }, tiny]));
+      const changed = [...ofModel(after, "chat")].filter(([urn, r]) => before.get(urn)?.digest !== r.digest);
+      expect(changed.length).toBeGreaterThan(0);
+      expect([...ofModel(after, "tiny")]).toEqual([...ofModel(before, "tiny")]);
+      const shared = [...after].filter(([, r]) => !r.name.startsWith("rbln-serving-chat-"));
+      for (const [urn, r] of shared) if (!mayChange.includes(r.name)) expect(r, urn).toEqual(before.get(urn));
+    },
+  );
 
   it("changing model tiny changes none of chat's", async () => {
     const after = await registered(onKubernetes([chat, { ...tiny, axes: { tool_calling: "off" } }]));

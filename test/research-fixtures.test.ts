@@ -10,6 +10,7 @@ import eppHa from "./fixtures/llm-d-router-v0.10.0/epp-ha.json";
 import eppFlags from "./fixtures/llm-d-router-v0.10.0/epp-flags.json";
 import chartFacts from "./fixtures/llm-d-router-gateway-v0.10.0.json";
 import payloadProcessor from "./fixtures/payload-processor/v0.1.0-rc.1.json";
+import gatewayApi from "./fixtures/gateway-api-v1.5.1/httproute.json";
 import { checkResearchFixture, type ResearchFixture } from "./helpers/researchFixtures";
 import { autoscalingSeries } from "./helpers/keda";
 import { seriesNames } from "./helpers/promql";
@@ -22,6 +23,7 @@ const FIXTURES = {
   "llm-d-router-v0.10.0/multi-model.json": multiModel,
   "llm-d-router-v0.10.0/epp-ha.json": eppHa,
   "payload-processor/v0.1.0-rc.1.json": payloadProcessor,
+  "gateway-api-v1.5.1/httproute.json": gatewayApi,
 };
 const fixtures = FIXTURES as unknown as Record<keyof typeof FIXTURES, ResearchFixture>;
 const copy = (fixture: ResearchFixture): ResearchFixture => JSON.parse(JSON.stringify(fixture));

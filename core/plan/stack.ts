@@ -1,6 +1,7 @@
 // A stack's plan: one deployment per model (the entries of `models`, or the top level alone) and what
 // they share. Each model is planned as a stack of that model alone (core/plan/deployment.ts); the
 // checks across models (shared role-keyed settings, hosts no model uses) are here.
+import { parse as parseYaml } from "yaml";
 import { modelEntries } from "../config/models";
 import type { StackSettings } from "../config/stackConfig";
 import { ConfigError, listValues } from "../errors";
@@ -47,9 +48,32 @@ function stackWarnings(settings: StackSettings, models: readonly Deployment[]): 
   return [...warnings];
 }
 
+/**
+ * On Kubernetes the router chart writes a model's first served name unquoted into its HTTPRoute
+ * (httpRoute.baseModel, test/fixtures/llm-d-router-v0.10.0/multi-model.json): Helm's YAML must read
+ * it back as that text (YAML 1.1 and 1.2 alike), or the route matches another value or is refused.
+ */
+function checkRouteNames(settings: StackSettings, models: readonly Deployment[]): void {
+  if (settings.platform !== "kubernetes") return;
+  models.forEach((model, i) => {
+    const name = model.entry.servedNames[0]!;
+    if ([parseYaml(name, { version: "1.1" }), parseYaml(name)].every((read) => read === name)) return;
+    const [key, what] = settings.models![i]!.servedNames
+      ? [`models[${i}].servedNames[0]`, "first served name"]
+      : [`models[${i}].model`, "model id (its served name)"];
+    throw new ConfigError(
+      key,
+      `"${name}": the router chart writes the ${what} unquoted into the model's HTTPRoute (httpRoute.baseModel), where YAML reads it as something else than this text; put first a name YAML reads as text`,
+    );
+  });
+}
+
 /** The plan of every model of the stack; throws one ConfigError naming the stack's key path. */
 export function planStack(settings: StackSettings, catalog: RecipeCatalog): StackPlan {
   const models = modelEntries(settings).map((entry) => planModelDeployment(entry, catalog));
-  if (settings.models !== undefined) checkSharedRoles(settings, models);
+  if (settings.models !== undefined) {
+    checkSharedRoles(settings, models);
+    checkRouteNames(settings, models);
+  }
   return { settings, models, warnings: stackWarnings(settings, models) };
 }

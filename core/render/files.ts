@@ -111,6 +111,12 @@ export function renderStackFiles(rendered: RenderedStack): Record<string, string
       else files[`models/${model.deployment.entry.name}/${file}`] = content;
   if (rendered.namespace) files["kubernetes/namespace.yaml"] = toYaml(rendered.namespace);
   if (rendered.dashboard) files["kubernetes/dashboard-configmap.yaml"] = toYaml(rendered.dashboard);
+  if (rendered.routing) {
+    const { payloadProcessor, servedNames, answers } = rendered.routing;
+    files["payload-processor/values.yaml"] = toYaml(payloadProcessor.values);
+    for (const configMap of servedNames) files[`payload-processor/${configMap.metadata.name}.yaml`] = toYaml(configMap);
+    for (const [kind, object] of Object.entries(answers)) files[`kubernetes/answers-${kind.toLowerCase()}.yaml`] = toYaml(object);
+  }
   const targets = rendered.models.flatMap((m) => m.hosts?.scrapeTargets ?? []);
   if (targets.length > 0) files["prometheus/targets.json"] = `${JSON.stringify(targets, null, 2)}\n`;
   return files;

@@ -5,6 +5,7 @@ import { ConfigError } from "../errors";
 import type { StackPlan } from "../plan/stack";
 import type { Deployment } from "../plan/types";
 import { type RenderedDeployment, type RenderOptions, renderDeployment } from "./deployment";
+import { type KubernetesModelRouting, kubernetesModelRouting } from "./kubernetes/modelRouting";
 import type * as k8s from "./kubernetes/objects";
 
 export interface RenderedStack {
@@ -15,6 +16,8 @@ export interface RenderedStack {
   namespace: k8s.Named<k8s.Namespace> | null;
   /** Kubernetes with models and monitoring: the one dashboard, whose `model` variable picks a model; null otherwise (the model's monitoring carries it). */
   dashboard: k8s.Named<k8s.ConfigMap> | null;
+  /** Kubernetes with models: the payload processor, each model's served names, the answers (core/render/kubernetes/modelRouting.ts). */
+  routing: KubernetesModelRouting | null;
 }
 
 /** What a model's resources, objects and files on hosts are named after: the instance's name, and with models its entry's too. */
@@ -22,11 +25,10 @@ export function modelInstance(instance: string, deployment: Pick<Deployment, "en
   return deployment.entry.name === null ? instance : `${instance}-${deployment.entry.name}`;
 }
 
-/** The namespace every model shares, at the Pod Security level every model's pods meet. */
+/** The namespace every model shares: each model's endpoint picker runs there, from the router chart, which meets only the `baseline` Pod Security level. */
 function sharedNamespace(models: readonly RenderedDeployment[]): k8s.Named<k8s.Namespace> {
-  const namespaces = models.map((m) => m.kubernetes!.workloads.namespace);
-  const level = "pod-security.kubernetes.io/enforce";
-  return namespaces.find((n) => n.metadata.labels?.[level] === "baseline") ?? namespaces[0]!;
+  const namespace = models[0]!.kubernetes!.workloads.namespace;
+  return { ...namespace, metadata: { ...namespace.metadata, labels: { ...namespace.metadata.labels, "pod-security.kubernetes.io/enforce": "baseline" } } };
 }
 
 /** Renders every model of a validated stack for its platform. */
@@ -37,7 +39,7 @@ export function renderStack(plan: StackPlan, options: RenderOptions): RenderedSt
       "on platform hosts the front door does not route by model name yet (issue 30); use platform kubernetes, or a stack per model",
     );
   const models = plan.models.map((deployment) => renderDeployment(deployment, { ...options, instance: modelInstance(options.instance, deployment) }));
-  if (plan.settings.models === undefined || plan.settings.platform !== "kubernetes") return { plan, models, namespace: null, dashboard: null };
+  if (plan.settings.models === undefined || plan.settings.platform !== "kubernetes") return { plan, models, namespace: null, dashboard: null, routing: null };
   // Every model's monitoring renders the same dashboard: the stack has it once, under the instance's name.
   const dashboard = models[0]!.kubernetes!.monitoring?.dashboard;
   const shared = models.map((m) => {
@@ -48,6 +50,7 @@ export function renderStack(plan: StackPlan, options: RenderOptions): RenderedSt
     plan,
     models: shared,
     namespace: sharedNamespace(models),
+    routing: kubernetesModelRouting(plan, options.instance),
     dashboard: dashboard
       ? {
           ...dashboard,

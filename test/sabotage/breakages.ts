@@ -274,4 +274,28 @@ export const BREAKAGES: readonly Breakage[] = [
     ],
     tests: { fast: ["test/program.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },
   },
+  {
+    name: "model-route-without-base-model",
+    why: "every model's HTTPRoute matches every request: one model's pool takes the other models' requests, which its vLLM refuses",
+    edits: [
+      {
+        file: "core/render/kubernetes/modelRouting.ts",
+        search: "  values.httpRoute = { ...values.httpRoute, baseModel: deployment.entry.servedNames[0] };",
+        replace: "  values.httpRoute = { ...values.httpRoute };",
+      },
+    ],
+    tests: { fast: ["test/models-kubernetes.test.ts"] },
+  },
+  {
+    name: "served-names-outside-payload-processor-namespace",
+    why: "the payload processor sees no model's names: every request gets an empty base-model header and the answers' 404",
+    edits: [
+      {
+        file: "core/render/kubernetes/modelRouting.ts",
+        search: "servedNamesConfigMap(plan, m, payload.namespace)",
+        replace: "servedNamesConfigMap(plan, m, plan.settings.kubernetes.namespace)",
+      },
+    ],
+    tests: { fast: ["test/models-kubernetes.test.ts"] },
+  },
 ];
