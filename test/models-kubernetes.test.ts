@@ -13,6 +13,7 @@ import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
 import { chartHttpRoute, directResponse, type GatewayRequest, type HttpRoute, payloadProcessorHeaders, selectRule } from "./helpers/gatewayRouting";
 import { runUnderMocks } from "./helpers/pulumiHarness";
 import { catalogWithSecondModel, SECOND_MODEL } from "./helpers/recipes";
+import { validateEndpointPickerConfig } from "./helpers/eppConfig";
 import { chartKeyProblems } from "./helpers/routerChart";
 
 // Several models behind one Gateway (issue 30, Kubernetes): a router release per model whose
@@ -81,6 +82,15 @@ describe("each model's router release", () => {
       expect([model.kubernetes!.router!.chart, model.kubernetes!.router!.version]).toEqual(["llm-d-router-gateway", "v0.10.0"]);
       expect(values.httpRoute).toMatchObject({ create: true, baseModel: [pd, tiny][i]!.servedNames[0], inferenceGatewayName: "inference-gateway" });
     }
+  });
+
+  it("holds an EndpointPickerConfig per model that the v0.10.0 picker loads, as the single model's does", () => {
+    const configs = rendered.models.map((m) => {
+      const epp = (m.kubernetes!.routerValues as any).router.epp;
+      return epp.pluginsCustomConfig[epp.pluginsConfigFile] as string;
+    });
+    expect(configs).toHaveLength(2);
+    for (const [i, config] of configs.entries()) expect(validateEndpointPickerConfig(config), releases[i]).toEqual([]);
   });
 
   it("pools exactly its own model's serving pods: the pool's labels select them, and no other model's", () => {
