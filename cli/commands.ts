@@ -10,7 +10,7 @@ import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 import { resolvePlan } from "../core/plan/resolve";
 import type { LaunchPlan, PlanChange } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
-import { renderPlanText } from "../core/render/planText";
+import { maskedPlan, renderPlanText } from "../core/render/planText";
 import { renderStack } from "../core/render/stack";
 import { writeRenderFolder } from "./outputFolder";
 import { renderStackFiles } from "../core/render/files";
@@ -103,7 +103,7 @@ function format(options: CliOptions): "text" | "json" {
 
 /** A stack of several models: each model's plan under its name, then the stack's warnings once. */
 function modelsPlanText(stack: StackPlan, json: boolean): string {
-  const models = stack.models.map(({ entry, plan }) => ({ name: entry.name, servedNames: entry.servedNames, plan }));
+  const models = stack.models.map(({ entry, plan }) => ({ name: entry.name, servedNames: entry.servedNames, plan: maskedPlan(plan) }));
   if (json) return `${JSON.stringify({ models, warnings: stack.warnings }, null, 2)}\n`;
   const texts = models.map(
     ({ name, servedNames, plan }) => `# model ${name}, served as ${servedNames.join(", ")}\n${renderPlanText({ ...plan, warnings: [] })}`,
@@ -116,7 +116,7 @@ function planCommand(options: CliOptions, catalog: RecipeCatalog): string {
   const stack = options.stack === undefined ? undefined : stackPlan(options, catalog, options.stack).plan;
   if (stack?.settings.models !== undefined) return modelsPlanText(stack, format(options) === "json");
   const plan = stack ? stack.models[0]!.plan : planFor(options, catalog);
-  return format(options) === "json" ? `${JSON.stringify(plan, null, 2)}\n` : renderPlanText(plan);
+  return format(options) === "json" ? `${JSON.stringify(maskedPlan(plan), null, 2)}\n` : renderPlanText(plan);
 }
 
 /**

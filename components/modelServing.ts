@@ -14,6 +14,7 @@ import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
 import { reportedDigest } from "../core/render/compileCache";
+import { reportedWord } from "../core/stepReport";
 import { CompileHost } from "./hosts/compileHost";
 import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
@@ -48,12 +49,7 @@ export interface ModelServingArgs {
 
 /** The commit a seed's weights step reports for the served model: its stdout's `revision <model> <commit>` line. */
 export function reportedRevision(stdout: string | undefined, model: string): string | null {
-  const line = (stdout ?? "")
-    .split("\n")
-    .reverse()
-    .find((l) => l.startsWith(`revision ${model} `));
-  const commit = line?.split(" ")[2];
-  return commit && /^[0-9a-f]{40}$/.test(commit) ? commit : null;
+  return reportedWord(stdout, `revision ${model} `, /^[0-9a-f]{40}$/);
 }
 
 /** One model deployment of the stack, as the `models` output lists it. */
@@ -108,7 +104,9 @@ function hostResources(
   const { settings, plan } = deployment;
   const sshPrivateKey = secrets.sshPrivateKey!;
   const keyReports = new Map<string, pulumi.Output<string>>();
-  const door = frontDoor ? new FrontDoor(`${name}-${frontDoor.host.name}-front-door`, { rendered: frontDoor, sshPrivateKey }, child) : undefined;
+  const door = frontDoor
+    ? new FrontDoor(`${name}-${frontDoor.host.name}-front-door`, { rendered: frontDoor, sshPrivateKey, apiKey: secrets.apiKey }, child)
+    : undefined;
   const byHost = new Map<string, NpuHost | CompileHost>();
   let previousWave: (NpuHost | CompileHost)[] = [];
   if (compileHost) {
@@ -131,7 +129,8 @@ function hostResources(
           return { rendered: copy, sourceName: `${name}-${copy.source.host.name}`, after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };
         });
       const hostPulls = pulls.filter((p) => p.host === host).map((p) => p.step);
-      const behindDoor = door ? { accessKey: door.accessKey, after: door.ready, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
+      const accessKey = door?.accessKeys.get(host);
+      const behindDoor = accessKey ? { accessKey, after: door!.readyFor.get(host)!, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
       const npuHost = new NpuHost(
         `${name}-${host}`,
         {

@@ -28,6 +28,9 @@ command -v skopeo >/dev/null || need+=(skopeo)
 # vrrp_script probes readiness with curl (test/helpers/keepalived.ts).
 command -v curl >/dev/null || need+=(curl)
 [ -x /usr/sbin/keepalived ] || need+=(keepalived)
+# The routing sidecar's guard: its unit loads an nftables table (real nft on hosts with networks of their own, and a
+# check-only nft where hosts share this machine's network: test/fixtures/stand-ins/nft-check-only-stand-in).
+[ -x /usr/sbin/nft ] || need+=(nftables)
 
 [ "${#need[@]}" -eq 0 ] && exit 0
 

@@ -4,6 +4,10 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { compileOnlyEnv } from "../core/render/compileCache";
+import { readStackFile } from "../core/config/stackFile";
+import { PLACEHOLDER } from "../core/plan/argv";
+import { renderStackFiles } from "./helpers/render";
+import { scriptSettings } from "./helpers/scriptSettings";
 import { compileJobScript } from "../core/render/kubernetes/compileJob";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { planDeployment } from "../core/plan/deployment";
@@ -91,8 +95,9 @@ describe("compile ahead on hosts, under the mock runtime", async () => {
 
   it("runs compile-only on the compile host and on no NPU unit", () => {
     const compile = commands(registrations).find((r) => r.name.includes("-cpu-0-compile-"))!;
-    expect(compile.inputs.create).toContain("VLLM_RBLN_COMPILE_ONLY='1'");
-    expect(compile.inputs.create).toContain("RBLN_TARGET_SOC='RBLN-CR13'");
+    const [env] = scriptSettings(compile.inputs.create, "env_texts");
+    expect(env).toContain("VLLM_RBLN_COMPILE_ONLY='1'");
+    expect(env).toContain("RBLN_TARGET_SOC='RBLN-CR13'");
     for (const unit of commands(registrations).filter((r) => isUnitStep(r.name))) expect(unit.inputs.create).not.toContain("VLLM_RBLN_COMPILE_ONLY");
   });
 
@@ -107,6 +112,47 @@ describe("compile ahead on hosts, under the mock runtime", async () => {
     const keys = await outputValue((result as ReturnType<typeof runProgram>).compileKeys);
     // Under mocks the step printed nothing: the key is listed, its digest unknown yet.
     expect(keys).toEqual([{ key: expect.stringMatching(/^[0-9a-f]{16}$/), roles: ["main"] }]);
+  });
+});
+
+describe("compile ahead of the disaggregated strategy on hosts (decode: four data-parallel ranks)", () => {
+  const edge = readStackFile("edge").raw;
+  const render = (raw: Record<string, unknown>) =>
+    renderDeployment(planDeployment(parseStackSettings(raw), shippedCatalog), { stack: "edge", instance: "rbln-serving", secrets: [] });
+
+  it("runs every rank of each role together, with the placeholders bound as the units bind them: the server's address, the front door's", () => {
+    const rendered = render({ ...edge, compile: { host: compileHost } }).hosts!;
+    const steps = rendered.compileHost!.steps;
+    expect(steps.map((s) => s.roles)).toEqual([["prefill"], ["decode"]]);
+    const decode = steps[1]!.script;
+    expect(scriptSettings(decode, "units")).toEqual([0, 1, 2, 3].map((r) => `rbln-serving-${rendered.id}.compile-${steps[1]!.key}-${r}.service`));
+    expect(scriptSettings(decode, "ports")).toEqual(["8200", "8201", "8202", "8203"]);
+    const lengths = scriptSettings(decode, "command_lengths").map(Number);
+    const words = scriptSettings(decode, "command_words");
+    expect(lengths.reduce((a, b) => a + b, 0)).toBe(words.length);
+    const commands = lengths.map((n, i) =>
+      words.slice(
+        lengths.slice(0, i).reduce((a, b) => a + b, 0),
+        lengths.slice(0, i).reduce((a, b) => a + b, 0) + n,
+      ),
+    );
+    commands.forEach((command, r) => {
+      expect(command[command.indexOf("--data-parallel-rank") + 1]).toBe(String(r));
+      expect(command[command.indexOf("--data-parallel-address") + 1]).toBe(compileHost.address);
+      expect(command.join(" ")).toContain('"endpoint": "tcp://10.30.0.10:');
+    });
+    expect(scriptSettings(decode, "env_texts").map((env) => /RBLN_VISIBLE_DEVICES='(\d)'/.exec(env)?.[1])).toEqual(["0", "1", "2", "3"]);
+  });
+
+  it("leaves no placeholder unbound in any file of any shipped hosts stack, with or without compile ahead and a registry", () => {
+    for (const stack of ["dev", "staging", "edge"]) {
+      const raw = readStackFile(stack).raw;
+      for (const compile of [{}, { host: compileHost }, { host: compileHost, registry: REGISTRY }, { registry: REGISTRY }]) {
+        const files = renderStackFiles(planDeployment(parseStackSettings({ ...raw, revision: REVISION, compile }), shippedCatalog), [], stack);
+        const unbound = Object.entries(files).flatMap(([name, text]) => [...text.matchAll(PLACEHOLDER)].map((m) => `${name}: ${m[0]}`));
+        expect(unbound, `${stack} ${JSON.stringify(compile)}`).toEqual([]);
+      }
+    }
   });
 });
 

@@ -986,7 +986,7 @@ describe("extraEnv over the package's own variables", () => {
 describe("addresses", () => {
   const dev = () => readStackFile("dev").raw as Record<string, any>;
   const host = (extra: Record<string, unknown>) => ({ ...dev().hosts[0], ...extra });
-  // A shared cache: no copies between the two, so host names are allowed (copyGrantsNeedAddresses).
+  // A shared cache: no copies between the two, so host names are allowed (grantsNeedAddresses).
   const twoHosts = (a: Record<string, unknown>, b: Record<string, unknown>) => () =>
     planDeployment(
       parseStackSettings({ ...dev(), replicas: 2, cache: { shared: "/mnt/rbln-cache" }, hosts: [host(a), host({ name: "npu-b", ...b })] }),

@@ -43,8 +43,17 @@ const CASES: Record<string, Record<string, unknown>> = {
   routerHostIsNotAHostEntry: hosts({ router: { host: host("npu-0", "10.0.0.9") } }),
   hostKeysAreChecked: hosts({ hosts: [{ name: "npu-0", address: "10.0.0.1" }] }),
   peersShareAnAddressFamily: hosts({ router: { host: host("door", "fd00::10") } }),
-  copyGrantsNeedAddresses: hosts({ hosts: [host("npu-0", "10.0.0.1"), host("npu-1", "npu-1.example.com")] }),
-  copyGrantsNeedAddressesCompile: hosts({ hosts: [host("npu-0", "npu-0.example.com")], compile: { host: host("cpu-0", "10.0.0.9") } }),
+  grantsNeedAddressesCopy: hosts({ hosts: [host("npu-0", "10.0.0.1"), host("npu-1", "npu-1.example.com")] }),
+  grantsNeedAddressesCompile: hosts({ hosts: [host("npu-0", "npu-0.example.com")], compile: { host: host("cpu-0", "10.0.0.9") } }),
+  // The serving address (listenAddress) is an IP, but the drain grant and the bind take the SSH address.
+  grantsNeedAddressesDrain: hosts({
+    hosts: [host("npu-0", "npu-0.example.com", { listenAddress: "10.0.0.1" })],
+    router: { host: host("door", "10.0.0.9") },
+  }),
+  grantsNeedAddressesBoth: hosts({
+    hosts: [host("npu-0", "10.0.0.1"), host("npu-1", "npu-1.example.com", { listenAddress: "10.0.0.2" })],
+    router: { host: "npu-0" },
+  }),
   peersShareAnAddressFamilyCompile: hosts({ hosts: [host("npu-0", "fd00::1"), host("npu-1", "fd00::2")], compile: { host: host("cpu-0", "10.0.0.9") } }),
   firstOfSeveral: {
     strategy: "s",
@@ -98,10 +107,14 @@ const REFUSALS: Record<keyof typeof CASES, string> = {
     "hosts[0].hostKey: required: the server's public SSH host key, read with ssh-keyscan and checked out of band (or set insecureSkipHostKeyCheck: true to connect to whatever answers) (missing)",
   peersShareAnAddressFamily:
     'router.host.address: "fd00::10" is IPv6, but hosts[0].address "10.0.0.1" is IPv4: the hosts ssh to each other from their own address (drains, cache copies), and one socket cannot bind one family and reach the other; give every server an address of one family',
-  copyGrantsNeedAddresses:
-    'hosts[1].address: "npu-1.example.com" is a host name, but this host copies caches from another server over SSH, whose grant (from=) sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host\'s IP address, or share the cache (cache.shared)',
-  copyGrantsNeedAddressesCompile:
-    'hosts[0].address: "npu-0.example.com" is a host name, but this host copies caches from another server over SSH, whose grant (from=) sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host\'s IP address, or share the cache (cache.shared)',
+  grantsNeedAddressesCopy:
+    'hosts[1].address: "npu-1.example.com" is a host name, but this host copies caches from another server over SSH, under a grant (from= in authorized_keys) that sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host\'s IP address, or share the cache (cache.shared)',
+  grantsNeedAddressesCompile:
+    'hosts[0].address: "npu-0.example.com" is a host name, but this host copies caches from another server over SSH, under a grant (from= in authorized_keys) that sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host\'s IP address, or share the cache (cache.shared)',
+  grantsNeedAddressesDrain:
+    'hosts[0].address: "npu-0.example.com" is a host name, but this host drains its endpoints at the front door (router.host) over SSH, under a grant (from= in authorized_keys) that sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host\'s IP address',
+  grantsNeedAddressesBoth:
+    'hosts[1].address: "npu-1.example.com" is a host name, but this host drains its endpoints at the front door (router.host) and copies caches from another server over SSH, under a grant (from= in authorized_keys) that sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host\'s IP address',
   peersShareAnAddressFamilyCompile:
     'compile.host.address: "10.0.0.9" is IPv4, but hosts[0].address "fd00::1" is IPv6: the hosts ssh to each other from their own address (drains, cache copies), and one socket cannot bind one family and reach the other; give every server an address of one family',
   firstOfSeveral: 'hosts[1].name: duplicate of hosts[0].name "npu-0" (got "npu-0")',

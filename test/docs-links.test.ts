@@ -227,3 +227,50 @@ describe("docs/hosts.md's numbers are the rendered ones", () => {
     expect(text).toContain(`held /run/rbln-serving-units.lock for ${lockWait}s; run again when it ends`);
   });
 });
+
+describe("the folders and files the project names are there", () => {
+  const tracked = () =>
+    (require("node:child_process") as typeof import("node:child_process"))
+      .spawnSync("git", ["ls-files"], { cwd: ROOT, encoding: "utf8" })
+      .stdout.split("\n")
+      .filter(Boolean);
+
+  it("the README's folder table names every folder at the root and under core/, and only folders that are there", () => {
+    const readme = fs.readFileSync(path.join(ROOT, "README.md"), "utf8");
+    const table = /\| where \| what \|\n\|---\|---\|\n((?:\|.*\n)+)/.exec(readme)![1]!;
+    const named = [...table.matchAll(/^\| ([^|]+) \|/gm)].flatMap((row) => [...row[1]!.matchAll(/`([\w./*-]+\/)`/g)].map((m) => m[1]!));
+    const folders = new Set(
+      tracked().flatMap((file) => {
+        const parts = file.split("/");
+        if (parts.length < 2 || parts[0]!.startsWith(".")) return [];
+        return parts[0] === "core" && parts.length > 2 ? [`${parts[0]}/`, `core/${parts[1]}/`] : [`${parts[0]}/`];
+      }),
+    );
+    folders.delete("core/");
+    expect([...folders].filter((folder) => !named.includes(folder)).sort()).toEqual([]);
+    expect(named.filter((folder) => !fs.existsSync(path.join(ROOT, folder)))).toEqual([]);
+  });
+
+  it("every path of this repository that the docs and the shipped code's comments name exists", () => {
+    // A path of this repository: a root folder, then segments; not a segment of another path (vllm/entrypoints/cli/serve.py).
+    const roots = "core|components|cli|provider|test|bench|scripts|stacks|recipes|examples|dashboards";
+    const inDocs = new RegExp(`(?<![\\w./-])((?:${roots}|docs)/[\\w./-]*[\\w-]\\.(?:ts|mts|sh|py|json|md|yaml|service))`, "g");
+    // In code, docs/ names upstream pages as often as ours (llm-d-router's docs/discovery.md): only our folders there.
+    const inCode = new RegExp(`(?<![\\w./-])((?:${roots})/[\\w./-]*[\\w-]\\.(?:ts|mts|sh|py|json|md|yaml|service))`, "g");
+    // Not ours to have: a placeholder, an error message's example of a broken stack file, vllm-rbln's example.
+    const EXAMPLES = new Set(["stacks/Pulumi.NAME.yaml", "stacks/Pulumi.x.yaml", "examples/cpu_only_compile.py"]);
+    const sources = [
+      ...DOCS.filter((doc) => doc !== "CHANGELOG.md").map((doc) => ({ file: doc, pattern: inDocs })),
+      ...tracked()
+        .filter((file) => /^(core|components|cli|provider)\/.*\.(ts|sh|py)$/.test(file) || file === "program.ts" || file === "index.ts")
+        .map((file) => ({ file, pattern: inCode })),
+    ];
+    const missing = sources.flatMap(({ file, pattern }) =>
+      [...fs.readFileSync(path.join(ROOT, file), "utf8").matchAll(pattern)]
+        .map((m) => m[1]!)
+        .filter((named) => !EXAMPLES.has(named) && !fs.existsSync(path.join(ROOT, named)))
+        .map((named) => `${file}: ${named}`),
+    );
+    expect(missing).toEqual([]);
+  });
+});

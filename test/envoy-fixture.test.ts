@@ -5,6 +5,7 @@ import { parse } from "yaml";
 import { ENVOY_FIXTURE_DIR, EXTENSIONS, PGV_CHECKED, PGV_NOT_ENFORCED_BY_ENVOY, envoyRoot, validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
 import llmd from "./fixtures/envoy-v1.37.0/llm-d-router-v0.10.0-envoy.json";
 import sources from "./fixtures/envoy-v1.37.0/sources.json";
+import sources11 from "./fixtures/envoy-v1.37.11/sources.json";
 
 /**
  * The bootstrap llm-d-router v0.10.0 docs/discovery.md §4 describes (see the llm-d fixture), with our
@@ -126,10 +127,11 @@ describe("the fixture", () => {
     for (const source of sources.sources) expect(readme).toContain(source.commit);
   });
 
-  it("resolves every root type and every typed_config type the validator knows", () => {
+  it("resolves every root type and every typed_config type the validator knows, from the v1.37.11 descriptor, a superset of v1.37.0's", () => {
     const root = envoyRoot();
-    for (const name of sources.descriptor.roots) expect(root.lookupType(name).fullName).toBe(`.${name}`);
-    for (const name of Object.keys(EXTENSIONS)) expect(sources.descriptor.roots).toContain(name);
+    expect(sources11.descriptor.roots).toEqual(expect.arrayContaining(sources.descriptor.roots));
+    for (const name of sources11.descriptor.roots) expect(root.lookupType(name).fullName).toBe(`.${name}`);
+    for (const name of Object.keys(EXTENSIONS)) expect(sources11.descriptor.roots).toContain(name);
   });
 
   it("keeps the protoc-gen-validate rules, repeated values included", () => {

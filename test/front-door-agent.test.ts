@@ -197,32 +197,34 @@ describe("the front door's agent", () => {
     const rejoined = await ctl(["rejoin", dir, "c-prefill-0"]);
     expect(rejoined.status, rejoined.stderr).toBe(0);
     expect(listed()).toContain("c-prefill-0");
-    writeDesired({ allowEmpty: true, drainLeaseSeconds: 1.5 });
+    writeDesired({ allowEmpty: true, drainLeaseSeconds: 4 });
     expect((await ctl(["drain", dir, "a-main-0"])).status).toBe(0);
     // Renewed while its step runs: out for longer than one lease.
-    for (let i = 0; i < 6; i++) {
+    for (let i = 0; i < 10; i++) {
       await new Promise((r) => setTimeout(r, 500));
       expect((await ctl(["renew", dir, "a-main-0"])).status).toBe(0);
       expect(listed()).not.toContain("a-main-0");
     }
     // The step is gone: back once the lease has run out, though it was never seen down.
-    await until(() => listed().includes("a-main-0"), "a back after its lease", 5);
+    await until(() => listed().includes("a-main-0"), "a back after its lease", 15);
     // A renewal after the rejoin (one in flight as the step ended) drains nothing.
     expect((await ctl(["renew", dir, "a-main-0"])).status).toBe(0);
     expect(fs.existsSync(path.join(dir, "drains", "a-main-0.json"))).toBe(false);
     // A drain an agent of before leases wrote lasts one lease from its start.
     fs.writeFileSync(path.join(dir, "drains", "b-main-0.json"), JSON.stringify({ since: Date.now() / 1000 - 10, seenDown: false }));
-    await until(() => !fs.existsSync(path.join(dir, "drains", "b-main-0.json")), "the old drain ended", 5);
+    await until(() => !fs.existsSync(path.join(dir, "drains", "b-main-0.json")), "the old drain ended", 10);
     expect(listed()).toContain("b-main-0");
   });
 
+  /** Host e's data-parallel decode group of two ranks, and a decode endpoint of its own on host f. */
+  const decode = [
+    { name: "e-decode-0", host: "e", role: "decode", wave: 0, group: "e-decode" },
+    { name: "e-decode-1", host: "e", role: "decode", wave: 0, group: "e-decode" },
+    { name: "f-decode-0", host: "f", role: "decode", wave: 0 },
+  ];
+
   it("lists a data-parallel group's ranks together: one that fails or is drained takes the group out, which comes back once every rank serves undrained", async () => {
     for (const name of ["e-decode-0", "e-decode-1", "f-decode-0"]) ranks[name] = await rank();
-    const decode = [
-      { name: "e-decode-0", host: "e", role: "decode", wave: 0, group: "e-decode" },
-      { name: "e-decode-1", host: "e", role: "decode", wave: 0, group: "e-decode" },
-      { name: "f-decode-0", host: "f", role: "decode", wave: 0 },
-    ];
     writeDesired({}, decode);
     const group: (string | undefined)[] = ["e-decode-0", "e-decode-1"];
     await until(() => group.every((n) => listed().includes(n)), "the group listed");
@@ -244,26 +246,329 @@ describe("the front door's agent", () => {
     writeDesired();
   });
 
-  it("as the hosts' forced SSH command, runs only drain, renew or rejoin of one of its endpoints", async () => {
+  it("drains a group whole with its own host's key, never another's, and keeps it out over a drain it cannot read", async () => {
+    writeDesired({}, decode);
+    const group: (string | undefined)[] = ["e-decode-0", "e-decode-1"];
+    const key = (host: string, command: string) => ctl(["ssh", dir, host], { SSH_ORIGINAL_COMMAND: command });
+    await until(() => group.every((n) => listed().includes(n)), "the group listed");
+    const refused = await key("f", "drain e-decode-1");
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toBe("front door: e-decode-1 is an endpoint of e; the key of f drains only its own: f-decode-0\n");
+    expect(listed()).toEqual(expect.arrayContaining(group));
+    // Host e's key, for one rank: the whole group leaves, host f's endpoint stays.
+    expect((await key("e", "drain e-decode-1")).status).toBe(0);
+    expect(listed().filter((n) => group.includes(n))).toEqual([]);
+    expect(listed()).toContain("f-decode-0");
+    // Rank 0's drain file cut to nothing (a crash mid-write): a drain from now, so rank 1's rejoin leaves the group out.
+    fs.writeFileSync(path.join(dir, "drains", "e-decode-0.json"), "");
+    // Every listing while the rejoin runs and after it: the agent's next pass would hide one the rejoin wrote.
+    const seen = new Set<string>();
+    const watch = setInterval(() => seen.add(listed().join()), 5);
+    const rejoined = await key("e", "rejoin e-decode-1");
+    await new Promise((r) => setTimeout(r, 600));
+    clearInterval(watch);
+    expect(rejoined.status).toBe(0);
+    expect([...seen].filter((l) => l.includes("e-decode"))).toEqual([]);
+    expect(listed().filter((n) => group.includes(n))).toEqual([]);
+    expect(JSON.parse(fs.readFileSync(path.join(dir, "drains", "e-decode-0.json"), "utf8")).until).toBeGreaterThan(Date.now() / 1000);
+    expect((await key("e", "rejoin e-decode-0")).status).toBe(0);
+    expect(listed().filter((n) => group.includes(n))).toEqual(group);
+    // A group across two hosts would let one host's key take another's endpoint out: such a desired.json is not read.
+    writeDesired(
+      {},
+      decode.map((e) => ({ ...e, group: "e-decode" })),
+    );
+    const across = await key("e", "drain e-decode-0");
+    expect(across.status).toBe(1);
+    expect(across.stdout).toContain("names a group of another host");
+    expect(listed()).toEqual(expect.arrayContaining([...group, "f-decode-0"]));
+    writeDesired();
+  });
+
+  it("as a host's forced SSH command, runs only drain, renew or rejoin of one of its endpoints", async () => {
     for (const command of ["rm -rf /", "drain", "drain a-main-0 b-main-0", "drain ../../etc", "drain nobody"]) {
-      const result = await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: command });
+      const result = await ctl(["ssh", dir, "a"], { SSH_ORIGINAL_COMMAND: command });
       expect(result.status, command).toBe(1);
       expect(result.stderr, command).toMatch(
         /^front door: (this key runs `drain NAME`, `renew NAME` or `rejoin NAME` only|'[^']*' is no endpoint of this front door)/,
       );
     }
-    for (const command of ["renew a-main-0", "rejoin a-main-0"]) expect((await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: command })).status, command).toBe(0);
+    for (const command of ["renew a-main-0", "rejoin a-main-0"])
+      expect((await ctl(["ssh", dir, "a"], { SSH_ORIGINAL_COMMAND: command })).status, command).toBe(0);
+  });
+
+  it("as host a's forced SSH command, refuses every command on another host's endpoint, and leaves it listed", async () => {
+    for (const action of ["drain", "renew", "rejoin"]) {
+      for (const other of ["b-main-0", "c-prefill-0"]) {
+        const result = await ctl(["ssh", dir, "a"], { SSH_ORIGINAL_COMMAND: `${action} ${other}` });
+        expect(result.status, `${action} ${other}`).toBe(1);
+        expect(result.stderr).toBe(`front door: ${other} is an endpoint of ${other[0]}; the key of a drains only its own: a-main-0\n`);
+      }
+    }
+    expect(fs.existsSync(path.join(dir, "drains", "b-main-0.json"))).toBe(false);
+    expect(listed()).toEqual(expect.arrayContaining(["b-main-0", "c-prefill-0"]));
+    // A key line without its host (the one shared key of before) runs nothing.
+    expect((await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: "renew a-main-0" })).stderr).toBe("front door: usage: front-door.py ssh DIR HOST\n");
   });
 
   it("as the forced SSH command, refuses any other command word, even with an endpoint's name", async () => {
     for (const command of ["ssh a-main-0", "Drain a-main-0"]) {
-      const result = await ctl(["ssh", dir], { SSH_ORIGINAL_COMMAND: command });
+      const result = await ctl(["ssh", dir, "a"], { SSH_ORIGINAL_COMMAND: command });
       expect(result.status, command).toBe(1);
       expect(result.stderr, command).toMatch(/^front door: this key runs `drain NAME`.* only/);
     }
   });
 
+  it("writes each state file whole: fsynced, renamed over the old one, then its folder fsynced", () => {
+    // The agent's own write_whole and write_drain, with os.fsync and os.replace recording what they are given.
+    const script = [
+      "import importlib.util, json, os, sys, tempfile",
+      "spec = importlib.util.spec_from_file_location('front_door', sys.argv[1]); m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)",
+      "calls = []; fsync, replace = os.fsync, os.replace",
+      "def recorded_fsync(fd):",
+      "    calls.append(('fsync', 'folder' if os.path.isdir(os.readlink(f'/proc/self/fd/{fd}')) else 'file')); fsync(fd)",
+      "def recorded_replace(a, b):",
+      "    calls.append(('replace', os.path.basename(b))); replace(a, b)",
+      "os.fsync, os.replace = recorded_fsync, recorded_replace",
+      "d = tempfile.mkdtemp(); os.makedirs(f'{d}/drains')",
+      "json.dump({'namespace': 'n', 'endpoints': [], 'allowEmpty': False, 'drainWaitSeconds': 1, 'settleSeconds': 0, 'drainLeaseSeconds': 9, 'intervalSeconds': 1, 'probeTimeoutSeconds': 1}, open(f'{d}/desired.json', 'w'))",
+      "m.write_whole(f'{d}/x.yaml', 'text')",
+      "m.FrontDoor(d).write_drain('a-main-0', {'since': 1, 'until': 2})",
+      "print(json.dumps(calls))",
+    ].join("\n");
+    const result = spawnSync("python3", ["-c", script, AGENT], { encoding: "utf8" });
+    expect(result.stderr).toBe("");
+    expect(JSON.parse(result.stdout)).toEqual([
+      ["fsync", "file"],
+      ["replace", "x.yaml"],
+      ["fsync", "folder"],
+      ["fsync", "file"],
+      ["replace", "a-main-0.json"],
+      ["fsync", "folder"],
+    ]);
+  });
+
   it("is valid Python a host's python3 compiles", () => {
     expect(spawnSync("python3", ["-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())", AGENT], { encoding: "utf8" }).status).toBe(0);
+  });
+});
+
+/**
+ * State files the agent cannot read, by class: each way a file can be unreadable, for each kind of
+ * state file it reads. None stops the loop; each stands for what the agent's doc says (a drain
+ * from now, the last desired.json, a file written again), and is logged.
+ */
+describe("state files the agent cannot read", () => {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), "front-door-state-"));
+  const endpointsFile = path.join(home, "epp", "endpoints.yaml");
+  const own: Record<string, Rank> = {};
+  let running: { child: ChildProcess; output: () => string } | undefined;
+  const names = () => {
+    try {
+      return [...fs.readFileSync(endpointsFile, "utf8").matchAll(/^- name: "([^"]+)"$/gm)].map((m) => m[1]);
+    } catch {
+      return []; // missing, or spoilt by the test (a folder)
+    }
+  };
+
+  const desired = () => ({
+    namespace: "rbln-serving",
+    endpoints: ["x", "y"].map((host) => ({
+      name: `${host}-main-0`,
+      host,
+      role: "main",
+      rank: 0,
+      address: "127.0.0.1",
+      port: own[`${host}-main-0`]!.port,
+      rankPort: own[`${host}-main-0`]!.port,
+      labels: { "llm-d.ai/role": "main" },
+      wave: 0,
+    })),
+    allowEmpty: false,
+    drainWaitSeconds: 5,
+    settleSeconds: 0,
+    drainLeaseSeconds: 3600,
+    intervalSeconds: 0.1,
+    probeTimeoutSeconds: 1,
+  });
+  const writeGoodDesired = () => fs.writeFileSync(path.join(home, "desired.json"), JSON.stringify(desired()));
+
+  /** The classes: what each does to a file's path, with each kind's own wrong types and missing keys. */
+  interface Kind {
+    wrongTypes: string;
+    missingKeys: string;
+  }
+  const CLASSES: Record<string, (file: string, kind: Kind) => void> = {
+    "an empty file": (file) => fs.writeFileSync(file, ""),
+    "JSON cut short": (file) => fs.writeFileSync(file, '{"since": 17'),
+    "wrong types": (file, kind) => fs.writeFileSync(file, kind.wrongTypes),
+    "missing keys": (file, kind) => fs.writeFileSync(file, kind.missingKeys),
+    "a folder in its place": (file) => fs.mkdirSync(file),
+    "bytes that are not UTF-8": (file) => fs.writeFileSync(file, Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d])),
+  };
+  const spoil = (file: string, how: string, kind: Kind) => {
+    fs.rmSync(file, { recursive: true, force: true });
+    CLASSES[how]!(file, kind);
+  };
+
+  const startAgent = () => {
+    let output = "";
+    const child = spawn("python3", [AGENT, "agent", home]);
+    child.stdout!.on("data", (d) => (output += d));
+    child.stderr!.on("data", (d) => (output += d));
+    running = { child, output: () => output };
+    return running;
+  };
+  const stopAgent = async () => {
+    if (!running || running.child.exitCode !== null) return;
+    const exited = new Promise((resolve) => running!.child.on("exit", resolve));
+    running.child.kill("SIGKILL");
+    await exited;
+  };
+  const alive = () => running!.child.exitCode === null && running!.child.signalCode === null;
+  const wait = async (what: () => boolean, label: string, seconds = 10) => {
+    const deadline = Date.now() + seconds * 1000;
+    while (!what()) {
+      if (Date.now() > deadline) throw new Error(`${label}: still not so after ${seconds}s; listed: ${names().join(", ")}; agent said:\n${running?.output()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  const run = (args: string[]) => ctl([args[0]!, home, ...args.slice(1)]);
+
+  beforeAll(async () => {
+    for (const name of ["x-main-0", "y-main-0"]) own[name] = await rank();
+    fs.mkdirSync(path.join(home, "epp"), { recursive: true });
+    writeGoodDesired();
+  });
+  afterAll(async () => {
+    await stopAgent();
+    await Promise.all(Object.values(own).map((r) => r.close()));
+    fs.rmSync(home, { recursive: true, force: true });
+  });
+
+  const DRAIN: Kind = { wrongTypes: '{"since": "yesterday", "until": [1]}', missingKeys: '{"until": 1}' };
+  for (const how of Object.keys(CLASSES)) {
+    it(`starts over a drain that is ${how}: a drain from now, written again, until its step rejoins`, async () => {
+      await stopAgent();
+      const drainFile = path.join(home, "drains", "x-main-0.json");
+      fs.mkdirSync(path.dirname(drainFile), { recursive: true });
+      spoil(drainFile, how, DRAIN);
+      const before = Date.now() / 1000;
+      startAgent();
+      await wait(() => names().join() === "y-main-0", "only y listed");
+      expect(alive()).toBe(true);
+      const drain = JSON.parse(fs.readFileSync(drainFile, "utf8"));
+      expect(drain.since).toBeGreaterThanOrEqual(before);
+      expect(drain.until).toBeGreaterThan(drain.since + 3000);
+      expect(running!.output()).toContain(`front door: x-main-0: ${drainFile} could not be read (`);
+      expect((await run(["rejoin", "x-main-0"])).status).toBe(0);
+      await wait(() => names().includes("x-main-0"), "x back after its rejoin");
+    });
+  }
+
+  it("keeps an endpoint whose drain is a folder it cannot remove out, says so once, and runs on", async () => {
+    const drainFile = path.join(home, "drains", "x-main-0.json");
+    fs.mkdirSync(drainFile);
+    fs.writeFileSync(path.join(drainFile, "something"), "");
+    await wait(() => !names().includes("x-main-0"), "x out");
+    expect((await run(["rejoin", "x-main-0"])).status).toBe(0);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(names()).toEqual(["y-main-0"]);
+    expect(alive()).toBe(true);
+    expect(running!.output().split(`${drainFile} cannot be read`).length - 1).toBe(1);
+    fs.rmSync(drainFile, { recursive: true });
+    await wait(() => names().includes("x-main-0"), "x back once it is removed");
+  });
+
+  const DESIRED: Kind = { wrongTypes: '{"namespace": "rbln-serving", "endpoints": "x-main-0"}', missingKeys: '{"endpoints": []}' };
+  for (const how of Object.keys(CLASSES)) {
+    it(`keeps the last desired.json over one that is ${how}, and refuses drains until it is good`, async () => {
+      const file = path.join(home, "desired.json");
+      await wait(() => names().length === 2, "both listed");
+      spoil(file, how, DESIRED);
+      // Still at work with the last one: y leaves when it stops serving, and comes back.
+      own["y-main-0"]!.up = false;
+      await wait(() => !names().includes("y-main-0"), "y out");
+      own["y-main-0"]!.up = true;
+      await wait(() => names().includes("y-main-0"), "y back");
+      expect(running!.output()).toContain(`front door: ${file} cannot be read (`);
+      const drain = await run(["drain", "x-main-0"]);
+      expect(drain.status).toBe(1);
+      expect(drain.stderr).toBe(`front door: ${file} cannot be read (see above); run the front door's apply step again\n`);
+      expect(alive()).toBe(true);
+      fs.rmSync(file, { recursive: true, force: true });
+      writeGoodDesired();
+    });
+  }
+
+  it("starts over a desired.json it cannot read: leaves the endpoints file as it is, and keeps it once it can", async () => {
+    await stopAgent();
+    fs.writeFileSync(path.join(home, "desired.json"), "");
+    const kept = fs.readFileSync(endpointsFile, "utf8");
+    startAgent();
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(alive()).toBe(true);
+    expect(fs.readFileSync(endpointsFile, "utf8")).toBe(kept);
+    own["x-main-0"]!.up = false;
+    writeGoodDesired();
+    await wait(() => names().length === 1, "x out once desired.json is good");
+    own["x-main-0"]!.up = true;
+    await wait(() => names().length === 2, "x back");
+  });
+
+  const ENDPOINTS: Kind = { wrongTypes: "endpoints: 5\n", missingKeys: "{}\n" };
+  for (const how of Object.keys(CLASSES)) {
+    it(`writes again an endpoints file that is ${how}`, async () => {
+      spoil(endpointsFile, how, ENDPOINTS);
+      await wait(() => names().length === 2, "the file written again");
+      expect(validateEndpointsFile(fs.readFileSync(endpointsFile, "utf8"), { refuseDuplicateNames: true })).toEqual([]);
+      expect(alive()).toBe(true);
+    });
+  }
+
+  it("drains and rejoins over an endpoints file it cannot read, deciding on what the agent writes next", async () => {
+    fs.writeFileSync(endpointsFile, Buffer.from([0xff, 0xfe]));
+    expect((await run(["drain", "x-main-0"])).status).toBe(0);
+    expect(names()).toEqual(["y-main-0"]);
+    fs.writeFileSync(endpointsFile, Buffer.from([0xff, 0xfe]));
+    expect((await run(["rejoin", "x-main-0"])).status).toBe(0);
+    await wait(() => names().length === 2, "x back");
+  });
+
+  it("counts only the presence of a served marker, whatever it holds, and starts with a file where its folder belongs", async () => {
+    for (const how of Object.keys(CLASSES)) spoil(path.join(home, "served", "x-main-0"), how, DESIRED);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(names()).toEqual(["x-main-0", "y-main-0"]);
+    await stopAgent();
+    fs.rmSync(path.join(home, "served"), { recursive: true });
+    fs.writeFileSync(path.join(home, "served"), "");
+    fs.writeFileSync(endpointsFile, "endpoints: []\n");
+    startAgent();
+    await wait(() => names().length === 2, "both listed");
+    expect(alive()).toBe(true);
+    expect(running!.output()).toContain(`${path.join(home, "served")} is not a folder`);
+    fs.rmSync(path.join(home, "served"));
+    fs.mkdirSync(path.join(home, "served"));
+  });
+
+  it("takes a lock file's place back from an empty folder, and refuses a drain in one line while a full one holds it", async () => {
+    const lock = path.join(home, "lock");
+    fs.rmSync(lock, { force: true });
+    fs.mkdirSync(lock);
+    expect((await run(["renew", "x-main-0"])).status).toBe(0);
+    expect(fs.statSync(lock).isFile()).toBe(true);
+    fs.rmSync(lock);
+    fs.mkdirSync(lock);
+    fs.writeFileSync(path.join(lock, "something"), "");
+    const refused = await run(["drain", "x-main-0"]);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toMatch(/^front door: drain x-main-0: IsADirectoryError: .*\n$/);
+    own["x-main-0"]!.up = false;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(alive()).toBe(true);
+    fs.rmSync(lock, { recursive: true });
+    await wait(() => names().length === 1, "the agent at work again");
+    own["x-main-0"]!.up = true;
+    await wait(() => names().length === 2, "x back");
   });
 });

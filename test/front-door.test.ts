@@ -1,8 +1,10 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { parse as parseYaml } from "yaml";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
@@ -11,7 +13,8 @@ import { allSelections } from "../core/plan/resolve";
 import { renderDeployment } from "../core/render/deployment";
 import { runProgram } from "../program";
 import { validateEndpointPickerConfig } from "./helpers/eppConfig";
-import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
+import { API_KEY_FILTER, apiKeyFilterConfig } from "../core/render/hosts/frontDoor/envoy";
+import { validateEnvoyBootstrap, validateExtensionConfigFile } from "./helpers/envoyBootstrap";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { isSecretAt, ofType, runUnderMocks, stdoutRef, outputValue } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
@@ -186,7 +189,7 @@ describe("the front door's settings, refused with one line", () => {
     );
   });
 
-  it("writes the hosts' addresses into the front door's grant (from=) as sshd sees them connect: IPv4-mapped as IPv4, once each", () => {
+  it("writes each host's address into its own front door grant (from=) as sshd sees it connect: IPv4-mapped as IPv4", () => {
     const hosts = (edge().hosts as Record<string, unknown>[]).map((h) => ({ ...h }));
     const mapped = render({
       ...edge(),
@@ -195,8 +198,11 @@ describe("the front door's settings, refused with one line", () => {
         { ...hosts[1], address: "::FFFF:a1e:c" },
       ],
     });
-    expect(mapped.hosts!.frontDoor!.accessScript).toContain("\nfrom_addresses=10.30.0.11,10.30.0.12\n");
-    expect(mapped.hosts!.frontDoor!.accessScript).not.toMatch(/ffff/i);
+    const access = mapped.hosts!.frontDoor!.access;
+    expect(access.map((a) => a.host)).toEqual(["npu-edge-0", "npu-edge-1"]);
+    expect(access[0]!.accessScript).toContain("\nfrom_address=10.30.0.11\n");
+    expect(access[1]!.accessScript).toContain("\nfrom_address=10.30.0.12\n");
+    for (const a of access) expect(a.accessScript).not.toMatch(/ffff/i);
     for (const rank of mapped.hosts!.waves.flat().flatMap((h) => h.ranks)) expect(rank.applyScript).toMatch(/\nrouter_ssh_bind=10\.30\.0\.1[12]\n/);
   });
 
@@ -222,10 +228,10 @@ describe("the front door's settings, refused with one line", () => {
     expect(owners({ endpoint: "tcp://10.0.1.1:5557" })).toEqual([]);
   });
 
-  it("refuses a host name behind the router (file discovery reads literal IPv4 addresses), and a decode host's listenAddress (the sidecar forwards to localhost)", () => {
+  it("refuses a serving address behind the router that is not IPv4 (file discovery reads literal IPv4 addresses), and a decode host's listenAddress (the sidecar forwards to localhost)", () => {
     const hosts = (edge().hosts as Record<string, unknown>[]).map((h) => ({ ...h }));
-    expect(refused({ ...edge(), hosts: [{ ...hosts[0], address: "npu-0.example.com" }, hosts[1]] })).toBe(
-      "hosts[0].address: \"npu-0.example.com\" is not a literal IPv4 address; the router's file discovery reaches endpoints by IPv4 address only: give the host's IPv4 address (or listenAddress)",
+    expect(refused({ ...edge(), hosts: [{ ...hosts[0], listenAddress: "fd00::11" }, hosts[1]] })).toBe(
+      "hosts[0].listenAddress: \"fd00::11\" is not a literal IPv4 address; the router's file discovery reaches endpoints by IPv4 address only: give the host's IPv4 address (or listenAddress)",
     );
     expect(refused({ ...edge(), hosts: [hosts[0], { ...hosts[1], listenAddress: "10.30.0.12" }] })).toMatch(
       /^hosts\[1\]\.listenAddress: "10\.30\.0\.12": the decode ranks of this host are reached through the routing sidecar/,
@@ -240,6 +246,84 @@ describe("the front door's settings, refused with one line", () => {
     expect(plan(edge()).plan.warnings.join("\n")).toContain(
       "InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there",
     );
+  });
+});
+
+describe("every SSH grant and bind the hosts write holds IP addresses (sshd matches from= against the address it sees connect)", () => {
+  const scriptDir = path.join(__dirname, "../core/render/hosts/scripts");
+  // The settings the grants (from="${x}") and the binds (peer_ssh_setup's fifth argument) are written from, read from the scripts themselves.
+  const grantSettings = fs.readdirSync(scriptDir).flatMap((file) => {
+    const text = fs.readFileSync(path.join(scriptDir, file), "utf8");
+    return [...text.matchAll(/from=\\"\$\{(\w+)\}/g), ...text.matchAll(/^\s*peer_ssh_setup(?: "\$\w+"){4} "\$(\w+)"/gm)].map((m) => m[1]!);
+  });
+  const ipv4 = (n: number) => `10.30.0.${n}`;
+  const named = (n: number) => `npu-${n}.example.com`;
+  const [prefill, decode] = (edge().hosts as Record<string, unknown>[]).map((h) => ({ ...h }));
+  const dev = () => readStackFile("dev").raw;
+  const twoDev = (a: string, b: string, more: Record<string, unknown> = {}) => ({
+    ...dev(),
+    replicas: 2,
+    hosts: [host("npu-a", a), host("npu-b", b)],
+    ...more,
+  });
+  const VARIANTS: [string, Record<string, unknown>][] = [
+    ["edge as shipped", edge()],
+    // The front door checks the serving address (listenAddress), the drain grant and bind take the SSH address.
+    ["edge, prefill host by name with an IPv4 listenAddress", { ...edge(), hosts: [{ ...prefill, address: named(11), listenAddress: ipv4(11) }, decode] }],
+    ["edge, its router host by name", { ...edge(), router: { host: host("door", "door.example.com") } }],
+    ["edge, a compile host by name", { ...edge(), compile: { host: host("cpu-0", "cpu-0.example.com") } }],
+    ["dev, one host by name", { ...dev(), hosts: [host("npu-a", named(1))] }],
+    ["dev, one host by name and a compile host", { ...dev(), hosts: [host("npu-a", named(1))], compile: { host: host("cpu-0", ipv4(9)) } }],
+    ["dev, two hosts, the second by name", twoDev(ipv4(1), named(2))],
+    ["dev, two hosts by name, a shared cache", twoDev(named(1), named(2), { cache: { shared: "/mnt/rbln-cache" } })],
+    [
+      "dev, two hosts by name with listenAddress, a shared cache, a router host",
+      twoDev(named(1), named(2), {
+        cache: { shared: "/mnt/rbln-cache" },
+        router: { host: host("door", ipv4(9)) },
+        hosts: [host("npu-a", named(1), { listenAddress: ipv4(1) }), host("npu-b", named(2), { listenAddress: ipv4(2) })],
+      }),
+    ],
+    ["dev, two hosts, a router host sharing the first, the second by name", twoDev(ipv4(1), named(2), { router: { host: "npu-a" } })],
+    [
+      "dev, two hosts, a router host and a compile host by name",
+      twoDev(ipv4(1), ipv4(2), { router: { host: host("door", "door.example.com") }, compile: { host: host("cpu-0", "cpu-0.example.com") } }),
+    ],
+  ];
+
+  it("reads the grants' settings from the scripts: from= in the copy and drain grants, the bind of every copy and drain", () => {
+    expect(new Set(grantSettings)).toEqual(new Set(["dest_address", "from_addresses", "bind_address", "router_ssh_bind"]));
+  });
+
+  it("refuses a host name wherever a grant or bind would take it, and renders only IP addresses there otherwise", () => {
+    const outcomes = VARIANTS.map(([label, raw]) => {
+      let files: Record<string, string>;
+      try {
+        files = renderStackFiles(plan(raw), [], "edge");
+      } catch (error) {
+        return [label, (error as Error).message.split(":")[0]];
+      }
+      const written = Object.values(files)
+        .flatMap((text) =>
+          grantSettings.flatMap((name) => [...text.matchAll(new RegExp(`^${name}=(.*)$`, "gm"))].flatMap((m) => m[1]!.replace(/^'(.*)'$/, "$1").split(","))),
+        )
+        .filter((address) => address !== "");
+      const hostNames = written.filter((address) => net.isIP(address) === 0);
+      return [label, hostNames.length > 0 ? `renders ${hostNames.join(" ")}` : `${written.length} grant addresses`];
+    });
+    expect(Object.fromEntries(outcomes)).toEqual({
+      "edge as shipped": "10 grant addresses",
+      "edge, prefill host by name with an IPv4 listenAddress": "hosts[0].address",
+      "edge, its router host by name": "10 grant addresses",
+      "edge, a compile host by name": "16 grant addresses",
+      "dev, one host by name": "0 grant addresses",
+      "dev, one host by name and a compile host": "hosts[0].address",
+      "dev, two hosts, the second by name": "hosts[1].address",
+      "dev, two hosts by name, a shared cache": "0 grant addresses",
+      "dev, two hosts by name with listenAddress, a shared cache, a router host": "hosts[0].address",
+      "dev, two hosts, a router host sharing the first, the second by name": "hosts[1].address",
+      "dev, two hosts, a router host and a compile host by name": "12 grant addresses",
+    });
   });
 });
 
@@ -274,22 +358,29 @@ describe("the one-server warning says what the stack does", () => {
 });
 
 describe("the front door under the mock runtime", () => {
-  it("runs the front door before any unit step, hands the hosts its key as a secret, and gives the decode host its sidecar", async () => {
+  it("runs the front door before any unit step, hands each host its own key as a secret, and gives the decode host its sidecar", async () => {
     const { registrations, error } = await runUnderMocks(runProgram, edge(), SECRETS);
     expect(error).toBeUndefined();
     const commands = ofType(registrations, "command:remote:Command");
     const byName = (name: string) => commands.find((c) => c.name === name)!;
-    const door = ["rbln-serving-edge-router-front-door-apply", "rbln-serving-edge-router-front-door-access"];
-    for (const name of door) expect(byName(name).inputs.connection.host).toBe("10.30.0.10");
-    expect(byName(door[1]!).inputs.logging).toBe("none");
-    for (const unit of ["rbln-serving-npu-edge-0-prefill-0", "rbln-serving-npu-edge-1-decode-3", "rbln-serving-npu-edge-1-sidecar"]) {
+    const apply = "rbln-serving-edge-router-front-door-apply";
+    const keyOf = (host: string) => `rbln-serving-edge-router-front-door-access-${host}`;
+    for (const name of [apply, keyOf("npu-edge-0"), keyOf("npu-edge-1")]) expect(byName(name).inputs.connection.host).toBe("10.30.0.10");
+    expect(commands.filter((c) => c.name.includes("front-door-access")).map((c) => c.name)).toEqual([keyOf("npu-edge-0"), keyOf("npu-edge-1")]);
+    for (const host of ["npu-edge-0", "npu-edge-1"]) expect(byName(keyOf(host)).inputs.logging).toBe("none");
+    for (const [unit, host, other] of [
+      ["rbln-serving-npu-edge-0-prefill-0", "npu-edge-0", "npu-edge-1"],
+      ["rbln-serving-npu-edge-1-decode-3", "npu-edge-1", "npu-edge-0"],
+      ["rbln-serving-npu-edge-1-sidecar", "npu-edge-1", "npu-edge-0"],
+    ] as const) {
       const step = byName(unit);
-      for (const name of door)
+      for (const name of [apply, keyOf(host)])
         expect(
           step.dependencies.some((d) => d.endsWith(`::${name}`)),
           `${unit} after ${name}`,
         ).toBe(true);
-      expect(step.inputs.stdin).toContain(stdoutRef(door[1]!));
+      expect(step.inputs.stdin).toContain(stdoutRef(keyOf(host)));
+      expect(step.inputs.stdin).not.toContain(stdoutRef(keyOf(other)));
       expect(isSecretAt(step.wireInputs, ["stdin"])).toBe(true);
     }
     expect(byName("rbln-serving-npu-edge-1-decode-0").dependencies.some((d) => d.endsWith("::rbln-serving-npu-edge-1-sidecar"))).toBe(true);
@@ -323,5 +414,94 @@ describe("the rendered router and sidecar units", () => {
       encoding: "utf8",
     });
     expect(check.stdout).toBe("");
+  });
+});
+
+describe("apiKey at the front door, on every path", () => {
+  const KEY = 'front-door k3y " $HOME `id` \\ end';
+  const WITH_KEY = { ...SECRETS, apiKey: KEY };
+  const renderWithKey = (raw: Record<string, unknown>) =>
+    renderDeployment(plan(raw), { stack: "edge", instance: "rbln-serving", secrets: ["sshPrivateKey", "pipPassword", "apiKey"] }).hosts!.frontDoor!;
+  const httpFilters = (bootstrap: string) =>
+    parseYaml(bootstrap).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters as { name: string; config_discovery?: any }[];
+
+  it("asks Envoy for the key first, from a file of its own (ECDS): the bootstrap names the file, never the key", () => {
+    const door = renderWithKey(edge());
+    const bootstrap = door.files["envoy/envoy.yaml"]!;
+    expect(validateEnvoyBootstrap(bootstrap)).toEqual([]);
+    const filters = httpFilters(bootstrap);
+    expect(filters.map((f) => f.name)).toEqual([
+      API_KEY_FILTER,
+      "envoy.filters.http.header_mutation",
+      "envoy.filters.http.ext_proc",
+      "envoy.filters.http.router",
+    ]);
+    expect(filters[0]!.config_discovery).toEqual({
+      config_source: { path_config_source: { path: "/etc/envoy/api-key.json" }, resource_api_version: "V3" },
+      type_urls: ["type.googleapis.com/envoy.extensions.filters.http.api_key_auth.v3.ApiKeyAuth"],
+    });
+    expect(door.apiKeyConfig).toBe("/opt/rbln-serving/router/edge/envoy/api-key.json");
+    expect(door.applyScript).toContain("\napi_key=true\n");
+    // What `render` writes: the file with a placeholder.
+    expect(JSON.parse(door.files["envoy/api-key.json"]!).resources[0].typed_config.credentials).toEqual([{ key: "<secret:apiKey>", client: "rbln-serving" }]);
+  });
+
+  it("writes a filter config Envoy takes for that filter, whatever the key holds", () => {
+    const filter = { name: API_KEY_FILTER, typeUrls: ["type.googleapis.com/envoy.extensions.filters.http.api_key_auth.v3.ApiKeyAuth"] };
+    for (const key of [KEY, "a", "x".repeat(4096), "é ✓"]) expect(validateExtensionConfigFile(apiKeyFilterConfig(key), filter)).toEqual([]);
+    expect(JSON.parse(apiKeyFilterConfig(KEY)).resources[0].typed_config.credentials[0].key).toBe(KEY);
+    // The checks can fail: another name, another type, no key, two resources.
+    const good = JSON.parse(apiKeyFilterConfig(KEY));
+    const variant = (change: (f: any) => void) => {
+      const copy = structuredClone(good);
+      change(copy);
+      return validateExtensionConfigFile(JSON.stringify(copy), filter).join("\n");
+    };
+    expect(variant((f) => (f.resources[0].name = "other"))).toContain('resources[0].name: "other", but the filter is "rbln-serving-api-key"');
+    expect(variant((f) => (f.resources[0].typed_config = { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" }))).toContain(
+      "is not a type the filter takes",
+    );
+    expect(variant((f) => (f.resources[0].typed_config.credentials[0].key = ""))).toContain("credentials[0].key");
+    expect(variant((f) => f.resources.push(f.resources[0]))).toContain("exactly one");
+    expect(validateEnvoyBootstrap(renderWithKey(edge()).files["envoy/envoy.yaml"]!.replace("api_key_auth.v3.ApiKeyAuth", "api_key_auth.v3.Nothing"))).toEqual([
+      expect.stringContaining("is not an HTTP filter"),
+    ]);
+  });
+
+  it("hands the key to the router host only as the apply step's secret stdin: no input pulumi preview shows holds it", async () => {
+    const { registrations, error } = await runUnderMocks(runProgram, edge(), WITH_KEY);
+    expect(error).toBeUndefined();
+    const apply = registrations.find((r) => r.name === "rbln-serving-edge-router-front-door-apply")!;
+    expect(isSecretAt(apply.wireInputs, ["stdin"])).toBe(true);
+    expect(JSON.parse(apply.inputs.stdin).resources[0].typed_config.credentials[0].key).toBe(KEY);
+    // Every input of every resource, each secret replaced by a mark: the key is in none.
+    const visible = (wire: unknown): unknown =>
+      Array.isArray(wire)
+        ? wire.map(visible)
+        : wire !== null && typeof wire === "object"
+          ? isSecretAt(wire, [])
+            ? "<secret>"
+            : Object.fromEntries(Object.entries(wire).map(([k, v]) => [k, visible(v)]))
+          : wire;
+    for (const r of registrations) {
+      const text = JSON.stringify(visible(r.wireInputs));
+      for (const part of [KEY, JSON.stringify(KEY).slice(1, -1)]) expect(text.includes(part), r.name).toBe(false);
+    }
+  });
+
+  it("without apiKey, has no key filter and reads no stdin; the headers only the EPP may set are removed either way", async () => {
+    const door = render(edge()).hosts!.frontDoor!;
+    expect(httpFilters(door.files["envoy/envoy.yaml"]!).map((f) => f.name)).toEqual([
+      "envoy.filters.http.header_mutation",
+      "envoy.filters.http.ext_proc",
+      "envoy.filters.http.router",
+    ]);
+    expect(door.apiKeyConfig).toBeNull();
+    expect(door.files["envoy/api-key.json"]).toBeUndefined();
+    expect(door.applyScript).toContain("\napi_key=false\n");
+    const mutation = parseYaml(door.files["envoy/envoy.yaml"]!).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters[0];
+    expect(mutation.typed_config.mutations).toEqual({ request_mutations: [{ remove: "x-gateway-destination-endpoint" }, { remove: "x-prefiller-host-port" }] });
+    const { registrations } = await runUnderMocks(runProgram, edge(), SECRETS);
+    expect(registrations.find((r) => r.name === "rbln-serving-edge-router-front-door-apply")!.inputs.stdin).toBeUndefined();
   });
 });

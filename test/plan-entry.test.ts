@@ -25,14 +25,9 @@ const REGISTRY = { repository: "registry.example.com/ml/rbln-compile-cache", use
 const COMPILE_HOST = { name: "cpu-0", address: "10.0.1.5", hostKey: EXAMPLE_HOST_KEY };
 const PINNED_IMAGE = `registry.example.com/ml/vllm-rbln@sha256:${"a".repeat(64)}`;
 
-/**
- * The stack as shipped, and with each compile-ahead setting on top. Not on hosts with the
- * disaggregated strategy: its compile step binds no <EPP_HOST>, so the program refuses what the
- * plan accepts (docs/compile-ahead.md, "Limits": hosts compile a role's first rank only).
- */
+/** The stack as shipped, and with each compile-ahead setting on top. */
 function variants(raw: Record<string, unknown>): [string, Record<string, unknown>][] {
   const onHosts = raw.platform !== "kubernetes";
-  if (onHosts && raw.strategy === "prefill-decode-disaggregated") return [["as shipped", raw]];
   const ahead = onHosts ? { host: COMPILE_HOST } : { enabled: true };
   // A registry needs a pinned revision, and on Kubernetes an image by digest.
   const image = onHosts ? {} : { kubernetes: { ...(raw.kubernetes as object), image: PINNED_IMAGE } };

@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ModelServing } from "../components";
 import { reportedRevision } from "../components/modelServing";
+import { reportedDigest } from "../core/render/compileCache";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
 import { stackDeployment } from "../cli/commands";
@@ -366,6 +367,18 @@ describe("replicas", () => {
       reportedRevision(`weights npu-0: done\nrevision MiniMaxAI/MiniMax-M2.7 ${pinned}\nrevision some/draft ${"f".repeat(40)}`, "MiniMaxAI/MiniMax-M2.7"),
     ).toBe(pinned);
     expect(reportedRevision("weights npu-0: done", "MiniMaxAI/MiniMax-M2.7")).toBeNull();
+  });
+
+  it("reads a step's report, a revision or a compile key's digest, with one helper: the last line of its own prefix, a valid word or none", () => {
+    const digest = (n: string) => `sha256:${n.repeat(64)}`;
+    const compileOut = `compiled abc ${digest("1")}\ncompiled ab ${digest("2")}\ncompiled abc ${digest("3")}\ncompile npu-0 abc: done`;
+    expect(reportedDigest(compileOut, "abc")).toBe(digest("3"));
+    expect(reportedDigest(compileOut, "ab")).toBe(digest("2"));
+    expect(reportedDigest("compiled abc local", "abc")).toBeNull();
+    expect(reportedDigest(undefined, "abc")).toBeNull();
+    const revisionOut = `revision m/a ${"a".repeat(40)}\nrevision m/a ${"b".repeat(40)} trailing\nrevision m/ab ${"c".repeat(40)}`;
+    expect(reportedRevision(revisionOut, "m/a")).toBe("b".repeat(40));
+    expect(reportedRevision(`revision m/a ${"A".repeat(40)}`, "m/a")).toBeNull();
   });
 
   it("on hosts: refuses copying from a host whose host key is unknown, unless insecureSkipHostKeyCheck is set", async () => {

@@ -11,6 +11,10 @@ import eppFlags from "./fixtures/llm-d-router-v0.10.0/epp-flags.json";
 import chartFacts from "./fixtures/llm-d-router-gateway-v0.10.0.json";
 import payloadProcessor from "./fixtures/payload-processor/v0.1.0-rc.1.json";
 import gatewayApi from "./fixtures/gateway-api-v1.5.1/httproute.json";
+import frontDoorExposure from "./fixtures/front-door-trust/exposure.json";
+import envoy13711 from "./fixtures/envoy-v1.37.11/facts.json";
+import llmdEnvoyAndGuide from "./fixtures/llm-d-router-v0.10.0/envoy-and-guide.json";
+import { DEFAULT_IMAGES } from "../core/plan/frontDoor";
 import { checkResearchFixture, type ResearchFixture } from "./helpers/researchFixtures";
 import { autoscalingSeries } from "./helpers/keda";
 import { seriesNames } from "./helpers/promql";
@@ -24,6 +28,8 @@ const FIXTURES = {
   "llm-d-router-v0.10.0/epp-ha.json": eppHa,
   "payload-processor/v0.1.0-rc.1.json": payloadProcessor,
   "gateway-api-v1.5.1/httproute.json": gatewayApi,
+  "front-door-trust/exposure.json": frontDoorExposure,
+  "envoy-v1.37.11/facts.json": envoy13711,
 };
 const fixtures = FIXTURES as unknown as Record<keyof typeof FIXTURES, ResearchFixture>;
 const copy = (fixture: ResearchFixture): ResearchFixture => JSON.parse(JSON.stringify(fixture));
@@ -163,5 +169,20 @@ describe("the facts agree with each other and with this repository", () => {
     expect([npu.current, npu.legacy]).toEqual(["RBLN_FORCE_NPU_NAME", "RBLN_TARGET_SOC"]);
     expect(vllmRbln.facts["compileOnly.socNameCr13"].value).toBe("RBLN-CR13");
     expect(vllmRbln.facts["cache.logLines"].value.megaCacheMiss).toBeNull();
+  });
+});
+
+describe("the images the front door runs by default are the ones the fixtures read", () => {
+  it("Envoy: the newest 1.37 release the fixture names, pinned by digest when the fixture has one (it has none: docs/upstream-facts.md)", () => {
+    const facts = fixtures["envoy-v1.37.11/facts.json"].facts;
+    const newest = entry(facts, "release.newest").value as { version: string };
+    const tag = entry(facts, "image.tag").value as string;
+    const digest = entry(facts, "image.digest").value as string | null;
+    expect(tag).toBe(`docker.io/envoyproxy/envoy:distroless-${newest.version}`);
+    expect(DEFAULT_IMAGES.proxy).toBe(digest ? `${tag}@${digest}` : tag);
+  });
+
+  it("the endpoint picker: llm-d-router v0.10.0's, as its guide names it", () => {
+    expect(DEFAULT_IMAGES.endpointPicker).toBe(llmdEnvoyAndGuide.images.epp);
   });
 });

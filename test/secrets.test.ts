@@ -12,6 +12,12 @@ import { ModelServing, type ModelServingArgs } from "../components/modelServing"
 import { runProgram } from "../program";
 import { isSecretAt, ofType, runUnderMocks, SECRET_SIG, outputValue } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
+import { spawnSync } from "node:child_process";
+import { compareCompileKeys, recompileLines } from "../core/plan/compileKey";
+import { diffDeployments } from "../core/plan/diff";
+import { maskUrlCredentials } from "../core/errors";
+import { maskedPlan, renderPlanText } from "../core/render/planText";
+import { renderStackFiles } from "./helpers/render";
 
 // The connection each remote Command is given, before @pulumi/command 1.2.1 wraps the whole of it
 // as a secret (a later SDK need not): the key must already be a secret when it leaves NpuHost.
@@ -141,5 +147,102 @@ describe("NpuHost", () => {
       Object.fromEntries(ofType(registrations, "command:remote:Command").map((r) => [r.name.split("-").pop(), r.inputs.logging]));
     expect(logging(withPassword.registrations)).toMatchObject({ install: "none", weights: "none" });
     expect(logging(without.registrations)).toMatchObject({ install: "stdoutAndStderr", weights: "stdoutAndStderr" });
+  });
+});
+
+// extraEnv values that carry credentials in a URL (issue 31): masked in what the commands print,
+// on stdin (secret) to the hosts' steps, in the stack's Secret on Kubernetes; never in a script,
+// a ConfigMap or a rendered file.
+describe("extraEnv values with credentials in a URL", async () => {
+  const PASSWORD = "hunter2-5e1f";
+  const TOKEN = "ghp-token-77ab";
+  const env = (role: string) => ({ [role]: { HTTPS_PROXY: `http://me:${PASSWORD}@proxy.example.com:3128`, PIP_MIRROR: `https://${TOKEN}@git.example.com/x` } });
+  const leaks = new RegExp(`${PASSWORD}|${TOKEN}`);
+  const REVISION = "0123456789abcdef0123456789abcdef01234567";
+  const hostsStack = {
+    ...readStackFile("edge").raw,
+    revision: REVISION,
+    compile: { host: { name: "cpu-0", address: "10.30.0.9", hostKey: (readStackFile("edge").raw.hosts as { hostKey: string }[])[0]!.hostKey } },
+    extraEnv: { ...env("prefill"), ...env("decode") },
+  };
+  const kubeStack = { ...readStackFile("prod").raw, extraEnv: env("decode") };
+  const hostsSecrets = { sshPrivateKey: MARKERS.sshPrivateKey, pipPassword: MARKERS.pipPassword };
+
+  it("are masked in the plan, as text and as JSON, and named in a warning without their value", async () => {
+    const { plan } = planDeployment(parseStackSettings(hostsStack), shippedCatalog);
+    for (const text of [renderPlanText(plan), JSON.stringify(maskedPlan(plan))]) {
+      expect(text).not.toMatch(leaks);
+      expect(text).toContain("http://***@proxy.example.com:3128");
+      expect(text).toContain("https://***@git.example.com/x");
+    }
+    expect(plan.warnings).toContain(
+      "extraEnv.decode.HTTPS_PROXY: its value carries credentials in a URL, which sit in the stack config in plain text; the package treats it as a secret (masked in what it prints, on stdin to the hosts, in a Secret on Kubernetes)",
+    );
+  });
+
+  it("are masked in a diff, which still says a change of the credentials alone changed the variable", async () => {
+    const a = planDeployment(parseStackSettings(hostsStack), shippedCatalog);
+    const b = planDeployment(
+      parseStackSettings({
+        ...hostsStack,
+        extraEnv: { ...hostsStack.extraEnv, decode: { ...env("decode").decode, HTTPS_PROXY: "http://me:other-pw@proxy.example.com:3128" } },
+      }),
+      shippedCatalog,
+    );
+    const changes = diffDeployments(a, b);
+    expect(JSON.stringify(changes)).not.toMatch(/hunter2|other-pw/);
+    expect(changes.filter((c) => c.item === "env HTTPS_PROXY").map((c) => [c.scope, c.before, c.after])).toEqual(
+      [0, 1, 2, 3].map((r) => [`decode rank ${r}`, '"http://***@proxy.example.com:3128"', '"http://***@proxy.example.com:3128" (its credentials changed)']),
+    );
+    expect(recompileLines(compareCompileKeys(a.plan, b.plan)).join("\n")).not.toMatch(/hunter2|other-pw/);
+  });
+
+  it("on hosts: reach the unit and compile steps only on stdin, as a secret, and render as placeholders", async () => {
+    const { registrations, error } = await runUnderMocks(runProgram, hostsStack, hostsSecrets);
+    expect(error).toBeUndefined();
+    let carried = 0;
+    for (const r of ofType(registrations, "command:remote:Command")) {
+      expect(JSON.stringify(plainPart(r.wireInputs)), r.name).not.toMatch(leaks);
+      if (leaks.test(String(r.inputs.stdin ?? ""))) {
+        carried++;
+        expect(isSecretAt(r.wireInputs, ["stdin"]), r.name).toBe(true);
+      }
+    }
+    // Every unit step (prefill 1, decode 4) and the compile host's two compile steps.
+    expect(carried).toBe(7);
+    const files = renderStackFiles(planDeployment(parseStackSettings(hostsStack), shippedCatalog), [], "edge");
+    expect(
+      Object.entries(files)
+        .filter(([, text]) => leaks.test(text))
+        .map(([name]) => name),
+    ).toEqual([]);
+    expect(files["hosts/npu-edge-1/env/edge.decode-2.env"]).toMatch(/^HTTPS_PROXY='<secret:HTTPS_PROXY>'$/m);
+  });
+
+  it("on Kubernetes: live in the stack's Secret under their role, which the pods and the compile Job reference; never in a ConfigMap", async () => {
+    const { registrations, error } = await runUnderMocks(runProgram, { ...kubeStack, compile: { enabled: true } }, {});
+    expect(error).toBeUndefined();
+    for (const r of registrations) expect(JSON.stringify(plainPart(r.wireInputs)), `${r.type} ${r.name}`).not.toMatch(leaks);
+    const secret = registrations.find((r) => r.type === "kubernetes:core/v1:Secret" && r.name.endsWith("-secrets"))!;
+    expect(secret.inputs.stringData).toEqual({
+      "decode.HTTPS_PROXY": `http://me:${PASSWORD}@proxy.example.com:3128`,
+      "decode.PIP_MIRROR": `https://${TOKEN}@git.example.com/x`,
+    });
+    const ref = { name: "HTTPS_PROXY", valueFrom: { secretKeyRef: { name: secret.inputs.metadata.name, key: "decode.HTTPS_PROXY" } } };
+    const decode = registrations.find((r) => r.type === "kubernetes:apps/v1:Deployment" && r.name.endsWith("-decode"))!;
+    const job = registrations.find((r) => r.type === "kubernetes:batch/v1:Job" && r.name.endsWith("-decode-compile"))!;
+    for (const pod of [decode.inputs.spec.template.spec, job.inputs.spec.template.spec]) expect(pod.containers[0].env).toContainEqual(ref);
+    const prefill = registrations.find((r) => r.type === "kubernetes:apps/v1:Deployment" && r.name.endsWith("-prefill"))!;
+    expect(JSON.stringify(prefill.inputs.spec.template.spec.containers[0].env)).not.toContain("HTTPS_PROXY");
+  });
+
+  it("are masked in the journal lines a host step prints (mask.sh), as maskUrlCredentials masks them", async () => {
+    const lines = `error: proxy http://me:${PASSWORD}@proxy:3128/x?a=b@c refused\nclone https://${TOKEN}@git.example.com/x and 'http://a:b@c@d'\nplain http://host/path@x\n`;
+    const masked = spawnSync("bash", ["-c", `. ${path.join(__dirname, "../core/render/hosts/scripts/mask.sh")}; mask_url_credentials`], {
+      input: lines,
+      encoding: "utf8",
+    });
+    expect(masked.stdout).toBe(maskUrlCredentials(lines));
+    expect(masked.stdout).not.toMatch(leaks);
   });
 });

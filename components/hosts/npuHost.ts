@@ -2,12 +2,11 @@ import type * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import { SECRET_ENV, secretEnvironment, type SecretKey } from "../../core/config/secrets";
 import { renderSecretEnv, type RenderedHost } from "../../core/render/hosts/bundle";
-import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
 import type { RenderedCopy } from "../../core/render/hosts/copies";
 import type { RenderedCompileStep } from "../../core/render/hosts/compileHost";
 import type { RenderedSidecar } from "../../core/render/hosts/frontDoor/frontDoor";
 import { renamedFrom } from "../renamed";
-import { compileKeyStep, hostSteps, setupSteps, stdinOf, type HostSteps } from "./steps";
+import { compileKeyStep, hostSteps, setupSteps, stdinOf, withCredentialEnv, type HostSteps } from "./steps";
 
 export interface HostSecrets {
   pipPassword?: pulumi.Input<string>;
@@ -60,7 +59,6 @@ export interface RankUnit {
  * logged), the copy here with that key on stdin, then the grant's removal.
  */
 function peerCopySteps(steps: HostSteps, hostName: string, copies: readonly PeerCopy[], preflight: pulumi.Resource): command.remote.Command[] {
-  const copyTimeouts = { create: HOST_DEFAULTS.steps.copy, update: HOST_DEFAULTS.steps.copy };
   return copies.map(({ rendered: copy, sourceName, after }) => {
     const source = copy.source.host;
     const kind = copy.kind === "weights" ? "" : "compile-";
@@ -69,15 +67,21 @@ function peerCopySteps(steps: HostSteps, hostName: string, copies: readonly Peer
       `${sourceName}-allow-${kind}${hostName}`,
       { create: copy.allowScript, delete: copy.revokeScript },
       { logging: "none" },
-      { dependsOn: after, additionalSecretOutputs: ["stdout"] },
+      { dependsOn: after, additionalSecretOutputs: ["stdout"], customTimeouts: copy.timeouts.allow },
     );
     const copied = steps.step(
       `copy-${kind}${source.name}`,
       copy.copyScript,
       { stdin: pulumi.secret(allow.stdout), logging: "stdoutAndStderr" },
-      { dependsOn: [preflight, allow], customTimeouts: copyTimeouts },
+      { dependsOn: [preflight, allow], customTimeouts: copy.timeouts.copy },
     );
-    steps.on(source, `${sourceName}-revoke-${kind}${hostName}`, copy.revokeScript, { logging: "stdoutAndStderr" }, { dependsOn: [copied] });
+    steps.on(
+      source,
+      `${sourceName}-revoke-${kind}${hostName}`,
+      copy.revokeScript,
+      { logging: "stdoutAndStderr" },
+      { dependsOn: [copied], customTimeouts: copy.timeouts.revoke },
+    );
     return copied;
   });
 }
@@ -127,7 +131,7 @@ export class NpuHost extends pulumi.ComponentResource {
             "sidecar",
             { create: frontDoor.sidecar.applyScript, delete: frontDoor.sidecar.removeScript },
             { stdin: keyThen(""), logging: "stdoutAndStderr" },
-            { dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])] },
+            { dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])], customTimeouts: frontDoor.sidecar.timeouts },
           ),
         ]
       : [];
@@ -135,16 +139,20 @@ export class NpuHost extends pulumi.ComponentResource {
     const groups = new Map(
       rendered.groups.map((group) => [
         group.role,
-        step(`${group.role}-group`, { create: group.applyScript, delete: group.removeScript }, { logging: "stdoutAndStderr" }, { dependsOn: [install] }),
+        step(
+          `${group.role}-group`,
+          { create: group.applyScript, delete: group.removeScript },
+          { logging: "stdoutAndStderr" },
+          { dependsOn: [install], customTimeouts: group.timeouts },
+        ),
       ]),
     );
-    // Each unit step waits until its rank serves: as long as the engine's own ready timeout, and then some.
-    const readyTimeout = `${Math.ceil(rendered.readyTimeoutSeconds / 60) + HOST_DEFAULTS.steps.unitReadyMarginMinutes}m`;
     this.unitCommands = rendered.ranks.map((rank) =>
       step(
         `${rank.role}-${rank.rank}`,
         { create: rank.applyScript, delete: rank.removeScript },
-        { stdin: rank.behindFrontDoor ? keyThen(secretEnv) : secretEnv, logging: "stdoutAndStderr" },
+        // The secrets' variables, then those whose values carry URL credentials: never in the script.
+        { stdin: withCredentialEnv(rank.behindFrontDoor ? keyThen(secretEnv) : secretEnv, rank.credentialEnvText), logging: "stdoutAndStderr" },
         // Old and new share the unit name and port: remove the old one first.
         {
           dependsOn: [
@@ -157,7 +165,7 @@ export class NpuHost extends pulumi.ComponentResource {
             ...(groups.has(rank.role) ? [groups.get(rank.role)!] : []),
           ],
           deleteBeforeReplace: true,
-          customTimeouts: { create: readyTimeout, update: readyTimeout, delete: HOST_DEFAULTS.steps.unitDelete },
+          customTimeouts: rank.timeouts,
         },
       ),
     );

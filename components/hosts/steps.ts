@@ -6,6 +6,7 @@ import type { RenderedCompileStep } from "../../core/render/hosts/compileHost";
 import { HOST_DEFAULTS } from "../../core/render/hosts/defaults";
 import { renderPipConfig } from "../../core/render/hosts/pip";
 import { remoteCommand } from "../../core/render/hosts/scripts";
+import type { StepTimeouts } from "../../core/render/hosts/stepTimeouts";
 
 /** How the engine reaches a host: the deployer's key; a rebooting host refuses connections for a while, so keep dialing. */
 export function hostConnection(host: Host, sshPrivateKey: pulumi.Input<string>): command.types.input.remote.ConnectionArgs {
@@ -54,17 +55,25 @@ export function registryStdin(password: pulumi.Input<string> | undefined): pulum
   return password === undefined ? "\n" : pulumi.secret(pulumi.output(password).apply((p) => `${p}\n`));
 }
 
+/** A step's stdin with the variables whose values carry URL credentials appended (env-file lines); a secret when there are any. */
+export function withCredentialEnv(stdin: pulumi.Input<string>, credentials: string): pulumi.Input<string> {
+  return credentials === "" ? stdin : pulumi.secret(pulumi.output(stdin).apply((text) => `${text}${credentials}`));
+}
+
 /** A step's script, and the one that undoes it when the step is deleted. */
 export type StepScripts = string | { create: string; delete: string };
 /** What a step sets besides its connection and scripts. */
 export type StepArgs = Omit<Partial<command.remote.CommandArgs>, "connection" | "create" | "delete">;
 
+/** A step's resource options: its Pulumi timeouts are required, the sum of what its scripts wait for (core/render/hosts/stepTimeouts.ts). */
+export type StepOptions = pulumi.CustomResourceOptions & { customTimeouts: StepTimeouts };
+
 /** Makes a host resource's steps: a step named after the resource and the host it runs on. */
 export interface HostSteps {
   /** `<name>-<suffix>` on the resource's own host. */
-  step(suffix: string, scripts: StepScripts, args?: StepArgs, options?: pulumi.CustomResourceOptions): command.remote.Command;
+  step(suffix: string, scripts: StepScripts, args: StepArgs, options: StepOptions): command.remote.Command;
   /** A step on another host (a copy's grant on its source), under its full name. */
-  on(target: Host, fullName: string, scripts: StepScripts, args?: StepArgs, options?: pulumi.CustomResourceOptions): command.remote.Command;
+  on(target: Host, fullName: string, scripts: StepScripts, args: StepArgs, options: StepOptions): command.remote.Command;
 }
 
 /**
@@ -74,7 +83,7 @@ export interface HostSteps {
  */
 export function hostSteps(parent: pulumi.Resource, name: string, host: Host, sshPrivateKey: pulumi.Input<string>): HostSteps {
   const connection = hostConnection(host, sshPrivateKey);
-  const on: HostSteps["on"] = (target, fullName, scripts, args = {}, options = {}) => {
+  const on: HostSteps["on"] = (target, fullName, scripts, args, options) => {
     const asRoot = target.user === "root";
     const { create, delete: remove } = typeof scripts === "string" ? { create: scripts, delete: undefined } : scripts;
     return new command.remote.Command(
@@ -92,13 +101,6 @@ export function hostSteps(parent: pulumi.Resource, name: string, host: Host, ssh
   return { on, step: (suffix, scripts, args, options) => on(host, `${name}-${suffix}`, scripts, args, options) };
 }
 
-const timeouts = (duration: string) => ({ create: duration, update: duration });
-
-/** A compile step's timeout: a compile as long as a first start, and a margin for the pull or push around it. */
-function compileStepTimeout(step: RenderedCompileStep): string {
-  return `${Math.ceil(step.timeoutSeconds / 60) + HOST_DEFAULTS.steps.unitReadyMarginMinutes}m`;
-}
-
 /**
  * What a host that installs the pinned packages does first: preflight (reads only), then the install
  * and, on a host that downloads, the weights, in parallel. The pip password and the hub token go on
@@ -106,18 +108,18 @@ function compileStepTimeout(step: RenderedCompileStep): string {
  */
 export function setupSteps(
   steps: HostSteps,
-  rendered: Pick<RenderedHost, "preflightScript" | "installScript" | "weightsScript" | "pipIndexes">,
+  rendered: Pick<RenderedHost, "preflightScript" | "installScript" | "weightsScript" | "pipIndexes" | "timeouts">,
   secrets: { pipPassword?: pulumi.Input<string>; hfToken?: pulumi.Input<string> },
   downloads: boolean,
 ): { preflight: command.remote.Command; install: command.remote.Command; weights: command.remote.Command | undefined } {
   const { pipPassword, hfToken } = secrets;
-  const preflight = steps.step("preflight", rendered.preflightScript, { logging: stepLogging([]) });
+  const preflight = steps.step("preflight", rendered.preflightScript, { logging: stepLogging([]) }, { customTimeouts: rendered.timeouts.preflight });
   const pipConfig = stdinOf([pipPassword], ([password]) => renderPipConfig(rendered.pipIndexes, password ?? null));
   const install = steps.step(
     "install",
     rendered.installScript,
     { stdin: pipConfig, logging: stepLogging([pipPassword]) },
-    { dependsOn: [preflight], customTimeouts: timeouts(HOST_DEFAULTS.steps.install) },
+    { dependsOn: [preflight], customTimeouts: rendered.timeouts.install },
   );
   const weights = downloads
     ? steps.step(
@@ -127,7 +129,7 @@ export function setupSteps(
           stdin: stdinOf([hfToken, pipPassword], ([token, password]) => `${token ?? ""}\n${renderPipConfig(rendered.pipIndexes, password ?? null)}`),
           logging: stepLogging([hfToken, pipPassword]),
         },
-        { dependsOn: [preflight], customTimeouts: timeouts(HOST_DEFAULTS.steps.weights) },
+        { dependsOn: [preflight], customTimeouts: rendered.timeouts.weights },
       )
     : undefined;
   return { preflight, install, weights };
@@ -144,7 +146,8 @@ export function compileKeyStep(
   return steps.step(
     suffix,
     compile.script,
-    { stdin: registryStdin(registryPassword), logging: stepLogging([registryPassword]) },
-    { dependsOn, customTimeouts: timeouts(compileStepTimeout(compile)) },
+    // The registry password's line, then the role's variables that carry URL credentials.
+    { stdin: withCredentialEnv(registryStdin(registryPassword), compile.credentialEnvText), logging: stepLogging([registryPassword]) },
+    { dependsOn, customTimeouts: compile.timeouts },
   );
 }

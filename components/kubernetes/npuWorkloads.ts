@@ -115,7 +115,11 @@ export class NpuWorkloads extends pulumi.ComponentResource {
     const inNamespace = { ...child, dependsOn: [namespace] };
     const serviceAccount = new k8s.core.v1.ServiceAccount(`${name}-service-account`, workloads.serviceAccount, inNamespace);
     const secret = workloads.secret
-      ? new k8s.core.v1.Secret(`${name}-secrets`, { ...workloads.secret, stringData: pulumi.secret(args.secretEnv) }, inNamespace)
+      ? new k8s.core.v1.Secret(
+          `${name}-secrets`,
+          { ...workloads.secret, stringData: pulumi.secret({ ...args.secretEnv, ...workloads.credentialEnv }) },
+          inNamespace,
+        )
       : undefined;
     const volumes = workloads.volumes.map(
       (volume) => new k8s.core.v1.PersistentVolumeClaim(`${name}-${volume.id}`, volume.object, { ...keep, dependsOn: [namespace] }),

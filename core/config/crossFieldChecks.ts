@@ -265,22 +265,30 @@ const peersShareAnAddressFamily: Check = (s) => {
 };
 
 /**
- * The cache copies between servers (weights, compiled caches) are granted on the source by
- * `from="<address>"` in authorized_keys, which sshd matches against the address it sees connect:
- * with its default `UseDNS no` a host name there never matches, and every copy would fail. So each
- * host that copies from another (no cache.shared, and a second host or a compile host) has an IP
- * address.
+ * Where a host connects to another over SSH, the other grants it by `from="<address>"` in
+ * authorized_keys (and the host binds that address, ssh's BindAddress), which sshd matches against
+ * the address it sees connect: with its default `UseDNS no` a host name there never matches. Every
+ * NPU host connects out under such a grant: to the router host to drain its endpoints (router.host;
+ * the drain grant lists every host), and to another server to copy caches (no cache.shared, and a
+ * second host or a compile host). So each of them has an IP address: its `address`, whatever its
+ * `listenAddress` (the grants take the SSH address, not the serving one). The compile host and a
+ * router host of its own only hold grants and are connected to (ssh resolves a name there); a
+ * router host named from `hosts` is one of the hosts.
  */
-const copyGrantsNeedAddresses: Check = (s) => {
-  // Behind the front door the plan refuses a host name first, with the reason that comes first there.
-  if (s.platform !== "hosts" || s.router.host !== undefined || s.cache.shared !== undefined || (s.hosts.length < 2 && !s.compile.host)) return [];
+const grantsNeedAddresses: Check = (s) => {
+  if (s.platform !== "hosts") return [];
+  const uses = [
+    ...(s.router.host !== undefined ? ["drains its endpoints at the front door (router.host)"] : []),
+    ...(s.cache.shared === undefined && (s.hosts.length > 1 || s.compile.host) ? ["copies caches from another server"] : []),
+  ];
   const index = s.hosts.findIndex((h) => net.isIP(h.address) === 0);
   const named = s.hosts[index];
-  if (!named) return [];
+  if (uses.length === 0 || !named) return [];
+  const shareCache = uses.length === 1 && s.router.host === undefined ? ", or share the cache (cache.shared)" : "";
   return [
     {
       path: ["hosts", index, "address"],
-      message: `"${named.address}" is a host name, but this host copies caches from another server over SSH, whose grant (from=) sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host's IP address, or share the cache (cache.shared)`,
+      message: `"${named.address}" is a host name, but this host ${uses.join(" and ")} over SSH, under a grant (from= in authorized_keys) that sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host's IP address${shareCache}`,
       hideValue: true,
     },
   ];
@@ -326,7 +334,7 @@ const CROSS_FIELD_CHECKS: readonly Check[] = [
   routerHostIsNotAHostEntry,
   hostKeysAreChecked,
   peersShareAnAddressFamily,
-  copyGrantsNeedAddresses,
+  grantsNeedAddresses,
 ];
 
 /** What every check refuses in settings whose keys each parsed, in the checks' order. */

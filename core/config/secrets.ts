@@ -1,6 +1,6 @@
 // The stack's secrets: the keys set with `pulumi config set --secret`, the variables vLLM gets them
 // as, where a credential goes instead of the plain-text config, and the settings each goes with.
-import { ConfigError } from "../errors";
+import { ConfigError, maskUrlCredentials } from "../errors";
 import type { Settings } from "./schema";
 
 /** Keys that must be set with `pulumi config set --secret`; they never pass through the plain schema. */
@@ -28,6 +28,29 @@ export function secretEnvironment<K extends SecretKey, T>(present: readonly K[],
 /** What offline output shows in place of a secret's value. */
 export function secretPlaceholder(key: SecretKey): string {
   return `<secret:${key}>`;
+}
+
+/**
+ * Whether a value carries credentials in a URL (`scheme://user:password@host`, `scheme://token@host`):
+ * such a variable (an extraEnv proxy with a password, say) is treated as a secret wherever it goes:
+ * masked in what the commands print, on stdin to the hosts' steps, in a Secret on Kubernetes.
+ */
+export function holdsUrlCredentials(value: string): boolean {
+  return maskUrlCredentials(value) !== value;
+}
+
+/** The variables of `env` whose values carry URL credentials (holdsUrlCredentials), and the others. */
+export function splitCredentialEnv(env: Readonly<Record<string, string>>): { plain: Record<string, string>; credentials: Record<string, string> } {
+  const entries = Object.entries(env);
+  return {
+    plain: Object.fromEntries(entries.filter(([, value]) => !holdsUrlCredentials(value))),
+    credentials: Object.fromEntries(entries.filter(([, value]) => holdsUrlCredentials(value))),
+  };
+}
+
+/** What offline output shows in place of a variable whose value carries URL credentials. */
+export function credentialPlaceholder(name: string): string {
+  return `<secret:${name}>`;
 }
 
 /** Variable names that hold credentials (`HUGGING_FACE_HUB_TOKEN`, `*_PASSWORD`, `*_SECRET*`, `AWS_SECRET_ACCESS_KEY`, ...). */

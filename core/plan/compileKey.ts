@@ -117,7 +117,8 @@ function shown(value: string | undefined): string {
 function describe(item: string, before: string | undefined, after: string | undefined): string {
   if (before === undefined) return `${item}${shown(after)} added`;
   if (after === undefined) return `${item}${shown(before)} removed`;
-  return shown(before) && shown(after) ? `${item}${shown(before)} ->${shown(after)}` : `${item} changed`;
+  // Equal as shown: the change is inside masked credentials.
+  return shown(before) && shown(after) && before !== after ? `${item}${shown(before)} ->${shown(after)}` : `${item} changed`;
 }
 
 /** Per role present in both plans: does its compile key change, and why (or what changed without it). */

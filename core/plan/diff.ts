@@ -1,4 +1,5 @@
 import { otherPlatformKeys, type StackSettings } from "../config/stackConfig";
+import { maskUrlCredentials } from "../errors";
 import { commandWords } from "./argv";
 import type { Deployment, LaunchPlan, PlanChange, RankPlan } from "./types";
 
@@ -34,10 +35,11 @@ const INVISIBLE = /[\p{Cf}\p{Zs}\p{Zl}\p{Zp}\p{Co}\p{Cn}]/gu;
 /**
  * A value as a diff shows it, so that no two values look alike: a string in JSON quotes (a
  * leading or trailing space, `01` against `1`, a control character escaped), with every character
- * a reader could not see as a `\u` escape; a number, boolean or null as JSON writes it.
+ * a reader could not see as a `\u` escape; a number, boolean or null as JSON writes it. Credentials
+ * in a URL are masked (`http://***@proxy:3128`): a diff never prints them.
  */
 export function shownValue(value: unknown): string {
-  const text = JSON.stringify(value) ?? String(value);
+  const text = JSON.stringify(typeof value === "string" ? maskUrlCredentials(value) : value) ?? String(value);
   if (typeof value !== "string") return text;
   const unicodeEscape = (c: string) => Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, "0")}`).join("");
   return text.replace(INVISIBLE, (c) => (c === " " ? c : unicodeEscape(c)));
@@ -63,6 +65,20 @@ function rankItems(rank: RankPlan | undefined): Map<string, string> {
   return new Map([["command", shownWords(commandWords(rank.argv, rank.flags))], ...shownRankSettings(rank)]);
 }
 
+/**
+ * A rank's changes: its items compared as shown, and an item whose value changed only inside its
+ * masked credentials said to have changed, without showing either.
+ */
+function compareRanks(scope: string, a: RankPlan, b: RankPlan): PlanChange[] {
+  const [shownA, shownB] = [rankItems(a), rankItems(b)];
+  const shownChanges = compareMaps(scope, shownA, shownB);
+  const hidden = changedItems(rankSettings(a), rankSettings(b)).filter((item) => shownA.get(item) === shownB.get(item));
+  return [
+    ...shownChanges,
+    ...hidden.map((item): PlanChange => ({ scope, kind: "changed", item, before: shownA.get(item)!, after: `${shownB.get(item)!} (its credentials changed)` })),
+  ];
+}
+
 /** What changes, flag by flag and rank by rank, from plan `a` to plan `b`. */
 export function diffPlans(a: LaunchPlan, b: LaunchPlan): PlanChange[] {
   const changes: PlanChange[] = [];
@@ -84,7 +100,7 @@ export function diffPlans(a: LaunchPlan, b: LaunchPlan): PlanChange[] {
     else if (!after) changes.push({ scope, kind: "removed", item: "rank", before: `node ${before.node}` });
     else {
       if (before.node !== after.node) changes.push({ scope, kind: "changed", item: "node", before: String(before.node), after: String(after.node) });
-      changes.push(...compareMaps(scope, rankItems(before.rank), rankItems(after.rank)));
+      changes.push(...compareRanks(scope, before.rank, after.rank));
     }
   }
   return changes;

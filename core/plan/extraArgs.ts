@@ -3,6 +3,7 @@
 // is the flag for every check: topology, what the package sets, duplicates, and what it replaces.
 import { flagIdentity, type ReadFlag, readVllmWords, withDashes } from "../config/vllmArgv";
 import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS } from "../config/vllmOptions";
+import { splitCredentialEnv } from "../config/secrets";
 import { ConfigError } from "../errors";
 import { withFlags } from "./argv";
 import type { Flag, RolePlan } from "./types";
@@ -100,10 +101,14 @@ export function withExtras(
     role.ranks.flatMap((rank) => rank.flags),
     owned,
   );
+  const credentials = Object.keys(splitCredentialEnv(extraEnv ?? {}).credentials).map(
+    (name) =>
+      `extraEnv.${role.role}.${name}: its value carries credentials in a URL, which sit in the stack config in plain text; the package treats it as a secret (masked in what it prints, on stdin to the hosts, in a Secret on Kubernetes)`,
+  );
   return {
     // `placeholders` stays the recipe's: the stack's own text is literal, but for a `<POD_IP>`
     // the platform knows, which it binds like the recipe's.
     role: { ...role, ranks: role.ranks.map((rank) => ({ ...withFlags(rank, flags), env: { ...rank.env, ...extraEnv } })) },
-    warnings,
+    warnings: [...warnings, ...credentials],
   };
 }

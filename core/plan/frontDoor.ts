@@ -17,8 +17,12 @@ import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RoleP
 /** The EPP image the recipe pins, or the version this package targets when the strategy's recipe has no router. */
 export const DEFAULT_IMAGES = {
   endpointPicker: "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0",
-  /** An Envoy release the llm-d docs support (v1.31+), distroless: the entry point is envoy itself. */
-  proxy: "docker.io/envoyproxy/envoy:distroless-v1.37.0",
+  /**
+   * The newest Envoy 1.37 patch release (v1.37.11; it carries the ext_proc fixes of CVE-2026-47207
+   * and envoy #46836), distroless: the entry point is envoy itself. By tag: its digest could not be
+   * read here (test/fixtures/envoy-v1.37.11/facts.json, image.digest; docs/upstream-facts.md).
+   */
+  proxy: "docker.io/envoyproxy/envoy:distroless-v1.37.11",
 } as const;
 
 /** The disaggregated roles' label the EPP's role filters read. */

@@ -40,7 +40,7 @@ export interface RolePlan {
   /** Index into `nodes`. */
   node: number;
   ranks: RankPlan[];
-  /** Short hash of the settings RBLN's compile cache is keyed on, and the package versions (core/cache/compileKey.ts). */
+  /** Short hash of the settings RBLN's compile cache is keyed on, and the package versions (core/plan/compileKey.ts). */
   compileKey: string;
 }
 

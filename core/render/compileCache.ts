@@ -1,8 +1,9 @@
 /**
  * What compile ahead's steps share on both platforms (the compile host's step and pulls on hosts,
  * the compile Job on Kubernetes): vllm-rbln's compile-only variables and log lines, the registry
- * artifact's layout, and the settings of the flow both steps run (scripts/compile-flow.sh).
+ * artifact's layout, and the settings of the flow both steps run (core/render/scripts/compile-flow.sh).
  */
+import { reportedWord } from "../stepReport";
 
 /**
  * The variables a compile-only run adds to a rank's own: the mode; the vLLM-native (torch.compile)
@@ -46,12 +47,7 @@ export const COMPILE_ARTIFACT = {
 
 /** The step's last stdout line: `compiled <key> <digest>`, `local` (no registry) or `none` (pull-only, not in the registry). */
 export function reportedDigest(stdout: string | undefined, key: string): string | null {
-  const line = (stdout ?? "")
-    .split("\n")
-    .reverse()
-    .find((l) => l.startsWith(`compiled ${key} `));
-  const digest = line?.split(" ")[2];
-  return digest && /^sha256:[0-9a-f]{64}$/.test(digest) ? digest : null;
+  return reportedWord(stdout, `compiled ${key} `, /^sha256:[0-9a-f]{64}$/);
 }
 
 /** What the host step and the Job share: vllm-rbln's "saved" line, the registry, the artifact's media types. */

@@ -78,7 +78,13 @@ function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHo
   const placementWaves = hostWaves(deployment);
   const copyOptions = { ...options.copyOptions, deploymentId: id };
   const frontDoor = deployment.frontDoor
-    ? renderFrontDoor(deployment, { id, runtimePath: options.hostOptions?.containerRuntime, authorizedKeysFile: options.copyOptions?.authorizedKeysFile })
+    ? renderFrontDoor(deployment, {
+        id,
+        runtimePath: options.hostOptions?.containerRuntime,
+        firewallPath: options.hostOptions?.firewall,
+        apiKey: options.secrets.includes("apiKey"),
+        authorizedKeysFile: options.copyOptions?.authorizedKeysFile,
+      })
     : null;
   const compileHost = compile.mode === "host" ? renderCompileHost(deployment, id, options.hostOptions) : null;
   const compiler = compileHost?.placement;

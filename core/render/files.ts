@@ -1,9 +1,10 @@
 import { stringify } from "yaml";
-import { secretEnvironment, secretPlaceholder } from "../config/secrets";
+import { credentialPlaceholder, secretEnvironment, secretPlaceholder } from "../config/secrets";
 import { alertRules } from "../monitoring/rules";
 import type { RenderedDeployment } from "./deployment";
 import type { RenderedStack } from "./stack";
 import { hostFiles } from "./hosts/files";
+import type { RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
 import { renderPipConfig } from "./hosts/pip";
 import type { KubeObject } from "./kubernetes/objects";
 
@@ -14,6 +15,25 @@ export function toYaml(value: unknown): string {
 
 /** The alert rules file: the same for every stack, so written once (the config fuzzer renders thousands). */
 let alertRulesFile: string | undefined;
+
+/** The router host's steps and files, each host's key steps, and the decode hosts' sidecars. */
+function frontDoorFiles(frontDoor: RenderedFrontDoor): Record<string, string> {
+  const files: Record<string, string> = {};
+  const router = `hosts/${frontDoor.host.name}/front-door`;
+  for (const access of frontDoor.access) {
+    files[`${router}/access-${access.host}.sh`] = access.accessScript;
+    files[`${router}/revoke-${access.host}.sh`] = access.revokeScript;
+  }
+  files[`${router}/apply.sh`] = frontDoor.applyScript;
+  files[`${router}/remove.sh`] = frontDoor.removeScript;
+  for (const [file, content] of Object.entries(frontDoor.files)) files[`${router}/${file}`] = content;
+  for (const sidecar of frontDoor.sidecars) {
+    files[`hosts/${sidecar.host}/sidecar.sh`] = sidecar.applyScript;
+    files[`hosts/${sidecar.host}/remove-sidecar.sh`] = sidecar.removeScript;
+    files[`hosts/${sidecar.host}/systemd/${sidecar.unitName}`] = sidecar.unitText;
+  }
+  return files;
+}
 
 /** Every file `render` writes for a rendered deployment, by path under the output folder: the texts its resources carry, secrets as placeholders. */
 export function renderFiles(rendered: RenderedDeployment): Record<string, string> {
@@ -32,20 +52,7 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
       files[`hosts/${source}/revoke-${kind}-${dest}.sh`] = copy.revokeScript;
       files[`hosts/${dest}/copy-${kind}-from-${source}.sh`] = copy.copyScript;
     }
-    const frontDoor = rendered.hosts.frontDoor;
-    if (frontDoor) {
-      const router = `hosts/${frontDoor.host.name}/front-door`;
-      files[`${router}/access.sh`] = frontDoor.accessScript;
-      files[`${router}/revoke.sh`] = frontDoor.revokeScript;
-      files[`${router}/apply.sh`] = frontDoor.applyScript;
-      files[`${router}/remove.sh`] = frontDoor.removeScript;
-      for (const [file, content] of Object.entries(frontDoor.files)) files[`${router}/${file}`] = content;
-      for (const sidecar of frontDoor.sidecars) {
-        files[`hosts/${sidecar.host}/sidecar.sh`] = sidecar.applyScript;
-        files[`hosts/${sidecar.host}/remove-sidecar.sh`] = sidecar.removeScript;
-        files[`hosts/${sidecar.host}/systemd/${sidecar.unitName}`] = sidecar.unitText;
-      }
-    }
+    if (rendered.hosts.frontDoor) Object.assign(files, frontDoorFiles(rendered.hosts.frontDoor));
     const { compileHost, pulls } = rendered.hosts;
     if (compileHost) {
       const name = compileHost.placement.host.name;
@@ -65,7 +72,8 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
     write(workloads.namespace, "namespace");
     write(workloads.serviceAccount, "serviceaccount");
     if (workloads.secret) {
-      const secret: typeof workloads.secret = { ...workloads.secret, stringData: secretEnvironment(secrets, secretPlaceholder) };
+      const credentials = Object.fromEntries(Object.keys(workloads.credentialEnv).map((key) => [key, credentialPlaceholder(key)]));
+      const secret: typeof workloads.secret = { ...workloads.secret, stringData: { ...secretEnvironment(secrets, secretPlaceholder), ...credentials } };
       write(secret, "secret");
     }
     for (const volume of workloads.volumes) write(volume.object, `pvc-${volume.id}`);

@@ -1,10 +1,27 @@
 import type { LaunchPlan, RankPlan } from "../plan/types";
 import { commandWords } from "../plan/argv";
+import { maskUrlCredentials } from "../errors";
 import { shellCommandLines } from "./shellCommand";
 
-/** A rank's command as a paste-able shell command: `env NAME=value ... vllm serve ... \` one flag a line. */
+/** A rank's command as a paste-able shell command: `env NAME=value ... vllm serve ... \` one flag a line; credentials in a URL masked. */
 export function rankCommandLine(rank: RankPlan): string {
-  return shellCommandLines({ command: commandWords(rank.argv, rank.flags), flags: rank.flags, env: rank.env }).join("\n");
+  const shown = maskedRank(rank);
+  return shellCommandLines({ command: commandWords(shown.argv, shown.flags), flags: shown.flags, env: shown.env }).join("\n");
+}
+
+/** A rank as the commands print it: every word and value with the credentials of a URL masked (`http://***@proxy`). */
+function maskedRank(rank: RankPlan): RankPlan {
+  return {
+    ...rank,
+    argv: rank.argv.map(maskUrlCredentials),
+    flags: rank.flags.map((f) => ({ ...f, values: f.values.map(maskUrlCredentials) })),
+    env: Object.fromEntries(Object.entries(rank.env).map(([name, value]) => [name, maskUrlCredentials(value)])),
+  };
+}
+
+/** The plan as `plan --format json` prints it: credentials in a URL masked in every rank. */
+export function maskedPlan(plan: LaunchPlan): LaunchPlan {
+  return { ...plan, roles: plan.roles.map((role) => ({ ...role, ranks: role.ranks.map(maskedRank) })) };
 }
 
 function table(rows: string[][]): string {

@@ -1,8 +1,10 @@
 /**
- * Checks an Envoy bootstrap (YAML) against Envoy v1.37.0's API definitions, as Envoy loads it.
+ * Checks an Envoy bootstrap (YAML) against Envoy v1.37's API definitions, as Envoy loads it.
  *
  * The definitions are a protobufjs JSON descriptor built from the release's `api/` tree and its
- * imports (test/fixtures/envoy-v1.37.0/README.md names every source and commit). The checks, in the
+ * imports (test/fixtures/envoy-v1.37.0/README.md names every source and commit; the v1.37.11
+ * fixture's descriptor is the same build with more roots, the filters the front door adds among
+ * them: test/fixtures/envoy-v1.37.11/README.md). The checks, in the
  * order Envoy makes them:
  *
  * 1. YAML to a JSON value the way Envoy's `parseYamlNode` does (yaml-cpp scalars: quoted → string,
@@ -32,7 +34,7 @@ import protobuf from "protobufjs";
 import protojson from "protobufjs/ext/protojson.js";
 import { isAlias, isMap, isScalar, isSeq, parseDocument, Scalar, type Node as YamlNode } from "yaml";
 
-export const ENVOY_FIXTURE_DIR = path.resolve(__dirname, "../fixtures/envoy-v1.37.0");
+export const ENVOY_FIXTURE_DIR = path.resolve(__dirname, "../fixtures/envoy-v1.37.11");
 
 let cachedRoot: protobuf.Root | undefined;
 
@@ -68,6 +70,9 @@ export const EXTENSIONS: Record<string, { name: string; category: string }> = {
     name: "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
     category: "envoy.upstream_options",
   },
+  // From ../fixtures/envoy-v1.37.11/sources.json (extensions.byType).
+  "envoy.extensions.filters.http.header_mutation.v3.HeaderMutation": { name: "envoy.filters.http.header_mutation", category: "envoy.filters.http" },
+  "envoy.extensions.filters.http.api_key_auth.v3.ApiKeyAuth": { name: "envoy.filters.http.api_key_auth", category: "envoy.filters.http" },
 };
 
 /** Extension name → its typed_config type, for the names above. */
@@ -370,8 +375,9 @@ function isSet(field: protobuf.Field, msg: Msg): boolean {
 }
 
 /** Decodes a Bootstrap strictly and walks it; returns the problems. */
-function validateMessage(root: protobuf.Root, bootstrap: Msg): string[] {
+function validateMessage(root: protobuf.Root, bootstrap: Msg, rootType = "envoy.config.bootstrap.v3.Bootstrap", extraSlots: typeof ANY_SLOTS = {}): string[] {
   const problems: string[] = [];
+  const slots = { ...ANY_SLOTS, ...extraSlots };
   const typeOf = (url: string) => root.lookupType(url.slice(url.lastIndexOf("/") + 1));
 
   const walker: Walker = {
@@ -390,7 +396,7 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg): string[] {
         // Members of a oneof (and proto3 optional fields) are checked only when set, as PGV does.
         if (field.partOf && !set) continue;
         const rules = fieldRules(field);
-        const slot = ANY_SLOTS[`${type.fullName.slice(1)}.${field.name}`];
+        const slot = slots[`${type.fullName.slice(1)}.${field.name}`];
         if (field.map) {
           const entries = Object.entries((msg[field.name] ?? {}) as Msg);
           const r = rules?.map;
@@ -457,6 +463,12 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg): string[] {
       const filters: Msg[] = msg.http_filters ?? [];
       const router = "envoy.extensions.filters.http.router.v3.Router";
       filters.forEach((f, i) => {
+        // A filter whose config comes from discovery: the types it takes must be HTTP filters this validator knows.
+        for (const url of (f.config_discovery?.type_urls ?? []) as string[]) {
+          const ext = EXTENSIONS[url.slice(url.lastIndexOf("/") + 1)];
+          if (!url.startsWith("type.googleapis.com/") || ext?.category !== "envoy.filters.http")
+            problems.push(`${path}.http_filters[${i}].config_discovery.type_urls: ${show(url)} is not an HTTP filter`);
+        }
         const t = String(f.typed_config?.type_url ?? "");
         const isRouter = t.endsWith(`/${router}`);
         if (isRouter && i !== filters.length - 1) problems.push(`${path}.http_filters[${i}]: terminal filter ${f.name} must be the last filter`);
@@ -494,8 +506,7 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg): string[] {
     }
   }
 
-  const bootstrapType = root.lookupType("envoy.config.bootstrap.v3.Bootstrap");
-  walker.message(bootstrapType, bootstrap, "");
+  walker.message(root.lookupType(rootType), bootstrap, "");
   const clusterEnum = root.lookupEnum("envoy.config.cluster.v3.Cluster.DiscoveryType");
   const lbEnum = root.lookupEnum("envoy.config.cluster.v3.Cluster.LbPolicy");
   ((bootstrap.static_resources?.clusters ?? []) as Msg[]).forEach((c, i) => {
@@ -539,4 +550,41 @@ export function validateEnvoyBootstrap(yamlText: string): string[] {
     return [`decode: ${text.replace(/^no such type: /, "unknown @type: ")}`];
   }
   return validateMessage(root, decoded);
+}
+
+/**
+ * The problems Envoy would have with an HTTP filter's config file read through discovery
+ * (`config_discovery` with `path_config_source`, a .json file): a DiscoveryResponse whose one
+ * resource is a TypedExtensionConfig named as the filter, holding one of the types it takes
+ * (Filter::FilterConfigSubscription::onConfigUpdate), its payload checked as a bootstrap's filters are.
+ */
+export function validateExtensionConfigFile(jsonText: string, filter: { name: string; typeUrls: readonly string[] }): string[] {
+  let value: Json;
+  try {
+    value = JSON.parse(jsonText);
+  } catch (err) {
+    return [`JSON: ${err instanceof Error ? err.message : String(err)}`];
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return ["the file must be an object (a DiscoveryResponse)"];
+  const unknown = Object.keys(value).filter((k) => !["version_info", "resources"].includes(k));
+  if (unknown.length) return [`${unknown.join(", ")}: not read from a discovery file here`];
+  const resources = value.resources;
+  if (!Array.isArray(resources) || resources.length !== 1) return ["resources: exactly one, as ExtensionConfigDS takes"];
+  const resource = resources[0] as { [key: string]: Json };
+  const typeName = "envoy.config.core.v3.TypedExtensionConfig";
+  if (resource?.["@type"] !== `type.googleapis.com/${typeName}`) return [`resources[0]: @type must be type.googleapis.com/${typeName}`];
+  const root = envoyRoot();
+  const type = root.lookupType(typeName);
+  let decoded: Msg;
+  try {
+    const { "@type": _, ...fields } = resource;
+    decoded = plain(type, type.decode(type.encode(protojson.fromJson(type, fields)).finish()));
+  } catch (err) {
+    return [`decode: ${err instanceof Error ? err.message : String(err)}`];
+  }
+  const problems = validateMessage(root, decoded, typeName, { [`${typeName}.typed_config`]: { category: "envoy.filters.http" } });
+  if (decoded.name !== filter.name) problems.push(`resources[0].name: ${show(decoded.name)}, but the filter is ${show(filter.name)}`);
+  const url = String(decoded.typed_config?.type_url ?? "");
+  if (!filter.typeUrls.includes(url)) problems.push(`resources[0].typed_config: ${show(url)} is not a type the filter takes (${filter.typeUrls.join(", ")})`);
+  return problems;
 }

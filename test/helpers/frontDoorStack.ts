@@ -9,7 +9,7 @@ import { startHosts, type TestHost } from "./hostNamespace";
 import { fakeHostsEngine, fakeHostsSettings, servingUnderMocks } from "./hostStack";
 import { outputValue, type Registration } from "./pulumiHarness";
 import { shippedCatalog } from "./recipes";
-import { installStandIns } from "./standIns";
+import { installStandIns, nftCheckOnly } from "./standIns";
 import { prepareStandInServer } from "./standInServer";
 
 /**
@@ -45,6 +45,8 @@ export interface FrontDoorStackOptions {
   stack?: (npuHosts: readonly TestHost[]) => Record<string, unknown>;
   /** Each host as if on a network of its own (HostOptions.loopbackIsHostAddress): ranks on all interfaces, decode hosts with their sidecars. */
   loopbackIsHostAddress?: boolean;
+  /** The stack's secrets besides the SSH key (apiKey): every deploy's, unless `up` is given others. */
+  secrets?: ModelServingArgs["secrets"];
 }
 
 export interface FrontDoorStack {
@@ -53,8 +55,8 @@ export interface FrontDoorStack {
   url: string;
   /** The stack's settings with each role's changes, and top-level settings over the stack's. */
   settings(changes?: Record<string, RoleChange>, more?: Record<string, unknown>): Settings;
-  /** A deploy, and the stack's `endpoints` output for the config it ran. */
-  up(settings: Settings): Promise<UpResult & { endpoints: string[] }>;
+  /** A deploy, and the stack's `endpoints` output for the config it ran; `secrets` over the stack's. */
+  up(settings: Settings, secrets?: ModelServingArgs["secrets"]): Promise<UpResult & { endpoints: string[] }>;
   /** The registered commands of a config, for running one step by hand (a cut-off step); `timings` over the stack's. */
   register(settings: Settings, timings?: Partial<UnitTimings>): Promise<Registration[]>;
   /** The endpoints file the EPP reads on the router host. */
@@ -97,8 +99,9 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
     if (weights.status !== 0) throw new Error(`${host.name}: ${weights.stderr}`);
   }
   const engine: FakeEngine = fakeHostsEngine(hosts);
-  const underMocks = (config: Settings, timings: Partial<UnitTimings> = {}) =>
+  const underMocks = (config: Settings, timings: Partial<UnitTimings> = {}, secrets = options.secrets) =>
     servingUnderMocks(config, {
+      secrets,
       hostOptions: {
         readinessIntervalSeconds: 1,
         restartSeconds: 1,
@@ -108,6 +111,8 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
         groupStopGraceSeconds: 3,
         devRoot: FAKE_DEV,
         containerRuntime: runtime,
+        // The hosts share this machine's network namespace: the sidecar's guard is checked, not loaded.
+        firewall: nftCheckOnly(runtime),
         ...timings,
       },
       // The fake hosts' sshd reads its own authorized_keys, not this machine's /root.
@@ -120,8 +125,8 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
     url: `http://${router.address}:${FRONT_DOOR_PORT}`,
     settings,
     register: async (config, timings) => (await underMocks(config, timings)).registrations,
-    up: async (config) => {
-      const { registrations, serving } = await underMocks(config);
+    up: async (config, secrets) => {
+      const { registrations, serving } = await underMocks(config, {}, secrets ?? options.secrets);
       const endpoints = await outputValue(serving.endpoints);
       return { ...(await engine.up(registrations)), endpoints };
     },

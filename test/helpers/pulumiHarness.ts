@@ -23,6 +23,8 @@ export interface Registration {
   read: boolean;
   /** The types of the resource's alias specs (an old type token it used to have). */
   aliasTypes: string[];
+  /** Its Pulumi timeouts as set ("" where unset). */
+  customTimeouts: { create: string; update: string; delete: string };
 }
 
 export const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
@@ -86,6 +88,11 @@ export async function runUnderMocks(
         read: method === "readResource",
         aliasTypes:
           method === "registerResource" ? req.getAliasesList().flatMap((alias: any) => (alias.getSpec()?.getType() ? [alias.getSpec().getType()] : [])) : [],
+        customTimeouts: {
+          create: (method === "registerResource" && req.getCustomtimeouts()?.getCreate()) || "",
+          update: (method === "registerResource" && req.getCustomtimeouts()?.getUpdate()) || "",
+          delete: (method === "registerResource" && req.getCustomtimeouts()?.getDelete()) || "",
+        },
       };
       registrations.push(record);
       return original(req, callback);

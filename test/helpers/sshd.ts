@@ -16,6 +16,10 @@ export interface TestSshServer {
   hostKey: string;
   /** Runs a command string the way @pulumi/command's remote.Command does: one SSH session, stdin attached. */
   run(command: string, stdin?: string): Promise<CommandResult>;
+  /** root's authorized_keys on this server, where grants under test are written. */
+  authorizedKeys: string;
+  /** One session with another client key (a file), connecting from `bind` (a loopback address, `ssh -b`). */
+  runAs(clientKey: string, command: string, bind?: string): Promise<CommandResult>;
   stop(): void;
 }
 
@@ -83,11 +87,35 @@ export function writeSshdFiles(dir: string, address: string, port: number, confi
 
 /** One SSH session as root running `command` with `stdin` attached. Asynchronous, so servers in this process keep answering. */
 /** One SSH session as root; with `knownHosts`, the server must present the host key it lists. */
-export function runOverSsh(clientKey: string, address: string, port: number, command: string, stdin = "", knownHosts?: string): Promise<CommandResult> {
+export function runOverSsh(
+  clientKey: string,
+  address: string,
+  port: number,
+  command: string,
+  stdin = "",
+  knownHosts?: string,
+  bind?: string,
+): Promise<CommandResult> {
   const hostKeyCheck = knownHosts
     ? ["-o", "StrictHostKeyChecking=yes", "-o", `UserKnownHostsFile=${knownHosts}`]
     : ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"];
-  const ssh = spawn("ssh", ["-i", clientKey, "-p", String(port), ...hostKeyCheck, "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", `root@${address}`, command]);
+  const from = bind ? ["-b", bind] : [];
+  const ssh = spawn("ssh", [
+    "-i",
+    clientKey,
+    "-o",
+    "IdentitiesOnly=yes",
+    ...from,
+    "-p",
+    String(port),
+    ...hostKeyCheck,
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "LogLevel=ERROR",
+    `root@${address}`,
+    command,
+  ]);
   let stdout = "";
   let stderr = "";
   ssh.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
@@ -116,6 +144,8 @@ export async function startSshd(keyOptions?: string): Promise<TestSshServer> {
     port,
     hostKey,
     run: (command, stdin) => runOverSsh(`${dir}/client_key`, "127.0.0.1", port, command, stdin, `${dir}/known_hosts`),
+    authorizedKeys: path.join(dir, "authorized_keys"),
+    runAs: (clientKey, command, bind) => runOverSsh(clientKey, "127.0.0.1", port, command, "", `${dir}/known_hosts`, bind),
     stop() {
       child.kill();
       fs.rmSync(dir, { recursive: true, force: true });

@@ -35,6 +35,11 @@ export async function installStandIns(host: TestHost, dir: string): Promise<stri
   return `${dir}/stand-ins/container-runtime-stand-in`;
 }
 
+/** The nft stand-in beside an installed runtime stand-in: for hosts that share this machine's network namespace, where a loaded rule set would be this machine's. */
+export function nftCheckOnly(runtime: string): string {
+  return path.join(path.dirname(runtime), "nft-check-only-stand-in");
+}
+
 /** Where the EPP reads its endpoints file, inside its container (its config folder is a volume). */
 export const EPP_ENDPOINTS_PATH = "/etc/epp/endpoints.yaml";
 
@@ -66,6 +71,13 @@ export function endpointsFile(defaultAddress: string, entries: EndpointEntry[]):
 }
 
 /** The front door's bootstrap as core renders it, on the given ports (admin and picker on loopback): the stand-in Envoy runs the text the router host gets. */
-export function frontDoorBootstrap(ports: { listen: number; admin: number; pick: number }, requestTimeoutSeconds = 3600): string {
-  return envoyBootstrap({ listenAddress: "0.0.0.0", port: ports.listen, adminPort: ports.admin, eppGrpcPort: ports.pick, requestTimeoutSeconds });
+export function frontDoorBootstrap(ports: { listen: number; admin: number; pick: number }, requestTimeoutSeconds = 3600, apiKeyConfigPath?: string): string {
+  return envoyBootstrap({
+    listenAddress: "0.0.0.0",
+    port: ports.listen,
+    adminPort: ports.admin,
+    eppGrpcPort: ports.pick,
+    requestTimeoutSeconds,
+    apiKeyConfigPath,
+  });
 }

@@ -23,14 +23,14 @@ afterAll(async () => {
 const names = (text: string) => [...text.matchAll(/^- name: "([^"]+)"$/gm)].map((m) => m[1]);
 const UNIT = "rbln-serving-test.main-0.service";
 
-/** One host's unit step of `config`, to run by hand: its command, and its stdin with the front door key the engine would pass (the access step's stdout). */
+/** One host's unit step of `config`, to run by hand: its command, and its stdin with the host's front door key the engine would pass (its access step's stdout). */
 async function stepByHand(
   config: ReturnType<FrontDoorStack["settings"]>,
   host: number,
   timings?: Parameters<FrontDoorStack["register"]>[1],
 ): Promise<{ create: string; stdin: string }> {
   const step = (await stack.register(config, timings)).find((r) => r.name === `rbln-serving-npu-${host}-main-0`)!;
-  const key = (await stack.router.run("cat /opt/rbln-front-door-test/router/test/access/id")).stdout;
+  const key = (await stack.router.run(`cat /opt/rbln-front-door-test/router/test/drain-keys/npu-${host}/id`)).stdout;
   return { create: String(step.inputs.create), stdin: String(step.inputs.stdin).replace(/<<stdout of [^>]+>>/, key.trimEnd()) };
 }
 

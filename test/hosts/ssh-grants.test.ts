@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { startSshd } from "../helpers/sshd";
 
-// Why a copy grant holds addresses only (crossFieldChecks.ts, copyGrantsNeedAddresses): a stock
+// Why a copy grant holds addresses only (crossFieldChecks.ts, grantsNeedAddresses): a stock
 // sshd (no UseDNS in its config, so its default `no`) matches `from=` against the address the
 // client connects from, and a host name there never matches, even one that resolves to it.
 describe("from= in authorized_keys, against a stock sshd", () => {

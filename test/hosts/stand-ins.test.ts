@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { resolvePlan } from "../../core/plan/resolve";
 import { endpointPickerConfig } from "../../core/render/pickerConfig";
+import { apiKeyFilterConfig } from "../../core/render/hosts/frontDoor/envoy";
 import { validateEnvoyBootstrap } from "../helpers/envoyBootstrap";
 import { validateEndpointPickerConfig, validateEndpointsFile } from "../helpers/eppConfig";
 import { bodyProblem, now, startLoad, startSampler, type RequestRecord } from "../helpers/frontDoorLoad";
@@ -504,15 +505,16 @@ interface FrontDoor {
   admin: number;
 }
 
-/** The EPP and Envoy stand-ins as the router host runs them, in front of `endpoints`. */
-async function startFrontDoor(endpoints: string, requestTimeoutSeconds?: number): Promise<FrontDoor> {
+/** The EPP and Envoy stand-ins as the router host runs them, in front of `endpoints`; with `apiKey`, its filter config beside the bootstrap. */
+async function startFrontDoor(endpoints: string, requestTimeoutSeconds?: number, apiKey?: string): Promise<FrontDoor & { dir: string }> {
   const epp = await startEpp(aggregatedEppConfig(), endpoints);
   await untilListening(epp.running, epp.pick);
   const dir = fs.mkdtempSync(path.join(work, "envoy-"));
   const [listen, admin] = [await freePort(ADDRESS), await freePort(ADDRESS)];
-  const text = frontDoorBootstrap({ listen, admin, pick: epp.pick }, requestTimeoutSeconds);
+  const text = frontDoorBootstrap({ listen, admin, pick: epp.pick }, requestTimeoutSeconds, apiKey === undefined ? undefined : "/etc/envoy/api-key.json");
   expect(validateEnvoyBootstrap(text)).toEqual([]);
   fs.writeFileSync(path.join(dir, "envoy.yaml"), text);
+  if (apiKey !== undefined) fs.writeFileSync(path.join(dir, "api-key.json"), apiKeyFilterConfig(apiKey));
   const envoy = runContainer(`envoy-${path.basename(dir)}`, ["--network", "host", "--volume", `${dir}:/etc/envoy:ro,z`], ENVOY_IMAGE, [
     "-c",
     "/etc/envoy/envoy.yaml",
@@ -520,7 +522,7 @@ async function startFrontDoor(endpoints: string, requestTimeoutSeconds?: number)
     "info",
   ]);
   await untilListening(envoy, listen);
-  return { epp, envoy, url: `http://${ADDRESS}:${listen}`, admin };
+  return { epp, envoy, url: `http://${ADDRESS}:${listen}`, admin, dir };
 }
 
 describe("envoy-stand-in", () => {
@@ -563,6 +565,54 @@ describe("envoy-stand-in", () => {
     }
     expect(await (await fetch(`http://${ADDRESS}:${door.admin}/ready`)).text()).toBe("LIVE\n");
     await Promise.all([a.close(), b.close()]);
+  });
+
+  it("removes a client's own x-prefiller-host-port and destination header before the picker's are added", async () => {
+    const a = await upstream((_, res) => res.writeHead(200).end("a"));
+    const elsewhere = await upstream((_, res) => res.writeHead(200).end("elsewhere"));
+    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "a", port: String(a.port) }]));
+    const response = await fetch(`${door.url}/v1/completions`, {
+      method: "POST",
+      headers: { "x-prefiller-host-port": `${ADDRESS}:${elsewhere.port}`, "x-gateway-destination-endpoint": `${ADDRESS}:${elsewhere.port}` },
+      body: "{}",
+    });
+    expect(await response.text()).toBe("a");
+    expect(a.requests[0]!.headers["x-prefiller-host-port"]).toBeUndefined();
+    expect(a.requests[0]!.headers["x-gateway-destination-endpoint"]).toBe(`${ADDRESS}:${a.port}`);
+    expect(elsewhere.requests).toEqual([]);
+    await Promise.all([a.close(), elsewhere.close()]);
+  });
+
+  it("with the API key filter read from its file: 401 without the key on every path, the request passed on with it; 500 while the file cannot be used", async () => {
+    const KEY = 'k3y with spaces, quotes " and $igns';
+    const a = await upstream((_, res) => res.writeHead(200).end("a"));
+    const door = await startFrontDoor(endpointsFile(ADDRESS, [{ name: "a", port: String(a.port) }]), undefined, KEY);
+    const ask = (pathname: string, authorization?: string) =>
+      fetch(`${door.url}${pathname}`, {
+        method: pathname === "/v1/models" ? "GET" : "POST",
+        headers: authorization ? { authorization } : {},
+        body: pathname === "/v1/models" ? undefined : "{}",
+      });
+    for (const pathname of ["/v1/models", "/invocations", "/health", "/anything"]) {
+      for (const authorization of [undefined, "Bearer wrong", `bearer ${KEY}`, KEY.slice(0, -1)]) {
+        const refused = await ask(pathname, authorization);
+        expect(refused.status, `${pathname} ${authorization}`).toBe(401);
+        expect(await refused.text()).toBe("Client authentication failed.");
+      }
+      expect((await ask(pathname, `Bearer ${KEY}`)).status, pathname).toBe(200);
+    }
+    expect(a.requests.map((r) => [r.url, r.headers.authorization])).toEqual(
+      ["/v1/models", "/invocations", "/health", "/anything"].map((p) => [p, `Bearer ${KEY}`]),
+    );
+    // Read as Envoy reloads it: a new key holds at once; a file it cannot use leaves the filter without config.
+    fs.writeFileSync(path.join(door.dir, "api-key.json"), apiKeyFilterConfig("new"));
+    expect((await ask("/v1/models", `Bearer ${KEY}`)).status).toBe(401);
+    expect((await ask("/v1/models", "Bearer new")).status).toBe(200);
+    fs.writeFileSync(path.join(door.dir, "api-key.json"), "{");
+    expect((await ask("/v1/models", "Bearer new")).status).toBe(500);
+    fs.rmSync(path.join(door.dir, "api-key.json"));
+    expect((await ask("/v1/models", "Bearer new")).status).toBe(500);
+    await a.close();
   });
 
   it("passes a streamed answer through piece by piece", async () => {
@@ -652,6 +702,43 @@ describe("envoy-stand-in", () => {
       status: 2,
       stderr: expect.stringContaining("not implemented by this stand-in"),
     });
+  });
+
+  it("refuses an HTTP filter it does not implement, and an api_key_auth option it does not, rather than pass requests it would not", async () => {
+    const dir = fs.mkdtempSync(path.join(work, "envoy-filters-"));
+    const text = frontDoorBootstrap({ listen: await freePort(ADDRESS), admin: await freePort(ADDRESS), pick: 1 });
+    const start = (bootstrap: string) => {
+      fs.writeFileSync(path.join(dir, "envoy.yaml"), bootstrap);
+      return runtime(
+        "run",
+        "--rm",
+        "--name",
+        `envoy-filters-${Date.now()}`,
+        "--pull",
+        "never",
+        "--network",
+        "host",
+        "--volume",
+        `${dir}:/etc/envoy:ro`,
+        ENVOY_IMAGE,
+        "-c",
+        "/etc/envoy/envoy.yaml",
+      );
+    };
+    const bootstrap = parseYaml(text);
+    bootstrap.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters.unshift({
+      name: "envoy.filters.http.lua",
+      typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua" },
+    });
+    expect(start(stringifyYaml(bootstrap))).toMatchObject({
+      status: 2,
+      stderr: expect.stringContaining("the filter envoy.extensions.filters.http.lua.v3.Lua"),
+    });
+    const withKey = frontDoorBootstrap({ listen: await freePort(ADDRESS), admin: await freePort(ADDRESS), pick: 1 }, 3600, "/etc/envoy/api-key.json");
+    const config = JSON.parse(apiKeyFilterConfig("k"));
+    config.resources[0].typed_config.forwarding = { header: "x-client" };
+    fs.writeFileSync(path.join(dir, "api-key.json"), JSON.stringify(config));
+    expect(start(withKey)).toMatchObject({ status: 2, stderr: expect.stringContaining("api_key_auth other than credentials and key_sources") });
   });
 });
 

@@ -167,8 +167,8 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "components/hosts/npuHost.ts",
-        search: '      { logging: "none" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"] },',
-        replace: '      { logging: "stdoutAndStderr" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"] },',
+        search: '      { logging: "none" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"], customTimeouts: copy.timeouts.allow },',
+        replace: '      { logging: "stdoutAndStderr" },\n      { dependsOn: after, additionalSecretOutputs: ["stdout"], customTimeouts: copy.timeouts.allow },',
       },
     ],
     tests: { fast: ["test/secrets.test.ts"] },
@@ -219,6 +219,42 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/front-door-agent.test.ts"] },
   },
   {
+    name: "agent-drain-unchecked",
+    why: "a drain file with wrong types or missing keys stops every pass of the endpoints agent: the endpoints file freezes",
+    edits: [{ file: FRONT_DOOR_AGENT, search: "            return check_drain(read_json(path))\n", replace: "            return read_json(path)\n" }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "drain-key-any-host",
+    why: "root on any host of the stack can take any other host's ranks out of the front door",
+    edits: [{ file: FRONT_DOOR_AGENT, search: '    if host is not None and door.endpoints[name]["host"] != host:', replace: "    if False:" }],
+    tests: { fast: ["test/front-door-agent.test.ts"], hosts: ["test/hosts/front-door-keys.test.ts"] },
+  },
+  {
+    name: "sidecar-unguarded",
+    why: "any host can reach a decode host's routing sidecar and have it send prefill requests to an address of its choosing",
+    edits: [{ file: "core/render/hosts/frontDoor/frontDoor.ts", search: "    [door.firewall, firewall.ruleset],\n", replace: "    undefined,\n" }],
+    tests: { hosts: ["test/hosts/sidecar-guard-hosts.test.ts"] },
+  },
+  {
+    name: "front-door-passes-prefill-header",
+    why: "a client's x-prefiller-host-port reaches the sidecar through the front door whenever the EPP does not disaggregate: a prefill request to any address",
+    edits: [{ file: "core/render/hosts/frontDoor/envoy.ts", search: "[DESTINATION_HEADER, PREFILL_HEADER].map(", replace: "[DESTINATION_HEADER].map(" }],
+    tests: { fast: ["test/front-door.test.ts"], hosts: ["test/hosts/stand-ins.test.ts"] },
+  },
+  {
+    name: "api-key-left-to-vllm",
+    why: "apiKey guards only the paths vLLM guards: /invocations answers anyone through the front door",
+    edits: [
+      {
+        file: "core/render/hosts/frontDoor/envoy.ts",
+        search: "  return [...(input.apiKeyConfigPath ? [apiKeyFilter(input.apiKeyConfigPath)] : []), eppOnlyHeaders()];",
+        replace: "  return [eppOnlyHeaders()];",
+      },
+    ],
+    tests: { fast: ["test/front-door.test.ts"], hosts: ["test/hosts/front-door-api-key-hosts.test.ts"] },
+  },
+  {
     name: "forced-command-any-action",
     why: "the unit steps' SSH key runs any front-door command, not only drain and rejoin",
     edits: [{ file: FRONT_DOOR_AGENT, search: "if len(words) != 2 or words[0] not in STEP_COMMANDS:", replace: "if len(words) != 2:" }],
@@ -241,8 +277,45 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "compile-done-without-save",
     why: "the compile host calls a compile done before vllm-rbln saved the cache: an empty or partial cache is pushed",
-    edits: [{ file: COMPILE_KEY_SCRIPT, search: '    if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "    if true; then\n" }],
+    edits: [{ file: COMPILE_KEY_SCRIPT, search: '  if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "  if true; then\n" }],
     tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  // Issue 31, config hardening: grants with host names, the compile step's ranks, step timeouts.
+  {
+    name: "grant-takes-host-names",
+    why: "a host given by DNS name behind a front door is accepted: its drain grant holds the name, which sshd never matches, so every drain fails",
+    edits: [
+      {
+        file: "core/config/crossFieldChecks.ts",
+        search: '  if (s.platform !== "hosts") return [];\n  const uses = [',
+        replace: '  if (s.platform !== "hosts" || s.router.host !== undefined) return [];\n  const uses = [',
+      },
+    ],
+    tests: { fast: ["test/front-door.test.ts", "test/cross-field-checks.test.ts"] },
+  },
+  {
+    name: "compile-first-rank-only",
+    why: "the compile host runs decode's first data-parallel rank alone, whose warm-up waits for peers that never come",
+    edits: [
+      {
+        file: "core/render/hosts/compileHost.ts",
+        search: '  const bound = role.ranks.map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));',
+        replace: '  const bound = role.ranks.slice(0, 1).map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));',
+      },
+    ],
+    tests: { fast: ["test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-ranks-hosts.test.ts"] },
+  },
+  {
+    name: "unit-delete-cut-short",
+    why: "Pulumi cuts a unit step's delete before the rank's stop (--shutdown-timeout + 120 s) ends",
+    edits: [
+      {
+        file: "core/render/hosts/stepTimeouts.ts",
+        search: "    remove: [connection(p.host), commands, stop],",
+        replace: "    remove: [connection(p.host), commands],",
+      },
+    ],
+    tests: { fast: ["test/step-timeouts.test.ts"] },
   },
   {
     name: "group-rank-restarts-alone",
@@ -257,6 +330,24 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/front-door-agent.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },
   },
   {
+    name: "group-rejoin-over-drained-rank",
+    why: "one rank's rejoin lists its data-parallel group while another rank of it is still drained (or its drain file is cut): requests reach a group that is restarting",
+    edits: [
+      {
+        file: FRONT_DOOR_AGENT,
+        search: "all(self.read_drain(m) is None and self.serves(self.endpoints[m]) for m in group)",
+        replace: "all(self.serves(self.endpoints[m]) for m in group)",
+      },
+    ],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
+    name: "group-across-hosts",
+    why: "a desired.json whose group spans hosts lets one host's drain key take another host's endpoints out with its own",
+    edits: [{ file: FRONT_DOOR_AGENT, search: ' and group_hosts.setdefault(e["group"], e["host"]) == e["host"])', replace: ")" }],
+    tests: { fast: ["test/front-door-agent.test.ts"] },
+  },
+  {
     name: "group-stopped-before-leaving",
     why: "a failed rank's peers are stopped while the front door still lists them: the requests sent to them meanwhile fail",
     edits: [{ file: "core/render/hosts/scripts/group-restart.sh", search: '  sleep "$leave_s"\n', replace: "  true\n" }],
@@ -268,8 +359,8 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "components/hosts/npuHost.ts",
-        search: "{ dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])] }",
-        replace: "{ dependsOn: [preflight, ...frontDoor.after] }",
+        search: "{ dependsOn: [preflight, ...frontDoor.after, ...(args.afterUnits ?? [])], customTimeouts: frontDoor.sidecar.timeouts }",
+        replace: "{ dependsOn: [preflight, ...frontDoor.after], customTimeouts: frontDoor.sidecar.timeouts }",
       },
     ],
     tests: { fast: ["test/program.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },

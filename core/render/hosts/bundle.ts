@@ -2,12 +2,14 @@ import { specificListenAddress } from "../../address";
 import { weightsMarker } from "../../cache/markers";
 import { isDataParallelGroup } from "../../plan/dataParallel";
 import type { Deployment, HostPlacement } from "../../plan/types";
-import { hostCacheLayout, weightsLockName } from "./cacheLayout";
+import type { Host } from "../../config/schema";
+import { hostCacheLayout, weightsLockName, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
 import { legacyUnitName, venvPath, venvsDir } from "./names";
 import { pipIndexes, type PipIndexes } from "./pip";
 import { renderGroup, type RenderedGroup } from "./group";
-import { readyTimeoutSeconds, renderRank, servingWait, type HostContext, type RenderedRank } from "./rank";
+import { renderRank, servingWait, type HostContext, type RenderedRank } from "./rank";
+import { commandStepWaits, installStepWaits, readyTimeoutSeconds, timeoutsOf, weightsStepWaits, type StepTimeouts } from "./stepTimeouts";
 import { installScript, preflightScript, readinessScript, weightsScript } from "./scripts";
 import { envFileLine } from "./systemd";
 
@@ -31,6 +33,8 @@ export interface HostRenderOptions {
   groupStopGraceSeconds?: number;
   /** The front door's container runtime: router.runtime's binary, or a test's stand-in. */
   containerRuntime?: string;
+  /** nft, which loads a decode host's sidecar guard: /usr/sbin/nft, or a test's stand-in where hosts share one network namespace. */
+  firewall?: string;
   /** Where a compile-only run listens, if it serves: loopback on a compile host (tests on shared loopback give each host its own). */
   compileListenAddress?: string;
 }
@@ -43,13 +47,29 @@ export interface RenderedHost {
   weightsScript: string;
   /** Polls every rank of the host: for operators (`render`); each unit step polls its own rank. */
   readinessScript: string;
-  /** How long a unit step waits for its rank: the engine's ready timeout from the recipe. */
-  readyTimeoutSeconds: number;
   ranks: RenderedRank[];
+  /** The Pulumi timeouts of the host's setup steps, from what each waits for (stepTimeouts.ts); each rank carries its unit step's. */
+  timeouts: SetupTimeouts;
   /** The host's data-parallel groups of several processes (core/plan/dataParallel.ts): each restarts as one. */
   groups: RenderedGroup[];
   /** Index settings for the pip.conf the install and weights steps read from stdin. */
   pipIndexes: PipIndexes;
+}
+
+/** The timeouts of a host's preflight, install and weights steps. */
+export interface SetupTimeouts {
+  preflight: StepTimeouts;
+  install: StepTimeouts;
+  weights: StepTimeouts;
+}
+
+/** The setup steps' timeouts on `host` (an NPU host or the compile host, which run the same install and weights). */
+export function setupTimeouts(host: Host, cache: HostCacheLayout): SetupTimeouts {
+  return {
+    preflight: timeoutsOf(commandStepWaits(host)),
+    install: timeoutsOf(installStepWaits(host)),
+    weights: timeoutsOf(weightsStepWaits(host, cache)),
+  };
 }
 
 /** Secret variables in env-file syntax, appended to each rank's EnvironmentFile on the host. */
@@ -136,8 +156,8 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
       ranks: ranks.map((r) => ({ unitName: r.unitName, label: `${r.role} rank ${r.rank}`, port: r.port })),
       wait: servingWait(context, readyTimeout),
     }),
-    readyTimeoutSeconds: readyTimeout,
     ranks,
+    timeouts: setupTimeouts(host, cache),
     groups: roles.filter(isDataParallelGroup).map((role) => renderGroup(context, role)),
     pipIndexes: pipIndexes(deployment, { retries: options.pipRetries, timeoutSeconds: options.pipTimeoutSeconds }),
   };

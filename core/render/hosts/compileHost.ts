@@ -1,14 +1,17 @@
+import { splitCredentialEnv } from "../../config/secrets";
 import { compileFlowSettings, compileOnlyEnv } from "../compileCache";
 import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
 import type { CompileAheadPlan, CompileKeyPlan, Deployment, HostPlacement } from "../../plan/types";
 import { PROBE_SCRIPT } from "../../probe";
 import { renderScript } from "../../template";
-import { renderHost, type HostRenderOptions, type RenderedHost } from "./bundle";
+import { renderHost, setupTimeouts, type HostRenderOptions, type RenderedHost, type SetupTimeouts } from "./bundle";
 import { hostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
-import { compileMarker } from "./names";
+import { compileMarker, venvPath } from "./names";
+import { hostPlaceholders } from "./rank";
 import { HOST_SCRIPT_DIR } from "./scripts";
+import { compileStepWaits, timeoutsOf, type StepTimeouts } from "./stepTimeouts";
 import { renderEnvFile } from "./systemd";
 
 /** One compile key's step on a host: the compile host's compile ahead, or an NPU host's pull. */
@@ -16,8 +19,10 @@ export interface RenderedCompileStep {
   key: string;
   roles: string[];
   script: string;
-  /** How long it may take: a compile as long as a first start. */
-  timeoutSeconds: number;
+  /** Its Pulumi timeouts: a registry transfer, and the compile-only run of every rank as long as a first start (stepTimeouts.ts). */
+  timeouts: StepTimeouts;
+  /** The role's variables whose values carry URL credentials, in env-file syntax: on stdin after the registry password, never in the script. */
+  credentialEnvText: string;
 }
 
 /** The compile host: preflight, the NPU hosts' install and weights steps (it is the seed), one step per compile key. */
@@ -27,7 +32,17 @@ export interface RenderedCompileHost {
   installScript: string;
   weightsScript: string;
   pipIndexes: RenderedHost["pipIndexes"];
+  timeouts: SetupTimeouts;
   steps: RenderedCompileStep[];
+}
+
+/** One rank of the key's role as the compile step runs it: its transient unit, exact command line (the venv's vllm), environment and port. */
+export interface CompileRank {
+  unit: string;
+  command: readonly string[];
+  /** The rank's environment with the compile-only variables, in env-file syntax. */
+  envText: string;
+  port: number;
 }
 
 export interface CompileStepInput {
@@ -41,14 +56,9 @@ export interface CompileStepInput {
   marker: string;
   /** false on an NPU host without a compile host: pull if the registry has the key, else leave it to the first start. */
   compileHere: boolean;
-  /** The transient unit the compile-only run goes in. */
-  unit: string;
-  /** The rank's exact command line, with the venv's vllm. */
-  command: readonly string[];
-  /** The rank's environment with the compile-only variables, in env-file syntax. */
-  envText: string;
-  port: number;
-  /** Where the compile-only server answers, if it serves. */
+  /** Every rank of the key's first role, run together: a data-parallel group starts whole, as on the NPU host. */
+  ranks: readonly CompileRank[];
+  /** Where the compile-only servers answer, if they serve. */
   probeHost: string;
   timeoutSeconds: number;
   intervalSeconds: number;
@@ -66,10 +76,12 @@ export function compileStepScript(p: CompileStepInput): string {
     service_user: p.serviceUser,
     marker: p.marker,
     compile_here: p.compileHere ? "yes" : "no",
-    unit: p.unit,
-    command: p.command,
-    env_text: p.envText,
-    port: p.port,
+    // Bash has no lists of lists: every rank's words in one list, and how many are each rank's.
+    units: p.ranks.map((r) => r.unit),
+    command_words: p.ranks.flatMap((r) => r.command),
+    command_lengths: p.ranks.map((r) => String(r.command.length)),
+    env_texts: p.ranks.map((r) => r.envText),
+    ports: p.ranks.map((r) => String(r.port)),
     probe_host: p.probeHost,
     probe_py: PROBE_SCRIPT,
     timeout_s: p.timeoutSeconds,
@@ -79,9 +91,10 @@ export function compileStepScript(p: CompileStepInput): string {
 }
 
 /**
- * One key's step on `placement`: with `compileHere`, the first rank of the key's first role runs in
- * compile-only mode with its exact command line and environment (the aggregated strategies the
- * hosts platform runs have one rank per role), at the NPU hosts' paths.
+ * One key's step on `placement`: with `compileHere`, every rank of the key's first role runs in
+ * compile-only mode with its exact command line and environment, at the NPU hosts' paths, together:
+ * the ranks of a data-parallel group (decode's four) start as one group, as on their NPU host and in
+ * the Kubernetes compile Job, and each rank's start must find the cache it looks up.
  */
 export function renderCompileStep(
   deployment: Deployment,
@@ -95,24 +108,36 @@ export function renderCompileStep(
   const { settings, plan } = deployment;
   const cache = hostCacheLayout(settings);
   const role = plan.roles.find((r) => r.role === key.roles[0])!;
-  const rank = bindRank(role.ranks[0]!, { POD_IP: placement.host.address }, "hosts");
-  const command = commandWords(rank.argv, rank.flags);
-  const venv = renderHost(deployment, { ...placement, node: role.node }, id, options).venv;
+  const venv = venvPath(settings.installRoot, id, plan.packages);
   // Loopback only: if compile-only serves at all, nobody else should reach it (--host is not keyed).
   const listen = options.compileListenAddress ?? "127.0.0.1";
-  const flags = [...rank.flags.filter((f) => f.name !== "--host"), { name: "--host", values: [listen] }];
-  const env = {
-    ...rank.env,
-    HF_HOME: `${cache.root}/huggingface`,
-    VLLM_CACHE_ROOT: `${cache.root}/vllm`,
-    RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
-    ...compileOnlyEnv(key.targetSoc),
-  };
-  const timeoutSeconds = engineReadyTimeoutSeconds(rank.env);
+  const bound = role.ranks.map((planned) => bindRank(planned, hostPlaceholders(deployment, placement.host), "hosts"));
+  // A role's credentials come from its extraEnv: the same for every rank.
+  const credentials = renderEnvFile(splitCredentialEnv(bound[0]!.env).credentials);
+  const ranks = bound.map((rank, i): CompileRank => {
+    const command = commandWords(rank.argv, rank.flags);
+    const flags = [...rank.flags.filter((f) => f.name !== "--host"), { name: "--host", values: [listen] }];
+    if (renderEnvFile(splitCredentialEnv(rank.env).credentials) !== credentials) throw new Error(`${role.role}'s ranks differ in their credentials`);
+    return {
+      unit: `rbln-serving-${id}.compile-${key.key}-${role.ranks[i]!.rank}.service`,
+      command: [`${venv}/bin/${command[0]}`, ...command.slice(1), ...flags.flatMap((f) => [f.name, ...f.values])],
+      envText: renderEnvFile({
+        ...splitCredentialEnv(rank.env).plain,
+        HF_HOME: `${cache.root}/huggingface`,
+        VLLM_CACHE_ROOT: `${cache.root}/vllm`,
+        RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
+        ...compileOnlyEnv(key.targetSoc),
+      }),
+      port: role.ranks[i]!.ports[0]!,
+    };
+  });
+  const timeoutSeconds = engineReadyTimeoutSeconds(role.ranks[0]!.env);
+  const intervalSeconds = options.readinessIntervalSeconds ?? HOST_DEFAULTS.readinessIntervalSeconds;
   return {
     key: key.key,
     roles: key.roles,
-    timeoutSeconds,
+    credentialEnvText: credentials,
+    timeouts: timeoutsOf(compileStepWaits(placement.host, { compileHere, registry: registry !== null, timeoutSeconds, intervalSeconds, ranks: ranks.length })),
     script: compileStepScript({
       hostName: placement.host.name,
       key: key.key,
@@ -121,13 +146,10 @@ export function renderCompileStep(
       serviceUser: HOST_DEFAULTS.serviceUser,
       marker: compileMarker(cache.root, key.key),
       compileHere,
-      unit: `rbln-serving-${id}.compile-${key.key}.service`,
-      command: [`${venv}/bin/${command[0]}`, ...command.slice(1), ...flags.flatMap((f) => [f.name, ...f.values])],
-      envText: renderEnvFile(env),
-      port: role.ranks[0]!.ports[0]!,
+      ranks,
       probeHost: listen,
       timeoutSeconds,
-      intervalSeconds: options.readinessIntervalSeconds ?? HOST_DEFAULTS.readinessIntervalSeconds,
+      intervalSeconds,
       registry,
     }),
   };
@@ -154,6 +176,7 @@ export function renderCompileHost(deployment: Deployment, id: string, options: H
     installScript: bundle.installScript,
     weightsScript: bundle.weightsScript,
     pipIndexes: bundle.pipIndexes,
+    timeouts: setupTimeouts(placement.host, hostCacheLayout(settings)),
     steps: ahead.keys.map((key) => renderCompileStep(deployment, placement, id, key, ahead.registry, true, options)),
   };
 }

@@ -4,6 +4,7 @@ import { modelCacheDir, weightsMarker } from "../../cache/markers";
 import { HOST_DEFAULTS } from "./defaults";
 import { compileMarker } from "./names";
 import { copyAllowScript, copyRevokeScript, copyScript, type CopyAccessInput } from "./scripts";
+import { commandStepWaits, copyStepWaits, timeoutsOf, type StepTimeouts } from "./stepTimeouts";
 
 /**
  * Download once, compile once: the seed host (the first of the first rollout wave) downloads the
@@ -98,6 +99,8 @@ export interface RenderedCopy extends CopySource {
   allowScript: string;
   copyScript: string;
   revokeScript: string;
+  /** The Pulumi timeouts of its three steps: the grant and revoke on the source, the copy here (stepTimeouts.ts). */
+  timeouts: { allow: StepTimeouts; copy: StepTimeouts; revoke: StepTimeouts };
 }
 
 export function renderCopy(deployment: Deployment, copy: CopySource, options: HostCopyOptions): RenderedCopy {
@@ -141,5 +144,12 @@ export function renderCopy(deployment: Deployment, copy: CopySource, options: Ho
     expiryHours: options.grantExpiryHours ?? HOST_DEFAULTS.copy.grantExpiryHours,
     copyId: createHash("sha256").update(script).digest("hex").slice(0, 16),
   };
-  return { ...copy, copyScript: script, allowScript: copyAllowScript(access), revokeScript: copyRevokeScript(access) };
+  const onSource = timeoutsOf(commandStepWaits(source.host));
+  return {
+    ...copy,
+    copyScript: script,
+    allowScript: copyAllowScript(access),
+    revokeScript: copyRevokeScript(access),
+    timeouts: { allow: onSource, copy: timeoutsOf(copyStepWaits(dest.host)), revoke: onSource },
+  };
 }

@@ -38,8 +38,29 @@ export const HOST_DEFAULTS = {
   /** How often a step asks a starting rank whether it serves. */
   readinessIntervalSeconds: 30,
   pip: { retries: 5, timeoutSeconds: 60 },
-  /** Pulumi's timeouts of the host steps; a unit step's own budget is the engine's ready timeout plus `unitReadyMarginMinutes`. */
-  steps: { install: "2h", weights: "8h", copy: "8h", unitDelete: "10m", unitReadyMarginMinutes: 10 },
+  /**
+   * The bounds the host steps' Pulumi timeouts are summed from (stepTimeouts.ts), in seconds: the
+   * budgets of work nothing else bounds (pip, a download, a copy, an image pull, a registry
+   * transfer), and the fixed waits of the scripts and of systemd.
+   */
+  steps: {
+    /** A step's own commands (files, systemctl, a probe's answer). */
+    commandSeconds: 300,
+    installSeconds: 2 * 3600,
+    downloadSeconds: 8 * 3600,
+    copySeconds: 8 * 3600,
+    /** One attempt of a container image pull (images.sh tries three times). */
+    imagePullSeconds: 1200,
+    /** A compiled cache pulled from or pushed to the registry. */
+    registryTransferSeconds: 2 * 3600,
+    /** What core/probe.py gives one request (serving.sh, compile-key.sh, http.sh: 10 s or less). */
+    probeTimeoutSeconds: 10,
+    /** systemd's DefaultTimeoutStartSec and DefaultTimeoutStopSec, for units that set none (containers, compile-only runs). */
+    systemdStartSeconds: 90,
+    systemdStopSeconds: 90,
+    /** A call to the router host over peer-ssh.sh: its ConnectTimeout, and a dead link's ServerAliveInterval × ServerAliveCountMax (ssh's 3). */
+    peerSsh: { connectSeconds: 30, deadLinkSeconds: 3 * 30 },
+  },
   /** A rebooting host refuses connections for a while: keep dialing. */
   ssh: { dialErrorLimit: 60, perDialTimeout: 30 },
   locks: {
@@ -51,7 +72,7 @@ export const HOST_DEFAULTS = {
   copy: {
     /** root's authorized_keys on a source host, where a one-time grant goes. */
     authorizedKeys: "/root/.ssh/authorized_keys",
-    /** A grant left behind by a failed copy stops working after this many hours: longer than a copy may take (8 h). */
+    /** A grant left behind by a failed copy stops working after this many hours: longer than a copy step may take (its timeout, stepTimeouts.ts). */
     grantExpiryHours: 12,
   },
   /** Where the units go on the hosts. */
@@ -83,6 +104,13 @@ export const HOST_DEFAULTS = {
     readyTimeoutSeconds: 600,
     /** How long a sidecar's step waits for it to answer on every port. */
     sidecarReadyTimeoutSeconds: 300,
+    /** nftables' nft on a decode host: the sidecar's unit loads its guard with it (sidecarFirewall.ts). */
+    firewall: "/usr/sbin/nft",
+    /**
+     * The user the distroless Envoy image runs as (distroless nonroot), who alone may read the API
+     * key filter's config (test/fixtures/front-door-trust/exposure.json, envoy.distrolessUser).
+     */
+    envoyUid: 65532,
   },
   /** The compile host (compile.host, compileHost.ts). */
   compile: {

@@ -1,5 +1,5 @@
 import * as path from "node:path";
-import { secretEnvironment, secretPlaceholder, type SecretKey } from "../../config/secrets";
+import { credentialPlaceholder, secretEnvironment, secretPlaceholder, type SecretKey } from "../../config/secrets";
 import { renderSecretEnv, type RenderedHost } from "./bundle";
 import { renderPipConfig } from "./pip";
 
@@ -18,7 +18,8 @@ export function hostFiles(host: RenderedHost, secrets: readonly SecretKey[], dow
     files[`unit-${id}.sh`] = rank.applyScript;
     files[`remove-${id}.sh`] = rank.removeScript;
     files[`systemd/${rank.unitName}`] = rank.unitText;
-    files[`env/${path.basename(rank.envPath)}`] = rank.envText + secretEnv;
+    const credentials = renderSecretEnv(Object.fromEntries(rank.credentialEnvNames.map((name) => [name, credentialPlaceholder(name)])));
+    files[`env/${path.basename(rank.envPath)}`] = rank.envText + secretEnv + credentials;
   }
   for (const group of host.groups) {
     files[`${group.role}-group.sh`] = group.applyScript;

@@ -4,6 +4,7 @@ import { HOST_DEFAULTS } from "./defaults";
 import { groupRestartHistory, groupRestartScriptPath, groupRestartUnitName, rolloutStateDir, unitName } from "./names";
 import type { HostContext } from "./rank";
 import { HOST_SCRIPT_DIR } from "./scripts";
+import { groupStepWaits, timeoutsOf, type StepTimeouts } from "./stepTimeouts";
 
 /** A role's data-parallel group on a host: the unit that restarts its ranks as one, and the steps that write and remove it. */
 export interface RenderedGroup {
@@ -15,6 +16,8 @@ export interface RenderedGroup {
   scriptText: string;
   applyScript: string;
   removeScript: string;
+  /** Its step's Pulumi timeouts (stepTimeouts.ts). */
+  timeouts: StepTimeouts;
 }
 
 /**
@@ -78,5 +81,6 @@ export function renderGroup(context: HostContext, role: RolePlan): RenderedGroup
       script_path: scriptPath,
       history,
     }),
+    timeouts: timeoutsOf(groupStepWaits(context.placement.host)),
   };
 }

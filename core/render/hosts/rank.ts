@@ -1,14 +1,16 @@
 import { httpUrl, listeningAddress } from "../../address";
-import { commandWords, engineReadyTimeoutSeconds } from "../../plan/argv";
+import { commandWords } from "../../plan/argv";
 import { bindRank } from "../../plan/bind";
 import { isDataParallelGroup } from "../../plan/dataParallel";
 import type { Host } from "../../config/schema";
+import { splitCredentialEnv } from "../../config/secrets";
 import type { Deployment, FrontDoorEndpoint, HostPlacement, RankPlan, RolePlan } from "../../plan/types";
 import { renderTemplate } from "../../template";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
 import { compileMarker, envPath as envPathOf, groupRestartUnitName, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
 import { unitApplyScript, unitRemoveScript, type FrontDoorAccess, type ServingWait } from "./scripts";
+import { readyTimeoutSeconds, stopTimeoutSeconds, switchSeconds, timeoutsOf, unitStepWaits, type StepTimeouts } from "./stepTimeouts";
 import { execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
 
 export interface RenderedRank {
@@ -19,12 +21,18 @@ export interface RenderedRank {
   envPath: string;
   /** The non-secret environment; secrets are appended on the host from the command's stdin. */
   envText: string;
+  /** The variables whose values carry URL credentials (holdsUrlCredentials), in env-file syntax: on the step's stdin with the secrets, never in its script. */
+  credentialEnvText: string;
+  /** Their names, for `render`'s placeholders. */
+  credentialEnvNames: string[];
   port: number;
   url: string;
   applyScript: string;
   removeScript: string;
   /** Behind the front door: its step reads the front door key on stdin, before the secret variables. */
   behindFrontDoor: boolean;
+  /** Its step's Pulumi timeouts: the sum of what unit-apply.sh and unit-remove.sh wait for. */
+  timeouts: StepTimeouts;
 }
 
 /** How a host's units start, restart and wait: the defaults, or a test's shorter ones. */
@@ -65,21 +73,6 @@ export function frontDoorAccess(deployment: Deployment, host: Host, which: (endp
     endpoints,
     renewSeconds: HOST_DEFAULTS.frontDoor.drainRenewSeconds,
   };
-}
-
-/** How long systemd gives a stopping rank: vLLM's shutdown timeout (its in-flight requests finish), then the engine processes end. */
-export function stopTimeoutSeconds(deployment: Deployment): number {
-  return deployment.shutdownTimeoutSeconds + HOST_DEFAULTS.unit.stopMarginSeconds;
-}
-
-/** The longest a switch of units can take: a unit stopped (its drain included) and a unit started, device wait included. */
-export function switchSeconds(deployment: Deployment): number {
-  return 2 * stopTimeoutSeconds(deployment) + HOST_DEFAULTS.unit.deviceWaitSeconds + 60;
-}
-
-/** How long a rank may take to serve: the engine's ready timeout; with a shared cache a first-wave rank may wait for another host's compile, then load. */
-export function readyTimeoutSeconds(cache: HostCacheLayout, env: Readonly<Record<string, string>>): number {
-  return engineReadyTimeoutSeconds(env) * (cache.leaseLock ? 2 : 1);
 }
 
 export function servingWait(context: HostContext, timeoutSeconds: number): ServingWait {
@@ -126,16 +119,20 @@ function unitText(context: HostContext, role: RolePlan, rank: RankPlan, envPath:
   });
 }
 
+/**
+ * The values of the recipe's placeholders on a server of the hosts platform, for every step that runs
+ * a rank's command line there (its unit, a compile or pull of its key): the server's own address for
+ * `<POD_IP>`, and the front door's host for the KV-events endpoint of the recipe's router (`<EPP_HOST>`).
+ */
+export function hostPlaceholders(deployment: Deployment, server: Pick<Host, "address">): Record<string, string> {
+  return { POD_IP: server.address, ...(deployment.frontDoor ? { EPP_HOST: deployment.frontDoor.host.address } : {}) };
+}
+
 /** One rank on its host: the unit, the env file, and the steps that apply and remove them. */
 export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan): RenderedRank {
   const { settings } = context.deployment;
   const { host } = context.placement;
-  // The KV-events endpoint of the recipe's router (<EPP_HOST>) is the front door's host.
-  const bound = bindRank(
-    rank,
-    { POD_IP: host.address, ...(context.deployment.frontDoor ? { EPP_HOST: context.deployment.frontDoor.host.address } : {}) },
-    "hosts",
-  );
+  const bound = bindRank(rank, hostPlaceholders(context.deployment, host), "hosts");
   const name = unitName(context.id, role.role, rank.rank);
   const envPath = envPathOf(settings.installRoot, context.id, role.role, rank.rank);
   const command = commandWords(bound.argv, bound.flags);
@@ -148,14 +145,16 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
     ...flags.map((f) => [f.name, ...f.values]),
   ];
   const text = unitText(context, role, rank, envPath, execLines);
+  const { plain, credentials } = splitCredentialEnv(bound.env);
   const envText = renderEnvFile({
-    ...bound.env,
+    ...plain,
     HF_HOME: `${context.cache.root}/huggingface`,
     VLLM_CACHE_ROOT: `${context.cache.root}/vllm`,
     RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
   });
   const stateDir = rolloutStateDir(settings.installRoot);
   const frontDoor = frontDoorAccess(context.deployment, host, (e) => e.role === role.role && e.rank === rank.rank);
+  const readySeconds = readyTimeoutSeconds(context.cache, bound.env);
   return {
     role: role.role,
     rank: rank.rank,
@@ -163,6 +162,8 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
     unitText: text,
     envPath,
     envText,
+    credentialEnvText: renderEnvFile(credentials),
+    credentialEnvNames: Object.keys(credentials),
     port,
     // Published where the rank listens: its SSH address may be another interface.
     url: httpUrl(listeningAddress(host), port),
@@ -179,11 +180,19 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       legacy: { unitName: legacyUnitName(role.role, rank.rank), envPath: legacyEnvPath(settings.installRoot, role.role, rank.rank) },
       hostLockWaitSeconds: switchSeconds(context.deployment),
       rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
-      wait: servingWait(context, readyTimeoutSeconds(context.cache, bound.env)),
+      wait: servingWait(context, readySeconds),
       frontDoor,
       compileMarker: compileMarker(context.cache.root, role.compileKey),
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
     behindFrontDoor: frontDoor !== null,
+    timeouts: timeoutsOf(
+      unitStepWaits(context.deployment, context.cache, {
+        host,
+        readySeconds,
+        intervalSeconds: context.timings.readinessIntervalSeconds,
+        endpoints: frontDoor?.endpoints.length ?? 0,
+      }),
+    ),
   };
 }

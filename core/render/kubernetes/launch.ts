@@ -1,4 +1,5 @@
 import { commandWords } from "../../plan/argv";
+import { splitCredentialEnv } from "../../config/secrets";
 import { bindRank } from "../../plan/bind";
 import type { RolePlan } from "../../plan/types";
 import { shellComment } from "../../shell";
@@ -8,7 +9,9 @@ import { shellCommandLines } from "../shellCommand";
 export function launchScript(role: RolePlan, model: string, eppHost: string | null): string {
   const ranks = role.ranks.map((rank) => {
     const bound = bindRank(rank, { ...(eppHost ? { EPP_HOST: eppHost } : {}), POD_IP: "<POD_IP>" }, "kubernetes");
-    return shellCommandLines({ command: commandWords(bound.argv, bound.flags), flags: bound.flags, env: bound.env }, { POD_IP: "POD_IP" });
+    // A variable whose value carries URL credentials comes from the Secret (roleEnvironment), never from this ConfigMap.
+    const env = splitCredentialEnv(bound.env).plain;
+    return shellCommandLines({ command: commandWords(bound.argv, bound.flags), flags: bound.flags, env }, { POD_IP: "POD_IP" });
   });
   const header = [
     "#!/usr/bin/env bash",

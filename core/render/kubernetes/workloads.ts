@@ -1,4 +1,4 @@
-import { secretEnvironment, type SecretKey } from "../../config/secrets";
+import { secretEnvironment, splitCredentialEnv, type SecretKey } from "../../config/secrets";
 import { weightsJob } from "./weights";
 import { ConfigError } from "../../errors";
 import type { Deployment, RouterIntent } from "../../plan/types";
@@ -20,7 +20,10 @@ export interface KubernetesWorkloads {
   namespace: k8s.Named<k8s.Namespace>;
   /** The pods' identity: no API token mounted, since nothing in them talks to the API server. */
   serviceAccount: k8s.Named<k8s.ServiceAccount>;
+  /** The stack's Secret (stringData filled by the component): the secrets' variables, and the extraEnv variables whose values carry URL credentials. */
   secret: k8s.Named<k8s.Secret> | null;
+  /** Those extraEnv variables' values by their key in the Secret (`<role>.<NAME>`), for the component; `render` writes placeholders. */
+  credentialEnv: Record<string, string>;
   /** Volumes by a stable id (`weights`, `<role>-compile-cache`). */
   volumes: { id: string; object: k8s.Named<k8s.PersistentVolumeClaim> }[];
   /** Fills the weights volume once per model and revision; the Deployments start after it. */
@@ -123,7 +126,10 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
   const weights = newClaim(`${names.instance}-weights`, baseLabels, k8sSettings.weightsVolumeSize);
   const hfHome = `${paths.dataRoot}/huggingface`;
   const imagePullSecrets = k8sSettings.imagePullSecrets.length > 0 ? { imagePullSecrets: k8sSettings.imagePullSecrets.map((name) => ({ name })) } : {};
-  const secretRef = (name: string) => ({ name, valueFrom: { secretKeyRef: { name: secretName(names), key: name } } });
+  const secretRef = (name: string, key = name) => ({ name, valueFrom: { secretKeyRef: { name: secretName(names), key } } });
+  // A variable whose value carries URL credentials goes in the Secret, under its role, never in a ConfigMap.
+  const credentialsOf = (role: (typeof plan.roles)[number]) => Object.entries(splitCredentialEnv(role.ranks[0]!.env).credentials);
+  const credentialEnv = Object.fromEntries(plan.roles.flatMap((role) => credentialsOf(role).map(([name, value]) => [`${role.role}.${name}`, value])));
   // One download per model and revision, before any pod starts; the pods never reach the hub.
   const weightsDownload = weightsJob({
     instance: names.instance,
@@ -133,7 +139,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     models: plan.models,
     hfHome,
     weightsClaim: weights.metadata.name,
-    env: secretEnv.filter((name) => name === "HF_TOKEN").map(secretRef),
+    env: secretEnv.filter((name) => name === "HF_TOKEN").map((name) => secretRef(name)),
     pod: { ...podAccount(serviceAccount.metadata.name, imagePullSecrets), securityContext: podSecurity(k8sSettings.securityContext) },
     securityContext: containerSecurity(k8sSettings.securityContext),
     activeDeadlineSeconds: budgets.weightsJobDeadlineSeconds,
@@ -151,7 +157,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
       weightsClaim: weights.metadata.name,
       hfHome,
       imagePullSecrets,
-      secretEnv: secretEnv.map(secretRef),
+      secretEnv: [...secretEnv.map((name) => secretRef(name)), ...credentialsOf(role).map(([name]) => secretRef(name, `${role.role}.${name}`))],
       apiKey: secrets.includes("apiKey"),
       claim: newClaim,
     },
@@ -176,7 +182,8 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
   return {
     namespace: namespaceObject(ns, podSecurityLevel(deployment, router)),
     serviceAccount,
-    secret: secretEnv.length > 0 ? opaqueSecret(secretName(names), ns, baseLabels) : null,
+    secret: secretEnv.length > 0 || Object.keys(credentialEnv).length > 0 ? opaqueSecret(secretName(names), ns, baseLabels) : null,
+    credentialEnv,
     volumes,
     weightsJob: weightsDownload,
     weightsJobTimeoutSeconds: budgets.weightsJobDeadlineSeconds,

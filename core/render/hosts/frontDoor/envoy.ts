@@ -12,10 +12,20 @@ export interface EnvoyInput {
   eppGrpcPort: number;
   /** How long one request may run (router.requestTimeout): also how long it may go without a byte, since a long prompt's prefill sends none. */
   requestTimeoutSeconds: number;
+  /**
+   * With `apiKey`: where Envoy reads the API key filter's config, in its container (apiKeyFilterConfig
+   * writes it; the apply step puts it there from its stdin, so the key is in no script or bootstrap).
+   */
+  apiKeyConfigPath?: string;
 }
 
 /** The header the EPP sets for Envoy's ORIGINAL_DST cluster (llm-d-router v0.10.0 docs/discovery.md). */
 export const DESTINATION_HEADER = "x-gateway-destination-endpoint";
+/** The header the EPP's disaggregation sets for the routing sidecar: the prefill server's host:port (sidecar-flags.json). */
+export const PREFILL_HEADER = "x-prefiller-host-port";
+/** The API key filter: its name, which is also its ECDS resource's name, and its config's type. */
+export const API_KEY_FILTER = "rbln-serving-api-key";
+const API_KEY_AUTH = "envoy.extensions.filters.http.api_key_auth.v3.ApiKeyAuth";
 
 const typed = (type: string, config: Record<string, unknown> = {}) => ({ "@type": `type.googleapis.com/${type}`, ...config });
 
@@ -61,6 +71,7 @@ function bootstrapConfig(input: EnvoyInput) {
                       ],
                     },
                     http_filters: [
+                      ...requestGuards(input),
                       {
                         name: "envoy.filters.http.ext_proc",
                         typed_config: typed("envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor", {
@@ -108,5 +119,49 @@ function bootstrapConfig(input: EnvoyInput) {
         },
       ],
     },
+  };
+}
+
+/** The filters a request passes before the EPP is asked, in order: the API key (with apiKey), then the headers only the EPP may set. */
+function requestGuards(input: EnvoyInput) {
+  return [...(input.apiKeyConfigPath ? [apiKeyFilter(input.apiKeyConfigPath)] : []), eppOnlyHeaders()];
+}
+
+/**
+ * `apiKey` on every path, as vLLM checks it on its own API paths only (`/invocations` and others it
+ * leaves open): envoy.filters.http.api_key_auth answers 401 without `Authorization: Bearer <key>`.
+ * Its config holds the key, so it comes from a file of its own (ECDS from a path), which the apply
+ * step writes from its stdin: the bootstrap, and so `pulumi preview`, show only the path. A file
+ * Envoy cannot read leaves the filter without config, and Envoy answers 500: never open.
+ */
+function apiKeyFilter(path: string) {
+  return {
+    name: API_KEY_FILTER,
+    config_discovery: { config_source: { path_config_source: { path }, resource_api_version: "V3" }, type_urls: [`type.googleapis.com/${API_KEY_AUTH}`] },
+  };
+}
+
+/** The API key filter's config, the file apiKeyConfigPath names: a secret, since it holds the key. JSON, which Envoy reads by the file's .json. */
+export function apiKeyFilterConfig(key: string): string {
+  const filter = typed(API_KEY_AUTH, {
+    credentials: [{ key, client: "rbln-serving" }],
+    // The header vLLM reads too, passed on: "Bearer " is taken off before the key is compared.
+    key_sources: [{ header: "authorization" }],
+  });
+  return `${JSON.stringify({ resources: [typed("envoy.config.core.v3.TypedExtensionConfig", { name: API_KEY_FILTER, typed_config: filter })] }, null, 2)}\n`;
+}
+
+/**
+ * A client's own copy of a header only the EPP may set is removed before the EPP is asked: the EPP
+ * sets the destination always, but the prefill server only when it disaggregates, and otherwise
+ * passes a client's on, which the routing sidecar would send the prefill request to
+ * (llm-d-router v0.10.0: the EPP adds headers, and removes none).
+ */
+function eppOnlyHeaders() {
+  return {
+    name: "envoy.filters.http.header_mutation",
+    typed_config: typed("envoy.extensions.filters.http.header_mutation.v3.HeaderMutation", {
+      mutations: { request_mutations: [DESTINATION_HEADER, PREFILL_HEADER].map((header) => ({ remove: header })) },
+    }),
   };
 }

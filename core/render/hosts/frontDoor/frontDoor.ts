@@ -8,17 +8,30 @@ import type { Deployment, FrontDoorPlan } from "../../../plan/types";
 import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
 import { HOST_DEFAULTS } from "../defaults";
-import { frontDoorAccess, readyTimeoutSeconds } from "../rank";
+import { frontDoorAccess } from "../rank";
+import {
+  commandStepWaits,
+  containerStopTimeoutSeconds,
+  drainWaitSeconds,
+  frontDoorApplyWaits,
+  sidecarStepWaits,
+  timeoutsOf,
+  type StepTimeouts,
+} from "../stepTimeouts";
 import { HOST_SCRIPT_DIR } from "../scripts";
-import { execStartLine } from "../systemd";
+import { execStartLine, quoteExecWord } from "../systemd";
 import { packageFile, renderScript, renderTemplate } from "../../../template";
-import { envoyBootstrap } from "./envoy";
+import { secretPlaceholder } from "../../../config/secrets";
+import { apiKeyFilterConfig, envoyBootstrap } from "./envoy";
 import { fileModePickerConfig } from "./eppConfig";
+import { sidecarFirewall } from "./sidecarFirewall";
 
 const AGENT_FILE = `${HOST_SCRIPT_DIR}/front-door.py`;
 /** Where the EPP and Envoy see their files, in their containers. */
 const EPP_DIR = "/etc/epp";
 const ENVOY_DIR = "/etc/envoy";
+/** The API key filter's config, in Envoy's folder (ECDS from a file, read by its .json). */
+const API_KEY_CONFIG = "api-key.json";
 
 /** A decode host's routing sidecar: its unit and the step that applies it. */
 export interface RenderedSidecar {
@@ -27,6 +40,16 @@ export interface RenderedSidecar {
   unitText: string;
   applyScript: string;
   removeScript: string;
+  /** Its step's Pulumi timeouts: the image pull, the drain of the host's endpoints, the restart and the answer (stepTimeouts.ts). */
+  timeouts: StepTimeouts;
+}
+
+/** One host's key to the front door, for its own endpoints only: made and let in on the router host (stdout: the key), and revoked. */
+export interface RenderedDrainAccess {
+  /** The host whose steps drain with it. */
+  host: string;
+  accessScript: string;
+  revokeScript: string;
 }
 
 /** The front door on hosts, rendered: the router host's steps and files, and the sidecars'. */
@@ -35,14 +58,17 @@ export interface RenderedFrontDoor {
   host: Host;
   /** Where clients send every request. */
   url: string;
-  /** Makes the key the stack's hosts drain with, and lets it into the router host; stdout: the key. */
-  accessScript: string;
-  revokeScript: string;
+  /** A key per host with endpoints behind the front door, in the stack's order of hosts. */
+  access: RenderedDrainAccess[];
   applyScript: string;
   removeScript: string;
-  /** What the router host holds, by path under the deployment's folder there, for `render`. */
+  /** What the router host holds, by path under the deployment's folder there, for `render` (the API key as a placeholder). */
   files: Record<string, string>;
+  /** With `apiKey`: where the apply step writes Envoy's API key filter config (apiKeyFilterConfig) from its stdin; null without. */
+  apiKeyConfig: string | null;
   sidecars: RenderedSidecar[];
+  /** The Pulumi timeouts of the router host's steps, from what each waits for (stepTimeouts.ts). */
+  timeouts: { apply: StepTimeouts; access: StepTimeouts };
   /** The EPP's metrics endpoint, for Prometheus beside the ranks'. */
   scrapeTarget: ScrapeTarget;
 }
@@ -52,6 +78,10 @@ export interface FrontDoorOptions {
   id: string;
   /** The container runtime's path: `router.runtime`'s binary, or a test's stand-in. */
   runtimePath?: string;
+  /** nft's path on the decode hosts, or a test's stand-in. */
+  firewallPath?: string;
+  /** `apiKey` is set: Envoy asks every request for it. */
+  apiKey?: boolean;
   /** root's authorized_keys on the router host, where the hosts' key goes. */
   authorizedKeysFile?: string;
 }
@@ -65,6 +95,10 @@ interface DoorContext {
   runtime: string;
   /** The runtime's daemon unit, which the containers' units need (docker); none for podman. */
   daemon: string | null;
+  /** nft on the decode hosts. */
+  firewall: string;
+  /** `apiKey` is set. */
+  apiKey: boolean;
   /** The deployment's folder on the router host. */
   stateDir: string;
   /** The endpoints agent's text and where it goes, named by its content: the access key's forced command names the agent it was made with. */
@@ -81,13 +115,15 @@ function doorContext(deployment: Deployment, options: FrontDoorOptions): DoorCon
     id: options.id,
     runtime: options.runtimePath ?? HOST_DEFAULTS.frontDoor.runtimes[frontDoor.runtime],
     daemon: frontDoor.runtime === "docker" ? "docker.service" : null,
+    firewall: options.firewallPath ?? HOST_DEFAULTS.frontDoor.firewall,
+    apiKey: options.apiKey ?? false,
     stateDir: `${installRoot}/router/${options.id}`,
     agent: { text, path: `${installRoot}/bin/front-door-${createHash("sha256").update(text).digest("hex").slice(0, 12)}.py` },
   };
 }
 
-/** A container's systemd unit: run in the foreground by the runtime, stopped with the runtime's own stop. */
-function containerUnit(door: DoorContext, description: string, container: string, lines: readonly (readonly string[])[]): string {
+/** A container's systemd unit: run in the foreground by the runtime, stopped with the runtime's own stop; `before`, a command each start runs first. */
+function containerUnit(door: DoorContext, description: string, container: string, lines: readonly (readonly string[])[], before?: readonly string[]): string {
   const stop = HOST_DEFAULTS.frontDoor.containerStopSeconds;
   return renderTemplate("core/render/hosts/templates/container.service", {
     managed_marker: HOST_DEFAULTS.managedMarker,
@@ -95,9 +131,10 @@ function containerUnit(door: DoorContext, description: string, container: string
     runtime_service: door.daemon,
     runtime: door.runtime,
     container,
+    exec_start_before: before ? `ExecStartPre=${before.map(quoteExecWord).join(" ")}` : null,
     exec_start: execStartLine([[door.runtime, "run", "--rm", "--name", container, "--pull", "never"], ...lines]),
     stop_s: stop,
-    timeout_stop_s: stop + 30,
+    timeout_stop_s: containerStopTimeoutSeconds(),
   });
 }
 
@@ -139,7 +176,7 @@ function routerUnits(door: DoorContext) {
 
 /** What the agent keeps the EPP's endpoints file to (desired.json): every endpoint with its rollout wave, and the drain's bounds. */
 function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
-  const { settings, plan } = deployment;
+  const { settings } = deployment;
   const defaults = HOST_DEFAULTS.frontDoor;
   const cache = hostCacheLayout(settings);
   // Each endpoint's rollout wave: a drain does not wait for a server that changes only after it.
@@ -149,7 +186,7 @@ function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
     endpoints: frontDoor.endpoints.map((e) => ({ ...e, wave: waveOf.get(e.host)! })),
     allowEmpty: settings.rollout.allowEmptyFrontDoor,
     // A role's other server may be starting, even compiling: wait as long as a rank may take to serve.
-    drainWaitSeconds: Math.max(...plan.roles.map((role) => readyTimeoutSeconds(cache, role.ranks[0]!.env))),
+    drainWaitSeconds: drainWaitSeconds(deployment, cache),
     settleSeconds: defaults.settleSeconds,
     // A drain its step stopped renewing (the step died, or cannot reach the router) ends after this.
     drainLeaseSeconds: defaults.drainLeaseSeconds,
@@ -169,6 +206,7 @@ function routerFiles(door: DoorContext) {
       adminPort: FRONT_DOOR_PORTS.envoyAdmin,
       eppGrpcPort: FRONT_DOOR_PORTS.eppGrpc,
       requestTimeoutSeconds: durationSeconds(deployment.settings.router.requestTimeout),
+      apiKeyConfigPath: door.apiKey ? `${ENVOY_DIR}/${API_KEY_CONFIG}` : undefined,
     }),
     "desired.json": `${JSON.stringify(desiredEndpoints(deployment, frontDoor), null, 2)}\n`,
   };
@@ -181,13 +219,21 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
   const unitName = `rbln-serving-${id}.sidecar.service`;
   const unitPath = `${HOST_DEFAULTS.systemdUnitDir}/${unitName}`;
   const ports = Array.from({ length: sidecar.dataParallelSize }, (_, r) => sidecar.port + r);
-  const unitText = containerUnit(door, `rbln-serving ${id}: routing sidecar`, `rbln-serving-${id}-sidecar`, [
-    ["--network", "host"],
-    [frontDoor.images.sidecar],
-    [`--port=${sidecar.port}`, `--model-server-port=${sidecar.modelServerPort}`, `--data-parallel-size=${sidecar.dataParallelSize}`],
-    // Plain HTTP: Envoy and the EPP reach the ports over it.
-    ["--kv-connector=nixlv2", "--secure-proxy=false"],
-  ]);
+  const firewall = sidecarFirewall(id, frontDoor, ports);
+  const unitText = containerUnit(
+    door,
+    `rbln-serving ${id}: routing sidecar`,
+    `rbln-serving-${id}-sidecar`,
+    [
+      ["--network", "host"],
+      [frontDoor.images.sidecar],
+      [`--port=${sidecar.port}`, `--model-server-port=${sidecar.modelServerPort}`, `--data-parallel-size=${sidecar.dataParallelSize}`],
+      // Plain HTTP: Envoy and the EPP reach the ports over it, and only they (the guard below).
+      ["--kv-connector=nixlv2", "--secure-proxy=false"],
+    ],
+    // Before every start, a reboot's too: its ports open to the router host and this host only.
+    [door.firewall, firewall.ruleset],
+  );
   const access = frontDoorAccess(deployment, placement.host, () => true)!;
   return {
     host: sidecar.host,
@@ -201,6 +247,7 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
       unit_path: unitPath,
       unit_text: unitText,
       ports: ports.map(String),
+      firewall: door.firewall,
       ready_timeout_s: HOST_DEFAULTS.frontDoor.sidecarReadyTimeoutSeconds,
       router_ssh_address: access.address,
       router_ssh_port: access.port,
@@ -213,27 +260,50 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
       host_name: sidecar.host,
       unit: unitName,
       unit_path: unitPath,
+      firewall: door.firewall,
+      firewall_removal: firewall.removal,
     }),
+    timeouts: timeoutsOf(sidecarStepWaits(deployment, hostCacheLayout(deployment.settings), placement.host, access.endpoints.length)),
   };
 }
 
-/** The router host's steps: the hosts' drain key in and out, and the front door's units and files applied and removed. */
-function routerScripts(door: DoorContext, options: FrontDoorOptions, units: ReturnType<typeof routerUnits>, files: ReturnType<typeof routerFiles>) {
+/**
+ * Each host's key to the front door: one per host with endpoints behind it, accepted only from that
+ * host's address and only for its own endpoints, so root on one host cannot drain another's. The
+ * tag names the host; it never contains the one shared key's tag of before (`rbln-serving-front-door
+ * <id>`), whose revoke checks that no line with it is left.
+ */
+function drainAccess(door: DoorContext, options: FrontDoorOptions): RenderedDrainAccess[] {
   const { deployment, frontDoor, id, stateDir } = door;
+  const router = frontDoor.host.name;
+  const hosts = deployment.placements.map((p) => p.host).filter((h) => frontDoor.endpoints.some((e) => e.host === h.name));
+  return hosts.map((host) => {
+    const access = {
+      host_name: router,
+      state_dir: stateDir,
+      authorized_keys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys,
+      tag: `rbln-serving-front-door-drain ${id} ${host.name}`,
+      drain_host: host.name,
+    };
+    return {
+      host: host.name,
+      accessScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-access.sh`, `${host.name}'s key to the front door on ${router}`, {
+        ...access,
+        // As sshd sees it connect: the host's steps bind their SSH to it (frontDoorAccess).
+        from_address: host.address,
+        agent_path: door.agent.path,
+      }),
+      revokeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-revoke.sh`, `remove ${host.name}'s front door key from ${router}`, access),
+    };
+  });
+}
+
+/** The router host's steps: each host's drain key in and out, and the front door's units and files applied and removed. */
+function routerScripts(door: DoorContext, options: FrontDoorOptions, units: ReturnType<typeof routerUnits>, files: ReturnType<typeof routerFiles>) {
+  const { frontDoor, id, stateDir } = door;
   const host = frontDoor.host;
-  const access = {
-    host_name: host.name,
-    state_dir: stateDir,
-    authorized_keys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys,
-    tag: `rbln-serving-front-door ${id}`,
-  };
   return {
-    accessScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-access.sh`, `the stack's hosts' key to the front door on ${host.name}`, {
-      ...access,
-      from_addresses: [...new Set(deployment.placements.map((p) => p.host.address))].join(","),
-      agent_path: door.agent.path,
-    }),
-    revokeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-revoke.sh`, `remove the hosts' front door key from ${host.name}`, access),
+    access: drainAccess(door, options),
     applyScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-apply.sh`, `front door ${id} on ${host.name}: EPP, Envoy and the endpoints agent`, {
       host_name: host.name,
       state_dir: stateDir,
@@ -243,6 +313,9 @@ function routerScripts(door: DoorContext, options: FrontDoorOptions, units: Retu
       agent_text: door.agent.text,
       epp_config: files["epp/epp.yaml"],
       envoy_config: files["envoy/envoy.yaml"],
+      api_key: String(door.apiKey),
+      api_key_config: `${stateDir}/envoy/${API_KEY_CONFIG}`,
+      envoy_uid: HOST_DEFAULTS.frontDoor.envoyUid,
       desired_json: files["desired.json"],
       unit_dir: HOST_DEFAULTS.systemdUnitDir,
       units: units.names,
@@ -275,8 +348,14 @@ export function renderFrontDoor(deployment: Deployment, options: FrontDoorOption
     host: frontDoor.host,
     url: httpUrl(frontDoor.address, frontDoor.port),
     ...routerScripts(door, options, units, files),
-    files: { ...files, ...Object.fromEntries(units.names.map((name, i) => [`systemd/${name}`, [units.epp, units.proxy, units.agent][i]!])) },
+    files: {
+      ...files,
+      ...(door.apiKey ? { [`envoy/${API_KEY_CONFIG}`]: apiKeyFilterConfig(secretPlaceholder("apiKey")) } : {}),
+      ...Object.fromEntries(units.names.map((name, i) => [`systemd/${name}`, [units.epp, units.proxy, units.agent][i]!])),
+    },
+    apiKeyConfig: door.apiKey ? `${door.stateDir}/envoy/${API_KEY_CONFIG}` : null,
     sidecars: frontDoor.sidecars.map((sidecar) => renderSidecar(door, sidecar)),
+    timeouts: { apply: timeoutsOf(frontDoorApplyWaits(frontDoor.host)), access: timeoutsOf(commandStepWaits(frontDoor.host)) },
     scrapeTarget: {
       targets: [hostPort(frontDoor.address, FRONT_DOOR_PORTS.eppMetrics)],
       // No rank: the dashboard's and the alerts' rank panels leave it out.

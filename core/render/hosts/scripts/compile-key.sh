@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One compile key on a host, ahead of the NPU units that run it, in the flow compile-flow.sh shares
-# with the compile Job: here on the compile host the role's exact command line runs in vllm-rbln's
-# compile-only mode, with no NPU, as a transient systemd unit of the service user. On an NPU host
+# with the compile Job: here on the compile host every rank of the role runs its exact command line
+# in vllm-rbln's compile-only mode, with no NPU, each as a transient systemd unit of the service
+# user, all together (a data-parallel group starts whole, as on its NPU host). On an NPU host
 # without a compile host this only pulls: a key the registry lacks is compiled by the rank's first
 # start, as without compile ahead. The last line of stdout is `compiled <key> <digest|local|none>`.
-# stdin: line 1 the registry password (may be empty).
+# stdin: line 1 the registry password (may be empty), then the variables whose values carry URL
+# credentials, in env-file syntax, for every rank's environment.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=compile-0
@@ -14,10 +16,11 @@ cache_root=/var/lib/rbln-serving
 service_user=rbln-serving
 marker=/var/lib/rbln-serving/vllm/rbln-serving-complete/compile-1cf6c9744861508e
 compile_here=yes
-unit=rbln-serving-dev.compile-1cf6c9744861508e.service
-command=(/opt/rbln-serving/venvs/dev/current/bin/vllm serve MiniMaxAI/MiniMax-M2.7 --port 8000 --host 127.0.0.1)
-env_text="VLLM_RBLN_COMPILE_ONLY='1'"
-port=8000
+units=(rbln-serving-dev.compile-1cf6c9744861508e-0.service)
+command_words=(/opt/rbln-serving/venvs/dev/current/bin/vllm serve MiniMaxAI/MiniMax-M2.7 --port 8000 --host 127.0.0.1)
+command_lengths=(7)
+env_texts=("VLLM_RBLN_COMPILE_ONLY='1'")
+ports=(8000)
 probe_host=127.0.0.1
 probe_py='import sys'
 timeout_s=9600
@@ -32,6 +35,7 @@ layer_type=application/vnd.rbln-serving.compile-cache.layer.v1.tar
 
 registry_password=
 IFS= read -r registry_password || true
+credential_env=$(cat)
 cache_dir="$cache_root/vllm/rbln"
 files_list="$marker.files"
 cache_place=here
@@ -40,49 +44,79 @@ umask 022
 install -d -m 0755 "$(dirname "$marker")"
 work=$(mktemp -d /run/rbln-serving-compile.XXXXXX)
 scratch=$(mktemp -d "$cache_root/vllm/.rbln-serving-scratch.XXXXXX")
-trap 'systemctl stop "$unit" 2>/dev/null || true; rm -rf "$work" "$scratch"' EXIT
+trap 'systemctl stop "${units[@]}" 2>/dev/null || true; rm -rf "$work" "$scratch"' EXIT
 chmod 0700 "$work" "$scratch"
 
 # shellcheck source=../../scripts/compile-flow.sh
 . ../../scripts/compile-flow.sh
+# shellcheck source=mask.sh
+. mask.sh
 
-# 0 when the compile-only server answers /health: every engine is past its warm-up (core/probe.py; PID 0: no API key, /health needs none).
-healthy() { python3 -c "$probe_py" "$probe_host" 10 "$port" /health 0 2>/dev/null; }
+# 0 when rank $1's compile-only server answers /health: every engine is past its warm-up (core/probe.py; PID 0: no API key, /health needs none).
+healthy() { python3 -c "$probe_py" "$probe_host" 10 "${ports[$1]}" /health 0 2>/dev/null; }
 
-# Runs the role's command in compile-only mode as a transient unit of the service user and waits for
-# vllm-rbln's "saved" line, then for the server to answer or the process to end well: what serve
-# does once compile-only has compiled is not documented, so either counts; dying first does not.
+# Starts rank $1, whose words begin at $2 in command_words, as a transient unit of the service user.
+start_rank() {
+  (umask 077; printf '%s\n' "${env_texts[$1]}" ${credential_env:+"$credential_env"} > "$work/env-$1")
+  systemctl stop "${units[$1]}" 2>/dev/null || true
+  systemctl reset-failed "${units[$1]}" 2>/dev/null || true
+  systemd-run --quiet --unit="${units[$1]}" --property=User="$service_user" --property=Group="$service_user" \
+    --property=EnvironmentFile="$work/env-$1" --property=WorkingDirectory="$cache_root" --property=KillMode=mixed -- "${command_words[@]:$2:${command_lengths[$1]}}"
+}
+
+# Rank $1 since $started: "done" once vllm-rbln saved its cache and the server answers or the process
+# ended well (what serve does once compile-only has compiled is not documented, so either counts);
+# "failed: <why>" when it ended first; else "running".
+rank_state() {
+  local log active result status reason
+  log=$(journalctl -u "${units[$1]}" --since "@$started" -o cat --no-pager 2>/dev/null || true)
+  active=$(systemctl show -p ActiveState --value "${units[$1]}" 2>/dev/null || echo unknown)
+  result=$(systemctl show -p Result --value "${units[$1]}" 2>/dev/null || echo unknown)
+  status=$(systemctl show -p ExecMainStatus --value "${units[$1]}" 2>/dev/null || echo 0)
+  if grep -qF -- "$saved_line" <<<"$log"; then
+    if healthy "$1" || { [ "$active" != active ] && [ "$active" != activating ] && [ "$result" = success ]; }; then echo "done"; return 0; fi
+  fi
+  if [ "$active" = failed ] || { [ "$active" = inactive ] && [ "$result" != success ]; } || { [ "$active" = inactive ] && ! grep -qF -- "$saved_line" <<<"$log"; }; then
+    reason=$(grep -iE 'error' <<<"$log" | tail -n 1 | mask_url_credentials | cut -c 1-200 || true)
+    echo "failed: the compile-only run${rank_label:+ of rank $1} ended (exit ${status}) before vllm-rbln saved the cache${reason:+: $reason}"
+    return 0
+  fi
+  echo running
+}
+
+# Runs every rank of the role in compile-only mode and waits until each has saved the cache; any rank
+# that ends first fails the step, and the others are stopped.
 compile_only() {
-  local started log active result status elapsed reason
-  [ -x "${command[0]}" ] || fail "${command[0]} not found (the install step puts it there)"
+  local started i first state elapsed waiting rank_label=
+  [ "${#units[@]}" -le 1 ] || rank_label=yes
+  [ -x "${command_words[0]}" ] || fail "${command_words[0]} not found (the install step puts it there)"
   command -v systemd-run >/dev/null || fail "systemd-run not found: the compile host needs systemd"
   install -d -o "$service_user" -g "$service_user" -m 0750 "$cache_dir"
-  printf '%s\n' "$env_text" > "$work/env"
   touch "$work/start"
-  systemctl stop "$unit" 2>/dev/null || true
-  systemctl reset-failed "$unit" 2>/dev/null || true
   started=$(date +%s)
-  systemd-run --quiet --unit="$unit" --property=User="$service_user" --property=Group="$service_user" \
-    --property=EnvironmentFile="$work/env" --property=WorkingDirectory="$cache_root" --property=KillMode=mixed -- "${command[@]}"
-  say "compiling for ${roles[*]} in compile-only mode, with no NPU; this takes as long as a first start"
+  first=0
+  for i in "${!units[@]}"; do
+    start_rank "$i" "$first"
+    first=$(( first + command_lengths[i] ))
+  done
+  say "compiling for ${roles[*]} (${#units[@]} rank(s)) in compile-only mode, with no NPU; this takes as long as a first start"
   while :; do
-    log=$(journalctl -u "$unit" --since "@$started" -o cat --no-pager 2>/dev/null || true)
-    active=$(systemctl show -p ActiveState --value "$unit" 2>/dev/null || echo unknown)
-    result=$(systemctl show -p Result --value "$unit" 2>/dev/null || echo unknown)
-    status=$(systemctl show -p ExecMainStatus --value "$unit" 2>/dev/null || echo 0)
-    if grep -qF -- "$saved_line" <<<"$log"; then
-      if healthy || { [ "$active" != active ] && [ "$active" != activating ] && [ "$result" = success ]; }; then break; fi
-    fi
-    if [ "$active" = failed ] || { [ "$active" = inactive ] && [ "$result" != success ]; } || { [ "$active" = inactive ] && ! grep -qF -- "$saved_line" <<<"$log"; }; then
-      reason=$(grep -iE 'error' <<<"$log" | tail -n 1 | cut -c 1-200 || true)
-      fail "the compile-only run ended (exit ${status}) before vllm-rbln saved the cache${reason:+: $reason}"
-    fi
+    waiting=0
+    for i in "${!units[@]}"; do
+      state=$(rank_state "$i")
+      case "$state" in
+        done) ;;
+        failed:*) fail "${state#failed: }" ;;
+        *) waiting=$(( waiting + 1 )) ;;
+      esac
+    done
+    [ "$waiting" -gt 0 ] || break
     elapsed=$(( $(date +%s) - started ))
-    [ "$elapsed" -lt "$timeout_s" ] || fail "vllm-rbln saved no cache within ${timeout_s}s (unit ${active})"
-    say "waiting for the compile (${elapsed}s)"
+    [ "$elapsed" -lt "$timeout_s" ] || fail "vllm-rbln saved no cache for ${waiting} of ${#units[@]} rank(s) within ${timeout_s}s"
+    say "waiting for the compile (${elapsed}s, ${waiting} of ${#units[@]} rank(s))"
     sleep "$interval_s"
   done
-  systemctl stop "$unit" 2>/dev/null || true
+  systemctl stop "${units[@]}" 2>/dev/null || true
 }
 
 compile_key

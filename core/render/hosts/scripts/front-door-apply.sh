@@ -3,17 +3,20 @@
 # containers, and the agent that keeps the EPP's endpoints file, each a systemd unit. Writes their
 # files, pulls the images, (re)starts a unit only when its files changed or it is not running, and
 # waits until Envoy takes connections on the front door's port and the EPP answers on its metrics port. The endpoints file is the agent's; this writes it only once,
-# empty, for the EPP's first start.
+# empty, for the EPP's first start. stdin, with apiKey: Envoy's API key filter config (it holds the key).
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=router-0
 state_dir=/opt/rbln-serving/router/dev
 runtime=/usr/bin/podman
-images=(ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0 docker.io/envoyproxy/envoy:distroless-v1.37.0)
+images=(ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0 docker.io/envoyproxy/envoy:distroless-v1.37.11)
 agent_path=/opt/rbln-serving/bin/front-door-0123456789ab.py
 agent_text='#!/usr/bin/env python3'
 epp_config='kind: EndpointPickerConfig'
 envoy_config='static_resources: {}'
+api_key=false
+api_key_config=/opt/rbln-serving/router/dev/envoy/api-key.json
+envoy_uid=65532
 desired_json='{"endpoints": []}'
 unit_dir=/etc/systemd/system
 units=(rbln-serving-dev.front-door-epp.service rbln-serving-dev.front-door-proxy.service rbln-serving-dev.front-door-agent.service)
@@ -38,24 +41,42 @@ umask 022
 fail() { echo "front door ${host_name}: $*" >&2; exit 1; }
 [ -x "$runtime" ] || fail "$runtime not found: install $(basename "$runtime") (router.runtime), or choose the runtime this host has"
 command -v python3 >/dev/null || fail "python3 not found (the front door's agent runs on it)"
+api_key_filter=
+if [ "$api_key" = true ]; then
+  api_key_filter=$(cat)
+  [ -n "$api_key_filter" ] || fail "no API key filter config on stdin (apiKey is set); nothing changed"
+fi
 
-# put PATH TEXT MODE: writes TEXT by rename; 0 when it changed the file.
+# put PATH TEXT MODE [OWNER]: writes TEXT by rename, fsynced before it and the folder after (a power
+# loss leaves the old file or the new, which the agent reads: desired.json); 0 when it changed the file.
 put() {
   local new
   new=$(mktemp "$1.XXXXXX")
   printf '%s\n' "$2" > "$new"
   chmod "$3" "$new"
+  [ -z "${4:-}" ] || chown "$4" "$new"
   if cmp -s "$new" "$1"; then rm -f "$new"; return 1; fi
-  mv -f "$new" "$1"
+  sync "$new"
+  # -T: over an empty folder in PATH's place too, never into it.
+  mv -fT "$new" "$1"
+  sync "$(dirname "$1")"
 }
 
 install -d -m 0755 "$state_dir" "$state_dir/epp" "$state_dir/envoy" "$(dirname "$agent_path")"
 install -d -m 0700 "$state_dir/drains" "$state_dir/served"
-[ -f "$state_dir/epp/endpoints.yaml" ] || printf 'endpoints: []\n' > "$state_dir/epp/endpoints.yaml"
-chmod 0644 "$state_dir/epp/endpoints.yaml"
+[ -e "$state_dir/epp/endpoints.yaml" ] || put "$state_dir/epp/endpoints.yaml" 'endpoints: []' 0644 || true
+[ ! -f "$state_dir/epp/endpoints.yaml" ] || chmod 0644 "$state_dir/epp/endpoints.yaml"
 restart=(no no no)
 put "$state_dir/epp/epp.yaml" "$epp_config" 0644 && restart[0]=yes
 put "$state_dir/envoy/envoy.yaml" "$envoy_config" 0644 && restart[1]=yes
+# With apiKey, Envoy's API key filter reads its config from this file (ECDS), for Envoy's user
+# alone. Envoy reloads it when it changes; a restart makes sure it did.
+if [ "$api_key" = true ]; then
+  put "$api_key_config" "$api_key_filter" 0400 "$envoy_uid:$envoy_uid" && restart[1]=yes
+  unset api_key_filter
+else
+  rm -f "$api_key_config"
+fi
 # The agent reads it on every pass.
 put "$state_dir/desired.json" "$desired_json" 0644 || true
 # Named by its content: a new agent is a new file, and the access step's key points at it.

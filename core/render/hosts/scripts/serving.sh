@@ -26,15 +26,18 @@ unit_state() {
   done < <(systemctl show -p ActiveState -p SubState -p NRestarts -p Result -p ExecMainStatus -p MainPID "$1" 2>/dev/null || true)
 }
 
+# shellcheck source=mask.sh
+. mask.sh
+
 # The last line of the unit's log since $2 (epoch seconds) that reports an error, without the prefix.
 last_error() {
   { journalctl -u "$1" --since "@$2" -o cat --no-pager 2>/dev/null || true; } |
-    { grep -iE 'error' || true; } | tail -n 1 | sed -E 's/^.*[Ee][Rr][Rr][Oo][Rr]:[[:space:]]*//' | cut -c 1-200
+    { grep -iE 'error' || true; } | tail -n 1 | sed -E 's/^.*[Ee][Rr][Rr][Oo][Rr]:[[:space:]]*//' | mask_url_credentials | cut -c 1-200
 }
 
 journal_tail() {
   echo "last journal lines of $1:" >&2
-  journalctl -u "$1" --since "@$2" -n 40 --no-pager >&2 2>/dev/null || true
+  { journalctl -u "$1" --since "@$2" -n 40 --no-pager 2>/dev/null || true; } | mask_url_credentials >&2
 }
 
 # Waits until the rank answers. Fails as soon as its unit has failed or restarted past the start

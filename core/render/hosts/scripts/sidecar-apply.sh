@@ -3,7 +3,8 @@
 # front door's ports for this host's ranks and forwards each to its rank. Pulls the image, writes the
 # unit, and restarts it only when it changed or is not running: then this host's endpoints leave the
 # front door first (the sidecar ends at once on SIGTERM, without a drain of its own) and come back
-# once it answers again. stdin: the front door key.
+# once it answers again. Its unit loads the sidecar's guard (an nftables table: its ports open to
+# the router host and this host only) before every start. stdin: the front door key.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=npu-1
@@ -14,6 +15,7 @@ unit_path=/etc/systemd/system/rbln-serving-dev.sidecar.service
 unit_text='[Service]
 ExecStart=/bin/true'
 ports=(8000 8001 8002 8003)
+firewall=/usr/sbin/nft
 ready_timeout_s=300
 router_ssh_address=''
 router_ssh_port=22
@@ -32,6 +34,7 @@ front_door_renew_s=60
 
 umask 022
 [ -x "$runtime" ] || { echo "sidecar ${host_name}: $runtime not found: install $(basename "$runtime") (router.runtime)" >&2; exit 1; }
+[ -x "$firewall" ] || { echo "sidecar ${host_name}: $firewall not found: install nftables (the sidecar's ports are open to the router host only)" >&2; exit 1; }
 read_front_door_key
 trap front_door_rejoin EXIT
 pull_images
