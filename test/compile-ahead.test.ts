@@ -271,18 +271,41 @@ describe("compile ahead on Kubernetes, under the mock runtime", async () => {
           `${job.name} ${container.name}`,
         ).toEqual([]);
       }
-      expect(pod.containers[0].resources.requests).toEqual({ cpu: "16", memory: "384Gi" });
-      expect(pod.containers[0].env).toEqual(
+      const compile = pod.initContainers.find((c: { name: string }) => c.name === "compile");
+      expect(compile.resources.requests).toEqual({ cpu: "16", memory: "384Gi" });
+      expect(compile.env).toEqual(
         expect.arrayContaining([
           { name: "VLLM_RBLN_COMPILE_ONLY", value: "1" },
           { name: "RBLN_TARGET_SOC", value: "RBLN-CR13" },
         ]),
       );
-      expect(pod.containers[0].env).toContainEqual({
-        name: "REGISTRY_PASSWORD",
-        valueFrom: { secretKeyRef: { name: "rbln-serving-registry", key: "password" } },
-      });
       expect(() => new Job(job.inputs).validate(), job.name).not.toThrow();
+    }
+  });
+
+  it("pulls, compiles and pushes in containers of their own, in that order: only the pull and the push have the registry password, and neither runs vLLM", () => {
+    const password = { name: "REGISTRY_PASSWORD", valueFrom: { secretKeyRef: { name: "rbln-serving-registry", key: "password" } } };
+    for (const job of jobs) {
+      const pod = job.inputs.spec.template.spec;
+      const phases = [...pod.initContainers, ...pod.containers].map((c: { name: string; command: string[] }) => [c.name, c.command.at(-1)]);
+      expect(phases, job.name).toEqual([
+        ["wait-for-weights", expect.any(String)],
+        ["pull", "pull"],
+        ["compile", "compile"],
+        ["push", "push"],
+      ]);
+      for (const container of [...pod.initContainers, ...pod.containers]) {
+        const env = container.env ?? [];
+        const registry = container.name === "pull" || container.name === "push";
+        if (registry)
+          expect(env, container.name).toEqual([expect.objectContaining({ name: "HOME" }), expect.objectContaining({ name: "VLLM_CACHE_ROOT" }), password]);
+        else expect(JSON.stringify(env), container.name).not.toContain("REGISTRY_PASSWORD");
+        // Only the compile container reads the launch script (vLLM) and the stack's other secrets.
+        expect(
+          container.volumeMounts.some((m: { name: string }) => m.name === "launch"),
+          container.name,
+        ).toBe(container.name === "compile");
+      }
     }
   });
 
@@ -302,9 +325,9 @@ describe("compile ahead on Kubernetes, under the mock runtime", async () => {
 });
 
 describe("the compile Job's environment", () => {
-  // What the Job adds on purpose: compile-only mode's variables (core/render/compileCache.ts) and the
-  // registry password its script reads for skopeo (and unsets before vLLM starts).
-  const ADDED_ON_PURPOSE = [...Object.keys(compileOnlyEnv("RBLN-CR13")), REGISTRY_PASSWORD_ENV];
+  // What the Job's compile adds on purpose: compile-only mode's variables (core/render/compileCache.ts).
+  // The registry password goes to the pull and push containers only, which run no vLLM.
+  const ADDED_ON_PURPOSE = Object.keys(compileOnlyEnv("RBLN-CR13"));
   const stack = (compile: Record<string, unknown>) => ({
     strategy: "prefill-decode-disaggregated",
     target: "Throughput",
@@ -313,21 +336,31 @@ describe("the compile Job's environment", () => {
     kubernetes: { image: `registry.example.com/ml/vllm-rbln@sha256:${"e".repeat(64)}`, gateway: { name: "gw" } },
     compile,
   });
-  const envOf = (pod: unknown) => (pod as { spec: { containers: { env: { name: string }[] }[] } }).spec.containers[0]!.env;
+  type Pod = { spec: { containers: { name: string; env: { name: string }[] }[]; initContainers?: { name: string; env?: { name: string }[] }[] } };
+  const envOf = (pod: unknown) => (pod as Pod).spec.containers[0]!.env;
+  /** The env of the Job's container that runs vLLM (compile), or of its only container (a pull-only Job runs no vLLM). */
+  const compileEnvOf = (pod: unknown) => {
+    const { spec } = pod as Pod;
+    return [...(spec.initContainers ?? []), ...spec.containers].find((c) => c.name === "compile")?.env ?? spec.containers[0]!.env;
+  };
+
+  const render = (compile: Record<string, unknown>) =>
+    renderDeployment(planDeployment(parseStackSettings(stack(compile)), shippedCatalog), {
+      stack: "test",
+      instance: "rbln-serving",
+      secrets: ["hfToken", "apiKey", "registryPassword"],
+    }).kubernetes!.workloads;
 
   for (const [what, compile] of [
     ["compile.enabled and a registry", { enabled: true, registry: REGISTRY }],
-    ["a registry only (pull)", { registry: REGISTRY }],
     ["compile.enabled alone", { enabled: true }],
   ] as const) {
-    it(`is the serving pods' exactly, the secrets' variables included, plus only ${ADDED_ON_PURPOSE.join(", ")}: with ${what}`, () => {
-      const deployment = planDeployment(parseStackSettings(stack(compile)), shippedCatalog);
-      const { workloads } = renderDeployment(deployment, { stack: "test", instance: "rbln-serving", secrets: ["hfToken", "apiKey", "registryPassword"] })
-        .kubernetes!;
+    it(`is the serving pods' exactly where it compiles, the secrets' variables included, plus only ${ADDED_ON_PURPOSE.join(", ")}: with ${what}`, () => {
+      const workloads = render(compile);
       expect(workloads.compileJobs.map((j) => j.role).sort()).toEqual(["decode", "prefill"]);
       for (const job of workloads.compileJobs) {
         const serving = envOf(workloads.roles.find((r) => r.role === job.role)!.deployment.spec!.template);
-        const compiling = envOf(job.job.spec!.template);
+        const compiling = compileEnvOf(job.job.spec!.template);
         expect(serving.map((v) => v.name)).toEqual(expect.arrayContaining(["HF_HOME", "VLLM_CACHE_ROOT", "HF_TOKEN", "VLLM_API_KEY"]));
         expect(
           compiling.filter((v) => !ADDED_ON_PURPOSE.includes(v.name)),
@@ -336,6 +369,14 @@ describe("the compile Job's environment", () => {
       }
     });
   }
+
+  it("is the cache folder and the registry password alone where it only pulls (a registry without compile.enabled): no vLLM runs there", () => {
+    for (const job of render({ registry: REGISTRY }).compileJobs) {
+      const pod = job.job.spec!.template as Pod;
+      expect(pod.spec.containers.map((c) => c.name)).toEqual(["pull"]);
+      expect(envOf(pod).map((v) => v.name)).toEqual(["HOME", "VLLM_CACHE_ROOT", REGISTRY_PASSWORD_ENV]);
+    }
+  });
 });
 
 describe("the compile Job's script under real bash, with the stand-in vllm in compile-only mode", () => {
@@ -382,6 +423,32 @@ describe("the compile Job's script under real bash, with the stand-in vllm in co
       expect(refused.status).toBe(1);
       expect(refused.stderr.trim().split("\n").pop()).toBe("compile job k1: the compile-only run ended (exit 1) before vllm-rbln saved the cache");
       expect(fs.existsSync(`${dir}/vllm/rbln-serving-complete/compile-k1`)).toBe(false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("fails a run that ends well without saving a bundle (a save that failed, say), whatever it logged; and writes each compile in a folder of its own", async () => {
+    port = await freePort();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "compile-job-"));
+    try {
+      // Says it saved, exits 0, saved nothing: only the bundle's file counts.
+      fs.writeFileSync(`${dir}/launch.sh`, "echo 'Saved rbln mega-cache bundle to /nowhere (1.0 MiB)'; exit 0\n");
+      const ended = run(dir, `${dir}/launch.sh`);
+      expect(ended.status).toBe(1);
+      expect(ended.stderr.trim().split("\n").pop()).toBe("compile job k1: the compile-only run ended (exit 0) before vllm-rbln saved the cache");
+      expect(fs.existsSync(`${dir}/vllm/rbln-serving-complete/compile-k1`)).toBe(false);
+      // The run's VLLM_CACHE_ROOT is the key's own folder, not the volume's; a serving pod's save meanwhile is not this key's.
+      copyStandInVllm(dir, "vllm-bin");
+      fs.writeFileSync(
+        `${dir}/launch.sh`,
+        `echo "$VLLM_CACHE_ROOT" > ${dir}/root-seen; mkdir -p ${dir}/vllm/rbln/other; echo other > ${dir}/vllm/rbln/other/mega_cache.bin; exec ${dir}/vllm-bin serve MiniMaxAI/MiniMax-M2.7 --port ${port} --host 127.0.0.1\n`,
+      );
+      const compiled = run(dir, `${dir}/launch.sh`);
+      expect(compiled.status, compiled.stderr).toBe(0);
+      expect(fs.readFileSync(`${dir}/root-seen`, "utf8")).toBe(`${dir}/vllm/.rbln-serving-compile/k1\n`);
+      expect(fs.readFileSync(`${dir}/vllm/rbln-serving-complete/compile-k1.files`, "utf8")).not.toContain("other");
+      expect(fs.readdirSync(`${dir}/vllm`).sort()).toEqual(["rbln", "rbln-serving-complete"]);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

@@ -957,6 +957,11 @@ describe("extraEnv over the package's own variables", () => {
     expect(() => parseStackSettings({ ...prod(), extraEnv: { decode: { VLLM_DISABLE_COMPILE_CACHE: "1" } } })).toThrow(
       /^extraEnv\.decode\.VLLM_DISABLE_COMPILE_CACHE: the package's caches rely on it: it turns the compiled cache off/,
     );
+    // What turns vllm-rbln's warm-up off saves no bundle: the files the compile and unit steps decide by (bundle.skippedWithoutWarmUp).
+    for (const name of ["VLLM_RBLN_ENABLE_WARM_UP", "VLLM_RBLN_COMPILE_MODEL"])
+      expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { [name]: "0" } } }), name).toThrow(
+        `extraEnv.main.${name}: the package's caches rely on it: off, vllm-rbln skips its compile and warm-up and saves no compiled cache, which compile ahead and the unit step read to tell a load from a compile; leave it unset (got "0")`,
+      );
     // XDG_CACHE_HOME moves only defaults the package overrides (HF_HOME, VLLM_CACHE_ROOT) and the assets cache.
     expect(() => parseStackSettings({ ...dev(), extraEnv: { main: { XDG_CACHE_HOME: "/tmp/x" } } })).not.toThrow();
   });

@@ -43,7 +43,7 @@ beforeAll(async () => {
       'case "$1" in',
       '  is-active) [ -f "$STATE/active" ] ;;',
       // A unit file marked so starts and fails at once; restart-seconds makes a restart take that long.
-      '  restart) [ ! -f "$STATE/restart-seconds" ] || sleep "$(cat "$STATE/restart-seconds")"; grep -q "^# fails to start" "$STATE/units/$2" || cp "$STATE/units/$2" "$STATE/active" ;;',
+      '  restart) [ ! -f "$STATE/restart-seconds" ] || sleep "$(cat "$STATE/restart-seconds")"; grep -q "^# fails to start" "$STATE/units/$2" || cp "$STATE/units/$2" "$STATE/active"; [ ! -f "$STATE/on-restart" ] || bash "$STATE/on-restart" ;;',
       '  enable) touch "$STATE/enabled/${*: -1}" ;;',
       '  disable) rm -f "$STATE/enabled/${*: -1}"; [ "$2" != --now ] || rm -f "$STATE/active" ;;',
       '  stop) rm -f "$STATE/active" ;;',
@@ -80,6 +80,9 @@ afterAll(() => {
 });
 
 const hostLock = () => path.join(dir, "units.lock");
+/** The rank's model's bundle folder (megaCacheModelDir), and what the stand-in rank does there at each (re)start: the shell commands of $STATE/on-restart. */
+const bundles = () => path.join(dir, "cache", "vllm", "rbln", "org_model-0123abcd");
+const onRestart = (commands: string) => fs.writeFileSync(path.join(dir, "on-restart"), commands);
 const envFile = (name: string) => path.join(dir, "env", name);
 
 interface ApplyOptions {
@@ -127,6 +130,7 @@ function apply(
     rank: { unitName: UNIT, label: "main rank 0", port },
     wait: { probeHost: "127.0.0.1", timeoutSeconds: 30, intervalSeconds: 1, startLimitBurst: 3 },
     compileMarker,
+    cacheBundleDir: bundles(),
     frontDoor,
   });
   const key = frontDoor ? "-----BEGIN OPENSSH PRIVATE KEY-----\nnot a key\n-----END OPENSSH PRIVATE KEY-----\n" : "";
@@ -256,33 +260,51 @@ describe("the unit step", () => {
     expect((await apply("HF_TOKEN='hf_2'\n", { unitText: "[Service]\nExecStart=/bin/false\n", minFreeDiskGbToRestart: 1 })).calls).toContain(`restart ${UNIT}`);
   });
 
-  it("with its key's compiled cache placed ahead, a rank that compiles instead of loading fails the change and is rolled back; one that loads passes", async () => {
+  it("with its key's compiled cache placed ahead, a rank that compiles instead of loading fails the change and is rolled back; one that loads passes, whatever its log shows", async () => {
     const marker = path.join(dir, "cache", "vllm", "rbln-serving-complete", "compile-k1");
     fs.mkdirSync(path.dirname(marker), { recursive: true });
     fs.writeFileSync(marker, "sha256:00\n");
+    // The bundle placed ahead, as vllm-rbln lays it out: <model folder>/<signature>/rank0/mega_cache.bin.
+    const placed = path.join(bundles(), "0123456789abcdef", "rank0", "mega_cache.bin");
+    fs.mkdirSync(path.dirname(placed), { recursive: true });
+    fs.writeFileSync(placed, "compiled ahead\n");
     const journal = path.join(dir, "journal");
-    const loads = "Loaded rbln mega-cache bundle from /c/rbln/m/sig/rank0/mega_cache.bin\nrbln_backend [warm-up] model: inputs=1\n";
+    const unit = (n: number) => ({ unitText: `[Service]\nExecStart=/bin/true\n# compiled ahead, change ${n}\n`, compileMarker: marker });
     try {
-      fs.writeFileSync(journal, "rbln_backend [warm-up] model: inputs=1\nrbln_backend done: 12.50s\n");
-      const miss = await apply(secrets, { unitText: "[Service]\nExecStart=/bin/true\n# compiled ahead\n", compileMarker: marker });
+      // Compiles: its signature differs, so it saves a bundle at a new path; the placed one stays as it was.
+      onRestart(
+        `d=${bundles()}/fedcba9876543210/rank0; mkdir -p $d && echo compiled > $d/mega_cache.bin.1.tmp && mv $d/mega_cache.bin.1.tmp $d/mega_cache.bin`,
+      );
+      fs.writeFileSync(journal, "Loaded rbln mega-cache bundle from (a log line does not count)\n");
+      const miss = await apply(secrets, unit(1));
       expect(miss.status).toBe(1);
       expect(miss.stderr.trim().split("\n").pop()).toBe(
-        `test-host main rank 0: the new config failed (compiled cache miss: the compiled cache of its key is here (${marker}), but the rank compiles instead of loading it); the previous config is restored and serving`,
+        `test-host main rank 0: the new config failed (compiled cache miss: the compiled cache of its key is here (${marker}), but the rank compiles instead of loading it (it saved a new bundle, fedcba9876543210/rank0/mega_cache.bin)); the previous config is restored and serving`,
       );
-      fs.writeFileSync(journal, loads);
-      const hit = await apply(secrets, { unitText: "[Service]\nExecStart=/bin/true\n# compiled ahead\n", compileMarker: marker });
-      expect(hit.status).toBe(0);
-      // Serving without a load line is a miss too (a compile that finished between two looks).
-      fs.writeFileSync(journal, "fake vllm started\n");
-      const silent = await apply(secrets, { unitText: "[Service]\nExecStart=/bin/true\n# compiled ahead, again\n", compileMarker: marker });
+      fs.rmSync(path.join(bundles(), "fedcba9876543210"), { recursive: true });
+      // Loads: it saves the bundle it loaded again, renamed over it. Its log may show nothing of it
+      // (VLLM_LOGGING_LEVEL=WARNING), or a warm-up but not the load (a logging config that keeps the
+      // backend's lines and drops the mega cache's): a load all the same.
+      onRestart(`cp ${placed} ${placed}.2.tmp && mv ${placed}.2.tmp ${placed}`);
+      for (const [n, log] of [
+        [2, ""],
+        [3, "rbln_backend [warm-up] model: inputs=1\nrbln_backend done: 12.50s\n"],
+      ] as const) {
+        fs.writeFileSync(journal, log);
+        const hit = await apply(secrets, unit(n));
+        expect(hit.status, hit.stderr).toBe(0);
+      }
+      // Serves and saved nothing since its start: whether it loaded cannot be told, so the change fails.
+      onRestart("true");
+      const silent = await apply(secrets, unit(4));
       expect(silent.status).toBe(1);
-      expect(silent.stderr).toContain("compiled cache miss");
+      expect(silent.stderr).toContain("compiled cache not confirmed");
       // Without the marker nothing is expected: a rank that compiles its own key is waited for.
       const own = await apply(secrets, { unitText: "[Service]\nExecStart=/bin/true\n# compiled here\n" });
       expect(own.status).toBe(0);
     } finally {
-      fs.rmSync(journal, { force: true });
-      fs.rmSync(marker, { force: true });
+      for (const file of [journal, marker, path.join(dir, "on-restart")]) fs.rmSync(file, { force: true });
+      fs.rmSync(bundles(), { recursive: true, force: true });
     }
   });
 
@@ -526,11 +548,12 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
     const marker = path.join(dir, "cache", "vllm", "rbln-serving-complete", "compile-front-door");
     fs.mkdirSync(path.dirname(marker), { recursive: true });
     fs.writeFileSync(marker, "sha256:00\n");
-    fs.writeFileSync(path.join(dir, "journal"), "rbln_backend [warm-up] model: inputs=1\n");
+    onRestart(`d=${bundles()}/fedcba9876543210/rank0; mkdir -p $d && echo compiled > $d/mega_cache.bin`);
     try {
       return await change(marker);
     } finally {
-      for (const file of [marker, path.join(dir, "journal")]) fs.rmSync(file, { force: true });
+      for (const file of [marker, path.join(dir, "on-restart")]) fs.rmSync(file, { force: true });
+      fs.rmSync(bundles(), { recursive: true, force: true });
     }
   }
 

@@ -159,6 +159,10 @@ describe("extraArgs are read as vLLM's parser reads them, before any check", () 
     expect(() => plan(["--hf-tok", "hf_x"])).toThrow(/^extraArgs\.main: "--hf-tok" \(vLLM reads it as --hf-token\) comes from the hfToken secret/);
     expect(() => plan(["--download-d", "/tmp"])).toThrow(/comes from the cacheRoot setting/);
     expect(() => plan(["-h"])).toThrow(/^extraArgs\.main: "-h" \(vLLM reads it as --help\) prints vLLM's help and exits/);
+    // No compile, no warm-up, no bundle: nothing to tell a load from a compile by (bundle.skippedWithoutWarmUp).
+    expect(() => plan(["--enforce-eag"])).toThrow(
+      /^extraArgs\.main: "--enforce-eag" \(vLLM reads it as --enforce-eager\) makes vllm-rbln skip its compile and warm-up and save no compiled cache/,
+    );
   });
 
   it("refuse topology flags by prefix and by short alias alone", () => {

@@ -77,6 +77,10 @@ export const CACHE_ENV: Readonly<Record<string, string>> = {
   TRANSFORMERS_CACHE: "it moves transformers' cache off the hub cache the package fills, so the offline ranks would find no weights",
   TRANSFORMERS_OFFLINE: "huggingface_hub reads it in place of HF_HUB_OFFLINE, which the package sets: serving runs offline",
   VLLM_DISABLE_COMPILE_CACHE: "it turns the compiled cache off, so every start would compile for hours and no cache is saved",
+  VLLM_RBLN_ENABLE_WARM_UP:
+    "off, vllm-rbln skips its compile and warm-up and saves no compiled cache, which compile ahead and the unit step read to tell a load from a compile",
+  VLLM_RBLN_COMPILE_MODEL:
+    "off, vllm-rbln skips its compile and warm-up and saves no compiled cache, which compile ahead and the unit step read to tell a load from a compile",
   VLLM_RBLN_USE_VLLM_MODEL:
     "compile ahead sets it (1) where it compiles, and vllm-rbln keys the compiled cache on it: a rank with another value looks for another cache",
   RBLN_FORCE_NPU_NAME: "the NPU a cache is compiled for comes from the recipe's SKU (compile ahead sets it where it compiles)",

@@ -18,6 +18,8 @@ const SETTING_FLAGS: Readonly<Record<string, string>> = {
   "--download-dir": "comes from the cacheRoot setting (the ranks run offline and find the weights only where the package put them); set cacheRoot instead",
   "--hf-token": "comes from the hfToken secret; set it with: pulumi config set --secret hfToken",
   "--help": "prints vLLM's help and exits, so the rank would never serve; leave it out",
+  "--enforce-eager":
+    "makes vllm-rbln skip its compile and warm-up and save no compiled cache, which compile ahead and the unit step read to tell a load from a compile; leave it out",
 };
 
 /** Whether a flag was given as another option string than its own (a prefix, an alias), beyond underscores. */

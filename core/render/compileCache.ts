@@ -1,6 +1,8 @@
+import { createHash } from "node:crypto";
+
 /**
  * What compile ahead's steps share on both platforms (the compile host's step and pulls on hosts,
- * the compile Job on Kubernetes): vllm-rbln's compile-only variables and log lines, the registry
+ * the compile Job on Kubernetes): vllm-rbln's compile-only variables and bundle folder, the registry
  * artifact's layout, and the settings of the flow both steps run (core/render/scripts/compile-flow.sh).
  */
 import { reportedWord } from "../stepReport";
@@ -23,15 +25,17 @@ export function compileOnlyEnv(targetSoc: string): Record<string, string> {
   };
 }
 
-/** The log lines of vllm-rbln's mega cache that tell a load from a compile (cache.logLines). */
-export const CACHE_LOG = {
-  /** Printed before warm-up when a bundle is found; a miss prints nothing. */
-  hit: "Loaded rbln mega-cache bundle from ",
-  /** Printed after every warm-up that succeeded, hit or not: the bundle is on disk, complete. */
-  saved: "Saved rbln mega-cache bundle to ",
-  /** Each graph the backend runs in warm-up: after it with no hit before, the rank is compiling. */
-  warmUp: "rbln_backend [warm-up]",
-} as const;
+/**
+ * Where vllm-rbln keeps one model's mega-cache bundles under its cache folder (`VLLM_CACHE_ROOT/rbln`;
+ * bundle.path in test/fixtures/vllm-rbln-0.12.0.json): `<safe(model)>-<sha1(model)[:8]>`, with a
+ * folder per signature and rank below, each holding `mega_cache.bin`. The unit step tells a load
+ * from a compile by these files, never by the log lines that extraEnv can silence.
+ */
+export function megaCacheModelDir(cacheDir: string, model: string): string {
+  const raw = model || "unknown";
+  const safe = raw.replace(/[^A-Za-z0-9._-]/g, "_").replace(/^_+|_+$/g, "") || "unknown";
+  return `${cacheDir}/${safe}-${createHash("sha1").update(raw).digest("hex").slice(0, 8)}`;
+}
 
 /**
  * The compiled cache of one compile key as an OCI artifact (OCI image-spec 1.1 artifact guidance):
@@ -50,10 +54,9 @@ export function reportedDigest(stdout: string | undefined, key: string): string 
   return reportedWord(stdout, `compiled ${key} `, /^sha256:[0-9a-f]{64}$/);
 }
 
-/** What the host step and the Job share: vllm-rbln's "saved" line, the registry, the artifact's media types. */
+/** What the host step and the Job share: the registry and the artifact's media types. */
 export function compileFlowSettings(registry: { repository: string; username?: string } | null) {
   return {
-    saved_line: CACHE_LOG.saved,
     repository: registry?.repository ?? "",
     registry_user: registry?.username ?? "",
     artifact_type: COMPILE_ARTIFACT.artifactType,

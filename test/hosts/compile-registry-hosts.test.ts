@@ -36,7 +36,7 @@ let registry: TestRegistry;
 /** hosts[0]: staging's compile host; hosts[1]: staging's NPU host; hosts[2]: prod's NPU host; hosts[3]: a second compile host. */
 const [STAGING_COMPILER, STAGING_NPU, PROD_NPU, OTHER_COMPILER] = [0, 1, 2, 3];
 
-function settings(npu: number, compiler: number | null, extraArgs: string[] = []) {
+function settings(npu: number, compiler: number | null, extraArgs: string[] = [], extraEnv: Record<string, string> = {}) {
   return fakeHostsSettings(
     [hosts[npu]!],
     { installRoot: INSTALL_ROOT, cacheRoot: CACHE_ROOT },
@@ -44,7 +44,7 @@ function settings(npu: number, compiler: number | null, extraArgs: string[] = []
       revision: COMMIT,
       pip: { indexUrl: index.url, extraIndexUrls: [] },
       extraArgs: { main: extraArgs },
-      extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG } },
+      extraEnv: { main: { FAKE_VLLM_READY_AFTER: "1", FAKE_VLLM_COMPILE_LOG: COMPILE_LOG, ...extraEnv } },
       compile: {
         ...(compiler === null
           ? {}
@@ -175,6 +175,51 @@ describe("compile ahead with a registry, on fake hosts", { timeout: 300_000 }, (
     expect(pull.stdout).toContain(`pulled ${registry.host}/ml/rbln-compile-cache@${digestA} and checked it`);
   });
 
+  it("with vLLM's logging silenced, the compile host still sees its compile saved and the NPU host's load is still told from a compile", async () => {
+    // VLLM_LOGGING_LEVEL is not keyed: the same key, a restart that must load. VLLM_CONFIGURE_LOGGING is: a compile too.
+    for (const [n, env] of [
+      [1, { VLLM_LOGGING_LEVEL: "WARNING" }],
+      [2, { VLLM_CONFIGURE_LOGGING: "0" }],
+    ] as const) {
+      const before = lines(COMPILE_LOG).length;
+      const up = await staging.up(await register(settings(STAGING_NPU, STAGING_COMPILER, ["--max-num-seqs", "2"], env)));
+      expect(up.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
+      expect(runOf(up, "npu-0-main-0")).toBeDefined();
+      // The log said nothing of the bundle: the decisions came from its files.
+      const log = await hosts[STAGING_NPU]!.run(
+        "journalctl _SYSTEMD_INVOCATION_ID=$(systemctl show -p InvocationID --value rbln-serving-test.main-0.service) -o cat --no-pager",
+      ).then((r) => r.stdout);
+      expect(log).toContain("fake vllm MiniMaxAI/MiniMax-M2.7");
+      expect(log).not.toMatch(/mega-cache/);
+      expect(lines(COMPILE_LOG).length - before).toBe(n === 1 ? 0 : 1);
+    }
+  });
+
+  it("two compiles of two keys at once on one compile host: each in its own folder and on its own port, each key's list only its own files", async () => {
+    // One after the other: Pulumi's mock runtime is one per process.
+    const steps: Registration[] = [];
+    for (const extra of [
+      ["--max-num-seqs", "3"],
+      ["--max-num-seqs", "5"],
+    ])
+      steps.push((await register(settings(STAGING_NPU, STAGING_COMPILER, extra))).find((r) => /-cpu-0-compile-[0-9a-f]{16}$/.test(r.name))!);
+    expect(keyOf(steps[0]!.name)).not.toBe(keyOf(steps[1]!.name));
+    const host = hosts[STAGING_COMPILER]!;
+    const runs = await Promise.all(steps.map((step) => host.run(step.inputs.create, `${registry.password}\n`)));
+    expect(runs.map((r) => [r.status, r.stderr])).toEqual([
+      [0, ""],
+      [0, ""],
+    ]);
+    const lists = await Promise.all(steps.map((step) => host.run(`cat ${CACHE_ROOT}/vllm/rbln-serving-complete/compile-${keyOf(step.name)}.files`)));
+    const [a, b] = lists.map((l) => l.stdout.trim().split("\n"));
+    expect([a!.length, b!.length]).toEqual([1, 1]);
+    expect(a).not.toEqual(b);
+    // Both ran on the same role's port (8000 in their commands); each compile-only server got a free one.
+    const ports = runs.map((r) => /on port (\d+)/.exec(r.stdout)?.[1]);
+    expect(ports[0]).not.toBe(ports[1]);
+    expect((await host.run(`ls -A ${CACHE_ROOT}/vllm`)).stdout.split("\n").filter((f) => f.startsWith(".rbln-serving"))).toEqual([]);
+  });
+
   it("an artifact whose tar holds a link is refused before anything is extracted", async () => {
     const evilKey = "deadbeefdeadbeef";
     const step = stagingRegistrations.find((r) => r.name.includes("-cpu-0-compile-"))!.inputs.create.replaceAll(stagingKey, evilKey);
@@ -192,7 +237,7 @@ describe("compile ahead with a registry, on fake hosts", { timeout: 300_000 }, (
     expect(pull.status).not.toBe(0);
     expect(pull.stderr.trim()).toMatch(
       new RegExp(
-        `^compile cpu-0 ${evilKey}: ${registry.host}/ml/rbln-compile-cache@sha256:[0-9a-f]{64}: its layer holds links, devices or paths outside the cache; refused, nothing changed$`,
+        `^compile cpu-0 ${evilKey}: ${registry.host}/ml/rbln-compile-cache@sha256:[0-9a-f]{64}: its layer holds links, devices, sparse files or paths outside the cache \\('evil'\\); refused, nothing changed$`,
       ),
     );
     expect((await host.run(`find ${CACHE_ROOT}/vllm | sort`)).stdout).toBe(before.stdout);

@@ -1025,6 +1025,85 @@ describe("the stand-in vllm", () => {
   });
 });
 
+describe("the stand-in vllm's compiled cache and log, as vllm-rbln's", () => {
+  /** One start of the stand-in with `env` on the cache root `root`, to its first answer; returns its output and the bundle's path and mtime. */
+  async function startOnce(root: string, env: Record<string, string> = {}) {
+    const dir = fs.mkdtempSync(path.join(work, "vllm-"));
+    copyStandInVllm(dir);
+    const port = await freePort(ADDRESS);
+    const vllm = launch(path.join(dir, "vllm"), ["serve", "org/model", "--host", ADDRESS, "--port", String(port)], {
+      PATH: process.env.PATH,
+      VLLM_CACHE_ROOT: root,
+      FAKE_VLLM_READY_AFTER: "0",
+      ...env,
+    });
+    // Its whole output: "close" comes after the pipes' last data, "exit" may come before.
+    const closed = new Promise((resolve) => vllm.child.once("close", resolve));
+    for (
+      let i = 0;
+      !(await fetch(`http://${ADDRESS}:${port}/health`).then(
+        (r) => r.ok,
+        () => false,
+      ));
+      i++
+    ) {
+      if (i > 100 || vllm.child.exitCode !== null) throw new Error(`not ready: ${vllm.output()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    process.kill(vllm.child.pid!, "SIGTERM");
+    await closed;
+    const bundles = (fs.readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith("mega_cache.bin"));
+    const leftovers = (fs.readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith(".tmp"));
+    return { output: vllm.output(), bundles, leftovers, mtime: bundles.length ? fs.statSync(path.join(root, bundles[0]!)).mtimeMs : 0 };
+  }
+
+  it("saves the bundle after every warm-up, a load's too: renamed into place with a new mtime, no tmp file left", async () => {
+    const root = fs.mkdtempSync(path.join(work, "cache-"));
+    const compiled = await startOnce(root);
+    expect(compiled.bundles).toEqual([expect.stringMatching(/^rbln\/org_model-[0-9a-f]{8}\/[0-9a-f]{16}\/rank0\/mega_cache\.bin$/)]);
+    expect(compiled.output).not.toContain("Loaded rbln mega-cache bundle from");
+    expect(compiled.output).toMatch(/Saved rbln mega-cache bundle to \S+mega_cache\.bin \(0\.0 MiB\)/);
+    await new Promise((r) => setTimeout(r, 20));
+    const loaded = await startOnce(root);
+    expect(loaded.output).toContain("Loaded rbln mega-cache bundle from");
+    expect(loaded.bundles).toEqual(compiled.bundles);
+    expect(loaded.mtime).toBeGreaterThan(compiled.mtime);
+    expect([...compiled.leftovers, ...loaded.leftovers]).toEqual([]);
+  });
+
+  it.each([
+    ["VLLM_LOGGING_LEVEL=WARNING", { VLLM_LOGGING_LEVEL: "warning" }],
+    ["VLLM_CONFIGURE_LOGGING=0", { VLLM_CONFIGURE_LOGGING: "0" }],
+    ["a VLLM_LOGGING_CONFIG_PATH at ERROR", { VLLM_LOGGING_CONFIG_PATH: "CONFIG" }],
+  ])("with %s logs none of the bundle's lines, and still saves it", async (_, env) => {
+    const root = fs.mkdtempSync(path.join(work, "cache-"));
+    const config = path.join(root, "..", `logging-${path.basename(root)}.json`);
+    fs.writeFileSync(
+      config,
+      JSON.stringify({
+        version: 1,
+        handlers: { out: { class: "logging.StreamHandler", level: "ERROR" } },
+        loggers: { vllm: { handlers: ["out"], level: "DEBUG" } },
+      }),
+    );
+    const withConfig = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, v === "CONFIG" ? config : v]));
+    for (const run of [await startOnce(root, withConfig), await startOnce(root, withConfig)]) {
+      expect(run.output).not.toMatch(/mega-cache|rbln_backend|\[shutdown\]/);
+      expect(run.bundles).toHaveLength(1);
+    }
+  });
+
+  it("refuses VLLM_LOGGING_CONFIG_PATH with VLLM_CONFIGURE_LOGGING=0, or naming no file, as vllm-rbln's logger does at import", async () => {
+    for (const env of [{ VLLM_CONFIGURE_LOGGING: "0", VLLM_LOGGING_CONFIG_PATH: "/etc/hosts" }, { VLLM_LOGGING_CONFIG_PATH: "/no/such/file.json" }]) {
+      const dir = fs.mkdtempSync(path.join(work, "vllm-"));
+      copyStandInVllm(dir);
+      const run = spawnSync(path.join(dir, "vllm"), ["serve", "org/model"], { env: { PATH: process.env.PATH, ...env }, encoding: "utf8" });
+      expect(run.status).toBe(1);
+      expect(run.stderr).toMatch(/^RuntimeError: /);
+    }
+  });
+});
+
 describe("the stand-in vllm's data-parallel group (vLLM 0.30's coupling, shutdown.json dp.rankDeath)", () => {
   /** Ranks 0..3 of one group, launched one by one as the decode role's units do: one port each, one RPC address. */
   async function startGroup(dir: string, rpcPort: number) {

@@ -29,6 +29,8 @@ const FRONT_DOOR_AGENT = "core/render/hosts/scripts/front-door.py";
 const REGISTRY = "core/render/scripts/registry.sh";
 const COMPILE_FLOW = "core/render/scripts/compile-flow.sh";
 const COMPILE_KEY_SCRIPT = "core/render/hosts/scripts/compile-key.sh";
+const COMPILE_JOB_SCRIPT = "core/render/kubernetes/scripts/compile-job.sh";
+const CACHE_FILES = "core/render/scripts/cache-files.sh";
 
 export const BREAKAGES: readonly Breakage[] = [
   {
@@ -128,8 +130,34 @@ export const BREAKAGES: readonly Breakage[] = [
           'manifest="$layout/blobs/sha256/$(python3 -c \'import json, sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"][7:])\' "$layout/index.json")"',
       },
     ],
-    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
-    awaiting: "compile-trust: an artifact whose tag and digest disagree, or whose config names another key, is refused",
+    tests: { fast: ["test/compile-registry.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  {
+    name: "registry-absent-by-text",
+    why: "a registry that fails (a /v2/ that answers 404, a 5xx) reads as 'key absent': the stack compiles on its NPUs for hours instead of failing",
+    edits: [{ file: REGISTRY, search: "    *\"$unknown\"'manifest unknown' | ", replace: "    *404* | *'not found'* | *\"$unknown\"'manifest unknown' | " }],
+    tests: { fast: ["test/compile-registry.test.ts"] },
+  },
+  {
+    name: "artifact-replaces-other-key",
+    why: "a pulled artifact overwrites another key's bundle: the other key's ranks load a cache compiled for something else",
+    edits: [
+      { file: CACHE_FILES, search: '      { [ -f "$dest" ] && [ ! -L "$dest" ] && cmp -s "$from/$rel" "$dest"; } ||', replace: "      true ||" },
+      { file: CACHE_FILES, search: '    [ -e "$dest" ] && continue\n', replace: '    rm -f "$dest"\n' },
+    ],
+    tests: { fast: ["test/compile-registry.test.ts"] },
+  },
+  {
+    name: "compile-job-password-in-compile",
+    why: "the compile-only container, which runs the model's own code, gets the registry password",
+    edits: [
+      {
+        file: "core/render/kubernetes/compileJob.ts",
+        search: "    env: [...roleEnvironment(context), ...Object.entries(compileOnlyEnv(",
+        replace: "    env: [...registryEnv.slice(2), ...roleEnvironment(context), ...Object.entries(compileOnlyEnv(",
+      },
+    ],
+    tests: { fast: ["test/compile-ahead.test.ts"] },
   },
   {
     name: "compile-key-misses-keyed-flag",
@@ -263,21 +291,31 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "registry-hit-compiles-anyway",
     why: "a key the registry has is compiled again on the compile host: hours instead of a pull",
-    edits: [
-      { file: COMPILE_FLOW, search: '  if [ -n "$remote" ]; then\n    registry_pull "$remote"', replace: '  if false; then\n    registry_pull "$remote"' },
-    ],
-    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+    edits: [{ file: COMPILE_FLOW, search: '  [ -n "$remote" ] || return 0\n  registry_pull "$remote"', replace: '  return 0\n  registry_pull "$remote"' }],
+    tests: { fast: ["test/compile-registry.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
   {
     name: "registry-accepts-links",
-    why: "a pulled artifact's symlink or ../ path writes outside the cache",
-    edits: [{ file: REGISTRY, search: "  if grep -qvE '^[-d]' \"$work/listing\" ||", replace: "  if false && grep -qvE '^[-d]' \"$work/listing\" ||" }],
-    tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
+    why: "a pulled artifact's links, devices or sparse files are taken: a link may point out of the cache, a sparse file fill the disk",
+    edits: [{ file: CACHE_FILES, search: "            if not (m.isreg() or m.isdir()) or m.issparse():", replace: "            if False:" }],
+    tests: { fast: ["test/compile-registry.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
   {
     name: "compile-done-without-save",
+    why: "a compile is called done before vllm-rbln saved the cache: an empty or partial cache is pushed",
+    edits: [{ file: COMPILE_JOB_SCRIPT, search: '      bundle_saved && [ "$status" = 0 ] && break\n', replace: '      [ "$status" = 0 ] && break\n' }],
+    tests: { fast: ["test/compile-ahead.test.ts"] },
+  },
+  {
+    name: "compile-host-done-without-save",
     why: "the compile host calls a compile done before vllm-rbln saved the cache: an empty or partial cache is pushed",
-    edits: [{ file: COMPILE_KEY_SCRIPT, search: '  if grep -qF -- "$saved_line" <<<"$log"; then\n', replace: "  if true; then\n" }],
+    edits: [{ file: COMPILE_KEY_SCRIPT, search: "  if bundle_saved; then\n", replace: "  if true; then\n" }],
+    tests: { hosts: ["test/hosts/compile-ranks-hosts.test.ts", "test/hosts/compile-registry-hosts.test.ts"] },
+  },
+  {
+    name: "compile-in-shared-folder",
+    why: "the compile-only run writes into the cache every key shares: two compiles on one host mix their files, and another key's save lands in this key's artifact",
+    edits: [{ file: COMPILE_KEY_SCRIPT, search: '    --property=BindPaths="$compile_dir:$cache_dir" -- "${words[@]}"', replace: '    -- "${words[@]}"' }],
     tests: { hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
   // Issue 31, config hardening: grants with host names, the compile step's ranks, step timeouts.

@@ -36,13 +36,12 @@ export interface RenderedCompileHost {
   steps: RenderedCompileStep[];
 }
 
-/** One rank of the key's role as the compile step runs it: its transient unit, exact command line (the venv's vllm), environment and port. */
+/** One rank of the key's role as the compile step runs it: its transient unit, exact command line (the venv's vllm) and environment. */
 export interface CompileRank {
   unit: string;
   command: readonly string[];
   /** The rank's environment with the compile-only variables, in env-file syntax. */
   envText: string;
-  port: number;
 }
 
 export interface CompileStepInput {
@@ -58,7 +57,7 @@ export interface CompileStepInput {
   compileHere: boolean;
   /** Every rank of the key's first role, run together: a data-parallel group starts whole, as on the NPU host. */
   ranks: readonly CompileRank[];
-  /** Where the compile-only servers answer, if they serve. */
+  /** Where the compile-only servers answer, if they serve: on ports free at the time, in place of each rank's `--port`. */
   probeHost: string;
   timeoutSeconds: number;
   intervalSeconds: number;
@@ -81,7 +80,6 @@ export function compileStepScript(p: CompileStepInput): string {
     command_words: p.ranks.flatMap((r) => r.command),
     command_lengths: p.ranks.map((r) => String(r.command.length)),
     env_texts: p.ranks.map((r) => r.envText),
-    ports: p.ranks.map((r) => String(r.port)),
     probe_host: p.probeHost,
     probe_py: PROBE_SCRIPT,
     timeout_s: p.timeoutSeconds,
@@ -128,7 +126,6 @@ export function renderCompileStep(
         RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
         ...compileOnlyEnv(key.targetSoc),
       }),
-      port: role.ranks[i]!.ports[0]!,
     };
   });
   const timeoutSeconds = engineReadyTimeoutSeconds(role.ranks[0]!.env);

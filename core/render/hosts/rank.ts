@@ -6,6 +6,7 @@ import type { Host } from "../../config/schema";
 import { splitCredentialEnv } from "../../config/secrets";
 import type { Deployment, FrontDoorEndpoint, HostPlacement, RankPlan, RolePlan } from "../../plan/types";
 import { renderTemplate } from "../../template";
+import { megaCacheModelDir } from "../compileCache";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
 import { compileMarker, envPath as envPathOf, groupRestartUnitName, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
@@ -183,6 +184,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       wait: servingWait(context, readySeconds),
       frontDoor,
       compileMarker: compileMarker(context.cache.root, role.compileKey),
+      cacheBundleDir: megaCacheModelDir(`${context.cache.root}/vllm/rbln`, command[2]!),
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
     behindFrontDoor: frontDoor !== null,

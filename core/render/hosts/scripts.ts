@@ -1,6 +1,5 @@
 import { heredocDelimiter, renderScript as renderScriptFile, type ScriptValue } from "../../template";
 import { PROBE_SCRIPT } from "../../probe";
-import { CACHE_LOG } from "../compileCache";
 import { HOST_DEFAULTS } from "./defaults";
 
 /** Where the host scripts are, under the package root. */
@@ -155,6 +154,8 @@ export interface UnitApplyInput {
   frontDoor?: FrontDoorAccess | null;
   /** The marker of the rank's compile key: present when its compiled cache was placed ahead (copied, pulled, compiled off the NPUs), and then the rank must load it. */
   compileMarker: string;
+  /** The folder of the rank's model's mega-cache bundles (megaCacheModelDir), whose files tell a load from a compile. */
+  cacheBundleDir: string;
 }
 
 /** How a host's steps reach the router host to take its endpoints out of the front door and back. */
@@ -216,9 +217,7 @@ export function unitApplyScript(p: UnitApplyInput): string {
     front_door_endpoint: p.frontDoor?.endpoints.join(" ") ?? "",
     front_door_renew_s: p.frontDoor?.renewSeconds ?? HOST_DEFAULTS.frontDoor.drainRenewSeconds,
     compile_marker: p.compileMarker,
-    cache_hit_line: CACHE_LOG.hit,
-    cache_warmup_line: CACHE_LOG.warmUp,
-    cache_saved_line: CACHE_LOG.saved,
+    cache_bundle_dir: p.cacheBundleDir,
     env_text: p.envText,
     unit_text: p.unitText,
   });

@@ -62,18 +62,83 @@ export const REGISTRY_PASSWORD_KEY = "password";
 /** The variable the compile Job's script reads the registry password from (skopeo's login). */
 export const REGISTRY_PASSWORD_ENV = "REGISTRY_PASSWORD";
 
+/** The containers of a compile Job, by what each does (compile-flow.sh's phases); each runs the script with its phase. */
+interface CompileContainers {
+  /** Pulls the key from the registry, or finds it here (registry only). */
+  pull?: k8s.Container;
+  /** Compiles in compile-only mode, under the compile lock (compile.enabled): the model's own code runs here, without the registry password. */
+  compile?: k8s.Container;
+  /** Pushes what was compiled (registry and compile.enabled). */
+  push?: k8s.Container;
+}
+
+/**
+ * The Job's containers. Only the ones that talk to the registry get its password, and none of them
+ * runs vLLM: with a registry and compile.enabled the pull and the compile are init containers, run
+ * one after the other, and the push the Job's container, so the compile-only server (which runs the
+ * model's remote code) never shares a container or a moment with the password.
+ */
+function compileContainers(context: RoleContext, role: RolePlan, ahead: CompileAheadPlan, registrySecret: string | null, scriptDir: string): CompileContainers {
+  const { settings, plan } = context.deployment;
+  const { paths } = KUBERNETES_DEFAULTS;
+  const compileHere = ahead.mode === "job";
+  const registry = ahead.registry !== null;
+  const base = {
+    image: settings.kubernetes.image!,
+    resources: mergeResources(KUBERNETES_DEFAULTS.resources.compile, settings.compile.resources),
+    securityContext: containerSecurity(settings.kubernetes.securityContext),
+  };
+  const run = (phase: string) => ["bash", `${scriptDir}/compile-job.sh`, compileHere && registry ? phase : "all"];
+  const cacheMounts = [
+    { name: "compile-script", mountPath: scriptDir, readOnly: true },
+    { name: "compile-cache", mountPath: ROLE_DIRS.compileCache },
+    { name: "scratch", mountPath: paths.scratchDir },
+  ];
+  // The registry's containers: the cache volume and the password; none of the stack's other secrets.
+  const registryEnv = [
+    ...roleEnvironment(context).filter((v) => v.name === "HOME" || v.name === "VLLM_CACHE_ROOT"),
+    ...(registrySecret ? [{ name: REGISTRY_PASSWORD_ENV, valueFrom: { secretKeyRef: { name: registrySecret, key: REGISTRY_PASSWORD_KEY } } }] : []),
+  ];
+  const registryContainer = (name: string, phase: string): k8s.Container => ({
+    name,
+    ...base,
+    command: run(phase),
+    env: registryEnv,
+    volumeMounts: cacheMounts,
+  });
+  const compile: k8s.Container = {
+    name: "compile",
+    ...base,
+    // One compiler per key: the serving pods' lease of the same name, whose marker lets them start and load.
+    command: ["bash", `${paths.launchDir}/${COMPILE_LOCK_FILE}`, "run", "--", ...run("compile")],
+    // The serving pods' environment exactly (their cache is the one compiled here), and what compiling adds.
+    env: [...roleEnvironment(context), ...Object.entries(compileOnlyEnv(targetSoc(plan, role))).map(([name, value]) => ({ name, value }))],
+    volumeMounts: [
+      { name: "launch", mountPath: paths.launchDir, readOnly: true },
+      { name: "weights", mountPath: context.hfHome, readOnly: true },
+      ...cacheMounts,
+      { name: "offload", mountPath: ROLE_DIRS.offload },
+    ],
+  };
+  return {
+    ...(registry ? { pull: registryContainer("pull", "pull") } : {}),
+    ...(compileHere ? { compile } : {}),
+    ...(registry && compileHere ? { push: registryContainer("push", "push") } : {}),
+  };
+}
+
 /**
  * A Job per compile key (compile.enabled): the role's launch script in compile-only mode in a pod
  * that asks for no NPU (compile.nodeSelector, compile.resources), on the role's compile-cache
  * volume under its compile lock, so the role's pods find the cache and load. With a registry it
- * pulls a key the registry has and pushes one it compiled; with a registry and no compile.enabled
- * it only pulls, outside the lock, so a key the registry lacks is compiled by the pods as before.
+ * pulls a key the registry has and pushes one it compiled, each from a container of its own; with a
+ * registry and no compile.enabled it only pulls, outside the lock, so a key the registry lacks is
+ * compiled by the pods as before.
  */
 export function compileJob(context: RoleContext, role: RolePlan, workload: RoleWorkload, ahead: CompileAheadPlan, registrySecret: string | null): CompileJob {
   const { deployment, instance, namespace } = context;
   const { settings, plan } = deployment;
   const { paths } = KUBERNETES_DEFAULTS;
-  const compileHere = ahead.mode === "job";
   const cacheRoot = ROLE_DIRS.compileCache;
   const scriptDir = "/etc/rbln-serving-compile";
   const timeoutSeconds = engineReadyTimeoutSeconds(role.ranks[0]!.env) + KUBERNETES_DEFAULTS.budgets.startMarginSeconds;
@@ -81,7 +146,7 @@ export function compileJob(context: RoleContext, role: RolePlan, workload: RoleW
     key: role.compileKey,
     roles: [role.role],
     marker: `${cacheRoot}/rbln-serving-complete/compile-${role.compileKey}`,
-    compileHere,
+    compileHere: ahead.mode === "job",
     launch: `${paths.launchDir}/launch.sh`,
     ports: workload.ports,
     timeoutSeconds: engineReadyTimeoutSeconds(role.ranks[0]!.env),
@@ -96,31 +161,10 @@ export function compileJob(context: RoleContext, role: RolePlan, workload: RoleW
     metadata: { name: `${instance}-${role.role}-compile-${digest}`, namespace, labels },
     data: { "compile-job.sh": script },
   };
-  const run = ["bash", `${scriptDir}/compile-job.sh`];
+  const { pull, compile, push } = compileContainers(context, role, ahead, registrySecret, scriptDir);
+  // The last phase is the Job's container (its log's last line names the digest); those before it run first, in order.
+  const phases = [pull, compile, push].filter((c): c is k8s.Container => c !== undefined);
   const security = settings.kubernetes.securityContext;
-  const container: k8s.Container = {
-    name: "compile",
-    image: settings.kubernetes.image!,
-    // One compiler per key: the serving pods' lease of the same name, whose marker lets them start and load.
-    command: compileHere ? ["bash", `${paths.launchDir}/${COMPILE_LOCK_FILE}`, "run", "--", ...run] : run,
-    // The serving pods' environment exactly (their cache is the one compiled here), and what compiling adds.
-    env: [
-      ...roleEnvironment(context),
-      ...(compileHere ? Object.entries(compileOnlyEnv(targetSoc(plan, role))).map(([name, value]) => ({ name, value })) : []),
-      ...(registrySecret ? [{ name: REGISTRY_PASSWORD_ENV, valueFrom: { secretKeyRef: { name: registrySecret, key: REGISTRY_PASSWORD_KEY } } }] : []),
-    ],
-    // No NPU: requests and limits name CPU and memory only.
-    resources: mergeResources(KUBERNETES_DEFAULTS.resources.compile, settings.compile.resources),
-    securityContext: containerSecurity(security),
-    volumeMounts: [
-      { name: "launch", mountPath: paths.launchDir, readOnly: true },
-      { name: "compile-script", mountPath: scriptDir, readOnly: true },
-      { name: "weights", mountPath: context.hfHome, readOnly: true },
-      { name: "compile-cache", mountPath: cacheRoot },
-      { name: "offload", mountPath: ROLE_DIRS.offload },
-      { name: "scratch", mountPath: paths.scratchDir },
-    ],
-  };
   const job: k8s.Named<k8s.Job> = {
     apiVersion: "batch/v1",
     kind: "Job",
@@ -136,8 +180,8 @@ export function compileJob(context: RoleContext, role: RolePlan, workload: RoleW
           restartPolicy: "Never",
           ...(Object.keys(settings.compile.nodeSelector).length > 0 ? { nodeSelector: settings.compile.nodeSelector } : {}),
           securityContext: podSecurity(security),
-          initContainers: [waitForWeights(settings.kubernetes.image!, context.hfHome, plan.models, containerSecurity(security))],
-          containers: [container],
+          initContainers: [waitForWeights(settings.kubernetes.image!, context.hfHome, plan.models, containerSecurity(security)), ...phases.slice(0, -1)],
+          containers: phases.slice(-1),
           volumes: [
             ...roleVolumes(context, workload.configMap.metadata.name, workload.compileCache.metadata.name),
             { name: "compile-script", configMap: { name: configMap.metadata.name, defaultMode: 0o555 } },

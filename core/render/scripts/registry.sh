@@ -7,7 +7,8 @@
 # only; the login's auth file lives in the step's 0700 work folder under /run and goes with it. The
 # artifacts themselves (tens of GB) are built and pulled in `scratch`, beside the cache on its disk.
 # Reads: host_name, key, repository, registry_user, registry_password, artifact_type, config_type,
-# layer_type, work, scratch, service_user, cache_dir (VLLM_CACHE_ROOT/rbln), files_list.
+# layer_type, work, scratch, service_user, cache_dir (VLLM_CACHE_ROOT/rbln), files_list, and
+# cache-files.sh's functions (compile-flow.sh sources both).
 # shellcheck disable=SC2154
 
 registry_fail() { echo "compile ${host_name} ${key}: $*" >&2; exit 1; }
@@ -20,51 +21,66 @@ registry_login() {
   printf '{"auths":{}}\n' > "$work/auth.json"
   [ -n "$registry_user" ] || return 0
   printf '%s' "$registry_password" | skopeo login "${registry_opts[@]}" --username "$registry_user" --password-stdin "${repository%%/*}" >/dev/null 2>"$work/err" ||
-    registry_fail "login to ${repository%%/*} as ${registry_user} failed: $(tail -n 1 "$work/err")"
+    registry_fail "login to ${repository%%/*} as ${registry_user} failed: $(registry_error)"
 }
 
-# Prints the digest the key's tag points to, or nothing when the registry has no such tag.
+# skopeo's error, as one line: the message of its last log line, without the log's frame.
+registry_error() {
+  tail -n 1 "$work/err" | sed -E 's/^time="[^"]*" level=[a-z]+ msg="(.*)"$/\1/; s/\\"/"/g' | cut -c 1-300
+}
+
+# Prints the digest the key's tag points to, or nothing when the registry has no such tag. Absent is
+# only what a registry that answered its ping (skopeo pings /v2/ before anything, and stops there
+# if that fails) says of the key's manifest: MANIFEST_UNKNOWN, or NAME_UNKNOWN for a repository that
+# has no tag yet (containers/image prints these error codes as "manifest unknown", "name unknown").
+# Everything else (a /v2/ that is not a registry's, a bare 404, a 5xx, no answer, a refused login)
+# fails the step: it must not pass for "absent" and start hours of compiling.
 registry_digest() {
+  local unknown="reading manifest ${key} in ${repository}: "
   if skopeo inspect --raw "${registry_opts[@]}" "docker://${repository}:${key}" > "$work/remote-manifest" 2>"$work/err"; then
     echo "sha256:$(sha256sum "$work/remote-manifest" | cut -d ' ' -f 1)"
-  elif grep -qiE 'manifest unknown|not found|404' "$work/err"; then
     return 0
-  else
-    registry_fail "asking ${repository} for ${key} failed: $(tail -n 1 "$work/err")"
   fi
+  case "$(registry_error)" in
+    *"$unknown"'manifest unknown' | *"$unknown"'manifest unknown:'* | *"$unknown"'name unknown' | *"$unknown"'name unknown:'*) return 0 ;;
+  esac
+  registry_fail "asking ${repository} for ${key} failed: $(registry_error)"
 }
 
-# Pulls the artifact at digest $1, checks it (its digest, our artifact type, every blob's hash, a
-# tar of plain files and folders under relative paths), and only then extracts it into cache_dir
-# and records its file list. A bad artifact changes nothing here.
+# Pulls the artifact at digest $1 and checks it before anything is placed: its digest, every blob's
+# hash, our artifact type and media types, its config and annotation naming this key (not another
+# key's artifact under this key's tag), and a tar of plain files and folders under names the cache
+# takes, within its size and the free space (cache_files_py). Unpacked into scratch, its files are
+# placed as a compile's are (place_files): only new ones, never over another key's.
 registry_pull() {
   local digest=$1 layout="$scratch/pulled" manifest layer
   skopeo copy --quiet --preserve-digests "${registry_opts[@]}" "docker://${repository}@${digest}" "oci:${layout}:${key}" 2>"$work/err" ||
-    registry_fail "pulling ${repository}@${digest} failed: $(tail -n 1 "$work/err"); nothing changed"
+    registry_fail "pulling ${repository}@${digest} failed: $(registry_error); nothing changed"
   for blob in "$layout"/blobs/sha256/*; do
     [ "$(sha256sum "$blob" | cut -d ' ' -f 1)" = "$(basename "$blob")" ] || registry_fail "${repository}@${digest}: blob $(basename "$blob") does not match its digest; refused, nothing changed"
   done
   manifest="$layout/blobs/sha256/${digest#sha256:}"
   [ -f "$manifest" ] || registry_fail "${repository}@${digest}: the pulled manifest is not that digest; refused, nothing changed"
-  layer=$(python3 - "$manifest" "$artifact_type" "$config_type" "$layer_type" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-artifact, config, layer = sys.argv[2:5]
-ok = m.get("artifactType") == artifact and m.get("config", {}).get("mediaType") == config and [l.get("mediaType") for l in m.get("layers", [])] == [layer]
-print(m["layers"][0]["digest"].split(":", 1)[1] if ok else "")
+  layer=$(python3 - "$manifest" "$layout/blobs/sha256" "$key" "$artifact_type" "$config_type" "$layer_type" 2>"$work/err" <<'PY'
+import json, os, sys
+manifest, blobs, key, artifact, config, layer = sys.argv[1:7]
+m = json.load(open(manifest))
+if not (m.get("artifactType") == artifact and m.get("config", {}).get("mediaType") == config and [l.get("mediaType") for l in m.get("layers", [])] == [layer]):
+    sys.exit(f"not an rbln-serving compiled cache (artifact type {artifact})")
+named = {
+    "its config": json.load(open(os.path.join(blobs, m["config"]["digest"].split(":", 1)[1]))).get("compileKey"),
+    "its annotation": (m.get("annotations") or {}).get("ai.rbln-serving.compile-key"),
+}
+for where, value in named.items():
+    if value != key:
+        sys.exit(f"{where} names key {value!r}, not {key}: another key's artifact")
+print(m["layers"][0]["digest"].split(":", 1)[1])
 PY
-)
-  [ -n "$layer" ] || registry_fail "${repository}@${digest}: not an rbln-serving compiled cache (artifact type ${artifact_type}); refused, nothing changed"
-  layer="$layout/blobs/sha256/$layer"
-  tar -tvf "$layer" > "$work/listing" || registry_fail "${repository}@${digest}: its layer is not a tar; refused, nothing changed"
-  if grep -qvE '^[-d]' "$work/listing" || tar -tf "$layer" | grep -qE '^/|(^|/)\.\.(/|$)'; then
-    registry_fail "${repository}@${digest}: its layer holds links, devices or paths outside the cache; refused, nothing changed"
-  fi
-  install -d -o "$service_user" -g "$service_user" -m 0750 "$cache_dir"
-  tar -xf "$layer" -C "$cache_dir" --no-same-owner --no-same-permissions
-  tar -tf "$layer" | { grep -v '/$' || true; } | LC_ALL=C sort > "$files_list.tmp"
-  mv "$files_list.tmp" "$files_list"
-  chown -R "$service_user:$service_user" "$cache_dir"
+) || registry_fail "${repository}@${digest}: $(tail -n 1 "$work/err"); refused, nothing changed"
+  install -d -m 0700 "$scratch/unpacked"
+  cache_files_py tar "$layout/blobs/sha256/$layer" "$scratch/unpacked" "$scratch" "$work/pulled" 2>"$work/err" ||
+    registry_fail "${repository}@${digest}: its layer $(tail -n 1 "$work/err"); refused, nothing changed"
+  place_files "$scratch/unpacked" "$work/pulled"
 }
 
 # Builds the key's artifact from the files of files_list (relative to cache_dir) as an OCI layout
@@ -107,7 +123,7 @@ PY
   remote=$(registry_digest)
   if [ -z "$remote" ]; then
     skopeo copy --quiet --preserve-digests "${registry_opts[@]}" "oci:${layout}:${key}" "docker://${repository}:${key}" 2>"$work/err" ||
-      registry_fail "pushing to ${repository}:${key} failed: $(tail -n 1 "$work/err")"
+      registry_fail "pushing to ${repository}:${key} failed: $(registry_error)"
     remote=$(registry_digest)
   fi
   [ -n "$remote" ] || registry_fail "${repository}:${key} is not there after the push"

@@ -34,9 +34,7 @@ router_ssh_bind=''
 front_door_endpoint=''
 front_door_renew_s=60
 compile_marker=/var/lib/rbln-serving/vllm/rbln-serving-complete/compile-1cf6c9744861508e
-cache_hit_line='Loaded rbln mega-cache bundle from '
-cache_warmup_line='rbln_backend [warm-up]'
-cache_saved_line='Saved rbln mega-cache bundle to '
+cache_bundle_dir=/var/lib/rbln-serving/vllm/rbln/MiniMaxAI_MiniMax-M2.7-15923874
 env_text="VLLM_ENGINE_READY_TIMEOUT_S='9600'"
 unit_text='[Service]
 ExecStart=/bin/true'
@@ -105,6 +103,7 @@ trap '[ "$phase" != switching ] || phase=cut; exit 1' HUP INT TERM PIPE
 
 restart() {
   started=$(date +%s)
+  cache_note_start
   systemctl reset-failed "$unit" 2>/dev/null || true
   # A start that fails outright (vllm cannot run, the device wait ends) leaves the unit failed, which
   # wait_serving reports: rolled back like any other failure, never left half-switched.

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The compile Job of one compile key on Kubernetes (compile.enabled), in a pod with no NPU, under the
-# role's compile lock (the serving pods' lease of the same key), in the flow compile-flow.sh shares
-# with the compile host: the role's launch script runs in vllm-rbln's compile-only mode until
-# vllm-rbln has saved the warmed-up cache, and is stopped. Without compile.enabled (a registry only)
-# it only pulls. Env: the compile-only variables, VLLM_CACHE_ROOT, and REGISTRY_PASSWORD from the
-# stack's registry Secret.
+# The compile Job of one compile key on Kubernetes (compile.enabled), in a pod with no NPU, in the
+# flow compile-flow.sh shares with the compile host: the role's launch script runs in vllm-rbln's
+# compile-only mode until vllm-rbln has saved the warmed-up cache, and is stopped. Without
+# compile.enabled (a registry only) it only pulls. $1 names the phase a container runs (pull,
+# compile, push; all for one container that runs them all): with a registry and compile.enabled
+# the pull and the push run in containers of their own, before and after the compile's, so that
+# the compile, which runs the model's own code, never has the registry password. The compile runs
+# under the role's compile lock (the serving pods' lease of the same key). Env: the compile-only
+# variables and VLLM_CACHE_ROOT; REGISTRY_PASSWORD from the stack's registry Secret in the pull and
+# push containers only.
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=compile-job
@@ -18,7 +22,6 @@ ports=8000
 probe_py='import sys'
 timeout_s=9600
 interval_s=30
-saved_line='Saved rbln mega-cache bundle to '
 repository=''
 registry_user=''
 artifact_type=application/vnd.rbln-serving.compile-cache.v1
@@ -27,16 +30,26 @@ layer_type=application/vnd.rbln-serving.compile-cache.layer.v1.tar
 # --- end of settings ---
 
 : "${VLLM_CACHE_ROOT:?VLLM_CACHE_ROOT names the compile-cache volume}"
+phase=${1:-all}
 registry_password=${REGISTRY_PASSWORD:-}
 unset REGISTRY_PASSWORD
 cache_dir="$VLLM_CACHE_ROOT/rbln"
 files_list="$marker.files"
 cache_place="on the compile-cache volume"
 first_compiler="the first pod of ${roles[*]}"
-mkdir -p "$(dirname "$marker")" "$cache_dir"
 work=$(mktemp -d)
-scratch=$(mktemp -d "$VLLM_CACHE_ROOT/.rbln-serving-scratch.XXXXXX")
-trap 'rm -rf "$work" "$scratch"' EXIT
+# The key's own folders on the volume: the compile's, which the compile-only run takes as its
+# VLLM_CACHE_ROOT (vLLM and vllm-rbln key no compiled graph on it: it is in vLLM's ignored
+# compile factors and not in vllm-rbln's RBLN_COMPILE_ENV), so a serving pod that saves its bundle
+# meanwhile never mixes with this key's files; and the pull's and push's scratch. A run cut short
+# left them behind: each phase starts its own over.
+compile_dir="$VLLM_CACHE_ROOT/.rbln-serving-compile/$key/rbln"
+scratch="$VLLM_CACHE_ROOT/.rbln-serving-scratch/$key"
+case "$phase" in
+  compile) rm -rf "$(dirname "$compile_dir")"; mkdir -p "$compile_dir" ;;
+  *) rm -rf "$scratch"; mkdir -p "$scratch" ;;
+esac
+trap 'rm -rf "$work" "$scratch" "$(dirname "$compile_dir")"; rmdir "$(dirname "$scratch")" "$(dirname "$(dirname "$compile_dir")")" 2>/dev/null || true' EXIT
 # No root in the pod: the files stay the pod user's, and chown has nothing to do.
 chown() { :; }
 install() { [ "$1" = -d ] && mkdir -p "${@: -1}"; }
@@ -49,17 +62,16 @@ healthy() { python3 -c "$probe_py" 127.0.0.1 10 "$ports" /health 0 2>/dev/null; 
 
 compile_only() {
   local pid started status
-  touch "$work/start"
   started=$(date +%s)
-  bash "$launch" > >(tee "$work/log") 2>&1 &
+  VLLM_CACHE_ROOT=$(dirname "$compile_dir") bash "$launch" > >(tee "$work/log") 2>&1 &
   pid=$!
   say "compiling for ${roles[*]} in compile-only mode, with no NPU"
   while :; do
-    if grep -qF -- "$saved_line" "$work/log" && { healthy || ! kill -0 "$pid" 2>/dev/null; }; then break; fi
+    if bundle_saved && { healthy || ! kill -0 "$pid" 2>/dev/null; }; then break; fi
     if ! kill -0 "$pid" 2>/dev/null; then
       status=0
       wait "$pid" || status=$?
-      grep -qF -- "$saved_line" "$work/log" && [ "$status" = 0 ] && break
+      bundle_saved && [ "$status" = 0 ] && break
       fail "the compile-only run ended (exit ${status}) before vllm-rbln saved the cache"
     fi
     [ $(( $(date +%s) - started )) -lt "$timeout_s" ] || fail "vllm-rbln saved no cache within ${timeout_s}s"
@@ -69,4 +81,4 @@ compile_only() {
   wait "$pid" 2>/dev/null || true
 }
 
-compile_key
+compile_key "$phase"
