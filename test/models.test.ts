@@ -148,7 +148,7 @@ describe("the models setting", () => {
       ],
       [
         onHosts({ hosts: [...HOSTS.slice(0, 2), { ...HOSTS[2]!, address: "door.example.com" }, HOSTS[3]] }),
-        "hosts[2].address: \"door.example.com\" is not a literal IPv4 address; the router's file discovery reaches endpoints by IPv4 address only: give the host's IPv4 address (or listenAddress)",
+        "hosts[2].address: \"door.example.com\" is a host name, but this host drains its endpoints at the front door (router.host) and copies caches from another server over SSH, under a grant (from= in authorized_keys) that sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host's IP address",
       ],
     ];
     for (const [settings, message] of cases) expect(refusal(settings)).toBe(message);
