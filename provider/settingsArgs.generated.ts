@@ -61,7 +61,7 @@ export interface ModelServingArgs {
    */
   decodeReplicas?: number;
   /**
-   * Several model deployments in one stack, behind one front door that routes each request by its model field (docs/multiple-models.md). Each entry has its own name, servedNames, hosts and the per-model keys (model, revision, strategy, target, preset, axes, versions, replicas, prefillReplicas, decodeReplicas, extraArgs, extraEnv, compile, autoscaling), which the top level may then not set. Unset, the top level is the stack's one model.
+   * Several model deployments in one stack, behind one front door that routes each request by its model field (docs/models.md). Each entry has its own name, servedNames, hosts and the per-model keys (model, revision, strategy, target, preset, axes, versions, replicas, prefillReplicas, decodeReplicas, extraArgs, extraEnv, compile, autoscaling), which the top level may then not set. Unset, the top level is the stack's one model.
    * Allowed: not empty.
    */
   models?: ModelArgs[];

@@ -521,7 +521,7 @@ export const SettingsSchema = z.strictObject({
     .min(1)
     .optional()
     .describe(
-      "Several model deployments in one stack, behind one front door that routes each request by its model field (docs/multiple-models.md). Each entry has its own name, servedNames, hosts and the per-model keys (model, revision, strategy, target, preset, axes, versions, replicas, prefillReplicas, decodeReplicas, extraArgs, extraEnv, compile, autoscaling), which the top level may then not set. Unset, the top level is the stack's one model.",
+      "Several model deployments in one stack, behind one front door that routes each request by its model field (docs/models.md). Each entry has its own name, servedNames, hosts and the per-model keys (model, revision, strategy, target, preset, axes, versions, replicas, prefillReplicas, decodeReplicas, extraArgs, extraEnv, compile, autoscaling), which the top level may then not set. Unset, the top level is the stack's one model.",
     ),
   hosts: z
     .array(Host)
