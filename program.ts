@@ -41,6 +41,7 @@ export function runProgram() {
     deployments: serving.deployments,
     selection: serving.selection,
     warnings: [...warnings, ...serving.warnings],
+    notes: serving.notes,
     scrapeTargets: serving.scrapeTargets,
     compileKeys: serving.compileKeys,
     models: serving.models,

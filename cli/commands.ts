@@ -1,7 +1,7 @@
 import * as path from "node:path";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { secretPairingErrors, type SecretKey } from "../core/config/secrets";
-import { projectStackDir, readStackFile } from "../core/config/stackFile";
+import { projectStackDir, readStackFile, type StackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
 import type { Deployment } from "../core/plan/deployment";
 import { planStack, type StackPlan } from "../core/plan/stack";
@@ -10,8 +10,12 @@ import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 import { resolvePlan } from "../core/plan/resolve";
 import type { LaunchPlan, PlanChange } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
-import { maskedPlan, renderPlanText } from "../core/render/planText";
+import { maskedPlan, messageLines, renderPlanText } from "../core/render/planText";
 import { renderStack } from "../core/render/stack";
+import { renderStackPlanText } from "../core/render/stackPlanText";
+import { changeCost, renderChangeCost } from "../core/render/changeCost";
+import { stackFileAgainst } from "./stackAgainst";
+import { renderDeployment } from "../core/render/deployment";
 import { writeRenderFolder } from "./outputFolder";
 import { renderStackFiles } from "../core/render/files";
 import { DEFAULT_INSTANCE } from "../core/render/hosts/names";
@@ -26,6 +30,7 @@ export interface CliOptions {
   model?: string;
   format?: string;
   diff?: string;
+  against?: string;
   out?: string;
 }
 
@@ -54,8 +59,13 @@ function flagOverrides(options: CliOptions): Record<string, unknown> {
  * working directory (the repository's, or a user's project that installed the package).
  */
 export function stackPlan(options: CliOptions, catalog: RecipeCatalog, stack: string, stackDir = projectStackDir()): { plan: StackPlan; secrets: SecretKey[] } {
-  const { raw, secrets, warnings } = readStackFile(stack, stackDir);
-  for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
+  return fileStackPlan(options, catalog, readStackFile(stack, stackDir), true);
+}
+
+/** A stack file's plan with the selection flags over its keys; `warn`: say on stderr what the file lacks (the current file, not an older one). */
+function fileStackPlan(options: CliOptions, catalog: RecipeCatalog, file: StackFile, warn: boolean): { plan: StackPlan; secrets: SecretKey[] } {
+  const { raw, secrets, warnings } = file;
+  if (warn) for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
   const sets = parseSets(options.set);
   const axes = raw.axes;
   // --set adds to the stack's axes; axes that are no map stay as given, for validation to refuse.
@@ -68,20 +78,25 @@ export function stackPlan(options: CliOptions, catalog: RecipeCatalog, stack: st
   const plan = planStack(parseStackSettings(merged), catalog);
   // `pulumi up` refuses these; offline, the stack file may simply not hold its secrets yet.
   const missing = new Set(plan.models.flatMap((deployment) => secretPairingErrors(deployment.settings, (key) => secrets.includes(key)).map((e) => e.message)));
-  for (const message of missing) process.stderr.write(`warning: ${message}\n`);
+  if (warn) for (const message of missing) process.stderr.write(`warning: ${message}\n`);
   return { plan, secrets };
 }
 
-/** A stack of one model's deployment (stackPlan); a stack of several is refused, naming the command's way to read them. */
+/** The one model of a stack's plan; a stack of several is refused, naming the command's way to read them. */
+function onlyModel(stack: string, read: { plan: StackPlan; secrets: SecretKey[] }): { deployment: Deployment; secrets: SecretKey[] } {
+  const { plan, secrets } = read;
+  if (plan.models.length !== 1) throw new ConfigError("--stack", `"${stack}" serves ${plan.models.length} models; this reads a stack of one model`);
+  return { deployment: plan.models[0]!, secrets };
+}
+
+/** A stack of one model's deployment (stackPlan); a stack of several is refused. */
 export function stackDeployment(
   options: CliOptions,
   catalog: RecipeCatalog,
   stack: string,
   stackDir = projectStackDir(),
 ): { deployment: Deployment; secrets: SecretKey[] } {
-  const { plan, secrets } = stackPlan(options, catalog, stack, stackDir);
-  if (plan.models.length !== 1) throw new ConfigError("--stack", `"${stack}" serves ${plan.models.length} models; this reads a stack of one model`);
-  return { deployment: plan.models[0]!, secrets };
+  return onlyModel(stack, stackPlan(options, catalog, stack, stackDir));
 }
 
 /** A stack's plan (flags override its keys), or a plan from flags alone. */
@@ -101,22 +116,30 @@ function format(options: CliOptions): "text" | "json" {
   return value;
 }
 
-/** A stack of several models: each model's plan under its name, then the stack's warnings once. */
+/** A stack of several models: each model's plan under its name, then the stack's notes and warnings once. */
 function modelsPlanText(stack: StackPlan, json: boolean): string {
   const models = stack.models.map(({ entry, plan }) => ({ name: entry.name, servedNames: entry.servedNames, plan: maskedPlan(plan) }));
-  if (json) return `${JSON.stringify({ models, warnings: stack.warnings }, null, 2)}\n`;
+  if (json) return `${JSON.stringify({ models, messages: stack.messages }, null, 2)}\n`;
   const texts = models.map(
-    ({ name, servedNames, plan }) => `# model ${name}, served as ${servedNames.join(", ")}\n${renderPlanText({ ...plan, warnings: [] })}`,
+    ({ name, servedNames, plan }) => `# model ${name}, served as ${servedNames.join(", ")}\n${renderPlanText({ ...plan, messages: [] })}`,
   );
-  return `${texts.join("\n")}${stack.warnings.map((w) => `warning: ${w}\n`).join("")}`;
+  return `${texts.join("\n")}${messageLines(stack.messages)
+    .map((line) => `${line}\n`)
+    .join("")}`;
 }
 
+/** A stack's plan in its platform (hosts, addresses, units, the front door; Deployments, Jobs), or the plan of a selection alone. */
 function planCommand(options: CliOptions, catalog: RecipeCatalog): string {
-  if (options.diff !== undefined) return diffCommand(options, catalog);
-  const stack = options.stack === undefined ? undefined : stackPlan(options, catalog, options.stack).plan;
-  if (stack?.settings.models !== undefined) return modelsPlanText(stack, format(options) === "json");
-  const plan = stack ? stack.models[0]!.plan : planFor(options, catalog);
-  return format(options) === "json" ? `${JSON.stringify(maskedPlan(plan), null, 2)}\n` : renderPlanText(plan);
+  if (options.diff !== undefined || options.against !== undefined) return diffCommand(options, catalog);
+  const json = format(options) === "json";
+  const read = options.stack === undefined ? undefined : stackPlan(options, catalog, options.stack);
+  if (read?.plan.settings.models !== undefined) return modelsPlanText(read.plan, json);
+  if (read === undefined || json) {
+    const plan = read ? read.plan.models[0]!.plan : planFor(options, catalog);
+    return json ? `${JSON.stringify(maskedPlan(plan), null, 2)}\n` : renderPlanText(plan);
+  }
+  // As the program's own instance on that stack, so units and ids are those `pulumi up` creates.
+  return renderStackPlanText(renderDeployment(read.plan.models[0]!, { stack: options.stack!, instance: DEFAULT_INSTANCE, secrets: read.secrets }));
 }
 
 /**
@@ -142,16 +165,35 @@ function modelChanges(a: { plan: StackPlan; secrets: SecretKey[] }, b: { plan: S
   return { changes, recompiles };
 }
 
+/** The cost of a change between two stacks of one model each (units restarted, ...); none between stacks of models. */
+function singleModelCost(stack: string, a: { plan: StackPlan; secrets: SecretKey[] }, b: { plan: StackPlan; secrets: SecretKey[] }): string[] {
+  if (a.plan.settings.models !== undefined || b.plan.settings.models !== undefined) return [];
+  const render = (side: typeof a) => renderDeployment(side.plan.models[0]!, { stack, instance: DEFAULT_INSTANCE, secrets: side.secrets });
+  return renderChangeCost(changeCost(render(a), render(b)), b.plan.models[0]!);
+}
+
+/**
+ * What changes from one config to another: `--stack A --diff B` from A to B; `--stack S --against
+ * FILE|GIT-REF` from that file (or S's file at that git ref) to S's file as it is now. Both are
+ * rendered as the program's instance on the stack given, so the cost names the units it changes.
+ */
 function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
-  if (options.stack === undefined || options.diff === undefined) throw new ConfigError("--diff", "compares two stacks: --stack A --diff B");
-  const { changes, recompiles } = modelChanges(stackPlan(options, catalog, options.stack), stackPlan(options, catalog, options.diff));
+  if (options.stack === undefined || (options.diff === undefined) === (options.against === undefined))
+    throw new ConfigError(
+      options.diff !== undefined && options.against !== undefined ? "--against" : "--diff",
+      "compares two configs: --stack A --diff B, or --stack S --against FILE|GIT-REF (not both)",
+    );
+  const stack = options.stack;
+  const [a, b] =
+    options.against !== undefined
+      ? [fileStackPlan(options, catalog, stackFileAgainst(stack, options.against, projectStackDir()), false), stackPlan(options, catalog, stack)]
+      : [stackPlan(options, catalog, stack), stackPlan(options, catalog, options.diff!)];
+  const { changes, recompiles } = modelChanges(a, b);
   if (format(options) === "json") return `${JSON.stringify([...changes, ...compileKeyChanges(recompiles)], null, 2)}\n`;
-  return (
-    renderPlanDiff(changes) +
-    recompileLines(recompiles)
-      .map((line) => `warning: ${line}\n`)
-      .join("")
-  );
+  const cost = changes.length > 0 ? singleModelCost(stack, a, b) : [];
+  return `${renderPlanDiff(changes)}${recompileLines(recompiles)
+    .map((line) => `${line.level}: ${line.text}\n`)
+    .join("")}${cost.map((line) => `${line}\n`).join("")}`;
 }
 
 /** Writes the texts the stack's resources carry into `--out`, secrets as placeholders; returns a file list. */

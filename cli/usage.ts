@@ -18,7 +18,11 @@ export const OPTIONS = {
   set: { value: "axis=value", multiple: true, text: "an axis value, over the stack's axes; repeatable, each axis once" },
   model: { value: "ID", text: "a model id with a recipe in recipes/ (default MiniMaxAI/MiniMax-M2.7)" },
   format: { value: "text|json", text: "the output: text (default), or one JSON document" },
-  diff: { value: "STACK", text: "compare with another stack, flag by flag (plan --diff is diff)" },
+  diff: { value: "STACK", text: "compare with another stack: what changes from --stack to it, and what the change costs (plan --diff is diff)" },
+  against: {
+    value: "FILE|GIT-REF",
+    text: "compare --stack's file as it is with a stack file, or with its own file at a git commit (git show REF:path): preview your edit",
+  },
   out: { value: "DIR", text: "the folder render writes the files into: new, empty, or written by an earlier render" },
   endpoint: { value: "URL", multiple: true, text: "a rank's (or the front door's) URL to ask instead of a stack's; repeatable" },
   interval: { value: "SECONDS", text: "how far apart status reads the two /metrics samples (0-300, default 5)" },
@@ -42,13 +46,15 @@ export const COMMANDS: Record<"plan" | "diff" | "render" | "status", CommandSpec
   plan: {
     summary: "the launch plan: selection, pins, ranks, ports, NPUs and each rank's command line",
     synopsis:
-      "[--stack NAME] [--strategy SLUG] [--target Latency|Throughput] [--preset recommended] [--set axis=value ...] [--model ID] [--format text|json] [--diff STACK]",
-    options: [...SELECTION, "format", "diff"],
+      "[--stack NAME] [--strategy SLUG] [--target Latency|Throughput] [--preset recommended] [--set axis=value ...] [--model ID] [--format text|json] [--diff STACK | --against FILE|GIT-REF]",
+    options: [...SELECTION, "format", "diff", "against"],
   },
   diff: {
-    summary: "what changes between two stacks, flag by flag and setting by setting, and which roles recompile",
-    synopsis: "--stack NAME --diff STACK [--strategy SLUG] [--target T] [--preset recommended] [--set axis=value ...] [--model ID] [--format text|json]",
-    options: [...SELECTION, "format", "diff"],
+    summary:
+      "what changes between two configs, flag by flag and setting by setting, and what it costs: downloads, steps that rerun, restarts, time out of service (estimates)",
+    synopsis:
+      "--stack NAME (--diff STACK | --against FILE|GIT-REF) [--strategy SLUG] [--target T] [--preset recommended] [--set axis=value ...] [--model ID] [--format text|json]",
+    options: [...SELECTION, "format", "diff", "against"],
   },
   render: {
     summary: "write the files the stack's resources carry (scripts, units, manifests, chart values, Prometheus files)",

@@ -4,6 +4,7 @@ import type { z } from "zod";
 import { parseStackSettings, type StackSettings } from "../core/config/stackConfig";
 import { checkSecretPairings, SECRET_KEYS, secretEnvironment, type SecretKey } from "../core/config/secrets";
 import type { Deployment } from "../core/plan/deployment";
+import { messagesAt } from "../core/plan/messages";
 import { planStack, type StackPlan } from "../core/plan/stack";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import type { ScrapeTarget } from "../core/monitoring/targets";
@@ -223,7 +224,10 @@ export class ModelServing extends pulumi.ComponentResource {
   readonly modelRevision: pulumi.Output<string | null>;
   readonly deployments: pulumi.Output<RoleDeployment[]>;
   readonly selection: Record<string, string>;
+  /** What the stack should change: a risk, a setting that does nothing, a change the steps will refuse. */
   readonly warnings: string[];
+  /** Facts about what the stack does: the recipe's settings that do nothing, the platform's limits, choices the stack made. */
+  readonly notes: string[];
   /** Every rank's metrics endpoint with its labels (hosts; empty on Kubernetes): Prometheus `file_sd` groups. */
   readonly scrapeTargets: ScrapeTarget[];
   /** The compile keys this stack runs, each with its roles and the registry digest of its compiled cache: what retention must keep. */
@@ -275,7 +279,8 @@ export class ModelServing extends pulumi.ComponentResource {
     this.deployments = every((p) => p.deployments);
     this.curl = this.endpoints.apply((list) => clientCommand(first.client, list[0] ?? "http://<endpoint>", secrets.apiKey !== undefined));
     this.selection = selectionOf(first);
-    this.warnings = stack.warnings;
+    this.warnings = messagesAt(stack.messages, "warning");
+    this.notes = messagesAt(stack.messages, "note");
     this.scrapeTargets = rendered.models.flatMap((m) => m.hosts?.scrapeTargets ?? []);
     this.models = pulumi.all(
       stack.models.map((deployment, i) =>
@@ -306,6 +311,7 @@ export class ModelServing extends pulumi.ComponentResource {
       deployments: this.deployments,
       selection: this.selection,
       warnings: this.warnings,
+      notes: this.notes,
       scrapeTargets: this.scrapeTargets,
       models: this.models,
     });

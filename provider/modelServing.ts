@@ -73,8 +73,10 @@ export class ModelServing extends ServingComponent {
   declare readonly modelRevision: pulumi.Output<string | undefined>;
   /** Model, strategy, target and every axis value. */
   declare readonly selection: { [key: string]: string };
-  /** Where the recipe's own settings do nothing. */
+  /** What the stack should change: a risk, a setting that does nothing, a change the steps will refuse. */
   declare readonly warnings: string[];
+  /** Facts about what the stack does: the recipe's settings that do nothing, the platform's limits, choices the stack made. */
+  declare readonly notes: string[];
   /** Platform hosts: every rank's metrics endpoint with its labels, as Prometheus file_sd groups. */
   declare readonly scrapeTargets: ScrapeTargetOutput[];
   /** The compile keys the stack runs, with their roles and the registry digest of each compiled cache (retention keeps these). */

@@ -3,6 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { warning } from "../core/plan/messages";
 import { parse as parseYaml } from "yaml";
 import { ScaledObject as ScaledObjectModel } from "@kubernetes-models/keda/keda.sh/v1alpha1";
 import { parseStackSettings } from "../core/config/stackConfig";
@@ -61,7 +62,7 @@ describe("autoscaling settings", () => {
       "autoscaling.enabled: true is refused with platform: hosts: the servers are fixed; set the replicas and hosts you have, or use platform: kubernetes",
     );
     const off = planDeployment(parseStackSettings({ ...dev, autoscaling: { maxReplicas: 4 } }), shippedCatalog);
-    expect(off.plan.warnings).toContain("autoscaling: does nothing with platform: hosts; remove it or choose the platform that reads it");
+    expect(off.plan.messages).toContainEqual(warning("autoscaling: does nothing with platform: hosts; remove it or choose the platform that reads it"));
   });
 
   it("refuse limits that cross, naming the key that set each: maxReplicas below minReplicas, or below a role's replicas", () => {

@@ -5,7 +5,7 @@ import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
 import { diffPlans } from "../core/plan/diff";
 import { allSelections, resolvePlan } from "../core/plan/resolve";
-import type { Selection } from "../core/plan/types";
+import type { LaunchPlan, Selection } from "../core/plan/types";
 import { compareDeployLayouts, DEFAULT_DURATIONS, programDeployGraph, simulateDeploy, type Registered } from "../bench/deployModel";
 import { runProgram } from "../program";
 import { runUnderMocks } from "./helpers/pulumiHarness";
@@ -19,19 +19,20 @@ const pd = (axes: Record<string, string>, target = "Throughput", versions?: Reco
 const REVISION = "0123456789abcdef0123456789abcdef01234567";
 
 describe("compile keys", () => {
-  it("name the keyed change, and say when a change does not recompile", () => {
-    expect(recompileLines(compareCompileKeys(pd({}, "Latency"), pd({})))).toEqual(['recompiles decode: --max-num-seqs "1" -> "4" (hours on first start)']);
-    expect(recompileLines(compareCompileKeys(pd({ prefix_caching: "on" }), pd({ prefix_caching: "on_sub_block" })))).toEqual([
-      "does not recompile prefill: env VLLM_RBLN_SUB_BLOCK_CACHE is not part of the compile key",
-      "does not recompile decode: env VLLM_RBLN_SUB_BLOCK_CACHE is not part of the compile key",
+  it("name the keyed change as a warning, and note when a change does not recompile", () => {
+    const lines = (a: LaunchPlan, b: LaunchPlan) => recompileLines(compareCompileKeys(a, b)).map((m) => `${m.level}: ${m.text}`);
+    expect(lines(pd({}, "Latency"), pd({}))).toEqual(['warning: recompiles decode: --max-num-seqs "1" -> "4" (hours on first start)']);
+    expect(lines(pd({ prefix_caching: "on" }), pd({ prefix_caching: "on_sub_block" }))).toEqual([
+      "note: does not recompile prefill: env VLLM_RBLN_SUB_BLOCK_CACHE is not part of the compile key",
+      "note: does not recompile decode: env VLLM_RBLN_SUB_BLOCK_CACHE is not part of the compile key",
     ]);
-    expect(recompileLines(compareCompileKeys(pd({ reasoning_parser: "on" }), pd({ reasoning_parser: "off" })))).toEqual([
-      "does not recompile prefill: --reasoning-parser is not part of the compile key",
-      "does not recompile decode: --reasoning-parser is not part of the compile key",
+    expect(lines(pd({ reasoning_parser: "on" }), pd({ reasoning_parser: "off" }))).toEqual([
+      "note: does not recompile prefill: --reasoning-parser is not part of the compile key",
+      "note: does not recompile decode: --reasoning-parser is not part of the compile key",
     ]);
-    expect(recompileLines(compareCompileKeys(pd({}), pd({}, "Throughput", { rebelCompiler: "0.12.1" })))).toEqual([
-      'recompiles prefill: rebel-compiler "0.12.0" -> "0.12.1" (hours on first start)',
-      'recompiles decode: rebel-compiler "0.12.0" -> "0.12.1" (hours on first start)',
+    expect(lines(pd({}), pd({}, "Throughput", { rebelCompiler: "0.12.1" }))).toEqual([
+      'warning: recompiles prefill: rebel-compiler "0.12.0" -> "0.12.1" (hours on first start)',
+      'warning: recompiles decode: rebel-compiler "0.12.0" -> "0.12.1" (hours on first start)',
     ]);
   });
 

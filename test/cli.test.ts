@@ -4,6 +4,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { stringify } from "yaml";
 import { describe, expect, it, vi } from "vitest";
+import { warning } from "../core/plan/messages";
 import { refuseUnusedOptions, runCommand, stackDeployment, type CliOptions } from "../cli/commands";
 import { main } from "../cli/main";
 import { RecipeCatalog } from "../core/recipe/catalog";
@@ -12,6 +13,8 @@ import { readStackFile } from "../core/config/stackFile";
 import { planDeployment, type Deployment } from "../core/plan/deployment";
 import { compareCompileKeys, recompileLines } from "../core/plan/compileKey";
 import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
+import { renderDeployment } from "../core/render/deployment";
+import { renderStackPlanText } from "../core/render/stackPlanText";
 
 const ROOT = path.resolve(__dirname, "..");
 
@@ -38,7 +41,7 @@ describe("--help", () => {
     }
   }
   const COMMANDS = ["plan", "diff", "render", "status"];
-  const EVERY = ["stack", "strategy", "target", "preset", "set", "model", "format", "diff", "out", "endpoint", "interval"];
+  const EVERY = ["stack", "strategy", "target", "preset", "set", "model", "format", "diff", "against", "out", "endpoint", "interval"];
 
   it("rbln-serving --help, -h and help list every command and every option, exit 0; no command at all is usage on stderr, exit 2", async () => {
     // Once as the bin runs, in a process of its own.
@@ -51,7 +54,7 @@ describe("--help", () => {
       for (const command of [...COMMANDS, "recipe import", "recipe list"])
         expect(help.stdout, `${flag} ${command}`).toMatch(new RegExp(`^ {2}${command} `, "m"));
       // Each option on a line of its own, with what it does.
-      for (const option of [...EVERY, "out", "dir"]) expect(help.stdout, `${flag} --${option}`).toMatch(new RegExp(`^ +--${option} [A-Za-z|=.]+ +\\S`, "m"));
+      for (const option of [...EVERY, "out", "dir"]) expect(help.stdout, `${flag} --${option}`).toMatch(new RegExp(`^ +--${option} [A-Za-z|=.-]+ +\\S`, "m"));
     }
     // Every option the parser takes is one of those: it refuses any other.
     for (const option of EVERY) expect((await run("plan", `--${option}`, "x", "--help")).stderr, option).not.toContain("Unknown option");
@@ -133,7 +136,9 @@ describe("plan command", () => {
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/^strategy {2}aggregated-data-expert-parallel$/m);
     expect(run.stdout).toContain(
-      "env \\\n  VLLM_ENGINE_READY_TIMEOUT_S=9600 \\\n  HF_HUB_OFFLINE=1 \\\n  vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\",
+      "# main rank 0 on npu-dev-0\nenv \\\n  VLLM_ENGINE_READY_TIMEOUT_S=9600 \\\n  HF_HUB_OFFLINE=1 \\\n  HF_HOME=/var/lib/rbln-serving/huggingface \\\n" +
+        "  VLLM_CACHE_ROOT=/var/lib/rbln-serving/vllm \\\n  RBLN_OFFLOAD_DIR=/var/lib/rbln-serving/offload \\\n" +
+        "  /opt/rbln-serving/venvs/dev/rebel-compiler-0.12.0_vllm-rbln-0.12.0/bin/vllm serve MiniMaxAI/MiniMax-M2.7 \\\n    --block-size 4096 \\",
     );
   });
 
@@ -205,6 +210,179 @@ describe("plan command", () => {
       expect(run.stderr.split("\n")).toHaveLength(2);
     });
   }
+});
+
+describe("plan --stack speaks the stack's platform", () => {
+  const catalog = RecipeCatalog.load();
+  const text = (raw: Record<string, unknown>, stack = "t") =>
+    renderStackPlanText(renderDeployment(planDeployment(parseStackSettings(raw), catalog), { stack, instance: "rbln-serving", secrets: [] }));
+  const planOf = (stack: string) => {
+    const spy = vi.spyOn(process.stderr, "write").mockImplementation(() => true);
+    try {
+      return runCommand("plan", { stack }, catalog);
+    } finally {
+      spy.mockRestore();
+    }
+  };
+  /** The command block under `# <label> on <where>`, up to the next blank line. */
+  const block = (out: string, header: string) => {
+    const start = out.indexOf(`${header}\n`);
+    expect(start, header).toBeGreaterThanOrEqual(0);
+    const body = out.slice(start + header.length + 1);
+    return body.slice(0, body.search(/\n\n|\n$/) + 1);
+  };
+  /** The words bash reads from a printed command: `env` is a function that prints each argument. */
+  const bashWords = (command: string) =>
+    spawnSync("bash", ["-c", `env() { printf '%s\\0' "$@"; }\n${command}`], { encoding: "utf8" })
+      .stdout.split("\0")
+      .slice(0, -1);
+
+  it("on hosts: servers, addresses, URLs and units, the front door's URL and its parts, who downloads and compiles; no chart line, no placeholder", () => {
+    const out = planOf("edge");
+    expect(out).toContain("platform    hosts, deployment id edge\n");
+    expect(out).toContain("endpoint    http://10.30.0.10:8080: the front door on edge-router (10.30.0.10)\n");
+    expect(out).toMatch(/^front door {2}podman: endpoint picker ghcr\.io\/llm-d\/llm-d-router-endpoint-picker:v0\.10\.0, Envoy /m);
+    expect(out).toContain("sidecar     npu-edge-1: ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.10.0, ports 8000-8003 to the decode ranks on 8200-8203\n");
+    expect(out).toContain("weights     npu-edge-0 downloads MiniMaxAI/MiniMax-M2.7 from the hub; npu-edge-1 copies them\n");
+    expect(out).toMatch(
+      /^compile {5}each key compiled on the NPUs of its first host \([0-9a-f]{16} on npu-edge-0, [0-9a-f]{16} on npu-edge-1\); the others copy its cache$/m,
+    );
+    expect(out).toMatch(/^npu-edge-0 +10\.30\.0\.11 +0 +prefill +0 +0,1,2,3 +http:\/\/10\.30\.0\.11:8000 +rbln-serving-edge\.prefill-0\.service$/m);
+    expect(out).toMatch(/^npu-edge-1 +10\.30\.0\.12 +0 +decode +3 +3 +http:\/\/10\.30\.0\.12:8203 +rbln-serving-edge\.decode-3\.service$/m);
+    expect(out).not.toMatch(/<[A-Z_]+>/);
+    expect(out).not.toContain("llm-d-router-gateway");
+    // The placeholders bound as the unit binds them: the front door's host for the KV events, the host's own address.
+    const prefill = bashWords(block(out, "# prefill rank 0 on npu-edge-0"));
+    expect(prefill).toContain("--kv-events-config");
+    expect(JSON.parse(prefill[prefill.indexOf("--kv-events-config") + 1]!)).toMatchObject({
+      endpoint: "tcp://10.30.0.10:5557",
+      topic: "kv@10.30.0.11:8000@MiniMaxAI/MiniMax-M2.7",
+    });
+    expect(bashWords(block(out, "# decode rank 2 on npu-edge-1"))).toEqual(
+      expect.arrayContaining(["VLLM_NIXL_SIDE_CHANNEL_HOST=10.30.0.12", "--data-parallel-address", "10.30.0.12"]),
+    );
+  });
+
+  it("on hosts: the compile host, the registry, replicas without a front door, and one command for the servers that run the same", () => {
+    const dev = readStackFile("dev").raw as Record<string, any>;
+    const two = {
+      ...dev,
+      replicas: 2,
+      hosts: [dev.hosts[0], { ...dev.hosts[0], name: "npu-dev-1", address: "10.20.0.12" }],
+      revision: "0123456789abcdef0123456789abcdef01234567",
+      compile: { host: { ...dev.hosts[0], name: "cpu-build-0", address: "10.20.0.50" }, registry: { repository: "registry.example.com/ml/cc" } },
+    };
+    const out = text(two, "two");
+    expect(out).toContain("endpoints   http://10.20.0.11:8000  http://10.20.0.12:8000 (each replica's rank 0; no front door without router.host)\n");
+    expect(out).toContain("weights     cpu-build-0 downloads MiniMaxAI/MiniMax-M2.7 from the hub; npu-dev-0, npu-dev-1 copy them\n");
+    expect(out).toMatch(
+      /^compile {5}on cpu-build-0 \(10\.20\.0\.50\), off the NPUs, before any unit changes: [0-9a-f]{16} \(main\); registry registry\.example\.com\/ml\/cc \(pull, and push what it compiles\)$/m,
+    );
+    expect(out).toContain("\n# main rank 0 on npu-dev-0, npu-dev-1\n");
+    // A listen address is the unit's --host, so that server's command is its own.
+    const listening = text({ ...two, hosts: [two.hosts[0], { ...two.hosts[1], listenAddress: "10.21.0.12" }] }, "two");
+    expect(listening).toContain("\n# main rank 0 on npu-dev-0\n");
+    expect(bashWords(block(listening, "# main rank 0 on npu-dev-1"))).toEqual(expect.arrayContaining(["--host", "10.21.0.12"]));
+    expect(listening).toMatch(/^npu-dev-1 +10\.20\.0\.12 +1 +main +0 +0,1,2,3 +http:\/\/10\.21\.0\.12:8000 /m);
+  });
+
+  it("on Kubernetes: the ScaledObjects' bounds, the compile Jobs, the registry, the router and the EPP the ranks send events to", () => {
+    const prod = readStackFile("prod").raw as Record<string, any>;
+    const scaled = {
+      ...prod,
+      autoscaling: { enabled: true, maxReplicas: 4 },
+      compile: { enabled: true, registry: { repository: "registry.example.com/ml/cc" } },
+      revision: "0123456789abcdef0123456789abcdef01234567",
+      kubernetes: { ...prod.kubernetes, image: `registry.example.com/ml/vllm-rbln@sha256:${"e".repeat(64)}` },
+    };
+    const out = text(scaled, "prod");
+    expect(out).toMatch(/^platform {4}kubernetes, namespace llm-serving, image registry\.example\.com\/ml\/vllm-rbln@sha256:e{64}$/m);
+    expect(out).toContain("endpoint    the address of the Gateway gateway-system/inference-gateway, once the router's HTTPRoute is attached\n");
+    expect(out).toContain(
+      "router      llm-d-router-gateway v0.10.0 (release router), pool ports 8000,8001,8002,8003; endpoint picker router-epp.llm-serving.svc.cluster.local\n",
+    );
+    expect(out).toMatch(
+      /^compile {5}Job rbln-serving-compile-prefill-[0-9a-f]{10} \(prefill, key [0-9a-f]{16}\), Job rbln-serving-compile-decode-[0-9a-f]{10} \(decode, key [0-9a-f]{16}\); it compiles off the NPUs, and the role's Deployment waits for it$/m,
+    );
+    expect(out).toContain("registry    registry.example.com/ml/cc\n");
+    expect(out).toMatch(/^prefill +rbln-serving-prefill +1-4 \(ScaledObject rbln-serving-prefill\) +0 +0,1,2,3 +8000$/m);
+    expect(out).toMatch(/^decode +rbln-serving-decode +1-4 \(ScaledObject rbln-serving-decode\) +3 +3 +8203$/m);
+    expect(out).not.toMatch(/<[A-Z_]+>/);
+    const decode = block(out, "# decode rank 0 on each pod of rbln-serving-decode (POD_IP: the pod's IP, from the downward API)");
+    expect(decode).toContain('--data-parallel-address "${POD_IP}"');
+    expect(decode).toContain('"endpoint": "tcp://router-epp.llm-serving.svc.cluster.local:5557"');
+    const fixed = planOf("prod");
+    expect(fixed).toContain(
+      "compile     each role's first pod compiles on its NPUs under the role's compile lock; the others load its cache (compile.enabled: false)\n",
+    );
+    expect(fixed).toContain("registry    none (compile.registry unset)\nautoscaling off: fixed replicas\n");
+    expect(fixed).toMatch(/^prefill +rbln-serving-prefill +1 +0 +0,1,2,3 +8000$/m);
+  });
+
+  it("without a stack, the plan of the selection alone: its placeholders and the recipe's router, for any platform", () => {
+    const out = runCommand("plan", { strategy: "prefill-decode-disaggregated", target: "Throughput" }, catalog);
+    expect(out).toContain("<EPP_HOST> <POD_IP>");
+    expect(out).toMatch(/^router {4}llm-d-router-gateway v0\.10\.0 \(release router\)/m);
+    expect(out).not.toContain("platform ");
+  });
+});
+
+describe("the shipped stacks", () => {
+  /** What `plan --stack NAME` writes as warnings, on stdout (the plan's) and stderr (the stack file's, the secrets'): each without `warning: `. */
+  function planWarnings(stack: string): string[] {
+    let stderr = "";
+    const spy = vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => {
+      stderr += String(chunk);
+      return true;
+    });
+    let stdout: string;
+    try {
+      stdout = runCommand("plan", { stack }, RecipeCatalog.load());
+    } finally {
+      spy.mockRestore();
+    }
+    return `${stdout}${stderr}`.split("\n").flatMap((line) => (line.startsWith("warning: ") ? [line.slice("warning: ".length)] : []));
+  }
+
+  /**
+   * The warnings a stack file says it prints on purpose: each quoted `"warning: <its start>"` in
+   * its comments (a quote may run over comment lines), the comment around it saying why.
+   */
+  function explainedWarnings(stack: string): string[] {
+    const comments = fs
+      .readFileSync(path.join(ROOT, "stacks", `Pulumi.${stack}.yaml`), "utf8")
+      .split("\n")
+      .flatMap((line) => (/^\s*#/.test(line) ? [line.replace(/^\s*#\s?/, "").trim()] : []))
+      .join(" ");
+    return [...comments.matchAll(/"warning: ([^"]+)"/g)].map((m) => m[1]!.replace(/\s*\.\.\.$/, ""));
+  }
+
+  /** A warning no comment explains, and an explanation no warning needs. */
+  function unexplained(warnings: readonly string[], explained: readonly string[]): string[] {
+    return [
+      ...warnings.filter((w) => !explained.some((start) => w.startsWith(start))).map((w) => `printed, not explained: ${w}`),
+      ...explained.filter((start) => !warnings.some((w) => w.startsWith(start))).map((start) => `explained, not printed: ${start}`),
+    ];
+  }
+
+  it.each(["dev", "staging", "edge", "prod"])("%s plans with no warning its stack file does not explain in a comment", (stack) => {
+    const warnings = planWarnings(stack);
+    expect(unexplained(warnings, explainedWarnings(stack))).toEqual([]);
+    // prod holds no secret it needs and runs on one platform's settings: nothing to act on at all.
+    if (stack === "prod") expect(warnings).toEqual([]);
+  });
+
+  it("would find a warning no comment explains, and a comment for a warning no longer printed", () => {
+    expect(
+      unexplained(["sshPrivateKey: required with platform: hosts", "router: role decode has one server"], ["sshPrivateKey: required", "pipPassword: required"]),
+    ).toEqual(["printed, not explained: router: role decode has one server", "explained, not printed: pipPassword: required"]);
+    expect(explainedWarnings("edge")).toEqual([
+      "sshPrivateKey: required",
+      "pipPassword: required",
+      "router: role prefill has one server",
+      "router: role decode has one server",
+    ]);
+  });
 });
 
 describe("a malformed stack file", () => {
@@ -432,7 +610,7 @@ describe("diff between stacks", () => {
     // Settings too, and the recompile line.
     expect(diff({ ...dev, cacheRoot: "/var/lib/rbln-serving/" })).toBe("no changes\n");
     expect(recompileLines(compareCompileKeys(main(["--num-gpu-blocks-override", "1"]).plan, main(["--num-gpu-blocks-override", "01"]).plan))).toEqual([
-      'recompiles main: --num-gpu-blocks-override "1" -> "01" (hours on first start)',
+      warning('recompiles main: --num-gpu-blocks-override "1" -> "01" (hours on first start)'),
     ]);
   });
 });

@@ -3,6 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { note, warning } from "../core/plan/messages";
 import { compileOnlyEnv } from "../core/render/compileCache";
 import { readStackFile } from "../core/config/stackFile";
 import { PLACEHOLDER } from "../core/plan/argv";
@@ -126,7 +127,6 @@ describe("compile ahead of the disaggregated strategy on hosts (decode: four dat
     expect(steps.map((s) => s.roles)).toEqual([["prefill"], ["decode"]]);
     const decode = steps[1]!.script;
     expect(scriptSettings(decode, "units")).toEqual([0, 1, 2, 3].map((r) => `rbln-serving-${rendered.id}.compile-${steps[1]!.key}-${r}.service`));
-    expect(scriptSettings(decode, "ports")).toEqual(["8200", "8201", "8202", "8203"]);
     const lengths = scriptSettings(decode, "command_lengths").map(Number);
     const words = scriptSettings(decode, "command_words");
     expect(lengths.reduce((a, b) => a + b, 0)).toBe(words.length);
@@ -138,6 +138,8 @@ describe("compile ahead of the disaggregated strategy on hosts (decode: four dat
     );
     commands.forEach((command, r) => {
       expect(command[command.indexOf("--data-parallel-rank") + 1]).toBe(String(r));
+      // The rank's own port, which the step swaps for one free at the time (compile-key.sh's start_rank).
+      expect(command[command.indexOf("--port") + 1]).toBe(String(8200 + r));
       expect(command[command.indexOf("--data-parallel-address") + 1]).toBe(compileHost.address);
       expect(command.join(" ")).toContain('"endpoint": "tcp://10.30.0.10:');
     });
@@ -172,10 +174,12 @@ describe("a registry without a compile host pulls on the first host of each key"
     expect(commands(registrations).find((r) => r.name === pull)!.inputs.create).toContain("compile_here=no");
   });
 
-  it("warns that this stack only pulls", () => {
+  it("notes that this stack only pulls: a deliberate setup, nothing to act on", () => {
     const deployment = planDeployment(parseStackSettings(settings), shippedCatalog);
-    expect(deployment.plan.warnings).toContain(
-      "compile.registry: without compile.host this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed",
+    expect(deployment.plan.messages).toContainEqual(
+      note(
+        "compile.registry: without compile.host this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed",
+      ),
     );
   });
 });
@@ -234,13 +238,15 @@ describe("compile settings", () => {
       'kubernetes.image: with compile.registry, an image pinned by digest (name@sha256:<64 hex>): the compile key covers the image, and a tag can move (got "registry.example.com/vllm-rbln:0.12.0")',
     );
     const warned = planDeployment(parseStackSettings({ ...hostsStack({ compile: { host: compileHost, enabled: true } }) }), shippedCatalog);
-    expect(warned.plan.warnings).toContain("compile.enabled: does nothing with platform: hosts (set compile.host for a compile server)");
+    expect(warned.plan.messages).toContainEqual(warning("compile.enabled: does nothing with platform: hosts (set compile.host for a compile server)"));
   });
 
   it("fall back to compiling on the NPUs, with a warning, when the installed vllm-rbln has no compile-only mode", () => {
     const old = planDeployment(parseStackSettings(hostsStack({ versions: { vllmRbln: "0.10.4" }, compile: { host: compileHost } })), shippedCatalog);
-    expect(old.plan.warnings).toContain(
-      "compile ahead: vllm-rbln 0.10.4 has no compile-only mode (it arrived in 0.10.5a0); the first wave compiles on its NPUs, as without compile ahead",
+    expect(old.plan.messages).toContainEqual(
+      warning(
+        "compile ahead: vllm-rbln 0.10.4 has no compile-only mode (it arrived in 0.10.5a0); the first wave compiles on its NPUs, as without compile ahead; use vllm-rbln 0.10.5a0 or newer (versions.vllmRbln), or drop compile.host",
+      ),
     );
   });
 });

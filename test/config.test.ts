@@ -3,6 +3,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
+import { messagesAt, note, warning } from "../core/plan/messages";
 import { z } from "zod";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { holdsCiphertext, pulumiConfigText, readConfigEntries } from "../core/config/configEntries";
@@ -127,8 +128,10 @@ describe("extraArgs and extraEnv", () => {
     expect(shutdownOf({ ...raw, rollout: { shutdownTimeoutSeconds: 90 } })).toEqual(["90", 210]);
     // 0 here means what it means to vLLM: abort at once; said as a warning. router.requestTimeout's 0 (no limit) is refused unless this is set.
     expect(shutdownOf({ ...raw, router: { requestTimeout: "0s" }, rollout: { shutdownTimeoutSeconds: 0 } })).toEqual(["0", 120]);
-    expect(planDeployment(parseStackSettings({ ...raw, rollout: { shutdownTimeoutSeconds: 0 } }), shippedCatalog).plan.warnings).toContain(
-      "rollout.shutdownTimeoutSeconds: 0: a stopping rank aborts its in-flight requests at once (vLLM's --shutdown-timeout 0), so every restart cuts the requests it serves; give the seconds a request may take to finish",
+    expect(planDeployment(parseStackSettings({ ...raw, rollout: { shutdownTimeoutSeconds: 0 } }), shippedCatalog).plan.messages).toContainEqual(
+      warning(
+        "rollout.shutdownTimeoutSeconds: 0: a stopping rank aborts its in-flight requests at once (vLLM's --shutdown-timeout 0), so every restart cuts the requests it serves; give the seconds a request may take to finish",
+      ),
     );
     expect(() => parseStackSettings({ ...raw, router: { requestTimeout: "0s" } })).toThrow(/^router\.requestTimeout: "0s" lets a request run without limit/);
     expect(() => parseStackSettings({ ...raw, rollout: { shutdownTimeoutSeconds: -1 } })).toThrow(/^rollout\.shutdownTimeoutSeconds: /);
@@ -377,8 +380,8 @@ describe("cache.shared", () => {
 
   it("on Kubernetes does nothing, and says so", () => {
     const prod = readStackFile("prod").raw;
-    const warnings = planDeployment(parseStackSettings({ ...prod, cache: { shared: "/mnt/rbln-cache" } }), shippedCatalog).plan.warnings;
-    expect(warnings).toContain("cache: does nothing with platform: kubernetes; remove it or choose the platform that reads it");
+    const { messages } = planDeployment(parseStackSettings({ ...prod, cache: { shared: "/mnt/rbln-cache" } }), shippedCatalog).plan;
+    expect(messages).toContainEqual(warning("cache: does nothing with platform: kubernetes; remove it or choose the platform that reads it"));
   });
 });
 
@@ -413,7 +416,7 @@ describe("keys under another namespace", () => {
 
 describe("settings the chosen platform does not read", () => {
   const warningsOf = (raw: Record<string, unknown>) =>
-    planDeployment(parseStackSettings(raw), shippedCatalog).plan.warnings.filter((w) => w.includes("does nothing"));
+    messagesAt(planDeployment(parseStackSettings(raw), shippedCatalog).plan.messages, "warning").filter((w) => w.includes("does nothing"));
   it("warn in the plan, naming the key and the platform", () => {
     const prod = readStackFile("prod").raw;
     const dev = readStackFile("dev").raw as Record<string, any>;
@@ -463,19 +466,26 @@ describe("refusals and warnings of the deployment (fast checks, also for mutatio
   const plan = (raw: Record<string, unknown>) => planDeployment(parseStackSettings(raw), shippedCatalog);
   const keyless = () => dev().hosts.map(({ hostKey: _, ...host }: Record<string, unknown>) => host);
 
+  it("notes what lmcache: rds needs of the servers, which nothing checks: with the preset and with the axis, not without", () => {
+    const rds = note(expect.stringMatching(/^lmcache: rds offloads the KV cache to RBLN Direct Storage: every NPU server needs a dedicated NVMe drive /));
+    expect(plan(readStackFile("prod").raw).plan.messages).toContainEqual(rds);
+    expect(plan({ ...dev(), strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "rds" } }).plan.messages).toEqual([rds]);
+    expect(plan({ ...dev(), strategy: "aggregated-pipeline-parallel", target: "Throughput", axes: { lmcache: "cpu" } }).plan.messages).toEqual([]);
+  });
+
   it("requires host keys for hosts and bastions on platform hosts only, and warns when told to skip them", () => {
     expect(() => parseStackSettings({ ...dev(), hosts: keyless() })).toThrow(/^hosts\[0\]\.hostKey: required/);
     expect(() => parseStackSettings({ ...dev(), hosts: [{ ...dev().hosts[0], proxy: { address: "10.0.0.1" } }] })).toThrow(
       /^hosts\[0\]\.proxy\.hostKey: required/,
     );
     expect(() => parseStackSettings({ ...dev(), sshProxy: { address: "10.0.0.1" } })).toThrow(/^sshProxy\.hostKey: required/);
-    expect(plan({ ...dev(), hosts: keyless(), insecureSkipHostKeyCheck: true }).plan.warnings).toContainEqual(
-      expect.stringMatching(/^insecureSkipHostKeyCheck: true: SSH host keys are not checked/),
+    expect(plan({ ...dev(), hosts: keyless(), insecureSkipHostKeyCheck: true }).plan.messages).toContainEqual(
+      warning(expect.stringMatching(/^insecureSkipHostKeyCheck: true: SSH host keys are not checked/)),
     );
-    expect(plan(dev()).plan.warnings).toEqual([]);
+    expect(plan(dev()).plan.messages).toEqual([]);
     const prod = readStackFile("prod").raw;
     expect(() => parseStackSettings({ ...prod, sshProxy: { address: "10.0.0.1" } })).not.toThrow();
-    expect(plan({ ...prod, insecureSkipHostKeyCheck: true }).plan.warnings.filter((w) => w.startsWith("insecureSkipHostKeyCheck: true: SSH"))).toEqual([]);
+    expect(plan({ ...prod, insecureSkipHostKeyCheck: true }).plan.messages.filter((m) => m.text.startsWith("insecureSkipHostKeyCheck: true: SSH"))).toEqual([]);
   });
 
   it("places each host behind its own proxy, else the stack's sshProxy", () => {

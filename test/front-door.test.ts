@@ -5,6 +5,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
+import { note, type PlanMessage } from "../core/plan/messages";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
@@ -238,13 +239,15 @@ describe("the front door's settings, refused with one line", () => {
     );
   });
 
-  it("warns that aggregated replicas without a front door are separate endpoints, and what file mode leaves out", () => {
+  it("notes that aggregated replicas without a front door are separate endpoints, and what file mode leaves out", () => {
     const raw = { ...readStackFile("dev").raw, replicas: 2, hosts: [host("npu-a", "10.20.0.11"), host("npu-b", "10.20.0.12")] };
-    expect(plan(raw).plan.warnings).toContain(
-      "router.host: unset, so the 2 replicas are 2 endpoints and clients must spread their requests over them themselves; set router.host for one front door",
-    );
-    expect(plan(edge()).plan.warnings.join("\n")).toContain(
-      "InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there",
+    expect(plan(raw).plan.messages).toEqual([
+      note(
+        "router.host: unset, so the 2 replicas are 2 endpoints (stack output endpoints) and clients spread their requests over them; set router.host for one front door",
+      ),
+    ]);
+    expect(plan(edge()).plan.messages).toContainEqual(
+      note(expect.stringContaining("InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there")),
     );
   });
 });
@@ -327,19 +330,19 @@ describe("every SSH grant and bind the hosts write holds IP addresses (sshd matc
   });
 });
 
-describe("the one-server warning says what the stack does", () => {
-  const oneServer = (role: string) => (warnings: string[]) =>
-    warnings.filter((w) => w.startsWith(`router: role ${role} has one server`)).map((w) => w.slice(w.indexOf(";") + 2));
-  const REFUSES = "its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)";
-  const TAKES = "rollout.allowEmptyFrontDoor is true, so its unit steps take that outage (add a replica to avoid it)";
+describe("the one-server message says what the stack does: a warning while changes are refused, a note once the outage is accepted", () => {
+  const oneServer = (role: string) => (messages: PlanMessage[]) =>
+    messages.filter((m) => m.text.startsWith(`router: role ${role} has one server`)).map((m) => `${m.level}: ${m.text.slice(m.text.indexOf(";") + 2)}`);
+  const REFUSES = "warning: its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)";
+  const TAKES = "note: rollout.allowEmptyFrontDoor is true, so its unit steps take that outage (add a replica to avoid it)";
 
   it("refused while rollout.allowEmptyFrontDoor is false; taken, and no longer said to be refused, once it is true", () => {
     // edge: one prefill and one decode server.
     for (const role of ["prefill", "decode"]) {
-      expect(oneServer(role)(plan(edge()).plan.warnings), role).toEqual([REFUSES]);
-      const allowed = plan({ ...edge(), rollout: { allowEmptyFrontDoor: true } }).plan.warnings;
+      expect(oneServer(role)(plan(edge()).plan.messages), role).toEqual([REFUSES]);
+      const allowed = plan({ ...edge(), rollout: { allowEmptyFrontDoor: true } }).plan.messages;
       expect(oneServer(role)(allowed), role).toEqual([TAKES]);
-      expect(allowed.join("\n")).not.toContain("refuse that unless");
+      expect(JSON.stringify(allowed)).not.toContain("refuse that unless");
     }
     // The class: an aggregated replica alone behind a front door, and a role with two servers (no warning either way).
     const dev = readStackFile("dev").raw as Record<string, any>;
@@ -350,7 +353,7 @@ describe("the one-server warning says what the stack does", () => {
         hosts: [host("npu-a", "10.20.0.11"), host("npu-b", "10.20.0.12")].slice(0, replicas),
         router: { host: { name: "door", address: "10.20.0.10", hostKey: EXAMPLE_HOST_KEY } },
         rollout: { allowEmptyFrontDoor },
-      }).plan.warnings;
+      }).plan.messages;
     expect(oneServer("main")(aggregated(true, 1))).toEqual([TAKES]);
     expect(oneServer("main")(aggregated(false, 1))).toEqual([REFUSES]);
     expect(oneServer("main")(aggregated(true, 2))).toEqual([]);

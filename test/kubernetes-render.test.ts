@@ -6,6 +6,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { parse as parseYaml } from "yaml";
 import { describe, expect, it } from "vitest";
+import { note } from "../core/plan/messages";
 import { Namespace, PersistentVolumeClaim, Secret, Service, ConfigMap, ServiceAccount } from "kubernetes-models/v1";
 import { Deployment as DeploymentModel } from "kubernetes-models/apps/v1";
 import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
@@ -512,12 +513,13 @@ describe("router chart values", () => {
     expect(config.plugins).toEqual(intent.values.endpoint_picker.plugins);
   });
 
-  it("says in the plan where the recipe's router settings do nothing", () => {
-    expect(variants[0]!.plan.warnings).toEqual([
-      expect.stringMatching(/approx-prefix-cache-producer does not read them/),
-      expect.stringMatching(/lruCapacityPerServer: 1024 is ignored while autoTune is on/),
+  it("notes in the plan where the recipe's router settings do nothing: facts, not warnings, since no setting changes them", () => {
+    expect(variants[0]!.plan.messages).toEqual([
+      note(expect.stringMatching(/approx-prefix-cache-producer does not read \(only precise-prefix-cache-producer does\)/)),
+      note(expect.stringMatching(/lruCapacityPerServer: 1024 is ignored while autoTune is on/)),
+      note(expect.stringMatching(/^lmcache: rds offloads the KV cache to RBLN Direct Storage/)),
     ]);
-    expect(kubernetes({ strategy: "aggregated-data-expert-parallel", target: "Latency" }).plan.warnings).toEqual([]);
+    expect(kubernetes({ strategy: "aggregated-data-expert-parallel", target: "Latency" }).plan.messages).toEqual([]);
   });
 });
 

@@ -4,6 +4,7 @@ import { ModelServing } from "../components/modelServing";
 import { modelEntries } from "../core/config/models";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { scrapeTargets } from "../core/monitoring/targets";
+import { messagesAt } from "../core/plan/messages";
 import { planStack } from "../core/plan/stack";
 import { renderStackFiles } from "../core/render/files";
 import { renderStack } from "../core/render/stack";
@@ -148,7 +149,7 @@ describe("the models setting", () => {
       ],
       [
         onHosts({ hosts: [...HOSTS.slice(0, 2), { ...HOSTS[2]!, address: "door.example.com" }, HOSTS[3]] }),
-        "hosts[2].address: \"door.example.com\" is a host name, but this host drains its endpoints at the front door (router.host) and copies caches from another server over SSH, under a grant (from= in authorized_keys) that sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host's IP address",
+        'hosts[2].address: "door.example.com" is a host name, but this host drains its endpoints at the front door (router.host) and copies caches from another server over SSH, under a grant (from= in authorized_keys) that sshd matches against the address it sees connect and never against a name (UseDNS no, its default); give the host\'s IP address',
       ],
     ];
     for (const [settings, message] of cases) expect(refusal(settings)).toBe(message);
@@ -198,12 +199,11 @@ describe("the plan of a stack of models", () => {
 
   it("names each model's warnings, says a shared one once, and names the hosts no model uses", () => {
     const stack = planStack(parseStackSettings(onHosts({ insecureSkipHostKeyCheck: true })), catalog);
-    const skip = stack.warnings.filter((w) => w.includes("insecureSkipHostKeyCheck"));
+    const warnings = messagesAt(stack.messages, "warning");
+    const skip = warnings.filter((w) => w.includes("insecureSkipHostKeyCheck"));
     expect(skip).toEqual([expect.stringMatching(/^insecureSkipHostKeyCheck: true: /)]);
-    expect(stack.warnings).toContain(
-      `hosts[3]: "npu-d" is in no entry of models (nor router.host), so nothing runs there; remove it or list it in a model's hosts`,
-    );
-    expect(stack.warnings.some((w) => w.startsWith("tiny: "))).toBe(true);
+    expect(warnings).toContain(`hosts[3]: "npu-d" is in no entry of models (nor router.host), so nothing runs there; remove it or list it in a model's hosts`);
+    expect(stack.messages.some((m) => m.text.startsWith("tiny: "))).toBe(true);
   });
 });
 

@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { messagesAt } from "../core/plan/messages";
 import { parseStackSettings, planStack, type StackPlan } from "../components";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
@@ -96,7 +97,7 @@ describe.each(STACKS)("stack %s: the public plan entry is the plan the program a
     expect((await outputValue(outputs.compileKeys)).map(({ key, roles }) => ({ key, roles }))).toEqual(
       stack.models.flatMap((m) => m.compile.keys.map(({ key, roles }) => ({ key, roles }))),
     );
-    expect(outputs.warnings).toEqual(stack.warnings);
+    expect([outputs.warnings, outputs.notes]).toEqual([messagesAt(stack.messages, "warning"), messagesAt(stack.messages, "note")]);
   });
 });
 

@@ -1,4 +1,6 @@
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import type * as pulumi from "@pulumi/pulumi";
 import { Analyzer } from "@pulumi/pulumi/provider/experimental/analyzer";
@@ -14,11 +16,15 @@ import { settingsShape, type SettingField, type SettingShape } from "../core/con
 import { planServing, type ModelServing as ComponentModelServing } from "../components/modelServing";
 import { componentArgs, type ModelServing as PackageModelServing, type ModelServingArgs } from "../provider/modelServing";
 import { GENERATE_COMMAND, GENERATED_FILE, generatedFileText, providerTypesSource } from "../scripts/generate-provider-types";
+import pulumiPythonSdk from "./fixtures/pulumi-v3.248.0/python-sdk.json";
+import { pyInputClass, pyName, pyPackage } from "./helpers/pyName";
+import type { ResearchFixture } from "./helpers/researchFixtures";
 
 // The schema `pulumi package add` would publish, inferred offline by Pulumi's own analyzer from
 // the TypeScript source the provider entry points it at (provider/).
 const PROVIDER_DIR = path.resolve(__dirname, "../provider");
 const packageJson = JSON.parse(fs.readFileSync(path.join(PROVIDER_DIR, "package.json"), "utf8"));
+const rootPackage = JSON.parse(fs.readFileSync(path.resolve(__dirname, "../package.json"), "utf8"));
 const analysis = new Analyzer(PROVIDER_DIR, "rbln-serving", packageJson, new Set(["ModelServing"])).analyze();
 const schema = generateSchema("rbln-serving", "0.1.0", packageJson.description, analysis.components, analysis.typeDefinitions, analysis.dependencies);
 const resource = schema.resources["rbln-serving:index:ModelServing"]!;
@@ -243,6 +249,7 @@ describe("the component package schema", () => {
       modelRevision: { type: "string", optional: true },
       selection: { type: "object", additionalProperties: { type: "string" } },
       warnings: { type: "array", items: { type: "string" } },
+      notes: { type: "array", items: { type: "string" } },
       scrapeTargets: { type: "array", items: { $ref: "#/types/rbln-serving:index:ScrapeTargetOutput" } },
       compileKeys: { type: "array", items: { $ref: "#/types/rbln-serving:index:CompileKeyOutput" } },
     });
@@ -275,6 +282,7 @@ describe("the component package schema", () => {
     expectTypeOf<Same<"deployments">[0]>().toEqualTypeOf<Same<"deployments">[1]>();
     expectTypeOf<Same<"selection">[0]>().toEqualTypeOf<Same<"selection">[1]>();
     expectTypeOf<Same<"warnings">[0]>().toEqualTypeOf<Same<"warnings">[1]>();
+    expectTypeOf<Same<"notes">[0]>().toEqualTypeOf<Same<"notes">[1]>();
     expectTypeOf<Same<"scrapeTargets">[0]>().toEqualTypeOf<Same<"scrapeTargets">[1]>();
     expectTypeOf<Same<"compileKeys">[0]>().toEqualTypeOf<Same<"compileKeys">[1]>();
     expectTypeOf<Same<"models">[0][number]["servedNames"]>().toEqualTypeOf<Same<"models">[1][number]["servedNames"]>();
@@ -343,6 +351,119 @@ describe("the example YAML program", () => {
     expect(settings.sshProxy).toMatchObject({ address: "bastion.example.com", user: "deploy" });
     expect(settings.hosts.map((h) => h.listenAddress)).toEqual(["10.20.0.11", "10.20.0.12"]);
     expect(settings.rollout.maxUnavailable).toBe(1);
+  });
+});
+
+/** The schema's own names for a Python program's: every key of an object type by its PyName, a map's keys as written. */
+function fromPython(value: unknown, spec: Spec, where: string, problems: string[]): unknown {
+  if (spec.$ref === ANY || value === null || typeof value !== "object") return value;
+  const type = deref(spec);
+  if (Array.isArray(value)) return type.items ? value.map((item, i) => fromPython(item, type.items!, `${where}[${i}]`, problems)) : value;
+  const entries = Object.entries(value as Record<string, unknown>);
+  if (type.additionalProperties) return Object.fromEntries(entries.map(([k, v]) => [k, fromPython(v, type.additionalProperties!, `${where}.${k}`, problems)]));
+  const byPython = new Map(Object.keys(type.properties ?? {}).map((key) => [pyName(key), key]));
+  return Object.fromEntries(
+    entries.map(([k, v]) => {
+      const key = byPython.get(k);
+      const at = where ? `${where}.${k}` : k;
+      if (key === undefined) problems.push(`${at}: no argument of that Python name`);
+      return [key ?? k, key ? fromPython(v, type.properties![key]!, at, problems) : v];
+    }),
+  );
+}
+
+describe("the example Python program", () => {
+  const EXAMPLE = path.resolve(__dirname, "../examples/python");
+  const pythonSdk = pulumiPythonSdk as unknown as ResearchFixture;
+  const fact = (id: string) => pythonSdk.facts[id]!.value as Record<string, string>;
+
+  it("names as Pulumi v3.248.0's generator does: PyName's own cases, the package, the class, the input types", () => {
+    for (const [name, python] of Object.entries(fact("python.propertyName"))) expect(pyName(name), name).toBe(python);
+    expect(pyPackage(schema.name)).toBe(fact("python.package")[schema.name]);
+    expect(pyInputClass("rbln-serving:index:HostArgs")).toBe(fact("python.inputTypeName")["rbln-serving:index:HostArgs"]![0]);
+    expect(Object.keys(schema.resources)).toEqual(["rbln-serving:index:ModelServing"]);
+    expect(fact("python.resourceClass")["rbln-serving:index:ModelServing"]).toBe(`${pyPackage(schema.name)}.ModelServing`);
+  });
+
+  /**
+   * Runs __main__.py under python3 with stand-ins for `pulumi` and the generated package: the
+   * package's ModelServing takes exactly the keyword arguments the generator would give it (each
+   * input's PyName) and has each output under its PyName, so a wrong name fails as it would with the
+   * real SDK. Returns what the program passed and exported.
+   */
+  function runExample(source = fs.readFileSync(path.join(EXAMPLE, "__main__.py"), "utf8")) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "python-example-"));
+    try {
+      const pkg = path.join(dir, pyPackage(schema.name));
+      fs.mkdirSync(pkg);
+      fs.mkdirSync(path.join(dir, "pulumi"));
+      const args = Object.keys(resource.inputProperties!).map(pyName);
+      const outputs = Object.keys(resource.properties!).map(pyName);
+      fs.writeFileSync(
+        path.join(dir, "pulumi", "__init__.py"),
+        [
+          "import atexit, json",
+          "RECORD = {'exports': {}, 'resources': []}",
+          "class Config:",
+          "    def require_secret(self, key): return '<secret:%s>' % key",
+          "    def get_secret(self, key): return '<secret:%s>' % key",
+          "    def require(self, key): return '<config:%s>' % key",
+          "def export(name, value): RECORD['exports'][name] = value",
+          "atexit.register(lambda: print(json.dumps(RECORD)))",
+        ].join("\n"),
+      );
+      fs.writeFileSync(
+        path.join(pkg, "__init__.py"),
+        [
+          "import pulumi",
+          "class ModelServing:",
+          `    def __init__(self, resource_name, opts=None, *, ${args.map((a) => `${a}=None`).join(", ")}):`,
+          `        given = {k: v for k, v in dict(${args.map((a) => `${a}=${a}`).join(", ")}).items() if v is not None}`,
+          "        pulumi.RECORD['resources'].append({'name': resource_name, 'args': given})",
+          ...outputs.map((o) => `        self.${o} = '<output ${o}>'`),
+        ].join("\n"),
+      );
+      fs.writeFileSync(path.join(dir, "__main__.py"), source);
+      const run = spawnSync("python3", [path.join(dir, "__main__.py")], { cwd: dir, encoding: "utf8", env: { ...process.env, PYTHONPATH: dir } });
+      return { status: run.status, stderr: run.stderr, record: run.status === 0 ? JSON.parse(run.stdout) : undefined };
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it("runs with the generated names, passes only arguments of the schema with the schema's types, and plans", () => {
+    const { status, stderr, record } = runExample();
+    expect([status, stderr]).toEqual([0, ""]);
+    expect(record.resources).toHaveLength(1);
+    expect(Object.keys(record.exports)).toEqual(["endpoints", "curl", "units", "model_revision", "warnings", "notes"]);
+    const problems: string[] = [];
+    const properties = fromPython(record.resources[0].args, inputs, "", problems) as Record<string, unknown>;
+    expect(problems).toEqual([]);
+    expect(objectMismatches(properties, inputs, "")).toEqual([]);
+    expect(properties).toMatchObject({ sshPrivateKey: "<secret:sshPrivateKey>", hosts: [{ hostKey: expect.stringMatching(/^ssh-ed25519 /) }, {}] });
+    const { plan, settings, frontDoor } = planServing(componentArgs(properties as unknown as ModelServingArgs));
+    expect(plan.selection).toMatchObject({ spec_decode: "suffix" });
+    expect([settings.rollout.maxUnavailable, settings.minFreeDiskGbToRestart, settings.cacheRoot]).toEqual([1, 80, "/data/rbln-serving"]);
+    expect(frontDoor?.host.name).toBe("door");
+  });
+
+  it("would fail on a camelCase argument, a camelCase key of a nested setting, and an output that is no PyName", () => {
+    const source = fs.readFileSync(path.join(EXAMPLE, "__main__.py"), "utf8");
+    expect(runExample(source.replace("cache_root=", "cacheRoot=")).stderr).toMatch(/TypeError: .*unexpected keyword argument 'cacheRoot'/);
+    expect(runExample(source.replace("serving.model_revision", "serving.modelRevision")).stderr).toMatch(/AttributeError: .*modelRevision/);
+    const problems: string[] = [];
+    fromPython({ hosts: [{ name: "a", hostKey: "k" }], rollout: { maxUnavailable: "1" } }, inputs, "", problems);
+    expect(problems).toEqual(["hosts[0].hostKey: no argument of that Python name", "rollout.maxUnavailable: no argument of that Python name"]);
+  });
+
+  it("is a Python project that names the package, and pins the SDK it was read against", () => {
+    const project = parse(fs.readFileSync(path.join(EXAMPLE, "Pulumi.yaml"), "utf8"));
+    expect(project.runtime).toMatchObject({ name: "python", options: { toolchain: "pip", virtualenv: "venv" } });
+    expect(project.packages).toEqual({ [schema.name]: "../.." });
+    expect(fs.readFileSync(path.join(EXAMPLE, "requirements.txt"), "utf8")).toMatch(
+      new RegExp(`^pulumi>=${pythonSdk.pinned.pulumi!.slice(1).replace(/\./g, "\\.")},<4\\.0\\.0$`, "m"),
+    );
+    expect(rootPackage.dependencies["@pulumi/pulumi"]).toBe(pythonSdk.pinned.pulumi!.slice(1));
   });
 });
 

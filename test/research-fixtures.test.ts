@@ -15,6 +15,7 @@ import frontDoorExposure from "./fixtures/front-door-trust/exposure.json";
 import envoy13711 from "./fixtures/envoy-v1.37.11/facts.json";
 import llmdEnvoyAndGuide from "./fixtures/llm-d-router-v0.10.0/envoy-and-guide.json";
 import { DEFAULT_IMAGES } from "../core/plan/frontDoor";
+import pulumiPythonSdk from "./fixtures/pulumi-v3.248.0/python-sdk.json";
 import { checkResearchFixture, type ResearchFixture } from "./helpers/researchFixtures";
 import { autoscalingSeries } from "./helpers/keda";
 import { seriesNames } from "./helpers/promql";
@@ -30,6 +31,7 @@ const FIXTURES = {
   "gateway-api-v1.5.1/httproute.json": gatewayApi,
   "front-door-trust/exposure.json": frontDoorExposure,
   "envoy-v1.37.11/facts.json": envoy13711,
+  "pulumi-v3.248.0/python-sdk.json": pulumiPythonSdk,
 };
 const fixtures = FIXTURES as unknown as Record<keyof typeof FIXTURES, ResearchFixture>;
 const copy = (fixture: ResearchFixture): ResearchFixture => JSON.parse(JSON.stringify(fixture));

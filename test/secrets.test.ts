@@ -17,6 +17,7 @@ import { compareCompileKeys, recompileLines } from "../core/plan/compileKey";
 import { diffDeployments } from "../core/plan/diff";
 import { maskUrlCredentials } from "../core/errors";
 import { maskedPlan, renderPlanText } from "../core/render/planText";
+import { messagesAt } from "../core/plan/messages";
 import { renderStackFiles } from "./helpers/render";
 
 // The connection each remote Command is given, before @pulumi/command 1.2.1 wraps the whole of it
@@ -77,7 +78,7 @@ for (const [stack, secrets] of [
         outputValue(outputs.units),
         outputValue(outputs.deployments),
       ]);
-      expect(JSON.stringify([values, outputs.selection, outputs.warnings])).not.toMatch(markerPattern);
+      expect(JSON.stringify([values, outputs.selection, outputs.warnings, outputs.notes])).not.toMatch(markerPattern);
     });
   });
 }
@@ -175,7 +176,7 @@ describe("extraEnv values with credentials in a URL", async () => {
       expect(text).toContain("http://***@proxy.example.com:3128");
       expect(text).toContain("https://***@git.example.com/x");
     }
-    expect(plan.warnings).toContain(
+    expect(messagesAt(plan.messages, "warning")).toContain(
       "extraEnv.decode.HTTPS_PROXY: its value carries credentials in a URL, which sit in the stack config in plain text; the package treats it as a secret (masked in what it prints, on stdin to the hosts, in a Secret on Kubernetes)",
     );
   });

@@ -3,6 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { warning } from "../core/plan/messages";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { readVllmWords } from "../core/config/vllmArgv";
@@ -225,8 +226,10 @@ describe("extraArgs are read as vLLM's parser reads them, before any check", () 
   it("take vllm-rbln's --rbln-* flags with a warning: newer vllm-rbln has them, the pinned 0.12.0 is not confirmed to", () => {
     const deployment = plan(["--rbln-use-custom-s"]);
     expect(deployment.plan.roles[0]!.ranks[0]!.flags.at(-1)).toEqual({ name: "--rbln-use-custom-sampler", values: [] });
-    expect(deployment.plan.warnings).toContain(
-      "extraArgs.main: --rbln-use-custom-sampler is one of vllm-rbln's --rbln-* flags, read in a newer vllm-rbln than the pinned one and not confirmed for it; if it lacks the flag, the rank exits at start (argparse) and the unit step fails",
+    expect(deployment.plan.messages).toContainEqual(
+      warning(
+        "extraArgs.main: --rbln-use-custom-sampler is one of vllm-rbln's --rbln-* flags, read in a newer vllm-rbln than the pinned one and not confirmed for it; if it lacks the flag, the rank exits at start (argparse) and the unit step fails",
+      ),
     );
     expect(() => plan(["--rbln-use-c"])).toThrow(
       /"--rbln-use-c" is ambiguous: vLLM's argparse could read it as --rbln-use-custom-sampler, .*--rbln-use-custom-kernel/,

@@ -27,7 +27,7 @@ export class ModelRouting extends pulumi.ComponentResource {
       { chart: `${ipp.repository}/${ipp.chart}`, version: ipp.version, name: ipp.release, namespace: ipp.namespace, values: ipp.values },
       child,
     );
-    routing.servedNames.forEach((configMap, i) => new k8s.core.v1.ConfigMap(args.servedNamesResources[i]!, configMap, child));
+    for (const [i, configMap] of routing.servedNames.entries()) new k8s.core.v1.ConfigMap(args.servedNamesResources[i]!, configMap, child);
     const { answers } = routing;
     const inNamespace = { ...child, dependsOn: [args.namespace] };
     const config = new k8s.core.v1.ConfigMap(`${name}-answers-config`, answers.configMap, inNamespace);

@@ -43,7 +43,12 @@ const STACK_FILE: UserPath = { key: "--stack", wanted: `a stack file: a YAML tex
  * a byte that is not UTF-8 is refused with its line (a decoder would make it U+FFFD without a word).
  */
 function readUtf8(shownPath: string): string {
-  const bytes = readUserBytes(shownPath, STACK_FILE, MAX_STACK_FILE_BYTES);
+  return stackFileText(readUserBytes(shownPath, STACK_FILE, MAX_STACK_FILE_BYTES), shownPath);
+}
+
+/** A stack file's bytes (from a file, or from git) as text: at most the size a stack file may have, UTF-8 line by line. */
+export function stackFileText(bytes: Buffer, shownPath: string): string {
+  if (bytes.length > MAX_STACK_FILE_BYTES) throw new ConfigError(shownPath, `is ${bytes.length} bytes; allowed: ${STACK_FILE.wanted}`);
   if (!isUtf8(bytes)) {
     // A newline byte is never inside a UTF-8 sequence, so the first line that fails alone holds the fault.
     let start = 0;
@@ -116,8 +121,17 @@ export function readStackFile(name: string, dir: string = DEFAULT_STACK_DIR): St
     throw new ConfigError("--stack", `no stack file ${path.relative(process.cwd(), file)}; stacks: ${known.join(", ") || "(none)"}`);
   }
   const shownPath = path.relative(process.cwd(), file);
-  const text = readUtf8(shownPath);
+  return parseStackFile(name, readUtf8(shownPath), shownPath);
+}
+
+/** A stack file's text read as the program reads the stack: `shownPath` names it in refusals (a path, or `REF:path` from git). */
+export function parseStackFile(name: string, text: string, shownPath: string): StackFile {
   const { document, yaml } = parseStackYaml(text, shownPath);
   const { settings, secrets, warnings } = readConfigEntries(document.config ?? {}, (_, value) => holdsCiphertext(value), writtenIn(yaml, text, shownPath));
-  return { name, raw: settings, secrets, warnings: warnings.map((w) => `${path.basename(file)}: ${w}`) };
+  return { name, raw: settings, secrets, warnings: warnings.map((w) => `${path.basename(shownPath)}: ${w}`) };
+}
+
+/** A stack file the user names by its path (`diff --against FILE`). */
+export function readStackFileAt(file: string): StackFile {
+  return parseStackFile(path.basename(file).replace(/^Pulumi\.(.+)\.yaml$/, "$1"), readUtf8(file), file);
 }

@@ -2,6 +2,7 @@ import { gte } from "@renovatebot/pep440";
 import type { StackSettings } from "../config/stackConfig";
 import { ConfigError } from "../errors";
 import { targetSoc } from "./compileKey";
+import { note, type PlanMessage, warning } from "./messages";
 import type { CompileAheadPlan, CompileKeyPlan, LaunchPlan, PackagePlan } from "./types";
 
 /**
@@ -37,31 +38,38 @@ export function planCompileAhead(settings: StackSettings, plan: LaunchPlan): Com
   return { mode, keys: compileKeys(plan), registry: compile.registry ?? null };
 }
 
-/** Where compile settings do nothing or fall back, for the plan's and the stack's `warnings`. */
-export function compileWarnings(settings: StackSettings, plan: LaunchPlan): string[] {
+/**
+ * Where compile settings do nothing or fall back (warnings: remove the setting, or get what was
+ * asked), and a registry that only pulls (a note: a read-only stack's deliberate choice).
+ */
+export function compileMessages(settings: StackSettings, plan: LaunchPlan): PlanMessage[] {
   const { compile } = settings;
-  const warnings: string[] = [];
+  const messages: PlanMessage[] = [];
   const onHosts = settings.platform === "hosts";
-  if (!onHosts && compile.host) warnings.push("compile.host: does nothing with platform: kubernetes (set compile.enabled: true for a compile Job)");
+  if (!onHosts && compile.host) messages.push(warning("compile.host: does nothing with platform: kubernetes (set compile.enabled: true for a compile Job)"));
   if (onHosts) {
     const kubernetesOnly = (["enabled", "nodeSelector", "resources"] as const).filter(
       (key) => JSON.stringify(compile[key]) !== JSON.stringify({ enabled: false, nodeSelector: {}, resources: {} }[key]),
     );
-    for (const key of kubernetesOnly) warnings.push(`compile.${key}: does nothing with platform: hosts (set compile.host for a compile server)`);
+    for (const key of kubernetesOnly) messages.push(warning(`compile.${key}: does nothing with platform: hosts (set compile.host for a compile server)`));
   }
   const wanted = onHosts ? compile.host !== undefined : compile.enabled;
   if (wanted && !supportsCompileOnly(plan.packages)) {
     const version = plan.packages.find((p) => p.name === "vllm-rbln")?.version ?? "none";
-    warnings.push(
-      `compile ahead: vllm-rbln ${version} has no compile-only mode (it arrived in ${COMPILE_ONLY_SINCE}); the first wave compiles on its NPUs, as without compile ahead`,
+    messages.push(
+      warning(
+        `compile ahead: vllm-rbln ${version} has no compile-only mode (it arrived in ${COMPILE_ONLY_SINCE}); the first wave compiles on its NPUs, as without compile ahead; use vllm-rbln ${COMPILE_ONLY_SINCE} or newer${onHosts ? " (versions.vllmRbln)" : ""}, or drop ${onHosts ? "compile.host" : "compile.enabled"}`,
+      ),
     );
   }
   if (compile.registry && !wanted) {
-    warnings.push(
-      `compile.registry: without ${onHosts ? "compile.host" : "compile.enabled"} this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed`,
+    messages.push(
+      note(
+        `compile.registry: without ${onHosts ? "compile.host" : "compile.enabled"} this stack only pulls: a key the registry has is loaded, a key it lacks is compiled by the first wave on its NPUs and not pushed`,
+      ),
     );
   }
-  return warnings;
+  return messages;
 }
 
 /** A serving rank set to compile only is refused: it would compile and never serve. */

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { commandWords } from "./argv";
 import { changedItems, rankSettings, shownRankSettings, shownValue } from "./diff";
+import { note, type PlanMessage, warning } from "./messages";
 import type { LaunchPlan, PlanChange, RankPlan, RolePlan } from "./types";
 
 /**
@@ -144,12 +145,16 @@ export function compareCompileKeys(a: LaunchPlan, b: LaunchPlan): RoleRecompile[
   });
 }
 
-/** One line per role that changes: `recompiles decode: --max-num-seqs "1" -> "4" (hours on first start)`, or that it does not. */
-export function recompileLines(roles: readonly RoleRecompile[]): string[] {
+/**
+ * One line per role that changes: a warning that it recompiles (`recompiles decode: --max-num-seqs
+ * "1" -> "4" (hours on first start)`: hours of a compile to weigh before the change), or a note
+ * that it does not.
+ */
+export function recompileLines(roles: readonly RoleRecompile[]): PlanMessage[] {
   return roles.flatMap((r) => {
-    if (r.recompile) return [`recompiles ${r.role}: ${r.causes.join(", ") || "its compile key changes"} (hours on first start)`];
+    if (r.recompile) return [warning(`recompiles ${r.role}: ${r.causes.join(", ") || "its compile key changes"} (hours on first start)`)];
     if (r.unkeyed.length > 0)
-      return [`does not recompile ${r.role}: ${r.unkeyed.join(", ")} ${r.unkeyed.length === 1 ? "is" : "are"} not part of the compile key`];
+      return [note(`does not recompile ${r.role}: ${r.unkeyed.join(", ")} ${r.unkeyed.length === 1 ? "is" : "are"} not part of the compile key`)];
     return [];
   });
 }

@@ -7,13 +7,14 @@ import type { RecipeCatalog } from "../recipe/catalog";
 import { durationSeconds } from "../config/defaults";
 import { withFlags } from "./argv";
 import { withExtras } from "./extraArgs";
-import { compileWarnings, planCompileAhead, refuseCompileOnlyServing } from "./compileAhead";
+import { compileMessages, planCompileAhead, refuseCompileOnlyServing } from "./compileAhead";
 import { withCompileKeys } from "./compileKey";
 import { modelsOf, withRevision } from "./modelRefs";
 import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
 import { resolveAutoscaling, roleReplicas } from "./replicas";
 import { resolvePlan } from "./resolve";
 import { planFrontDoor } from "./frontDoor";
+import { note, type PlanMessage, warning } from "./messages";
 import { checkWeightsStorage } from "./storage";
 import type { Deployment, Flag, HostPlacement, LaunchPlan } from "./types";
 
@@ -24,8 +25,8 @@ const SETTING_DEFAULTS: Readonly<Record<string, unknown>> = Object.fromEntries(
   Object.entries(StackSettings.shape).map(([key, schema]) => [key, (schema as z.ZodType).safeParse(undefined).data]),
 );
 
-/** Where the stack's own settings weaken or do nothing, for people to read (the plan's and the stack's `warnings`). */
-function settingsWarnings(settings: StackSettings): string[] {
+/** Where the stack's own settings weaken or do nothing: warnings, each with what to do (the plan's and the stack's `warnings`). */
+function settingsWarnings(settings: StackSettings): PlanMessage[] {
   const warnings: string[] = [];
   if (settings.platform === "hosts" && settings.insecureSkipHostKeyCheck) {
     warnings.push(
@@ -50,7 +51,7 @@ function settingsWarnings(settings: StackSettings): string[] {
       warnings.push(`router.${key}: does nothing with platform: ${settings.platform}; remove it or choose the platform that reads it`);
     }
   }
-  return warnings;
+  return warnings.map(warning);
 }
 
 /** How many replicas a node has: its role's (the disaggregated strategy counts prefill and decode apart, xPyD; a node of several roles has replicas). */
@@ -86,32 +87,54 @@ function placeHosts(settings: StackSettings, plan: LaunchPlan): HostPlacement[] 
   );
 }
 
-/** What the front door on hosts means for people to know: what does not run in file mode, and replicas without one. */
-function frontDoorWarnings(deployment: Deployment): string[] {
+/**
+ * What the stack's topology on hosts means. Notes: replicas without a front door, what file
+ * discovery does not run, and a role with one server whose outage the stack accepts. A warning: a
+ * role with one server whose changes the unit steps will refuse until a server is added or the
+ * outage is accepted.
+ */
+function frontDoorMessages(deployment: Deployment): PlanMessage[] {
   const { settings, plan, frontDoor } = deployment;
   if (settings.platform !== "hosts") return [];
   if (!frontDoor) {
     return settings.replicas > 1
       ? [
-          `router.host: unset, so the ${settings.replicas} replicas are ${settings.replicas} endpoints and clients must spread their requests over them themselves; set router.host for one front door`,
+          note(
+            `router.host: unset, so the ${settings.replicas} replicas are ${settings.replicas} endpoints (stack output endpoints) and clients spread their requests over them; set router.host for one front door`,
+          ),
         ]
       : [];
   }
-  const warnings = [
-    "router: on hosts the endpoint picker discovers endpoints from a file, without Kubernetes: InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there",
+  const messages = [
+    note(
+      "router: on hosts the endpoint picker discovers endpoints from a file, without Kubernetes: InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there",
+    ),
   ];
   for (const role of plan.roles) {
     const hosts = new Set(frontDoor.endpoints.filter((e) => e.role === role.role).map((e) => e.host));
     if (hosts.size !== 1) continue;
     const outage = `router: role ${role.role} has one server behind the front door, so a change that restarts it leaves the role without an endpoint while it restarts`;
     // Says what the stack does now: a unit step refuses that change, or takes the outage the stack allows.
-    warnings.push(
+    messages.push(
       settings.rollout.allowEmptyFrontDoor
-        ? `${outage}; rollout.allowEmptyFrontDoor is true, so its unit steps take that outage (add a replica to avoid it)`
-        : `${outage}; its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)`,
+        ? note(`${outage}; rollout.allowEmptyFrontDoor is true, so its unit steps take that outage (add a replica to avoid it)`)
+        : warning(`${outage}; its unit steps refuse that unless rollout.allowEmptyFrontDoor is true (or add a replica)`),
     );
   }
-  return warnings;
+  return messages;
+}
+
+/**
+ * What a chosen axis value needs of the servers that no setting or check here covers: `lmcache: rds`
+ * (which `preset: recommended` picks) offloads to RBLN Direct Storage, set up outside the package.
+ */
+function selectionNotes(plan: LaunchPlan): PlanMessage[] {
+  if (plan.selection.lmcache !== "rds") return [];
+  return [
+    note(
+      "lmcache: rds offloads the KV cache to RBLN Direct Storage: every NPU server needs a dedicated NVMe drive that RDS takes over and a driver with RDS, which nothing here sets up or checks (docs/configuration.md#lmcache-rds)",
+    ),
+  ];
 }
 
 /** vLLM serves the entry's names when they are not the model id alone (its own default): aliases reach the engine as sent. */
@@ -195,7 +218,7 @@ function planEntry(entry: ModelEntrySettings, catalog: RecipeCatalog): Deploymen
             extras.map((e) => e.role),
             null,
           ),
-          warnings: [...base.warnings, ...settingsWarnings(settings), ...extras.flatMap((e) => e.warnings)],
+          messages: [...base.messages, ...selectionNotes(base), ...settingsWarnings(settings), ...extras.flatMap((e) => e.warnings)],
         },
         entry,
       ),
@@ -238,5 +261,5 @@ function planEntry(entry: ModelEntrySettings, catalog: RecipeCatalog): Deploymen
     frontDoor: settings.platform === "hosts" ? planFrontDoor(settings, plan, placements) : null,
     compile: planCompileAhead(settings, plan),
   };
-  return { ...deployment, plan: { ...plan, warnings: [...plan.warnings, ...frontDoorWarnings(deployment), ...compileWarnings(settings, plan)] } };
+  return { ...deployment, plan: { ...plan, messages: [...plan.messages, ...frontDoorMessages(deployment), ...compileMessages(settings, plan)] } };
 }

@@ -6,6 +6,7 @@ import { TOPOLOGY_ENVS, TOPOLOGY_FLAGS } from "../config/vllmOptions";
 import { splitCredentialEnv } from "../config/secrets";
 import { ConfigError } from "../errors";
 import { withFlags } from "./argv";
+import { type PlanMessage, warning } from "./messages";
 import type { Flag, RolePlan } from "./types";
 
 /** Flags the stack's own settings set (or the package relies on), and what to do instead. */
@@ -66,16 +67,18 @@ export function extraFlags(
   key: string,
   recipe: readonly Flag[],
   owned: Readonly<Record<string, string>> = {},
-): { flags: Flag[]; warnings: string[] } {
+): { flags: Flag[]; warnings: PlanMessage[] } {
   const read = readVllmWords(words);
   if (typeof read === "string") throw new ConfigError(key, read);
-  const warnings: string[] = [];
+  const warnings: PlanMessage[] = [];
   read.forEach((flag, i) => {
     const refusal = ownedFlagRefusal(flag, owned) ?? clashRefusal(flag, read.slice(0, i), recipe);
     if (refusal !== undefined) throw new ConfigError(key, refusal);
     if (flag.rbln)
       warnings.push(
-        `${key}: ${flag.name} is one of vllm-rbln's --rbln-* flags, read in a newer vllm-rbln than the pinned one and not confirmed for it; if it lacks the flag, the rank exits at start (argparse) and the unit step fails`,
+        warning(
+          `${key}: ${flag.name} is one of vllm-rbln's --rbln-* flags, read in a newer vllm-rbln than the pinned one and not confirmed for it; if it lacks the flag, the rank exits at start (argparse) and the unit step fails`,
+        ),
       );
   });
   return { flags: read.map(({ name, values }) => ({ name, values })), warnings };
@@ -90,7 +93,7 @@ export function withExtras(
   extraArgs: readonly string[] | undefined,
   extraEnv: Readonly<Record<string, string>> | undefined,
   owned: Readonly<Record<string, string>> = {},
-): { role: RolePlan; warnings: string[] } {
+): { role: RolePlan; warnings: PlanMessage[] } {
   if (!extraArgs?.length && !extraEnv) return { role, warnings: [] };
   for (const name of Object.keys(extraEnv ?? {})) {
     if ((TOPOLOGY_ENVS as readonly string[]).includes(name)) {
@@ -103,9 +106,10 @@ export function withExtras(
     role.ranks.flatMap((rank) => rank.flags),
     owned,
   );
-  const credentials = Object.keys(splitCredentialEnv(extraEnv ?? {}).credentials).map(
-    (name) =>
+  const credentials = Object.keys(splitCredentialEnv(extraEnv ?? {}).credentials).map((name) =>
+    warning(
       `extraEnv.${role.role}.${name}: its value carries credentials in a URL, which sit in the stack config in plain text; the package treats it as a secret (masked in what it prints, on stdin to the hosts, in a Secret on Kubernetes)`,
+    ),
   );
   return {
     // `placeholders` stays the recipe's: the stack's own text is literal, but for a `<POD_IP>`

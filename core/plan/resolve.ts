@@ -6,7 +6,7 @@ import { PLACEHOLDER } from "./argv";
 import { withCompileKeys } from "./compileKey";
 import { OFFLINE_ENV } from "../config/defaults";
 import { modelsOf } from "./modelRefs";
-import { readRouterIntent, routerWarnings } from "./routerIntent";
+import { readRouterIntent, routerNotes } from "./routerIntent";
 import type { Flag, LaunchPlan, NodePlan, PackagePlan, RankPlan, RolePlan, Selection } from "./types";
 
 const DEFAULT_VLLM_PORT = 8000;
@@ -208,7 +208,7 @@ export function resolvePlan(recipe: Recipe, selection: Selection): LaunchPlan {
     credentialedIndexUrls: [...recipe.credentialedIndexUrls],
     router,
     client: recipe.client,
-    warnings: router ? routerWarnings(router, { roles }) : [],
+    messages: router ? routerNotes(router, { roles }) : [],
   });
 }
 

@@ -2,6 +2,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ConfigError } from "../errors";
 import { splitShellWords } from "../shell";
+import { note, type PlanMessage } from "./messages";
 import type { RecipeRouterBlock, RecipeRouterValues as RecipeRouterValuesType, RolePlan, RouterIntent } from "./types";
 
 /**
@@ -47,29 +48,36 @@ export function readRouterIntent(router: RecipeRouterBlock): RouterIntent {
   return { release, chart, version, values: parsed.data };
 }
 
-/** Where the recipe's own router settings do nothing, so people are not misled by them. */
-export function routerWarnings(intent: RouterIntent, plan: { roles: readonly RolePlan[] }): string[] {
-  const warnings: string[] = [];
+/**
+ * Where the recipe's own router settings do nothing, so people are not misled by them. Notes: the
+ * stack cannot change the recipe's picker config, and nothing is lost by them.
+ */
+export function routerNotes(intent: RouterIntent, plan: { roles: readonly RolePlan[] }): PlanMessage[] {
+  const notes: PlanMessage[] = [];
   const plugins = intent.values.endpoint_picker.plugins;
   const approx = plugins.find((p) => p.type === "approx-prefix-cache-producer");
   const publishers = plan.roles.filter((r) => r.ranks.some((k) => k.flags.some((f) => f.name === "--kv-events-config"))).map((r) => r.role);
   if (approx && publishers.length > 0 && !plugins.some((p) => p.type === "precise-prefix-cache-producer")) {
-    warnings.push(
-      `router: ranks of ${publishers.join(", ")} publish KV events (--kv-events-config), but approx-prefix-cache-producer does not read them; only precise-prefix-cache-producer does, so the events go nowhere`,
+    notes.push(
+      note(
+        `router: the recipe's ranks of ${publishers.join(", ")} publish KV events (--kv-events-config) that its approx-prefix-cache-producer does not read (only precise-prefix-cache-producer does), so the events go unread`,
+      ),
     );
   }
   if (approx?.parameters && "lruCapacityPerServer" in approx.parameters && approx.parameters.autoTune !== false) {
-    warnings.push(
-      `router: approx-prefix-cache-producer lruCapacityPerServer: ${String(approx.parameters.lruCapacityPerServer)} is ignored while autoTune is on (the default); it applies only with autoTune: false`,
+    notes.push(
+      note(
+        `router: the recipe's approx-prefix-cache-producer lruCapacityPerServer: ${String(approx.parameters.lruCapacityPerServer)} is ignored while autoTune is on (the default); it applies only with autoTune: false`,
+      ),
     );
   }
   const cachingOff = plan.roles
     .filter((r) => publishers.includes(r.role) && r.ranks.some((k) => k.flags.some((f) => f.name === "--no-enable-prefix-caching")))
     .map((r) => r.role);
   if (cachingOff.length > 0) {
-    warnings.push(
-      `vllm: ${cachingOff.join(", ")} publish KV cache events with prefix caching off (--no-enable-prefix-caching), so no block events are produced`,
+    notes.push(
+      note(`vllm: ${cachingOff.join(", ")} publish KV cache events with prefix caching off (--no-enable-prefix-caching), so no block events are produced`),
     );
   }
-  return warnings;
+  return notes;
 }

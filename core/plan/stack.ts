@@ -7,6 +7,7 @@ import type { StackSettings } from "../config/stackConfig";
 import { ConfigError, listValues } from "../errors";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { planModelDeployment } from "./deployment";
+import { type PlanMessage, warning } from "./messages";
 import type { Deployment } from "./types";
 
 export interface StackPlan {
@@ -14,8 +15,8 @@ export interface StackPlan {
   settings: StackSettings;
   /** One deployment per model, in the order of `models` (one for a stack without it). */
   models: Deployment[];
-  /** What the stack's settings weaken or do not do, each once; a model's own name the model it is about. */
-  warnings: string[];
+  /** The models' warnings and notes, each once; a model's own name the model it is about. */
+  messages: PlanMessage[];
 }
 
 /** The label a model's metrics and scrape targets carry as `model`: its entry's name, or the model id for a stack without models (as before models). */
@@ -30,22 +31,25 @@ function checkSharedRoles(settings: StackSettings, models: readonly Deployment[]
     if (!roles.includes(role)) throw new ConfigError(`kubernetes.resources.${role}`, `no model's strategy has a role "${role}"; allowed: ${listValues(roles)}`);
 }
 
-/** The models' warnings once each: one every model gives as it is, another with the name of the model it is about. */
-function stackWarnings(settings: StackSettings, models: readonly Deployment[]): string[] {
-  if (settings.models === undefined) return models[0]!.plan.warnings;
-  const everywhere = (warning: string) => models.every((m) => m.plan.warnings.includes(warning));
-  const warnings = new Set<string>();
-  for (const model of models) for (const warning of model.plan.warnings) warnings.add(everywhere(warning) ? warning : `${model.entry.name}: ${warning}`);
+/** The models' messages once each: one every model gives as it is, another with the name of the model it is about. */
+function stackMessages(settings: StackSettings, models: readonly Deployment[]): PlanMessage[] {
+  if (settings.models === undefined) return models[0]!.plan.messages;
+  const key = (m: PlanMessage) => `${m.level}\u0000${m.text}`;
+  const everywhere = (message: PlanMessage) => models.every((m) => m.plan.messages.some((other) => key(other) === key(message)));
+  const messages = new Map<string, PlanMessage>();
+  const add = (message: PlanMessage) => messages.set(key(message), message);
+  for (const model of models)
+    for (const message of model.plan.messages) add(everywhere(message) ? message : { ...message, text: `${model.entry.name}: ${message.text}` });
   const used = new Set([...settings.models.flatMap((m) => m.hosts ?? []), ...(typeof settings.router.host === "string" ? [settings.router.host] : [])]);
   settings.hosts.forEach((host, i) => {
     if (settings.platform === "hosts" && !used.has(host.name))
-      warnings.add(`hosts[${i}]: "${host.name}" is in no entry of models (nor router.host), so nothing runs there; remove it or list it in a model's hosts`);
+      add(warning(`hosts[${i}]: "${host.name}" is in no entry of models (nor router.host), so nothing runs there; remove it or list it in a model's hosts`));
   });
   settings.models.forEach((model, i) => {
     if (settings.platform === "kubernetes" && model.hosts !== undefined)
-      warnings.add(`models[${i}].hosts: does nothing with platform: kubernetes; remove it or choose the platform that reads it`);
+      add(warning(`models[${i}].hosts: does nothing with platform: kubernetes; remove it or choose the platform that reads it`));
   });
-  return [...warnings];
+  return [...messages.values()];
 }
 
 /**
@@ -75,5 +79,5 @@ export function planStack(settings: StackSettings, catalog: RecipeCatalog): Stac
     checkSharedRoles(settings, models);
     checkRouteNames(settings, models);
   }
-  return { settings, models, warnings: stackWarnings(settings, models) };
+  return { settings, models, messages: stackMessages(settings, models) };
 }

@@ -1,5 +1,6 @@
 import type { StackSettings } from "../config/stackConfig";
 import type { CompileSettings, Host } from "../config/schema";
+import type { PlanMessage } from "./messages";
 
 /** A choice of what to serve: the input of the resolver. */
 export interface Selection {
@@ -97,8 +98,8 @@ export interface LaunchPlan {
   router: RouterIntent | null;
   /** The recipe's example request, against http://localhost:8000. */
   client: string;
-  /** Settings of the recipe that do not do what they seem to, for people to read. */
-  warnings: string[];
+  /** For people to read: warnings ask for an action, notes state facts (core/plan/messages.ts). */
+  messages: PlanMessage[];
 }
 
 /** A recipe's router block as the recipe writes it: shell steps (a values heredoc, a `helm install`). */

@@ -40,6 +40,43 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/unit-apply.test.ts"], hosts: ["test/hosts/front-door-hosts.test.ts"] },
   },
   {
+    name: "plan-ignores-platform",
+    why: "plan on a hosts stack shows the recipe's <POD_IP> and <EPP_HOST> and no host, unit or front door: the commands cannot be pasted",
+    edits: [
+      {
+        file: "cli/commands.ts",
+        search:
+          "  return renderStackPlanText(renderDeployment(read.plan.models[0]!, { stack: options.stack!, instance: DEFAULT_INSTANCE, secrets: read.secrets }));",
+        replace: "  return renderPlanText(read.plan.models[0]!.plan);",
+      },
+    ],
+    tests: { fast: ["test/cli.test.ts"] },
+  },
+  {
+    name: "recipe-notes-as-warnings",
+    why: "the shipped stacks warn about the recipe's own router settings, which no one can act on, and real warnings drown",
+    edits: [
+      {
+        file: "core/plan/routerIntent.ts",
+        search: 'import { note, type PlanMessage } from "./messages";',
+        replace: 'import { warning as note, type PlanMessage } from "./messages";',
+      },
+    ],
+    tests: { fast: ["test/cli.test.ts"] },
+  },
+  {
+    name: "diff-cost-misses-env-restart",
+    why: "diff says an environment change restarts nothing, and the unit step restarts the rank: an unannounced outage",
+    edits: [
+      {
+        file: "core/render/changeCost.ts",
+        search: "old.unitText !== rank.unitText || old.envText !== rank.envText",
+        replace: "old.unitText !== rank.unitText",
+      },
+    ],
+    tests: { fast: ["test/change-cost.test.ts"] },
+  },
+  {
     name: "shutdown-timeout-0",
     why: "vLLM aborts every in-flight request at SIGTERM instead of letting it finish",
     edits: [

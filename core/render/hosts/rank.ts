@@ -13,6 +13,7 @@ import { compileMarker, envPath as envPathOf, groupRestartUnitName, legacyEnvPat
 import { unitApplyScript, unitRemoveScript, type FrontDoorAccess, type ServingWait } from "./scripts";
 import { readyTimeoutSeconds, stopTimeoutSeconds, switchSeconds, timeoutsOf, unitStepWaits, type StepTimeouts } from "./stepTimeouts";
 import { execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
+import type { CommandParts } from "../shellCommand";
 
 export interface RenderedRank {
   role: string;
@@ -34,6 +35,8 @@ export interface RenderedRank {
   behindFrontDoor: boolean;
   /** Its step's Pulumi timeouts: the sum of what unit-apply.sh and unit-remove.sh wait for. */
   timeouts: StepTimeouts;
+  /** What the unit runs, placeholders bound, as a shell command shows it (`plan`): the venv's vllm, its flags, its non-secret environment. */
+  launch: CommandParts;
 }
 
 /** How a host's units start, restart and wait: the defaults, or a test's shorter ones. */
@@ -137,22 +140,23 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
   const name = unitName(context.id, role.role, rank.rank);
   const envPath = envPathOf(settings.installRoot, context.id, role.role, rank.rank);
   const command = commandWords(bound.argv, bound.flags);
-  const flags = host.listenAddress ? [...bound.flags, { name: "--host", values: [host.listenAddress] }] : bound.flags;
+  // A variable whose value carries URL credentials goes on the step's stdin, never into what is shown (plan) or the script.
+  const { plain, credentials } = splitCredentialEnv(bound.env);
+  const launch: CommandParts = {
+    command: [`${context.venv}/bin/${command[0]}`, ...command.slice(1)],
+    flags: host.listenAddress ? [...bound.flags, { name: "--host", values: [host.listenAddress] }] : bound.flags,
+    env: {
+      ...plain,
+      HF_HOME: `${context.cache.root}/huggingface`,
+      VLLM_CACHE_ROOT: `${context.cache.root}/vllm`,
+      RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
+    },
+  };
   const port = rank.ports[0]!;
   const compileLock = compileLockWords(context.cache, role.compileKey, context.probeHost, port);
-  const execLines = [
-    ...(compileLock.length > 0 ? [compileLock] : []),
-    [`${context.venv}/bin/${command[0]}`, ...command.slice(1)],
-    ...flags.map((f) => [f.name, ...f.values]),
-  ];
+  const execLines = [...(compileLock.length > 0 ? [compileLock] : []), [...launch.command], ...launch.flags.map((f) => [f.name, ...f.values])];
   const text = unitText(context, role, rank, envPath, execLines);
-  const { plain, credentials } = splitCredentialEnv(bound.env);
-  const envText = renderEnvFile({
-    ...plain,
-    HF_HOME: `${context.cache.root}/huggingface`,
-    VLLM_CACHE_ROOT: `${context.cache.root}/vllm`,
-    RBLN_OFFLOAD_DIR: `${settings.cacheRoot}/offload`,
-  });
+  const envText = renderEnvFile(launch.env);
   const stateDir = rolloutStateDir(settings.installRoot);
   const frontDoor = frontDoorAccess(context.deployment, host, (e) => e.role === role.role && e.rank === rank.rank);
   const readySeconds = readyTimeoutSeconds(context.cache, bound.env);
@@ -165,6 +169,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
     envText,
     credentialEnvText: renderEnvFile(credentials),
     credentialEnvNames: Object.keys(credentials),
+    launch,
     port,
     // Published where the rank listens: its SSH address may be another interface.
     url: httpUrl(listeningAddress(host), port),

@@ -77,9 +77,10 @@ free_port() {
 # on a free port in place of its own, its cache folder bound to the key's own (the same path, so the
 # same VLLM_CACHE_ROOT as the NPU units).
 start_rank() {
-  local words=("${command_words[@]:$2:${command_lengths[$1]}}") i
-  for i in "${!words[@]}"; do
-    case "${words[$i]}" in --port) unset 'words[i]' 'words[i+1]' ;; --port=*) unset 'words[i]' ;; esac
+  local words=() word skip=
+  for word in "${command_words[@]:$2:${command_lengths[$1]}}"; do
+    if [ -n "$skip" ]; then skip=; continue; fi
+    case "$word" in --port) skip=yes ;; --port=*) ;; *) words+=("$word") ;; esac
   done
   ports[$1]=$(free_port)
   (umask 077; printf '%s\n' "${env_texts[$1]}" ${credential_env:+"$credential_env"} > "$work/env-$1")
@@ -123,7 +124,9 @@ compile_only() {
     start_rank "$i" "$first"
     first=$(( first + command_lengths[i] ))
   done
-  say "compiling for ${roles[*]} (${#units[@]} rank(s)) in compile-only mode, with no NPU; this takes as long as a first start"
+  local on="port ${ports[0]}"
+  [ "${#ports[@]}" -le 1 ] || on="ports ${ports[*]}"
+  say "compiling for ${roles[*]} (${#units[@]} rank(s)) in compile-only mode, with no NPU, on ${on}; this takes as long as a first start"
   while :; do
     waiting=0
     for i in "${!units[@]}"; do
