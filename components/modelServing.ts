@@ -212,6 +212,20 @@ function selectionOf(plan: Deployment["plan"]): Record<string, string> {
   return { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
 }
 
+/** The `models` output: each model's name, served names, selection and revision. */
+function modelOutputs(stack: StackPlan, platforms: readonly PlatformOutputs[]): pulumi.Output<ModelOutput[]> {
+  return pulumi.all(
+    stack.models.map((deployment, i) =>
+      platforms[i]!.modelRevision.apply((modelRevision) => ({
+        ...(deployment.entry.name === null ? {} : { name: deployment.entry.name }),
+        servedNames: deployment.entry.servedNames,
+        selection: selectionOf(deployment.plan),
+        modelRevision,
+      })),
+    ),
+  );
+}
+
 /**
  * A model served on RBLN NPUs from its recipe: the launch plan of the chosen strategy, target and
  * axes, deployed to SSH hosts (systemd units) or to Kubernetes (Deployments and the llm-d router).
@@ -282,16 +296,7 @@ export class ModelServing extends pulumi.ComponentResource {
     this.warnings = messagesAt(stack.messages, "warning");
     this.notes = messagesAt(stack.messages, "note");
     this.scrapeTargets = rendered.models.flatMap((m) => m.hosts?.scrapeTargets ?? []);
-    this.models = pulumi.all(
-      stack.models.map((deployment, i) =>
-        platforms[i]!.modelRevision.apply((modelRevision) => ({
-          ...(deployment.entry.name === null ? {} : { name: deployment.entry.name }),
-          servedNames: deployment.entry.servedNames,
-          selection: selectionOf(deployment.plan),
-          modelRevision,
-        })),
-      ),
-    );
+    this.models = modelOutputs(stack, platforms);
     this.compileKeys = pulumi.all(
       stack.models.flatMap((deployment, i) =>
         deployment.compile.keys.map((k) =>

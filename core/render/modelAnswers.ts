@@ -39,6 +39,15 @@ export function answerRoutes(servedNames: readonly string[]) {
   };
 }
 
+/** Envoy refuses a direct response body over this unless the route config raises it (RouteConfiguration.max_direct_response_body_size_bytes). */
+const DEFAULT_DIRECT_RESPONSE_LIMIT = 4096;
+
+/** The route config's limit on a direct response's body: Envoy's 4 KiB, or more when the list of served names is longer. */
+export function directResponseLimit(servedNames: readonly string[]): { max_direct_response_body_size_bytes?: number } {
+  const longest = Math.max(Buffer.byteLength(modelListBody(servedNames)), Buffer.byteLength(UNKNOWN_MODEL_BODY));
+  return longest > DEFAULT_DIRECT_RESPONSE_LIMIT ? { max_direct_response_body_size_bytes: longest } : {};
+}
+
 const typed = (type: string, config: Record<string, unknown> = {}) => ({ "@type": `type.googleapis.com/${type}`, ...config });
 
 /**
@@ -62,7 +71,11 @@ export function answerBootstrap(listenAddress: string, port: number, servedNames
                   name: "envoy.filters.network.http_connection_manager",
                   typed_config: typed("envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager", {
                     stat_prefix: "answers",
-                    route_config: { name: "answers", virtual_hosts: [{ name: "answers", domains: ["*"], routes: [routes.models, routes.unknown] }] },
+                    route_config: {
+                      name: "answers",
+                      ...directResponseLimit(servedNames),
+                      virtual_hosts: [{ name: "answers", domains: ["*"], routes: [routes.models, routes.unknown] }],
+                    },
                     http_filters: [{ name: "envoy.filters.http.router", typed_config: typed("envoy.extensions.filters.http.router.v3.Router") }],
                   }),
                 },

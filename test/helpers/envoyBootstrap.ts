@@ -73,6 +73,9 @@ export const EXTENSIONS: Record<string, { name: string; category: string }> = {
   // From ../fixtures/envoy-v1.37.11/sources.json (extensions.byType).
   "envoy.extensions.filters.http.header_mutation.v3.HeaderMutation": { name: "envoy.filters.http.header_mutation", category: "envoy.filters.http" },
   "envoy.extensions.filters.http.api_key_auth.v3.ApiKeyAuth": { name: "envoy.filters.http.api_key_auth", category: "envoy.filters.http" },
+  // The body-to-header stage of a front door of several models (core/render/hosts/frontDoor/modelRoutes.ts).
+  "envoy.extensions.filters.http.json_to_metadata.v3.JsonToMetadata": { name: "envoy.filters.http.json_to_metadata", category: "envoy.filters.http" },
+  "envoy.extensions.filters.http.lua.v3.Lua": { name: "envoy.filters.http.lua", category: "envoy.filters.http" },
 };
 
 /** Extension name → its typed_config type, for the names above. */
@@ -475,6 +478,16 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg, rootType = "envoy.
         if (!isRouter && i === filters.length - 1) problems.push(`${path}.http_filters[${i}]: non-terminal filter ${f.name} is the last filter`);
       });
       const routeConfig = msg.route_config as Msg | undefined;
+      // Envoy refuses a direct response body longer than the route config's limit (4 KiB unless raised) when it loads the routes.
+      const bodyLimit = routeConfig?.max_direct_response_body_size_bytes == null ? 4096 : num(routeConfig.max_direct_response_body_size_bytes.value);
+      for (const [v, vh] of ((routeConfig?.virtual_hosts ?? []) as Msg[]).entries())
+        for (const [i, r] of ((vh.routes ?? []) as Msg[]).entries()) {
+          const body = r.direct_response?.body?.inline_string;
+          if (typeof body === "string" && Buffer.byteLength(body) > bodyLimit)
+            problems.push(
+              `${path}.route_config.virtual_hosts[${v}].routes[${i}].direct_response.body: ${Buffer.byteLength(body)} bytes, over the limit of ${bodyLimit}`,
+            );
+        }
       const validate = routeConfig?.validate_clusters == null ? true : Boolean(routeConfig.validate_clusters.value);
       if (routeConfig && validate) {
         for (const [v, vh] of ((routeConfig.virtual_hosts ?? []) as Msg[]).entries()) {
@@ -486,6 +499,18 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg, rootType = "envoy.
           }
         }
       }
+    }
+    if (typeName === "envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute") {
+      // Stricter than Envoy, which would find a missing cluster only when a request takes the route (500).
+      const grpcCluster = msg.overrides?.grpc_service?.envoy_grpc?.cluster_name;
+      if (grpcCluster && !clusterNames.has(grpcCluster))
+        problems.push(`${path}.overrides.grpc_service.envoy_grpc.cluster_name: unknown cluster ${show(grpcCluster)}`);
+    }
+    if (typeName === "envoy.extensions.filters.http.json_to_metadata.v3.JsonToMetadata") {
+      // The filter's constructor throws for an on_missing or on_error without a value (json_to_metadata/filter.cc).
+      for (const [i, rule] of ((msg.request_rules?.rules ?? []) as Msg[]).entries())
+        for (const key of ["on_missing", "on_error"])
+          if (rule[key] && rule[key].value == null) problems.push(`${path}.request_rules.rules[${i}].${key}: needs a value`);
     }
     if (typeName === "envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor") {
       const grpcCluster = msg.grpc_service?.envoy_grpc?.cluster_name;

@@ -34,6 +34,18 @@ const CACHE_FILES = "core/render/scripts/cache-files.sh";
 
 export const BREAKAGES: readonly Breakage[] = [
   {
+    name: "model-route-cache-kept",
+    why: "the front door of several models sets the model header after Envoy chose the route: every request goes where the client's own header (or none) said, and most get 404",
+    edits: [{ file: "core/render/hosts/frontDoor/modelRoutes.ts", search: "        clear_route_cache: true,\n", replace: "" }],
+    tests: { fast: ["test/models-hosts-routing.test.ts"] },
+  },
+  {
+    name: "model-route-default-epp",
+    why: "every model's requests ask the first model's endpoint picker, which sends them to the first model's servers",
+    edits: [{ file: "core/render/hosts/frontDoor/modelRoutes.ts", search: "      typed_per_filter_config: { [EXT_PROC]: eppOverride(model) },\n", replace: "" }],
+    tests: { fast: ["test/models-hosts-routing.test.ts"] },
+  },
+  {
     name: "drain-removed",
     why: "a rank restarts while the front door still routes to it: its in-flight and new requests fail",
     edits: [{ file: UNIT_APPLY, search: "  front_door_drain $front_door_endpoint || {", replace: "  true || {" }],

@@ -1,5 +1,7 @@
 import { stringify } from "yaml";
 import { socketAddress } from "../../../address";
+import { directResponseLimit } from "../../modelAnswers";
+import { bodyToHeaderFilters, type ModelDoor, modelVirtualHost } from "./modelRoutes";
 
 /** What the front door's Envoy is given: where it listens and how long a request may run. */
 export interface EnvoyInput {
@@ -17,6 +19,8 @@ export interface EnvoyInput {
    * writes it; the apply step puts it there from its stdin, so the key is in no script or bootstrap).
    */
   apiKeyConfigPath?: string;
+  /** A stack of models: each model's served names and EPP, routed by the body's model (modelRoutes.ts); the EPP of eppGrpcPort otherwise. */
+  models?: readonly ModelDoor[];
 }
 
 /** The header the EPP sets for Envoy's ORIGINAL_DST cluster (llm-d-router v0.10.0 docs/discovery.md). */
@@ -41,7 +45,6 @@ export function envoyBootstrap(input: EnvoyInput): string {
 
 function bootstrapConfig(input: EnvoyInput) {
   const timeout = `${input.requestTimeoutSeconds}s`;
-  const socket = (address: string, port: number) => ({ socket_address: { address: socketAddress(address), port_value: port } });
   return {
     node: { id: "rbln-serving-front-door", cluster: "rbln-serving" },
     admin: { address: socket("127.0.0.1", input.adminPort) },
@@ -60,22 +63,15 @@ function bootstrapConfig(input: EnvoyInput) {
                     // Envoy's default of 5 minutes without a byte would cut a long prompt's prefill.
                     stream_idle_timeout: timeout,
                     access_log: [{ name: "envoy.access_loggers.stdout", typed_config: typed("envoy.extensions.access_loggers.stream.v3.StdoutAccessLog") }],
-                    route_config: {
-                      name: "front-door",
-                      virtual_hosts: [
-                        {
-                          name: "front-door",
-                          domains: ["*"],
-                          routes: [{ match: { prefix: "/" }, route: { cluster: "original_destination_cluster", timeout, idle_timeout: timeout } }],
-                        },
-                      ],
-                    },
+                    route_config: routeConfig(input, timeout),
                     http_filters: [
                       ...requestGuards(input),
+                      ...(input.models ? bodyToHeaderFilters() : []),
                       {
                         name: "envoy.filters.http.ext_proc",
                         typed_config: typed("envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor", {
-                          grpc_service: { envoy_grpc: { cluster_name: "epp", authority: `localhost:${input.eppGrpcPort}` }, timeout: "10s" },
+                          // With models every route names its model's EPP (or none); this default is the first's.
+                          grpc_service: eppService(input),
                           processing_mode: {
                             request_header_mode: "SEND",
                             response_header_mode: "SEND",
@@ -97,18 +93,7 @@ function bootstrapConfig(input: EnvoyInput) {
         },
       ],
       clusters: [
-        {
-          name: "epp",
-          type: "STATIC",
-          connect_timeout: "10s",
-          lb_policy: "LEAST_REQUEST",
-          typed_extension_protocol_options: {
-            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": typed("envoy.extensions.upstreams.http.v3.HttpProtocolOptions", {
-              explicit_http_config: { http2_protocol_options: {} },
-            }),
-          },
-          load_assignment: { cluster_name: "epp", endpoints: [{ lb_endpoints: [{ endpoint: { address: socket("127.0.0.1", input.eppGrpcPort) } }] }] },
-        },
+        ...(input.models ? input.models.map((m) => eppCluster(m.eppCluster, m.eppGrpcPort)) : [eppCluster("epp", input.eppGrpcPort)]),
         {
           name: "original_destination_cluster",
           type: "ORIGINAL_DST",
@@ -119,6 +104,45 @@ function bootstrapConfig(input: EnvoyInput) {
         },
       ],
     },
+  };
+}
+
+const socket = (address: string, port: number) => ({ socket_address: { address: socketAddress(address), port_value: port } });
+
+/** An EPP's ext_proc cluster: its gRPC server on the router host's loopback, over HTTP/2. */
+function eppCluster(name: string, port: number) {
+  return {
+    name,
+    type: "STATIC",
+    connect_timeout: "10s",
+    lb_policy: "LEAST_REQUEST",
+    typed_extension_protocol_options: {
+      "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": typed("envoy.extensions.upstreams.http.v3.HttpProtocolOptions", {
+        explicit_http_config: { http2_protocol_options: {} },
+      }),
+    },
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: socket("127.0.0.1", port) } }] }] },
+  };
+}
+
+/** The ext_proc filter's own EPP: the one EPP, or with models the first model's. */
+function eppService(input: EnvoyInput) {
+  const [cluster, port] = input.models ? [input.models[0]!.eppCluster, input.models[0]!.eppGrpcPort] : ["epp", input.eppGrpcPort];
+  return { envoy_grpc: { cluster_name: cluster, authority: `localhost:${port}` }, timeout: "10s" };
+}
+
+/** Every request to the EPP's destination; with models, by the body's model to its model's EPP (modelRoutes.ts). */
+function routeConfig(input: EnvoyInput, timeout: string) {
+  const cluster = "original_destination_cluster";
+  if (input.models)
+    return {
+      name: "front-door",
+      ...directResponseLimit(input.models.flatMap((m) => m.servedNames)),
+      virtual_hosts: [modelVirtualHost(input.models, cluster, timeout)],
+    };
+  return {
+    name: "front-door",
+    virtual_hosts: [{ name: "front-door", domains: ["*"], routes: [{ match: { prefix: "/" }, route: { cluster, timeout, idle_timeout: timeout } }] }],
   };
 }
 
