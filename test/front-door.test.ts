@@ -295,7 +295,7 @@ describe("every SSH grant and bind the hosts write holds IP addresses (sshd matc
   ];
 
   it("reads the grants' settings from the scripts: from= in the copy and drain grants, the bind of every copy and drain", () => {
-    expect(new Set(grantSettings)).toEqual(new Set(["dest_address", "from_addresses", "bind_address", "router_ssh_bind"]));
+    expect(new Set(grantSettings)).toEqual(new Set(["dest_address", "from_address", "bind_address", "router_ssh_bind"]));
   });
 
   it("refuses a host name wherever a grant or bind would take it, and renders only IP addresses there otherwise", () => {
