@@ -24,8 +24,6 @@ command -v skopeo >/dev/null || need+=(skopeo)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 # The front door's stand-ins (test/fixtures/stand-ins) read the EPP's and Envoy's YAML with PyYAML.
 /usr/bin/python3 -c 'import yaml' 2>/dev/null || need+=(python3-yaml)
-# LuaJIT, Envoy's Lua: the front door's body-to-header script runs under it (test/models-hosts-routing.test.ts).
-command -v luajit >/dev/null || need+=(luajit)
 # The HA front door: keepalived (VRRP) on fake router hosts, and its -t checks rendered configs; the test pair's
 # vrrp_script probes readiness with curl (test/helpers/keepalived.ts).
 command -v curl >/dev/null || need+=(curl)
@@ -33,6 +31,8 @@ command -v curl >/dev/null || need+=(curl)
 # The routing sidecar's guard: its unit loads an nftables table (real nft on hosts with networks of their own, and a
 # check-only nft where hosts share this machine's network: test/fixtures/stand-ins/nft-check-only-stand-in).
 [ -x /usr/sbin/nft ] || need+=(nftables)
+# LuaJIT, Envoy's Lua: the front door's body-to-header script runs under it (test/models-hosts-routing.test.ts).
+command -v luajit >/dev/null || need+=(luajit)
 
 [ "${#need[@]}" -eq 0 ] && exit 0
 
