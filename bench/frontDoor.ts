@@ -1,4 +1,5 @@
-import { startFrontDoorStack, underLoad, untilListed } from "../test/helpers/frontDoorStack";
+import { FLAG_REFUSED_AT_START } from "../test/helpers/fakeVllm";
+import { startFrontDoorStack, underLoad, untilListed, type RoleChange } from "../test/helpers/frontDoorStack";
 import type { BenchPart } from "./part";
 
 /** What a change of a running deployment behind the front door cost its clients, measured on fake hosts. */
@@ -25,11 +26,17 @@ export async function frontDoorChanges(replicas: number): Promise<FrontDoorChang
     if (first.failed.length > 0) throw new Error(`first deploy failed: ${first.failed.map((f) => f.stderr).join("\n")}`);
     await untilListed(stack, replicas, 60);
     const changes: FrontDoorChange[] = [];
-    for (const [change, extraArgs] of [
-      ["rolling one-flag change", ["--max-log-len", "100"]],
-      ["change that rolls back", ["--max-log-len", "100", "--bogus"]],
-    ] as const) {
-      const { load, samples } = await underLoad(stack, () => stack.up(stack.settings({ main: { extraArgs: [...extraArgs] } })));
+    // The change that rolls back passes planning (the product refuses a flag vLLM does not have) and is refused by the rank at start.
+    const scenarios: [string, RoleChange][] = [
+      ["rolling one-flag change", { extraArgs: ["--max-log-len", "100"] }],
+      ["change that rolls back", { extraArgs: ["--max-log-len", "100", FLAG_REFUSED_AT_START.arg], extraEnv: { ...FLAG_REFUSED_AT_START.env } }],
+    ];
+    for (const [change, main] of scenarios) {
+      const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ main })));
+      // A scenario that did not happen as named measures nothing: the first must pass, the second roll back at its first rank.
+      const refusals = result.failed.filter((f) => f.stderr.includes(FLAG_REFUSED_AT_START.refusal)).length;
+      if (refusals !== (change === "change that rolls back" ? 1 : 0) || result.failed.length !== refusals)
+        throw new Error(`${change}: ${result.failed.map((f) => `${f.name}: ${f.stderr.trim().split("\n").pop()}`).join("; ") || "nothing failed"}`);
       changes.push({ change, requests: load.total, failed: load.failed, badSamples: samples.bad.length, samples: samples.samples.length });
       await untilListed(stack, replicas, 60);
     }

@@ -3,6 +3,7 @@ import { ConfigError, formatPath, issueMessage } from "../core/errors";
 import { histogramQuantile, meanOf, parseExposition, sumOf } from "../core/monitoring/exposition";
 import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
 import { hostPort, httpUrl } from "../core/address";
+import { frontDoorAddresses } from "../core/plan/frontDoor";
 import { FRONT_DOOR_PORTS } from "../core/plan/ports";
 import type { Deployment, FrontDoorPlan } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
@@ -101,7 +102,7 @@ const READY_ENDPOINTS = "llm_d_epp_ready_endpoints";
 
 /** Envoy answers /v1/models through the picker and a rank; the picker serves its metrics. */
 export async function frontDoorStatus(
-  frontDoor: Pick<FrontDoorPlan, "address" | "port">,
+  frontDoor: { address: string; port: number },
   plannedModel: string,
   apiKey: string | undefined,
   pickerPort: number = FRONT_DOOR_PORTS.eppMetrics,
@@ -341,7 +342,9 @@ export async function statusCommand(options: StatusOptions, catalog: RecipeCatal
   const { ranks, plannedModel, frontDoor } = ranksOf(options, catalog);
   const [statuses, door] = await Promise.all([
     probeRanks(ranks, plannedModel, interval),
-    frontDoor ? frontDoorStatus(frontDoor, plannedModel, process.env.VLLM_API_KEY || undefined) : null,
+    frontDoor
+      ? frontDoorStatus({ address: frontDoorAddresses(frontDoor)[0]!, port: frontDoor.port }, plannedModel, process.env.VLLM_API_KEY || undefined)
+      : null,
   ]);
   const exitCode = statuses.some((s) => s.problem) || door?.problem ? 1 : 0;
   const stdout =

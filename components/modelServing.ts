@@ -105,9 +105,7 @@ function hostResources(
   const { settings, plan } = deployment;
   const sshPrivateKey = secrets.sshPrivateKey!;
   const keyReports = new Map<string, pulumi.Output<string>>();
-  const door = frontDoor
-    ? new FrontDoor(`${name}-${frontDoor.host.name}-front-door`, { rendered: frontDoor, sshPrivateKey, apiKey: secrets.apiKey }, child)
-    : undefined;
+  const doors = frontDoorResources(name, frontDoor, sshPrivateKey, secrets.apiKey, child);
   const byHost = new Map<string, NpuHost | CompileHost>();
   let previousWave: (NpuHost | CompileHost)[] = [];
   if (compileHost) {
@@ -130,8 +128,12 @@ function hostResources(
           return { rendered: copy, sourceName: `${name}-${copy.source.host.name}`, after: copy.kind === "weights" ? [source.weights!] : source.unitCommands };
         });
       const hostPulls = pulls.filter((p) => p.host === host).map((p) => p.step);
-      const accessKey = door?.accessKeys.get(host);
-      const behindDoor = accessKey ? { accessKey, after: door!.readyFor.get(host)!, sidecar: frontDoor!.sidecars.find((s) => s.host === host) } : undefined;
+      // This host's key on every router host, in their order (front-door.sh reads them so).
+      const accessKeys = doors.map((d) => d.accessKeys.get(host)).filter((key) => key !== undefined);
+      const behindDoor =
+        accessKeys.length > 0
+          ? { accessKeys, after: doors.flatMap((d) => d.readyFor.get(host)!), sidecar: frontDoor!.sidecars.find((s) => s.host === host) }
+          : undefined;
       const npuHost = new NpuHost(
         `${name}-${host}`,
         {
@@ -156,13 +158,47 @@ function hostResources(
   const units = pulumi.all(all.flatMap((h) => (h instanceof NpuHost ? [h.units] : []))).apply((each) => each.flat());
   return {
     // One front door for every replica and role; without one, each replica's rank 0.
-    endpoints: door ? door.url.apply((url) => [url]) : units.apply((list) => list.filter((u) => u.rank === 0).map((u) => u.url)),
+    endpoints: frontDoor ? pulumi.output(frontDoor.urls) : units.apply((list) => list.filter((u) => u.rank === 0).map((u) => u.url)),
     units,
     modelRevision:
       settings.revision !== undefined ? pulumi.output(settings.revision) : seedWeights.stdout.apply((stdout) => reportedRevision(stdout, plan.model)),
     deployments: pulumi.output([]),
     keyReports,
   };
+}
+
+/**
+ * The front door's router hosts, one component each, in the stack's order: each applies only after
+ * the one before it (a change rolls), the first makes the stack's TLS certificates when there are
+ * several, and the others read theirs from it.
+ */
+function frontDoorResources(
+  name: string,
+  frontDoor: RenderedHosts["frontDoor"],
+  sshPrivateKey: pulumi.Input<string>,
+  apiKey: pulumi.Input<string> | undefined,
+  child: pulumi.ComponentResourceOptions,
+): FrontDoor[] {
+  const doors: FrontDoor[] = [];
+  for (const [i, router] of (frontDoor?.routers ?? []).entries()) {
+    const first = doors[0];
+    const previous = doors[i - 1];
+    doors.push(
+      new FrontDoor(
+        `${name}-${router.host.name}-front-door`,
+        {
+          rendered: router,
+          sshPrivateKey,
+          apiKey,
+          ...(i === 0 && frontDoor!.tls ? { tls: frontDoor!.tls } : {}),
+          ...(first?.tlsBundles[router.host.name] ? { tlsBundle: first.tlsBundles[router.host.name] } : {}),
+          ...(previous ? { after: [previous.applied, ...(first?.tlsSteps[router.host.name] ? [first.tlsSteps[router.host.name]!] : [])] } : {}),
+        },
+        child,
+      ),
+    );
+  }
+  return doors;
 }
 
 /** The Kubernetes platform: the workloads and, for the strategies with a router, the llm-d router; in the stack's shared namespace, if given. */
@@ -193,6 +229,7 @@ function kubernetesResources(
             namespace: settings.kubernetes.namespace,
             values: routerValues,
             gateway: settings.kubernetes.gateway,
+            ...(workloads.eppDisruptionBudget ? { disruptionBudget: workloads.eppDisruptionBudget } : {}),
           },
           // Not after the workloads: their rollout can take hours of compilation, and the pool may exist first.
           child,

@@ -434,8 +434,18 @@ export interface RouterArgs {
   requestTimeout?: string;
   /** Kubernetes: the endpoint picker's CPU and memory (the chart's router.epp.resources); unset, the chart's (8 CPUs and 8Gi requested, a 16Gi limit). */
   pickerResources?: RouterPickerResourcesArgs;
-  /** Hosts: the front door's server, where the llm-d endpoint picker and Envoy run before every replica and role: a server of its own ({name, address, user, port, hostKey, proxy, listenAddress}), or an entry of hosts named alone to share its server ({name}, or the name as a string). Required for prefill-decode-disaggregated on hosts; unset, each replica is an endpoint of its own. */
+  /** Hosts: the front door's server, where the llm-d endpoint picker and Envoy run before every replica and role: a server of its own ({name, address, user, port, hostKey, proxy, listenAddress}), or an entry of hosts named alone to share its server ({name}, or the name as a string). The same as router.hosts with one entry. Required (or router.hosts) for prefill-decode-disaggregated on hosts; unset, each replica is an endpoint of its own. */
   host?: RouterHostArgs;
+  /**
+   * Hosts: the front door's servers, each in one of router.host's forms; two or more make it highly available (each runs the endpoint picker and Envoy, and each Envoy falls back to its peer's picker). With virtualAddress, clients use that address, which keepalived moves to a peer whose Envoy is ready; without one, clients (or DNS) must be given every router host's address. Not together with router.host, which is a list of one.
+   * Allowed: not empty; at most 8 entries.
+   */
+  hosts?: RouterHostArgs[];
+  /**
+   * Hosts: the front door's floating service address, held by keepalived (VRRP, unicast between the router hosts) on the router host whose Envoy is ready, and moved to a peer when that Envoy stops being ready or its host dies; the stack's endpoint. An unused IPv4 or IPv6 address of the router hosts' own network, of their addresses' family; needs two router hosts (router.hosts) with IP addresses and no listenAddress.
+   * Allowed: an IPv4 or IPv6 address.
+   */
+  virtualAddress?: string;
   /**
    * Hosts: the container runtime the front door (the picker and Envoy) and the routing sidecars run under; it must be installed on those servers.
    * Allowed: one of podman, docker.

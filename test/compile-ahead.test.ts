@@ -20,7 +20,10 @@ import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ofType, runUnderMocks, outputValue, type Registration } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
 import { freePort } from "./helpers/sshd";
-import { copyStandInVllm } from "./helpers/vllmParser";
+import { COMPILE_AHEAD_SERVING_ENV } from "../core/plan/compileAhead";
+import { UNKEYED_ENV } from "../core/plan/compileKey";
+import signatureFixture from "./fixtures/vllm-rbln-cache-signature.json";
+import { copyStandInVllm, RBLN_SIGNATURE } from "./helpers/vllmParser";
 
 /**
  * Compile ahead under the mock runtime (issue 22): the compile host's steps come before every unit
@@ -61,6 +64,63 @@ function upstream(registrations: readonly Registration[], urn: string): Set<stri
   };
   visit(urn);
   return new Set([...seen].map((u) => byUrn.get(u)?.name ?? u));
+}
+
+/** A setting of a rendered host script's settings block (`name=value`, quotes off). */
+const setting = (script: string, name: string) => new RegExp(`^${name}=(.*)$`, "m").exec(script)?.[1]?.replace(/^'(.*)'$/, "$1");
+
+/** What a command does with compiled caches: runs a rank of a key, brings a key's cache (a copy, a pull, a compile) onto a host, or neither. */
+function cacheRole(r: Registration): { kind: "unit" | "copy" | "pull" | "compile"; host: string; keys: string[]; source?: string } | undefined {
+  const script = String(r.inputs.create ?? "");
+  const host = setting(script, "host_name");
+  if (host === undefined) return undefined;
+  const unitMarker = setting(script, "compile_marker");
+  if (unitMarker) return { kind: "unit", host, keys: [/compile-([0-9a-f]{16})$/.exec(unitMarker)![1]!] };
+  if (/-copy-compile-/.test(r.name))
+    return {
+      kind: "copy",
+      host,
+      keys: [...script.matchAll(/rbln-serving-complete\/compile-([0-9a-f]{16})/g)].map((m) => m[1]!),
+      source: setting(script, "source_name"),
+    };
+  const key = setting(script, "key");
+  if (key && setting(script, "compile_here") !== undefined) return { kind: setting(script, "compile_here") === "yes" ? "compile" : "pull", host, keys: [key] };
+  return undefined;
+}
+
+/**
+ * Ordering by dependency, not by luck: every NPU unit step of a key has upstream the step that
+ * brings that key's cache onto its host (a copy, a pull), and every copy of a key has upstream a
+ * step on its source that holds that key (the compile host's compile or pull, a peer's unit of the
+ * key). Only where nothing compiles or pulls a key ahead may one host of it go without: it compiles.
+ */
+function cacheOrderProblems(registrations: readonly Registration[]): string[] {
+  const roles = commands(registrations).flatMap((r) => {
+    const role = cacheRole(r);
+    return role ? [{ r, ...role }] : [];
+  });
+  const problems: string[] = [];
+  const holds = (host: string, key: string, kinds: string[]) => roles.filter((x) => x.host === host && x.keys.includes(key) && kinds.includes(x.kind));
+  for (const key of new Set(roles.flatMap((x) => x.keys))) {
+    const ahead = roles.some((x) => x.keys.includes(key) && (x.kind === "compile" || x.kind === "pull"));
+    const unbrought = new Set<string>();
+    for (const unit of roles.filter((x) => x.kind === "unit" && x.keys.includes(key))) {
+      const bringers = holds(unit.host, key, ["copy", "pull"]);
+      const before = upstream(registrations, unit.r.urn);
+      if (bringers.length === 0) unbrought.add(unit.host);
+      else if (!bringers.some((b) => before.has(b.r.name))) problems.push(`${unit.r.name}: none of ${bringers.map((b) => b.r.name).join(", ")} is upstream`);
+    }
+    if (unbrought.size > (ahead ? 0 : 1)) problems.push(`key ${key}: nothing brings its cache to ${[...unbrought].join(", ")}`);
+    for (const copy of roles.filter((x) => x.kind === "copy" && x.keys.includes(key))) {
+      const holders = holds(copy.source!, key, ["compile", "pull", "unit"]);
+      const before = upstream(registrations, copy.r.urn);
+      if (!holders.some((h) => before.has(h.r.name)))
+        problems.push(
+          `${copy.r.name}: copies key ${key} before ${copy.source} has it (none of ${holders.map((h) => h.r.name).join(", ") || "nothing"} is upstream)`,
+        );
+    }
+  }
+  return problems;
 }
 
 describe("compile ahead on hosts, under the mock runtime", async () => {
@@ -113,6 +173,158 @@ describe("compile ahead on hosts, under the mock runtime", async () => {
     const keys = await outputValue((result as ReturnType<typeof runProgram>).compileKeys);
     // Under mocks the step printed nothing: the key is listed, its digest unknown yet.
     expect(keys).toEqual([{ key: expect.stringMatching(/^[0-9a-f]{16}$/), roles: ["main"] }]);
+  });
+});
+
+describe("every NPU unit waits, by a dependency, for the step that brings its key's cache", () => {
+  const variants: [string, Record<string, unknown>][] = [
+    ["a compile host and a registry", hostsStack()],
+    ["a compile host", hostsStack({ revision: undefined, compile: { host: compileHost } })],
+    ["a registry only", hostsStack({ compile: { registry: REGISTRY } })],
+    ["no compile ahead: the first host compiles, the others copy", hostsStack({ compile: {} })],
+    ["eight replicas over three waves, with a compile host", hostsStack({}, 8)],
+  ];
+  it.each(variants)("%s", async (_, settings) => {
+    const registry = (settings.compile as { registry?: unknown }).registry !== undefined;
+    const { registrations, error } = await runUnderMocks(runProgram, settings, registry ? SECRETS : { sshPrivateKey: SECRETS.sshPrivateKey });
+    expect(error).toBeUndefined();
+    const roles = commands(registrations).flatMap((r) => (cacheRole(r) ? [cacheRole(r)!.kind] : []));
+    // The check saw units and what brings their caches: it cannot pass on an empty graph.
+    expect(roles.filter((k) => k === "unit").length).toBeGreaterThan(0);
+    expect(roles.filter((k) => k !== "unit").length).toBeGreaterThan(0);
+    expect(cacheOrderProblems(registrations)).toEqual([]);
+  });
+
+  it("finds a copy that runs before the compile, and a unit that runs before its copy", async () => {
+    const { registrations } = await runUnderMocks(runProgram, hostsStack(), SECRETS);
+    const allow = registrations.find((r) => r.name === "rbln-serving-cpu-0-allow-compile-npu-0")!;
+    const compile = registrations.find((r) => /-cpu-0-compile-[0-9a-f]{16}$/.test(r.name))!;
+    // The copy's grant no longer waits for the compile.
+    const early = registrations.map((r) => (r === allow ? { ...r, dependencies: r.dependencies.filter((d) => d !== compile.urn) } : r));
+    expect(cacheOrderProblems(early)).toEqual([expect.stringMatching(/^rbln-serving-npu-0-copy-compile-cpu-0: copies key [0-9a-f]{16} before cpu-0 has it/)]);
+    const unit = registrations.find((r) => r.name === "rbln-serving-npu-1-main-0")!;
+    const inCopy = registrations.find((r) => r.name === "rbln-serving-npu-1-copy-compile-npu-0")!;
+    const unwaited = registrations.map((r) => (r === unit ? { ...r, dependencies: r.dependencies.filter((d) => d !== inCopy.urn) } : r));
+    expect(cacheOrderProblems(unwaited)).toEqual(["rbln-serving-npu-1-main-0: none of rbln-serving-npu-1-copy-compile-npu-0 is upstream"]);
+  });
+});
+
+/** vllm-rbln's compile-env allow-list (RBLN_COMPILE_ENV), as read upstream. */
+const COMPILE_ENV = signatureFixture.facts["signature.compileEnv"].value.RBLN_COMPILE_ENV;
+
+/** The stand-in vLLM's bundle signature (test/fixtures/fake-vllm/rbln_signature.py) of each case. */
+function standInSignatures(cases: { model?: string; flags?: string[]; npu?: string; env: Record<string, string> }[]): string[] {
+  const input = JSON.stringify(cases.map((c) => ({ model: c.model ?? "m", flags: c.flags ?? [], npu: c.npu ?? "RBLN-CR13", env: c.env })));
+  const run = spawnSync("python3", [RBLN_SIGNATURE], { input, encoding: "utf8" });
+  if (run.status !== 0) throw new Error(run.stderr);
+  return JSON.parse(run.stdout) as string[];
+}
+
+/**
+ * The variables a host script's env_text sets (a compile step's: its first rank's, env_texts[0]), as
+ * bash reads the env file (the unit step reads env files with bash).
+ */
+function scriptEnv(script: string): Record<string, string> {
+  const settings = script.slice(script.indexOf("# --- settings"), script.indexOf("# --- end of settings ---"));
+  const envText = '"${env_text-${env_texts[0]}}"';
+  const run = spawnSync("bash", ["-c", `${settings}\nenv -i bash -c 'set -a; eval "$1"; unset PWD SHLVL _; env -0' _ ${envText}`], { encoding: "utf8" });
+  if (run.status !== 0) throw new Error(run.stderr);
+  return Object.fromEntries(
+    run.stdout
+      .split("\0")
+      .filter(Boolean)
+      .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
+  );
+}
+
+/** Variables whose value differs between two environments (or that one lacks), but for `allowed`. */
+function envDifferences(a: Record<string, string>, b: Record<string, string>, allowed: readonly string[]): string[] {
+  const names = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+  return names.filter((name) => a[name] !== b[name] && !allowed.includes(name)).map((name) => `${name}: ${a[name] ?? "unset"} vs ${b[name] ?? "unset"}`);
+}
+
+describe("the compiled cache is the one the NPU units look for", () => {
+  it("the stand-in's signature reads every variable of vllm-rbln's allow-list, as vllm-rbln parses it, and nothing else", () => {
+    const names = spawnSync(
+      "python3",
+      ["-c", "import sys; sys.path.insert(0, sys.argv[1]); import rbln_signature as s; print('\\n'.join(s.RBLN_COMPILE_ENV))", path.dirname(RBLN_SIGNATURE)],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(names.stdout.trim().split("\n").sort()).toEqual([...COMPILE_ENV].sort());
+    const { booleanDefaults, integerDefaults } = signatureFixture.facts["signature.compileEnvValues"].value;
+    // Every case in one run of the stand-in's module: [what, env, same as unset?].
+    const cases: [string, Record<string, string>, boolean][] = [];
+    for (const [name, value] of Object.entries(booleanDefaults)) {
+      const read = name === "VLLM_RBLN_USE_CUSTOM_KERNEL" ? "RBLN_USE_CUSTOM_KERNEL" : name;
+      // Unset is the default; "1", "true" and "True" are one value; the other value is another bundle.
+      cases.push([`${name} as its default`, { [read]: value ? "1" : "0" }, true]);
+      cases.push([`${name} as True`, { [read]: value ? "True" : "false" }, true]);
+      cases.push([`${name} flipped`, { [read]: value ? "false" : "true" }, false]);
+    }
+    for (const [name, value] of Object.entries(integerDefaults)) {
+      cases.push([`${name} as its default`, { [name]: String(value) }, true]);
+      cases.push([`${name} changed`, { [name]: String(value + 1) }, false]);
+    }
+    // Outside the list: a variable of the other partition, a vLLM one, ones of ours.
+    for (const [name, value] of [
+      ["VLLM_RBLN_COMPILE_ONLY", "1"],
+      ["VLLM_RBLN_SUB_BLOCK_CACHE", "0"],
+      ["RBLN_TARGET_SOC", "RBLN-CR13"],
+      ["VLLM_LOGGING_LEVEL", "DEBUG"],
+    ])
+      cases.push([`outside the list: ${name}`, { [name!]: value! }, true]);
+    const [base, ...signatures] = standInSignatures([{ env: {} }, ...cases.map(([, env]) => ({ env }))]);
+    expect(cases.map(([what], i) => [what, signatures[i] === base])).toEqual(cases.map(([what, , same]) => [what, same]));
+    // The model, the flags and the NPU are in it too.
+    expect(
+      standInSignatures([
+        { env: {}, model: "n" },
+        { env: {}, flags: ["--max-num-seqs", "4"] },
+        { env: {}, npu: "RBLN-CA25" },
+      ]),
+    ).not.toContain(base);
+  });
+
+  for (const [what, settings] of [
+    ["a compile host and a registry", hostsStack()],
+    ["a compile host", hostsStack({ revision: undefined, compile: { host: compileHost } })],
+  ] as const) {
+    it(`the compile host's environment is each unit's in every keyed variable: ${what}`, async () => {
+      const registry = (settings.compile as { registry?: unknown }).registry !== undefined;
+      const { registrations } = await runUnderMocks(runProgram, settings, registry ? SECRETS : { sshPrivateKey: SECRETS.sshPrivateKey });
+      const compile = commands(registrations).find((r) => /-cpu-0-compile-[0-9a-f]{16}$/.test(r.name))!;
+      const compiling = scriptEnv(String(compile.inputs.create));
+      // Compile-only's own variables, none of them on vllm-rbln's list; and the one it needs that is, which the units have too.
+      const compileOnly = Object.keys(compileOnlyEnv("RBLN-CR13"));
+      expect(compileOnly.filter((name) => COMPILE_ENV.includes(name))).toEqual([]);
+      expect(compiling.VLLM_RBLN_USE_VLLM_MODEL).toBe("1");
+      const units = commands(registrations).filter((r) => isUnitStep(r.name));
+      expect(units.length).toBeGreaterThan(0);
+      for (const unit of units) {
+        const serving = scriptEnv(String(unit.inputs.create));
+        // Exactly equal but for compile-only's own; so equal in every variable the compile key or the bundle's signature reads.
+        expect(envDifferences(compiling, serving, compileOnly), unit.name).toEqual([]);
+        expect(Object.keys(serving).filter((name) => !(name in UNKEYED_ENV) && serving[name] !== compiling[name])).toEqual([]);
+        expect(
+          standInSignatures([{ env: compiling }, { env: serving }]).reduce((a, b) => (a === b ? a : "differ")),
+          unit.name,
+        ).not.toBe("differ");
+      }
+    });
+  }
+
+  it("tells which keyed variable differs", () => {
+    expect(envDifferences({ A: "1", VLLM_RBLN_USE_VLLM_MODEL: "1" }, { A: "1" }, [])).toEqual(["VLLM_RBLN_USE_VLLM_MODEL: 1 vs unset"]);
+    expect(standInSignatures([{ env: { VLLM_RBLN_USE_VLLM_MODEL: "1" } }, { env: {} }]).reduce((a, b) => (a === b ? a : "differ"))).toBe("differ");
+  });
+
+  it("gives no rank of a stack without compile ahead or a registry compile-only's keyed variables", () => {
+    const plain = planDeployment(parseStackSettings(hostsStack({ revision: undefined, compile: {} })), shippedCatalog);
+    for (const rank of plain.plan.roles.flatMap((r) => r.ranks)) expect(Object.keys(rank.env)).not.toContain("VLLM_RBLN_USE_VLLM_MODEL");
+    const pulls = planDeployment(parseStackSettings(hostsStack({ compile: { registry: REGISTRY } })), shippedCatalog);
+    for (const rank of pulls.plan.roles.flatMap((r) => r.ranks)) expect(rank.env.VLLM_RBLN_USE_VLLM_MODEL).toBe("1");
   });
 });
 
@@ -334,6 +546,9 @@ describe("the compile Job's environment", () => {
   // What the Job's compile adds on purpose: compile-only mode's variables (core/render/compileCache.ts).
   // The registry password goes to the pull and push containers only, which run no vLLM.
   const ADDED_ON_PURPOSE = Object.keys(compileOnlyEnv("RBLN-CR13"));
+  it("adds no variable of vllm-rbln's compile-env allow-list", () => {
+    expect(ADDED_ON_PURPOSE.filter((name) => COMPILE_ENV.includes(name))).toEqual([]);
+  });
   const stack = (compile: Record<string, unknown>) => ({
     strategy: "prefill-decode-disaggregated",
     target: "Throughput",
@@ -368,6 +583,8 @@ describe("the compile Job's environment", () => {
         const serving = envOf(workloads.roles.find((r) => r.role === job.role)!.deployment.spec!.template);
         const compiling = compileEnvOf(job.job.spec!.template);
         expect(serving.map((v) => v.name)).toEqual(expect.arrayContaining(["HF_HOME", "VLLM_CACHE_ROOT", "HF_TOKEN", "VLLM_API_KEY"]));
+        // The keyed variable compile-only needs is in the launch script both run, which exports the ranks' variables.
+        expect(JSON.stringify(workloads.roles.find((r) => r.role === job.role))).toMatch(/VLLM_RBLN_USE_VLLM_MODEL='?1/);
         expect(
           compiling.filter((v) => !ADDED_ON_PURPOSE.includes(v.name)),
           job.role,
@@ -401,7 +618,7 @@ describe("the compile Job's script under real bash, with the stand-in vllm in co
     });
     return spawnSync("bash", ["-c", script], {
       encoding: "utf8",
-      env: { PATH: process.env.PATH, VLLM_CACHE_ROOT: `${dir}/vllm`, ...compileOnlyEnv("RBLN-CR13"), ...env },
+      env: { PATH: process.env.PATH, VLLM_CACHE_ROOT: `${dir}/vllm`, ...COMPILE_AHEAD_SERVING_ENV, ...compileOnlyEnv("RBLN-CR13"), ...env },
     });
   };
 

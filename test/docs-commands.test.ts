@@ -174,7 +174,8 @@ describe("the names docs/first-deploy.md tells you to look up are the rendered o
       for (const rank of hosts.waves.flat().flatMap((h) => h.ranks)) units.add(rank.unitName);
       for (const sidecar of hosts.frontDoor?.sidecars ?? []) units.add(sidecar.unitName);
       for (const group of hosts.waves.flat().flatMap((h) => h.groups)) units.add(group.unitName);
-      for (const file of Object.keys(hosts.frontDoor?.files ?? {})) if (file.startsWith("systemd/")) units.add(file.slice("systemd/".length));
+      for (const router of hosts.frontDoor?.routers ?? [])
+        for (const file of Object.keys(router.files)) if (file.startsWith("systemd/")) units.add(file.slice("systemd/".length));
     }
     const named = [...text.matchAll(/rbln-serving-(?:dev|edge)\.[a-z0-9<>-]+\.service/g)].map((m) => m[0]);
     expect(named.length).toBeGreaterThan(5);

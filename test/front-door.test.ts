@@ -37,15 +37,15 @@ describe("the front door on hosts, rendered", () => {
     for (const selection of allSelections(recipe)) {
       if (selection.strategy !== "prefill-decode-disaggregated") continue;
       const frontDoor = render({ ...edge(), target: selection.target, axes: selection.axes }).hosts!.frontDoor!;
-      expect(validateEndpointPickerConfig(frontDoor.files["epp/epp.yaml"]!), JSON.stringify(selection.axes)).toEqual([]);
-      expect(validateEnvoyBootstrap(frontDoor.files["envoy/envoy.yaml"]!)).toEqual([]);
+      expect(validateEndpointPickerConfig(frontDoor.routers[0]!.files["epp/epp.yaml"]!), JSON.stringify(selection.axes)).toEqual([]);
+      expect(validateEnvoyBootstrap(frontDoor.routers[0]!.files["envoy/envoy.yaml"]!)).toEqual([]);
       rendered++;
     }
     expect(rendered).toBeGreaterThan(100);
   });
 
   it("carries the recipe's router intent into the EPP config, plus file discovery watching the endpoints file", () => {
-    const config = render(edge()).hosts!.frontDoor!.files["epp/epp.yaml"]!;
+    const config = render(edge()).hosts!.frontDoor!.routers[0]!.files["epp/epp.yaml"]!;
     expect(config).toContain("type: disagg-profile-handler");
     expect(config).toMatch(/- type: file-discovery\n {4}parameters:\n {6}path: \/etc\/epp\/endpoints.yaml\n {6}watchFile: true/);
     expect(config).toMatch(/dataLayer:\n {2}discovery:\n {4}pluginRef: file-discovery/);
@@ -53,7 +53,7 @@ describe("the front door on hosts, rendered", () => {
 
   it("tells the drain each endpoint's rollout wave: with xPyD a second decode server changes after the first", () => {
     const hosts = [...(edge().hosts as object[]), host("npu-edge-2", "10.30.0.13")];
-    const desired = JSON.parse(render({ ...edge(), decodeReplicas: 2, hosts }).hosts!.frontDoor!.files["desired.json"]!);
+    const desired = JSON.parse(render({ ...edge(), decodeReplicas: 2, hosts }).hosts!.frontDoor!.routers[0]!.files["desired.json"]!);
     const waves = Object.fromEntries(desired.endpoints.map((e: { host: string; role: string; wave: number }) => [`${e.host} ${e.role}`, e.wave]));
     expect(waves).toEqual({ "npu-edge-0 prefill": 0, "npu-edge-1 decode": 0, "npu-edge-2 decode": 1 });
   });
@@ -66,9 +66,9 @@ describe("the front door on hosts, rendered", () => {
       router: { host: host("door", "10.20.0.5") },
     };
     const frontDoor = render(raw).hosts!.frontDoor!;
-    expect(validateEndpointPickerConfig(frontDoor.files["epp/epp.yaml"]!)).toEqual([]);
-    expect(frontDoor.files["epp/epp.yaml"]).toContain("type: kv-cache-utilization-scorer");
-    const desired = JSON.parse(frontDoor.files["desired.json"]!);
+    expect(validateEndpointPickerConfig(frontDoor.routers[0]!.files["epp/epp.yaml"]!)).toEqual([]);
+    expect(frontDoor.routers[0]!.files["epp/epp.yaml"]).toContain("type: kv-cache-utilization-scorer");
+    const desired = JSON.parse(frontDoor.routers[0]!.files["desired.json"]!);
     expect(desired.endpoints.map((e: { name: string; address: string; port: number }) => [e.name, e.address, e.port])).toEqual([
       ["npu-a-main-0", "10.20.0.11", 8000],
       ["npu-b-main-0", "10.20.0.12", 8000],
@@ -132,9 +132,9 @@ describe("the front door's settings, refused with one line", () => {
   });
 
   it("takes the name of an entry of hosts to share that server, refusing a name no entry has and a port its ranks take", () => {
-    expect(plan({ ...edge(), router: { host: "npu-edge-0", port: 8090 } }).frontDoor!.sharedWith).toBe("npu-edge-0");
+    expect(plan({ ...edge(), router: { host: "npu-edge-0", port: 8090 } }).frontDoor!.routers[0]!.sharedWith).toBe("npu-edge-0");
     // The same entry named in the object form, the one type the component package has.
-    expect(plan({ ...edge(), router: { host: { name: "npu-edge-0" }, port: 8090 } }).frontDoor!.sharedWith).toBe("npu-edge-0");
+    expect(plan({ ...edge(), router: { host: { name: "npu-edge-0" }, port: 8090 } }).frontDoor!.routers[0]!.sharedWith).toBe("npu-edge-0");
     expect(() => parseStackSettings({ ...edge(), router: { host: { name: "npu-edge-0", port: 2222 } } })).toThrow(
       "router.host.port: only with address: without one, name is an entry of hosts, whose own settings apply",
     );
@@ -183,7 +183,7 @@ describe("the front door's settings, refused with one line", () => {
     expect(refused({ ...edge(), router: { host: sameServer, port: 8000 } })).toBe(
       "router.port: 8000 would be both the front door's listener and prefill rank 0's serving port on npu-edge-0, on 10.30.0.11; choose another port",
     );
-    expect(plan({ ...edge(), router: { host: sameServer, port: 8090 } }).frontDoor!.sharedWith).toBeNull();
+    expect(plan({ ...edge(), router: { host: sameServer, port: 8090 } }).frontDoor!.routers[0]!.sharedWith).toBeNull();
     // However its address is spelled: an IPv4-mapped address is that IPv4 address.
     expect(refused({ ...edge(), router: { host: { ...sameServer, address: "::ffff:10.30.0.11" }, port: 8000 } })).toBe(
       "router.port: 8000 would be both the front door's listener and prefill rank 0's serving port on npu-edge-0, on 10.30.0.11; choose another port",
@@ -199,11 +199,14 @@ describe("the front door's settings, refused with one line", () => {
         { ...hosts[1], address: "::FFFF:a1e:c" },
       ],
     });
-    const access = mapped.hosts!.frontDoor!.access;
-    expect(access.map((a) => a.host)).toEqual(["npu-edge-0", "npu-edge-1"]);
-    expect(access[0]!.accessScript).toContain("\nfrom_address=10.30.0.11\n");
-    expect(access[1]!.accessScript).toContain("\nfrom_address=10.30.0.12\n");
-    for (const a of access) expect(a.accessScript).not.toMatch(/ffff/i);
+    // Each router host lets each host in with its own key, from that host's address as sshd sees it.
+    for (const router of mapped.hosts!.frontDoor!.routers) {
+      const access = router.access;
+      expect(access.map((a) => a.host)).toEqual(["npu-edge-0", "npu-edge-1"]);
+      expect(access[0]!.accessScript).toContain("\nfrom_address=10.30.0.11\n");
+      expect(access[1]!.accessScript).toContain("\nfrom_address=10.30.0.12\n");
+      for (const a of access) expect(a.accessScript).not.toMatch(/ffff/i);
+    }
     for (const rank of mapped.hosts!.waves.flat().flatMap((h) => h.ranks)) expect(rank.applyScript).toMatch(/\nrouter_ssh_bind=10\.30\.0\.1[12]\n/);
   });
 
@@ -257,7 +260,7 @@ describe("every SSH grant and bind the hosts write holds IP addresses (sshd matc
   // The settings the grants (from="${x}") and the binds (peer_ssh_setup's fifth argument) are written from, read from the scripts themselves.
   const grantSettings = fs.readdirSync(scriptDir).flatMap((file) => {
     const text = fs.readFileSync(path.join(scriptDir, file), "utf8");
-    return [...text.matchAll(/from=\\"\$\{(\w+)\}/g), ...text.matchAll(/^\s*peer_ssh_setup(?: "\$\w+"){4} "\$(\w+)"/gm)].map((m) => m[1]!);
+    return [...text.matchAll(/from=\\"\$\{(\w+)\}/g), ...text.matchAll(/^\s*peer_ssh_setup(?: "\$(?:\w+|\{[\w[\]$]+\})"){4} "\$(\w+)"/gm)].map((m) => m[1]!);
   });
   const ipv4 = (n: number) => `10.30.0.${n}`;
   const named = (n: number) => `npu-${n}.example.com`;
@@ -424,7 +427,7 @@ describe("apiKey at the front door, on every path", () => {
   const KEY = 'front-door k3y " $HOME `id` \\ end';
   const WITH_KEY = { ...SECRETS, apiKey: KEY };
   const renderWithKey = (raw: Record<string, unknown>) =>
-    renderDeployment(plan(raw), { stack: "edge", instance: "rbln-serving", secrets: ["sshPrivateKey", "pipPassword", "apiKey"] }).hosts!.frontDoor!;
+    renderDeployment(plan(raw), { stack: "edge", instance: "rbln-serving", secrets: ["sshPrivateKey", "pipPassword", "apiKey"] }).hosts!.frontDoor!.routers[0]!;
   const httpFilters = (bootstrap: string) =>
     parseYaml(bootstrap).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters as { name: string; config_discovery?: any }[];
 
@@ -493,7 +496,7 @@ describe("apiKey at the front door, on every path", () => {
   });
 
   it("without apiKey, has no key filter and reads no stdin; the headers only the EPP may set are removed either way", async () => {
-    const door = render(edge()).hosts!.frontDoor!;
+    const door = render(edge()).hosts!.frontDoor!.routers[0]!;
     expect(httpFilters(door.files["envoy/envoy.yaml"]!).map((f) => f.name)).toEqual([
       "envoy.filters.http.header_mutation",
       "envoy.filters.http.ext_proc",

@@ -494,6 +494,22 @@ describe("router chart values", () => {
     );
   });
 
+  it("runs two endpoint pickers, which the chart makes active-passive with leader election, under a PodDisruptionBudget the chart does not render", () => {
+    expect(values.router.epp.replicas).toBe(2);
+    expect(chartFacts.defaults["router.epp.replicas"]).toBe(1);
+    expect(chartFacts.keys["router.epp.replicas"]).toContain("--ha-enable-leader-election");
+    const files = renderStackFiles(variants[0]!, [], "dev");
+    const budget = parseYaml(files["kubernetes/router-epp-pdb.yaml"]!);
+    expect(() => new PodDisruptionBudget(budget).validate()).not.toThrow();
+    // One of the two may go at a time: a node drain waits until the other serves.
+    expect(budget.spec).toEqual({ maxUnavailable: 1, selector: { matchLabels: { "llm-d-router-gateway": `${intent.release}-epp` } } });
+    // The labels the chart's EPP pods carry, as the PodMonitor and the NetworkPolicies select them too.
+    expect(parseYaml(files["kubernetes/podmonitor-epp.yaml"]!).spec.selector.matchLabels).toEqual(budget.spec.selector.matchLabels);
+    expect(JSON.stringify(parseYaml(files["kubernetes/decode-networkpolicy.yaml"]!).spec.ingress)).toContain(JSON.stringify(budget.spec.selector.matchLabels));
+    const aggregated = renderStackFiles(kubernetes({ strategy: "aggregated-data-expert-parallel", target: "Latency" }), [], "dev");
+    expect(Object.keys(aggregated).filter((f) => f.includes("epp"))).toEqual([]);
+  });
+
   it("holds an EndpointPickerConfig the v0.10.0 picker reads, with the recipe's plugins and weights", () => {
     const file = values.router.epp.pluginsConfigFile;
     const config = parseYaml(values.router.epp.pluginsCustomConfig[file]);

@@ -162,6 +162,7 @@ describe("the program on platform kubernetes", async () => {
         "kubernetes:core/v1:ConfigMap rbln-serving-workloads-dashboard",
         "rbln-serving:index:LlmdRouter rbln-serving-router",
         "kubernetes:helm.sh/v4:Chart rbln-serving-router-chart",
+        "kubernetes:policy/v1:PodDisruptionBudget rbln-serving-router-epp-disruption-budget",
         "kubernetes:gateway.networking.k8s.io/v1:Gateway rbln-serving-router-gateway",
       ].sort(),
     );

@@ -141,7 +141,7 @@ describe("status against fake vLLM ranks on loopback", () => {
       shippedCatalog,
     );
     expect(ranksOfDeployment(deployment).map((r) => r.url)).toEqual([`http://${base}.1:8000`]);
-    const down = await frontDoorStatus(deployment.frontDoor!, MODEL, undefined);
+    const down = await frontDoorStatus({ address: deployment.frontDoor!.routers[0]!.address, port: deployment.frontDoor!.port }, MODEL, undefined);
     expect(down).toMatchObject({ url: `http://${base}.10:18080`, up: false, picker: { url: `http://${base}.10:9090`, up: false } });
     expect(down.problem).toMatch(/^picker http:\/\/[0-9.]+:9090: .*ECONNREFUSED.*; .*ECONNREFUSED/);
     await fake({ host: `${base}.10`, port: 18080, model: MODEL });
@@ -150,7 +150,7 @@ describe("status against fake vLLM ranks on loopback", () => {
     );
     await new Promise<void>((resolve) => picker.listen(9090, `${base}.10`, resolve));
     try {
-      expect(await frontDoorStatus(deployment.frontDoor!, MODEL, undefined)).toEqual({
+      expect(await frontDoorStatus({ address: deployment.frontDoor!.routers[0]!.address, port: deployment.frontDoor!.port }, MODEL, undefined)).toEqual({
         url: `http://${base}.10:18080`,
         up: true,
         model: MODEL,

@@ -32,6 +32,10 @@ const STACKS: [string, Record<string, unknown>][] = [
     { ...edge, revision: REVISION, compile: { registry: REGISTRY }, rollout: { shutdownTimeoutSeconds: 86400 } },
   ],
   ["dev, three replicas copying, behind a front door", { ...dev, replicas: 3, hosts: three, router: { host: host("door", "10.0.0.5") } }],
+  [
+    "edge, two router hosts with a virtual address",
+    { ...edge, router: { hosts: [host("door-a", "10.30.0.5"), host("door-b", "10.30.0.6")], virtualAddress: "10.30.0.100" } },
+  ],
   ["dev, three replicas on a shared cache", { ...dev, replicas: 3, hosts: three, cache: { shared: "/mnt/rbln-cache" } }],
 ];
 /** The secrets the settings need: the SSH key, and each password whose user is set. */
@@ -70,14 +74,22 @@ function waitsOf(step: Registration, drain: number): { run: number; remove: numb
   if (has(create, "host_lock_wait_s")) {
     const unit = one(create, "unit_text")!;
     const [stop, start] = [unitSeconds(unit, "TimeoutStopSec"), unitSeconds(unit, "TimeoutStartSec")];
-    // Forward: the lock, the drain, the lock again, the old-named unit's stop, a restart, the readiness;
-    // back: the drain, the lock, a restart, the readiness.
-    const run = 3 * n("host_lock_wait_s") + 2 * drains + 3 * stop + 2 * start + 2 * (n("timeout_s") + n("interval_s"));
+    // Forward: the lock, the drain, the lock again, the old-named unit's stop, the strays' stop (all at
+    // once), a restart, the readiness; back: the drain, the lock, a restart, the readiness.
+    const strays = one(create, "stray_glob") ? stop : 0;
+    const run = 3 * n("host_lock_wait_s") + 2 * drains + 3 * stop + strays + 2 * start + 2 * (n("timeout_s") + n("interval_s"));
     return { run, remove: stop };
   }
   if (has(create, "epp_unit")) {
-    const stops = ["epp_unit", "proxy_unit", "agent_unit"].reduce((sum, unit) => sum + unitSeconds(one(create, unit)!, "TimeoutStopSec"), 0);
-    return { run: n("ready_timeout_s") + stops, remove: stops };
+    const vrrp = one(create, "keepalived_unit_name") !== "";
+    const units = ["epp_unit", "proxy_unit", "agent_unit", ...(vrrp ? ["keepalived_unit"] : [])];
+    const stops = units.reduce((sum, unit) => sum + unitSeconds(one(create, unit)!, "TimeoutStopSec"), 0);
+    // Several router hosts (front-door-roll.sh): the peer's takeover of the address, then Envoy's drain.
+    const roll = one(create, "tls_name") !== "" ? n("drain_timeout_s") + (vrrp ? n("takeover_s") : 0) : 0;
+    // The images (images.sh: three tries, 10 s apart, each within the pull budget) and each unit's start.
+    const { imagePullSeconds, systemdStartSeconds } = HOST_DEFAULTS.steps;
+    const pulls = scriptSettings(create, "images").length * (3 * imagePullSeconds + 20);
+    return { run: n("ready_timeout_s") + n("settle_s") + stops + roll + pulls + units.length * systemdStartSeconds, remove: stops };
   }
   if (has(create, "ready_timeout_s")) {
     const stop = unitSeconds(one(create, "unit_text")!, "TimeoutStopSec");

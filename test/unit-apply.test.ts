@@ -48,6 +48,8 @@ beforeAll(async () => {
       '  disable) rm -f "$STATE/enabled/${*: -1}"; [ "$2" != --now ] || rm -f "$STATE/active" ;;',
       '  stop) rm -f "$STATE/active" ;;',
       '  show) if [ -f "$STATE/active" ]; then echo ActiveState=active; else printf "ActiveState=failed\\nResult=exit-code\\nExecMainStatus=1\\n"; fi ;;',
+      // The units systemd has loaded, as the test wrote them to $STATE/listed-units.
+      '  list-units) cat "$STATE/listed-units" 2>/dev/null || true ;;',
       "esac",
       "",
     ].join("\n"),
@@ -59,7 +61,15 @@ beforeAll(async () => {
     path.join(dir, "bin", "ssh"),
     [
       "#!/usr/bin/env bash",
+      // With several router hosts: the one named in $STATE/ssh-unreachable cannot be reached (ssh's 255), the one in $STATE/ssh-refuses refuses.
+      // Shell builtins only: the steps' timing tests run this on a loaded machine.
+      'remote=${*: -2:1}; key=; unreachable=; refuses=; { read -r key; read -r key; } < "$2"',
+      '[ ! -f "$STATE/ssh-unreachable" ] || read -r unreachable < "$STATE/ssh-unreachable"',
+      '[ ! -f "$STATE/ssh-refuses" ] || read -r refuses < "$STATE/ssh-refuses"',
+      'echo "$remote $key ${*: -1}" >> "$STATE/ssh-remotes"',
+      '[ "$remote" != "$unreachable" ] || { echo "ssh: connect to host: Connection timed out" >&2; exit 255; }',
       'echo "ssh ${*: -1}" >> "$STATE/calls"',
+      '[ "$remote" != "$refuses" ] || { echo "front door: refused on purpose" >&2; exit 1; }',
       'case "${*: -1}" in drain*) n=$(( $(cat "$STATE/drains" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$STATE/drains"; [ "$n" != "$(cat "$STATE/ssh-fail-drain" 2>/dev/null)" ] || { echo "front door: refused on purpose" >&2; exit 1; } ;; esac',
       "",
     ].join("\n"),
@@ -96,8 +106,14 @@ interface ApplyOptions {
   /** The front door the rank is behind: its key goes first on stdin. */
   frontDoor?: FrontDoorAccess;
   onStdout?: (stdout: string) => void;
-  /** A signal to the step's bash after some milliseconds: SIGKILL as a reboot ends it, SIGHUP as a lost connection. */
-  cut?: { afterMs: number; signal: NodeJS.Signals };
+  /**
+   * A signal to the step's bash once it has made a call (the stand-ins record it): SIGKILL as a reboot
+   * ends it, SIGHUP as a lost connection. On a call, not after a time: on a loaded machine a fixed
+   * delay landed before the step got there.
+   */
+  cut?: { afterCall: string; signal: NodeJS.Signals };
+  /** This deployment's units on the host, and those the stack runs there. */
+  hostUnits?: { glob: string; keep: string[] };
 }
 
 function apply(
@@ -112,6 +128,7 @@ function apply(
     frontDoor,
     onStdout,
     cut,
+    hostUnits,
   }: ApplyOptions = {},
 ): Promise<Run> {
   const script = unitApplyScript({
@@ -132,8 +149,10 @@ function apply(
     compileMarker,
     cacheBundleDir: bundles(),
     frontDoor,
+    hostUnits,
   });
-  const key = frontDoor ? "-----BEGIN OPENSSH PRIVATE KEY-----\nnot a key\n-----END OPENSSH PRIVATE KEY-----\n" : "";
+  // A key per router host, each naming its host on its middle line.
+  const key = (frontDoor?.routers ?? []).map((_, i) => `-----BEGIN OPENSSH PRIVATE KEY-----\nkey of router ${i}\n-----END OPENSSH PRIVATE KEY-----\n`).join("");
   return runBash(script, key + stdin, onStdout, failAt, cut);
 }
 
@@ -162,7 +181,15 @@ function runBash(script: string, stdin: string, onStdout?: (stdout: string) => v
   });
   child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
   child.stdin.end(stdin);
-  if (cut) setTimeout(() => child.kill(cut.signal), cut.afterMs);
+  if (cut) {
+    const watch = setInterval(() => {
+      const made = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").split("\n") : [];
+      if (!made.includes(cut.afterCall)) return;
+      clearInterval(watch);
+      child.kill(cut.signal);
+    }, 20);
+    child.on("close", () => clearInterval(watch));
+  }
   return new Promise((resolve) =>
     child.on("close", (status) => {
       const calls = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n") : [];
@@ -460,6 +487,39 @@ const removeUnit = () => {
     fs.rmSync(file, { force: true });
 };
 
+describe("the unit step and the units the stack no longer runs on its host", () => {
+  const PREFILL = "rbln-serving-test.prefill-0.service";
+  const hostUnits = { glob: "rbln-serving-test.*.service", keep: [UNIT, "rbln-serving-test.sidecar.service"] };
+  const listed = (names: string[]) => fs.writeFileSync(path.join(dir, "listed-units"), names.map((n) => `${n} loaded active running rank\n`).join(""));
+  afterAll(() => fs.rmSync(path.join(dir, "listed-units"), { force: true }));
+
+  it("stops and disables a removed role's ranks, all in one call, right before its own rank starts (not the ones it keeps, not the front door's)", async () => {
+    removeUnit();
+    const DECODE = "rbln-serving-test.decode-1.service";
+    listed([PREFILL, UNIT, DECODE, "rbln-serving-test.sidecar.service", "rbln-serving-test.front-door-epp.service"]);
+    const run = await apply("", { ...B, hostUnits });
+    expect(run.status, run.stderr).toBe(0);
+    // Side by side: each stop may drain for vLLM's shutdown timeout, and the step's timeout counts one.
+    const stop = run.calls.indexOf(`disable --now --quiet ${PREFILL} ${DECODE}`);
+    expect(stop).toBeGreaterThan(-1);
+    expect(stop).toBeLessThan(run.calls.indexOf(`restart ${UNIT}`));
+    expect(run.calls.filter((c) => c.startsWith("disable"))).toEqual([`disable --now --quiet ${PREFILL} ${DECODE}`]);
+    for (const unit of [PREFILL, DECODE])
+      expect(run.stdout).toContain(`unit test-host: stopped ${unit}, which the stack no longer runs on this host (its delete removes its files)`);
+  });
+
+  it("starts it again when the new rank does not serve and there is nothing to go back to; a step that changes nothing stops nothing", async () => {
+    removeUnit();
+    listed([PREFILL]);
+    const failed = await apply("", { unitText: "# fails to start\n[Service]\nExecStart=/bin/false\n", envText: B.envText, hostUnits });
+    expect(failed.status).toBe(1);
+    expect(failed.calls.slice(failed.calls.indexOf(`disable --now --quiet ${PREFILL}`))).toContain(`enable --now --quiet ${PREFILL}`);
+    servingNow(B);
+    const unchanged = await apply("", { ...B, hostUnits });
+    expect(unchanged.calls.filter((c) => c.includes(PREFILL))).toEqual([]);
+  });
+});
+
 describe("the unit step when a command fails once the change begins", { timeout: 180_000 }, () => {
   const LEGACY_TEXT = "# Managed by rbln-serving (Pulumi); local edits are overwritten.\n[Service]\nExecStart=/bin/true legacy\n";
   const LEGACY_ENV = "CONFIG='legacy'\n";
@@ -530,9 +590,7 @@ describe("the unit step when a command fails once the change begins", { timeout:
 describe("the unit step behind the front door", { timeout: 60_000 }, () => {
   const ENDPOINT = "test-host-main-0";
   const door = (renewSeconds = 3600): FrontDoorAccess => ({
-    address: "127.0.0.9",
-    port: 22,
-    hostKey: "",
+    routers: [{ address: "127.0.0.9", port: 22, hostKey: "" }],
     bind: "127.0.0.1",
     endpoints: [ENDPOINT],
     renewSeconds,
@@ -558,7 +616,39 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
   }
 
   afterEach(() => {
-    for (const file of ["ssh-fail-drain", "restart-seconds"]) fs.rmSync(path.join(dir, file), { force: true });
+    for (const file of ["ssh-fail-drain", "restart-seconds", "ssh-unreachable", "ssh-refuses", "ssh-remotes"]) fs.rmSync(path.join(dir, file), { force: true });
+  });
+
+  it("with two router hosts, drains and rejoins on each with its own key; passes over one it cannot reach, and fails at one that refuses", async () => {
+    const two = (): FrontDoorAccess => ({ ...door(), routers: [...door().routers, { address: "127.0.0.10", port: 22, hostKey: "" }] });
+    const remotes = () => fs.readFileSync(path.join(dir, "ssh-remotes"), "utf8").trim().split("\n");
+    servingNow(A);
+    const run = await apply("", { ...B, frontDoor: two() });
+    expect(run.status, run.stderr).toBe(0);
+    expect(remotes()).toEqual([
+      `root@127.0.0.9 key of router 0 drain ${ENDPOINT}`,
+      `root@127.0.0.10 key of router 1 drain ${ENDPOINT}`,
+      `root@127.0.0.9 key of router 0 rejoin ${ENDPOINT}`,
+      `root@127.0.0.10 key of router 1 rejoin ${ENDPOINT}`,
+    ]);
+    fs.rmSync(path.join(dir, "ssh-remotes"));
+    fs.writeFileSync(path.join(dir, "ssh-unreachable"), "root@127.0.0.10");
+    servingNow(A);
+    const passedOver = await apply("", { ...B, frontDoor: two() });
+    expect(passedOver.status, passedOver.stderr).toBe(0);
+    expect(passedOver.stderr).toContain(`test-host: the front door on 127.0.0.10 could not be reached to drain ${ENDPOINT}; passed over`);
+    expect(drainsAndStops(passedOver)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`, `ssh rejoin ${ENDPOINT}`]);
+    // None reachable: nothing changes.
+    fs.writeFileSync(path.join(dir, "ssh-unreachable"), "root@127.0.0.9");
+    const alone = await apply("", { ...A, frontDoor: { ...door(), routers: door().routers } });
+    expect(alone.status).toBe(1);
+    expect(alone.stderr).toContain(`test-host: the front door did not take ${ENDPOINT} out (see above); nothing changed`);
+    fs.rmSync(path.join(dir, "ssh-unreachable"));
+    fs.writeFileSync(path.join(dir, "ssh-refuses"), "root@127.0.0.10");
+    const refused = await apply("", { ...A, frontDoor: two() });
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain(`test-host: the front door did not take ${ENDPOINT} out (see above); nothing changed`);
+    expect(state()).toEqual(serving(B));
   });
 
   it("takes the rank out before it restarts it, and back in as the last thing it does, once the new config served", async () => {
@@ -620,7 +710,7 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
     expect(calls()).toBe(after);
     // Killed outright (a reboot) while it restarts the rank: no rejoin, and the renewals stop, so the lease runs out.
     servingNow(A);
-    const killed = await apply("", { ...B, frontDoor: door(1), cut: { afterMs: 1500, signal: "SIGKILL" } });
+    const killed = await apply("", { ...B, frontDoor: door(1), cut: { afterCall: `restart ${UNIT}`, signal: "SIGKILL" } });
     expect(killed.status).toBeNull();
     expect(killed.calls).not.toContain(`ssh rejoin ${ENDPOINT}`);
     await sleep(1200);
@@ -632,7 +722,7 @@ describe("the unit step behind the front door", { timeout: 60_000 }, () => {
   it("cut by a signal while it restarts the rank, leaves it drained with the change pending: it may be stopping", async () => {
     fs.writeFileSync(path.join(dir, "restart-seconds"), "2");
     servingNow(A);
-    const cut = await apply("", { ...B, frontDoor: door(), cut: { afterMs: 1000, signal: "SIGHUP" } });
+    const cut = await apply("", { ...B, frontDoor: door(), cut: { afterCall: `restart ${UNIT}`, signal: "SIGHUP" } });
     expect(cut.status).toBe(1);
     expect(drainsAndStops(cut)).toEqual([`ssh drain ${ENDPOINT}`, `restart ${UNIT}`]);
     expect(state().pending).toBe(true);

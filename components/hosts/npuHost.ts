@@ -27,7 +27,7 @@ export interface NpuHostArgs {
   /** What this host copies from peers, each after the peer's steps that produce it. */
   copies?: PeerCopy[];
   /** Behind the front door: its key for the unit steps' drains, what they wait for, and this host's routing sidecar. */
-  frontDoor?: { accessKey: pulumi.Input<string>; after: pulumi.Resource[]; sidecar?: RenderedSidecar };
+  frontDoor?: { accessKeys: pulumi.Input<string>[]; after: pulumi.Resource[]; sidecar?: RenderedSidecar };
   /** Compiled caches this host pulls from the registry before its units (a registry and no compile host). */
   pulls?: RenderedCompileStep[];
 }
@@ -121,9 +121,12 @@ export class NpuHost extends pulumi.ComponentResource {
       envKeys.map((key) => args.secrets[key]),
       (values) => renderSecretEnv(secretEnvironment(envKeys, (key) => values[envKeys.indexOf(key)])),
     );
-    // A step behind the front door reads its key first (up to the key's last line), then the variables.
+    // A step behind the front door reads its keys first (one per router host, each up to its last line), then the variables.
     const frontDoor = args.frontDoor;
-    const keyThen = (rest: pulumi.Input<string>) => pulumi.secret(pulumi.all([frontDoor!.accessKey, rest]).apply(([key, text]) => `${key.trimEnd()}\n${text}`));
+    const keyThen = (rest: pulumi.Input<string>) =>
+      pulumi.secret(
+        pulumi.all([pulumi.all(frontDoor!.accessKeys), rest]).apply(([keys, text]) => `${keys.map((key) => `${key.trimEnd()}\n`).join("")}${text}`),
+      );
     // The sidecar restarts every decode endpoint of the host: in the host's rollout wave, after the previous wave's units.
     const sidecar = frontDoor?.sidecar
       ? [

@@ -13,7 +13,11 @@ export interface LlmdRouterArgs {
   values: Record<string, unknown>;
   /** The Gateway the chart's HTTPRoute attaches to; its address is the endpoint. */
   gateway?: { name: string; namespace?: string };
+  /** A PodDisruptionBudget over the chart's EPP pods (`KubernetesWorkloads.eppDisruptionBudget`): the chart renders none. */
+  disruptionBudget?: PodDisruptionBudgetArgs;
 }
+
+type PodDisruptionBudgetArgs = ConstructorParameters<typeof k8s.policy.v1.PodDisruptionBudget>[1];
 
 /**
  * The llm-d router for prefill/decode disaggregation: the gateway chart (InferencePool, endpoint
@@ -30,6 +34,7 @@ export class LlmdRouter extends pulumi.ComponentResource {
       { chart: `${LLM_D_CHART_REPOSITORY}/${args.chart}`, version: args.version, name: args.release, namespace: args.namespace, values: args.values },
       { parent: this },
     );
+    if (args.disruptionBudget) new k8s.policy.v1.PodDisruptionBudget(`${name}-epp-disruption-budget`, args.disruptionBudget, { parent: this });
     if (args.gateway) {
       const gatewayNamespace = args.gateway.namespace ?? args.namespace;
       // Read, not managed: the Gateway belongs to the cluster's gateway installation. Naming

@@ -2,9 +2,10 @@
 // every key has parsed on its own (stackConfig.ts), in this order; the first refusal is the one shown.
 import * as net from "node:net";
 import { bracketed } from "../address";
-import { ConfigError } from "../errors";
+import { ConfigError, formatPath } from "../errors";
 import { durationSeconds, MAX_SHUTDOWN_TIMEOUT_SECONDS } from "./defaults";
 import { normalAddress, servingAddress, systemDirectoryRefusal, within } from "./fields";
+import { routerHostEntries } from "./routerHosts";
 import type { Host, Settings } from "./schema";
 import { CREDENTIAL_NAME, credentialRefusal } from "./secrets";
 import { CACHE_ENV, isBashSpecial, PACKAGE_ENV } from "./vllmOptions";
@@ -214,25 +215,119 @@ const rootsAreSeparate: Check = (s) => {
   ];
 };
 
-/** router.host given as a name shares that entry's server: the name must be one of hosts. */
+/** A router host given as a name shares that entry's server: the name must be one of hosts. */
 const routerHostNamesAHost: Check = (s) =>
-  typeof s.router.host === "string" && s.platform === "hosts" && !s.hosts.some((host) => host.name === s.router.host)
+  s.platform !== "hosts"
+    ? []
+    : routerHostEntries(s.router).flatMap(({ host, path }) =>
+        typeof host === "string" && !s.hosts.some((h) => h.name === host)
+          ? [
+              {
+                path,
+                message: `names no entry of hosts; allowed: ${s.hosts.map((h) => JSON.stringify(h.name)).join(", ") || "(none)"}, or a host {name, address, user, port, hostKey}`,
+              },
+            ]
+          : [],
+      );
+
+/** A router host written out under a hosts entry's name would be two servers of one name. */
+const routerHostIsNotAHostEntry: Check = (s) =>
+  routerHostEntries(s.router).flatMap(({ host, path }) =>
+    typeof host === "object" && s.hosts.some((h) => h.name === host.name)
+      ? [
+          {
+            path: [...path, "name"],
+            message: `"${host.name}" is the name of an entry of hosts; to share that server give its name alone (${formatPath(path)}: ${host.name}), else another name`,
+          },
+        ]
+      : [],
+  );
+
+/** router.host is router.hosts of one: both would say twice where the front door runs. */
+const routerHostOrHosts: Check = (s) =>
+  s.router.host !== undefined && s.router.hosts !== undefined
     ? [
         {
-          path: ["router", "host"],
-          message: `names no entry of hosts; allowed: ${s.hosts.map((h) => JSON.stringify(h.name)).join(", ") || "(none)"}, or a host {name, address, user, port, hostKey}`,
+          path: ["router", "hosts"],
+          message: "set router.host or router.hosts, not both (router.host is router.hosts with one entry)",
+          hideValue: true as const,
         },
       ]
     : [];
 
-/** A router host written out under a hosts entry's name would be two servers of one name. */
-const routerHostIsNotAHostEntry: Check = (s) => {
-  const routerHost = s.router.host;
-  return typeof routerHost === "object" && s.hosts.some((host) => host.name === routerHost.name)
+/** Each router host is one server, named once: two entries would run two front doors on one server, or name two servers alike. */
+const routerHostsAreDistinct: Check = (s) => {
+  const seen = new Map<string, string>();
+  return routerHostEntries(s.router).flatMap(({ host, path }) => {
+    const keys: [string, string, PropertyKey[]][] = [
+      [`name=${typeof host === "string" ? host : host.name}`, "name", typeof host === "string" ? path : [...path, "name"]],
+    ];
+    if (typeof host === "object") keys.push([`address=${normalAddress(host.address)} ${host.port}`, "address", [...path, "address"]]);
+    return keys.flatMap(([key, field, at]) => {
+      const earlier = seen.get(key);
+      if (earlier === undefined) seen.set(key, formatPath(path));
+      return earlier === undefined ? [] : [{ path: at, message: `duplicate of ${earlier}'s ${field}: each router host is a server of its own` }];
+    });
+  });
+};
+
+/** Every address a server of the stack has, with its key path: the virtual address must be none of them. */
+function serverAddresses(s: Settings): [PropertyKey[], string][] {
+  const of = (path: PropertyKey[], host: { address: string; listenAddress?: string | undefined }): [PropertyKey[], string][] => [
+    [[...path, "address"], host.address],
+    ...(host.listenAddress ? [[[...path, "listenAddress"], host.listenAddress] as [PropertyKey[], string]] : []),
+  ];
+  return [
+    ...s.hosts.flatMap((h, i) => of(["hosts", i], h)),
+    ...routerHostEntries(s.router).flatMap(({ host, path }) => (typeof host === "object" ? of(path, host) : [])),
+    ...(s.compile.host ? of(["compile", "host"], s.compile.host) : []),
+  ];
+}
+
+/**
+ * keepalived moves router.virtualAddress between the router hosts over VRRP: it needs two of them,
+ * each with an IP address of the virtual address's family (its unicast peers and source are IP
+ * addresses, and VRRP v2 carries IPv4, v3 IPv6), an address no server has, and Envoy listening on
+ * all interfaces, so the address reaches it on whichever host holds it.
+ */
+const virtualAddressFits: Check = (s) => {
+  const vip = s.router.virtualAddress;
+  if (vip === undefined || s.platform !== "hosts") return [];
+  const entries = routerHostEntries(s.router);
+  if (entries.length < 2)
+    return [
+      {
+        path: ["router", "virtualAddress"],
+        message: `needs two router hosts (router.hosts) to move between, but ${entries.length === 0 ? "none is set" : `${formatPath(entries[0]!.path)} is the only one`}; add a second router host, or leave virtualAddress unset`,
+      },
+    ];
+  const family = net.isIP(vip);
+  for (const { host, path } of entries) {
+    const index = typeof host === "string" ? s.hosts.findIndex((h) => h.name === host) : -1;
+    const [at, address] = typeof host === "string" ? [["hosts", index, "address"], s.hosts[index]?.address ?? ""] : [[...path, "address"], host.address];
+    if (net.isIP(address) !== family)
+      return [
+        {
+          path: at,
+          message: `"${address}" is ${net.isIP(address) === 0 ? "a host name" : `IPv${net.isIP(address)}`}, but router.virtualAddress ${vip} is IPv${family}: keepalived's VRRP peers are the router hosts' IP addresses, of the virtual address's family; give the router host its IPv${family} address`,
+          hideValue: true,
+        },
+      ];
+    if (typeof host === "object" && host.listenAddress !== undefined)
+      return [
+        {
+          path: [...path, "listenAddress"],
+          message: `with router.virtualAddress the front door listens on all interfaces, so the virtual address reaches it on whichever router host holds it; leave listenAddress unset`,
+        },
+      ];
+  }
+  const taken = serverAddresses(s).find(([, address]) => normalAddress(address) === normalAddress(vip));
+  return taken
     ? [
         {
-          path: ["router", "host", "name"],
-          message: `"${routerHost.name}" is the name of an entry of hosts; to share that server give its name alone (router.host: ${routerHost.name}), else another name`,
+          path: ["router", "virtualAddress"],
+          message: `${vip} is ${formatPath(taken[0])} too; the virtual address must be one no server of the stack has (keepalived adds it to the holder and removes it from the others)`,
+          hideValue: true,
         },
       ]
     : [];
@@ -248,7 +343,9 @@ const peersShareAnAddressFamily: Check = (s) => {
   if (s.platform !== "hosts") return [];
   const servers: [PropertyKey[], string][] = [
     ...s.hosts.map((h, i): [PropertyKey[], string] => [["hosts", i, "address"], h.address]),
-    ...(typeof s.router.host === "object" ? [[["router", "host", "address"], s.router.host.address] as [PropertyKey[], string]] : []),
+    ...routerHostEntries(s.router).flatMap(({ host, path }) =>
+      typeof host === "object" ? [[[...path, "address"], host.address] as [PropertyKey[], string]] : [],
+    ),
     ...(s.compile.host ? [[["compile", "host", "address"], s.compile.host.address] as [PropertyKey[], string]] : []),
   ].filter(([, address]) => net.isIP(address) !== 0);
   const [first] = servers;
@@ -258,7 +355,7 @@ const peersShareAnAddressFamily: Check = (s) => {
   return [
     {
       path: other[0],
-      message: `"${other[1]}" is ${family(other[1])}, but ${first[0].join(".").replace(/\.(\d+)\./, "[$1].")} "${first[1]}" is ${family(first[1])}: the hosts ssh to each other from their own address (drains, cache copies), and one socket cannot bind one family and reach the other; give every server an address of one family`,
+      message: `"${other[1]}" is ${family(other[1])}, but ${formatPath(first[0])} "${first[1]}" is ${family(first[1])}: the hosts ssh to each other from their own address (drains, cache copies), and one socket cannot bind one family and reach the other; give every server an address of one family`,
       hideValue: true,
     },
   ];
@@ -268,8 +365,8 @@ const peersShareAnAddressFamily: Check = (s) => {
  * Where a host connects to another over SSH, the other grants it by `from="<address>"` in
  * authorized_keys (and the host binds that address, ssh's BindAddress), which sshd matches against
  * the address it sees connect: with its default `UseDNS no` a host name there never matches. Every
- * NPU host connects out under such a grant: to the router host to drain its endpoints (router.host;
- * the drain grant lists every host), and to another server to copy caches (no cache.shared, and a
+ * NPU host connects out under such a grant: to each router host to drain its endpoints (router.host
+ * or router.hosts; each host's drain key is granted from its own address), and to another server to copy caches (no cache.shared, and a
  * second host or a compile host). So each of them has an IP address: its `address`, whatever its
  * `listenAddress` (the grants take the SSH address, not the serving one). The compile host and a
  * router host of its own only hold grants and are connected to (ssh resolves a name there); a
@@ -277,14 +374,15 @@ const peersShareAnAddressFamily: Check = (s) => {
  */
 const grantsNeedAddresses: Check = (s) => {
   if (s.platform !== "hosts") return [];
+  const router = routerHostEntries(s.router).length > 0;
   const uses = [
-    ...(s.router.host !== undefined ? ["drains its endpoints at the front door (router.host)"] : []),
+    ...(router ? [`drains its endpoints at the front door (${s.router.hosts !== undefined ? "router.hosts" : "router.host"})`] : []),
     ...(s.cache.shared === undefined && (s.hosts.length > 1 || s.compile.host) ? ["copies caches from another server"] : []),
   ];
   const index = s.hosts.findIndex((h) => net.isIP(h.address) === 0);
   const named = s.hosts[index];
   if (uses.length === 0 || !named) return [];
-  const shareCache = uses.length === 1 && s.router.host === undefined ? ", or share the cache (cache.shared)" : "";
+  const shareCache = uses.length === 1 && !router ? ", or share the cache (cache.shared)" : "";
   return [
     {
       path: ["hosts", index, "address"],
@@ -297,16 +395,17 @@ const grantsNeedAddresses: Check = (s) => {
 /** Without a server's host key the connection trusts whatever answers at its address, unless the stack says so (insecureSkipHostKeyCheck). */
 const hostKeysAreChecked: Check = (s) => {
   if (s.platform !== "hosts" || s.insecureSkipHostKeyCheck) return [];
-  const router = typeof s.router.host === "object" ? s.router.host : undefined;
   const unchecked: PropertyKey[][] = [
     ...s.hosts.flatMap((host, i) => [
       ...(host.hostKey ? [] : [["hosts", i, "hostKey"]]),
       ...(host.proxy && !host.proxy.hostKey ? [["hosts", i, "proxy", "hostKey"]] : []),
     ]),
     ...(s.sshProxy && !s.sshProxy.hostKey ? [["sshProxy", "hostKey"]] : []),
-    ...(router
-      ? [...(router.hostKey ? [] : [["router", "host", "hostKey"]]), ...(router.proxy && !router.proxy.hostKey ? [["router", "host", "proxy", "hostKey"]] : [])]
-      : []),
+    ...routerHostEntries(s.router).flatMap(({ host, path }) =>
+      typeof host === "object"
+        ? [...(host.hostKey ? [] : [[...path, "hostKey"]]), ...(host.proxy && !host.proxy.hostKey ? [[...path, "proxy", "hostKey"]] : [])]
+        : [],
+    ),
     ...(s.compile.host && !s.compile.host.hostKey ? [["compile", "host", "hostKey"]] : []),
     ...(s.compile.host?.proxy && !s.compile.host.proxy.hostKey ? [["compile", "host", "proxy", "hostKey"]] : []),
   ];
@@ -330,8 +429,11 @@ const CROSS_FIELD_CHECKS: readonly Check[] = [
   rootsAreNotSystemDirectories,
   sharedCacheStandsApart,
   rootsAreSeparate,
+  routerHostOrHosts,
   routerHostNamesAHost,
   routerHostIsNotAHostEntry,
+  routerHostsAreDistinct,
+  virtualAddressFits,
   hostKeysAreChecked,
   peersShareAnAddressFamily,
   grantsNeedAddresses,

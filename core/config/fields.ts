@@ -111,6 +111,26 @@ export const address = z
 /** An address a server listens on, as canonicalIp spells it. */
 export const listenAddress = z.union([z.ipv4(), z.ipv6()], { error: "an IPv4 or IPv6 address" }).transform(canonicalIp);
 
+/**
+ * An address that moves between servers (keepalived's virtual address): one unicast IPv4 or IPv6
+ * address, as canonicalIp spells it; not every interface, loopback, link-local or multicast, which
+ * no client reaches across a network.
+ */
+export const virtualAddress = listenAddress.refine((value) => {
+  const block = new net.BlockList();
+  for (const [prefix, bits, family] of [
+    ["0.0.0.0", 8, "ipv4"],
+    ["127.0.0.0", 8, "ipv4"],
+    ["169.254.0.0", 16, "ipv4"],
+    ["224.0.0.0", 3, "ipv4"],
+    ["::", 127, "ipv6"],
+    ["fe80::", 10, "ipv6"],
+    ["ff00::", 8, "ipv6"],
+  ] as const)
+    block.addSubnet(prefix, bits, family);
+  return !block.check(value, net.isIPv6(value) ? "ipv6" : "ipv4");
+}, "a unicast address clients reach across the network: not 0.0.0.0, ::, loopback, link-local or multicast");
+
 /** One spelling per address, to compare two: host names in lower case, IP addresses as canonicalIp writes them (without brackets). */
 export function normalAddress(address: string): string {
   return canonicalIp(address).toLowerCase();

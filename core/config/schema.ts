@@ -36,6 +36,7 @@ import {
   roleName,
   unixId,
   userName,
+  virtualAddress,
   volumeSize,
 } from "./fields";
 import { extraArgs, extraEnv } from "./vllmOptions";
@@ -273,7 +274,11 @@ const RouterHostFields = z
     },
     { error: ROUTER_HOST_FORMS },
   )
-  .describe("The front door's server: a server of its own (with address), or an entry of hosts named alone ({name}) whose server it shares.");
+  // One type in the component package for router.host and each of router.hosts.
+  .meta({
+    id: "RouterHost",
+    description: "The front door's server: a server of its own (with address), or an entry of hosts named alone ({name}) whose server it shares.",
+  });
 const SERVER_KEYS = Object.keys(RouterHostFields.shape).filter((key) => key !== "name" && key !== "address");
 
 /**
@@ -308,8 +313,21 @@ const Router = z
       "Kubernetes: the endpoint picker's CPU and memory (the chart's router.epp.resources); unset, the chart's (8 CPUs and 8Gi requested, a 16Gi limit).",
     ),
     host: RouterHost.optional().describe(
-      "Hosts: the front door's server, where the llm-d endpoint picker and Envoy run before every replica and role: a server of its own ({name, address, user, port, hostKey, proxy, listenAddress}), or an entry of hosts named alone to share its server ({name}, or the name as a string). Required for prefill-decode-disaggregated on hosts; unset, each replica is an endpoint of its own.",
+      "Hosts: the front door's server, where the llm-d endpoint picker and Envoy run before every replica and role: a server of its own ({name, address, user, port, hostKey, proxy, listenAddress}), or an entry of hosts named alone to share its server ({name}, or the name as a string). The same as router.hosts with one entry. Required (or router.hosts) for prefill-decode-disaggregated on hosts; unset, each replica is an endpoint of its own.",
     ),
+    hosts: z
+      .array(RouterHost)
+      .min(1)
+      .max(8)
+      .optional()
+      .describe(
+        "Hosts: the front door's servers, each in one of router.host's forms; two or more make it highly available (each runs the endpoint picker and Envoy, and each Envoy falls back to its peer's picker). With virtualAddress, clients use that address, which keepalived moves to a peer whose Envoy is ready; without one, clients (or DNS) must be given every router host's address. Not together with router.host, which is a list of one.",
+      ),
+    virtualAddress: virtualAddress
+      .optional()
+      .describe(
+        "Hosts: the front door's floating service address, held by keepalived (VRRP, unicast between the router hosts) on the router host whose Envoy is ready, and moved to a peer when that Envoy stops being ready or its host dies; the stack's endpoint. An unused IPv4 or IPv6 address of the router hosts' own network, of their addresses' family; needs two router hosts (router.hosts) with IP addresses and no listenAddress.",
+      ),
     runtime: z
       .enum(["podman", "docker"])
       .default("podman")

@@ -82,7 +82,7 @@ export const CACHE_ENV: Readonly<Record<string, string>> = {
   VLLM_RBLN_COMPILE_MODEL:
     "off, vllm-rbln skips its compile and warm-up and saves no compiled cache, which compile ahead and the unit step read to tell a load from a compile",
   VLLM_RBLN_USE_VLLM_MODEL:
-    "compile ahead sets it (1) where it compiles, and vllm-rbln keys the compiled cache on it: a rank with another value looks for another cache",
+    "compile ahead sets it (1) where it compiles and on every rank that loads what it compiled, and vllm-rbln keys the compiled cache on it: a rank with another value looks for another cache",
   RBLN_FORCE_NPU_NAME: "the NPU a cache is compiled for comes from the recipe's SKU (compile ahead sets it where it compiles)",
   RBLN_TARGET_SOC: "the NPU a cache is compiled for comes from the recipe's SKU (compile ahead sets it where it compiles)",
 };

@@ -13,6 +13,25 @@ import type { CompileAheadPlan, CompileKeyPlan, LaunchPlan, PackagePlan } from "
  */
 export const COMPILE_ONLY_SINCE = "0.10.5a0";
 
+/**
+ * The variables compile-only needs that are in vllm-rbln's compile-env allow-list (RBLN_COMPILE_ENV,
+ * hashed into the mega cache's config_signature: test/fixtures/vllm-rbln-cache-signature.json), so
+ * every rank that loads a cache compiled ahead runs with them too: with another value it would look
+ * for another bundle and compile on the NPUs. VLLM_RBLN_USE_VLLM_MODEL=1 is the vLLM-native model
+ * path, the only one compile-only works on, and the one the recipe's `--model-impl vllm` names.
+ */
+export const COMPILE_AHEAD_SERVING_ENV: Readonly<Record<string, string>> = { VLLM_RBLN_USE_VLLM_MODEL: "1" };
+
+/**
+ * Whether the stack's ranks may load a cache compiled in compile-only mode: compiled ahead here (a
+ * compile host, a compile Job), or pulled from a registry that compile steps push to.
+ */
+export function loadsCompiledAhead(settings: StackSettings, packages: readonly PackagePlan[]): boolean {
+  const { compile } = settings;
+  const wanted = settings.platform === "hosts" ? compile.host !== undefined : compile.enabled;
+  return (wanted && supportsCompileOnly(packages)) || compile.registry !== undefined;
+}
+
 /** Whether the plan's vllm-rbln has compile-only mode. */
 export function supportsCompileOnly(packages: readonly PackagePlan[]): boolean {
   const vllmRbln = packages.find((p) => p.name === "vllm-rbln");

@@ -7,12 +7,13 @@ import type { RecipeCatalog } from "../recipe/catalog";
 import { durationSeconds } from "../config/defaults";
 import { withFlags } from "./argv";
 import { withExtras } from "./extraArgs";
-import { compileMessages, planCompileAhead, refuseCompileOnlyServing } from "./compileAhead";
+import { COMPILE_AHEAD_SERVING_ENV, compileMessages, loadsCompiledAhead, planCompileAhead, refuseCompileOnlyServing } from "./compileAhead";
 import { withCompileKeys } from "./compileKey";
 import { modelsOf, withRevision } from "./modelRefs";
 import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
 import { resolveAutoscaling, roleReplicas } from "./replicas";
 import { resolvePlan } from "./resolve";
+import { routerHostEntries } from "../config/routerHosts";
 import { planFrontDoor } from "./frontDoor";
 import { note, type PlanMessage, warning } from "./messages";
 import { checkWeightsStorage } from "./storage";
@@ -46,7 +47,9 @@ function settingsWarnings(settings: StackSettings): PlanMessage[] {
   }
   // The front door's own settings: the chart deploys the router on Kubernetes.
   const routerDefaults = SETTING_DEFAULTS.router as Record<string, unknown>;
-  for (const key of settings.platform === "kubernetes" ? (["host", "runtime", "images", "port"] as const) : (["pickerResources"] as const)) {
+  for (const key of settings.platform === "kubernetes"
+    ? (["host", "hosts", "virtualAddress", "runtime", "images", "port"] as const)
+    : (["pickerResources"] as const)) {
     if (JSON.stringify(settings.router[key]) !== JSON.stringify(routerDefaults[key])) {
       warnings.push(`router.${key}: does nothing with platform: ${settings.platform}; remove it or choose the platform that reads it`);
     }
@@ -110,6 +113,14 @@ function frontDoorMessages(deployment: Deployment): PlanMessage[] {
       "router: on hosts the endpoint picker discovers endpoints from a file, without Kubernetes: InferenceObjective, InferenceModelRewrite and the k8s-notification-source data-layer plugin do not run there",
     ),
   ];
+  if (frontDoor.routers.length > 1 && !frontDoor.virtualAddress) {
+    const addresses = frontDoor.routers.map((r) => r.address).join(", ");
+    messages.push(
+      warning(
+        `router.virtualAddress: unset, so no address moves between the router hosts: clients (or a DNS name with every address, and a short TTL) must be given ${addresses}, use one, and on a refused or reset connection, or a 503 from a draining router host, retry the request on another; a request cut mid-answer is lost`,
+      ),
+    );
+  }
   for (const role of plan.roles) {
     const hosts = new Set(frontDoor.endpoints.filter((e) => e.role === role.role).map((e) => e.host));
     if (hosts.size !== 1) continue;
@@ -135,6 +146,25 @@ function selectionNotes(plan: LaunchPlan): PlanMessage[] {
       "lmcache: rds offloads the KV cache to RBLN Direct Storage: every NPU server needs a dedicated NVMe drive that RDS takes over and a driver with RDS, which nothing here sets up or checks (docs/configuration.md#lmcache-rds)",
     ),
   ];
+}
+
+/**
+ * Each role as its ranks serve: the package's --shutdown-timeout and the entry's served names, compile-only's keyed variables where
+ * a rank loads a cache compiled ahead (docs/compile-ahead.md), then the stack's extraArgs and extraEnv.
+ */
+function servingRoles(entry: ModelEntrySettings, base: LaunchPlan, shutdownTimeoutSeconds: number) {
+  const { settings } = entry;
+  const packageFlags = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }, ...servedNameFlags(entry)];
+  const owned: Record<string, string> = entry.index === null ? {} : { "--served-model-name": "comes from models[].servedNames; list the names there" };
+  const aheadEnv = loadsCompiledAhead(settings, base.packages) ? COMPILE_AHEAD_SERVING_ENV : {};
+  return base.roles.map((role) =>
+    withExtras(
+      { ...role, ranks: role.ranks.map((rank) => ({ ...withFlags(rank, packageFlags), env: { ...rank.env, ...aheadEnv } })) },
+      settings.extraArgs[role.role],
+      settings.extraEnv[role.role],
+      owned,
+    ),
+  );
 }
 
 /** vLLM serves the entry's names when they are not the model id alone (its own default): aliases reach the engine as sent. */
@@ -201,12 +231,7 @@ function planEntry(entry: ModelEntrySettings, catalog: RecipeCatalog): Deploymen
   checkRoleKeys(settings, entry, base);
   // In-flight requests get this long to finish when a rank stops: by default as long as the front door lets a request run.
   const shutdownTimeoutSeconds = settings.rollout.shutdownTimeoutSeconds ?? durationSeconds(settings.router.requestTimeout);
-  const shutdown = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }];
-  const packageFlags = [...shutdown, ...servedNameFlags(entry)];
-  const owned: Record<string, string> = entry.index === null ? {} : { "--served-model-name": "comes from models[].servedNames; list the names there" };
-  const extras = base.roles.map((role) =>
-    withExtras({ ...role, ranks: role.ranks.map((rank) => withFlags(rank, packageFlags)) }, settings.extraArgs[role.role], settings.extraEnv[role.role], owned),
-  );
+  const extras = servingRoles(entry, base, shutdownTimeoutSeconds);
   const plan: LaunchPlan = withCompileKeys(
     withRevision(
       entryRouter(
@@ -235,7 +260,7 @@ function planEntry(entry: ModelEntrySettings, catalog: RecipeCatalog): Deploymen
 
   let placements: HostPlacement[] = [];
   if (settings.platform === "hosts") {
-    if (plan.router && settings.router.host === undefined) {
+    if (plan.router && routerHostEntries(settings.router).length === 0) {
       throw new ConfigError(
         "router.host",
         `required: strategy "${plan.strategy}" routes through the llm-d router's front door; on hosts give it a server (a host {name, address, user, port, hostKey}, any Linux server with podman or docker) or the name of an entry of hosts`,

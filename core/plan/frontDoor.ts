@@ -6,7 +6,8 @@ import { servingAddress } from "../config/fields";
 import { ConfigError } from "../errors";
 import { isDataParallelGroup } from "./dataParallel";
 import { portClash, portInventory } from "./ports";
-import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RolePlan, RouterIntent } from "./types";
+import { routerHostEntries, type RouterHostSetting } from "../config/routerHosts";
+import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RolePlan, RouterIntent, RouterPlacement } from "./types";
 
 /**
  * The front door on hosts: the llm-d router's endpoint picker (EPP) in file-discovery mode and
@@ -41,23 +42,46 @@ export function servingPorts(router: RouterIntent | null, role: Pick<RolePlan, "
   return { ports: sidecar ? targetPorts.slice(0, role.ranks.length) : rankPorts, sidecar };
 }
 
-/** The router host as a host: an entry of `hosts` it shares, or its own server (reached through the stack's bastion unless it names its own). */
-function routerHost(settings: StackSettings, placements: readonly HostPlacement[]): { host: Host; sharedWith: string | null } {
-  const configured = settings.router.host!;
+/** A router host as a host: an entry of `hosts` it shares, or its own server (reached through the stack's bastion unless it names its own). */
+function routerHost(settings: StackSettings, placements: readonly HostPlacement[], configured: RouterHostSetting): { host: Host; sharedWith: string | null } {
   if (typeof configured === "string") return { host: placements.find((p) => p.host.name === configured)!.host, sharedWith: configured };
   const proxy = configured.proxy ?? settings.sshProxy;
   return { host: proxy ? { ...configured, proxy } : configured, sharedWith: null };
 }
 
 /**
- * The front door of a hosts deployment, or null without `router.host`. Refuses what file
+ * Each router host: where its Envoy listens and is reached. With a virtual address Envoy listens on
+ * every interface, so the address reaches it on whichever host holds it; keepalived's priorities fall
+ * with the list's order, so the first router host holds the address when both start.
+ */
+function routerPlacements(settings: StackSettings, placements: readonly HostPlacement[]): RouterPlacement[] {
+  const virtual = settings.router.virtualAddress;
+  return routerHostEntries(settings.router).map(({ host: configured }, i) => {
+    const { host, sharedWith } = routerHost(settings, placements, configured);
+    const listen = virtual === undefined ? specificListenAddress(host) : undefined;
+    const everywhere = virtual !== undefined && net.isIPv6(virtual) ? "::" : "0.0.0.0";
+    return {
+      host,
+      sharedWith,
+      listenAddress: listen ?? everywhere,
+      address: listen ?? host.address,
+      priority: ROUTER_PRIORITIES.first - i * ROUTER_PRIORITIES.step,
+    };
+  });
+}
+
+/** keepalived's priorities (1-254): the first router host's, and how much lower each next one's is. */
+export const ROUTER_PRIORITIES = { first: 150, step: 10 } as const;
+
+/**
+ * The front door of a hosts deployment, or null without a router host (`router.host`, `router.hosts`). Refuses what file
  * discovery cannot take (host names: it reads literal IPv4 addresses only), decode hosts whose
  * ranks listen off localhost (the sidecar forwards to localhost), and a front-door port another
  * port on the router host already takes.
  */
 export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placements: readonly HostPlacement[]): FrontDoorPlan | null {
-  if (settings.router.host === undefined) return null;
-  const { host, sharedWith } = routerHost(settings, placements);
+  if (routerHostEntries(settings.router).length === 0) return null;
+  const routers = routerPlacements(settings, placements);
   const endpoints: FrontDoorEndpoint[] = [];
   const sidecars: FrontDoorPlan["sidecars"] = [];
   for (const placement of placements) {
@@ -97,7 +121,7 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
         sidecars.push({ host: placement.host.name, port: ports[0]!, modelServerPort: role.ranks[0]!.ports[0]!, dataParallelSize: role.ranks.length });
     }
   }
-  const clash = portClash(portInventory(plan, placements, { host, port: settings.router.port, endpoints }), (c) => c.owner.endsWith("(router.port)"));
+  const clash = portClash(portInventory(plan, placements, { routers, port: settings.router.port, endpoints }), (c) => c.owner.endsWith("(router.port)"));
   if (clash) {
     const [, other] = clash;
     throw new ConfigError(
@@ -106,13 +130,10 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
     );
   }
   const image = plan.router?.values.endpoint_picker.image ?? DEFAULT_IMAGES.endpointPicker;
-  const listen = specificListenAddress(host);
   return {
-    host,
-    sharedWith,
+    routers,
+    virtualAddress: settings.router.virtualAddress ?? null,
     port: settings.router.port,
-    listenAddress: listen ?? "0.0.0.0",
-    address: listen ?? host.address,
     runtime: settings.router.runtime,
     images: {
       endpointPicker: settings.router.images.endpointPicker ?? image,
@@ -122,4 +143,9 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
     endpoints,
     sidecars,
   };
+}
+
+/** Where clients reach the front door: its virtual address, else each router host's address (clients or DNS are given them all). */
+export function frontDoorAddresses(frontDoor: Pick<FrontDoorPlan, "routers" | "virtualAddress">): string[] {
+  return frontDoor.virtualAddress ? [frontDoor.virtualAddress] : frontDoor.routers.map((r) => r.address);
 }

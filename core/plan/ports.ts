@@ -25,6 +25,9 @@ export function modelEppPorts(index: number): { eppGrpc: number; eppHealth: numb
   return { eppGrpc: FRONT_DOOR_PORTS.eppGrpc + 2 * index, eppHealth: FRONT_DOOR_PORTS.eppHealth + 2 * index, eppMetrics: FRONT_DOOR_PORTS.eppMetrics + index };
 }
 
+/** Where a router host's Envoy serves its local EPP to the other router hosts' Envoys, over mutual TLS. */
+export const PEER_EPP_PORT = 9443;
+
 /** One port bound on one server, and what binds it, as a refusal names it. */
 export interface PortClaim {
   /** The server, as its normal address (two entries of one address are one server). */
@@ -67,7 +70,7 @@ function rankPorts(role: RolePlan, rank: RankPlan, host: Host): { port: number; 
 export function portInventory(
   plan: Pick<LaunchPlan, "roles">,
   placements: readonly HostPlacement[],
-  frontDoor: Pick<FrontDoorPlan, "host" | "port" | "endpoints"> | null,
+  frontDoor: Pick<FrontDoorPlan, "routers" | "port" | "endpoints"> | null,
 ): PortClaim[] {
   const claims: PortClaim[] = [];
   const claim = (host: Host, port: number, owner: string) => {
@@ -80,9 +83,13 @@ export function portInventory(
       for (const rank of role.ranks) for (const { port, what } of rankPorts(role, rank, host)) claim(host, port, `${what} on ${host.name}`);
   }
   if (frontDoor) {
-    claim(frontDoor.host, frontDoor.host.port, `the SSH server of ${frontDoor.host.name}`);
-    claim(frontDoor.host, frontDoor.port, "the front door's listener (router.port)");
-    for (const [name, port] of Object.entries(FRONT_DOOR_PORTS)) claim(frontDoor.host, port, `the front door's ${name} port`);
+    for (const { host } of frontDoor.routers) {
+      claim(host, host.port, `the SSH server of ${host.name}`);
+      claim(host, frontDoor.port, "the front door's listener (router.port)");
+      for (const [name, port] of Object.entries(FRONT_DOOR_PORTS)) claim(host, port, `the front door's ${name} port`);
+      // Only a front door of several router hosts serves its EPP to the peers.
+      if (frontDoor.routers.length > 1) claim(host, PEER_EPP_PORT, "the front door's peer EPP port (TLS)");
+    }
     // An endpoint served off its rank's port is the routing sidecar's, on the rank's host.
     for (const endpoint of frontDoor.endpoints.filter((e) => e.port !== e.rankPort)) {
       const host = placements.find((p) => p.host.name === endpoint.host)!.host;

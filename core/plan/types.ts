@@ -180,18 +180,28 @@ export interface FrontDoorEndpoint {
   group?: string;
 }
 
-/** The front door on hosts (core/plan/frontDoor.ts): where it runs, its images, and every endpoint behind it. */
-export interface FrontDoorPlan {
+/** One of the front door's router hosts: the EPP, Envoy and the endpoints agent run on each. */
+export interface RouterPlacement {
   /** The router host, reached over SSH like the NPU hosts. */
   host: Host;
   /** The entry of `hosts` whose server it shares, or null for a server of its own. */
   sharedWith: string | null;
+  /** Where Envoy and the picker's metrics listen: the router host's listenAddress, or all interfaces (always with a virtual address). */
+  listenAddress: string;
+  /** Where clients (without a virtual address) and the peer router hosts reach it: the listen address when it names one, else the host's address. */
+  address: string;
+  /** keepalived's VRRP priority: the first router host's is the highest. */
+  priority: number;
+}
+
+/** The front door on hosts (core/plan/frontDoor.ts): where it runs, its images, and every endpoint behind it. */
+export interface FrontDoorPlan {
+  /** Its router hosts, in the stack's order: one, or two and more for a front door that survives one. */
+  routers: RouterPlacement[];
+  /** router.virtualAddress: the address keepalived keeps on one router host whose Envoy is ready; null without. */
+  virtualAddress: string | null;
   /** The front door's port: clients send every request there. */
   port: number;
-  /** Where Envoy and the picker's metrics listen: the router host's listenAddress, or all interfaces. */
-  listenAddress: string;
-  /** Where clients reach it: the listen address when it names one, else the host's address. */
-  address: string;
   runtime: "podman" | "docker";
   images: { endpointPicker: string; proxy: string; sidecar: string };
   endpoints: FrontDoorEndpoint[];

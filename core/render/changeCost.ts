@@ -64,8 +64,11 @@ function hostSteps(hosts: RenderedHosts): Map<string, string> {
   }
   const door = hosts.frontDoor;
   if (door) {
-    add("front door", "", door.host.name, door.applyScript + JSON.stringify(door.files));
-    for (const access of door.access) add("front door access", access.host, door.host.name, access.accessScript);
+    for (const router of door.routers) {
+      add("front door", "", router.host.name, router.applyScript + JSON.stringify(router.files));
+      for (const access of router.access) add("front door access", access.host, router.host.name, access.accessScript);
+    }
+    for (const tls of door.tls?.steps ?? []) add("front door TLS", tls.router, door.tls!.host.name, tls.script);
     for (const sidecar of door.sidecars) add("sidecar", "", sidecar.host, sidecar.applyScript);
   }
   return steps;

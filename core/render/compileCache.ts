@@ -8,17 +8,17 @@ import { createHash } from "node:crypto";
 import { reportedWord } from "../stepReport";
 
 /**
- * The variables a compile-only run adds to a rank's own: the mode; the vLLM-native (torch.compile)
- * model path, the only one compile-only works on (it raises ValueError otherwise); the NPU to compile
- * for under both the current and the legacy name (which one 0.12.0 reads was not confirmed), since
- * with no NPU mounted vllm-rbln cannot detect it; and the compile cache on (compile-only refuses
- * VLLM_DISABLE_COMPILE_CACHE=1). None of them is a vLLM variable, so none is in the mega-cache's
- * signature (vLLM's compile_factors); VLLM_RBLN_USE_VLLM_MODEL selects the path MiniMax-M2 only has.
+ * The variables a compile-only run adds to a rank's own: the mode; the NPU to compile for under both
+ * the current and the legacy name (which one 0.12.0 reads was not confirmed), since with no NPU
+ * mounted vllm-rbln cannot detect it; and the compile cache on (compile-only refuses
+ * VLLM_DISABLE_COMPILE_CACHE=1). None of them is in vllm-rbln's compile-env allow-list, so none
+ * changes the bundle's signature. The one compile-only needs that is on the list,
+ * VLLM_RBLN_USE_VLLM_MODEL=1, every rank that loads a cache compiled ahead has already
+ * (COMPILE_AHEAD_SERVING_ENV, set by the plan): the compile sees the ranks' value, not one of its own.
  */
 export function compileOnlyEnv(targetSoc: string): Record<string, string> {
   return {
     VLLM_RBLN_COMPILE_ONLY: "1",
-    VLLM_RBLN_USE_VLLM_MODEL: "1",
     RBLN_FORCE_NPU_NAME: targetSoc,
     RBLN_TARGET_SOC: targetSoc,
     VLLM_DISABLE_COMPILE_CACHE: "0",

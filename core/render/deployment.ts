@@ -43,7 +43,7 @@ export interface RenderedHosts {
   copies: RenderedCopy[];
   /** Every rank's metrics endpoint with its labels (Prometheus file_sd groups), and the front door's picker's. */
   scrapeTargets: ScrapeTarget[];
-  /** With router.host: the llm-d router's front door, on its host, and the decode hosts' sidecars. */
+  /** With router hosts: the llm-d router's front door, on each, and the decode hosts' sidecars. */
   frontDoor: RenderedFrontDoor | null;
   /** compile.host: the CPU server that compiles every key before the first wave (the weights' seed, the first copies' source); null without. */
   compileHost: RenderedCompileHost | null;
@@ -96,7 +96,7 @@ function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHo
     // weights step takes the download's lease and nothing is copied.
     weightsHosts: weightsHosts(deployment, placementWaves, compiler).map((p) => p.host.name),
     copies: copySources(deployment, placementWaves, compiler).map((copy) => renderCopy(deployment, copy, copyOptions)),
-    scrapeTargets: [...scrapeTargets(deployment), ...(frontDoor ? [frontDoor.scrapeTarget] : [])],
+    scrapeTargets: [...scrapeTargets(deployment), ...(frontDoor?.scrapeTargets ?? [])],
     frontDoor,
     compileHost,
     pulls:

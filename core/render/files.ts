@@ -16,17 +16,20 @@ export function toYaml(value: unknown): string {
 /** The alert rules file: the same for every stack, so written once (the config fuzzer renders thousands). */
 let alertRulesFile: string | undefined;
 
-/** The router host's steps and files, each host's key steps, and the decode hosts' sidecars. */
+/** The front door's files: each router host's steps and files (each host's key steps among them), the TLS steps on the first, the decode hosts' sidecars. */
 function frontDoorFiles(frontDoor: RenderedFrontDoor): Record<string, string> {
   const files: Record<string, string> = {};
-  const router = `hosts/${frontDoor.host.name}/front-door`;
-  for (const access of frontDoor.access) {
-    files[`${router}/access-${access.host}.sh`] = access.accessScript;
-    files[`${router}/revoke-${access.host}.sh`] = access.revokeScript;
+  for (const routerHost of frontDoor.routers) {
+    const router = `hosts/${routerHost.host.name}/front-door`;
+    for (const access of routerHost.access) {
+      files[`${router}/access-${access.host}.sh`] = access.accessScript;
+      files[`${router}/revoke-${access.host}.sh`] = access.revokeScript;
+    }
+    files[`${router}/apply.sh`] = routerHost.applyScript;
+    files[`${router}/remove.sh`] = routerHost.removeScript;
+    for (const [file, content] of Object.entries(routerHost.files)) files[`${router}/${file}`] = content;
   }
-  files[`${router}/apply.sh`] = frontDoor.applyScript;
-  files[`${router}/remove.sh`] = frontDoor.removeScript;
-  for (const [file, content] of Object.entries(frontDoor.files)) files[`${router}/${file}`] = content;
+  for (const step of frontDoor.tls?.steps ?? []) files[`hosts/${frontDoor.tls!.host.name}/front-door/tls-${step.router}.sh`] = step.script;
   for (const sidecar of frontDoor.sidecars) {
     files[`hosts/${sidecar.host}/sidecar.sh`] = sidecar.applyScript;
     files[`hosts/${sidecar.host}/remove-sidecar.sh`] = sidecar.removeScript;
@@ -100,6 +103,7 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
       if (monitoring.dashboard) write(monitoring.dashboard, "dashboard-configmap");
     }
     if (routerValues) files["router/values.yaml"] = toYaml(routerValues);
+    if (workloads.eppDisruptionBudget) write(workloads.eppDisruptionBudget, "router-epp-pdb");
   }
   return files;
 }

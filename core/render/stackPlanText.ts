@@ -19,9 +19,13 @@ function hostsEndpointLines(hosts: RenderedHosts, deployment: FrontDoorPlan | nu
     const firsts = hosts.waves.flat().flatMap((h) => h.ranks.filter((r) => r.rank === 0).map((r) => r.url));
     return [`endpoints   ${firsts.join("  ")} (${replicas > 1 ? "each replica's rank 0; no front door without router.host" : "rank 0"})`];
   }
-  const shared = deployment.sharedWith ? `, shared with the NPU host ${deployment.sharedWith}` : "";
+  const routers = deployment.routers.map((r) => `${server(r.host)}${r.sharedWith ? `, shared with the NPU host ${r.sharedWith}` : ""}`);
+  const where =
+    deployment.routers.length === 1
+      ? `the front door on ${routers[0]}`
+      : `the front door on ${routers.join(" and ")}${deployment.virtualAddress ? ", its virtual address held by one whose Envoy is ready" : ": clients retry on another"}`;
   return [
-    `endpoint    ${door.url}: the front door on ${server(deployment.host)}${shared}`,
+    `${door.urls.length > 1 ? "endpoints  " : "endpoint   "} ${door.urls.join("  ")}: ${where}`,
     `front door  ${deployment.runtime}: endpoint picker ${deployment.images.endpointPicker}, Envoy ${deployment.images.proxy}; ${deployment.endpoints.length} endpoints behind it`,
     ...deployment.sidecars.map(
       (s) =>

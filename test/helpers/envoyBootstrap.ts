@@ -1,10 +1,9 @@
 /**
- * Checks an Envoy bootstrap (YAML) against Envoy v1.37's API definitions, as Envoy loads it.
+ * Checks an Envoy bootstrap (YAML) against the pinned Envoy release's API definitions, as Envoy loads it.
  *
  * The definitions are a protobufjs JSON descriptor built from the release's `api/` tree and its
- * imports (test/fixtures/envoy-v1.37.0/README.md names every source and commit; the v1.37.11
- * fixture's descriptor is the same build with more roots, the filters the front door adds among
- * them: test/fixtures/envoy-v1.37.11/README.md). The checks, in the
+ * imports: test/fixtures/envoy-v1.37.11 (v1.37.11 has no readable api tree of its own, so the
+ * v1.37.0 tree with more roots: its README.md names every source and commit). The checks, in the
  * order Envoy makes them:
  *
  * 1. YAML to a JSON value the way Envoy's `parseYamlNode` does (yaml-cpp scalars: quoted → string,
@@ -33,7 +32,9 @@ import path from "node:path";
 import protobuf from "protobufjs";
 import protojson from "protobufjs/ext/protojson.js";
 import { isAlias, isMap, isScalar, isSeq, parseDocument, Scalar, type Node as YamlNode } from "yaml";
+import sources from "../fixtures/envoy-v1.37.11/sources.json";
 
+/** The definitions of the pinned release: v1.37.11's fixture, the v1.37.0 api tree with the roots the HA and multi-model front door need (its README). */
 export const ENVOY_FIXTURE_DIR = path.resolve(__dirname, "../fixtures/envoy-v1.37.11");
 
 let cachedRoot: protobuf.Root | undefined;
@@ -70,12 +71,8 @@ export const EXTENSIONS: Record<string, { name: string; category: string }> = {
     name: "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
     category: "envoy.upstream_options",
   },
-  // From ../fixtures/envoy-v1.37.11/sources.json (extensions.byType).
-  "envoy.extensions.filters.http.header_mutation.v3.HeaderMutation": { name: "envoy.filters.http.header_mutation", category: "envoy.filters.http" },
-  "envoy.extensions.filters.http.api_key_auth.v3.ApiKeyAuth": { name: "envoy.filters.http.api_key_auth", category: "envoy.filters.http" },
-  // The body-to-header stage of a front door of several models (core/render/hosts/frontDoor/modelRoutes.ts).
-  "envoy.extensions.filters.http.json_to_metadata.v3.JsonToMetadata": { name: "envoy.filters.http.json_to_metadata", category: "envoy.filters.http" },
-  "envoy.extensions.filters.http.lua.v3.Lua": { name: "envoy.filters.http.lua", category: "envoy.filters.http" },
+  // The v1.37.11 fixture's extensions (TLS transport sockets, the HTTP filters it added), by type.
+  ...Object.fromEntries(Object.entries(sources.extensions.byType).map(([type, { name, category }]) => [type, { name, category }])),
 };
 
 /** Extension name → its typed_config type, for the names above. */
@@ -86,7 +83,12 @@ for (const [type, { name, category }] of Object.entries(EXTENSIONS)) {
 }
 
 /** Where an Any may stand, by `<message>.<field>`, and which category its payload must have. */
-const ANY_SLOTS: Record<string, { category: string; nameField?: string; keyIsName?: boolean }> = {
+const ANY_SLOTS: Record<string, { category: string | ((path: string) => string); nameField?: string; keyIsName?: boolean }> = {
+  // A transport socket under a listener's filter chain is downstream; under a cluster, upstream.
+  "envoy.config.core.v3.TransportSocket.typed_config": {
+    category: (at) => (/\.filter_chains\[\d+\]\.transport_socket\./.test(at) ? "envoy.transport_sockets.downstream" : "envoy.transport_sockets.upstream"),
+    nameField: "name",
+  },
   "envoy.config.listener.v3.Filter.typed_config": { category: "envoy.filters.network", nameField: "name" },
   "envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter.typed_config": {
     category: "envoy.filters.http",
@@ -441,8 +443,9 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg, rootType = "envoy.
     const typeName = url.slice(url.lastIndexOf("/") + 1);
     if (!url.startsWith("type.googleapis.com/")) problems.push(`${path}: @type ${show(url)} should start with type.googleapis.com/`);
     const ext = EXTENSIONS[typeName];
-    if (!ext || ext.category !== slot.category) {
-      problems.push(`${path}: ${typeName || "<no @type>"} is not an extension of ${slot.category}`);
+    const category = typeof slot.category === "function" ? slot.category(path) : slot.category;
+    if (!ext || ext.category !== category) {
+      problems.push(`${path}: ${typeName || "<no @type>"} is not an extension of ${category}`);
       return;
     }
     if (slot.keyIsName && name !== ext.name) problems.push(`${path}: the key must be ${ext.name} for ${typeName}`);
@@ -552,7 +555,7 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg, rootType = "envoy.
 }
 
 /**
- * The problems Envoy v1.37.0 would have with this bootstrap (plus the stricter ones named at the top
+ * The problems the pinned Envoy (v1.37.11) would have with this bootstrap (plus the stricter ones named at the top
  * of this file); empty when it is valid.
  */
 export function validateEnvoyBootstrap(yamlText: string): string[] {

@@ -6,8 +6,10 @@ import { validateEndpointsFile } from "./eppConfig";
  * that change a running deployment and must lose no request. Both record plain data (times in epoch
  * milliseconds, fractional) that a test asserts on and `npm run bench` can report from.
  *
- * Targets are refused unless they are on loopback (127.0.0.0/8, ::1, localhost): the fake hosts live
- * there, and load goes nowhere else. Every loop is bounded in count and time and stops by itself.
+ * Targets are refused unless they are on loopback (127.0.0.0/8, ::1, localhost) or on a test network
+ * (198.18.0.0/15, where test/helpers/hostNetwork.ts puts fake hosts that have networks of their own,
+ * routed nowhere else): the fake hosts live there, and load goes nowhere else. Every loop is bounded
+ * in count and time and stops by itself.
  */
 
 /** One request: when it started and ended, its status (null: no response), and why it failed. */
@@ -46,6 +48,8 @@ export interface LoadReport {
 export interface Load {
   /** What has been recorded so far (the same array stop() returns). */
   records: RequestRecord[];
+  /** How many requests have had their answer's status and headers so far (a stream's, while its body still comes). */
+  readonly answered: number;
   /** Ends the load once every request in flight has ended. */
   stop(): Promise<LoadReport>;
 }
@@ -58,10 +62,10 @@ export function now(): number {
   return performance.timeOrigin + performance.now();
 }
 
-/** Refuses a URL whose host is not on loopback. */
+/** Refuses a URL whose host is not on loopback or a test network (198.18.0.0/15, hostNetwork.ts). */
 export function assertLoopback(url: string): void {
   const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
-  if (!(host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host))) {
+  if (!(host === "localhost" || host === "::1" || /^(127\.\d{1,3}|198\.1[89])\.\d{1,3}\.\d{1,3}$/.test(host))) {
     throw new Error(`${url}: load and probes go to loopback addresses only`);
   }
 }
@@ -116,6 +120,7 @@ export function startLoad(url: string, options: LoadOptions): Load {
   let stopping = false;
   let stoppedBy: LoadReport["stoppedBy"] = "stop";
   let started = 0;
+  let answered = 0;
 
   async function once(worker: number): Promise<RequestRecord> {
     const startedAt = now();
@@ -124,6 +129,7 @@ export function startLoad(url: string, options: LoadOptions): Load {
     try {
       const response = await fetch(target, { method: "POST", headers, body, signal: AbortSignal.timeout(options.requestTimeoutMs ?? 120_000) });
       status = response.status;
+      answered++;
       const text = await response.text();
       if (status < 200 || status > 299) error = `status ${status}: ${text.slice(0, 80)}`;
       else error = bodyProblem(response.headers.get("content-type") ?? "", text);
@@ -148,6 +154,9 @@ export function startLoad(url: string, options: LoadOptions): Load {
   const workers = Array.from({ length: options.concurrency }, (_, i) => work(i));
   return {
     records,
+    get answered() {
+      return answered;
+    },
     async stop() {
       stopping = true;
       await Promise.all(workers);

@@ -4,7 +4,7 @@ import { planDeployment } from "../../core/plan/deployment";
 import { DEFAULT_INSTANCE, deploymentId } from "../../core/render/hosts/names";
 import type { UnitTimings } from "../../core/render/hosts/rank";
 import type { FakeEngine, UpResult } from "./engine";
-import { startLoad, startSampler, type LoadReport, type SampleReport } from "./frontDoorLoad";
+import { now, startLoad, startSampler, type LoadReport, type SampleReport } from "./frontDoorLoad";
 import { startHosts, type TestHost } from "./hostNamespace";
 import { fakeHostsEngine, fakeHostsSettings, servingUnderMocks } from "./hostStack";
 import { outputValue, type Registration } from "./pulumiHarness";
@@ -27,8 +27,10 @@ const VENV = `${INSTALL_ROOT}/venvs/test/rebel-compiler-0.12.0_vllm-rbln-0.12.0`
 const FAKE_DEV = `${INSTALL_ROOT}/dev`;
 /** The front door's port on the router host. */
 export const FRONT_DOOR_PORT = 18080;
-/** How long a stand-in completion takes: requests are in flight whenever a rank stops. */
-const REQUEST_SECONDS = "0.3";
+/** How long a stand-in takes per token (a generation step): a short request (4 tokens) 0.4 s, a stream of STREAM_TOKENS 20 s. */
+const STEP_SECONDS = "0.1";
+/** A stream's tokens: it lasts longer than a drain's settle (3 s) and less than the stack's shutdown timeout (30 s). */
+const STREAM_TOKENS = 200;
 
 type Settings = ModelServingArgs["settings"];
 /** Flags and variables a change gives one role's ranks, on top of the stack's. */
@@ -79,7 +81,7 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
       host: { name: "door", address: router.address, port: router.port, hostKey: router.hostPublicKey, listenAddress: router.address },
       port: FRONT_DOOR_PORT,
     },
-    // In-flight requests finish within a second; the stop need not wait an hour.
+    // In-flight streams (20 s) finish well within it; the stop need not wait an hour.
     rollout: { shutdownTimeoutSeconds: 30 },
     ...options.stack?.(npuHosts),
   };
@@ -87,9 +89,7 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
   const settings = (changes: Record<string, RoleChange> = {}, more: Record<string, unknown> = {}): Settings => ({
     ...stack,
     extraArgs: Object.fromEntries(roles.flatMap((role) => (changes[role]?.extraArgs ? [[role, changes[role].extraArgs]] : []))),
-    extraEnv: Object.fromEntries(
-      roles.map((role) => [role, { FAKE_VLLM_READY_AFTER: "2", FAKE_VLLM_REQUEST_SECONDS: REQUEST_SECONDS, ...changes[role]?.extraEnv }]),
-    ),
+    extraEnv: Object.fromEntries(roles.map((role) => [role, { FAKE_VLLM_READY_AFTER: "2", FAKE_VLLM_STEP_SECONDS: STEP_SECONDS, ...changes[role]?.extraEnv }])),
     ...more,
   });
   const marker = `${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`;
@@ -141,21 +141,86 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
   };
 }
 
-/** Steady requests through the front door, and samples of its endpoints file, while `during` runs. */
-export async function underLoad<T>(
-  stack: FrontDoorStack,
-  during: () => Promise<T>,
-  concurrency = 6,
-): Promise<{ result: T; load: LoadReport; samples: SampleReport }> {
+export interface UnderLoadOptions {
+  /** Clients sending short completions, each its next as the last ends (default 6). */
+  concurrency?: number;
+  /**
+   * Clients streaming long generations (STREAM_TOKENS tokens, one every STEP_SECONDS: longer than a
+   * drain's settle, so a rank that stops has streams in flight), default none. They start first,
+   * one pick each, so the round robin spreads them over the endpoints listed then.
+   */
+  streams?: number;
+  /** The least load for a result to count: "no request failed" means nothing when none was made (defaults 50 requests, 10 samples). */
+  minRequests?: number;
+  minSamples?: number;
+}
+
+export interface UnderLoadResult<T> {
+  result: T;
+  /** Every request, short and streamed. */
+  load: LoadReport;
+  /** The streamed ones alone. */
+  streams: LoadReport;
+  samples: SampleReport;
+  /** Per stop of a stand-in vLLM on an NPU host while the load ran: the completions it had in flight at the signal. */
+  inFlightAtStops: number[];
+}
+
+/** A long streamed generation: STREAM_TOKENS tokens, one every STEP_SECONDS. */
+const STREAM_BODY = { model: "stand-in", prompt: "Tell a long story", max_tokens: STREAM_TOKENS, stream: true };
+
+function together(a: LoadReport, b: LoadReport): LoadReport {
+  const records = [...a.records, ...b.records];
+  const failures = records.filter((r) => r.error !== undefined);
+  return { records, total: records.length, failed: failures.length, failures, stoppedBy: a.stoppedBy };
+}
+
+/** The in-flight counts the stand-in vLLM printed at each SIGTERM on the NPU hosts since `since` (epoch ms). */
+async function inFlightAtStops(stack: FrontDoorStack, since: number): Promise<number[]> {
+  const per = await Promise.all(
+    stack.npuHosts.map((host) =>
+      host.run(
+        `journalctl --since @${Math.floor(since / 1000) - 1} -o cat --no-pager | grep -o 'fake vllm: [0-9]* completion(s) in flight at the signal' || true`,
+      ),
+    ),
+  );
+  return per.flatMap((r) => [...r.stdout.matchAll(/fake vllm: (\d+) completion/g)].map((m) => Number(m[1])));
+}
+
+/**
+ * Steady requests through the front door (short ones, and long streams if asked), and samples of its
+ * endpoints file, while `during` runs. A load smaller than the options' bounds is an error.
+ */
+export async function underLoad<T>(stack: FrontDoorStack, during: () => Promise<T>, options: UnderLoadOptions = {}): Promise<UnderLoadResult<T>> {
+  const { concurrency = 6, streams = 0, minRequests = 50, minSamples = 10 } = options;
+  const since = now();
+  const streaming = startLoad(stack.url, { concurrency: streams, body: STREAM_BODY, maxSeconds: 900 });
+  for (let i = 0; streaming.answered < streams; i++) {
+    if (i > 600) {
+      await streaming.stop();
+      throw new Error(`only ${streaming.answered} of ${streams} streams answered in 60 s`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
   const load = startLoad(stack.url, { concurrency, maxSeconds: 900 });
   const sampler = startSampler({ every: 250, read: () => stack.endpointsFile(), maxSeconds: 900 });
+  let result: T;
   try {
-    const result = await during();
-    return { result, load: await load.stop(), samples: await sampler.stop() };
+    result = await during();
   } catch (error) {
-    await Promise.all([load.stop(), sampler.stop()]);
+    await Promise.all([load.stop(), streaming.stop(), sampler.stop()]);
     throw error;
   }
+  // The sampler runs on while the last streams end: a listed endpoint must serve until the load is over.
+  const [short, streamed] = await Promise.all([load.stop(), streaming.stop()]);
+  const samples = await sampler.stop();
+  const tooLittle = [
+    short.total < minRequests ? `${short.total} requests (fewer than ${minRequests})` : "",
+    samples.samples.length < minSamples ? `${samples.samples.length} samples (fewer than ${minSamples})` : "",
+    streamed.total < streams ? `${streamed.total} streams (fewer than the ${streams} clients)` : "",
+  ].filter(Boolean);
+  if (tooLittle.length > 0) throw new Error(`the load ran too little to count: ${tooLittle.join(", ")}`);
+  return { result, load: together(short, streamed), streams: streamed, samples, inFlightAtStops: await inFlightAtStops(stack, since) };
 }
 
 /** Until the front door lists `count` endpoints (after a first deploy, its agent lists the ranks as they serve). */

@@ -18,12 +18,14 @@ export interface Registration {
   wireInputs: Record<string, any>;
   dependencies: string[];
   deleteBeforeReplace: boolean;
+  /** Input properties whose change replaces the resource (the replaceOnChanges option). */
+  replaceOnChanges: string[];
   retainOnDelete: boolean;
   protect: boolean;
   read: boolean;
   /** The types of the resource's alias specs (an old type token it used to have). */
   aliasTypes: string[];
-  /** Its Pulumi timeouts as set ("" where unset). */
+  /** Its Pulumi timeouts (the customTimeouts option) as set, Pulumi durations ("10m"); "" where unset. */
   customTimeouts: { create: string; update: string; delete: string };
 }
 
@@ -83,6 +85,7 @@ export async function runUnderMocks(
         wireInputs,
         dependencies: method === "registerResource" ? req.getDependenciesList() : [],
         deleteBeforeReplace: method === "registerResource" ? req.getDeletebeforereplace() : false,
+        replaceOnChanges: method === "registerResource" ? req.getReplaceonchangesList() : [],
         retainOnDelete: method === "registerResource" ? req.getRetainondelete() : false,
         protect: method === "registerResource" ? req.getProtect() : false,
         read: method === "readResource",
@@ -119,6 +122,7 @@ export async function runUnderMocks(
   return { registrations, result, error };
 }
 
+/** The customTimeouts of a registration, without the empty ones. */
 function unwrapSecrets(value: any): any {
   if (Array.isArray(value)) return value.map(unwrapSecrets);
   if (value !== null && typeof value === "object") {

@@ -25,12 +25,18 @@ export function readByVllm(argvs: readonly (readonly string[])[]): VllmReading[]
   return JSON.parse(run.stdout) as VllmReading[];
 }
 
-/** The stand-in vLLM copied into `dir` as `name`, with its parser and the fixture's options beside it. */
+/** The stand-in's compiled-cache signature (test/fixtures/fake-vllm/rbln_signature.py), which it imports. */
+export const RBLN_SIGNATURE = path.join(path.dirname(VLLM_ARGPARSE), "rbln_signature.py");
+
+/** The Python modules the stand-in vLLM imports from beside itself, by file name. */
+export const STAND_IN_MODULES = [VLLM_ARGPARSE, RBLN_SIGNATURE];
+
+/** The stand-in vLLM copied into `dir` as `name`, with its modules and the fixture's options beside it. */
 export function copyStandInVllm(dir: string, name = "vllm"): string {
   const bin = path.join(dir, name);
   fs.copyFileSync(path.join(path.dirname(VLLM_ARGPARSE), "vllm"), bin);
   fs.chmodSync(bin, 0o755);
-  fs.copyFileSync(VLLM_ARGPARSE, path.join(dir, "vllm_argparse.py"));
+  for (const module of STAND_IN_MODULES) fs.copyFileSync(module, path.join(dir, path.basename(module)));
   fs.writeFileSync(path.join(dir, "known-flags.json"), knownFlagsJson());
   return bin;
 }

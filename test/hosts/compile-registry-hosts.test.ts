@@ -8,7 +8,7 @@ import { startHosts, type TestHost } from "../helpers/hostNamespace";
 import { startRegistry, type TestRegistry } from "../helpers/ociRegistry";
 import { startPackageIndex, type PackageIndex } from "../helpers/packageIndex";
 import type { Registration } from "../helpers/pulumiHarness";
-import { prepareStandInServer } from "../helpers/standInServer";
+import { prepareStandInServer, SLOW_NETWORK_DIR, slowCompiledCaches } from "../helpers/standInServer";
 
 /**
  * Compile ahead and the compiled-cache registry, for real (issue 22): five fake hosts (real systemd
@@ -80,12 +80,15 @@ const bundles = (host: TestHost) => host.run(`cd ${CACHE_ROOT}/vllm/rbln 2>/dev/
 beforeAll(async () => {
   fs.chmodSync(LOGS, 0o1777);
   [hosts, index, registry] = await Promise.all([
-    startHosts(4, { privatePaths: [INSTALL_ROOT, CACHE_ROOT, CERTS] }),
+    startHosts(4, { privatePaths: [INSTALL_ROOT, CACHE_ROOT, CERTS, SLOW_NETWORK_DIR] }),
     startPackageIndex([{ name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: hubStubSource({ commit: COMMIT, log: HUB_LOG }) }]),
     startRegistry(),
   ]);
   for (const host of hosts) {
     await prepareStandInServer(host, { venv: VENV, devRoot: FAKE_DEV });
+    // Compiled caches arrive slowly (copies and pulls): a unit that did not wait for its cache would compile (COMPILE_LOG).
+    // 5 s was not enough for a pull: it ran beside the prod host's hub download and still landed first.
+    await slowCompiledCaches(host, { copySeconds: 5, pullSeconds: 20 });
     // Each host trusts the registry's CA the way containers/image reads it: certs.d/<host:port>/ca.crt.
     const trust = await host.run(`install -d ${CERTS}/${registry.host} && cat > ${CERTS}/${registry.host}/ca.crt`, registry.caCert);
     if (trust.status !== 0) throw new Error(trust.stderr);
@@ -134,6 +137,7 @@ describe("compile ahead with a registry, on fake hosts", { timeout: 300_000 }, (
     expect(pull.name).toBe(`rbln-serving-npu-0-pull-compile-${stagingKey}`);
     expect(pull.stdout).toContain(`pulled ${registry.host}/ml/rbln-compile-cache@${stagingDigest} and checked it: nothing to compile`);
     expect(lines(COMPILE_LOG)).toHaveLength(1);
+    expect(runOf(up, "npu-0-main-0")!.startedAt).toBeGreaterThanOrEqual(pull.endedAt);
     expect(await journal(hosts[PROD_NPU]!)).toContain("Loaded rbln mega-cache bundle from");
     expect(await bundles(hosts[PROD_NPU]!)).toBe(await bundles(hosts[STAGING_COMPILER]!));
   });

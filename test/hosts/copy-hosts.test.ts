@@ -9,7 +9,7 @@ import { hubStubSource } from "../helpers/hubStub";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
 import { startPackageIndex, type PackageIndex } from "../helpers/packageIndex";
 import type { Registration } from "../helpers/pulumiHarness";
-import { prepareStandInServer } from "../helpers/standInServer";
+import { prepareStandInServer, SLOW_NETWORK_DIR, slowCompiledCaches } from "../helpers/standInServer";
 
 /**
  * Download once, compile once, for real: three fake NPU hosts (real systemd and sshd each), the
@@ -76,11 +76,13 @@ const keysLeft = (host: TestHost) =>
 beforeAll(async () => {
   fs.chmodSync(LOGS, 0o1777);
   [hosts, index] = await Promise.all([
-    startHosts(3, { privatePaths: [INSTALL_ROOT, CACHE_ROOT] }),
+    startHosts(3, { privatePaths: [INSTALL_ROOT, CACHE_ROOT, SLOW_NETWORK_DIR] }),
     startPackageIndex([{ name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: HUB_STUB }]),
   ]);
   // A complete venv holding the stand-in vllm: install has nothing to do. No weights anywhere.
   for (const host of hosts) await prepareStandInServer(host, { venv: VENV, devRoot: FAKE_DEV });
+  // Compiled caches arrive slowly: a unit that did not wait for its copy would compile (COMPILE_LOG).
+  for (const host of hosts) await slowCompiledCaches(host, { copySeconds: 5, pullSeconds: 5 });
   engine = fakeHostsEngine(hosts);
   registrations = await register();
 }, 120_000);

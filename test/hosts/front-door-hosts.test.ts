@@ -1,6 +1,7 @@
 import { FLAG_REFUSED_AT_START } from "../helpers/fakeVllm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { now } from "../helpers/frontDoorLoad";
+import { listedEndpoints, now } from "../helpers/frontDoorLoad";
+import { hostEntry } from "../helpers/hostStack";
 import { startFrontDoorStack, underLoad, untilListed, type FrontDoorStack } from "../helpers/frontDoorStack";
 
 /**
@@ -19,6 +20,11 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
 });
+
+/** Long streams beside the short load: three per replica, each longer than a drain's settle, so every rank that stops has some in flight. */
+const STREAMS = { streams: 9 };
+/** At least one stop of a rank caught completions in flight, which --shutdown-timeout let finish (or the test fails on their abort). */
+const someInFlight = (stops: number[]) => expect(Math.max(0, ...stops), `in flight at each stop: ${stops.join(", ") || "no stop"}`).toBeGreaterThan(0);
 
 const names = (text: string) => [...text.matchAll(/^- name: "([^"]+)"$/gm)].map((m) => m[1]);
 const UNIT = "rbln-serving-test.main-0.service";
@@ -49,7 +55,11 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
   });
 
   it("a rolling one-flag change of 3 replicas: no request fails, every listed endpoint serves at every sample", async () => {
-    const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100"] } })));
+    const { result, load, samples, inFlightAtStops } = await underLoad(
+      stack,
+      () => stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100"] } })),
+      STREAMS,
+    );
     expect(result.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
     expect(
       result.runs
@@ -62,6 +72,9 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
     expect(load.total).toBeGreaterThan(100);
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);
+    // Three stops; the first caught the streams spread at the start (the later ones, whichever the round robin sent them).
+    expect(inFlightAtStops).toHaveLength(3);
+    someInFlight(inFlightAtStops);
     // Each replica left the file while it restarted, one at a time: the samples saw every restart, however slow they were.
     for (const name of ["npu-0-main-0", "npu-1-main-0", "npu-2-main-0"])
       expect(
@@ -73,8 +86,10 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
   });
 
   it("a bad flag rolls back: no request fails, and the rolled-back replica is listed again", async () => {
-    const { result, load, samples } = await underLoad(stack, () =>
-      stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100", FLAG_REFUSED_AT_START.arg], extraEnv: FLAG_REFUSED_AT_START.env } })),
+    const { result, load, samples, inFlightAtStops } = await underLoad(
+      stack,
+      () => stack.up(stack.settings({ main: { extraArgs: ["--max-log-len", "100", FLAG_REFUSED_AT_START.arg], extraEnv: FLAG_REFUSED_AT_START.env } })),
+      STREAMS,
     );
     expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
     expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
@@ -83,20 +98,26 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);
     expect(samples.samples.some((s) => !s.listed.some((e) => e.name === "npu-0-main-0"))).toBe(true);
+    someInFlight(inFlightAtStops);
     expect(names(await untilListed(stack, 3))).toContain("npu-0-main-0");
   });
 
   it("a change cut off midway and resumed by the next run: no request fails, and the replica is listed again", async () => {
     const step = await stepByHand(stack.settings({ main: { extraArgs: ["--max-log-len", "200"] } }), 1);
-    const { load, samples } = await underLoad(stack, async () => {
-      const cut = await stack.npuHosts[1]!.run(`timeout -s KILL 4 ${step.create}`, step.stdin);
-      expect(cut.status).not.toBe(0);
-      const resumed = await stack.npuHosts[1]!.run(step.create, step.stdin);
-      expect(resumed.status, resumed.stderr).toBe(0);
-      return resumed;
-    });
+    const { load, samples, inFlightAtStops } = await underLoad(
+      stack,
+      async () => {
+        const cut = await stack.npuHosts[1]!.run(`timeout -s KILL 4 ${step.create}`, step.stdin);
+        expect(cut.status).not.toBe(0);
+        const resumed = await stack.npuHosts[1]!.run(step.create, step.stdin);
+        expect(resumed.status, resumed.stderr).toBe(0);
+        return resumed;
+      },
+      STREAMS,
+    );
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);
+    someInFlight(inFlightAtStops);
     expect(names(await untilListed(stack, 3))).toContain("npu-1-main-0");
   });
 
@@ -110,13 +131,14 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
     // The key's compiled cache was placed ahead (its marker), but its bundle is gone: the rank compiles instead of loading.
     const placed = await host.run(`touch ${marker} && find /var/lib/rbln-front-door-test/vllm/rbln -name mega_cache.bin -delete -print`);
     expect(placed.stdout).toContain("mega_cache.bin");
-    const { result, load, samples } = await underLoad(stack, () => host.run(step.create, step.stdin));
+    const { result, load, samples, inFlightAtStops } = await underLoad(stack, () => host.run(step.create, step.stdin), STREAMS);
     expect(result.status).toBe(1);
     expect(result.stderr.trim().split("\n").pop()).toMatch(
       /^npu-2 main rank 0: the new config failed \(compiled cache miss: .*\); the previous config is restored and serving$/,
     );
     expect(load.failures).toEqual([]);
     expect(samples.bad).toEqual([]);
+    someInFlight(inFlightAtStops);
     expect(names(await untilListed(stack, 3))).toContain("npu-2-main-0");
   });
 
@@ -129,13 +151,17 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
       result: killedAt,
       load,
       samples,
-    } = await underLoad(stack, async () => {
-      const at = now();
-      expect((await host.run(`systemctl kill -s KILL ${UNIT}`)).status).toBe(0);
-      for (let i = 0; await listed(); i++) expect(i, "still listed").toBeLessThan(200);
-      await untilListed(stack, 3);
-      return at;
-    });
+    } = await underLoad(
+      stack,
+      async () => {
+        const at = now();
+        expect((await host.run(`systemctl kill -s KILL ${UNIT}`)).status).toBe(0);
+        for (let i = 0; await listed(); i++) expect(i, "still listed").toBeLessThan(200);
+        await untilListed(stack, 3);
+        return at;
+      },
+      STREAMS,
+    );
     expect(await restarts()).toBe(before + 1);
     const outAt = samples.samples.find((s) => s.at > killedAt && !s.listed.some((e) => e.name === "npu-0-main-0"))!.at;
     const backAt = samples.samples.find((s) => s.at > outAt && s.listed.some((e) => e.name === "npu-0-main-0"))!.at;
@@ -143,5 +169,44 @@ describe("the front door on fake hosts, under steady load", { timeout: 300_000 }
     // agent's probe found the rank dead: nothing ended before the kill, or started once it was back.
     expect(samples.bad.filter((s) => s.at >= outAt)).toEqual([]);
     expect(load.failures.filter((f) => f.endedAt < killedAt || f.startedAt >= backAt)).toEqual([]);
+  });
+});
+
+describe("servers leaving and moving, under steady load", { timeout: 300_000 }, () => {
+  it("removing a server: the front door takes its endpoint out first, then its unit is deleted; no request fails", async () => {
+    const [npu0, npu1, npu2] = stack.npuHosts;
+    const two = { replicas: 2, hosts: [hostEntry(npu0!, 0), hostEntry(npu1!, 1)] };
+    const { result, load, samples, inFlightAtStops } = await underLoad(stack, () => stack.up(stack.settings({}, two)), STREAMS);
+    expect(result.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
+    const door = result.runs.find((r) => r.name.endsWith("-front-door-apply"))!;
+    expect(door.stdout).toContain("npu-2-main-0 out of the endpoints (the stack no longer has them)");
+    const removal = result.runs.find((r) => r.name === "rbln-serving-npu-2-main-0")!;
+    expect([removal.operation, removal.stdout.trim()]).toEqual(["delete", "unit npu-2: removed rbln-serving-test.main-0.service"]);
+    // Out of the file before the front door's step ended, so before the deletes began.
+    const lastListed = Math.max(...samples.samples.filter((s) => s.listed.some((e) => e.name === "npu-2-main-0")).map((s) => s.at));
+    expect(lastListed).toBeLessThan(door.endedAt);
+    expect(door.endedAt).toBeLessThanOrEqual(removal.startedAt);
+    expect(load.failures).toEqual([]);
+    expect(samples.bad).toEqual([]);
+    someInFlight(inFlightAtStops);
+    expect((await npu2!.run(`systemctl cat ${UNIT}`)).status).not.toBe(0);
+    expect(names(await untilListed(stack, 2))).toEqual(["npu-0-main-0", "npu-1-main-0"]);
+  });
+
+  it("a host's connection changed to another machine: its steps run again there in place (Pulumi updates them); no request fails, and the first machine keeps its unit", async () => {
+    const [npu0, npu1, spare] = stack.npuHosts;
+    const moved = { replicas: 2, hosts: [hostEntry(npu0!, 0), { ...hostEntry(spare!, 1), name: "npu-1" }] };
+    // A change of a few seconds (the machine had the stand-in already): its load is bounded as such.
+    const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({}, moved)), { ...STREAMS, minRequests: 20 });
+    expect(result.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
+    const npu1Steps = result.runs.filter((r) => r.name.startsWith("rbln-serving-npu-1-"));
+    expect(npu1Steps.map((r) => r.operation).every((o) => o === "update")).toBe(true);
+    expect(npu1Steps.map((r) => r.name)).toContain("rbln-serving-npu-1-main-0");
+    expect(load.failures).toEqual([]);
+    expect(samples.bad).toEqual([]);
+    const listed = listedEndpoints(await untilListed(stack, 2));
+    expect(listed.find((e) => e.name === "npu-1-main-0")!.address).toBe(spare!.address);
+    // Nothing deletes what the first machine runs: an entry that names another machine is an update, not a removal.
+    expect((await npu1!.run(`systemctl is-active ${UNIT}`)).stdout.trim()).toBe("active");
   });
 });

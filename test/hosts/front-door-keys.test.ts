@@ -7,7 +7,7 @@ import { readStackFile } from "../../core/config/stackFile";
 import { parseStackSettings } from "../../core/config/stackConfig";
 import { planDeployment } from "../../core/plan/deployment";
 import { renderDeployment } from "../../core/render/deployment";
-import type { RenderedFrontDoor } from "../../core/render/hosts/frontDoor/frontDoor";
+import type { RenderedRouterHost } from "../../core/render/hosts/frontDoor/frontDoor";
 import { DEFAULT_INSTANCE } from "../../core/render/hosts/names";
 import { shippedCatalog } from "../helpers/recipes";
 import { startSshd, type TestSshServer } from "../helpers/sshd";
@@ -22,7 +22,7 @@ const work = fs.mkdtempSync(path.join(os.tmpdir(), "front-door-keys-"));
 const AGENT = path.resolve(__dirname, "../../core/render/hosts/scripts/front-door.py");
 const HOSTS = { a: "127.0.0.2", b: "127.0.0.3" };
 let sshd: TestSshServer;
-let door: RenderedFrontDoor;
+let door: RenderedRouterHost;
 const keys: Record<string, string> = {};
 
 /** A setting the renderer wrote into a script's settings block. */
@@ -47,7 +47,7 @@ beforeAll(async () => {
     instance: DEFAULT_INSTANCE,
     secrets: [],
     copyOptions: { authorizedKeysFile: sshd.authorizedKeys },
-  }).hosts!.frontDoor!;
+  }).hosts!.frontDoor!.routers[0]!;
   // What the apply step puts on the router host, as far as the forced command needs it: the agent and desired.json.
   const script = access("a").accessScript;
   const stateDir = setting(script, "state_dir");

@@ -111,7 +111,11 @@ describe("prefill/decode on fake hosts behind the front door", { timeout: 300_00
   });
 
   it("with one decode server, refuses a one-flag change of decode that would empty the role, with the reason on one line, and loses no request", async () => {
-    const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ decode: { extraArgs: ["--max-log-len", "100"] } })));
+    // Refused at once: a few seconds of load, bounded as such.
+    const { result, load, samples } = await underLoad(stack, () => stack.up(stack.settings({ decode: { extraArgs: ["--max-log-len", "100"] } })), {
+      minRequests: 10,
+      minSamples: 2,
+    });
     expect(result.failed.map((f) => f.name).sort()).toEqual(DECODE_RANKS.map((r) => `rbln-serving-npu-1-decode-${r}`));
     for (const step of result.failed) {
       const endpoint = step.name.replace("rbln-serving-", "");

@@ -62,6 +62,7 @@ beforeAll(async () => {
       { name: "huggingface_hub", version: "0.35.3", module: "huggingface_hub", source: hubStubSource({ commit: COMMIT, log: HUB_LOG, seconds: 2 }) },
     ]),
   ]);
+  // Three venvs and pip installs, one host after another: minutes on a loaded machine.
   for (const host of hosts) {
     await prepareStandInServer(host, { venv: VENV, devRoot: FAKE_DEV });
     // The downloader runs as the service user here. This machine's root finds a python3 under
@@ -72,7 +73,7 @@ beforeAll(async () => {
     expect(downloader.status, downloader.stderr).toBe(0);
   }
   engine = fakeHostsEngine(hosts);
-}, 120_000);
+}, 300_000);
 
 afterAll(async () => {
   await Promise.all((hosts ?? []).map((h) => h.stop()));

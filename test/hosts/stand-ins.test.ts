@@ -12,7 +12,15 @@ import { validateEnvoyBootstrap } from "../helpers/envoyBootstrap";
 import { validateEndpointPickerConfig, validateEndpointsFile } from "../helpers/eppConfig";
 import { bodyProblem, now, startLoad, startSampler, type RequestRecord } from "../helpers/frontDoorLoad";
 import { minimax } from "../helpers/recipes";
-import { aggregatedEppConfig, endpointsFile, EPP_ENDPOINTS_PATH, frontDoorBootstrap, STAND_IN_IMAGES } from "../helpers/standIns";
+import {
+  aggregatedEppConfig,
+  endpointsFile,
+  EPP_ENDPOINTS_PATH,
+  failoverBootstrap,
+  frontDoorBootstrap,
+  STAND_IN_IMAGES,
+  writeRouterTls,
+} from "../helpers/standIns";
 import { freePort, waitForPort } from "../helpers/sshd";
 import { copyStandInVllm } from "../helpers/vllmParser";
 
@@ -168,11 +176,14 @@ interface Epp {
 }
 
 /** The EPP stand-in as the units run it: published ports, its config folder as a volume. */
-async function startEpp(config: string, endpoints: string, extraArgs: string[] = []): Promise<Epp> {
-  const dir = fs.mkdtempSync(path.join(work, "epp-"));
+async function startEpp(config: string, endpoints: string, extraArgs: string[] = [], again?: Epp): Promise<Epp> {
+  const dir = again?.dir ?? fs.mkdtempSync(path.join(work, "epp-"));
   fs.writeFileSync(path.join(dir, "epp.yaml"), config);
   fs.writeFileSync(path.join(dir, "endpoints.yaml"), endpoints);
-  const [pick, health, metrics] = [await freePort(ADDRESS), await freePort(ADDRESS), await freePort(ADDRESS)];
+  // Started again (`again`): on the same ports, as a unit's restart does.
+  const [pick, health, metrics] = again
+    ? [again.pick, again.health, again.metrics]
+    : [await freePort(ADDRESS), await freePort(ADDRESS), await freePort(ADDRESS)];
   const running = runContainer(
     `epp-${path.basename(dir)}`,
     [
@@ -480,7 +491,28 @@ describe("epp-stand-in", () => {
     expect((await epp.picks(1))[0]!.status).toBe(503);
   });
 
-  it("refuses an unknown flag (2), TLS serving it cannot do (2), a start without --pool-name (1); ends at once on SIGTERM", async () => {
+  it("holds a ?stream pick open until the caller closes it; on SIGTERM closes its listeners at once, lets the open stream end, then exits", async () => {
+    const epp = await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "a", port: "8000" }]));
+    await untilListening(epp.running, epp.pick);
+    const stream = await fetch(`http://${ADDRESS}:${epp.pick}/stand-in/pick?stream`);
+    expect(stream.headers.get("x-gateway-destination-endpoint")).toBe(`${ADDRESS}:8000`);
+    const reader = stream.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    while (!text.includes(".")) text += decoder.decode((await reader.read()).value);
+    expect(JSON.parse(text.slice(0, text.indexOf("\n")))).toEqual({ "x-gateway-destination-endpoint": `${ADDRESS}:8000` });
+    process.kill(epp.running.child.pid!, "SIGTERM");
+    await untilOutput(epp.running, /stopping: listeners closed; waiting for the open streams/);
+    expect(await isListening(epp.pick)).toBe(false);
+    expect(await isListening(epp.health)).toBe(false);
+    // Still open: the stream goes on until its caller ends it.
+    expect((await reader.read()).done).toBe(false);
+    expect(epp.running.child.exitCode).toBeNull();
+    await reader.cancel();
+    expect(await epp.running.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it("refuses an unknown flag (2), TLS serving it cannot do (2), a start without --pool-name (1); ends at once on SIGTERM without streams", async () => {
     const unknown = await startEpp(aggregatedEppConfig(), "", ["--drain-period=5s"]);
     expect((await unknown.running.exited).code).toBe(2);
     const tls = await startEpp(aggregatedEppConfig(), "", ["--secure-serving=true"]);
@@ -739,6 +771,210 @@ describe("envoy-stand-in", () => {
     config.resources[0].typed_config.forwarding = { header: "x-client" };
     fs.writeFileSync(path.join(dir, "api-key.json"), JSON.stringify(config));
     expect(start(withKey)).toMatchObject({ status: 2, stderr: expect.stringContaining("api_key_auth other than credentials and key_sources") });
+  });
+});
+
+// --- a front door of two router hosts ------------------------------------------------------------------
+
+interface RouterDoor {
+  name: string;
+  epp: Epp;
+  envoy: Running;
+  url: string;
+  admin: number;
+  peer: number;
+  dir: string;
+}
+
+/**
+ * Two router hosts as core renders them (failoverBootstrap): each Envoy with its own EPP at priority 0
+ * and the other's at priority 1 through the other's Envoy over mutual TLS (the stack's certificates,
+ * made by front-door-tls.sh), health checks every `interval` seconds. Returns once each Envoy sees both
+ * EPPs healthy.
+ */
+async function startRouterPair(endpoints: [string, string], interval = 1, drainSeconds = 1): Promise<[RouterDoor, RouterDoor]> {
+  const names = ["door-a", "door-b"];
+  const epps = await Promise.all(endpoints.map((file) => startEpp(aggregatedEppConfig(), file)));
+  for (const epp of epps) await untilListening(epp.running, epp.pick);
+  const ports = await Promise.all(names.map(async () => ({ listen: await freePort(ADDRESS), admin: await freePort(ADDRESS), peer: await freePort(ADDRESS) })));
+  const dirs = names.map(() => fs.mkdtempSync(path.join(work, "router-")));
+  writeRouterTls(fs.mkdtempSync(path.join(work, "issuer-")), { [names[0]!]: dirs[0]!, [names[1]!]: dirs[1]! });
+  const doors = names.map((name, i) => {
+    const other = 1 - i;
+    const text = failoverBootstrap(
+      { listen: ports[i]!.listen, admin: ports[i]!.admin, pick: epps[i]!.pick, health: epps[i]!.health },
+      { name, address: ADDRESS, port: ports[i]!.peer },
+      { name: names[other]!, address: ADDRESS, port: ports[other]!.peer },
+      interval,
+    );
+    expect(validateEnvoyBootstrap(text)).toEqual([]);
+    fs.writeFileSync(path.join(dirs[i]!, "envoy.yaml"), text);
+    const envoy = runContainer(`envoy-${name}-${path.basename(dirs[i]!)}`, ["--network", "host", "--volume", `${dirs[i]}:/etc/envoy:ro,z`], ENVOY_IMAGE, [
+      "-c",
+      "/etc/envoy/envoy.yaml",
+      "--drain-time-s",
+      String(drainSeconds),
+      "--drain-strategy",
+      "immediate",
+    ]);
+    return { name, epp: epps[i]!, envoy, url: `http://${ADDRESS}:${ports[i]!.listen}`, admin: ports[i]!.admin, peer: ports[i]!.peer, dir: dirs[i]! };
+  });
+  for (const door of doors) await untilListening(door.envoy, Number(new URL(door.url).port));
+  for (const door of doors) await untilClusters(door, (lines) => lines.filter((l) => l.endsWith("::health_flags::healthy")).length === 2);
+  return doors as [RouterDoor, RouterDoor];
+}
+
+/** The admin's /clusters lines of the EPP cluster. */
+async function eppClusters(door: RouterDoor): Promise<string[]> {
+  return (await (await fetch(`http://${ADDRESS}:${door.admin}/clusters`)).text()).split("\n").filter((l) => l.startsWith("epp::"));
+}
+
+async function untilClusters(door: RouterDoor, done: (lines: string[]) => boolean, seconds = 30): Promise<string[]> {
+  for (const deadline = Date.now() + seconds * 1000; ; await new Promise((r) => setTimeout(r, 100))) {
+    const lines = await eppClusters(door).catch(() => []);
+    if (done(lines)) return lines;
+    if (Date.now() > deadline) throw new Error(`${door.name}'s EPP cluster: ${lines.join(", ")}`);
+  }
+}
+
+/** An upstream that names itself in every answer, after `delay` ms on /slow. */
+async function namedUpstream(name: string) {
+  return upstream(async (request, res) => {
+    if (request.url === "/slow") await new Promise((r) => setTimeout(r, 1500));
+    res.writeHead(200, { "content-type": "text/plain" }).end(name);
+  });
+}
+
+const programPid = (epp: Epp) => JSON.parse(fs.readFileSync(path.join(state, "containers", `epp-${path.basename(epp.dir)}.json`), "utf8")).pid as number;
+
+describe("envoy-stand-in in a front door of two router hosts", () => {
+  it("asks its own EPP (priority 0) while it serves, and once it is killed the peer's, through the peer's Envoy over mutual TLS: only the request in flight on it fails", async () => {
+    const [a, b] = [await namedUpstream("a"), await namedUpstream("b")];
+    const [doorA, doorB] = await startRouterPair([
+      endpointsFile(ADDRESS, [{ name: "a", port: String(a.port) }]),
+      endpointsFile(ADDRESS, [{ name: "b", port: String(b.port) }]),
+    ]);
+    const served = async (n: number) => Promise.all(Array.from({ length: n }, async () => await (await fetch(`${doorA.url}/x`)).text()));
+    expect(await served(4)).toEqual(["a", "a", "a", "a"]);
+    expect(await eppClusters(doorA)).toEqual([
+      `epp::127.0.0.1:${doorA.epp.pick}::health_flags::healthy`,
+      `epp::127.0.0.1:${doorA.epp.pick}::priority::0`,
+      `epp::${ADDRESS}:${doorB.peer}::health_flags::healthy`,
+      `epp::${ADDRESS}:${doorB.peer}::priority::1`,
+    ]);
+    const inFlight = fetch(`${doorA.url}/slow`).then(
+      (r) => r.status,
+      () => "cut",
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    process.kill(programPid(doorA.epp), "SIGKILL");
+    await doorA.epp.running.exited;
+    // Its ext_proc stream broke before the answer's headers: status_on_error.
+    expect(await inFlight).toBe(500);
+    // No wait for a health check: the refused stream is ejected and tried once more, on the peer's EPP.
+    expect(await served(4)).toEqual(["b", "b", "b", "b"]);
+    expect(doorA.envoy.output()).toMatch(/outlier detection: ejected.*"endpoint": "127\.0\.0\.1:\d+"/);
+    expect((await eppClusters(doorA))[0]).toMatch(/::health_flags::.*\/failed_outlier_check/);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("takes its own EPP back once that passes healthy_threshold checks in a row", async () => {
+    const [a, b] = [await namedUpstream("a"), await namedUpstream("b")];
+    const files: [string, string] = [
+      endpointsFile(ADDRESS, [{ name: "a", port: String(a.port) }]),
+      endpointsFile(ADDRESS, [{ name: "b", port: String(b.port) }]),
+    ];
+    const [doorA] = await startRouterPair(files);
+    process.kill(programPid(doorA.epp), "SIGKILL");
+    await doorA.epp.running.exited;
+    await untilClusters(doorA, (lines) => lines[0]!.includes("/failed_active_hc"));
+    expect(await (await fetch(`${doorA.url}/x`)).text()).toBe("b");
+    const before = doorA.envoy.output().length;
+    const again = await startEpp(aggregatedEppConfig(), files[0], [], doorA.epp);
+    await untilListening(again.running, again.pick);
+    await untilClusters(doorA, (lines) => lines[0]!.endsWith("::health_flags::healthy"));
+    // healthy_threshold 3: the third passing check in a row, not the first.
+    const local = `"endpoint": "127.0.0.1:${doorA.epp.pick}"`;
+    const recovery = doorA.envoy
+      .output()
+      .slice(before)
+      .split("\n")
+      .filter((line) => line.includes(local) && line.includes("health check:"))
+      .map((line) => /health check: ([^\t]*)/.exec(line)![1]);
+    expect(recovery).toEqual(["passed, 1 of 3 to healthy", "passed, 2 of 3 to healthy", "healthy"]);
+    expect(await (await fetch(`${doorA.url}/x`)).text()).toBe("a");
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("loses no request when its EPP stops (SIGTERM): the stream in flight runs to its end, the next ones go to the peer's", async () => {
+    const [a, b] = [await namedUpstream("a"), await namedUpstream("b")];
+    const [doorA] = await startRouterPair([
+      endpointsFile(ADDRESS, [{ name: "a", port: String(a.port) }]),
+      endpointsFile(ADDRESS, [{ name: "b", port: String(b.port) }]),
+    ]);
+    const inFlight = fetch(`${doorA.url}/slow`).then((r) => r.text());
+    await new Promise((r) => setTimeout(r, 300));
+    process.kill(programPid(doorA.epp), "SIGTERM");
+    await untilOutput(doorA.epp.running, /stopping: listeners closed/);
+    const after = await Promise.all(Array.from({ length: 4 }, async () => await (await fetch(`${doorA.url}/x`)).text()));
+    expect(after).toEqual(["b", "b", "b", "b"]);
+    expect(await inFlight).toBe("a");
+    expect(await doorA.epp.running.exited).toEqual({ code: 0, signal: null });
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("serves its EPP to the peers only over TLS with a certificate of the stack's CA that names a peer", async () => {
+    const a = await namedUpstream("a");
+    const [doorA, doorB] = await startRouterPair([endpointsFile(ADDRESS, [{ name: "a", port: String(a.port) }]), endpointsFile(ADDRESS, [])]);
+    const https = await import("node:https");
+    const tls = (file: string) => fs.readFileSync(path.join(doorB.dir, "tls", file));
+    const ask = (options: Record<string, unknown>) =>
+      new Promise<string>((resolve) => {
+        const request = https.request(
+          {
+            host: ADDRESS,
+            port: doorA.peer,
+            path: "/grpc.health.v1.Health/Check",
+            ca: tls("ca.crt"),
+            servername: "door-a",
+            checkServerIdentity: () => undefined,
+            ...options,
+          },
+          (response) => resolve(`answered ${response.statusCode}`),
+        );
+        request.on("error", (error) => resolve(`refused: ${error.message}`));
+        request.end();
+      });
+    expect(await ask({ cert: tls("tls.crt"), key: tls("tls.key") })).toBe("answered 200");
+    expect(await ask({})).toMatch(/^refused: /);
+    // A certificate of the stack's CA for a name that is no peer of door-a's.
+    const other = fs.mkdtempSync(path.join(work, "other-"));
+    writeRouterTls(path.join(doorB.dir, "..", fs.readdirSync(path.join(doorB.dir, "..")).find((d) => d.startsWith("issuer-"))!), { "door-c": other });
+    const c = (file: string) => fs.readFileSync(path.join(other, "tls", file));
+    expect(await ask({ cert: c("tls.crt"), key: c("tls.key") })).toMatch(/^refused: /);
+    await a.close();
+  });
+
+  it("drains as Envoy's admin says: /healthcheck/fail makes it not ready and asks clients to close; /drain_listeners?graceful&skip_exit closes its listeners after --drain-time-s, the request in flight runs on", async () => {
+    const a = await namedUpstream("a");
+    const [doorA] = await startRouterPair([endpointsFile(ADDRESS, [{ name: "a", port: String(a.port) }]), endpointsFile(ADDRESS, [])]);
+    const admin = (method: string, at: string) => fetch(`http://${ADDRESS}:${doorA.admin}${at}`, { method });
+    const active = async () => (await (await admin("GET", "/stats?filter=^http\\.front_door\\.downstream_rq_active$")).text()).trim();
+    expect(await active()).toBe("http.front_door.downstream_rq_active: 0");
+    expect((await fetch(`${doorA.url}/x`)).headers.get("connection")).not.toBe("close");
+    expect((await admin("POST", "/healthcheck/fail")).status).toBe(200);
+    expect([(await admin("GET", "/ready")).status, await (await admin("GET", "/ready")).text()]).toEqual([503, "DRAINING\n"]);
+    expect((await fetch(`${doorA.url}/x`)).headers.get("connection")).toBe("close");
+    const inFlight = fetch(`${doorA.url}/slow`).then((r) => r.text());
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await active()).toBe("http.front_door.downstream_rq_active: 1");
+    expect((await admin("POST", "/drain_listeners?graceful&skip_exit")).status).toBe(200);
+    expect((await admin("POST", "/drain_listeners")).status).toBe(501);
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(await isListening(Number(new URL(doorA.url).port))).toBe(false);
+    expect(await inFlight).toBe("a");
+    expect(await active()).toBe("http.front_door.downstream_rq_active: 0");
+    await a.close();
   });
 });
 

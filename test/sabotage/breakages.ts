@@ -29,6 +29,9 @@ const FRONT_DOOR_AGENT = "core/render/hosts/scripts/front-door.py";
 const REGISTRY = "core/render/scripts/registry.sh";
 const COMPILE_FLOW = "core/render/scripts/compile-flow.sh";
 const COMPILE_KEY_SCRIPT = "core/render/hosts/scripts/compile-key.sh";
+const FRONT_DOOR_SH = "core/render/hosts/scripts/front-door.sh";
+const FRONT_DOOR_APPLY = "core/render/hosts/scripts/front-door-apply.sh";
+const ENVOY_TS = "core/render/hosts/frontDoor/envoy.ts";
 const COMPILE_JOB_SCRIPT = "core/render/kubernetes/scripts/compile-job.sh";
 const CACHE_FILES = "core/render/scripts/cache-files.sh";
 
@@ -42,7 +45,9 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "model-route-default-epp",
     why: "every model's requests ask the first model's endpoint picker, which sends them to the first model's servers",
-    edits: [{ file: "core/render/hosts/frontDoor/modelRoutes.ts", search: "      typed_per_filter_config: { [EXT_PROC]: eppOverride(model) },\n", replace: "" }],
+    edits: [
+      { file: "core/render/hosts/frontDoor/modelRoutes.ts", search: "      typed_per_filter_config: { [EXT_PROC]: eppOverride(model) },\n", replace: "" },
+    ],
     tests: { fast: ["test/models-hosts-routing.test.ts"] },
   },
   {
@@ -94,12 +99,11 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "core/plan/deployment.ts",
-        search: 'const shutdown = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }];',
-        replace: 'const shutdown = [{ name: "--shutdown-timeout", values: ["0"] }];',
+        search: 'const packageFlags = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }, ...servedNameFlags(entry)];',
+        replace: 'const packageFlags = [{ name: "--shutdown-timeout", values: ["0"] }, ...servedNameFlags(entry)];',
       },
     ],
     tests: { hosts: ["test/hosts/front-door-hosts.test.ts"] },
-    awaiting: "race-drain / proofs-load: streams longer than the drain's settle through a restart, against the stand-in's --shutdown-timeout",
   },
   {
     name: "unit-skips-compile-copy",
@@ -124,14 +128,29 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { fast: ["test/program.test.ts", "test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
-    awaiting: "proofs-load: the graph-ordering test (every NPU unit of a key after the step that brings that key's cache)",
   },
   {
     name: "unit-skips-registry-pull",
     why: "an NPU unit starts before its pull of the key's cache from the registry is done, and compiles on the NPUs",
     edits: [{ file: "components/hosts/npuHost.ts", search: "            ...this.pullCommands,\n", replace: "" }],
     tests: { fast: ["test/program.test.ts", "test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
-    awaiting: "proofs-load: the graph-ordering test (every NPU unit of a key after the step that brings that key's cache)",
+  },
+  {
+    name: "compile-env-differs",
+    why: "the compile host compiles with VLLM_RBLN_USE_VLLM_MODEL=1 and the units run without it: vllm-rbln's signature differs, every unit misses the cache and compiles on the NPUs",
+    edits: [
+      {
+        file: "core/plan/deployment.ts",
+        search: "  const aheadEnv = loadsCompiledAhead(settings, base.packages) ? COMPILE_AHEAD_SERVING_ENV : {};",
+        replace: "  const aheadEnv = loadsCompiledAhead(settings, base.packages) ? {} : COMPILE_AHEAD_SERVING_ENV;",
+      },
+      {
+        file: "core/render/compileCache.ts",
+        search: '    VLLM_RBLN_COMPILE_ONLY: "1",\n',
+        replace: '    VLLM_RBLN_COMPILE_ONLY: "1",\n    VLLM_RBLN_USE_VLLM_MODEL: "1",\n',
+      },
+    ],
+    tests: { fast: ["test/compile-ahead.test.ts"], hosts: ["test/hosts/compile-registry-hosts.test.ts"] },
   },
   {
     name: "misspelt-package-flag",
@@ -143,14 +162,13 @@ export const BREAKAGES: readonly Breakage[] = [
         replace: 'export const REVISION_FLAGS = ["--revision", "--tokenizer-revison"] as const;',
       },
     ],
-    tests: { fast: ["test/cache-compile-key.test.ts"] },
+    tests: { fast: ["test/cache-compile-key.test.ts", "test/vllm-flags.test.ts"] },
   },
   {
     name: "rollback-without-drain",
     why: "the way back restarts a rank the front door lists again: the requests it took are cut",
     edits: [{ file: UNIT_APPLY, search: "  going_back_for=$1\n  phase=back\n", replace: "  going_back_for=$1\n  phase=back\n  front_door_rejoin\n" }],
     tests: { fast: ["test/unit-apply.test.ts"], hosts: ["test/hosts/front-door-hosts.test.ts"] },
-    awaiting: "race-drain: every restart of a listed endpoint goes through a drain, the way back too",
   },
   {
     name: "agent-probe-always-serving",
@@ -250,6 +268,18 @@ export const BREAKAGES: readonly Breakage[] = [
     ],
     tests: { fast: ["test/secrets.test.ts"] },
   },
+  {
+    name: "removed-server-not-drained",
+    why: "a server removed from the stack is stopped while the EPP may still route to it: the requests it is sent then fail",
+    edits: [{ file: "core/render/hosts/scripts/front-door-apply.sh", search: 'if [ -n "$removed" ]; then\n', replace: "if false; then\n" }],
+    tests: { hosts: ["test/hosts/front-door-hosts.test.ts"] },
+  },
+  {
+    name: "removed-role-ranks-left-running",
+    why: "after a strategy change the old roles' ranks keep their ports and NPUs until Pulumi deletes them last: the new ranks cannot start",
+    edits: [{ file: UNIT_APPLY, search: '[ "$mode" = none ] || strays_stop\n', replace: "" }],
+    tests: { fast: ["test/unit-apply.test.ts"] },
+  },
   // The host scripts' other decisions (issue 26: nothing mutates the bash and Python).
   {
     name: "unit-step-does-not-wait",
@@ -310,7 +340,7 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "sidecar-unguarded",
     why: "any host can reach a decode host's routing sidecar and have it send prefill requests to an address of its choosing",
-    edits: [{ file: "core/render/hosts/frontDoor/frontDoor.ts", search: "    [door.firewall, firewall.ruleset],\n", replace: "    undefined,\n" }],
+    edits: [{ file: "core/render/hosts/frontDoor/frontDoor.ts", search: "    { before: [door.firewall, firewall.ruleset] },\n", replace: "    {},\n" }],
     tests: { hosts: ["test/hosts/sidecar-guard-hosts.test.ts"] },
   },
   {
@@ -374,8 +404,8 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "core/config/crossFieldChecks.ts",
-        search: '  if (s.platform !== "hosts") return [];\n  const uses = [',
-        replace: '  if (s.platform !== "hosts" || s.router.host !== undefined) return [];\n  const uses = [',
+        search: '  if (s.platform !== "hosts") return [];\n  const router = routerHostEntries(s.router).length > 0;',
+        replace: '  if (s.platform !== "hosts" || s.router.host !== undefined) return [];\n  const router = routerHostEntries(s.router).length > 0;',
       },
     ],
     tests: { fast: ["test/front-door.test.ts", "test/cross-field-checks.test.ts"] },
@@ -403,6 +433,32 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { fast: ["test/step-timeouts.test.ts"] },
+  },
+  {
+    name: "ha-drain-one-router-host",
+    why: "with two router hosts a unit step drains only the first: the other's EPP keeps routing to a stopping rank",
+    edits: [{ file: FRONT_DOOR_SH, search: '  for i in "${!router_ssh_address[@]}"; do\n', replace: "  for i in 0; do\n" }],
+    tests: { fast: ["test/unit-apply.test.ts"] },
+  },
+  {
+    name: "ha-no-ext-proc-retry",
+    why: "a stream the stopping EPP refuses is not tried on the peer's: a planned EPP change fails requests",
+    edits: [
+      {
+        file: ENVOY_TS,
+        search: 'retry_on: "connect-failure,refused-stream,reset", num_retries: 1',
+        replace: 'retry_on: "connect-failure,refused-stream,reset", num_retries: 0',
+      },
+    ],
+    tests: { hosts: ["test/hosts/front-door-ha-hosts.test.ts"] },
+  },
+  {
+    name: "ha-envoy-restart-keeps-address",
+    why: "a router host restarts Envoy while it holds the virtual address: new requests are refused until it is back",
+    edits: [
+      { file: FRONT_DOOR_APPLY, search: '[ -z "$tls_name" ] || [ "${restart[1]}$restart_vrrp" = nono ] || leave_service "${restart[1]}"\n', replace: "true\n" },
+    ],
+    tests: { hosts: ["test/hosts/front-door-ha-hosts.test.ts"] },
   },
   {
     name: "group-rank-restarts-alone",
@@ -475,5 +531,23 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { fast: ["test/models-kubernetes.test.ts"] },
+  },
+  {
+    name: "front-door-roll-untimed",
+    why: "a router host's apply step of several router hosts is cut by Pulumi while Envoy still drains its in-flight requests",
+    edits: [
+      {
+        file: "core/render/hosts/stepTimeouts.ts",
+        search: "seconds: failover.envoyDrainSeconds + ADMIN_CALLS * 5",
+        replace: "seconds: ADMIN_CALLS * 5",
+      },
+    ],
+    tests: { fast: ["test/step-timeouts.test.ts"] },
+  },
+  {
+    name: "tls-read-swallows-api-key",
+    why: "with several router hosts and apiKey, reading the TLS lines eats the API key filter's config: the apply step fails, and no router host takes the key",
+    edits: [{ file: "core/render/hosts/scripts/front-door-roll.sh", search: '    [ -z "$tls_crt" ] || [ -z "$tls_ca" ] || break\n', replace: "    true\n" }],
+    tests: { fast: ["test/front-door-ha.test.ts"] },
   },
 ];

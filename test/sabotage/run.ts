@@ -6,19 +6,23 @@ import { applyEdits } from "./apply";
 import { BREAKAGES, type Breakage } from "./breakages";
 
 /**
- * `npm run test:sabotage [-- <name>...] [--fast-only] [--no-baseline]`: applies each breakage of
- * breakages.ts to a scratch copy of the working tree and runs the tests named for it there, the fast
- * tier first and the host tier (root, fake hosts) only when the fast tier missed it, one run at a
- * time. Each named test set first runs once unbroken (the baseline): a set that fails unbroken proves
- * nothing, so its breakages are errors, never "caught"; and a catch is run again, to count only if
- * it happens twice. Prints a line per breakage as it goes and a table at the end; exits 1 when a
- * breakage is missed, could not be applied, was caught only once (flaky) or was not run.
+ * `npm run test:sabotage [-- <name>...] [--fast-only] [--every-tier] [--no-baseline]`: applies each
+ * breakage of breakages.ts to a scratch copy of the working tree and runs the tests named for it
+ * there, the fast tier first and the host tier (root, fake hosts) only when the fast tier missed it
+ * (with --every-tier: always, and then each tier must catch it), one run at a time. Each named test
+ * set first runs once unbroken (the baseline): a set that fails unbroken proves nothing, so its
+ * breakages are errors, never "caught"; and a catch is run again, to count only if it happens twice. After each breakage the scratch tree must be as committed (the edits put back,
+ * nothing the tests wrote): else the breakage is an error and the tree is reset, so no breakage runs
+ * on another's leftovers. Prints a line per breakage as it goes and a table at the end; exits 1 when
+ * a breakage is missed, could not be applied, was caught only once (flaky), left the tree dirty or was
+ * not run.
  */
 
 const ROOT = path.resolve(__dirname, "../..");
 const args = process.argv.slice(2);
 const named = args.filter((a) => !a.startsWith("--"));
 const fastOnly = args.includes("--fast-only");
+const everyTier = args.includes("--every-tier");
 const baseline = !args.includes("--no-baseline");
 const unknown = named.filter((n) => !BREAKAGES.some((b) => b.name === n));
 if (unknown.length > 0) {
@@ -78,7 +82,8 @@ const firstLine = (message: string | undefined) =>
 
 /** `keepAs`: the name the report is kept under in reports/sabotage/. */
 function runTests(dir: string, tier: Tier, files: readonly string[], keepAs: string): TestRun {
-  const report = path.join(dir, `.sabotage-report-${process.pid}.json`);
+  // Outside the scratch tree, which must stay as committed.
+  const report = path.join(os.tmpdir(), `rbln-sabotage-report-${process.pid}.json`);
   fs.rmSync(report, { force: true });
   const started = Date.now();
   const run = spawnSync("npx", ["vitest", "run", "--config", CONFIG[tier], "--reporter=json", `--outputFile=${report}`, ...files], {
@@ -117,6 +122,16 @@ function runTests(dir: string, tier: Tier, files: readonly string[], keepAs: str
 }
 
 type Outcome = { status: "caught"; tier: Tier; by: string[] } | { status: "missed" | "error" | "not run"; detail: string };
+
+/** What is in the scratch tree that its commit does not hold (`git status`), then the tree put back as committed. */
+function leftovers(dir: string): string[] {
+  const git = (...command: string[]) => spawnSync("git", command, { cwd: dir, encoding: "utf8" });
+  const status = git("status", "--porcelain", "--untracked-files=all");
+  if (status.status !== 0) throw new Error(`git status in ${dir} failed: ${status.stderr}`);
+  const dirty = status.stdout.split("\n").filter(Boolean);
+  if (dirty.length > 0) for (const reset of [git("checkout", "-q", "--", "."), git("clean", "-fdq")]) if (reset.status !== 0) throw new Error(reset.stderr);
+  return dirty;
+}
 
 interface Result {
   breakage: Breakage;
@@ -173,6 +188,7 @@ function sabotage(dir: string, breakage: Breakage): Outcome {
     return { status: "error", detail: (error as Error).message };
   }
   const missedBy: string[] = [];
+  const caught: (Outcome & { status: "caught" })[] = [];
   for (const [tier, files] of tiers) {
     if (tier === "hosts" && process.getuid?.() !== 0) return { status: "not run", detail: `the host tier needs root (${files.join(" ")})` };
     const before = baselineOf(dir, tier, files);
@@ -185,10 +201,16 @@ function sabotage(dir: string, breakage: Breakage): Outcome {
       restore();
     }
     if (run.problem) return { status: "error", detail: `${tier}: ${run.problem}` };
-    if (!run.passed) return confirmed(dir, breakage, tier, files, run);
-    missedBy.push(`${tier}: ${files.join(" ")} pass`);
+    if (run.passed) {
+      missedBy.push(`${tier}: ${files.join(" ")} pass`);
+      continue;
+    }
+    const outcome = confirmed(dir, breakage, tier, files, run);
+    if (!everyTier || outcome.status !== "caught") return outcome;
+    caught.push(outcome);
   }
-  return { status: "missed", detail: missedBy.join("; ") };
+  if (missedBy.length > 0 || caught.length === 0) return { status: "missed", detail: [...caught.map((c) => `${c.tier}: caught`), ...missedBy].join("; ") };
+  return { status: "caught", tier: caught.at(-1)!.tier, by: caught.flatMap((c) => c.by) };
 }
 
 function main(): void {
@@ -199,7 +221,9 @@ function main(): void {
   for (const [i, breakage] of selected.entries()) {
     process.stdout.write(`[${i + 1}/${selected.length}] ${breakage.name}: ${breakage.why}\n`);
     const t0 = Date.now();
-    const outcome = sabotage(dir, breakage);
+    const ran = sabotage(dir, breakage);
+    const dirty = leftovers(dir);
+    const outcome: Outcome = dirty.length === 0 ? ran : { status: "error", detail: `left the tree dirty (reset): ${dirty.slice(0, 5).join(", ")}` };
     const seconds = (Date.now() - t0) / 1000;
     results.push({ breakage, outcome, seconds });
     const said =

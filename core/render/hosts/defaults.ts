@@ -108,9 +108,21 @@ export const HOST_DEFAULTS = {
     firewall: "/usr/sbin/nft",
     /**
      * The user the distroless Envoy image runs as (distroless nonroot), who alone may read the API
-     * key filter's config (test/fixtures/front-door-trust/exposure.json, envoy.distrolessUser).
+     * key filter's config and, with several router hosts, its TLS key
+     * (test/fixtures/front-door-trust/exposure.json, envoy.distrolessUser).
      */
     envoyUid: 65532,
+    /** A front door of several router hosts (router.hosts; core/render/hosts/frontDoor/keepalived.ts, tls.ts). */
+    failover: {
+      /** Envoy's --drain-time-s: after /drain_listeners?graceful it discourages requests this long, then its listeners close. */
+      envoyDrainSeconds: 10,
+      /** How long the stack's TLS certificates for the router hosts stay valid, in days. */
+      tlsDays: 3650,
+      /** keepalived's binary, where Debian and RHEL install it. */
+      keepalived: "/usr/sbin/keepalived",
+      /** How long a changing router host waits for a peer to answer at the virtual address it gave up. */
+      takeoverSeconds: 15,
+    },
   },
   /** The compile host (compile.host, compileHost.ts). */
   compile: {

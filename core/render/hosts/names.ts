@@ -57,6 +57,16 @@ export function unitName(id: string, role: string, rank: number): string {
   return `rbln-serving-${id}.${role}-${rank}.service`;
 }
 
+/** The unit name of a decode host's routing sidecar. */
+export function sidecarUnitName(id: string): string {
+  return `rbln-serving-${id}.sidecar.service`;
+}
+
+/** Every unit of deployment `id` on a host: what a unit step looks among for strays. */
+export function deploymentUnitGlob(id: string): string {
+  return `rbln-serving-${id}.*.service`;
+}
+
 /** The unit name of versions before deployment ids, which a unit step takes over (see unit-apply.sh). */
 export function legacyUnitName(role: string, rank: number): string {
   return `rbln-serving-${role}-${rank}.service`;

@@ -9,7 +9,17 @@ import { renderTemplate } from "../../template";
 import { megaCacheModelDir } from "../compileCache";
 import { compileLockWords, type HostCacheLayout } from "./cacheLayout";
 import { HOST_DEFAULTS } from "./defaults";
-import { compileMarker, envPath as envPathOf, groupRestartUnitName, legacyEnvPath, legacyUnitName, rolloutStateDir, unitName } from "./names";
+import {
+  compileMarker,
+  deploymentUnitGlob,
+  envPath as envPathOf,
+  groupRestartUnitName,
+  legacyEnvPath,
+  legacyUnitName,
+  rolloutStateDir,
+  sidecarUnitName,
+  unitName,
+} from "./names";
 import { unitApplyScript, unitRemoveScript, type FrontDoorAccess, type ServingWait } from "./scripts";
 import { readyTimeoutSeconds, stopTimeoutSeconds, switchSeconds, timeoutsOf, unitStepWaits, type StepTimeouts } from "./stepTimeouts";
 import { execStartLine, quoteExecWord, renderEnvFile } from "./systemd";
@@ -70,9 +80,7 @@ export function frontDoorAccess(deployment: Deployment, host: Host, which: (endp
   const endpoints = frontDoor?.endpoints.filter((e) => e.host === host.name && which(e)).map((e) => e.name) ?? [];
   if (!frontDoor || endpoints.length === 0) return null;
   return {
-    address: frontDoor.host.address,
-    port: frontDoor.host.port,
-    hostKey: frontDoor.host.hostKey ?? "",
+    routers: frontDoor.routers.map(({ host: router }) => ({ address: router.address, port: router.port, hostKey: router.hostKey ?? "" })),
     bind: host.address,
     endpoints,
     renewSeconds: HOST_DEFAULTS.frontDoor.drainRenewSeconds,
@@ -123,13 +131,25 @@ function unitText(context: HostContext, role: RolePlan, rank: RankPlan, envPath:
   });
 }
 
+/** The units the stack runs on the context's host: every rank's, a data-parallel group's restart unit, and its routing sidecar's. */
+function hostUnits(context: HostContext): string[] {
+  const { deployment, placement, id } = context;
+  const roles = deployment.plan.roles.filter((r) => r.node === placement.node);
+  const ranks = roles.flatMap((r) => r.ranks.map((k) => unitName(id, r.role, k.rank)));
+  const groupRestarts = roles.filter(isDataParallelGroup).map((r) => groupRestartUnitName(id, r.role));
+  const sidecar = deployment.frontDoor?.sidecars.some((s) => s.host === placement.host.name) ? [sidecarUnitName(id)] : [];
+  return [...ranks, ...groupRestarts, ...sidecar];
+}
+
 /**
  * The values of the recipe's placeholders on a server of the hosts platform, for every step that runs
  * a rank's command line there (its unit, a compile or pull of its key): the server's own address for
- * `<POD_IP>`, and the front door's host for the KV-events endpoint of the recipe's router (`<EPP_HOST>`).
+ * `<POD_IP>`, and for the KV-events endpoint of the recipe's router (`<EPP_HOST>`) the front door:
+ * its virtual address (the active EPP's host), else its first router host.
  */
 export function hostPlaceholders(deployment: Deployment, server: Pick<Host, "address">): Record<string, string> {
-  return { POD_IP: server.address, ...(deployment.frontDoor ? { EPP_HOST: deployment.frontDoor.host.address } : {}) };
+  const door = deployment.frontDoor;
+  return { POD_IP: server.address, ...(door ? { EPP_HOST: door.virtualAddress ?? door.routers[0]!.host.address } : {}) };
 }
 
 /** One rank on its host: the unit, the env file, and the steps that apply and remove them. */
@@ -189,6 +209,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       wait: servingWait(context, readySeconds),
       frontDoor,
       compileMarker: compileMarker(context.cache.root, role.compileKey),
+      hostUnits: { glob: deploymentUnitGlob(context.id), keep: hostUnits(context) },
       cacheBundleDir: megaCacheModelDir(`${context.cache.root}/vllm/rbln`, command[2]!),
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),

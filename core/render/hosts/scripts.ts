@@ -154,16 +154,19 @@ export interface UnitApplyInput {
   frontDoor?: FrontDoorAccess | null;
   /** The marker of the rank's compile key: present when its compiled cache was placed ahead (copied, pulled, compiled off the NPUs), and then the rank must load it. */
   compileMarker: string;
+  /**
+   * This deployment's units on the host (`glob`) and those the stack runs there (`keep`): any other is
+   * a stray (a removed role or rank) the step stops before its rank (re)starts (stray-units.sh).
+   */
+  hostUnits?: { glob: string; keep: string[] };
   /** The folder of the rank's model's mega-cache bundles (megaCacheModelDir), whose files tell a load from a compile. */
   cacheBundleDir: string;
 }
 
 /** How a host's steps reach the router host to take its endpoints out of the front door and back. */
 export interface FrontDoorAccess {
-  /** The router host's SSH address, port and host key (empty with insecureSkipHostKeyCheck). */
-  address: string;
-  port: number;
-  hostKey: string;
+  /** Each router host's SSH address, port and host key (empty with insecureSkipHostKeyCheck), in the stack's order: the order of the keys on stdin. */
+  routers: { address: string; port: number; hostKey: string }[];
   /** This host's own address, which the router's grant accepts. */
   bind: string;
   /** The endpoints the step takes out: a rank's own, or every rank's of the host for its sidecar. */
@@ -172,11 +175,12 @@ export interface FrontDoorAccess {
   renewSeconds: number;
 }
 
-function frontDoorSettings(access: FrontDoorAccess | null | undefined) {
+/** The settings a step that drains through the front door reads (front-door.sh): each router host's SSH login, in the stack's order. */
+export function frontDoorSettings(access: FrontDoorAccess | null | undefined) {
   return {
-    router_ssh_address: access?.address ?? "",
-    router_ssh_port: access?.port ?? 22,
-    router_ssh_host_key: access?.hostKey ?? "",
+    router_ssh_address: access?.routers.map((r) => r.address) ?? [],
+    router_ssh_port: access?.routers.map((r) => String(r.port)) ?? [],
+    router_ssh_host_key: access?.routers.map((r) => r.hostKey) ?? [],
     router_ssh_bind: access?.bind ?? "",
   };
 }
@@ -217,6 +221,8 @@ export function unitApplyScript(p: UnitApplyInput): string {
     front_door_endpoint: p.frontDoor?.endpoints.join(" ") ?? "",
     front_door_renew_s: p.frontDoor?.renewSeconds ?? HOST_DEFAULTS.frontDoor.drainRenewSeconds,
     compile_marker: p.compileMarker,
+    stray_glob: p.hostUnits?.glob ?? "",
+    host_units: p.hostUnits?.keep ?? [],
     cache_bundle_dir: p.cacheBundleDir,
     env_text: p.envText,
     unit_text: p.unitText,

@@ -58,9 +58,9 @@ export function drainWaitSeconds(deployment: Deployment, cache: HostCacheLayout)
   return Math.max(...deployment.plan.roles.map((role) => readyTimeoutSeconds(cache, role.ranks[0]!.env)));
 }
 
-/** systemd's TimeoutStopSec of a front-door container: the runtime's stop, and 30 s for the runtime itself. */
-export function containerStopTimeoutSeconds(): number {
-  return HOST_DEFAULTS.frontDoor.containerStopSeconds + 30;
+/** systemd's TimeoutStopSec of a front-door container: the runtime's stop (`stop` seconds before its SIGKILL), and 30 s for the runtime itself. */
+export function containerStopTimeoutSeconds(stop: number = HOST_DEFAULTS.frontDoor.containerStopSeconds): number {
+  return stop + 30;
 }
 
 const { steps, ssh } = HOST_DEFAULTS;
@@ -108,6 +108,7 @@ export function unitStepWaits(
       ...drain,
       lock,
       { ...stop, what: "the old-named unit's stop" },
+      { ...stop, what: "the stray units' stop, side by side (stray-units.sh)" },
       ...restart,
       serving,
       // The way back: a drain again, the lock, the previous config's restart and readiness.
@@ -139,24 +140,65 @@ export function sidecarStepWaits(deployment: Deployment, cache: HostCacheLayout,
   };
 }
 
-/** The front door's apply step (front-door-apply.sh): two images, its three units restarted (the EPP's and Envoy's containers, the agent), Envoy and the EPP answering. */
-export function frontDoorApplyWaits(host: Pick<Host, "proxy">): StepWaits {
+/** What a router host's apply step waits for beyond one router host's, with several router hosts (front-door-roll.sh). */
+export interface FailoverWaits {
+  /** How long it waits for a peer to answer at the virtual address it gave up (takeover_s). */
+  takeoverSeconds: number;
+  /** How long Envoy's drain may wait for its in-flight requests (drain_timeout_s). */
+  envoyDrainSeconds: number;
+  /** The EPP container's stop: its streams finish (the runtime's stop). */
+  eppStopSeconds: number;
+  /** With a virtual address: keepalived's unit stops and starts too. */
+  keepalived: boolean;
+}
+
+/** Envoy's admin calls of a drain (front-door-roll.sh's admin, 5 s each): /healthcheck/fail, /drain_listeners, the in-flight count before and after. */
+const ADMIN_CALLS = 4;
+
+/**
+ * The front door's apply step (front-door-apply.sh): two images, its three units restarted (the EPP's
+ * and Envoy's containers, the agent), Envoy and the EPP answering; with several router hosts the roll
+ * as well: keepalived's stop and the peer's takeover, Envoy's drain, the EPP's longer stop,
+ * keepalived's check of its config and its start.
+ */
+export function frontDoorApplyWaits(host: Pick<Host, "proxy">, failover: FailoverWaits | null = null): StepWaits {
+  const vrrp = failover?.keepalived ?? false;
   const stops = [
-    { what: "the EPP container's stop", seconds: containerStopTimeoutSeconds() },
+    { what: "the EPP container's stop", seconds: containerStopTimeoutSeconds(failover?.eppStopSeconds) },
     { what: "Envoy's container's stop", seconds: containerStopTimeoutSeconds() },
     { what: "the agent's stop (systemd's default)", seconds: steps.systemdStopSeconds },
+    ...(vrrp ? [{ what: "keepalived's stop (systemd's default)", seconds: steps.systemdStopSeconds }] : []),
   ];
-  const starts = Array.from({ length: 3 }, (_, i) => ({ what: `unit ${i + 1}'s start (systemd's default)`, seconds: steps.systemdStartSeconds }));
+  const units = vrrp ? 4 : 3;
+  const starts = Array.from({ length: units }, (_, i) => ({ what: `unit ${i + 1}'s start (systemd's default)`, seconds: steps.systemdStartSeconds }));
+  const roll = failover
+    ? [
+        ...(vrrp ? [{ what: "a peer taking the virtual address", seconds: failover.takeoverSeconds }] : []),
+        { what: "Envoy's drain of its in-flight requests", seconds: failover.envoyDrainSeconds + ADMIN_CALLS * 5 },
+        ...(vrrp ? [{ what: "keepalived -t on its config", seconds: steps.commandSeconds }] : []),
+      ]
+    : [];
   return {
     run: [
       connection(host),
       commands,
       ...imagePulls(2),
+      ...roll,
       ...stops,
       ...starts,
+      // Within the same deadline: the agent taking removed endpoints out of the EPP's file; then their settle, one poll late at most.
       { what: "Envoy and the EPP answering", seconds: HOST_DEFAULTS.frontDoor.readyTimeoutSeconds + 2 + 2 * steps.probeTimeoutSeconds },
+      { what: "a removed endpoint's settle", seconds: HOST_DEFAULTS.frontDoor.settleSeconds + 1 },
     ],
     remove: [connection(host), commands, ...stops],
+  };
+}
+
+/** A front door TLS step (front-door-tls.sh): openssl's commands, after the issuer's lock, which each of the `routers` router hosts' steps holds for its own. */
+export function tlsStepWaits(host: Pick<Host, "proxy">, routers: number): StepWaits {
+  return {
+    run: [connection(host), commands, { what: "the issuer's lock, held by the other router hosts' steps", seconds: (routers - 1) * steps.commandSeconds }],
+    remove: [connection(host), commands],
   };
 }
 

@@ -16,6 +16,22 @@ export const ROUTER_CHART = { chart: "llm-d-router-gateway", version: "v0.10.0" 
 /** What the chart values take from the stack config. */
 export type RouterSettings = Pick<StackSettings, "kubernetes" | "router" | "autoscaling">;
 
+/**
+ * The endpoint picker's replicas: two, which makes the chart run them active-passive with leader
+ * election (routerlib's _deployment.yaml at v0.10.0: `--ha-enable-leader-election` when replicas > 1),
+ * so a lost pod's standby, whose datastore is kept warm, takes over.
+ */
+export const EPP_REPLICAS = 2;
+
+/**
+ * The labels the chart's EPP pods carry and its Deployment selects on, in gateway mode (routerlib's
+ * _helpers.tpl at v0.10.0, llm-d-router.selectorLabels and llm-d-router.name: the release name in
+ * lower case, cut to 40 characters, and `-epp`).
+ */
+export function eppPodLabels(release: string): Record<string, string> {
+  return { "llm-d-router-gateway": `${release.toLowerCase().trim().slice(0, 40)}-epp` };
+}
+
 /** The EPP feature gate whose queue (llm_d_epp_flow_control_queue_size) the decode scaler reads. */
 export const FLOW_CONTROL_GATE = "flowControl";
 
@@ -30,6 +46,7 @@ export function routerChartValues(intent: RouterIntent, strategy: string, settin
   return {
     router: {
       epp: {
+        replicas: EPP_REPLICAS,
         image: { registry: image.slice(0, slash), repository: image.slice(slash + 1, colon), tag: image.slice(colon + 1), pullPolicy: "IfNotPresent" },
         extProcPort: values.endpoint_picker.ext_proc_port,
         pluginsConfigFile: configFile,

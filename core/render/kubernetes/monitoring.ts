@@ -8,6 +8,7 @@ import type { KubernetesWorkloads } from "./workloads";
 /** A Prometheus Operator object: no typed input in @pulumi/kubernetes (a CustomResource); tests validate it against the operator's schema. */
 type OperatorObject = Named<{ spec: object }>;
 import { alertRules, DEFAULT_THRESHOLDS, scalingAlertRules, type ScaledRole } from "../../monitoring/rules";
+import { eppPodLabels } from "./chartValues";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import { COMPILE_KEY_LABEL } from "./role";
 import { packageRoot } from "../../packageRoot";
@@ -92,7 +93,7 @@ export function monitoringObjects(
   if (workloads.router) {
     podMonitors.push({
       id: "epp",
-      object: podMonitor(`${instance}-epp`, { "llm-d-router-gateway": `${workloads.router.release}-epp` }, [
+      object: podMonitor(`${instance}-epp`, eppPodLabels(workloads.router.release), [
         { port: EPP_METRICS.port, path: EPP_METRICS.path, relabelings: [staticLabel("model", modelLabel(deployment)), staticLabel("strategy", plan.strategy)] },
       ]),
     });

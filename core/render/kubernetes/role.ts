@@ -7,6 +7,7 @@ import { roleReplicas } from "../../plan/replicas";
 import type { Deployment, RolePlan, RoleScaling, RouterIntent } from "../../plan/types";
 import { unavailableCount } from "../../rollout/waves";
 import { routingSidecar, vllmContainer } from "./containers";
+import { eppPodLabels } from "./chartValues";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import { launchScript } from "./launch";
 import type * as k8s from "./objects";
@@ -262,7 +263,7 @@ export function renderRoleWorkload(context: RoleContext, role: RolePlan): RoleWo
       instance,
       rankPorts,
       servingPorts: [...new Set([...containers.activePorts, ...rankPorts])].sort((a, b) => a - b),
-      router: router ? { eppLabels: { "llm-d-router-gateway": `${router.release}-epp` } } : null,
+      router: router ? { eppLabels: eppPodLabels(router.release) } : null,
       gatewayNamespace: k8sSettings.gateway?.namespace ?? namespace,
       clients: k8sSettings.clients,
       monitoring: deployment.settings.monitoring,

@@ -7,6 +7,8 @@ import type * as k8s from "./objects";
 import { containerSecurity, podAccount, podSecurity } from "./pod";
 import { renderRoleWorkload, type RoleWorkload } from "./role";
 import { compileJob, type CompileJob } from "./compileJob";
+import { eppPodLabels } from "./chartValues";
+import { podDisruptionBudget } from "./policies";
 
 export type { KubeObject } from "./objects";
 export type { RoleWorkload } from "./role";
@@ -38,6 +40,8 @@ export interface KubernetesWorkloads {
   router: RouterIntent | null;
   /** The EPP Service the ranks' `<EPP_HOST>` resolves to. */
   eppHost: string | null;
+  /** With the router: a PodDisruptionBudget over the chart's EPP pods (the chart renders none), so a node drain leaves one of the two. */
+  eppDisruptionBudget: k8s.Named<k8s.PodDisruptionBudget> | null;
 }
 
 export function secretName(names: KubernetesNames): string {
@@ -101,6 +105,17 @@ function refuseLongNames(instance: string, objects: readonly k8s.KubeObject[]): 
       throw new ConfigError("name", `"${instance}" makes the ${object.kind} name "${object.metadata.name}" longer than 63 characters; use a shorter name`);
     }
   }
+}
+
+/** A PodDisruptionBudget over the chart's EPP pods (the chart renders none): a node drain leaves one of the two. */
+function eppBudget(names: KubernetesNames, baseLabels: Record<string, string>, release: string): k8s.Named<k8s.PodDisruptionBudget> {
+  return podDisruptionBudget(
+    `${names.instance}-epp`,
+    names.namespace,
+    { ...baseLabels, "app.kubernetes.io/component": "endpoint-picker" },
+    eppPodLabels(release),
+    1,
+  );
 }
 
 export function renderKubernetesWorkloads(deployment: Deployment, names: KubernetesNames, secrets: readonly SecretKey[]): KubernetesWorkloads {
@@ -170,6 +185,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
       ? contexts.map(({ context, role }, i) => compileJob(context, role, roles[i]!, compile, registrySecret?.metadata.name ?? null))
       : [];
   const volumes = [{ id: "weights", object: weights }, ...roles.map((role) => ({ id: `${role.role}-compile-cache`, object: role.compileCache }))];
+  const eppDisruptionBudget = router ? eppBudget(names, baseLabels, router.release) : null;
 
   refuseLongNames(names.instance, [
     serviceAccount,
@@ -177,6 +193,7 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     ...compileJobs.flatMap((c) => [c.job, c.configMap]),
     ...volumes.map((v) => v.object),
     ...roles.flatMap((r) => [r.configMap, r.deployment, r.podDisruptionBudget, r.networkPolicy, ...(r.service ? [r.service] : [])]),
+    ...(eppDisruptionBudget ? [eppDisruptionBudget] : []),
   ]);
 
   return {
@@ -192,5 +209,6 @@ export function renderKubernetesWorkloads(deployment: Deployment, names: Kuberne
     registrySecret,
     router,
     eppHost,
+    eppDisruptionBudget,
   };
 }

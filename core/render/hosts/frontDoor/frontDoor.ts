@@ -3,11 +3,13 @@ import { hostPort, httpUrl, publishSpec } from "../../../address";
 import { durationSeconds } from "../../../config/defaults";
 import type { Host } from "../../../config/schema";
 import type { ScrapeTarget } from "../../../monitoring/targets";
-import { FRONT_DOOR_PORTS } from "../../../plan/ports";
-import type { Deployment, FrontDoorPlan } from "../../../plan/types";
+import { frontDoorAddresses } from "../../../plan/frontDoor";
+import { FRONT_DOOR_PORTS, PEER_EPP_PORT } from "../../../plan/ports";
+import type { Deployment, FrontDoorPlan, RouterPlacement } from "../../../plan/types";
 import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
 import { HOST_DEFAULTS } from "../defaults";
+import { sidecarUnitName } from "../names";
 import { frontDoorAccess } from "../rank";
 import {
   commandStepWaits,
@@ -16,14 +18,16 @@ import {
   frontDoorApplyWaits,
   sidecarStepWaits,
   timeoutsOf,
+  tlsStepWaits,
   type StepTimeouts,
 } from "../stepTimeouts";
-import { HOST_SCRIPT_DIR } from "../scripts";
+import { frontDoorSettings, HOST_SCRIPT_DIR } from "../scripts";
 import { execStartLine, quoteExecWord } from "../systemd";
 import { packageFile, renderScript, renderTemplate } from "../../../template";
 import { secretPlaceholder } from "../../../config/secrets";
 import { apiKeyFilterConfig, envoyBootstrap } from "./envoy";
 import { fileModePickerConfig } from "./eppConfig";
+import { keepalivedConfig } from "./keepalived";
 import { sidecarFirewall } from "./sidecarFirewall";
 
 const AGENT_FILE = `${HOST_SCRIPT_DIR}/front-door.py`;
@@ -52,25 +56,43 @@ export interface RenderedDrainAccess {
   revokeScript: string;
 }
 
-/** The front door on hosts, rendered: the router host's steps and files, and the sidecars'. */
-export interface RenderedFrontDoor {
+/** One router host of the front door, rendered: its steps and files. */
+export interface RenderedRouterHost {
   /** The router host, reached over SSH. */
   host: Host;
-  /** Where clients send every request. */
+  /** Where this router host's Envoy takes requests (its own address; clients use the front door's urls). */
   url: string;
-  /** A key per host with endpoints behind the front door, in the stack's order of hosts. */
+  /** A key per host with endpoints behind the front door, on this router host, in the stack's order of hosts. */
   access: RenderedDrainAccess[];
+  /**
+   * The apply step; its stdin: with several router hosts, the CA and this host's certificate and key
+   * (its tls step's stdout), then with `apiKey` Envoy's API key filter config.
+   */
   applyScript: string;
   removeScript: string;
   /** What the router host holds, by path under the deployment's folder there, for `render` (the API key as a placeholder). */
   files: Record<string, string>;
   /** With `apiKey`: where the apply step writes Envoy's API key filter config (apiKeyFilterConfig) from its stdin; null without. */
   apiKeyConfig: string | null;
-  sidecars: RenderedSidecar[];
   /** The Pulumi timeouts of the router host's steps, from what each waits for (stepTimeouts.ts). */
   timeouts: { apply: StepTimeouts; access: StepTimeouts };
-  /** The EPP's metrics endpoint, for Prometheus beside the ranks'. */
-  scrapeTarget: ScrapeTarget;
+}
+
+/** The front door on hosts, rendered: each router host's steps and files, and the sidecars'. */
+export interface RenderedFrontDoor {
+  /** The router hosts, in the stack's order: their steps run one after the other, so a change rolls. */
+  routers: RenderedRouterHost[];
+  /**
+   * With several router hosts: on the first, a step per router host that makes the stack's CA (once)
+   * and that host's certificate (core/render/hosts/scripts/front-door-tls.sh); its stdout (a secret) is what that
+   * host's apply step reads. Null with one router host.
+   */
+  tls: { host: Host; steps: { router: string; script: string; removeScript: string }[]; timeouts: StepTimeouts } | null;
+  /** Where clients send every request: the virtual address, else each router host. */
+  urls: string[];
+  sidecars: RenderedSidecar[];
+  /** Each router host's EPP metrics endpoint, for Prometheus beside the ranks'. */
+  scrapeTargets: ScrapeTarget[];
 }
 
 export interface FrontDoorOptions {
@@ -122,9 +144,18 @@ function doorContext(deployment: Deployment, options: FrontDoorOptions): DoorCon
   };
 }
 
-/** A container's systemd unit: run in the foreground by the runtime, stopped with the runtime's own stop; `before`, a command each start runs first. */
-function containerUnit(door: DoorContext, description: string, container: string, lines: readonly (readonly string[])[], before?: readonly string[]): string {
-  const stop = HOST_DEFAULTS.frontDoor.containerStopSeconds;
+/**
+ * A container's systemd unit: run in the foreground by the runtime, stopped with the runtime's own
+ * stop (SIGTERM, then `stop` seconds); `before`, a command each start runs first.
+ */
+function containerUnit(
+  door: DoorContext,
+  description: string,
+  container: string,
+  lines: readonly (readonly string[])[],
+  options: { stop?: number; before?: readonly string[] } = {},
+): string {
+  const { stop = HOST_DEFAULTS.frontDoor.containerStopSeconds, before } = options;
   return renderTemplate("core/render/hosts/templates/container.service", {
     managed_marker: HOST_DEFAULTS.managedMarker,
     description,
@@ -134,36 +165,48 @@ function containerUnit(door: DoorContext, description: string, container: string
     exec_start_before: before ? `ExecStartPre=${before.map(quoteExecWord).join(" ")}` : null,
     exec_start: execStartLine([[door.runtime, "run", "--rm", "--name", container, "--pull", "never"], ...lines]),
     stop_s: stop,
-    timeout_stop_s: containerStopTimeoutSeconds(),
+    timeout_stop_s: containerStopTimeoutSeconds(stop),
   });
 }
 
-/** The front door's units, env-less: the EPP (gRPC on loopback only), Envoy (host network), the agent. */
-function routerUnits(door: DoorContext) {
+/** Several router hosts: each Envoy falls back to the peers' EPPs, over mutual TLS. */
+const failsOver = (door: DoorContext) => door.frontDoor.routers.length > 1;
+
+/** The front door's units on one router host, env-less: the EPP (gRPC on loopback only), Envoy (host network), the agent, and keepalived with a virtual address. */
+function routerUnits(door: DoorContext, router: RouterPlacement) {
   const { frontDoor, id, stateDir } = door;
   const name = (part: string) => ({ unit: `rbln-serving-${id}.front-door-${part}.service`, container: `rbln-serving-${id}-${part}` });
-  const [epp, proxy, agent] = [name("epp"), name("proxy"), name("agent")];
+  const [epp, proxy, agent, vrrp] = [name("epp"), name("proxy"), name("agent"), name("keepalived")];
   const ports = FRONT_DOOR_PORTS;
+  const failover = failsOver(door);
   return {
     names: [epp.unit, proxy.unit, agent.unit],
-    epp: containerUnit(door, `rbln-serving front door ${id}: endpoint picker`, epp.container, [
-      // The EPP has no bind-address flag: its ports are published, gRPC and health on loopback only, so
-      // Envoy alone reaches them and --secure-serving=false stays on this host.
-      ["--publish", publishSpec("127.0.0.1", ports.eppGrpc)],
-      ["--publish", publishSpec("127.0.0.1", ports.eppHealth)],
-      ["--publish", publishSpec(frontDoor.listenAddress, ports.eppMetrics)],
-      ["--volume", `${stateDir}/epp:${EPP_DIR}:ro,z`],
-      [frontDoor.images.endpointPicker],
-      [`--config-file=${EPP_DIR}/epp.yaml`],
-      [`--pool-name=${id}`, `--pool-namespace=${HOST_DEFAULTS.frontDoor.poolNamespace}`],
-      ["--secure-serving=false", "--tracing=false"],
-      [`--grpc-port=${ports.eppGrpc}`, `--grpc-health-port=${ports.eppHealth}`, `--metrics-port=${ports.eppMetrics}`],
-    ]),
+    epp: containerUnit(
+      door,
+      `rbln-serving front door ${id}: endpoint picker`,
+      epp.container,
+      [
+        // The EPP has no bind-address flag: its ports are published, gRPC and health on loopback only, so
+        // Envoy alone reaches them and --secure-serving=false stays on this host (the peers' Envoys reach it through this Envoy, over TLS).
+        ["--publish", publishSpec("127.0.0.1", ports.eppGrpc)],
+        ["--publish", publishSpec("127.0.0.1", ports.eppHealth)],
+        ["--publish", publishSpec(router.listenAddress, ports.eppMetrics)],
+        ["--volume", `${stateDir}/epp:${EPP_DIR}:ro,z`],
+        [frontDoor.images.endpointPicker],
+        [`--config-file=${EPP_DIR}/epp.yaml`],
+        [`--pool-name=${id}`, `--pool-namespace=${HOST_DEFAULTS.frontDoor.poolNamespace}`],
+        ["--secure-serving=false", "--tracing=false"],
+        [`--grpc-port=${ports.eppGrpc}`, `--grpc-health-port=${ports.eppHealth}`, `--metrics-port=${ports.eppMetrics}`],
+      ],
+      // Its stop lets its streams finish (v0.10.0's gracefulStop), while Envoy sends new requests to a peer's EPP.
+      failover ? { stop: eppStopSeconds(door) } : {},
+    ),
     proxy: containerUnit(door, `rbln-serving front door ${id}: Envoy`, proxy.container, [
       ["--network", "host"],
       ["--volume", `${stateDir}/envoy:${ENVOY_DIR}:ro,z`],
       [frontDoor.images.proxy],
       ["-c", `${ENVOY_DIR}/envoy.yaml`, "--log-level", "info"],
+      ...(failover ? [["--drain-time-s", String(HOST_DEFAULTS.frontDoor.failover.envoyDrainSeconds), "--drain-strategy", "immediate"]] : []),
     ]),
     agent: renderTemplate("core/render/hosts/templates/agent.service", {
       managed_marker: HOST_DEFAULTS.managedMarker,
@@ -171,6 +214,19 @@ function routerUnits(door: DoorContext) {
       agent_path: door.agent.path,
       state_dir: stateDir,
     }),
+    keepalived: frontDoor.virtualAddress
+      ? {
+          name: vrrp.unit,
+          text: renderTemplate("core/render/hosts/templates/keepalived.service", {
+            managed_marker: HOST_DEFAULTS.managedMarker,
+            description: `rbln-serving front door ${id}: keepalived (VRRP) for ${frontDoor.virtualAddress}`,
+            proxy_unit: proxy.unit,
+            keepalived: HOST_DEFAULTS.frontDoor.failover.keepalived,
+            config: `${stateDir}/keepalived/keepalived.conf`,
+            name: vrrp.container,
+          }),
+        }
+      : null,
   };
 }
 
@@ -195,20 +251,39 @@ function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
   };
 }
 
-/** The router host's config files: the EPP's, Envoy's bootstrap, the agent's desired endpoints. */
-function routerFiles(door: DoorContext) {
+/** One router host's config files: the EPP's, Envoy's bootstrap, the agent's desired endpoints, and keepalived's with a virtual address. */
+function routerFiles(door: DoorContext, router: RouterPlacement) {
   const { deployment, frontDoor } = door;
+  const peers = frontDoor.routers.filter((r) => r !== router);
+  const peerEpp = (r: RouterPlacement) => ({ name: r.host.name, address: r.address, port: PEER_EPP_PORT });
   return {
     "epp/epp.yaml": fileModePickerConfig(deployment.plan, `${EPP_DIR}/endpoints.yaml`),
     "envoy/envoy.yaml": envoyBootstrap({
-      listenAddress: frontDoor.listenAddress,
+      listenAddress: router.listenAddress,
       port: frontDoor.port,
       adminPort: FRONT_DOOR_PORTS.envoyAdmin,
       eppGrpcPort: FRONT_DOOR_PORTS.eppGrpc,
       requestTimeoutSeconds: durationSeconds(deployment.settings.router.requestTimeout),
+      failover: failsOver(door)
+        ? { eppHealthPort: FRONT_DOOR_PORTS.eppHealth, self: peerEpp(router), peers: peers.map(peerEpp), tlsDir: `${ENVOY_DIR}/tls` }
+        : undefined,
       apiKeyConfigPath: door.apiKey ? `${ENVOY_DIR}/${API_KEY_CONFIG}` : undefined,
     }),
     "desired.json": `${JSON.stringify(desiredEndpoints(deployment, frontDoor), null, 2)}\n`,
+    ...(frontDoor.virtualAddress
+      ? {
+          "keepalived/keepalived.conf": keepalivedConfig({
+            id: door.id,
+            routerName: router.host.name,
+            ownAddress: router.host.address,
+            peerAddresses: peers.map((r) => r.host.address),
+            virtualAddress: frontDoor.virtualAddress,
+            priority: router.priority,
+            adminPort: FRONT_DOOR_PORTS.envoyAdmin,
+            interfaceFile: `${door.stateDir}/keepalived/interface.conf`,
+          }),
+        }
+      : {}),
   };
 }
 
@@ -216,7 +291,7 @@ function routerFiles(door: DoorContext) {
 function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][number]): RenderedSidecar {
   const { deployment, frontDoor, id } = door;
   const placement = deployment.placements.find((p) => p.host.name === sidecar.host)!;
-  const unitName = `rbln-serving-${id}.sidecar.service`;
+  const unitName = sidecarUnitName(id);
   const unitPath = `${HOST_DEFAULTS.systemdUnitDir}/${unitName}`;
   const ports = Array.from({ length: sidecar.dataParallelSize }, (_, r) => sidecar.port + r);
   const firewall = sidecarFirewall(id, frontDoor, ports);
@@ -231,8 +306,8 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
       // Plain HTTP: Envoy and the EPP reach the ports over it, and only they (the guard below).
       ["--kv-connector=nixlv2", "--secure-proxy=false"],
     ],
-    // Before every start, a reboot's too: its ports open to the router host and this host only.
-    [door.firewall, firewall.ruleset],
+    // Before every start, a reboot's too: its ports open to the router hosts and this host only.
+    { before: [door.firewall, firewall.ruleset] },
   );
   const access = frontDoorAccess(deployment, placement.host, () => true)!;
   return {
@@ -249,10 +324,7 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
       ports: ports.map(String),
       firewall: door.firewall,
       ready_timeout_s: HOST_DEFAULTS.frontDoor.sidecarReadyTimeoutSeconds,
-      router_ssh_address: access.address,
-      router_ssh_port: access.port,
-      router_ssh_host_key: access.hostKey,
-      router_ssh_bind: access.bind,
+      ...frontDoorSettings(access),
       front_door_endpoint: access.endpoints.join(" "),
       front_door_renew_s: access.renewSeconds,
     }),
@@ -268,18 +340,17 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
 }
 
 /**
- * Each host's key to the front door: one per host with endpoints behind it, accepted only from that
- * host's address and only for its own endpoints, so root on one host cannot drain another's. The
- * tag names the host; it never contains the one shared key's tag of before (`rbln-serving-front-door
- * <id>`), whose revoke checks that no line with it is left.
+ * Each host's key to the front door on one router host: one per host with endpoints behind it,
+ * accepted only from that host's address and only for its own endpoints, so root on one host cannot
+ * drain another's. The tag names the host; it never contains the one shared key's tag of before
+ * (`rbln-serving-front-door <id>`), whose revoke checks that no line with it is left.
  */
-function drainAccess(door: DoorContext, options: FrontDoorOptions): RenderedDrainAccess[] {
+function drainAccess(door: DoorContext, options: FrontDoorOptions, router: Host): RenderedDrainAccess[] {
   const { deployment, frontDoor, id, stateDir } = door;
-  const router = frontDoor.host.name;
   const hosts = deployment.placements.map((p) => p.host).filter((h) => frontDoor.endpoints.some((e) => e.host === h.name));
   return hosts.map((host) => {
     const access = {
-      host_name: router,
+      host_name: router.name,
       state_dir: stateDir,
       authorized_keys: options.authorizedKeysFile ?? HOST_DEFAULTS.copy.authorizedKeys,
       tag: `rbln-serving-front-door-drain ${id} ${host.name}`,
@@ -287,23 +358,29 @@ function drainAccess(door: DoorContext, options: FrontDoorOptions): RenderedDrai
     };
     return {
       host: host.name,
-      accessScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-access.sh`, `${host.name}'s key to the front door on ${router}`, {
+      accessScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-access.sh`, `${host.name}'s key to the front door on ${router.name}`, {
         ...access,
         // As sshd sees it connect: the host's steps bind their SSH to it (frontDoorAccess).
         from_address: host.address,
         agent_path: door.agent.path,
       }),
-      revokeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-revoke.sh`, `remove ${host.name}'s front door key from ${router}`, access),
+      revokeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-revoke.sh`, `remove ${host.name}'s front door key from ${router.name}`, access),
     };
   });
 }
 
-/** The router host's steps: each host's drain key in and out, and the front door's units and files applied and removed. */
-function routerScripts(door: DoorContext, options: FrontDoorOptions, units: ReturnType<typeof routerUnits>, files: ReturnType<typeof routerFiles>) {
+/** One router host's steps: each host's drain key in and out, and the front door's units and files applied and removed. */
+function routerScripts(door: DoorContext, options: FrontDoorOptions, router: RouterPlacement): RenderedRouterHost {
   const { frontDoor, id, stateDir } = door;
-  const host = frontDoor.host;
+  const { host } = router;
+  const units = routerUnits(door, router);
+  const files = routerFiles(door, router);
+  const failover = failsOver(door);
+  const allUnits = [...units.names, ...(units.keepalived ? [units.keepalived.name] : [])];
   return {
-    access: drainAccess(door, options),
+    host,
+    url: httpUrl(router.address, frontDoor.port),
+    access: drainAccess(door, options, host),
     applyScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-apply.sh`, `front door ${id} on ${host.name}: EPP, Envoy and the endpoints agent`, {
       host_name: host.name,
       state_dir: stateDir,
@@ -323,43 +400,110 @@ function routerScripts(door: DoorContext, options: FrontDoorOptions, units: Retu
       proxy_unit: units.proxy,
       agent_unit: units.agent,
       // The front door listens there (or everywhere: then on loopback too).
-      probe_address: frontDoor.listenAddress === "0.0.0.0" ? "127.0.0.1" : frontDoor.listenAddress,
+      probe_address: ["0.0.0.0", "::"].includes(router.listenAddress) ? (router.listenAddress === "::" ? "::1" : "127.0.0.1") : router.listenAddress,
       front_door_port: frontDoor.port,
       epp_metrics_port: FRONT_DOOR_PORTS.eppMetrics,
       ready_timeout_s: HOST_DEFAULTS.frontDoor.readyTimeoutSeconds,
+      settle_s: HOST_DEFAULTS.frontDoor.settleSeconds,
+      ...failoverSettings(door, router, failover ? host.name : "", units.keepalived, files["keepalived/keepalived.conf"] ?? ""),
     }),
     removeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-remove.sh`, `remove front door ${id} from ${host.name}`, {
       host_name: host.name,
       state_dir: stateDir,
       unit_dir: HOST_DEFAULTS.systemdUnitDir,
-      units: units.names,
+      units: allUnits,
     }),
+    files: {
+      ...files,
+      ...(door.apiKey ? { [`envoy/${API_KEY_CONFIG}`]: apiKeyFilterConfig(secretPlaceholder("apiKey")) } : {}),
+      ...Object.fromEntries(
+        [
+          ...units.names.map((name, i) => [name, [units.epp, units.proxy, units.agent][i]!]),
+          ...(units.keepalived ? [[units.keepalived.name, units.keepalived.text]] : []),
+        ].map(([name, text]) => [`systemd/${name}`, text]),
+      ),
+    },
+    apiKeyConfig: door.apiKey ? `${stateDir}/envoy/${API_KEY_CONFIG}` : null,
+    timeouts: { apply: timeoutsOf(frontDoorApplyWaits(host, failover ? failoverWaits(door) : null)), access: timeoutsOf(commandStepWaits(host)) },
   };
 }
 
-/** The front door of a hosts deployment with `router.host`: the router host's steps and files, the sidecars' steps. */
+/** How long a stopping EPP of several router hosts gets: its in-flight streams finish (v0.10.0's gracefulStop), as long as a stopping rank lets its own. */
+const eppStopSeconds = (door: DoorContext) => door.deployment.shutdownTimeoutSeconds;
+
+/** What a router host's apply step waits for beyond one router host's (front-door-roll.sh): the hand-over of the address, Envoy's drain, the EPP's longer stop. */
+function failoverWaits(door: DoorContext) {
+  return {
+    takeoverSeconds: HOST_DEFAULTS.frontDoor.failover.takeoverSeconds,
+    envoyDrainSeconds: door.deployment.shutdownTimeoutSeconds,
+    eppStopSeconds: eppStopSeconds(door),
+    keepalived: door.frontDoor.virtualAddress !== null,
+  };
+}
+
+/** The apply step's settings for a front door of several router hosts (front-door-roll.sh); empty ones with one router host. */
+function failoverSettings(
+  door: DoorContext,
+  router: RouterPlacement,
+  tlsName: string,
+  keepalived: { name: string; text: string } | null,
+  keepalivedConfig: string,
+) {
+  const failover = HOST_DEFAULTS.frontDoor.failover;
+  return {
+    tls_name: tlsName,
+    keepalived: failover.keepalived,
+    keepalived_unit_name: keepalived?.name ?? "",
+    keepalived_unit: keepalived?.text ?? "",
+    keepalived_config: keepalivedConfig,
+    own_address: router.host.address,
+    virtual_address: door.frontDoor.virtualAddress ?? "",
+    admin_port: FRONT_DOOR_PORTS.envoyAdmin,
+    epp_grpc_port: FRONT_DOOR_PORTS.eppGrpc,
+    // A planned restart lets Envoy's in-flight requests run as long as a stopping rank lets its own.
+    drain_timeout_s: failoverWaits(door).envoyDrainSeconds,
+    takeover_s: failover.takeoverSeconds,
+  };
+}
+
+/** The first router host's steps that make the stack's TLS certificates for a front door of several router hosts: one per router host, so each gets its own key only. */
+function renderTls(door: DoorContext): RenderedFrontDoor["tls"] {
+  const { frontDoor, id, stateDir } = door;
+  if (!failsOver(door)) return null;
+  const host = frontDoor.routers[0]!.host;
+  const issuer = `${stateDir}/tls-issuer`;
+  return {
+    host,
+    steps: frontDoor.routers.map(({ host: { name } }) => ({
+      router: name,
+      script: renderScript(`${HOST_SCRIPT_DIR}/front-door-tls.sh`, `the front door's TLS certificate for ${name}, on ${host.name}`, {
+        host_name: host.name,
+        state_dir: stateDir,
+        id,
+        routers: [name],
+        days: HOST_DEFAULTS.frontDoor.failover.tlsDays,
+      }),
+      // The CA goes with the last certificate.
+      removeScript: `#!/usr/bin/env bash\n# rbln-serving: remove ${name}'s front door certificate from ${host.name}\nrm -f ${issuer}/host-${name}.*\ncompgen -G '${issuer}/host-*' >/dev/null || rm -rf ${issuer}\n`,
+    })),
+    timeouts: timeoutsOf(tlsStepWaits(host, frontDoor.routers.length)),
+  };
+}
+
+/** The front door of a hosts deployment with router hosts: each router host's steps and files, the TLS step, the sidecars' steps. */
 export function renderFrontDoor(deployment: Deployment, options: FrontDoorOptions): RenderedFrontDoor {
   const door = doorContext(deployment, options);
   const { frontDoor } = door;
   const { plan } = deployment;
-  const units = routerUnits(door);
-  const files = routerFiles(door);
   return {
-    host: frontDoor.host,
-    url: httpUrl(frontDoor.address, frontDoor.port),
-    ...routerScripts(door, options, units, files),
-    files: {
-      ...files,
-      ...(door.apiKey ? { [`envoy/${API_KEY_CONFIG}`]: apiKeyFilterConfig(secretPlaceholder("apiKey")) } : {}),
-      ...Object.fromEntries(units.names.map((name, i) => [`systemd/${name}`, [units.epp, units.proxy, units.agent][i]!])),
-    },
-    apiKeyConfig: door.apiKey ? `${door.stateDir}/envoy/${API_KEY_CONFIG}` : null,
+    routers: frontDoor.routers.map((router) => routerScripts(door, options, router)),
+    tls: renderTls(door),
+    urls: frontDoorAddresses(frontDoor).map((address) => httpUrl(address, frontDoor.port)),
     sidecars: frontDoor.sidecars.map((sidecar) => renderSidecar(door, sidecar)),
-    timeouts: { apply: timeoutsOf(frontDoorApplyWaits(frontDoor.host)), access: timeoutsOf(commandStepWaits(frontDoor.host)) },
-    scrapeTarget: {
-      targets: [hostPort(frontDoor.address, FRONT_DOOR_PORTS.eppMetrics)],
+    scrapeTargets: frontDoor.routers.map((router) => ({
+      targets: [hostPort(router.address, FRONT_DOOR_PORTS.eppMetrics)],
       // No rank: the dashboard's and the alerts' rank panels leave it out.
-      labels: { host: frontDoor.host.name, role: "endpoint-picker", rank: "", model: plan.model, strategy: plan.strategy },
-    },
+      labels: { host: router.host.name, role: "endpoint-picker", rank: "", model: plan.model, strategy: plan.strategy },
+    })),
   };
 }

@@ -8,7 +8,7 @@ import type { FrontDoorPlan } from "../../../plan/types";
  * interfaces, has no flag to bind an address, and sends a request's prefill hop to whatever its
  * x-prefiller-host-port header says; its SSRF protection needs Kubernetes
  * (test/fixtures/llm-d-router-v0.10.0/sidecar-flags.json). So its ports take connections only from
- * the router host (Envoy, the agent's probes, the EPP's scrapes) and from the host itself, by an
+ * the router hosts (Envoy, the agent's probes, the EPP's scrapes) and from the host itself, by an
  * nftables table of its own that the sidecar's unit loads before every start: a reboot loads it
  * again with the unit, and nothing else of the host's firewall is touched. Anyone else gets a
  * TCP reset.
@@ -22,9 +22,17 @@ export interface SidecarFirewall {
   removal: string;
 }
 
-/** Who may reach the sidecar's ports besides the host itself: the router host, by every address it may connect from. */
+/**
+ * Who may reach the sidecar's ports besides the host itself: each router host, by every address it
+ * may connect from (its own, the one it listens on, and the virtual address it may hold).
+ */
 export function sidecarAllowedSources(frontDoor: FrontDoorPlan): string[] {
-  return [...new Set([frontDoor.host.address, specificListenAddress(frontDoor) ?? frontDoor.host.address])];
+  return [
+    ...new Set([
+      ...frontDoor.routers.flatMap((router) => [router.host.address, specificListenAddress(router) ?? router.host.address]),
+      ...(frontDoor.virtualAddress ? [frontDoor.virtualAddress] : []),
+    ]),
+  ];
 }
 
 export function sidecarFirewall(id: string, frontDoor: FrontDoorPlan, ports: readonly number[]): SidecarFirewall {

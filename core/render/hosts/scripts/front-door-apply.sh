@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The front door on its router host: the endpoint picker (EPP, file discovery) and Envoy as
-# containers, and the agent that keeps the EPP's endpoints file, each a systemd unit. Writes their
-# files, pulls the images, (re)starts a unit only when its files changed or it is not running, and
-# waits until Envoy takes connections on the front door's port and the EPP answers on its metrics port. The endpoints file is the agent's; this writes it only once,
-# empty, for the EPP's first start. stdin, with apiKey: Envoy's API key filter config (it holds the key).
+# The front door on one router host: the endpoint picker (EPP, file discovery) and Envoy as
+# containers, the agent that keeps the EPP's endpoints file, and with a virtual address keepalived,
+# each a systemd unit. Writes their files, pulls the images, (re)starts a unit only when its files
+# changed or it is not running, and waits until Envoy takes connections on the front door's port and
+# the EPP answers on its metrics port. The endpoints file is the agent's; this writes it only once,
+# empty, for the EPP's first start. With several router hosts (tls_name set) a change rolls here as
+# front-door-roll.sh says: the steps of the router hosts run one after the other. stdin: with several
+# router hosts, this host's TLS certificates (its tls step's two lines); then with apiKey, Envoy's API
+# key filter config (it holds the key).
 set -euo pipefail
 # --- settings (the renderer writes the real values here) ---
 host_name=router-0
@@ -30,17 +34,34 @@ probe_address=127.0.0.1
 front_door_port=8080
 epp_metrics_port=9090
 ready_timeout_s=600
+settle_s=3
+tls_name=''
+keepalived=/usr/sbin/keepalived
+keepalived_unit_name=''
+keepalived_unit=''
+keepalived_config=''
+own_address=''
+virtual_address=''
+admin_port=9901
+epp_grpc_port=9002
+drain_timeout_s=3600
+takeover_s=15
 # --- end of settings ---
 
 # shellcheck source=http.sh
 . http.sh
 # shellcheck source=images.sh
 . images.sh
+# shellcheck source=front-door-roll.sh
+. front-door-roll.sh
 
 umask 022
 fail() { echo "front door ${host_name}: $*" >&2; exit 1; }
 [ -x "$runtime" ] || fail "$runtime not found: install $(basename "$runtime") (router.runtime), or choose the runtime this host has"
 command -v python3 >/dev/null || fail "python3 not found (the front door's agent runs on it)"
+[ -z "$keepalived_unit_name" ] || check_vrrp_tools
+# stdin in order: the TLS lines first, up to the line of this host's certificate.
+[ -z "$tls_name" ] || read_tls
 api_key_filter=
 if [ "$api_key" = true ]; then
   api_key_filter=$(cat)
@@ -66,9 +87,24 @@ install -d -m 0755 "$state_dir" "$state_dir/epp" "$state_dir/envoy" "$(dirname "
 install -d -m 0700 "$state_dir/drains" "$state_dir/served"
 [ -e "$state_dir/epp/endpoints.yaml" ] || put "$state_dir/epp/endpoints.yaml" 'endpoints: []' 0644 || true
 [ ! -f "$state_dir/epp/endpoints.yaml" ] || chmod 0644 "$state_dir/epp/endpoints.yaml"
+# Endpoints the stack no longer has (a server, a replica or a role removed) leave the EPP's file before
+# this step ends: their ranks are deleted after it (Pulumi deletes last, or a unit step of another role
+# stops them), so they stop only once the EPP has let go of them. Which ones: those the file lists that
+# the new desired endpoints lack, read before the agent sees them (it rewrites the file on its next
+# pass); then the settle of a drain, for the requests the EPP placed just before.
+not_desired() {
+  python3 - "$1" "$state_dir/epp/endpoints.yaml" <<'PY'
+import json, sys
+desired = {e["name"] for e in json.load(open(sys.argv[1]))["endpoints"]}
+with open(sys.argv[2]) as f:
+    print(" ".join(line.split('"')[1] for line in f if line.startswith("- name: ") and line.split('"')[1] not in desired))
+PY
+}
+removed=$(not_desired <(printf '%s\n' "$desired_json"))
 restart=(no no no)
 put "$state_dir/epp/epp.yaml" "$epp_config" 0644 && restart[0]=yes
 put "$state_dir/envoy/envoy.yaml" "$envoy_config" 0644 && restart[1]=yes
+[ -z "$tls_name" ] || { write_tls && restart[1]=yes; }
 # With apiKey, Envoy's API key filter reads its config from this file (ECDS), for Envoy's user
 # alone. Envoy reloads it when it changes; a restart makes sure it did.
 if [ "$api_key" = true ]; then
@@ -81,6 +117,8 @@ fi
 put "$state_dir/desired.json" "$desired_json" 0644 || true
 # Named by its content: a new agent is a new file, and the access step's key points at it.
 [ -f "$agent_path" ] || put "$agent_path" "$agent_text" 0755
+restart_vrrp=no
+[ -z "$keepalived_unit_name" ] || { write_vrrp && restart_vrrp=yes; }
 pull_images
 
 reload=no
@@ -90,7 +128,11 @@ for i in 0 1 2; do
   [ "$i" != 2 ] || text=$agent_unit
   if put "$unit_dir/${units[$i]}" "$text" 0644; then restart[i]=yes; reload=yes; fi
 done
+if [ -n "$keepalived_unit_name" ] && put "$unit_dir/$keepalived_unit_name" "$keepalived_unit" 0644; then restart_vrrp=yes; reload=yes; fi
 [ "$reload" = no ] || systemctl daemon-reload
+# With several router hosts, a change that restarts Envoy or keepalived first hands the virtual
+# address to a peer and drains this Envoy (front-door-roll.sh).
+[ -z "$tls_name" ] || [ "${restart[1]}$restart_vrrp" = nono ] || leave_service "${restart[1]}"
 for i in 0 1 2; do
   systemctl enable --quiet "${units[$i]}"
   if [ "${restart[$i]}" = yes ] || ! systemctl is-active --quiet "${units[$i]}"; then
@@ -101,11 +143,21 @@ for i in 0 1 2; do
 done
 
 deadline=$(( $(date +%s) + ready_timeout_s ))
-until tcp_open "$probe_address" "$front_door_port" && http_ok "http://${probe_address}:${epp_metrics_port}/metrics" && systemctl is-active --quiet "${units[2]}"; do
+until tcp_open "$probe_address" "$front_door_port" && http_ok "http://${probe_address}:${epp_metrics_port}/metrics" && systemctl is-active --quiet "${units[2]}" && { [ -z "$tls_name" ] || envoy_takes_traffic; }; do
   if [ "$(date +%s)" -ge "$deadline" ]; then
     for unit in "${units[@]}"; do journalctl -u "$unit" -n 20 --no-pager >&2 || true; done
     fail "Envoy (${probe_address}:${front_door_port}) or the EPP (${probe_address}:${epp_metrics_port}/metrics) did not answer within ${ready_timeout_s}s; their last journal lines are above"
   fi
   sleep 2
 done
+if [ -n "$removed" ]; then
+  until [ -z "$(not_desired "$state_dir/desired.json")" ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "the endpoints agent did not take ${removed} out of the EPP's file within ${ready_timeout_s}s (journalctl -u ${units[2]})"
+    sleep 1
+  done
+  sleep "$settle_s"
+  echo "front door ${host_name}: ${removed} out of the endpoints (the stack no longer has them); their in-flight requests finish under vLLM's --shutdown-timeout"
+fi
+# Only now may it hold the virtual address again: keepalived starts as a backup.
+[ -z "$keepalived_unit_name" ] || start_vrrp "$restart_vrrp"
 echo "front door ${host_name}: serving"

@@ -1,46 +1,60 @@
 # shellcheck shell=bash
 # Taking this host's endpoints out of the front door before their ranks stop, and back once the step
-# has decided: over SSH to the router host, where the key this step was handed runs only the front
-# door's `drain NAME`, `renew NAME` and `rejoin NAME` (front-door.py). A drain ends only by the
+# has decided: over SSH to each router host, where the key this step was handed for it runs only the
+# front door's `drain NAME`, `renew NAME` and `rejoin NAME` (front-door.py). A drain ends only by the
 # step's rejoin, or when its lease runs out: while the step runs, a keeper renews it in the
 # background, so a step that dies (killed, its host rebooted) leaves its endpoints out for one lease
-# at most, and one that runs for hours keeps them out throughout. Nothing without a front door
-# (router_ssh_address empty).
-# Reads: router_ssh_address, router_ssh_port, router_ssh_host_key, router_ssh_bind,
-# front_door_renew_s; the key from stdin.
+# at most, and one that runs for hours keeps them out throughout. With several router hosts each
+# keeps its own endpoints file: a drain asks every one, and passes over one that cannot be reached (it
+# serves nobody this host cannot reach either; its agent lists the endpoint again only as it serves),
+# unless none can be. Nothing without a front door (router_ssh_address empty).
+# Reads: router_ssh_address, router_ssh_port, router_ssh_host_key (arrays, one entry per router
+# host), router_ssh_bind, front_door_renew_s; the keys from stdin, in the router hosts' order.
 # shellcheck disable=SC2154
 
 # shellcheck source=peer-ssh.sh
 . peer-ssh.sh
 
-front_door_key=
+front_door_keys=()
 front_door_drained=()
 front_door_keeper=
 
-# The key the router host's access step made: the first lines of stdin, through the key's last line.
+# The keys the router hosts' access steps made: the first lines of stdin, one key through its last line per router host.
 read_front_door_key() {
-  [ -n "$router_ssh_address" ] || return 0
-  local line
+  [ "${#router_ssh_address[@]}" -gt 0 ] || return 0
+  local line key=
   while IFS= read -r line; do
-    front_door_key+="$line"$'\n'
-    [ "$line" != "-----END OPENSSH PRIVATE KEY-----" ] || return 0
+    key+="$line"$'\n'
+    [ "$line" = "-----END OPENSSH PRIVATE KEY-----" ] || continue
+    front_door_keys+=("$key")
+    key=
+    [ "${#front_door_keys[@]}" -lt "${#router_ssh_address[@]}" ] || return 0
   done
-  echo "${host_name}: no front door key on stdin (the router host's access step prints it)" >&2
+  echo "${host_name}: no front door key on stdin for each of the ${#router_ssh_address[@]} router hosts (their access steps print them)" >&2
   exit 1
 }
 
-# front_door_ctl drain|renew|rejoin NAME...: one SSH session per endpoint; fails at the first that fails.
+# front_door_ctl drain|renew|rejoin NAME...: on each router host, one SSH session per endpoint; fails
+# at the first router host that refuses, or when none can be reached (ssh's status 255).
 front_door_ctl() {
-  local action=$1 dir name status=0
+  local action=$1 dir name i status reached=0
   shift
-  dir=$(mktemp -d /run/rbln-serving-front-door.XXXXXX)
-  (umask 077; printf '%s' "$front_door_key" > "$dir/id")
-  peer_ssh_setup "$dir" "$router_ssh_address" "$router_ssh_port" "$router_ssh_host_key" "$router_ssh_bind"
-  for name in "$@"; do
-    "${peer_ssh[@]}" "$peer_remote" "$action $name" || { status=1; break; }
+  for i in "${!router_ssh_address[@]}"; do
+    dir=$(mktemp -d /run/rbln-serving-front-door.XXXXXX)
+    (umask 077; printf '%s' "${front_door_keys[$i]}" > "$dir/id")
+    peer_ssh_setup "$dir" "${router_ssh_address[$i]}" "${router_ssh_port[$i]}" "${router_ssh_host_key[$i]}" "$router_ssh_bind"
+    status=0
+    for name in "$@"; do
+      "${peer_ssh[@]}" "$peer_remote" "$action $name" || { status=$?; break; }
+    done
+    rm -rf "$dir"
+    case $status in
+      0) reached=$((reached + 1)) ;;
+      255) [ "${#router_ssh_address[@]}" -eq 1 ] || echo "${host_name}: the front door on ${router_ssh_address[$i]} could not be reached to $action $*; passed over" >&2 ;;
+      *) return 1 ;;
+    esac
   done
-  rm -rf "$dir"
-  return "$status"
+  [ "$reached" -gt 0 ]
 }
 
 # Renews the drains of $@ every front_door_renew_s while this step ($1) lives; a renewal that fails
@@ -69,7 +83,7 @@ front_door_keep() {
 # resumed step), it holds the drain that is there with a fresh lease. What it took out before a
 # failure goes back with the rejoin.
 front_door_drain() {
-  [ -n "$router_ssh_address" ] && [ "$#" -gt 0 ] || return 0
+  [ "${#router_ssh_address[@]}" -gt 0 ] && [ "$#" -gt 0 ] || return 0
   front_door_drained=("$@")
   front_door_ctl drain "$@" || return 1
   [ -z "$front_door_keeper" ] || return 0

@@ -27,13 +27,15 @@ timeout_s=9600
 interval_s=30
 start_limit_burst=3
 probe_py='import sys'
-router_ssh_address=''
-router_ssh_port=22
-router_ssh_host_key=''
+router_ssh_address=()
+router_ssh_port=()
+router_ssh_host_key=()
 router_ssh_bind=''
 front_door_endpoint=''
 front_door_renew_s=60
 compile_marker=/var/lib/rbln-serving/vllm/rbln-serving-complete/compile-1cf6c9744861508e
+stray_glob='rbln-serving-dev.*.service'
+host_units=(rbln-serving-dev.main-0.service)
 cache_bundle_dir=/var/lib/rbln-serving/vllm/rbln/MiniMaxAI_MiniMax-M2.7-15923874
 env_text="VLLM_ENGINE_READY_TIMEOUT_S='9600'"
 unit_text='[Service]
@@ -48,6 +50,8 @@ ExecStart=/bin/true'
 . front-door.sh
 # shellcheck source=cache-hit.sh
 . cache-hit.sh
+# shellcheck source=stray-units.sh
+. stray-units.sh
 
 # Where the step is: before (nothing changed yet), switching (what serves may have changed and has
 # not been seen to serve), served, back (going back to the previous config), ended (its last line
@@ -139,6 +143,7 @@ go_back() {
     # Disabled too: a reboot must not start a config that never served.
     systemctl disable --now --quiet "$unit" || true
     rm -f "$pending"
+    strays_give_back
     phase=ended
     echo "${host_name} ${label}: $1; there is no previous config to go back to, so $unit is stopped and disabled" >&2
     leave 1
@@ -231,6 +236,7 @@ systemctl enable --quiet "$unit"
 
 started=$(date +%s)
 legacy_stop
+[ "$mode" = none ] || strays_stop
 [ "$mode" = none ] || restart
 flock -u 7
 if wait_serving "$unit" "$label" "$port" "$started"; then
