@@ -12,3 +12,4 @@ export const warnings = outputs.warnings;
 export const notes = outputs.notes;
 export const scrapeTargets = outputs.scrapeTargets;
 export const compileKeys = outputs.compileKeys;
+export const models = outputs.models;

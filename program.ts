@@ -44,5 +44,6 @@ export function runProgram() {
     notes: serving.notes,
     scrapeTargets: serving.scrapeTargets,
     compileKeys: serving.compileKeys,
+    models: serving.models,
   };
 }

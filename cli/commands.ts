@@ -3,19 +3,21 @@ import { parseStackSettings } from "../core/config/stackConfig";
 import { secretPairingErrors, type SecretKey } from "../core/config/secrets";
 import { projectStackDir, readStackFile, type StackFile } from "../core/config/stackFile";
 import { ConfigError } from "../core/errors";
-import { planDeployment, type Deployment } from "../core/plan/deployment";
-import { compareCompileKeys, compileKeyChanges, recompileLines } from "../core/plan/compileKey";
+import type { Deployment } from "../core/plan/deployment";
+import { planStack, type StackPlan } from "../core/plan/stack";
+import { compareCompileKeys, compileKeyChanges, recompileLines, type RoleRecompile } from "../core/plan/compileKey";
 import { diffDeployments, renderPlanDiff } from "../core/plan/diff";
 import { resolvePlan } from "../core/plan/resolve";
-import type { LaunchPlan } from "../core/plan/types";
+import type { LaunchPlan, PlanChange } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
-import { maskedPlan, renderPlanText } from "../core/render/planText";
+import { maskedPlan, messageLines, renderPlanText } from "../core/render/planText";
+import { renderStack } from "../core/render/stack";
 import { renderStackPlanText } from "../core/render/stackPlanText";
 import { changeCost, renderChangeCost } from "../core/render/changeCost";
 import { stackFileAgainst } from "./stackAgainst";
 import { renderDeployment } from "../core/render/deployment";
 import { writeRenderFolder } from "./outputFolder";
-import { renderFiles } from "../core/render/files";
+import { renderStackFiles } from "../core/render/files";
 import { DEFAULT_INSTANCE } from "../core/render/hosts/names";
 import { COMMANDS, isCommand } from "./usage";
 
@@ -52,21 +54,16 @@ function flagOverrides(options: CliOptions): Record<string, unknown> {
 }
 
 /**
- * A stack's deployment, read as the program reads it, with the selection flags over its keys.
- * `stackDir` is where the stack files are: by default those of the Pulumi project in the working
- * directory (the repository's, or a user's project that installed the package).
+ * A stack's plan, every model of it, read as the program reads it, with the selection flags over
+ * its keys. `stackDir` is where the stack files are: by default those of the Pulumi project in the
+ * working directory (the repository's, or a user's project that installed the package).
  */
-export function stackDeployment(
-  options: CliOptions,
-  catalog: RecipeCatalog,
-  stack: string,
-  stackDir = projectStackDir(),
-): { deployment: Deployment; secrets: SecretKey[] } {
-  return fileDeployment(options, catalog, readStackFile(stack, stackDir), true);
+export function stackPlan(options: CliOptions, catalog: RecipeCatalog, stack: string, stackDir = projectStackDir()): { plan: StackPlan; secrets: SecretKey[] } {
+  return fileStackPlan(options, catalog, readStackFile(stack, stackDir), true);
 }
 
-/** A stack file's deployment with the selection flags over its keys; `warn`: say on stderr what the file lacks (the current file, not an older one). */
-function fileDeployment(options: CliOptions, catalog: RecipeCatalog, file: StackFile, warn: boolean): { deployment: Deployment; secrets: SecretKey[] } {
+/** A stack file's plan with the selection flags over its keys; `warn`: say on stderr what the file lacks (the current file, not an older one). */
+function fileStackPlan(options: CliOptions, catalog: RecipeCatalog, file: StackFile, warn: boolean): { plan: StackPlan; secrets: SecretKey[] } {
   const { raw, secrets, warnings } = file;
   if (warn) for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
   const sets = parseSets(options.set);
@@ -78,11 +75,28 @@ function fileDeployment(options: CliOptions, catalog: RecipeCatalog, file: Stack
     ...flagOverrides(options),
     ...(Object.keys(sets).length > 0 && isMap ? { axes: { ...(axes as object | undefined), ...sets } } : {}),
   };
-  const deployment = planDeployment(parseStackSettings(merged), catalog);
+  const plan = planStack(parseStackSettings(merged), catalog);
   // `pulumi up` refuses these; offline, the stack file may simply not hold its secrets yet.
-  if (warn)
-    for (const missing of secretPairingErrors(deployment.settings, (key) => secrets.includes(key))) process.stderr.write(`warning: ${missing.message}\n`);
-  return { deployment, secrets };
+  const missing = new Set(plan.models.flatMap((deployment) => secretPairingErrors(deployment.settings, (key) => secrets.includes(key)).map((e) => e.message)));
+  if (warn) for (const message of missing) process.stderr.write(`warning: ${message}\n`);
+  return { plan, secrets };
+}
+
+/** The one model of a stack's plan; a stack of several is refused, naming the command's way to read them. */
+function onlyModel(stack: string, read: { plan: StackPlan; secrets: SecretKey[] }): { deployment: Deployment; secrets: SecretKey[] } {
+  const { plan, secrets } = read;
+  if (plan.models.length !== 1) throw new ConfigError("--stack", `"${stack}" serves ${plan.models.length} models; this reads a stack of one model`);
+  return { deployment: plan.models[0]!, secrets };
+}
+
+/** A stack of one model's deployment (stackPlan); a stack of several is refused. */
+export function stackDeployment(
+  options: CliOptions,
+  catalog: RecipeCatalog,
+  stack: string,
+  stackDir = projectStackDir(),
+): { deployment: Deployment; secrets: SecretKey[] } {
+  return onlyModel(stack, stackPlan(options, catalog, stack, stackDir));
 }
 
 /** A stack's plan (flags override its keys), or a plan from flags alone. */
@@ -102,17 +116,60 @@ function format(options: CliOptions): "text" | "json" {
   return value;
 }
 
+/** A stack of several models: each model's plan under its name, then the stack's notes and warnings once. */
+function modelsPlanText(stack: StackPlan, json: boolean): string {
+  const models = stack.models.map(({ entry, plan }) => ({ name: entry.name, servedNames: entry.servedNames, plan: maskedPlan(plan) }));
+  if (json) return `${JSON.stringify({ models, messages: stack.messages }, null, 2)}\n`;
+  const texts = models.map(
+    ({ name, servedNames, plan }) => `# model ${name}, served as ${servedNames.join(", ")}\n${renderPlanText({ ...plan, messages: [] })}`,
+  );
+  return `${texts.join("\n")}${messageLines(stack.messages)
+    .map((line) => `${line}\n`)
+    .join("")}`;
+}
+
 /** A stack's plan in its platform (hosts, addresses, units, the front door; Deployments, Jobs), or the plan of a selection alone. */
 function planCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.diff !== undefined || options.against !== undefined) return diffCommand(options, catalog);
   const json = format(options) === "json";
-  if (options.stack === undefined || json) {
-    const plan = planFor(options, catalog);
+  const read = options.stack === undefined ? undefined : stackPlan(options, catalog, options.stack);
+  if (read?.plan.settings.models !== undefined) return modelsPlanText(read.plan, json);
+  if (read === undefined || json) {
+    const plan = read ? read.plan.models[0]!.plan : planFor(options, catalog);
     return json ? `${JSON.stringify(maskedPlan(plan), null, 2)}\n` : renderPlanText(plan);
   }
-  const { deployment, secrets } = stackDeployment(options, catalog, options.stack);
   // As the program's own instance on that stack, so units and ids are those `pulumi up` creates.
-  return renderStackPlanText(renderDeployment(deployment, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));
+  return renderStackPlanText(renderDeployment(read.plan.models[0]!, { stack: options.stack!, instance: DEFAULT_INSTANCE, secrets: read.secrets }));
+}
+
+/**
+ * Two stacks' changes model by model, matched by name (a stack without models is one model of no
+ * name): each change's scope prefixed with its model's name; a model in one stack only is one line.
+ */
+function modelChanges(a: { plan: StackPlan; secrets: SecretKey[] }, b: { plan: StackPlan; secrets: SecretKey[] }) {
+  const names = [...new Set([...a.plan.models, ...b.plan.models].map((m) => m.entry.name))];
+  const find = (stack: StackPlan, name: string | null) => stack.models.find((m) => m.entry.name === name);
+  const changes: PlanChange[] = [];
+  const recompiles: RoleRecompile[] = [];
+  for (const name of names) {
+    const [before, after] = [find(a.plan, name), find(b.plan, name)];
+    const prefix = (scope: string) => (name === null ? scope : `${name}: ${scope}`);
+    if (!before || !after) {
+      changes.push({ scope: "models", kind: before ? "removed" : "added", item: String(name) });
+      continue;
+    }
+    const modelChanges = diffDeployments(before, after, a.secrets, b.secrets);
+    changes.push(...modelChanges.map((c) => ({ ...c, scope: prefix(c.scope) })));
+    if (modelChanges.length > 0) recompiles.push(...compareCompileKeys(before.plan, after.plan).map((r) => ({ ...r, role: prefix(r.role) })));
+  }
+  return { changes, recompiles };
+}
+
+/** The cost of a change between two stacks of one model each (units restarted, ...); none between stacks of models. */
+function singleModelCost(stack: string, a: { plan: StackPlan; secrets: SecretKey[] }, b: { plan: StackPlan; secrets: SecretKey[] }): string[] {
+  if (a.plan.settings.models !== undefined || b.plan.settings.models !== undefined) return [];
+  const render = (side: typeof a) => renderDeployment(side.plan.models[0]!, { stack, instance: DEFAULT_INSTANCE, secrets: side.secrets });
+  return renderChangeCost(changeCost(render(a), render(b)), b.plan.models[0]!);
 }
 
 /**
@@ -129,13 +186,11 @@ function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
   const stack = options.stack;
   const [a, b] =
     options.against !== undefined
-      ? [fileDeployment(options, catalog, stackFileAgainst(stack, options.against, projectStackDir()), false), stackDeployment(options, catalog, stack)]
-      : [stackDeployment(options, catalog, stack), stackDeployment(options, catalog, options.diff!)];
-  const changes = diffDeployments(a.deployment, b.deployment, a.secrets, b.secrets);
-  const recompiles = changes.length > 0 ? compareCompileKeys(a.deployment.plan, b.deployment.plan) : [];
+      ? [fileStackPlan(options, catalog, stackFileAgainst(stack, options.against, projectStackDir()), false), stackPlan(options, catalog, stack)]
+      : [stackPlan(options, catalog, stack), stackPlan(options, catalog, options.diff!)];
+  const { changes, recompiles } = modelChanges(a, b);
   if (format(options) === "json") return `${JSON.stringify([...changes, ...compileKeyChanges(recompiles)], null, 2)}\n`;
-  const render = (side: typeof a) => renderDeployment(side.deployment, { stack, instance: DEFAULT_INSTANCE, secrets: side.secrets });
-  const cost = changes.length > 0 ? renderChangeCost(changeCost(render(a), render(b)), b.deployment) : [];
+  const cost = changes.length > 0 ? singleModelCost(stack, a, b) : [];
   return `${renderPlanDiff(changes)}${recompileLines(recompiles)
     .map((line) => `${line.level}: ${line.text}\n`)
     .join("")}${cost.map((line) => `${line}\n`).join("")}`;
@@ -146,9 +201,9 @@ function renderCommand(options: CliOptions, catalog: RecipeCatalog): string {
   if (options.stack === undefined) throw new ConfigError("--stack", "required: render --stack NAME --out DIR");
   if (options.out === undefined) throw new ConfigError("--out", "required: render --stack NAME --out DIR");
   const out = options.out;
-  const { deployment, secrets } = stackDeployment(options, catalog, options.stack);
+  const { plan, secrets } = stackPlan(options, catalog, options.stack);
   // Named as the program's own instance on that stack, so the files show the names `pulumi up` creates.
-  const files = renderFiles(renderDeployment(deployment, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));
+  const files = renderStackFiles(renderStack(plan, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));
   writeRenderFolder(out, files);
   return Object.keys(files)
     .map((f) => `${path.join(out, f)}\n`)

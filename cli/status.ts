@@ -60,11 +60,18 @@ export const MAX_BODY_BYTES = 4 * 1024 * 1024;
 export interface Rank {
   url: string;
   labels: Partial<RankLabels>;
+  /** The name its /v1/models should report, where it differs from the stack's (a model of several). */
+  plannedModel?: string;
 }
 
-/** Every rank of a hosts deployment, at its metrics endpoint, with its labels. */
+/** Every rank of a hosts deployment, at its metrics endpoint, with its labels and the name vLLM reports: its first served name. */
 export function ranksOfDeployment(deployment: Deployment): Rank[] {
-  return scrapeTargets(deployment).map((t) => ({ url: `http://${t.targets[0]}`, labels: t.labels }));
+  const plannedModel = deployment.entry.servedNames[0]!;
+  return scrapeTargets(deployment).map((t) => ({
+    url: `http://${t.targets[0]}`,
+    labels: t.labels,
+    ...(plannedModel === deployment.plan.model ? {} : { plannedModel }),
+  }));
 }
 
 /** The front door of a hosts stack, as `status` reports it: Envoy through its port, and the picker's metrics. */
@@ -288,7 +295,7 @@ async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, 
 /** Asks every rank at once; `VLLM_API_KEY` from the environment goes to /v1/models, which wants it when vLLM has a key. */
 export async function probeRanks(ranks: readonly Rank[], plannedModel: string, intervalSeconds: number): Promise<RankStatus[]> {
   const apiKey = process.env.VLLM_API_KEY || undefined;
-  return Promise.all(ranks.map((rank) => rankStatus(rank, plannedModel, intervalSeconds * 1000, apiKey)));
+  return Promise.all(ranks.map((rank) => rankStatus(rank, rank.plannedModel ?? plannedModel, intervalSeconds * 1000, apiKey)));
 }
 
 const fixed = (value: number | null, digits: number) => (value === null ? "-" : value.toFixed(digits));

@@ -1,13 +1,16 @@
+import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
 import { parseStackSettings, type StackSettings } from "../core/config/stackConfig";
 import { checkSecretPairings, SECRET_KEYS, secretEnvironment, type SecretKey } from "../core/config/secrets";
-import { planDeployment, type Deployment } from "../core/plan/deployment";
+import type { Deployment } from "../core/plan/deployment";
 import { messagesAt } from "../core/plan/messages";
+import { planStack, type StackPlan } from "../core/plan/stack";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import type { ScrapeTarget } from "../core/monitoring/targets";
 import { clientCommand } from "../core/render/client";
-import { renderDeployment, type RenderedHosts, type RenderedKubernetes } from "../core/render/deployment";
+import type { RenderedHosts, RenderedKubernetes } from "../core/render/deployment";
+import { modelInstance, renderStack } from "../core/render/stack";
 import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
@@ -18,6 +21,7 @@ import { NpuHost, type RankUnit } from "./hosts/npuHost";
 import { NpuWorkloads, type RoleDeployment } from "./kubernetes/npuWorkloads";
 import { FrontDoor } from "./router/frontDoor";
 import { LlmdRouter } from "./router/llmdRouter";
+import { ModelRouting } from "./router/modelRouting";
 
 export type ServingSecrets = Partial<Record<SecretKey, pulumi.Input<string>>>;
 
@@ -49,11 +53,30 @@ export function reportedRevision(stdout: string | undefined, model: string): str
   return reportedWord(stdout, `revision ${model} `, /^[0-9a-f]{40}$/);
 }
 
-/** Validates settings and secrets together; throws a ConfigError before any resource exists. */
+/** One model deployment of the stack, as the `models` output lists it. */
+export interface ModelOutput {
+  /** models[].name; absent for a stack without models. */
+  name?: string;
+  /** The names clients may send in the request's model field for it. */
+  servedNames: string[];
+  /** Model, strategy, target and every axis value. */
+  selection: Record<string, string>;
+  /** The commit it serves: the pinned revision, or on hosts the one the first download resolved. */
+  modelRevision: string | null;
+}
+
+/** Validates settings and secrets together, every model of the stack; throws a ConfigError before any resource exists. */
+export function planServingStack(args: ModelServingArgs): StackPlan {
+  const stack = planStack(parseStackSettings(args.settings as Record<string, unknown>), args.catalog ?? RecipeCatalog.load());
+  for (const deployment of stack.models) checkSecretPairings(deployment.settings, (key) => args.secrets?.[key] !== undefined);
+  return stack;
+}
+
+/** planServingStack for a stack of one model (no `models`, or one entry): its deployment. */
 export function planServing(args: ModelServingArgs): Deployment {
-  const deployment = planDeployment(parseStackSettings(args.settings as Record<string, unknown>), args.catalog ?? RecipeCatalog.load());
-  checkSecretPairings(deployment.settings, (key) => args.secrets?.[key] !== undefined);
-  return deployment;
+  const { models } = planServingStack(args);
+  if (models.length !== 1) throw new Error(`planServing plans a stack of one model, not ${models.length}: use planServingStack`);
+  return models[0]!;
 }
 
 /** What a platform's resources give the component's outputs. */
@@ -178,30 +201,31 @@ function frontDoorResources(
   return doors;
 }
 
-/** The Kubernetes platform: the workloads and, for the strategies with a router, the llm-d router. */
+/** The Kubernetes platform: the workloads and, for the strategies with a router, the llm-d router; in the stack's shared namespace, if given. */
 function kubernetesResources(
   name: string,
   kubernetes: RenderedKubernetes,
   deployment: Deployment,
   secrets: ServingSecrets,
   child: pulumi.ComponentResourceOptions,
+  namespace?: k8s.core.v1.Namespace,
 ): PlatformOutputs {
-  const { workloads, scalers, monitoring, routerValues } = kubernetes;
-  const { settings, plan } = deployment;
+  const { workloads, scalers, monitoring, routerValues, router: intent } = kubernetes;
+  const { settings } = deployment;
   const present = SECRET_KEYS.filter((key) => secrets[key] !== undefined);
   const npu = new NpuWorkloads(
     `${name}-workloads`,
-    { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring, scalers, registryPassword: secrets.registryPassword },
+    { workloads, secretEnv: secretEnvironment(present, (key) => secrets[key]!), monitoring, scalers, registryPassword: secrets.registryPassword, namespace },
     child,
   );
   const router =
-    plan.router && routerValues
+    intent && routerValues
       ? new LlmdRouter(
           `${name}-router`,
           {
-            release: plan.router.release,
-            chart: plan.router.chart,
-            version: plan.router.version,
+            release: intent.release,
+            chart: intent.chart,
+            version: intent.version,
             namespace: settings.kubernetes.namespace,
             values: routerValues,
             gateway: settings.kubernetes.gateway,
@@ -218,6 +242,25 @@ function kubernetesResources(
     deployments: npu.deployments,
     keyReports: new Map(),
   };
+}
+
+/** What a plan serves: model, strategy, target and every axis value. */
+function selectionOf(plan: Deployment["plan"]): Record<string, string> {
+  return { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
+}
+
+/** The `models` output: each model's name, served names, selection and revision. */
+function modelOutputs(stack: StackPlan, platforms: readonly PlatformOutputs[]): pulumi.Output<ModelOutput[]> {
+  return pulumi.all(
+    stack.models.map((deployment, i) =>
+      platforms[i]!.modelRevision.apply((modelRevision) => ({
+        ...(deployment.entry.name === null ? {} : { name: deployment.entry.name }),
+        servedNames: deployment.entry.servedNames,
+        selection: selectionOf(deployment.plan),
+        modelRevision,
+      })),
+    ),
+  );
 }
 
 /**
@@ -240,12 +283,13 @@ export class ModelServing extends pulumi.ComponentResource {
   readonly scrapeTargets: ScrapeTarget[];
   /** The compile keys this stack runs, each with its roles and the registry digest of its compiled cache: what retention must keep. */
   readonly compileKeys: pulumi.Output<CompileKeyOutput[]>;
+  /** Each model deployment: its name, served names, selection and revision (`selection` and `modelRevision` are the first model's). */
+  readonly models: pulumi.Output<ModelOutput[]>;
 
   constructor(name: string, args: ModelServingArgs, opts?: pulumi.ComponentResourceOptions) {
     checkInstanceName(name);
-    const deployment = planServing(args);
+    const stack = planServingStack(args);
     super("rbln-serving:index:ModelServing", name, {}, opts);
-    const { plan } = deployment;
     // A library caller may pass plain strings: every secret is a secret from here on, whatever came in.
     const secrets: ServingSecrets = Object.fromEntries(
       Object.entries(args.secrets ?? {})
@@ -253,32 +297,51 @@ export class ModelServing extends pulumi.ComponentResource {
         .map(([key, value]) => [key, pulumi.secret(value)]),
     );
     const present = SECRET_KEYS.filter((key) => secrets[key] !== undefined);
-    const rendered = renderDeployment(deployment, {
+    const rendered = renderStack(stack, {
       stack: pulumi.getStack(),
       instance: name,
       secrets: present,
       hostOptions: args.hostOptions,
       copyOptions: args.copyOptions,
     });
-    const platform = rendered.hosts
-      ? hostResources(name, rendered.hosts, deployment, secrets, { parent: this })
-      : kubernetesResources(name, rendered.kubernetes!, deployment, secrets, { parent: this });
+    const child = { parent: this };
+    // Kept when the stack goes, as a stack of one model keeps its own: the caches live in it.
+    const namespace = rendered.namespace ? new k8s.core.v1.Namespace(`${name}-namespace`, rendered.namespace, { ...child, retainOnDelete: true }) : undefined;
+    if (rendered.dashboard) new k8s.core.v1.ConfigMap(`${name}-dashboard`, rendered.dashboard, child);
+    if (rendered.routing)
+      new ModelRouting(
+        `${name}-routing`,
+        { routing: rendered.routing, servedNamesResources: stack.models.map((m) => `${modelInstance(name, m)}-served-names`), namespace: namespace! },
+        child,
+      );
+    const platforms = rendered.models.map((model) => {
+      const modelName = modelInstance(name, model.deployment);
+      return model.hosts
+        ? hostResources(modelName, model.hosts, model.deployment, secrets, child)
+        : kubernetesResources(modelName, model.kubernetes!, model.deployment, secrets, child, namespace);
+    });
+    const first = stack.models[0]!.plan;
+    const every = <T>(pick: (p: PlatformOutputs) => pulumi.Output<T[]>) => pulumi.all(platforms.map(pick)).apply((lists) => lists.flat());
 
-    this.endpoints = platform.endpoints;
-    this.units = platform.units;
-    this.modelRevision = platform.modelRevision;
-    this.deployments = platform.deployments;
-    this.curl = platform.endpoints.apply((list) => clientCommand(plan.client, list[0] ?? "http://<endpoint>", secrets.apiKey !== undefined));
-    this.selection = { model: plan.model, strategy: plan.strategy, target: plan.target, ...plan.selection };
-    this.warnings = messagesAt(plan.messages, "warning");
-    this.notes = messagesAt(plan.messages, "note");
-    this.scrapeTargets = rendered.hosts?.scrapeTargets ?? [];
+    // Several models share one front door: its endpoint once.
+    this.endpoints = every((p) => p.endpoints).apply((list) => [...new Set(list)]);
+    this.units = every((p) => p.units);
+    this.modelRevision = platforms[0]!.modelRevision;
+    this.deployments = every((p) => p.deployments);
+    this.curl = this.endpoints.apply((list) => clientCommand(first.client, list[0] ?? "http://<endpoint>", secrets.apiKey !== undefined));
+    this.selection = selectionOf(first);
+    this.warnings = messagesAt(stack.messages, "warning");
+    this.notes = messagesAt(stack.messages, "note");
+    this.scrapeTargets = rendered.models.flatMap((m) => m.hosts?.scrapeTargets ?? []);
+    this.models = modelOutputs(stack, platforms);
     this.compileKeys = pulumi.all(
-      deployment.compile.keys.map((k) =>
-        (platform.keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
-          const digest = reportedDigest(stdout, k.key);
-          return { key: k.key, roles: k.roles, ...(digest ? { digest } : {}) };
-        }),
+      stack.models.flatMap((deployment, i) =>
+        deployment.compile.keys.map((k) =>
+          (platforms[i]!.keyReports.get(k.key) ?? pulumi.output("")).apply((stdout) => {
+            const digest = reportedDigest(stdout, k.key);
+            return { key: k.key, roles: k.roles, ...(digest ? { digest } : {}) };
+          }),
+        ),
       ),
     );
     this.registerOutputs({
@@ -292,6 +355,7 @@ export class ModelServing extends pulumi.ComponentResource {
       warnings: this.warnings,
       notes: this.notes,
       scrapeTargets: this.scrapeTargets,
+      models: this.models,
     });
   }
 }

@@ -4,7 +4,12 @@ import { SECRET_KEYS } from "../core/config/secrets";
 import { fromPackageValue, settingsShape } from "../core/config/settingsShape";
 import type { RankUnit } from "../components/hosts/npuHost";
 import type { RoleDeployment } from "../components/kubernetes/npuWorkloads";
-import { type CompileKeyOutput, ModelServing as ModelServingComponent, type ModelServingArgs as ComponentArgs } from "../components/modelServing";
+import {
+  type CompileKeyOutput,
+  type ModelOutput,
+  ModelServing as ModelServingComponent,
+  type ModelServingArgs as ComponentArgs,
+} from "../components/modelServing";
 import type { RankLabels, ScrapeTarget } from "../core/monitoring/targets";
 import type { ModelServingArgs } from "./settingsArgs.generated";
 
@@ -19,6 +24,17 @@ export type { CompileKeyOutput } from "../components/modelServing";
 export type { RankPlacement } from "../components/kubernetes/npuWorkloads";
 export interface RankUnitOutput extends RankUnit {}
 export interface RoleDeploymentOutput extends RoleDeployment {}
+// The analyzer has no null: an unresolved revision is an absent one.
+export interface ModelDeploymentOutput extends Omit<ModelOutput, "modelRevision" | "name" | "servedNames" | "selection"> {
+  /** models[].name; absent for a stack without models. */
+  name?: string;
+  /** The names clients may send in the request's model field for it. */
+  servedNames: string[];
+  /** Model, strategy, target and every axis value. */
+  selection: { [key: string]: string };
+  /** The commit it serves: the pinned revision, or on hosts the one the first download resolved. */
+  modelRevision?: string;
+}
 export interface ScrapeLabelsOutput extends RankLabels {}
 // Omit<> would lose the other keys' types: the analyzer reads a property from its declaration.
 export interface ScrapeTargetOutput extends ScrapeTarget {
@@ -65,6 +81,8 @@ export class ModelServing extends ServingComponent {
   declare readonly scrapeTargets: ScrapeTargetOutput[];
   /** The compile keys the stack runs, with their roles and the registry digest of each compiled cache (retention keeps these). */
   declare readonly compileKeys: pulumi.Output<CompileKeyOutput[]>;
+  /** Each model deployment: its name, served names, selection and revision (selection and modelRevision are the first model's). */
+  declare readonly models: pulumi.Output<ModelDeploymentOutput[]>;
 
   constructor(name: string, args: ModelServingArgs, opts?: pulumi.ComponentResourceOptions) {
     super(name, componentArgs(args), opts);

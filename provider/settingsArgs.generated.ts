@@ -17,15 +17,15 @@ export interface ModelServingArgs {
    */
   revision?: string;
   /**
-   * How the model is split over NPUs and servers, as the recipe names it: aggregated-data-expert-parallel, aggregated-pipeline-parallel or prefill-decode-disaggregated. Required; a strategy the recipe does not verify is refused, listing the ones it does.
+   * How the model is split over NPUs and servers, as the recipe names it: aggregated-data-expert-parallel, aggregated-pipeline-parallel or prefill-decode-disaggregated. Required unless models is given; a strategy the recipe does not verify is refused, listing the ones it does.
    * Allowed: not empty.
    */
-  strategy: string;
+  strategy?: string;
   /**
-   * What the strategy is tuned for: Latency or Throughput, as the recipe verifies it for the strategy. Required.
+   * What the strategy is tuned for: Latency or Throughput, as the recipe verifies it for the strategy. Required unless models is given.
    * Allowed: not empty.
    */
-  target: string;
+  target?: string;
   /**
    * recommended starts the axes from the recipe's recommended values; the axes given override them. Unset, each axis's default.
    * Allowed: only recommended.
@@ -60,6 +60,11 @@ export interface ModelServingArgs {
    * Allowed: an integer from 1 to 1024.
    */
   decodeReplicas?: number;
+  /**
+   * Several model deployments in one stack, behind one front door that routes each request by its model field (docs/models.md). Each entry has its own name, servedNames, hosts and the per-model keys (model, revision, strategy, target, preset, axes, versions, replicas, prefillReplicas, decodeReplicas, extraArgs, extraEnv, compile, autoscaling), which the top level may then not set. Unset, the top level is the stack's one model.
+   * Allowed: not empty.
+   */
+  models?: ModelArgs[];
   /** Hosts: the NPU servers, exactly one per node and replica; for prefill-decode-disaggregated the prefill servers first (prefillReplicas), then the decode servers (decodeReplicas). Required with platform hosts; a wrong count is refused, saying how many of each are needed. */
   hosts?: HostArgs[];
   /** Hosts: a bastion every server is reached through, unless a host names its own proxy. */
@@ -149,6 +154,88 @@ export interface ModelServingArgs {
 /** The values of the stack config's `platform`. */
 export const Platform = { Hosts: "hosts", Kubernetes: "kubernetes" } as const;
 export type Platform = (typeof Platform)[keyof typeof Platform];
+
+/** One model deployment of the stack: its name, the names clients call it by, and the per-model keys of a stack of one model. */
+export interface ModelArgs {
+  /**
+   * The model deployment's name, unique among models: its resources, unit and env files, Kubernetes objects, router release and pool are named after it, and every metric series and scrape target carries it as the model label. Renaming it replaces them.
+   * Allowed: a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'; at most 24 characters.
+   */
+  name: string;
+  /**
+   * The names clients may send in a request's model field for this model; aliases route to the same pool, and the first is the name vLLM reports. Unset, the model id. No name may be served by two models; the front door answers any other with 404.
+   * Allowed: not empty; each not empty, at most 256 characters, printable ASCII without spaces, quotes or backslashes, such as MiniMaxAI/MiniMax-M2.7 or tiny-chat.
+   */
+  servedNames?: string[];
+  /**
+   * The model to serve: the id of a recipe in the package's recipes/ folder (its Hugging Face id).
+   * Allowed: not empty.
+   * Default: "MiniMaxAI/MiniMax-M2.7".
+   */
+  model?: string;
+  /**
+   * The model's commit on the Hugging Face hub, used for the download and passed to vLLM; unset, the first download resolves and records it. Required with compile.registry.
+   * Allowed: a 40-hex commit hash such as 0123456789abcdef0123456789abcdef01234567 (a branch or tag moves).
+   */
+  revision?: string;
+  /**
+   * How the model is split over NPUs and servers, as the recipe names it: aggregated-data-expert-parallel, aggregated-pipeline-parallel or prefill-decode-disaggregated. Required; a strategy the recipe does not verify is refused, listing the ones it does.
+   * Allowed: not empty.
+   */
+  strategy: string;
+  /**
+   * What the strategy is tuned for: Latency or Throughput, as the recipe verifies it for the strategy. Required.
+   * Allowed: not empty.
+   */
+  target: string;
+  /**
+   * recommended starts the axes from the recipe's recommended values; the axes given override them. Unset, each axis's default.
+   * Allowed: only recommended.
+   */
+  preset?: string;
+  /** Axis values over the preset, such as spec_decode: suffix or lmcache: cpu; a value the recipe does not verify for the strategy and target is refused, listing the verified ones. */
+  axes?: { [key: string]: string };
+  /**
+   * Hosts: package versions over the recipe's pins (rebelCompiler, vllmRbln, arcticInference), each an exact PEP 440 version; they name the venv.
+   * Allowed: values: a PEP 440 version such as 0.12.1 or 0.13.0rc1, at most 64 characters.
+   */
+  versions?: { [key: string]: string };
+  /**
+   * Copies of the strategy, each on its own servers or pods; on hosts, hosts lists one server per node and replica.
+   * Allowed: an integer from 1 to 1024.
+   * Default: 1.
+   */
+  replicas?: number;
+  /**
+   * prefill-decode-disaggregated: the prefill copies; unset, replicas.
+   * Allowed: an integer from 1 to 1024.
+   */
+  prefillReplicas?: number;
+  /**
+   * prefill-decode-disaggregated: the decode copies; unset, replicas.
+   * Allowed: an integer from 1 to 1024.
+   */
+  decodeReplicas?: number;
+  /**
+   * Per role (main, prefill, decode): extra `vllm serve` flags, as words (`--max-log-len`, `100`), replacing the recipe's flag of that name. Flags that define the topology (`--port`, `--data-parallel-*`, `--tensor-parallel-size`, ...) are refused in every spelling; a role the strategy lacks is refused.
+   * Allowed: keys: a role name such as main, prefill or decode; values: each at most 4096 characters, a word without NUL bytes.
+   */
+  extraArgs?: { [key: string]: string[] };
+  /** Compile ahead, off the NPUs, and a registry of compiled caches (docs/compile-ahead.md). */
+  compile?: ModelCompileArgs;
+  /**
+   * Per role (main, prefill, decode): extra environment variables for vLLM, name to value, as literal text. Refused: the topology's and the package's own variables, names that hold credentials (use the secrets), names bash keeps, and a role the strategy lacks.
+   * Allowed: keys: a role name such as main, prefill or decode; values: keys: an environment variable name, values: at most 65536 characters, a value without control characters other than newline and tab.
+   */
+  extraEnv?: { [key: string]: { [key: string]: string } };
+  /** Replicas that follow the load on Kubernetes: a KEDA ScaledObject per role (docs/kubernetes-autoscaling.md). */
+  autoscaling?: ModelAutoscalingArgs;
+  /**
+   * Hosts: the names of the entries of the top-level hosts this model runs on, one per node and replica, in the order hosts would list them for a stack of this model alone (prefill servers before decode servers). No host may serve two models. Required with platform hosts.
+   * Allowed: not empty; each a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'.
+   */
+  hosts?: string[];
+}
 
 /** A server reached over SSH: its name, address, SSH login and host key. No two hosts may be one SSH server (the same address and port; host names compare without case). */
 export interface HostArgs {
@@ -442,6 +529,57 @@ export interface RolloutArgs {
   allowEmptyFrontDoor?: boolean;
 }
 
+/** Compile ahead, off the NPUs, and a registry of compiled caches (docs/compile-ahead.md). */
+export interface ModelCompileArgs {
+  /** Hosts: a CPU server (no NPU) that compiles every compile key before any NPU unit changes, with the same installRoot and cacheRoot as the NPU hosts; it also seeds the weights. A server of its own, never one of hosts. */
+  host?: ModelCompileHostArgs;
+  /**
+   * Kubernetes: a compile Job per compile key, on CPU nodes without NPUs, fills the role's compile cache before its Deployment changes.
+   * Default: false.
+   */
+  enabled?: boolean;
+  /**
+   * Kubernetes: node labels the compile Jobs must match (CPU nodes).
+   * Allowed: keys: a Kubernetes label key; values: a Kubernetes label value.
+   */
+  nodeSelector?: { [key: string]: string };
+  /** Kubernetes: the compile Job's CPU and memory, over the defaults (32 CPUs and 384Gi requested). */
+  resources?: ModelCompileResourcesArgs;
+  /** A registry that keeps compiled caches across stacks, tagged by compile key: a stack pulls a key another compiled. Needs revision pinned, and on Kubernetes kubernetes.image pinned by digest. */
+  registry?: ModelCompileRegistryArgs;
+}
+
+/** Replicas that follow the load on Kubernetes: a KEDA ScaledObject per role (docs/kubernetes-autoscaling.md). */
+export interface ModelAutoscalingArgs {
+  /**
+   * Kubernetes: a KEDA ScaledObject per role, so its replicas follow the load; needs monitoring.enabled, and KEDA in the cluster. Refused on hosts, whose servers are fixed.
+   * Default: false.
+   */
+  enabled?: boolean;
+  /**
+   * The fewest replicas of every role; 0 only with scaleToZero. Unset, each role's replicas (replicas, prefillReplicas, decodeReplicas).
+   * Allowed: an integer from 0 to 1024.
+   */
+  minReplicas?: number;
+  /**
+   * The most replicas of every role; required with enabled, here or per role, and not below a role's minReplicas.
+   * Allowed: an integer from 0 to 1024.
+   */
+  maxReplicas?: number;
+  /**
+   * Lets minReplicas be 0, so a role with nothing to serve gives its NPUs back; only behind the llm-d router.
+   * Default: false.
+   */
+  scaleToZero?: boolean;
+  /** The Prometheus KEDA queries; unset, the operator's prometheus-operated Service in monitoring.namespace. */
+  prometheusAddress?: string;
+  /**
+   * Per role (main, prefill, decode): limits and target over the stack-wide ones; a role the strategy lacks is refused.
+   * Allowed: keys: a role name such as main, prefill or decode.
+   */
+  roles?: { [key: string]: ModelAutoscalingRoleArgs };
+}
+
 /** A bastion (jump host) that SSH connects through to reach the servers behind it, with the same sshPrivateKey. */
 export interface HostProxyArgs {
   /**
@@ -713,6 +851,77 @@ export interface AutoscalingRoleArgs {
   target?: number;
 }
 
+/** The stack config's `models[].compile.host`. */
+export interface ModelCompileHostArgs {
+  /**
+   * The server's name, unique among hosts: its resources, unit files and plan lines are named after it, so renaming a host replaces its resources.
+   * Allowed: a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'.
+   */
+  name: string;
+  /**
+   * Where SSH reaches the server: a host name, an IPv4 or an IPv6 address.
+   * Allowed: at most 253 characters; a host name or IP address; an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number.
+   */
+  address: string;
+  /**
+   * The SSH user on the server. A user other than root runs the scripts through `sudo -n`, so it needs password-less sudo.
+   * Allowed: a POSIX user name.
+   * Default: "root".
+   */
+  user?: string;
+  /**
+   * The SSH port of the server.
+   * Allowed: an integer from 1 to 65535.
+   * Default: 22.
+   */
+  port?: number;
+  /**
+   * The public SSH host key of the server, as `ssh-keyscan` prints it without the host name (`ssh-ed25519 AAAA...`); SSH refuses any other server. Required unless insecureSkipHostKeyCheck is true.
+   * Allowed: a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan's output without the host name), then an optional comment without control characters.
+   */
+  hostKey?: string;
+  /** A bastion for this server (address, user, port, hostKey); unset, the stack-wide sshProxy (if any). */
+  proxy?: ModelCompileHostProxyArgs;
+}
+
+/** A container's CPU and memory, as Kubernetes requests and limits; a key left out keeps the default. */
+export interface ModelCompileResourcesArgs {
+  /** What the scheduler reserves for the container on its node (CPU and memory); no request may exceed its limit. */
+  requests?: ModelCompileResourcesRequestsArgs;
+  /** The most the container may use: above the memory limit it is killed, above the CPU limit throttled. */
+  limits?: ModelCompileResourcesLimitsArgs;
+}
+
+/** The stack config's `models[].compile.registry`. */
+export interface ModelCompileRegistryArgs {
+  /**
+   * The OCI repository of the compiled caches, `host[:port]/path` without scheme or tag: each cache is pushed and pulled under its compile key as the tag.
+   * Allowed: an OCI repository such as registry.example.com/ml/rbln-compile-cache: host[:port]/path, no scheme, no tag; a registry port from 1 to 65535.
+   */
+  repository: string;
+  /** The registry user, without spaces or ':'; the password is the registryPassword secret, and each needs the other. */
+  username?: string;
+}
+
+/** One role's replica limits and target, over the stack-wide ones. */
+export interface ModelAutoscalingRoleArgs {
+  /**
+   * The fewest replicas of this role; unset, autoscaling.minReplicas.
+   * Allowed: an integer from 0 to 1024.
+   */
+  minReplicas?: number;
+  /**
+   * The most replicas of this role; unset, autoscaling.maxReplicas; not below the role's minReplicas.
+   * Allowed: an integer from 0 to 1024.
+   */
+  maxReplicas?: number;
+  /**
+   * The waiting requests per replica the scaler keeps to: more waiting adds replicas. Unset, 1.
+   * Allowed: a number from 0.001 to 10000.
+   */
+  target?: number;
+}
+
 /** The stack config's `kubernetes.resources.*.requests`. */
 export interface KubernetesResourceRequestsArgs {
   /**
@@ -883,4 +1092,58 @@ export interface RouterHostProxyArgs {
    * Allowed: a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan's output without the host name), then an optional comment without control characters.
    */
   hostKey?: string;
+}
+
+/** A bastion (jump host) that SSH connects through to reach the servers behind it, with the same sshPrivateKey. */
+export interface ModelCompileHostProxyArgs {
+  /**
+   * Where SSH reaches the bastion: a host name, an IPv4 or an IPv6 address.
+   * Allowed: at most 253 characters; a host name or IP address; an IPv4 address as four decimal numbers 0-255 without leading zeros, such as 10.0.0.9 (010.0.0.9, 10.1 and 0x0a.0.0.9 read as other addresses to ssh and others), or a host name whose last label is not a number.
+   */
+  address: string;
+  /**
+   * The SSH user on the bastion; it needs no rights there but to forward the connection.
+   * Allowed: a POSIX user name.
+   * Default: "root".
+   */
+  user?: string;
+  /**
+   * The SSH port of the bastion.
+   * Allowed: an integer from 1 to 65535.
+   * Default: 22.
+   */
+  port?: number;
+  /**
+   * The public SSH host key of the bastion, as `ssh-keyscan` prints it without the host name (`ssh-ed25519 AAAA...`); SSH refuses any other server. Required unless insecureSkipHostKeyCheck is true.
+   * Allowed: a public host key line such as "ssh-ed25519 AAAAC3..." (ssh-keyscan's output without the host name), then an optional comment without control characters.
+   */
+  hostKey?: string;
+}
+
+/** The stack config's `models[].compile.resources.requests`. */
+export interface ModelCompileResourcesRequestsArgs {
+  /**
+   * CPU, in cores as a Kubernetes quantity: `8` is 8 cores, `500m` half a core.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
+  cpu?: string;
+  /**
+   * Memory, in bytes as a Kubernetes quantity: `64Gi`, `512Mi`.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
+  memory?: string;
+}
+
+/** The stack config's `models[].compile.resources.limits`. */
+export interface ModelCompileResourcesLimitsArgs {
+  /**
+   * CPU, in cores as a Kubernetes quantity: `8` is 8 cores, `500m` half a core.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
+  cpu?: string;
+  /**
+   * Memory, in bytes as a Kubernetes quantity: `64Gi`, `512Mi`.
+   * Allowed: a Kubernetes quantity such as 8, 500m or 64Gi; more than 0 (a zero request reserves nothing).
+   */
+  memory?: string;
 }

@@ -31,6 +31,8 @@ command -v curl >/dev/null || need+=(curl)
 # The routing sidecar's guard: its unit loads an nftables table (real nft on hosts with networks of their own, and a
 # check-only nft where hosts share this machine's network: test/fixtures/stand-ins/nft-check-only-stand-in).
 [ -x /usr/sbin/nft ] || need+=(nftables)
+# LuaJIT, Envoy's Lua: the front door's body-to-header script runs under it (test/models-hosts-routing.test.ts).
+command -v luajit >/dev/null || need+=(luajit)
 
 [ "${#need[@]}" -eq 0 ] && exit 0
 

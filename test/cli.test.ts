@@ -198,7 +198,7 @@ describe("plan command", () => {
     [["--strategy", "aggregated-pipeline-parallel", "--target", "Latency"], /^error: target: "Latency" is not offered/],
     [["--strategy", "aggregated-pipeline-parallel", "--target", "Throughput", "--set", "lmcache=bogus"], /^error: axes\.lmcache: unknown value "bogus"/],
     [["--strategy", "aggregated-pipeline-parallel", "--target", "Throughput", "--set", "lmcache"], /^error: --set: "lmcache" is not axis=value/],
-    [["--stack", "nope"], /^error: --stack: no stack file stacks\/Pulumi\.nope\.yaml; stacks: dev, edge, prod, staging$/m],
+    [["--stack", "nope"], /^error: --stack: no stack file stacks\/Pulumi\.nope\.yaml; stacks: dev, edge, multi, prod, staging$/m],
     [["--strategy", "aggregated-pipeline-parallel", "--target", "Throughput", "--format", "xml"], /^error: --format: unknown format "xml"/],
     [["--bogus"], /^error: Unknown option '--bogus'/],
     [["--stack", "dev", "--set", "lmcache=cpu", "--set", "lmcache=off"], /^error: --set: axis "lmcache" given twice \("cpu", "off"\); give each axis once$/m],

@@ -601,6 +601,7 @@ describe("the one reading of stack config (readConfigEntries)", () => {
     rollout: { maxUnavailable: 1 },
     autoscaling: { enabled: true, maxReplicas: 4 },
     compile: { enabled: true, registry: { repository: "registry.example.com/ml/rbln-compile-cache" } },
+    models: [{ name: "chat", strategy: "aggregated-data-expert-parallel", target: "Latency", hosts: ["npu-dev-0"] }],
   };
 
   it("gives every structured key the same value from an object, its JSON text, and a stack file's YAML", () => {

@@ -24,6 +24,7 @@ import { renderKubernetesWorkloads, type KubeObject } from "../core/render/kuber
 import type * as k8s from "../core/render/kubernetes/objects";
 import { shippedCatalog } from "./helpers/recipes";
 import chartFacts from "./fixtures/llm-d-router-gateway-v0.10.0.json";
+import { chartKeyProblems } from "./helpers/routerChart";
 
 const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   Namespace,
@@ -467,26 +468,13 @@ describe("router chart values", () => {
   });
   const values = routerChartValues(intent, "prefill-decode-disaggregated", settings) as any;
 
-  function leafPaths(value: unknown, prefix = ""): string[] {
-    if (value === null || typeof value !== "object" || Array.isArray(value)) return [prefix];
-    return Object.entries(value).flatMap(([k, v]) => (prefix === "router.epp.pluginsCustomConfig" ? [prefix] : leafPaths(v, prefix ? `${prefix}.${k}` : k)));
-  }
-
   it("uses only keys the v0.10.0 chart reads, and every key it requires", () => {
-    const known = Object.keys(chartFacts.keys);
-    const used = [...new Set(leafPaths(values))];
-    for (const key of used)
-      expect(
-        known.some((k) => key === k || key.startsWith(`${k}.`)),
-        key,
-      ).toBe(true);
-    for (const key of chartFacts.required)
-      expect(
-        used.some((k) => k.startsWith(key)),
-        key,
-      ).toBe(true);
-    expect(chartFacts.failureModes).toContain(values.router.inferencePool.failureMode);
-    expect(chartFacts.providers).toContain(values.provider.name);
+    expect(chartKeyProblems(values)).toEqual([]);
+    // The check itself: a key the chart does not read, and a required one missing.
+    expect(chartKeyProblems({ ...values, router: { ...values.router, modelServers: { type: "vllm" } }, extra: 1 })).toEqual([
+      "extra: not read by the chart",
+      "router.modelServers.matchLabels: required by the chart",
+    ]);
     expect(JSON.stringify(values)).not.toMatch(/endpoint_picker|ext_proc_port|scheduling_profiles|failure_mode|match_labels|target_ports|"ref"/);
     expect(values.httpRoute).toEqual({ create: true, inferenceGatewayName: "gw", inferenceGatewayNamespace: "gw-ns", requestTimeout: "1h" });
     expect(values.router.epp.resources).toEqual({ requests: { cpu: "2", memory: "4Gi" }, limits: { memory: "8Gi" } });

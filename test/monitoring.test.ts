@@ -157,6 +157,22 @@ describe("alert rules", () => {
     expect(run.output).toContain("SUCCESS");
     expect(run.status, run.output).toBe(0);
   });
+
+  it("of one model of several fire on that model's series only: the same tests pass for model m, and none fires for another", () => {
+    const run = (model: string) => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rules-model-"));
+      fs.writeFileSync(path.join(dir, "rbln-serving-rules.yaml"), toYaml(alertRules(undefined, model)));
+      fs.copyFileSync(RULES_TEST, path.join(dir, "rules.test.yaml"));
+      return promtool("test", "rules", path.join(dir, "rules.test.yaml"));
+    };
+    // The fixture's series are all of model "m".
+    expect(run("m").status, run("m").output).toBe(0);
+    const other = run("other");
+    expect(other.status).not.toBe(0);
+    expect(other.output).toContain("alertname: RblnServingRankDown");
+    expect(other.output).toMatch(/got:\s*\[\]/);
+    expect(alertRules(undefined, "chat").groups[0]!.rules.every((r) => r.expr.includes('model="chat"'))).toBe(true);
+  });
 });
 
 describe("scraping on hosts", () => {
@@ -219,7 +235,7 @@ describe("scraping on Kubernetes", () => {
       workloadsOf(),
       "rbln-serving",
     )!;
-    expect(configMap.metadata).toMatchObject({ namespace: "observability", labels: { grafana_dashboard: "1" } });
+    expect(configMap!.metadata).toMatchObject({ namespace: "observability", labels: { grafana_dashboard: "1" } });
     expect(JSON.parse((configMap as any).data["rbln-serving.json"])).toEqual(dashboard);
     expect((prometheusRule as any).spec).toEqual(alertRules());
   });

@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { messagesAt } from "../core/plan/messages";
-import { parseStackSettings, planDeployment, type Deployment } from "../components";
+import { parseStackSettings, planStack, type StackPlan } from "../components";
 import { readStackFile } from "../core/config/stackFile";
 import { runProgram } from "../program";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
@@ -31,12 +31,15 @@ function variants(raw: Record<string, unknown>): [string, Record<string, unknown
   const onHosts = raw.platform !== "kubernetes";
   const ahead = onHosts ? { host: COMPILE_HOST } : { enabled: true };
   // A registry needs a pinned revision, and on Kubernetes an image by digest.
-  const pinned = { revision: REVISION, ...(onHosts ? {} : { kubernetes: { ...(raw.kubernetes as object), image: PINNED_IMAGE } }) };
+  const image = onHosts ? {} : { kubernetes: { ...(raw.kubernetes as object), image: PINNED_IMAGE } };
+  // A stack of models sets compile ahead and the revision in each model.
+  const withKeys = (keys: Record<string, unknown>) =>
+    Array.isArray(raw.models) ? { ...raw, models: raw.models.map((m) => ({ ...m, ...keys })) } : { ...raw, ...keys };
   return [
     ["as shipped", raw],
-    ["compile ahead", { ...raw, compile: ahead }],
-    ["compile ahead and a registry", { ...raw, ...pinned, compile: { ...ahead, registry: REGISTRY } }],
-    ["a registry only", { ...raw, ...pinned, compile: { registry: REGISTRY } }],
+    ["compile ahead", withKeys({ compile: ahead })],
+    ["compile ahead and a registry", { ...withKeys({ revision: REVISION, compile: { ...ahead, registry: REGISTRY } }), ...image }],
+    ["a registry only", { ...withKeys({ revision: REVISION, compile: { registry: REGISTRY } }), ...image }],
   ];
 }
 
@@ -45,7 +48,7 @@ function secretsFor(raw: Record<string, any>): Record<string, string> {
   return {
     ...(raw.platform !== "kubernetes" ? { sshPrivateKey: "MARKER-SSH-KEY" } : {}),
     ...(raw.pip?.username !== undefined ? { pipPassword: "MARKER-PIP-PW" } : {}),
-    ...(raw.compile?.registry?.username !== undefined ? { registryPassword: "MARKER-REGISTRY-PW" } : {}),
+    ...([raw, ...(raw.models ?? [])].some((m) => m.compile?.registry?.username !== undefined) ? { registryPassword: "MARKER-REGISTRY-PW" } : {}),
   };
 }
 
@@ -77,27 +80,27 @@ function actedOn(registrations: readonly Registration[]) {
   };
 }
 
-/** The same, as the plan says it. */
-function planned(deployment: Deployment) {
-  const { mode, keys, registry } = deployment.compile;
-  const all = keys.map((k) => k.key).sort();
+/** The same, as the plan says it: every model's keys (each model of a variant has the same compile settings). */
+function planned(stack: StackPlan) {
+  const { mode, registry } = stack.models[0]!.compile;
+  const all = [...new Set(stack.models.flatMap((m) => m.compile.keys.map((k) => k.key)))].sort();
   return { mode, compiled: mode === "off" ? [] : all, pulled: mode === "off" && registry ? all : [], repository: registry ? [registry.repository] : null };
 }
 
 describe.each(STACKS)("stack %s: the public plan entry is the plan the program acts on", (stack) => {
   it.each(variants(readStackFile(stack).raw))("%s", async (_, raw) => {
-    const deployment = planDeployment(parseStackSettings(raw), shippedCatalog);
+    const stack = planStack(parseStackSettings(raw), shippedCatalog);
     const { registrations, result, error } = await runUnderMocks(runProgram, raw, secretsFor(raw));
     expect(error).toBeUndefined();
     const outputs = result as ReturnType<typeof runProgram>;
-    expect(actedOn(registrations)).toEqual(planned(deployment));
+    expect(actedOn(registrations)).toEqual(planned(stack));
     expect((await outputValue(outputs.compileKeys)).map(({ key, roles }) => ({ key, roles }))).toEqual(
-      deployment.compile.keys.map(({ key, roles }) => ({ key, roles })),
+      stack.models.flatMap((m) => m.compile.keys.map(({ key, roles }) => ({ key, roles }))),
     );
-    expect([outputs.warnings, outputs.notes]).toEqual([messagesAt(deployment.plan.messages, "warning"), messagesAt(deployment.plan.messages, "note")]);
+    expect([outputs.warnings, outputs.notes]).toEqual([messagesAt(stack.messages, "warning"), messagesAt(stack.messages, "note")]);
   });
 });
 
 it("covers every shipped stack", () => {
-  expect(STACKS).toEqual(["dev", "edge", "prod", "staging"]);
+  expect(STACKS).toEqual(["dev", "edge", "multi", "prod", "staging"]);
 });

@@ -187,7 +187,8 @@ describe("the component package schema", () => {
       .filter(([, field]) => !field.safeParse(undefined).success)
       .map(([key]) => key);
     expect(resource.requiredInputs?.sort()).toEqual(required.sort());
-    expect(required.sort()).toEqual(["strategy", "target"]);
+    // strategy and target are required of a stack without models only: a check across keys, not the schema.
+    expect(required.sort()).toEqual([]);
   });
 
   it("has every key path the stack config takes, nested, with a compatible type", () => {
@@ -284,6 +285,8 @@ describe("the component package schema", () => {
     expectTypeOf<Same<"notes">[0]>().toEqualTypeOf<Same<"notes">[1]>();
     expectTypeOf<Same<"scrapeTargets">[0]>().toEqualTypeOf<Same<"scrapeTargets">[1]>();
     expectTypeOf<Same<"compileKeys">[0]>().toEqualTypeOf<Same<"compileKeys">[1]>();
+    expectTypeOf<Same<"models">[0][number]["servedNames"]>().toEqualTypeOf<Same<"models">[1][number]["servedNames"]>();
+    expectTypeOf<Same<"models">[0][number]["modelRevision"]>().toEqualTypeOf<Exclude<Same<"models">[1][number]["modelRevision"], null> | undefined>();
     // The analyzer has no null: an unresolved revision is an absent one.
     expectTypeOf<Same<"modelRevision">[0]>().toEqualTypeOf<Exclude<Same<"modelRevision">[1], null> | undefined>();
   });

@@ -24,7 +24,7 @@ describe("npm test and npm run test:hosts provision what the suites need", () =>
     expect(run.status).toBe(1);
     expect(run.stderr.trimEnd().split("\n")).toHaveLength(1);
     expect(run.stderr).toMatch(
-      /^npm test needs: systemd shellcheck (openssh-server )?openssh-client util-linux iproute2 prometheus( rsync)?( docker-registry)?( skopeo)?( python3-venv)?( python3-yaml)? curl( keepalived)?; run as root: apt-get update && apt-get install -y --no-install-recommends systemd shellcheck /,
+      /^npm test needs: systemd shellcheck (openssh-server )?openssh-client util-linux iproute2 prometheus( rsync)?( docker-registry)?( skopeo)?( python3-venv)?( python3-yaml)? curl( keepalived)? luajit; run as root: apt-get update && apt-get install -y --no-install-recommends systemd shellcheck /,
     );
   });
 

@@ -10,6 +10,7 @@ import eppHa from "./fixtures/llm-d-router-v0.10.0/epp-ha.json";
 import eppFlags from "./fixtures/llm-d-router-v0.10.0/epp-flags.json";
 import chartFacts from "./fixtures/llm-d-router-gateway-v0.10.0.json";
 import payloadProcessor from "./fixtures/payload-processor/v0.1.0-rc.1.json";
+import gatewayApi from "./fixtures/gateway-api-v1.5.1/httproute.json";
 import envoyFailover from "./fixtures/envoy-v1.37.11/failover.json";
 import frontDoorExposure from "./fixtures/front-door-trust/exposure.json";
 import envoy13711 from "./fixtures/envoy-v1.37.11/facts.json";
@@ -28,6 +29,7 @@ const FIXTURES = {
   "llm-d-router-v0.10.0/multi-model.json": multiModel,
   "llm-d-router-v0.10.0/epp-ha.json": eppHa,
   "payload-processor/v0.1.0-rc.1.json": payloadProcessor,
+  "gateway-api-v1.5.1/httproute.json": gatewayApi,
   "envoy-v1.37.11/failover.json": envoyFailover,
   "front-door-trust/exposure.json": frontDoorExposure,
   "envoy-v1.37.11/facts.json": envoy13711,

@@ -17,6 +17,8 @@ export interface NpuWorkloadsArgs {
   monitoring?: MonitoringObjects | null;
   /** KEDA ScaledObjects of the roles that scale (`renderScalers`); none with fixed replicas. */
   scalers?: readonly RenderedScaler[];
+  /** The namespace the stack's models share (created once by ModelServing); unset, these workloads create theirs. */
+  namespace?: k8s.core.v1.Namespace;
 }
 
 /** One vLLM rank of a pod: its port and the NPUs it takes. */
@@ -91,7 +93,7 @@ function monitoringResources(name: string, monitoring: MonitoringObjects, parent
   for (const { id, object } of monitoring.podMonitors) new k8s.apiextensions.CustomResource(`${name}-${id}-monitor`, object, inNamespace);
   new k8s.apiextensions.CustomResource(`${name}-alerts`, monitoring.prometheusRule, inNamespace);
   // In the monitoring namespace, where the Grafana sidecar looks; that namespace belongs to the monitoring stack.
-  new k8s.core.v1.ConfigMap(`${name}-dashboard`, monitoring.dashboard, { parent });
+  if (monitoring.dashboard) new k8s.core.v1.ConfigMap(`${name}-dashboard`, monitoring.dashboard, { parent });
 }
 
 /**
@@ -109,7 +111,7 @@ export class NpuWorkloads extends pulumi.ComponentResource {
     const child = { parent: this };
     // The namespace and the caches stay when the serving resources go: deleting them would drop hours of compiled graphs.
     const keep = { ...child, retainOnDelete: true };
-    const namespace = new k8s.core.v1.Namespace(`${name}-namespace`, workloads.namespace, keep);
+    const namespace = args.namespace ?? new k8s.core.v1.Namespace(`${name}-namespace`, workloads.namespace, keep);
     const inNamespace = { ...child, dependsOn: [namespace] };
     const serviceAccount = new k8s.core.v1.ServiceAccount(`${name}-service-account`, workloads.serviceAccount, inNamespace);
     const secret = workloads.secret

@@ -425,8 +425,11 @@ export type CompileSettings = z.infer<typeof Compile>;
 
 const replicaCount = z.number().int().min(1).max(1024);
 
-/** Every key of the stack config, without the checks across keys (StackSettings adds them). */
-export const SettingsSchema = z.strictObject({
+/**
+ * The keys of one model deployment: the top level has them for a stack of one model, each entry of
+ * `models` for several (core/config/models.ts).
+ */
+const modelSettings = {
   model: z.string().min(1).default(DEFAULT_MODEL).describe("The model to serve: the id of a recipe in the package's recipes/ folder (its Hugging Face id)."),
   revision: z
     .string()
@@ -456,13 +459,88 @@ export const SettingsSchema = z.strictObject({
     .record(z.string(), packageVersion)
     .default({})
     .describe("Hosts: package versions over the recipe's pins (rebelCompiler, vllmRbln, arcticInference), each an exact PEP 440 version; they name the venv."),
+  replicas: replicaCount.default(1).describe("Copies of the strategy, each on its own servers or pods; on hosts, hosts lists one server per node and replica."),
+  prefillReplicas: replicaCount.optional().describe("prefill-decode-disaggregated: the prefill copies; unset, replicas."),
+  decodeReplicas: replicaCount.optional().describe("prefill-decode-disaggregated: the decode copies; unset, replicas."),
+  extraArgs: extraArgs
+    .default({})
+    .describe(
+      "Per role (main, prefill, decode): extra `vllm serve` flags, as words (`--max-log-len`, `100`), replacing the recipe's flag of that name. Flags that define the topology (`--port`, `--data-parallel-*`, `--tensor-parallel-size`, ...) are refused in every spelling; a role the strategy lacks is refused.",
+    ),
+  compile: Compile.default(Compile.parse({})),
+  extraEnv: extraEnv
+    .default({})
+    .describe(
+      "Per role (main, prefill, decode): extra environment variables for vLLM, name to value, as literal text. Refused: the topology's and the package's own variables, names that hold credentials (use the secrets), names bash keeps, and a role the strategy lacks.",
+    ),
+  autoscaling: Autoscaling.default(Autoscaling.parse({})),
+};
+
+/** The longest models[].name: it prefixes Kubernetes object names (at most 40 characters with the instance's) and the router release. */
+export const MAX_MODEL_NAME_LENGTH = 24;
+
+/** A name clients send in a request's model field: it lands in HTTP headers, Envoy's routes and YAML, so printable ASCII without spaces, quotes or backslashes. */
+const servedName = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^[!#-&(-[\]-~]+$/, "printable ASCII without spaces, quotes or backslashes, such as MiniMaxAI/MiniMax-M2.7 or tiny-chat");
+
+export const ModelEntry = z
+  .strictObject({
+    name: dnsLabel
+      .max(MAX_MODEL_NAME_LENGTH, `at most ${MAX_MODEL_NAME_LENGTH} characters: it prefixes Kubernetes object names and the router release`)
+      .describe(
+        "The model deployment's name, unique among models: its resources, unit and env files, Kubernetes objects, router release and pool are named after it, and every metric series and scrape target carries it as the model label. Renaming it replaces them.",
+      ),
+    servedNames: z
+      .array(servedName)
+      .min(1)
+      .optional()
+      .describe(
+        "The names clients may send in a request's model field for this model; aliases route to the same pool, and the first is the name vLLM reports. Unset, the model id. No name may be served by two models; the front door answers any other with 404.",
+      ),
+    ...modelSettings,
+    hosts: z
+      .array(dnsLabel)
+      .min(1)
+      .optional()
+      .describe(
+        "Hosts: the names of the entries of the top-level hosts this model runs on, one per node and replica, in the order hosts would list them for a stack of this model alone (prefill servers before decode servers). No host may serve two models. Required with platform hosts.",
+      ),
+  })
+  .describe("One model deployment of the stack: its name, the names clients call it by, and the per-model keys of a stack of one model.");
+export type ModelEntry = z.infer<typeof ModelEntry>;
+
+/** Every key of the stack config, without the checks across keys (StackSettings adds them). */
+export const SettingsSchema = z.strictObject({
+  model: modelSettings.model,
+  revision: modelSettings.revision,
+  strategy: modelSettings.strategy
+    .optional()
+    .describe(
+      "How the model is split over NPUs and servers, as the recipe names it: aggregated-data-expert-parallel, aggregated-pipeline-parallel or prefill-decode-disaggregated. Required unless models is given; a strategy the recipe does not verify is refused, listing the ones it does.",
+    ),
+  target: modelSettings.target
+    .optional()
+    .describe("What the strategy is tuned for: Latency or Throughput, as the recipe verifies it for the strategy. Required unless models is given."),
+  preset: modelSettings.preset,
+  axes: modelSettings.axes,
+  versions: modelSettings.versions,
   platform: z
     .enum(["hosts", "kubernetes"])
     .default("hosts")
     .describe("Where to serve: hosts (systemd units on SSH servers) or kubernetes (Deployments, the llm-d router chart)."),
-  replicas: replicaCount.default(1).describe("Copies of the strategy, each on its own servers or pods; on hosts, hosts lists one server per node and replica."),
-  prefillReplicas: replicaCount.optional().describe("prefill-decode-disaggregated: the prefill copies; unset, replicas."),
-  decodeReplicas: replicaCount.optional().describe("prefill-decode-disaggregated: the decode copies; unset, replicas."),
+  replicas: modelSettings.replicas,
+  prefillReplicas: modelSettings.prefillReplicas,
+  decodeReplicas: modelSettings.decodeReplicas,
+  models: z
+    .array(ModelEntry)
+    .min(1)
+    .optional()
+    .describe(
+      "Several model deployments in one stack, behind one front door that routes each request by its model field (docs/models.md). Each entry has its own name, servedNames, hosts and the per-model keys (model, revision, strategy, target, preset, axes, versions, replicas, prefillReplicas, decodeReplicas, extraArgs, extraEnv, compile, autoscaling), which the top level may then not set. Unset, the top level is the stack's one model.",
+    ),
   hosts: z
     .array(Host)
     .default([])
@@ -510,17 +588,9 @@ export const SettingsSchema = z.strictObject({
     .default({})
     .describe("Hosts: a cache every server shares."),
   kubernetes: Kubernetes.default(Kubernetes.parse({})),
-  extraArgs: extraArgs
-    .default({})
-    .describe(
-      "Per role (main, prefill, decode): extra `vllm serve` flags, as words (`--max-log-len`, `100`), replacing the recipe's flag of that name. Flags that define the topology (`--port`, `--data-parallel-*`, `--tensor-parallel-size`, ...) are refused in every spelling; a role the strategy lacks is refused.",
-    ),
-  compile: Compile.default(Compile.parse({})),
-  extraEnv: extraEnv
-    .default({})
-    .describe(
-      "Per role (main, prefill, decode): extra environment variables for vLLM, name to value, as literal text. Refused: the topology's and the package's own variables, names that hold credentials (use the secrets), names bash keeps, and a role the strategy lacks.",
-    ),
+  extraArgs: modelSettings.extraArgs,
+  compile: modelSettings.compile,
+  extraEnv: modelSettings.extraEnv,
   router: Router.default(Router.parse({})),
   monitoring: z
     .strictObject({
@@ -534,7 +604,7 @@ export const SettingsSchema = z.strictObject({
     })
     .default({ enabled: false, namespace: "monitoring" })
     .describe("Prometheus scraping, dashboard and alerts (Kubernetes objects; on hosts, files from `render`)."),
-  autoscaling: Autoscaling.default(Autoscaling.parse({})),
+  autoscaling: modelSettings.autoscaling,
   rollout: z
     .strictObject({
       maxUnavailable: MaxUnavailable.default(DEFAULT_MAX_UNAVAILABLE).describe(

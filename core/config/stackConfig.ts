@@ -4,6 +4,7 @@ import type { z } from "zod";
 import { MAX_JSON_DEPTH } from "../recipe/catalog";
 import { ConfigError, formatPath, issueMessage, maskedUrl, maskUrlCredentials } from "../errors";
 import { crossFieldIssues } from "./crossFieldChecks";
+import { modelIssues, refuseModelKeysBesideModels, topLevelSelection } from "./models";
 import { refuseNumbersOutOfRange } from "./numbers";
 import { SettingsSchema } from "./schema";
 import { SECRET_KEYS } from "./secrets";
@@ -11,9 +12,14 @@ import { SECRET_KEYS } from "./secrets";
 /** The project's config namespace: stack keys are `rbln-serving:<key>`. */
 export const CONFIG_NAMESPACE = "rbln-serving";
 
+/** What the checks across keys refuse, in order: the top level's selection, the checks of one stack, those of models. */
+function settingsIssues(settings: z.output<typeof SettingsSchema>) {
+  return [...topLevelSelection(settings), ...crossFieldIssues(settings), ...modelIssues(settings)];
+}
+
 /** The stack config's schema with its checks across keys. */
 export const StackSettings = SettingsSchema.superRefine((settings, ctx) => {
-  for (const { path, message, hideValue } of crossFieldIssues(settings))
+  for (const { path, message, hideValue } of settingsIssues(settings))
     ctx.addIssue({ code: "custom", path, message, ...(hideValue ? { params: { hideValue } } : {}) });
 });
 export type StackSettings = z.infer<typeof StackSettings>;
@@ -117,7 +123,14 @@ export function parseStackSettings(raw: Record<string, unknown>): StackSettings 
   refusePrototypeKeys(plain);
   // A program may hand Infinity or NaN, which zod would show as null.
   for (const [key, value] of Object.entries(plain)) refuseNumbersOutOfRange(key, value);
-  const result = StackSettings.safeParse(plain);
+  // Each key on its own first, then a model's keys in one place only, then the checks across keys.
+  const result = SettingsSchema.safeParse(plain);
   if (!result.success) throw describeIssue(result.error.issues[0]!, plain);
+  refuseModelKeysBesideModels(plain);
+  const [issue] = settingsIssues(result.data);
+  if (issue) {
+    const { path, message, hideValue } = issue;
+    throw describeIssue({ code: "custom", path, message, input: undefined, ...(hideValue ? { params: { hideValue } } : {}) }, plain);
+  }
   return result.data;
 }

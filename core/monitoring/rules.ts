@@ -23,11 +23,17 @@ export interface AlertThresholds {
 export const DEFAULT_THRESHOLDS: AlertThresholds = { ttftP95Seconds: 30, kvCacheUsage: 0.95 };
 
 /** The series of our ranks: every scrape target carries these labels (file_sd or PodMonitor relabelling). */
-const OUR_RANKS = `role!="",rank!=""`;
+const RANK_LABELS = `role!="",rank!=""`;
 const RANK = "{{ $labels.role }} rank {{ $labels.rank }} ({{ $labels.model }}, {{ $labels.host }}{{ $labels.pod }})";
 
-/** The alerts: a rank down, the front door down, a queue that keeps growing, KV cache nearly full, slow first tokens, preemptions. */
-export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS): RuleGroups {
+/**
+ * The alerts: a rank down, the front door down, a queue that keeps growing, KV cache nearly full,
+ * slow first tokens, preemptions. With `model`, only that model's series (its `model` label): the
+ * rules of one model deployment of a stack of several, each model's own object.
+ */
+export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS, model?: string): RuleGroups {
+  const ofModel = model === undefined ? "" : `,model=${JSON.stringify(model)}`;
+  const OUR_RANKS = `${RANK_LABELS}${ofModel}`;
   return {
     groups: [
       {
@@ -43,7 +49,7 @@ export function alertRules(thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Ru
           {
             alert: "RblnServingFrontDoorDown",
             // The front door's endpoint picker on hosts: without it no request reaches any rank.
-            expr: `up{role="endpoint-picker"} == 0`,
+            expr: `up{role="endpoint-picker"${ofModel}} == 0`,
             for: "2m",
             labels: { severity: "critical" },
             annotations: {

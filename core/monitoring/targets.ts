@@ -1,5 +1,6 @@
 import { hostPort, listeningAddress } from "../address";
 import type { Deployment } from "../plan/deployment";
+import { modelLabel } from "../plan/stack";
 
 /** The labels every rank's series carry, so dashboards and alerts can group by them. */
 export interface RankLabels {
@@ -9,7 +10,7 @@ export interface RankLabels {
   role: string;
   /** The rank's index in its role. */
   rank: string;
-  /** The model served. */
+  /** The model deployment: its entry's name in models, else (a stack of one model) the model id. */
   model: string;
   /** The strategy served. */
   strategy: string;
@@ -35,7 +36,7 @@ export function scrapeTargets(deployment: Deployment): ScrapeTarget[] {
       .flatMap((role) =>
         role.ranks.map((rank) => ({
           targets: [hostPort(listeningAddress(placement.host), rank.ports[0]!)],
-          labels: { host: placement.host.name, role: role.role, rank: String(rank.rank), model: plan.model, strategy: plan.strategy },
+          labels: { host: placement.host.name, role: role.role, rank: String(rank.rank), model: modelLabel(deployment), strategy: plan.strategy },
         })),
       ),
   );

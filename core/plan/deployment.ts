@@ -2,13 +2,14 @@ import type { z } from "zod";
 import { otherPlatformKeys, StackSettings } from "../config/stackConfig";
 import { checkServingAddresses } from "../config/crossFieldChecks";
 import { ConfigError, listValues } from "../errors";
+import { entryKey, modelEntries, type ModelEntrySettings } from "../config/models";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { durationSeconds } from "../config/defaults";
 import { withFlags } from "./argv";
 import { withExtras } from "./extraArgs";
 import { COMPILE_AHEAD_SERVING_ENV, compileMessages, loadsCompiledAhead, planCompileAhead, refuseCompileOnlyServing } from "./compileAhead";
 import { withCompileKeys } from "./compileKey";
-import { modelsOf, withRevision } from "./models";
+import { modelsOf, withRevision } from "./modelRefs";
 import { checkIndexCredentials, pipIndexUrls } from "./pipIndexes";
 import { resolveAutoscaling, roleReplicas } from "./replicas";
 import { resolvePlan } from "./resolve";
@@ -16,7 +17,7 @@ import { routerHostEntries } from "../config/routerHosts";
 import { planFrontDoor } from "./frontDoor";
 import { note, type PlanMessage, warning } from "./messages";
 import { checkWeightsStorage } from "./storage";
-import type { Deployment, HostPlacement, LaunchPlan } from "./types";
+import type { Deployment, Flag, HostPlacement, LaunchPlan } from "./types";
 
 export type { Deployment, HostPlacement } from "./types";
 
@@ -148,59 +149,104 @@ function selectionNotes(plan: LaunchPlan): PlanMessage[] {
 }
 
 /**
- * Each role as its ranks serve: the package's --shutdown-timeout, compile-only's keyed variables where
+ * Each role as its ranks serve: the package's --shutdown-timeout and the entry's served names, compile-only's keyed variables where
  * a rank loads a cache compiled ahead (docs/compile-ahead.md), then the stack's extraArgs and extraEnv.
  */
-function servingRoles(settings: StackSettings, base: LaunchPlan, shutdownTimeoutSeconds: number) {
-  const shutdown = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }];
+function servingRoles(entry: ModelEntrySettings, base: LaunchPlan, shutdownTimeoutSeconds: number) {
+  const { settings } = entry;
+  const packageFlags = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }, ...servedNameFlags(entry)];
+  const owned: Record<string, string> = entry.index === null ? {} : { "--served-model-name": "comes from models[].servedNames; list the names there" };
   const aheadEnv = loadsCompiledAhead(settings, base.packages) ? COMPILE_AHEAD_SERVING_ENV : {};
   return base.roles.map((role) =>
     withExtras(
-      { ...role, ranks: role.ranks.map((rank) => ({ ...withFlags(rank, shutdown), env: { ...rank.env, ...aheadEnv } })) },
+      { ...role, ranks: role.ranks.map((rank) => ({ ...withFlags(rank, packageFlags), env: { ...rank.env, ...aheadEnv } })) },
       settings.extraArgs[role.role],
       settings.extraEnv[role.role],
+      owned,
     ),
   );
 }
 
-export function planDeployment(settings: StackSettings, catalog: RecipeCatalog): Deployment {
-  const recipe = catalog.get(settings.model);
-  checkWeightsStorage(settings);
-  const base = resolvePlan(recipe, {
-    model: settings.model,
-    strategy: settings.strategy,
-    target: settings.target,
-    preset: settings.preset,
-    axes: settings.axes,
-    versions: settings.versions,
-  });
+/** vLLM serves the entry's names when they are not the model id alone (its own default): aliases reach the engine as sent. */
+function servedNameFlags(entry: ModelEntrySettings): Flag[] {
+  const [first, ...rest] = entry.servedNames;
+  return rest.length === 0 && first === entry.settings.model ? [] : [{ name: "--served-model-name", values: entry.servedNames }];
+}
+
+/** An entry of models keeps the recipe's router release apart from the other models' (its objects are named after it). */
+function entryRouter(plan: LaunchPlan, entry: ModelEntrySettings): LaunchPlan {
+  return entry.name === null || plan.router === null ? plan : { ...plan, router: { ...plan.router, release: `${plan.router.release}-${entry.name}` } };
+}
+
+/** The keys of a stack of one role name per role; with models, kubernetes.resources is shared and checked against every model's roles (core/plan/stack.ts). */
+function checkRoleKeys(settings: StackSettings, entry: ModelEntrySettings, base: LaunchPlan): void {
   const roleNames = base.roles.map((r) => r.role);
-  for (const [field, byRole] of [
+  const byRoleKeys = [
     ["extraArgs", settings.extraArgs],
     ["extraEnv", settings.extraEnv],
-    ["kubernetes.resources", settings.kubernetes.resources],
+    ...(entry.index === null ? ([["kubernetes.resources", settings.kubernetes.resources]] as const) : []),
     ["autoscaling.roles", settings.autoscaling.roles],
-  ] as const) {
+  ] as const;
+  for (const [field, byRole] of byRoleKeys) {
     for (const role of Object.keys(byRole)) {
       if (!roleNames.includes(role))
         throw new ConfigError(`${field}.${role}`, `strategy "${base.strategy}" has no role "${role}"; allowed: ${listValues(roleNames)}`);
     }
   }
+}
+
+/** One model deployment of the stack (core/config/models.ts); a refusal names the stack's key path. */
+export function planModelDeployment(entry: ModelEntrySettings, catalog: RecipeCatalog): Deployment {
+  try {
+    return planEntry(entry, catalog);
+  } catch (error) {
+    if (error instanceof ConfigError && entry.index !== null) throw new ConfigError(entryKey(entry, error.key), error.detail);
+    throw error;
+  }
+}
+
+/**
+ * The deployment of a stack of one model: its top level, or its one entry of models. A stack of
+ * several models is planned with planStack (core/plan/stack.ts).
+ */
+export function planDeployment(settings: StackSettings, catalog: RecipeCatalog): Deployment {
+  const entries = modelEntries(settings);
+  if (entries.length !== 1) throw new Error(`planDeployment plans a stack of one model, not ${entries.length}: use planStack`);
+  return planModelDeployment(entries[0]!, catalog);
+}
+
+function planEntry(entry: ModelEntrySettings, catalog: RecipeCatalog): Deployment {
+  const { settings } = entry;
+  const recipe = catalog.get(settings.model);
+  checkWeightsStorage(settings);
+  const base = resolvePlan(recipe, {
+    model: settings.model,
+    strategy: settings.strategy!,
+    target: settings.target!,
+    preset: settings.preset,
+    axes: settings.axes,
+    versions: settings.versions,
+  });
+  const roleNames = base.roles.map((r) => r.role);
+  checkRoleKeys(settings, entry, base);
   // In-flight requests get this long to finish when a rank stops: by default as long as the front door lets a request run.
   const shutdownTimeoutSeconds = settings.rollout.shutdownTimeoutSeconds ?? durationSeconds(settings.router.requestTimeout);
-  const extras = servingRoles(settings, base, shutdownTimeoutSeconds);
+  const extras = servingRoles(entry, base, shutdownTimeoutSeconds);
   const plan: LaunchPlan = withCompileKeys(
     withRevision(
-      {
-        ...base,
-        roles: extras.map((e) => e.role),
-        // extraArgs may name another draft model, or none.
-        models: modelsOf(
-          extras.map((e) => e.role),
-          null,
-        ),
-        messages: [...base.messages, ...selectionNotes(base), ...settingsWarnings(settings), ...extras.flatMap((e) => e.warnings)],
-      },
+      entryRouter(
+        {
+          ...base,
+          roles: extras.map((e) => e.role),
+          // extraArgs may name another draft model, or none.
+          models: modelsOf(
+            extras.map((e) => e.role),
+            null,
+          ),
+          messages: [...base.messages, ...selectionNotes(base), ...settingsWarnings(settings), ...extras.flatMap((e) => e.warnings)],
+        },
+        entry,
+      ),
       settings.revision,
     ),
     settings.platform === "kubernetes" ? (settings.kubernetes.image ?? null) : null,
@@ -232,6 +278,7 @@ export function planDeployment(settings: StackSettings, catalog: RecipeCatalog):
   refuseCompileOnlyServing(settings);
   const deployment: Deployment = {
     settings,
+    entry: { name: entry.name, servedNames: entry.servedNames },
     plan,
     placements,
     shutdownTimeoutSeconds,

@@ -31,11 +31,11 @@ const asRead = (flag: ReadFlag) => `"${flag.given}"${abbreviated(flag) ? ` (vLLM
 const optionOf = (name: string) => flagIdentity(name).split(".")[0]!;
 
 /** The refusal of one flag of extraArgs on its own, if any: it defines the topology, or a setting of the stack sets it. */
-function ownedFlagRefusal(flag: ReadFlag): string | undefined {
+function ownedFlagRefusal(flag: ReadFlag, owned: Readonly<Record<string, string>>): string | undefined {
   const option = flag.option.name;
   if ((TOPOLOGY_FLAGS as readonly string[]).includes(option))
     return `${asRead(flag)} defines the serving topology and comes from the recipe; choose a strategy, target or axis instead`;
-  const owner = SETTING_FLAGS[option];
+  const owner = SETTING_FLAGS[option] ?? owned[option];
   return owner === undefined ? undefined : `${asRead(flag)} ${owner}`;
 }
 
@@ -62,12 +62,17 @@ function clashRefusal(flag: ReadFlag, earlier: readonly ReadFlag[], recipe: read
 }
 
 /** The stack's extraArgs of one role as flags vLLM reads the same way, each checked; and a warning per vllm-rbln flag. */
-export function extraFlags(words: readonly string[], key: string, recipe: readonly Flag[]): { flags: Flag[]; warnings: PlanMessage[] } {
+export function extraFlags(
+  words: readonly string[],
+  key: string,
+  recipe: readonly Flag[],
+  owned: Readonly<Record<string, string>> = {},
+): { flags: Flag[]; warnings: PlanMessage[] } {
   const read = readVllmWords(words);
   if (typeof read === "string") throw new ConfigError(key, read);
   const warnings: PlanMessage[] = [];
   read.forEach((flag, i) => {
-    const refusal = ownedFlagRefusal(flag) ?? clashRefusal(flag, read.slice(0, i), recipe);
+    const refusal = ownedFlagRefusal(flag, owned) ?? clashRefusal(flag, read.slice(0, i), recipe);
     if (refusal !== undefined) throw new ConfigError(key, refusal);
     if (flag.rbln)
       warnings.push(
@@ -79,11 +84,15 @@ export function extraFlags(words: readonly string[], key: string, recipe: readon
   return { flags: read.map(({ name, values }) => ({ name, values })), warnings };
 }
 
-/** The stack's extraArgs/extraEnv on top of the recipe: a flag the recipe has (in any spelling of it) is replaced in place. */
+/**
+ * The stack's extraArgs/extraEnv on top of the recipe: a flag the recipe has (in any spelling of it)
+ * is replaced in place. `owned`: flags the stack's own settings set here too, with what to set instead.
+ */
 export function withExtras(
   role: RolePlan,
   extraArgs: readonly string[] | undefined,
   extraEnv: Readonly<Record<string, string>> | undefined,
+  owned: Readonly<Record<string, string>> = {},
 ): { role: RolePlan; warnings: PlanMessage[] } {
   if (!extraArgs?.length && !extraEnv) return { role, warnings: [] };
   for (const name of Object.keys(extraEnv ?? {})) {
@@ -95,6 +104,7 @@ export function withExtras(
     extraArgs ?? [],
     `extraArgs.${role.role}`,
     role.ranks.flatMap((rank) => rank.flags),
+    owned,
   );
   const credentials = Object.keys(splitCredentialEnv(extraEnv ?? {}).credentials).map((name) =>
     warning(

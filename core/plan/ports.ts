@@ -15,6 +15,16 @@ export const FRONT_DOOR_PORTS = {
   envoyAdmin: 9901,
 } as const;
 
+/**
+ * The ports of the EPP of model `index` (its place in models) on the router host: the first model's
+ * are the one EPP's, each next one's gRPC and health ports two higher and its metrics port one higher
+ * (9002/9003/9090, 9004/9005/9091, ...), clear of Envoy's admin port for any number of models the
+ * router host can hold.
+ */
+export function modelEppPorts(index: number): { eppGrpc: number; eppHealth: number; eppMetrics: number } {
+  return { eppGrpc: FRONT_DOOR_PORTS.eppGrpc + 2 * index, eppHealth: FRONT_DOOR_PORTS.eppHealth + 2 * index, eppMetrics: FRONT_DOOR_PORTS.eppMetrics + index };
+}
+
 /** Where a router host's Envoy serves its local EPP to the other router hosts' Envoys, over mutual TLS. */
 export const PEER_EPP_PORT = 9443;
 

@@ -5,7 +5,7 @@ import { ShellSyntaxError, splitShellWords } from "../shell";
 import { PLACEHOLDER } from "./argv";
 import { withCompileKeys } from "./compileKey";
 import { OFFLINE_ENV } from "../config/defaults";
-import { modelsOf } from "./models";
+import { modelsOf } from "./modelRefs";
 import { readRouterIntent, routerNotes } from "./routerIntent";
 import type { Flag, LaunchPlan, NodePlan, PackagePlan, RankPlan, RolePlan, Selection } from "./types";
 

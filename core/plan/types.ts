@@ -249,9 +249,19 @@ export interface CompileAheadPlan {
   registry: NonNullable<CompileSettings["registry"]> | null;
 }
 
-/** The validated stack: its launch plan with the stack's own additions, and where each node runs. */
+/** Which model deployment of the stack a Deployment is (core/config/models.ts). */
+export interface ModelEntryRef {
+  /** models[].name; null for a stack without `models`, whose names stay as they were. */
+  name: string | null;
+  /** The names clients may send in the request's model field. */
+  servedNames: string[];
+}
+
+/** One model deployment of the stack: its launch plan with the stack's own additions, and where each node runs. */
 export interface Deployment {
+  /** The settings of a stack of this model alone: the shared keys with the entry's own over them. */
   settings: StackSettings;
+  entry: ModelEntryRef;
   plan: LaunchPlan;
   /** hosts[i] runs node (i mod nodes) of replica floor(i / nodes). Empty on Kubernetes. */
   placements: HostPlacement[];

@@ -1,8 +1,9 @@
 import type { SecretKey } from "../config/secrets";
 import { scrapeTargets, type ScrapeTarget } from "../monitoring/targets";
-import type { CompileKeyPlan, Deployment } from "../plan/types";
+import type { CompileKeyPlan, Deployment, RouterIntent } from "../plan/types";
 import { hostWaves } from "../rollout/hostWaves";
 import { routerChartValues } from "./kubernetes/chartValues";
+import { modelRouterValues, poolIntent } from "./kubernetes/modelRouting";
 import { renderFrontDoor, type RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
 import { renderScalers, type RenderedScaler } from "./kubernetes/scaledObjects";
 import { renderHost, type HostRenderOptions, type RenderedHost } from "./hosts/bundle";
@@ -56,8 +57,10 @@ export interface RenderedKubernetes {
   /** A KEDA ScaledObject per served role with autoscaling on; empty with fixed replicas. */
   scalers: RenderedScaler[];
   monitoring: MonitoringObjects | null;
-  /** llm-d-router-gateway values for strategies with a router; null without one. */
+  /** llm-d-router-gateway values for strategies with a router, and for every model of a stack of several; null without one. */
   routerValues: Record<string, unknown> | null;
+  /** The router release those values are for (core/render/kubernetes/modelRouting.ts poolIntent); null without one. */
+  router: RouterIntent | null;
 }
 
 export interface RenderedDeployment {
@@ -108,13 +111,19 @@ function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHo
 
 function renderKubernetes(deployment: Deployment, options: RenderOptions): RenderedKubernetes {
   const { settings, plan } = deployment;
-  const workloads = renderKubernetesWorkloads(deployment, { instance: options.instance, namespace: settings.kubernetes.namespace }, options.secrets);
+  const rendered = renderKubernetesWorkloads(deployment, { instance: options.instance, namespace: settings.kubernetes.namespace }, options.secrets);
+  // A model of several routes through a pool of its own, whatever its strategy; one model, through its recipe's router if any.
+  const router = poolIntent(deployment);
+  const workloads = { ...rendered, router };
+  const values =
+    router && (deployment.entry.name === null ? routerChartValues(router, plan.strategy, settings) : modelRouterValues(deployment, router, options.instance));
   const scalers = renderScalers(deployment, workloads);
   return {
     workloads,
     scalers,
     monitoring: monitoringObjects(deployment, workloads, options.instance, scalers),
-    routerValues: plan.router ? routerMonitoringValues(deployment, routerChartValues(plan.router, plan.strategy, settings)) : null,
+    routerValues: values ? routerMonitoringValues(deployment, values) : null,
+    router,
   };
 }
 

@@ -2,6 +2,7 @@ import { stringify } from "yaml";
 import { credentialPlaceholder, secretEnvironment, secretPlaceholder } from "../config/secrets";
 import { alertRules } from "../monitoring/rules";
 import type { RenderedDeployment } from "./deployment";
+import type { RenderedStack } from "./stack";
 import { hostFiles } from "./hosts/files";
 import type { RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
 import { renderPipConfig } from "./hosts/pip";
@@ -99,10 +100,36 @@ export function renderFiles(rendered: RenderedDeployment): Record<string, string
     if (monitoring) {
       for (const { id, object } of monitoring.podMonitors) write(object, `podmonitor-${id}`);
       write(monitoring.prometheusRule, "prometheusrule");
-      write(monitoring.dashboard, "dashboard-configmap");
+      if (monitoring.dashboard) write(monitoring.dashboard, "dashboard-configmap");
     }
     if (routerValues) files["router/values.yaml"] = toYaml(routerValues);
     if (workloads.eppDisruptionBudget) write(workloads.eppDisruptionBudget, "router-epp-pdb");
   }
+  return files;
+}
+
+/**
+ * Every file `render` writes for a stack: a stack without models as its one model's files; with
+ * models, each model's under `models/<name>/`, and once at the top what they share (the namespace,
+ * the alert rules, every model's scrape targets in one file).
+ */
+export function renderStackFiles(rendered: RenderedStack): Record<string, string> {
+  if (rendered.namespace === null && rendered.plan.settings.models === undefined) return renderFiles(rendered.models[0]!);
+  const files: Record<string, string> = {};
+  const shared = new Set(["kubernetes/namespace.yaml", "prometheus/targets.json", "prometheus/rbln-serving-rules.yaml"]);
+  for (const model of rendered.models)
+    for (const [file, content] of Object.entries(renderFiles(model)))
+      if (shared.has(file)) files[file] ??= content;
+      else files[`models/${model.deployment.entry.name}/${file}`] = content;
+  if (rendered.namespace) files["kubernetes/namespace.yaml"] = toYaml(rendered.namespace);
+  if (rendered.dashboard) files["kubernetes/dashboard-configmap.yaml"] = toYaml(rendered.dashboard);
+  if (rendered.routing) {
+    const { payloadProcessor, servedNames, answers } = rendered.routing;
+    files["payload-processor/values.yaml"] = toYaml(payloadProcessor.values);
+    for (const configMap of servedNames) files[`payload-processor/${configMap.metadata.name}.yaml`] = toYaml(configMap);
+    for (const [kind, object] of Object.entries(answers)) files[`kubernetes/answers-${kind.toLowerCase()}.yaml`] = toYaml(object);
+  }
+  const targets = rendered.models.flatMap((m) => m.hosts?.scrapeTargets ?? []);
+  if (targets.length > 0) files["prometheus/targets.json"] = `${JSON.stringify(targets, null, 2)}\n`;
   return files;
 }

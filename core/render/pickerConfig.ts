@@ -38,3 +38,30 @@ export function pickerConfig(values: RecipeRouterValues, featureGates: readonly 
 export function endpointPickerConfig(values: RecipeRouterValues, featureGates: readonly string[] = []): string {
   return stringifyYaml(pickerConfig(values, featureGates));
 }
+
+/**
+ * The aggregated strategies' picker, whose recipe has no router: the llm-d-router-gateway chart's own
+ * default-plugins.yaml at v0.10.0 (queue depth, KV-cache use and prefix-cache hits, one profile; the
+ * loader adds the single-profile handler and the max-score picker).
+ */
+export const AGGREGATED_PICKER: EndpointPickerConfig = {
+  apiVersion: EPP_CONFIG_API_VERSION,
+  kind: "EndpointPickerConfig",
+  plugins: [
+    { type: "queue-scorer" },
+    { type: "kv-cache-utilization-scorer" },
+    { type: "prefix-cache-scorer" },
+    { type: "metrics-data-source", parameters: { scheme: "http", path: "/metrics", insecureSkipVerify: true } },
+    { type: "core-metrics-extractor" },
+  ],
+  schedulingProfiles: [
+    {
+      name: "default",
+      plugins: [
+        { pluginRef: "queue-scorer", weight: 2 },
+        { pluginRef: "kv-cache-utilization-scorer", weight: 2 },
+        { pluginRef: "prefix-cache-scorer", weight: 3 },
+      ],
+    },
+  ],
+};

@@ -481,6 +481,16 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg, rootType = "envoy.
         if (!isRouter && i === filters.length - 1) problems.push(`${path}.http_filters[${i}]: non-terminal filter ${f.name} is the last filter`);
       });
       const routeConfig = msg.route_config as Msg | undefined;
+      // Envoy refuses a direct response body longer than the route config's limit (4 KiB unless raised) when it loads the routes.
+      const bodyLimit = routeConfig?.max_direct_response_body_size_bytes == null ? 4096 : num(routeConfig.max_direct_response_body_size_bytes.value);
+      for (const [v, vh] of ((routeConfig?.virtual_hosts ?? []) as Msg[]).entries())
+        for (const [i, r] of ((vh.routes ?? []) as Msg[]).entries()) {
+          const body = r.direct_response?.body?.inline_string;
+          if (typeof body === "string" && Buffer.byteLength(body) > bodyLimit)
+            problems.push(
+              `${path}.route_config.virtual_hosts[${v}].routes[${i}].direct_response.body: ${Buffer.byteLength(body)} bytes, over the limit of ${bodyLimit}`,
+            );
+        }
       const validate = routeConfig?.validate_clusters == null ? true : Boolean(routeConfig.validate_clusters.value);
       if (routeConfig && validate) {
         for (const [v, vh] of ((routeConfig.virtual_hosts ?? []) as Msg[]).entries()) {
@@ -492,6 +502,18 @@ function validateMessage(root: protobuf.Root, bootstrap: Msg, rootType = "envoy.
           }
         }
       }
+    }
+    if (typeName === "envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute") {
+      // Stricter than Envoy, which would find a missing cluster only when a request takes the route (500).
+      const grpcCluster = msg.overrides?.grpc_service?.envoy_grpc?.cluster_name;
+      if (grpcCluster && !clusterNames.has(grpcCluster))
+        problems.push(`${path}.overrides.grpc_service.envoy_grpc.cluster_name: unknown cluster ${show(grpcCluster)}`);
+    }
+    if (typeName === "envoy.extensions.filters.http.json_to_metadata.v3.JsonToMetadata") {
+      // The filter's constructor throws for an on_missing or on_error without a value (json_to_metadata/filter.cc).
+      for (const [i, rule] of ((msg.request_rules?.rules ?? []) as Msg[]).entries())
+        for (const key of ["on_missing", "on_error"])
+          if (rule[key] && rule[key].value == null) problems.push(`${path}.request_rules.rules[${i}].${key}: needs a value`);
     }
     if (typeName === "envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor") {
       const grpcCluster = msg.grpc_service?.envoy_grpc?.cluster_name;

@@ -37,6 +37,20 @@ const CACHE_FILES = "core/render/scripts/cache-files.sh";
 
 export const BREAKAGES: readonly Breakage[] = [
   {
+    name: "model-route-cache-kept",
+    why: "the front door of several models sets the model header after Envoy chose the route: every request goes where the client's own header (or none) said, and most get 404",
+    edits: [{ file: "core/render/hosts/frontDoor/modelRoutes.ts", search: "        clear_route_cache: true,\n", replace: "" }],
+    tests: { fast: ["test/models-hosts-routing.test.ts"] },
+  },
+  {
+    name: "model-route-default-epp",
+    why: "every model's requests ask the first model's endpoint picker, which sends them to the first model's servers",
+    edits: [
+      { file: "core/render/hosts/frontDoor/modelRoutes.ts", search: "      typed_per_filter_config: { [EXT_PROC]: eppOverride(model) },\n", replace: "" },
+    ],
+    tests: { fast: ["test/models-hosts-routing.test.ts"] },
+  },
+  {
     name: "drain-removed",
     why: "a rank restarts while the front door still routes to it: its in-flight and new requests fail",
     edits: [{ file: UNIT_APPLY, search: "  front_door_drain $front_door_endpoint || {", replace: "  true || {" }],
@@ -48,8 +62,9 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "cli/commands.ts",
-        search: "  return renderStackPlanText(renderDeployment(deployment, { stack: options.stack, instance: DEFAULT_INSTANCE, secrets }));",
-        replace: "  return renderPlanText(deployment.plan);",
+        search:
+          "  return renderStackPlanText(renderDeployment(read.plan.models[0]!, { stack: options.stack!, instance: DEFAULT_INSTANCE, secrets: read.secrets }));",
+        replace: "  return renderPlanText(read.plan.models[0]!.plan);",
       },
     ],
     tests: { fast: ["test/cli.test.ts"] },
@@ -84,8 +99,8 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "core/plan/deployment.ts",
-        search: 'const shutdown = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }];',
-        replace: 'const shutdown = [{ name: "--shutdown-timeout", values: ["0"] }];',
+        search: 'const packageFlags = [{ name: "--shutdown-timeout", values: [String(shutdownTimeoutSeconds)] }, ...servedNameFlags(entry)];',
+        replace: 'const packageFlags = [{ name: "--shutdown-timeout", values: ["0"] }, ...servedNameFlags(entry)];',
       },
     ],
     tests: { hosts: ["test/hosts/front-door-hosts.test.ts"] },
@@ -142,7 +157,7 @@ export const BREAKAGES: readonly Breakage[] = [
     why: "a flag the package adds is one vLLM does not know: every rank refuses to start",
     edits: [
       {
-        file: "core/plan/models.ts",
+        file: "core/plan/modelRefs.ts",
         search: 'export const REVISION_FLAGS = ["--revision", "--tokenizer-revision"] as const;',
         replace: 'export const REVISION_FLAGS = ["--revision", "--tokenizer-revison"] as const;',
       },
@@ -535,6 +550,30 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { hosts: ["test/hosts/progress-hosts.test.ts"] },
+  },
+  {
+    name: "model-route-without-base-model",
+    why: "every model's HTTPRoute matches every request: one model's pool takes the other models' requests, which its vLLM refuses",
+    edits: [
+      {
+        file: "core/render/kubernetes/modelRouting.ts",
+        search: "  values.httpRoute = { ...values.httpRoute, baseModel: deployment.entry.servedNames[0] };",
+        replace: "  values.httpRoute = { ...values.httpRoute };",
+      },
+    ],
+    tests: { fast: ["test/models-kubernetes.test.ts"] },
+  },
+  {
+    name: "served-names-outside-payload-processor-namespace",
+    why: "the payload processor sees no model's names: every request gets an empty base-model header and the answers' 404",
+    edits: [
+      {
+        file: "core/render/kubernetes/modelRouting.ts",
+        search: "servedNamesConfigMap(plan, m, payload.namespace)",
+        replace: "servedNamesConfigMap(plan, m, plan.settings.kubernetes.namespace)",
+      },
+    ],
+    tests: { fast: ["test/models-kubernetes.test.ts"] },
   },
   {
     name: "front-door-roll-untimed",

@@ -10,6 +10,9 @@ import { endpointPickerConfig } from "../pickerConfig";
 /** Where llm-d publishes its charts (the recipe names only the chart). */
 export const LLM_D_CHART_REPOSITORY = "oci://ghcr.io/llm-d/charts";
 
+/** The router chart and version the recipe's router block installs, for a model whose recipe has none (core/render/kubernetes/modelRouting.ts). */
+export const ROUTER_CHART = { chart: "llm-d-router-gateway", version: "v0.10.0" } as const;
+
 /** What the chart values take from the stack config. */
 export type RouterSettings = Pick<StackSettings, "kubernetes" | "router" | "autoscaling">;
 

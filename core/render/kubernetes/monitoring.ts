@@ -1,12 +1,13 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Deployment } from "../../plan/types";
+import { modelLabel } from "../../plan/stack";
 import type { ConfigMap, Named } from "./objects";
 import type { KubernetesWorkloads } from "./workloads";
 
 /** A Prometheus Operator object: no typed input in @pulumi/kubernetes (a CustomResource); tests validate it against the operator's schema. */
 type OperatorObject = Named<{ spec: object }>;
-import { alertRules, scalingAlertRules, type ScaledRole } from "../../monitoring/rules";
+import { alertRules, DEFAULT_THRESHOLDS, scalingAlertRules, type ScaledRole } from "../../monitoring/rules";
 import { eppPodLabels } from "./chartValues";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import { COMPILE_KEY_LABEL } from "./role";
@@ -27,7 +28,8 @@ export interface MonitoringObjects {
   /** By id (`vllm`, `epp`): resource names come from the id. */
   podMonitors: { id: string; object: OperatorObject }[];
   prometheusRule: OperatorObject;
-  dashboard: Named<ConfigMap>;
+  /** Null where the stack's models share one (core/render/stack.ts): the dashboard selects a model by its `model` label. */
+  dashboard: Named<ConfigMap> | null;
 }
 
 /** Chart values that let Prometheus scrape the endpoint picker without a bearer token (its default wants one). */
@@ -72,7 +74,7 @@ export function monitoringObjects(
           { action: "keep", sourceLabels: ["__meta_kubernetes_pod_label_app_kubernetes_io_component"], regex: role.role },
           staticLabel("role", role.role),
           staticLabel("rank", String(rank.rank)),
-          staticLabel("model", plan.model),
+          staticLabel("model", modelLabel(deployment)),
           staticLabel("strategy", plan.strategy),
           ...compileKeyLabel,
         ],
@@ -85,12 +87,14 @@ export function monitoringObjects(
     metadata: { name, namespace, labels },
     spec: { selector: { matchLabels }, podMetricsEndpoints },
   });
+  // A model of a stack of several alerts on its own series only: each model's rules are its own object.
+  const rules = alertRules(DEFAULT_THRESHOLDS, deployment.entry.name === null ? undefined : modelLabel(deployment));
   const podMonitors = [{ id: "vllm", object: podMonitor(`${instance}-vllm`, { "app.kubernetes.io/instance": instance }, endpoints) }];
   if (workloads.router) {
     podMonitors.push({
       id: "epp",
       object: podMonitor(`${instance}-epp`, eppPodLabels(workloads.router.release), [
-        { port: EPP_METRICS.port, path: EPP_METRICS.path, relabelings: [staticLabel("model", plan.model), staticLabel("strategy", plan.strategy)] },
+        { port: EPP_METRICS.port, path: EPP_METRICS.path, relabelings: [staticLabel("model", modelLabel(deployment)), staticLabel("strategy", plan.strategy)] },
       ]),
     });
   }
@@ -100,7 +104,7 @@ export function monitoringObjects(
       apiVersion: "monitoring.coreos.com/v1",
       kind: "PrometheusRule",
       metadata: { name: `${instance}-alerts`, namespace, labels },
-      spec: scaled.length === 0 ? alertRules() : { groups: [...alertRules().groups, scalingAlertRules(scaled, scalingAlertTimings())] },
+      spec: scaled.length === 0 ? rules : { groups: [...rules.groups, scalingAlertRules(scaled, scalingAlertTimings())] },
     },
     dashboard: {
       apiVersion: "v1",

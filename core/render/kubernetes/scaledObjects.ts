@@ -1,4 +1,5 @@
 import type { Deployment } from "../../plan/types";
+import { modelLabel } from "../../plan/stack";
 import { KUBERNETES_DEFAULTS } from "./defaults";
 import type { HorizontalPodAutoscalerBehavior, Named } from "./objects";
 import type { KubernetesWorkloads } from "./workloads";
@@ -69,7 +70,7 @@ export function renderScalers(deployment: Deployment, workloads: KubernetesWorkl
     const role = plan.roles.find((r) => r.role === workload.role)!;
     const name = workload.deployment.metadata.name;
     const pods = podMatchers(namespace, name);
-    const queue = plan.router && role.role === "decode" ? pickerQueue(namespace, plan.model) : waitingRequests(pods);
+    const queue = plan.router && role.role === "decode" ? pickerQueue(namespace, modelLabel(deployment)) : waitingRequests(pods);
     const zero = (wake: string | undefined) => (scaling.scaleToZero ? { zero: { replicas: deploymentReplicas(namespace, name), wake } } : {});
     const trigger = (triggerName: string, load: string, value: number, wake?: string): PrometheusTrigger => {
       // One text for both: the hold value the query yields is exactly the threshold.
@@ -118,7 +119,7 @@ export function renderScalers(deployment: Deployment, workloads: KubernetesWorkl
         },
         triggers: [
           // At zero only the picker's queue can wake a role: no vLLM runs to queue or report.
-          trigger("waiting", queue, limits.target ?? defaults.waitingPerReplica, pickerQueue(namespace, plan.model)),
+          trigger("waiting", queue, limits.target ?? defaults.waitingPerReplica, pickerQueue(namespace, modelLabel(deployment))),
           trigger("running", runningRequests(pods), defaults.batchShare * limits.compiledBatch),
         ],
       },

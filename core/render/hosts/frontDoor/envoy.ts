@@ -1,5 +1,7 @@
 import { stringify } from "yaml";
 import { socketAddress } from "../../../address";
+import { directResponseLimit } from "../../modelAnswers";
+import { bodyToHeaderFilters, type ModelDoor, modelVirtualHost } from "./modelRoutes";
 
 /** What the front door's Envoy is given: where it listens and how long a request may run. */
 export interface EnvoyInput {
@@ -19,6 +21,8 @@ export interface EnvoyInput {
    * writes it; the apply step puts it there from its stdin, so the key is in no script or bootstrap).
    */
   apiKeyConfigPath?: string;
+  /** A stack of models: each model's served names and EPP, routed by the body's model (modelRoutes.ts); the EPP of eppGrpcPort otherwise. */
+  models?: readonly ModelDoor[];
 }
 
 /** A front door of several router hosts: each Envoy serves its EPP to the peers over mutual TLS, and falls back to theirs. */
@@ -85,8 +89,7 @@ function bootstrapConfig(input: EnvoyInput) {
     static_resources: {
       listeners: [frontDoorListener(input, timeout), ...(failover ? [peerEppListener(failover, timeout)] : [])],
       clusters: [
-        failover ? failoverEppCluster(input, failover) : localEppCluster("epp", input.eppGrpcPort, "10s"),
-        ...(failover ? [localEppCluster("local_epp", input.eppGrpcPort), localEppCluster("local_epp_health", failover.eppHealthPort)] : []),
+        ...eppClusters(input),
         {
           name: "original_destination_cluster",
           type: "ORIGINAL_DST",
@@ -118,22 +121,15 @@ function frontDoorListener(input: EnvoyInput, timeout: string) {
               // Envoy's default of 5 minutes without a byte would cut a long prompt's prefill.
               stream_idle_timeout: timeout,
               access_log: [{ name: "envoy.access_loggers.stdout", typed_config: typed("envoy.extensions.access_loggers.stream.v3.StdoutAccessLog") }],
-              route_config: {
-                name: "front-door",
-                virtual_hosts: [
-                  {
-                    name: "front-door",
-                    domains: ["*"],
-                    routes: [{ match: { prefix: "/" }, route: { cluster: "original_destination_cluster", timeout, idle_timeout: timeout } }],
-                  },
-                ],
-              },
+              route_config: routeConfig(input, timeout),
               http_filters: [
                 ...requestGuards(input),
+                ...(input.models ? bodyToHeaderFilters() : []),
                 {
                   name: "envoy.filters.http.ext_proc",
                   typed_config: typed("envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor", {
-                    grpc_service: { envoy_grpc: { cluster_name: "epp", authority: `localhost:${input.eppGrpcPort}` }, timeout: "10s", ...retry },
+                    // With models every route names its model's EPP (or none); this default is the first's.
+                    grpc_service: { ...eppService(input), ...retry },
                     processing_mode: {
                       request_header_mode: "SEND",
                       response_header_mode: "SEND",
@@ -292,6 +288,37 @@ function peerEppListener(failover: EppFailover, timeout: string) {
         ],
       },
     ],
+  };
+}
+
+/** The EPPs' clusters: the one EPP's (with its peers' on several router hosts), or each model's on this host. */
+function eppClusters(input: EnvoyInput) {
+  const failover = input.failover;
+  // Several router hosts and models together are not rendered yet: a stack of models on hosts is refused before this (core/render/stack.ts).
+  if (input.models && failover) throw new Error("a front door of several router hosts carries one model's EPP only");
+  if (input.models) return input.models.map((m) => localEppCluster(m.eppCluster, m.eppGrpcPort, "10s"));
+  if (!failover) return [localEppCluster("epp", input.eppGrpcPort, "10s")];
+  return [failoverEppCluster(input, failover), localEppCluster("local_epp", input.eppGrpcPort), localEppCluster("local_epp_health", failover.eppHealthPort)];
+}
+
+/** The ext_proc filter's own EPP: the one EPP, or with models the first model's. */
+function eppService(input: EnvoyInput) {
+  const [cluster, port] = input.models ? [input.models[0]!.eppCluster, input.models[0]!.eppGrpcPort] : ["epp", input.eppGrpcPort];
+  return { envoy_grpc: { cluster_name: cluster, authority: `localhost:${port}` }, timeout: "10s" };
+}
+
+/** Every request to the EPP's destination; with models, by the body's model to its model's EPP (modelRoutes.ts). */
+function routeConfig(input: EnvoyInput, timeout: string) {
+  const cluster = "original_destination_cluster";
+  if (input.models)
+    return {
+      name: "front-door",
+      ...directResponseLimit(input.models.flatMap((m) => m.servedNames)),
+      virtual_hosts: [modelVirtualHost(input.models, cluster, timeout)],
+    };
+  return {
+    name: "front-door",
+    virtual_hosts: [{ name: "front-door", domains: ["*"], routes: [{ match: { prefix: "/" }, route: { cluster, timeout, idle_timeout: timeout } }] }],
   };
 }
 

@@ -1,3 +1,5 @@
+// The models a launch plan loads (ModelRef): the served model and its speculative-decoding drafts,
+// and the revision they are pinned to. (A stack's several model deployments are core/plan/stack.ts.)
 import { commandWords, withFlags } from "./argv";
 import type { LaunchPlan, ModelRef, RankPlan, RolePlan } from "./types";
 
