@@ -2,8 +2,8 @@
 import { parseArgs } from "node:util";
 import { RecipeCatalog } from "../core/recipe/catalog";
 import { commandLine } from "./commandLine";
-import { runCommand, type CliOptions } from "./commands";
-import { statusCommand } from "./status";
+import { runCommand } from "./commands";
+import { statusCommand, watchStatus, type StatusOptions } from "./status";
 import { RECIPE_COMMANDS, recipeMain } from "./recipe";
 import { COMMANDS, commandHelp, isCommand, OPTIONS, overallHelp } from "./usage";
 
@@ -18,6 +18,17 @@ const PARSE_OPTIONS = Object.fromEntries(
     },
   ]),
 );
+
+/** `status --watch` until SIGINT or SIGTERM; then it exits at once, with the last reading's status, whatever reads are still out. */
+async function watchUntilInterrupted(options: StatusOptions): Promise<number> {
+  const stop = new AbortController();
+  const interrupt = () => stop.abort();
+  process.once("SIGINT", interrupt);
+  process.once("SIGTERM", interrupt);
+  const code = await watchStatus(options, RecipeCatalog.load(), (text) => process.stdout.write(text), stop.signal);
+  process.stdout.write("\n", () => process.exit(code));
+  return code;
+}
 
 /** `rbln-serving ARGS...`: the exit status; what it prints goes to stdout and stderr. */
 export async function main(argv: string[]): Promise<number> {
@@ -38,7 +49,8 @@ export async function main(argv: string[]): Promise<number> {
     command,
     () => parseArgs({ args: rest, options: PARSE_OPTIONS, strict: true, allowPositionals: false }),
     async (parsed) => {
-      const values = parsed.values as CliOptions & { endpoint?: string[]; interval?: string };
+      const values = parsed.values as StatusOptions;
+      if (command === "status" && values.watch) return watchUntilInterrupted(values);
       if (command === "status") {
         const { stdout, exitCode } = await statusCommand(values, RecipeCatalog.load());
         process.stdout.write(stdout);

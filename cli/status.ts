@@ -1,3 +1,4 @@
+import * as fs from "node:fs";
 import { z } from "zod";
 import { ConfigError, formatPath, issueMessage } from "../core/errors";
 import { histogramQuantile, meanOf, parseExposition, sumOf } from "../core/monitoring/exposition";
@@ -5,14 +6,24 @@ import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
 import { hostPort, httpUrl } from "../core/address";
 import { frontDoorAddresses } from "../core/plan/frontDoor";
 import { FRONT_DOOR_PORTS } from "../core/plan/ports";
-import type { Deployment, FrontDoorPlan } from "../core/plan/types";
+import type { Deployment } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
+import { DEFAULT_INSTANCE } from "../core/render/hosts/names";
+import { hostStatusReads } from "../core/render/hosts/statusRead";
+import { classifyHostRank } from "../core/status/hostRank";
+import { exitCodeOf, formatAge, roleSummaries, STATUS_EXIT, type RankState } from "../core/status/states";
 import { refuseUnusedOptions, stackDeployment, type CliOptions } from "./commands";
+import { readHost, type SshOptions } from "./hostRead";
+import { readKubernetes, type KubernetesStatus } from "./kubeRead";
 
 export interface StatusOptions extends CliOptions {
   endpoint?: string[];
-  /** Seconds between the two /metrics samples that give tokens/s. */
+  /** Seconds between the two /metrics samples that give tokens/s; with --watch, between readings too. */
   interval?: string;
+  /** Read again every --interval seconds until interrupted. */
+  watch?: boolean;
+  /** The private key SSH signs in to the hosts with. */
+  identity?: string;
 }
 
 /** One rank as `status` reports it; numbers are null where the rank is down or has no data yet. */
@@ -28,6 +39,13 @@ export interface RankStatus {
   ttftP50Seconds: number | null;
   /** Why this rank makes the exit status non-zero, or null. */
   problem: string | null;
+  /** Where the rank is on its way to serving (core/status/states.ts), since when (epoch seconds) and why. */
+  state: RankState;
+  since: number | null;
+  age: string;
+  detail: string | null;
+  /** The last line of the rank's journal, read over SSH on a hosts stack. */
+  lastLine: string | null;
 }
 
 /** For one request, its headers and its whole body. */
@@ -59,8 +77,14 @@ export interface FrontDoorStatus {
   problem: string | null;
 }
 
-/** The ranks to ask: `--endpoint` URLs, or every rank of a hosts stack (and its front door). */
-function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[]; plannedModel: string; frontDoor: FrontDoorPlan | null } {
+/** What `status` reads: `--endpoint` URLs over HTTP, or a stack's ranks over HTTP and their hosts over SSH, or its pods. */
+type Source =
+  | { kind: "endpoints"; ranks: Rank[]; plannedModel: string }
+  | { kind: "hosts"; ranks: Rank[]; plannedModel: string; deployment: Deployment; stack: string }
+  | { kind: "kubernetes"; plannedModel: string; deployment: Deployment };
+
+/** The ranks to ask: `--endpoint` URLs, or every rank of a hosts stack (and its front door), or a Kubernetes stack's pods. */
+function sourceOf(options: StatusOptions, catalog: RecipeCatalog): Source {
   const endpoints = (options.endpoint ?? []).map((url) => {
     const parsed = /^https?:\/\/[^/\s\p{Cc}]+\/?$/u.test(url) && URL.canParse(url) ? new URL(url) : undefined;
     if (parsed === undefined) throw new ConfigError("--endpoint", `"${url}" is not a base URL such as http://10.0.0.5:8000`);
@@ -71,17 +95,12 @@ function ranksOf(options: StatusOptions, catalog: RecipeCatalog): { ranks: Rank[
   });
   if (options.stack === undefined) {
     if (endpoints.length === 0) throw new ConfigError("--stack", "required without --endpoint: status --stack NAME or --endpoint URL ...");
-    return { ranks: endpoints, plannedModel: options.model ?? DEFAULT_MODEL, frontDoor: null };
+    return { kind: "endpoints", ranks: endpoints, plannedModel: options.model ?? DEFAULT_MODEL };
   }
   const { deployment } = stackDeployment(options, catalog, options.stack);
-  if (endpoints.length > 0) return { ranks: endpoints, plannedModel: deployment.plan.model, frontDoor: null };
-  if (deployment.settings.platform !== "hosts") {
-    throw new ConfigError(
-      "--endpoint",
-      `stack "${options.stack}" runs on Kubernetes, where ranks have pod addresses: give each rank's URL with --endpoint (e.g. after kubectl port-forward)`,
-    );
-  }
-  return { ranks: ranksOfDeployment(deployment), plannedModel: deployment.plan.model, frontDoor: deployment.frontDoor };
+  if (endpoints.length > 0) return { kind: "endpoints", ranks: endpoints, plannedModel: deployment.plan.model };
+  if (deployment.settings.platform !== "hosts") return { kind: "kubernetes", plannedModel: deployment.plan.model, deployment };
+  return { kind: "hosts", ranks: ranksOfDeployment(deployment), plannedModel: deployment.plan.model, deployment, stack: options.stack };
 }
 
 /** The EPP's gauge of the endpoints it routes to (llm-d-router v0.10.0 pkg/epp/metrics). */
@@ -196,8 +215,13 @@ function reason(error: unknown): string {
   return cause instanceof Error ? cause.message : message;
 }
 
+/** A rank's state from its HTTP answer alone: READY, FAILED when it serves another model, DOWN when it does not answer. */
+const httpOnly = (up: boolean, problem: string | null) =>
+  ({ state: up ? (problem ? "FAILED" : "READY") : "DOWN", since: null, age: "-", detail: problem, lastLine: null }) as const;
+
 const down = (rank: Rank, problem: string): RankStatus => ({
   ...rank,
+  ...httpOnly(false, problem),
   up: false,
   model: null,
   running: null,
@@ -243,8 +267,10 @@ async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, 
     const second = parseExposition(await read(rank.url, "/metrics", apiKey), KEPT_SAMPLES);
     const generated = measured(sumOf(second, METRIC.generated));
     const kv = measured(meanOf(second, METRIC.kvCache), 1);
+    const problem = model === plannedModel ? null : `serves ${JSON.stringify(model)}, planned ${JSON.stringify(plannedModel)}`;
     return {
       ...rank,
+      ...httpOnly(true, problem),
       up: true,
       model,
       running: measured(sumOf(second, METRIC.running)),
@@ -252,7 +278,7 @@ async function rankStatus(rank: Rank, plannedModel: string, intervalMs: number, 
       kvCachePercent: kv === null ? null : kv * 100,
       generationTokensPerSecond: first.generated === null || generated === null ? null : Math.max(0, generated - first.generated) / seconds,
       ttftP50Seconds: measured(histogramQuantile(second, METRIC.ttft, 0.5)),
-      problem: model === plannedModel ? null : `serves ${JSON.stringify(model)}, planned ${JSON.stringify(plannedModel)}`,
+      problem,
     };
   } catch (error) {
     return down(rank, `second /metrics sample: ${reason(error)}`);
@@ -279,30 +305,39 @@ const unicodeEscape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart
 const printable = (text: string) => text.replace(TERMINAL_CONTROLS, unicodeEscape);
 
 function table(statuses: readonly RankStatus[]): string {
-  const header = ["ENDPOINT", "HOST", "ROLE", "RANK", "STATE", "MODEL", "RUNNING", "WAITING", "KV%", "GEN_TOK/S", "TTFT_P50"];
-  const rows = statuses.map((s) =>
-    [
-      s.url,
-      s.labels.host ?? "-",
-      s.labels.role ?? "-",
-      s.labels.rank ?? "-",
-      s.up ? "up" : "down",
-      s.model ?? "-",
-      fixed(s.running, 0),
-      fixed(s.waiting, 0),
-      fixed(s.kvCachePercent, 1),
-      fixed(s.generationTokensPerSecond, 1),
-      s.ttftP50Seconds === null ? "-" : `${s.ttftP50Seconds.toFixed(3)}s`,
-    ].map(printable),
-  );
+  const header = ["ENDPOINT", "HOST", "ROLE", "RANK", "STATE", "AGE", "MODEL", "RUNNING", "WAITING", "KV%", "GEN_TOK/S", "TTFT_P50"];
+  const rows = statuses.map((s) => [
+    s.url,
+    s.labels.host ?? "-",
+    s.labels.role ?? "-",
+    s.labels.rank ?? "-",
+    s.state,
+    s.age,
+    s.model ?? "-",
+    fixed(s.running, 0),
+    fixed(s.waiting, 0),
+    fixed(s.kvCachePercent, 1),
+    fixed(s.generationTokensPerSecond, 1),
+    s.ttftP50Seconds === null ? "-" : `${s.ttftP50Seconds.toFixed(3)}s`,
+  ]);
+  // Below the table, one line for each rank that does not serve: why, and its log's last line.
+  const notes = statuses
+    .filter((s) => s.state !== "READY" && (s.detail ?? s.lastLine) !== null)
+    .map((s) => `${s.url}: ${[s.detail, s.lastLine === null ? null : `last log line: ${s.lastLine}`].filter((p) => p !== null).join(" | ")}`);
+  const roles = statuses.every((s) => s.labels.role !== undefined) ? roleSummaries(statuses.map((s) => ({ role: s.labels.role!, state: s.state }))) : [];
+  return columns(header, rows) + [...notes, ...roles].map((line) => `${printable(line)}\n`).join("");
+}
+
+/** A table with a header, columns as wide as their widest cell, every cell printable. */
+function columns(header: readonly string[], cells: readonly (readonly string[])[]): string {
+  const rows = cells.map((row) => row.map(printable));
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) =>
-    cells
+  const line = (row: readonly string[]) =>
+    row
       .map((c, i) => c.padEnd(widths[i]!))
       .join("  ")
       .trimEnd();
-  const problems = statuses.filter((s) => s.problem).map((s) => printable(`${s.url}: ${s.problem}`));
-  return `${[line(header), ...rows.map(line), ...problems].join("\n")}\n`;
+  return [header, ...rows].map((row) => `${line(row)}\n`).join("");
 }
 
 function frontDoorLines(door: FrontDoorStatus): string {
@@ -316,27 +351,136 @@ function frontDoorLines(door: FrontDoorStatus): string {
     .join("\n")}\n`;
 }
 
-/**
- * `status`: one line per rank (up/down, model, running/waiting, KV-cache %, generation tokens/s
- * over `--interval` seconds, TTFT p50). Exit status 1 when a rank is down or serves another model.
- */
-export async function statusCommand(options: StatusOptions, catalog: RecipeCatalog): Promise<{ stdout: string; exitCode: number }> {
+function podTable(report: KubernetesStatus, now: number): string {
+  const rows = report.pods.map((p) => [p.pod, p.role, p.state, formatAge(p.since, now), String(p.restarts), p.node ?? "-"]);
+  const notes = report.pods.filter((p) => p.state !== "READY" && p.detail !== null).map((p) => `${p.pod}: ${p.detail}`);
+  const jobs = report.jobs.map((j) => `JOB ${j.name}  ${j.state}`);
+  const roles = roleSummaries(report.pods, "pods");
+  const problem = report.problem === null ? [] : [report.problem];
+  return (
+    columns(["POD", "ROLE", "STATE", "AGE", "RESTARTS", "NODE"], rows) +
+    [...notes, ...jobs, ...roles, ...problem].map((line) => `${printable(line)}\n`).join("")
+  );
+}
+
+/** One reading of a stack or of endpoints: what `status` prints, and its exit status. */
+export interface StatusReport {
+  plannedModel: string;
+  ranks: RankStatus[];
+  frontDoor: FrontDoorStatus | null;
+  kubernetes: KubernetesStatus | null;
+  roles: string[];
+  exitCode: number;
+}
+
+/** Each rank's state from its HTTP answer and what its host says (core/status/hostRank.ts), with its age and last log line. */
+async function withHostStates(statuses: readonly RankStatus[], deployment: Deployment, stack: string, ssh: SshOptions): Promise<RankStatus[]> {
+  const reads = hostStatusReads(deployment, stack);
+  const [results, routers] = await Promise.all([
+    Promise.all(reads.hosts.map((r) => readHost(r, ssh))),
+    Promise.all(reads.routers.map((r) => readHost(r, ssh))),
+  ]);
+  const byHost = new Map(reads.hosts.map((r, i) => [r.host.name, results[i]!]));
+  // Each router host keeps its own agent's drains: a rank is out while any of them holds it out.
+  const drains = new Map(routers.flatMap((router) => ("error" in router ? [] : [...router.drains])));
+  return statuses.map((s) => {
+    const key = `${s.labels.role}-${s.labels.rank}`;
+    const result = byHost.get(s.labels.host ?? "") ?? { error: "not a host of the stack" };
+    const facts = "error" in result ? null : (result.ranks.get(key) ?? null);
+    const now = "error" in result ? Date.now() / 1000 : result.now;
+    const hostError = "error" in result ? result.error : facts === null ? "its host's reader did not report it" : undefined;
+    const drain = drains.get(reads.drainKey(s.labels.host ?? "", key)) ?? null;
+    const state = classifyHostRank({ http: { up: s.up, problem: s.problem }, host: facts, hostError, drain, now });
+    return { ...s, ...state, age: formatAge(state.since, now), lastLine: facts?.log.last ?? null };
+  });
+}
+
+function sshOptions(options: StatusOptions, deployment: Deployment): SshOptions {
+  if (options.identity !== undefined && !fs.existsSync(options.identity)) throw new ConfigError("--identity", `"${options.identity}" is not a file`);
+  return { identity: options.identity, skipHostKeyCheck: deployment.settings.insecureSkipHostKeyCheck };
+}
+
+/** Reads every rank once (and the front door, the hosts or the pods): the report `status` prints. */
+export async function readStatus(options: StatusOptions, catalog: RecipeCatalog): Promise<StatusReport> {
+  const interval = intervalSeconds(options);
+  const source = sourceOf(options, catalog);
+  if (source.kind === "kubernetes") {
+    const kubernetes = await readKubernetes(source.deployment, DEFAULT_INSTANCE);
+    return {
+      plannedModel: source.plannedModel,
+      ranks: [],
+      frontDoor: null,
+      kubernetes,
+      roles: roleSummaries(kubernetes.pods, "pods"),
+      exitCode: kubernetes.exitCode,
+    };
+  }
+  const frontDoor = source.kind === "hosts" ? source.deployment.frontDoor : null;
+  const [probed, door] = await Promise.all([
+    probeRanks(source.ranks, source.plannedModel, interval),
+    frontDoor
+      ? frontDoorStatus({ address: frontDoorAddresses(frontDoor)[0]!, port: frontDoor.port }, source.plannedModel, process.env.VLLM_API_KEY || undefined)
+      : null,
+  ]);
+  const ranks = source.kind === "hosts" ? await withHostStates(probed, source.deployment, source.stack, sshOptions(options, source.deployment)) : probed;
+  const rankExit = exitCodeOf(ranks.map((r) => r.state));
+  // A front door that fails while every rank serves has failed; while ranks start, it waits with them.
+  const exitCode = door?.problem ? Math.max(rankExit === STATUS_EXIT.ready ? STATUS_EXIT.failed : rankExit, STATUS_EXIT.starting) : rankExit;
+  const roles = ranks.every((r) => r.labels.role !== undefined) ? roleSummaries(ranks.map((r) => ({ role: r.labels.role!, state: r.state }))) : [];
+  return { plannedModel: source.plannedModel, ranks, frontDoor: door, kubernetes: null, roles, exitCode };
+}
+
+function reportText(report: StatusReport, options: StatusOptions): string {
+  if (options.format === "json") {
+    const { exitCode: _, ...document } = report;
+    return `${JSON.stringify(document, null, options.watch ? undefined : 2).replace(JSON_RAW_CONTROLS, unicodeEscape)}\n`;
+  }
+  if (report.kubernetes) return podTable(report.kubernetes, Date.now() / 1000);
+  return table(report.ranks) + (report.frontDoor ? frontDoorLines(report.frontDoor) : "");
+}
+
+function checkOptions(options: StatusOptions): void {
   refuseUnusedOptions("status", options);
   if (options.format !== undefined && options.format !== "text" && options.format !== "json") {
     throw new ConfigError("--format", `unknown format "${options.format}"; allowed: "text", "json"`);
   }
+}
+
+/**
+ * `status`: one line per rank: its state (INSTALLING, DOWNLOADING, COMPILING, LOADING, READY,
+ * DRAINING, FAILED, DOWN) and age, its model, running/waiting, KV-cache %, generation tokens/s over
+ * `--interval` seconds, TTFT p50; then why each rank that does not serve does not, and one line per
+ * role. Exit status 0 when every rank is READY, 1 while some are on their way, 3 when one failed or
+ * is down (STATUS_EXIT).
+ */
+export async function statusCommand(options: StatusOptions, catalog: RecipeCatalog): Promise<{ stdout: string; exitCode: number }> {
+  checkOptions(options);
+  const report = await readStatus(options, catalog);
+  return { stdout: reportText(report, options), exitCode: report.exitCode };
+}
+
+/** Moves the cursor home and clears the screen, so each reading replaces the last (as `watch` does). */
+export const CLEAR_SCREEN = "\u001b[H\u001b[2J";
+
+/**
+ * `status --watch`: reads again every `--interval` seconds and writes each reading over the last
+ * (in JSON, one document per line), until `signal` aborts; returns the last reading's exit status,
+ * or 130 when interrupted before the first.
+ */
+export async function watchStatus(options: StatusOptions, catalog: RecipeCatalog, write: (text: string) => void, signal: AbortSignal): Promise<number> {
+  checkOptions(options);
   const interval = intervalSeconds(options);
-  const { ranks, plannedModel, frontDoor } = ranksOf(options, catalog);
-  const [statuses, door] = await Promise.all([
-    probeRanks(ranks, plannedModel, interval),
-    frontDoor
-      ? frontDoorStatus({ address: frontDoorAddresses(frontDoor)[0]!, port: frontDoor.port }, plannedModel, process.env.VLLM_API_KEY || undefined)
-      : null,
-  ]);
-  const exitCode = statuses.some((s) => s.problem) || door?.problem ? 1 : 0;
-  const stdout =
-    options.format === "json"
-      ? `${JSON.stringify({ plannedModel, ranks: statuses, frontDoor: door }, null, 2).replace(JSON_RAW_CONTROLS, unicodeEscape)}\n`
-      : table(statuses) + (door ? frontDoorLines(door) : "");
-  return { stdout, exitCode };
+  const aborted = new Promise<null>((resolve) => (signal.aborted ? resolve(null) : signal.addEventListener("abort", () => resolve(null), { once: true })));
+  let exitCode = 130;
+  while (!signal.aborted) {
+    const started = performance.now();
+    const report = await Promise.race([readStatus(options, catalog), aborted]);
+    if (report === null) break;
+    exitCode = report.exitCode;
+    const heading = `rbln-serving status, every ${interval}s: ${new Date().toISOString()} (exit ${exitCode}; Ctrl-C ends)\n\n`;
+    write(options.format === "json" ? reportText(report, options) : `${CLEAR_SCREEN}${heading}${reportText(report, options)}`);
+    const rest = interval * 1000 - (performance.now() - started);
+    if (rest > 0) await Promise.race([new Promise((resolve) => setTimeout(resolve, rest)), aborted]);
+  }
+  return exitCode;
 }

@@ -25,7 +25,9 @@ export const OPTIONS = {
   },
   out: { value: "DIR", text: "the folder render writes the files into: new, empty, or written by an earlier render" },
   endpoint: { value: "URL", multiple: true, text: "a rank's (or the front door's) URL to ask instead of a stack's; repeatable" },
-  interval: { value: "SECONDS", text: "how far apart status reads the two /metrics samples (0-300, default 5)" },
+  interval: { value: "SECONDS", text: "how far apart status reads the two /metrics samples, and with --watch its readings (0-300, default 5)" },
+  watch: { text: "status: read again every --interval seconds, each reading over the last, until Ctrl-C; exits as the last reading" },
+  identity: { value: "FILE", text: "status on hosts: the private key SSH signs in with (default: ssh's own, the agent or ~/.ssh/id_*)" },
   help: { text: "this help" },
 } as const satisfies Record<string, OptionSpec>;
 export type OptionName = keyof typeof OPTIONS;
@@ -62,10 +64,11 @@ export const COMMANDS: Record<"plan" | "diff" | "render" | "status", CommandSpec
     options: [...SELECTION, "out"],
   },
   status: {
-    summary: "each rank up or down, its model, requests, KV cache, tokens/s and TTFT (exit 1 when a rank is down)",
+    summary:
+      "each rank's state (INSTALLING, DOWNLOADING, COMPILING, LOADING, READY, DRAINING, FAILED, DOWN) and age, its model, requests, KV cache, tokens/s and TTFT, one line per role (exit 0 all ready, 1 starting, 3 failed or down)",
     synopsis:
-      "(--stack NAME | --endpoint URL ...) [--strategy SLUG] [--target T] [--preset recommended] [--set axis=value ...] [--model ID] [--format text|json] [--interval SECONDS]",
-    options: [...SELECTION, "format", "endpoint", "interval"],
+      "(--stack NAME | --endpoint URL ...) [--strategy SLUG] [--target T] [--preset recommended] [--set axis=value ...] [--model ID] [--format text|json] [--interval SECONDS] [--watch] [--identity FILE]",
+    options: [...SELECTION, "format", "endpoint", "interval", "watch", "identity"],
   },
 };
 export type CommandName = keyof typeof COMMANDS;

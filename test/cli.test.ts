@@ -41,7 +41,7 @@ describe("--help", () => {
     }
   }
   const COMMANDS = ["plan", "diff", "render", "status"];
-  const EVERY = ["stack", "strategy", "target", "preset", "set", "model", "format", "diff", "against", "out", "endpoint", "interval"];
+  const EVERY = ["stack", "strategy", "target", "preset", "set", "model", "format", "diff", "against", "out", "endpoint", "interval", "watch", "identity"];
 
   it("rbln-serving --help, -h and help list every command and every option, exit 0; no command at all is usage on stderr, exit 2", async () => {
     // Once as the bin runs, in a process of its own.
@@ -53,8 +53,9 @@ describe("--help", () => {
       expect([help.status, help.stderr], flag).toEqual([0, ""]);
       for (const command of [...COMMANDS, "recipe import", "recipe list"])
         expect(help.stdout, `${flag} ${command}`).toMatch(new RegExp(`^ {2}${command} `, "m"));
-      // Each option on a line of its own, with what it does.
-      for (const option of [...EVERY, "out", "dir"]) expect(help.stdout, `${flag} --${option}`).toMatch(new RegExp(`^ +--${option} [A-Za-z|=.-]+ +\\S`, "m"));
+      // Each option on a line of its own, with its value (a flag such as --watch has none) and what it does.
+      for (const option of [...EVERY, "out", "dir"])
+        expect(help.stdout, `${flag} --${option}`).toMatch(new RegExp(`^ +--${option}( [A-Za-z|=.-]+)? +\\S`, "m"));
     }
     // Every option the parser takes is one of those: it refuses any other.
     for (const option of EVERY) expect((await run("plan", `--${option}`, "x", "--help")).stderr, option).not.toContain("Unknown option");

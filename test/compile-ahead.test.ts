@@ -162,10 +162,11 @@ describe("compile ahead on hosts, under the mock runtime", async () => {
     for (const unit of commands(registrations).filter((r) => isUnitStep(r.name))) expect(unit.inputs.create).not.toContain("VLLM_RBLN_COMPILE_ONLY");
   });
 
-  it("sends the registry password only on stdin, as a secret, with logging off", () => {
+  it("sends the registry password only on stdin, as a secret; the step logs, its script masks what it prints", () => {
     const compile = commands(registrations).find((r) => r.name.includes("-cpu-0-compile-"))!;
     expect(compile.inputs.stdin).toBe(`${SECRETS.registryPassword}\n`);
-    expect(compile.inputs.logging).toBe("none");
+    expect(compile.inputs.logging).toBe("stdoutAndStderr");
+    expect(compile.inputs.create).toContain("exec > >(progress_mask) 2> >(progress_mask >&2)");
     for (const r of registrations) expect(JSON.stringify({ create: r.inputs.create, delete: r.inputs.delete }), r.name).not.toContain(SECRETS.registryPassword);
   });
 

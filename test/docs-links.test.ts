@@ -1,5 +1,6 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { spawnSync } from "node:child_process";
 import GithubSlugger from "github-slugger";
 import { marked, type Token, type Tokens } from "marked";
 import { describe, expect, it } from "vitest";
@@ -272,5 +273,21 @@ describe("the folders and files the project names are there", () => {
         .map((named) => `${file}: ${named}`),
     );
     expect(missing).toEqual([]);
+  });
+});
+
+describe("no merge left its conflict markers behind", () => {
+  it("no tracked text file has a line that is a conflict marker", () => {
+    const root = path.join(__dirname, "..");
+    const tracked = spawnSync("git", ["ls-files", "-z"], { cwd: root, encoding: "utf8" });
+    // A clone without git history (an unpacked tarball) has nothing to check here.
+    const files = tracked.status === 0 ? tracked.stdout.split("\0").filter((f) => f !== "") : [];
+    const marked = files.flatMap((file) => {
+      const full = path.join(root, file);
+      if (!fs.statSync(full).isFile() || fs.statSync(full).size > 4_000_000) return [];
+      const text = fs.readFileSync(full, "latin1");
+      return /^(<{7}|>{7}) |^={7}$/m.test(text) && /^<{7} /m.test(text) ? [file] : [];
+    });
+    expect(marked).toEqual([]);
   });
 });

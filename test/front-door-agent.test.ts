@@ -557,9 +557,20 @@ describe("state files the agent cannot read", () => {
     fs.mkdirSync(lock);
     expect((await run(["renew", "x-main-0"])).status).toBe(0);
     expect(fs.statSync(lock).isFile()).toBe(true);
-    fs.rmSync(lock);
-    fs.mkdirSync(lock);
-    fs.writeFileSync(path.join(lock, "something"), "");
+    // A full folder put in the lock's place in one rename: the running agent takes an empty one back
+    // at once, so a folder made first and filled after may be gone before it is filled.
+    const full = path.join(home, "lock-full");
+    fs.mkdirSync(full);
+    fs.writeFileSync(path.join(full, "something"), "");
+    for (;;) {
+      fs.rmSync(lock, { force: true });
+      try {
+        fs.renameSync(full, lock);
+        break;
+      } catch {
+        // The agent made its lock file again in between: remove it and try again.
+      }
+    }
     const refused = await run(["drain", "x-main-0"]);
     expect(refused.status).toBe(1);
     expect(refused.stderr).toMatch(/^front door: drain x-main-0: IsADirectoryError: .*\n$/);

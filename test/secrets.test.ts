@@ -141,12 +141,12 @@ describe("NpuHost", () => {
     for (const grant of grants) expect(grant.inputs.logging, grant.name).toBe("none");
   });
 
-  it("logs no pip or download output while the pip password is in play, and logs it otherwise", async () => {
+  it("logs pip and download output, masked by the steps themselves, whether or not the pip password is in play", async () => {
     const withPassword = await runUnderMocks(runProgram, readStackFile("dev").raw, { sshPrivateKey: "k", pipPassword: "p" });
     const without = await runUnderMocks(runProgram, { ...readStackFile("dev").raw, pip: {} }, { sshPrivateKey: "k" });
     const logging = (registrations: typeof withPassword.registrations) =>
       Object.fromEntries(ofType(registrations, "command:remote:Command").map((r) => [r.name.split("-").pop(), r.inputs.logging]));
-    expect(logging(withPassword.registrations)).toMatchObject({ install: "none", weights: "none" });
+    expect(logging(withPassword.registrations)).toMatchObject({ install: "stdoutAndStderr", weights: "stdoutAndStderr" });
     expect(logging(without.registrations)).toMatchObject({ install: "stdoutAndStderr", weights: "stdoutAndStderr" });
   });
 });

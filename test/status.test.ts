@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { histogramQuantile, parseExposition, sumOf } from "../core/monitoring/exposition";
 import { planDeployment } from "../core/plan/deployment";
-import { frontDoorStatus, MAX_BODY_BYTES, probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
+import { CLEAR_SCREEN, frontDoorStatus, MAX_BODY_BYTES, probeRanks, ranksOfDeployment, statusCommand } from "../cli/status";
 import { startFakeVllm, writeBody, type FakeVllm } from "./helpers/fakeVllm";
 import { shippedCatalog } from "./helpers/recipes";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
@@ -174,17 +174,21 @@ describe("status against fake vLLM ranks on loopback", () => {
     const healthy = await statusCli(["--endpoint", a.url, "--endpoint", b.url, "--interval", "0.2"]);
     expect(healthy.status, healthy.stderr).toBe(0);
     const lines = healthy.stdout.trimEnd().split("\n");
-    expect(lines[0]).toMatch(/^ENDPOINT +HOST +ROLE +RANK +STATE +MODEL +RUNNING +WAITING +KV% +GEN_TOK\/S +TTFT_P50$/);
-    expect(lines[2]).toMatch(new RegExp(`^${b.url} +- +- +- +up +${MODEL} +0 +4 +90\\.0 +0\\.0 +-$`));
+    expect(lines[0]).toMatch(/^ENDPOINT +HOST +ROLE +RANK +STATE +AGE +MODEL +RUNNING +WAITING +KV% +GEN_TOK\/S +TTFT_P50$/);
+    expect(lines[2]).toMatch(new RegExp(`^${b.url} +- +- +- +READY +- +${MODEL} +0 +4 +90\\.0 +0\\.0 +-$`));
     expect(lines).toHaveLength(3);
 
     const closed = await fake({ model: MODEL });
     await closed.close();
     const broken = await statusCli(["--endpoint", a.url, "--endpoint", closed.url, "--interval", "0.1", "--format", "json"]);
-    expect(broken.status).toBe(1);
+    // A rank that does not answer is DOWN, which exits 3 (1 is for ranks on their way).
+    expect(broken.status).toBe(3);
     const report = JSON.parse(broken.stdout);
     expect(report.plannedModel).toBe(MODEL);
-    expect(report.ranks.map((r: { up: boolean }) => r.up)).toEqual([true, false]);
+    expect(report.ranks.map((r: { up: boolean; state: string }) => [r.up, r.state])).toEqual([
+      [true, "READY"],
+      [false, "DOWN"],
+    ]);
     // One observation of 1.2 s in the (1, 2.5] bucket: the midpoint, as histogram_quantile answers.
     expect(report.ranks[0].ttftP50Seconds).toBeCloseTo(1.75);
   });
@@ -192,12 +196,36 @@ describe("status against fake vLLM ranks on loopback", () => {
   it("reads /v1/models with VLLM_API_KEY when vLLM has a key; /health and /metrics need none", async () => {
     const server = await fake({ model: MODEL, apiKey: "s3cret" });
     const without = await statusCli(["--endpoint", server.url, "--interval", "0.1"]);
-    expect(without.status).toBe(1);
+    expect(without.status).toBe(3);
     expect(without.stdout).toContain("/v1/models answered 401 (set VLLM_API_KEY)");
     const withKey = await statusCli(["--endpoint", server.url, "--interval", "0.1", "--format", "json"], { VLLM_API_KEY: "s3cret" });
     expect(withKey.status, withKey.stdout).toBe(0);
     expect(JSON.parse(withKey.stdout).ranks[0]).toMatchObject({ up: true, model: MODEL });
   });
+
+  it("--watch reads again every --interval seconds, each reading over the last, and exits as the last reading on SIGINT", async () => {
+    const rank = await fake({ model: MODEL });
+    const child = spawn(
+      path.join(ROOT, "node_modules/.bin/tsx"),
+      [path.join(ROOT, "cli/main.ts"), "status", "--endpoint", rank.url, "--watch", "--interval", "0.2"],
+      {
+        cwd: ROOT,
+        env: { ...process.env, VLLM_API_KEY: "" },
+      },
+    );
+    let stdout = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
+    // Three readings, then the rank goes away: the readings after say DOWN, and the exit status is theirs.
+    await expect.poll(() => stdout.split(CLEAR_SCREEN).length - 1, { timeout: 30_000, interval: 100 }).toBeGreaterThanOrEqual(3);
+    await rank.close();
+    await expect.poll(() => stdout.split(CLEAR_SCREEN).at(-1), { timeout: 30_000, interval: 100 }).toMatch(/ DOWN /);
+    child.kill("SIGINT");
+    expect(await exited).toBe(3);
+    const readings = stdout.split(CLEAR_SCREEN).slice(1);
+    expect(readings[0]).toMatch(/^rbln-serving status, every 0\.2s: \S+ \(exit 0; Ctrl-C ends\)\n\nENDPOINT /);
+    expect(readings[0]).toMatch(new RegExp(`^${rank.url} +- +- +- +READY `, "m"));
+  }, 60_000);
 
   it("refuses bad flags with one line naming the flag", async () => {
     const run = await statusCli(["--endpoint", "localhost:8000"]);
@@ -206,7 +234,14 @@ describe("status against fake vLLM ranks on loopback", () => {
     await expect(statusCommand({ endpoint: ["http://127.0.0.1:9"], interval: "soon" }, catalog)).rejects.toThrow(
       /^--interval: "soon" is not a number of seconds/,
     );
-    await expect(statusCommand({ stack: "prod" }, catalog)).rejects.toThrow(/^--endpoint: stack "prod" runs on Kubernetes/);
+    // A Kubernetes stack is read with kubectl (test/status-kubernetes.test.ts); without it on PATH, one line.
+    const path = process.env.PATH;
+    process.env.PATH = "/nonexistent";
+    try {
+      await expect(statusCommand({ stack: "prod" }, catalog)).rejects.toThrow(/^--stack: a Kubernetes stack is read with kubectl, which is not on PATH/);
+    } finally {
+      process.env.PATH = path;
+    }
     await expect(statusCommand({}, catalog)).rejects.toThrow(/^--stack: required without --endpoint/);
   });
 
@@ -338,10 +373,10 @@ describe("status trusts nothing a rank sends", () => {
     const healthy = await fake({ model: MODEL, running: 2 });
     const odd = await fake({ model: MODEL, answers: { "/v1/models": answer.json(body) } });
     const { stdout, exitCode } = await statusCommand({ endpoint: [healthy.url, odd.url], interval: "0.05" }, shippedCatalog);
-    expect(exitCode).toBe(1);
+    expect(exitCode).toBe(3);
     const lines = stdout.trimEnd().split("\n");
-    expect(lines[1]).toMatch(new RegExp(`^${healthy.url} +- +- +- +up +${MODEL} +2 `));
-    expect(lines[2]).toMatch(new RegExp(`^${odd.url} +- +- +- +down +- `));
+    expect(lines[1]).toMatch(new RegExp(`^${healthy.url} +- +- +- +READY +- +${MODEL} +2 `));
+    expect(lines[2]).toMatch(new RegExp(`^${odd.url} +- +- +- +DOWN +- +- `));
     expect(lines[3]).toMatch(new RegExp(`^${odd.url}: /v1/models: ${where.replace(/[[\]]/g, "\\$&")}${where ? ": " : ""}Invalid input`));
   });
 
@@ -364,9 +399,9 @@ describe("status trusts nothing a rank sends", () => {
       });
       const { stdout } = await statusCommand({ endpoint: [healthy.url, odd.url], interval: "0.05" }, shippedCatalog);
       const lines = stdout.trimEnd().split("\n");
-      expect(lines[1]).toMatch(new RegExp(`^${healthy.url} .* up .* 0\\.375s$`));
+      expect(lines[1]).toMatch(new RegExp(`^${healthy.url} .* READY .* 0\\.375s$`));
       expect(lines.slice(2)).toEqual([
-        expect.stringMatching(new RegExp(`^${odd.url} +- +- +- +down `)),
+        expect.stringMatching(new RegExp(`^${odd.url} +- +- +- +DOWN `)),
         `${odd.url}: second /metrics sample: bad bucket bound le="${le}" in vllm:time_to_first_token_seconds_bucket`,
       ]);
     },
@@ -409,7 +444,7 @@ describe("status trusts nothing a rank sends", () => {
     });
     expect(outOfRange).toMatchObject({ up: true, problem: null, running: null, waiting: 2, kvCachePercent: null });
     const { stdout } = await statusCommand({ endpoint: [rank.url], interval: "0.05" }, shippedCatalog);
-    expect(stdout.split("\n")[1]).toMatch(new RegExp(`^${rank.url} +- +- +- +up +${MODEL} +- +- +- +- +-$`));
+    expect(stdout.split("\n")[1]).toMatch(new RegExp(`^${rank.url} +- +- +- +READY +- +${MODEL} +- +- +- +- +-$`));
   });
 
   it("a sample value past a double's range (1e400) is not the format: that rank is a problem", async () => {
@@ -430,7 +465,7 @@ describe("status trusts nothing a rank sends", () => {
     expect(lines).toHaveLength(6);
     for (const line of lines) expect(line).not.toMatch(TERMINAL_CONTROLS);
     const escaped = `M\\u001b[2J\\u000d\\u000ahttp://10.0.0.1:8000  -  -  -  up  ${MODEL}\\u009b31m\\u202e\\u007f\\u2028`;
-    expect(lines[2]).toContain(` up     ${escaped}  `);
+    expect(lines[2]).toContain(` FAILED  -    ${escaped}  `);
     expect(lines[4]).toBe(`${evil.url}: bad metric name in: \\u001b]0;title\\u0007 1`);
     expect(lines[5]).toBe(
       `${liar.url}: serves ${JSON.stringify(forged).replace(/[\u007f-\u009f\u2028\u202e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)}, planned "${MODEL}"`,

@@ -144,7 +144,7 @@ function apply(
     legacy: { unitName: LEGACY, envPath: envFile("main-0.env") },
     hostLock: hostLock(),
     hostLockWaitSeconds,
-    rank: { unitName: UNIT, label: "main rank 0", port },
+    rank: { unitName: UNIT, label: "main rank 0", port, bundleDir: bundles() },
     wait: { probeHost: "127.0.0.1", timeoutSeconds: 30, intervalSeconds: 1, startLimitBurst: 3 },
     compileMarker,
     cacheBundleDir: bundles(),

@@ -37,13 +37,11 @@ export function hostConnection(host: Host, sshPrivateKey: pulumi.Input<string>):
 }
 
 /**
- * A step's logs, given the credentials it hands on: pip, huggingface_hub and skopeo print index
- * URLs, progress and errors that are not ours to vouch for, so a step that gives one of them a
- * credential keeps its logs off.
+ * The steps that hand a credential to a tool (pip, huggingface_hub, skopeo) log all the same: their
+ * scripts mask every secret they hold in what the tools print (core/render/scripts/progress.sh), so
+ * the hours of an install, a download or a compile show their progress (docs/progress.md).
  */
-export function stepLogging(credentials: readonly (pulumi.Input<string> | undefined)[]): "none" | "stdoutAndStderr" {
-  return credentials.some((credential) => credential !== undefined) ? "none" : "stdoutAndStderr";
-}
+const MASKED_LOGGING = "stdoutAndStderr";
 
 /** Joins optional secret inputs into one stdin text; secret when any part is. */
 export function stdinOf(parts: readonly (pulumi.Input<string> | undefined)[], build: (values: (string | undefined)[]) => string): pulumi.Output<string> {
@@ -113,12 +111,12 @@ export function setupSteps(
   downloads: boolean,
 ): { preflight: command.remote.Command; install: command.remote.Command; weights: command.remote.Command | undefined } {
   const { pipPassword, hfToken } = secrets;
-  const preflight = steps.step("preflight", rendered.preflightScript, { logging: stepLogging([]) }, { customTimeouts: rendered.timeouts.preflight });
+  const preflight = steps.step("preflight", rendered.preflightScript, { logging: MASKED_LOGGING }, { customTimeouts: rendered.timeouts.preflight });
   const pipConfig = stdinOf([pipPassword], ([password]) => renderPipConfig(rendered.pipIndexes, password ?? null));
   const install = steps.step(
     "install",
     rendered.installScript,
-    { stdin: pipConfig, logging: stepLogging([pipPassword]) },
+    { stdin: pipConfig, logging: MASKED_LOGGING },
     { dependsOn: [preflight], customTimeouts: rendered.timeouts.install },
   );
   const weights = downloads
@@ -127,7 +125,7 @@ export function setupSteps(
         rendered.weightsScript,
         {
           stdin: stdinOf([hfToken, pipPassword], ([token, password]) => `${token ?? ""}\n${renderPipConfig(rendered.pipIndexes, password ?? null)}`),
-          logging: stepLogging([hfToken, pipPassword]),
+          logging: MASKED_LOGGING,
         },
         { dependsOn: [preflight], customTimeouts: rendered.timeouts.weights },
       )
@@ -147,7 +145,7 @@ export function compileKeyStep(
     suffix,
     compile.script,
     // The registry password's line, then the role's variables that carry URL credentials.
-    { stdin: withCredentialEnv(registryStdin(registryPassword), compile.credentialEnvText), logging: stepLogging([registryPassword]) },
+    { stdin: withCredentialEnv(registryStdin(registryPassword), compile.credentialEnvText), logging: MASKED_LOGGING },
     { dependsOn, customTimeouts: compile.timeouts },
   );
 }

@@ -1,5 +1,6 @@
 import { FLAG_REFUSED_AT_START } from "../helpers/fakeVllm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseProgressLine } from "../../core/render/progress";
 import type { FakeEngine, UpResult } from "../helpers/engine";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
 import { fakeHostsEngine, fakeHostsSettings, registerServing } from "../helpers/hostStack";
@@ -136,7 +137,12 @@ describe("rolling out to three replicas over SSH", { timeout: 180_000 }, () => {
     expect(result.failed.map((f) => f.name)).toEqual(["rbln-serving-npu-0-main-0"]);
     const stdout = result.failed[0]!.stdout;
     // Alive and logging: waited for, never called failed before the budget.
-    expect(stdout).toMatch(/waiting for main rank 0 on port 8000 \(\d+s, unit active\/running\)/);
+    expect(
+      stdout
+        .split("\n")
+        .map(parseProgressLine)
+        .find((p) => p !== null),
+    ).toMatchObject({ host: "npu-0", who: "main/0", budget: "6 s" });
     expect(result.failed[0]!.stderr.trim().split("\n").pop()).toMatch(
       /^npu-0 main rank 0: the new config failed \(no ready answer within 6s, unit active\/running\); the previous config is restored and serving$/,
     );

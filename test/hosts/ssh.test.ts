@@ -9,6 +9,7 @@ import { planDeployment } from "../../core/plan/deployment";
 import { renderHost, type RenderedHost } from "../../core/render/hosts/bundle";
 import { renderPipConfig } from "../../core/render/hosts/pip";
 import { readinessScript, remoteCommand } from "../../core/render/hosts/scripts";
+import { parseProgressLine } from "../../core/render/progress";
 import { startPackageIndex, type PackageIndex } from "../helpers/packageIndex";
 import { shippedCatalog } from "../helpers/recipes";
 import { freePort, startSshd, type TestSshServer } from "../helpers/sshd";
@@ -192,16 +193,18 @@ describe("readiness over SSH", () => {
   const script = (port: number, timeoutSeconds: number) =>
     readinessScript({
       hostName: "test-host",
-      ranks: [{ unitName: "rbln-serving-main-0.service", label: "main rank 0", port }],
+      ranks: [{ unitName: "rbln-serving-main-0.service", label: "main rank 0", port, bundleDir: `${work}/cache/vllm/rbln/model` }],
       wait: { probeHost: "127.0.0.1", timeoutSeconds, intervalSeconds: 1, startLimitBurst: 3 },
     });
 
-  it("waits through 503s, printing the rank and elapsed time, until the rank serves", async () => {
+  it("waits through 503s, printing the rank's progress, until the rank serves", async () => {
     const stub = await stubServer(3);
     try {
       const result = await run(script(stub.port, 60));
       expect(result.status).toBe(0);
-      expect(result.stdout).toMatch(/ready test-host: waiting for main rank 0 on port \d+ \(\d+s, unit \S+\)/);
+      // Its progress lines (docs/progress.md): no compiled bundle of the model here, so a compile, against the 60 s bound.
+      const progress = result.stdout.split("\n").map(parseProgressLine);
+      expect(progress.find((p) => p !== null)).toMatchObject({ host: "test-host", who: "main/0", phase: "compile", budget: "60 s" });
       expect(result.stdout).toMatch(/ready test-host: main rank 0 serves on port \d+ after \d+s/);
     } finally {
       stub.close();

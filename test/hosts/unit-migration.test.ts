@@ -198,7 +198,12 @@ describe("moving a running stack to the names with deployment ids", { timeout: 1
 
   it("a second instance on the host runs beside the first, which it leaves as it was", async () => {
     const before = await sh(`systemctl show -p MainPID --value ${UNIT}; cat ${UNIT_FILES.join(" ")} | sha256sum`);
-    const result = await engine.up(await registrations("team-b", settings(otherAddress)));
+    // Another Pulumi stack, so a state of its own: one engine for both would delete the first's commands.
+    const teamB = new FakeEngine(
+      (_, command, stdin) => host.run(command, stdin),
+      (name) => name.endsWith("-preflight"),
+    );
+    const result = await teamB.up(await registrations("team-b", settings(otherAddress)));
     expect(result.failed.map((f) => f.stderr)).toEqual([]);
     expect(result.runs.find((r) => r.name === "team-b-npu-0-main-0")!.stdout).toMatch(/ready npu-0: main rank 0 serves on port 8000/);
     expect(await sh(`systemctl is-active ${UNIT} ${TEAM_B}`)).toBe("active\nactive");

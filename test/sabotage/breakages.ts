@@ -494,6 +494,49 @@ export const BREAKAGES: readonly Breakage[] = [
     tests: { fast: ["test/program.test.ts"], hosts: ["test/hosts/faults-hosts.test.ts"] },
   },
   {
+    name: "status-compiling-as-down",
+    why: "status calls a rank that compiles for hours DOWN (exit 3), as it did before states: the user restarts a healthy first start",
+    edits: [{ file: "core/status/hostRank.ts", search: "  if (ACTIVE.has(unit.active)) return starting(host);\n", replace: "" }],
+    tests: { fast: ["test/status-states.test.ts"], hosts: ["test/hosts/status-hosts.test.ts"] },
+  },
+  {
+    name: "status-reader-blind-to-install",
+    why: "status calls a host whose install runs DOWN: the host reader does not see the install step's processes",
+    edits: [
+      {
+        file: "core/render/hosts/scripts/status-read.py",
+        search: '    return any(a == venv or a.startswith(venv + "/") for a in argv)\n',
+        replace: "    return False\n",
+      },
+    ],
+    tests: { hosts: ["test/hosts/status-hosts.test.ts"] },
+  },
+  {
+    name: "progress-unmasked",
+    why: "pip's and the hub client's output reaches Pulumi's logs unmasked: a tool that prints the token or the index password leaks it",
+    edits: [
+      {
+        file: "core/render/scripts/progress-run.sh",
+        search: '  { progress_mask < "$fifos/out" | tee -a "${progress_log:-/dev/null}"; } &',
+        replace: '  { cat < "$fifos/out" | tee -a "${progress_log:-/dev/null}"; } &',
+      },
+    ],
+    tests: { fast: ["test/progress.test.ts"], hosts: ["test/hosts/progress-hosts.test.ts"] },
+  },
+  {
+    name: "progress-load-called-compile",
+    why: "a rank that loads its compiled cache is reported as compiling for hours: the user cannot tell a 15-minute load from a 160-minute compile",
+    edits: [
+      {
+        file: "core/render/hosts/scripts/serving.sh",
+        search:
+          '  if [ -n "${cache_bundle_dir:-}" ] && [ -z "$(find "$cache_bundle_dir" -name mega_cache.bin -type f ! -newermt "@$1" -print -quit 2>/dev/null)" ]; then',
+        replace: '  if [ -n "${cache_bundle_dir:-}" ]; then',
+      },
+    ],
+    tests: { hosts: ["test/hosts/progress-hosts.test.ts"] },
+  },
+  {
     name: "front-door-roll-untimed",
     why: "a router host's apply step of several router hosts is cut by Pulumi while Envoy still drains its in-flight requests",
     edits: [

@@ -35,6 +35,8 @@ export interface HostRenderOptions {
   containerRuntime?: string;
   /** nft, which loads a decode host's sidecar guard: /usr/sbin/nft, or a test's stand-in where hosts share one network namespace. */
   firewall?: string;
+  /** How often the install and weights steps print a progress line (docs/progress.md). */
+  progressSeconds?: number;
   /** Where a compile-only run listens, if it serves: loopback on a compile host (tests on shared loopback give each host its own). */
   compileListenAddress?: string;
 }
@@ -137,6 +139,7 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
       imports: plan.packages.map((p) => p.importName),
       serviceUser: SERVICE_USER,
       ...shared,
+      progressSeconds: options.progressSeconds ?? HOST_DEFAULTS.progressIntervalSeconds,
     }),
     weightsScript: weightsScript({
       hostName: host.name,
@@ -148,12 +151,13 @@ export function renderHost(deployment: Deployment, placement: HostPlacement, id:
       markers,
       downloaderVenv: `${venvsDir(settings.installRoot, id)}/${DOWNLOADER_REQUIREMENT.replace("==", "-")}`,
       downloaderRequirement: DOWNLOADER_REQUIREMENT,
+      progressSeconds: options.progressSeconds ?? HOST_DEFAULTS.progressIntervalSeconds,
       ...shared,
       lockNames: plan.models.map((m) => weightsLockName(m.id, m.revision)),
     }),
     readinessScript: readinessScript({
       hostName: host.name,
-      ranks: ranks.map((r) => ({ unitName: r.unitName, label: `${r.role} rank ${r.rank}`, port: r.port })),
+      ranks: ranks.map((r) => ({ unitName: r.unitName, label: `${r.role} rank ${r.rank}`, port: r.port, bundleDir: r.bundleDir })),
       wait: servingWait(context, readyTimeout),
     }),
     ranks,

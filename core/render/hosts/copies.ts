@@ -93,6 +93,8 @@ export interface HostCopyOptions {
   authorizedKeysFile?: string;
   /** A grant left behind by a failed copy stops working after this many hours: longer than a copy may take (8 h). */
   grantExpiryHours?: number;
+  /** How often the copy prints a progress line; tests shorten it. */
+  progressSeconds?: number;
 }
 
 export interface RenderedCopy extends CopySource {
@@ -120,6 +122,7 @@ export function renderCopy(deployment: Deployment, copy: CopySource, options: Ho
     cacheRoot,
     serviceUser: HOST_DEFAULTS.serviceUser,
     what,
+    progressSeconds: options.progressSeconds ?? HOST_DEFAULTS.progressIntervalSeconds,
     ...(copy.kind === "weights"
       ? {
           dirs: models.map((m) => `huggingface/hub/${modelCacheDir(m)}`),

@@ -35,8 +35,10 @@ export const HOST_DEFAULTS = {
     startLimitIntervalSeconds: 1800,
     limitNofile: 1048576,
   },
-  /** How often a step asks a starting rank whether it serves. */
+  /** How often a step asks a starting rank whether it serves (and prints a progress line, docs/progress.md). */
   readinessIntervalSeconds: 30,
+  /** How often the install, download and copy steps print a progress line (docs/progress.md). */
+  progressIntervalSeconds: 30,
   pip: { retries: 5, timeoutSeconds: 60 },
   /**
    * The bounds the host steps' Pulumi timeouts are summed from (stepTimeouts.ts), in seconds: the

@@ -95,6 +95,11 @@ export function compileMarker(cacheRoot: string, keys: string): string {
   return `${cacheRoot}/vllm/rbln-serving-complete/compile-${keys}`;
 }
 
+/** The front door's folder on its router host: its config, and the drains its agent keeps (drains/NAME.json). */
+export function frontDoorStateDir(installRoot: string, id: string): string {
+  return `${installRoot}/router/${id}`;
+}
+
 /** Where a rank's unit step keeps the previous unit and env file, the pending mark and its lock. */
 export function rolloutStateDir(installRoot: string): string {
   return `${installRoot}/rollout`;

@@ -38,6 +38,8 @@ export interface RenderedRank {
   /** Their names, for `render`'s placeholders. */
   credentialEnvNames: string[];
   port: number;
+  /** Where vllm-rbln keeps the model's compiled bundles: a start with one there loads, else it compiles (progress lines). */
+  bundleDir: string;
   url: string;
   applyScript: string;
   removeScript: string;
@@ -180,6 +182,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
   const stateDir = rolloutStateDir(settings.installRoot);
   const frontDoor = frontDoorAccess(context.deployment, host, (e) => e.role === role.role && e.rank === rank.rank);
   const readySeconds = readyTimeoutSeconds(context.cache, bound.env);
+  const bundleDir = megaCacheModelDir(`${context.cache.root}/vllm/rbln`, command[2]!);
   return {
     role: role.role,
     rank: rank.rank,
@@ -191,6 +194,7 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
     credentialEnvNames: Object.keys(credentials),
     launch,
     port,
+    bundleDir,
     // Published where the rank listens: its SSH address may be another interface.
     url: httpUrl(listeningAddress(host), port),
     applyScript: unitApplyScript({
@@ -205,12 +209,12 @@ export function renderRank(context: HostContext, role: RolePlan, rank: RankPlan)
       minFreeDiskGbToRestart: settings.minFreeDiskGbToRestart,
       legacy: { unitName: legacyUnitName(role.role, rank.rank), envPath: legacyEnvPath(settings.installRoot, role.role, rank.rank) },
       hostLockWaitSeconds: switchSeconds(context.deployment),
-      rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port },
+      rank: { unitName: name, label: `${role.role} rank ${rank.rank}`, port, bundleDir },
       wait: servingWait(context, readySeconds),
       frontDoor,
       compileMarker: compileMarker(context.cache.root, role.compileKey),
       hostUnits: { glob: deploymentUnitGlob(context.id), keep: hostUnits(context) },
-      cacheBundleDir: megaCacheModelDir(`${context.cache.root}/vllm/rbln`, command[2]!),
+      cacheBundleDir: bundleDir,
     }),
     removeScript: unitRemoveScript({ hostName: host.name, unitName: name, envPath, stateDir }),
     behindFrontDoor: frontDoor !== null,

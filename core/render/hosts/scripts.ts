@@ -60,7 +60,12 @@ function sharedSettings(p: SharedCacheInput) {
   return { shared_root: p.sharedRoot, shared_lock_root: p.sharedLockRoot, lease_lock_path: p.leaseLockPath, lease_lock_text: p.leaseLockText };
 }
 
-export interface InstallInput extends SharedCacheInput {
+/** How often a long step prints a progress line (progress.sh); tests shorten it. */
+export interface ProgressInput {
+  progressSeconds: number;
+}
+
+export interface InstallInput extends SharedCacheInput, ProgressInput {
   hostName: string;
   installRoot: string;
   cacheRoot: string;
@@ -82,10 +87,12 @@ export function installScript(p: InstallInput): string {
     service_user: p.serviceUser,
     setup_lock: HOST_DEFAULTS.locks.setup,
     ...sharedSettings(p),
+    budget_s: HOST_DEFAULTS.steps.installSeconds,
+    progress_s: p.progressSeconds,
   });
 }
 
-export interface WeightsInput extends SharedCacheInput {
+export interface WeightsInput extends SharedCacheInput, ProgressInput {
   hostName: string;
   installRoot: string;
   cacheRoot: string;
@@ -117,6 +124,8 @@ export function weightsScript(p: WeightsInput): string {
     downloader_requirement: p.downloaderRequirement,
     ...sharedSettings(p),
     lock_names: p.lockNames,
+    budget_s: HOST_DEFAULTS.steps.downloadSeconds,
+    progress_s: p.progressSeconds,
   });
 }
 
@@ -244,6 +253,8 @@ export interface ReadinessRank {
   unitName: string;
   label: string;
   port: number;
+  /** Where vllm-rbln keeps the rank's model's compiled bundles: whether a start compiles or loads (its progress lines). */
+  bundleDir: string;
 }
 
 /** Waits until every rank of a host serves, or names the one that failed; run as root (it reads each rank's API key from its process). */
@@ -253,6 +264,7 @@ export function readinessScript(p: { hostName: string; ranks: readonly Readiness
     units: p.ranks.map((r) => r.unitName),
     labels: p.ranks.map((r) => r.label),
     ports: p.ranks.map((r) => String(r.port)),
+    bundle_dirs: p.ranks.map((r) => r.bundleDir),
     ...waitSettings(p.wait),
   });
 }
@@ -310,7 +322,7 @@ export function copyRevokeScript(p: CopyAccessInput): string {
   });
 }
 
-export interface CopyInput {
+export interface CopyInput extends ProgressInput {
   hostName: string;
   sourceName: string;
   sourceAddress: string;
@@ -349,5 +361,7 @@ export function copyScript(p: CopyInput): string {
     dirs: p.dirs,
     source_markers: p.sourceMarkers,
     markers: p.markers,
+    budget_s: HOST_DEFAULTS.steps.copySeconds,
+    progress_s: p.progressSeconds,
   });
 }

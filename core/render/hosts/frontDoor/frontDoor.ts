@@ -9,7 +9,7 @@ import type { Deployment, FrontDoorPlan, RouterPlacement } from "../../../plan/t
 import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
 import { HOST_DEFAULTS } from "../defaults";
-import { sidecarUnitName } from "../names";
+import { frontDoorStateDir, sidecarUnitName } from "../names";
 import { frontDoorAccess } from "../rank";
 import {
   commandStepWaits,
@@ -139,7 +139,7 @@ function doorContext(deployment: Deployment, options: FrontDoorOptions): DoorCon
     daemon: frontDoor.runtime === "docker" ? "docker.service" : null,
     firewall: options.firewallPath ?? HOST_DEFAULTS.frontDoor.firewall,
     apiKey: options.apiKey ?? false,
-    stateDir: `${installRoot}/router/${options.id}`,
+    stateDir: frontDoorStateDir(installRoot, options.id),
     agent: { text, path: `${installRoot}/bin/front-door-${createHash("sha256").update(text).digest("hex").slice(0, 12)}.py` },
   };
 }

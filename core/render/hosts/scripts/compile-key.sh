@@ -63,6 +63,12 @@ install -d -m 0700 "$scratch"
 . ../../scripts/compile-flow.sh
 # shellcheck source=mask.sh
 . mask.sh
+# shellcheck source=../../scripts/progress.sh
+. ../../scripts/progress.sh
+# Everything the step prints (skopeo's errors, the compile's log lines) masked of the registry
+# password and the credentials, so that it can log (components/hosts/steps.ts).
+progress_secrets=$(printf '%s\n' "$registry_password"; progress_env_values <<< "$credential_env")
+exec > >(progress_mask) 2> >(progress_mask >&2)
 
 # 0 when rank $1's compile-only server answers /health: every engine is past its warm-up (core/probe.py; PID 0: no API key, /health needs none).
 healthy() { python3 -c "$probe_py" "$probe_host" 10 "${ports[$1]}" /health 0 2>/dev/null; }
@@ -113,7 +119,7 @@ rank_state() {
 # Runs every rank of the role in compile-only mode and waits until each has saved the cache; any rank
 # that ends first fails the step, and the others are stopped.
 compile_only() {
-  local started i first state elapsed waiting rank_label=
+  local started i first state elapsed waiting last_waiting=0 rank_label=
   [ "${#units[@]}" -le 1 ] || rank_label=yes
   [ -x "${command_words[0]}" ] || fail "${command_words[0]} not found (the install step puts it there)"
   command -v systemd-run >/dev/null || fail "systemd-run not found: the compile host needs systemd"
@@ -134,13 +140,14 @@ compile_only() {
       case "$state" in
         done) ;;
         failed:*) fail "${state#failed: }" ;;
-        *) waiting=$(( waiting + 1 )) ;;
+        *) waiting=$(( waiting + 1 )) last_waiting=$i ;;
       esac
     done
     [ "$waiting" -gt 0 ] || break
     elapsed=$(( $(date +%s) - started ))
     [ "$elapsed" -lt "$timeout_s" ] || fail "vllm-rbln saved no cache for ${waiting} of ${#units[@]} rank(s) within ${timeout_s}s"
-    say "waiting for the compile (${elapsed}s, ${waiting} of ${#units[@]} rank(s))"
+    progress_line "$host_name" "key:${key}" compile "$started" "$timeout_s" "ranks $(( ${#units[@]} - waiting )) of ${#units[@]} saved" \
+      "$(journalctl "_SYSTEMD_UNIT=${units[$last_waiting]}" --since "@$started" -n 1 -o cat --no-pager 2>/dev/null || true)"
     sleep "$interval_s"
   done
   systemctl stop "${units[@]}" 2>/dev/null || true

@@ -19,6 +19,8 @@ what='weights MiniMaxAI/MiniMax-M2.7'
 dirs=(huggingface/hub/models--MiniMaxAI--MiniMax-M2.7)
 source_markers=(huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7)
 markers=(/var/lib/rbln-serving/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7)
+budget_s=28800
+progress_s=30
 # --- end of settings ---
 
 fail() { echo "copy ${host_name} <- ${source_name}: $*" >&2; exit 1; }
@@ -45,6 +47,17 @@ peer_ssh_setup "$work" "$source_address" "$source_port" "$source_host_key" "$bin
 ssh_command="${peer_ssh[*]}"
 remote=$peer_rsync_remote
 peer() { rsync -e "$ssh_command" "$@"; }
+# shellcheck source=../../scripts/progress-run.sh
+. ../../scripts/progress-run.sh
+
+# Bytes of the directory here of its size on the peer (a dry run's total), rate and ETA.
+copy_amount() {
+  local bytes previous=-1
+  bytes=$(progress_file_bytes "$cache_root/$dir")
+  [ ! -f "$work/copied" ] || previous=$(cat "$work/copied")
+  echo "${bytes:-0}" > "$work/copied"
+  progress_transfer "${bytes:-0}" "$total" "$previous" "$progress_s"
+}
 
 for i in "${!dirs[@]}"; do
   [ -f "${markers[$i]}" ] && continue
@@ -55,7 +68,11 @@ for i in "${!dirs[@]}"; do
   fi
   install -d -o "$service_user" -g "$service_user" -m 0750 "$cache_root/$dir"
   echo "copy ${host_name} <- ${source_name}: ${dir}"
-  peer -rlt --partial --partial-dir=.rsync-partial "$remote:$dir/" "$cache_root/$dir/"
+  total=$(peer -rln --stats "$remote:$dir/" "$cache_root/$dir/" 2>/dev/null | sed -n 's/^Total file size: \([0-9,]*\) bytes.*/\1/p' | tr -d ,)
+  total=${total:-0}
+  rm -f "$work/copied"
+  progress_run "$host_name" "from:${source_name}" copy "$budget_s" copy_amount -- \
+    rsync -e "$ssh_command" -rlt --partial --partial-dir=.rsync-partial "$remote:$dir/" "$cache_root/$dir/"
   # Check: a dry run by size lists every file that still differs from the peer's; then the blobs' hashes.
   differ=$(peer -rln --size-only --out-format='%i %n' "$remote:$dir/" "$cache_root/$dir/" | grep -E '^[<>ch][fL]' || true)
   [ -z "$differ" ] || fail "${dir}: differs from ${source_name} after the copy: ${differ//$'\n'/, }"

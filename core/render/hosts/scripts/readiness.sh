@@ -7,6 +7,7 @@ host_name=npu-0
 units=(rbln-serving-dev.main-0.service)
 labels=('main rank 0')
 ports=(8000)
+bundle_dirs=(/var/lib/rbln-serving/vllm/rbln/MiniMaxAI_MiniMax-M2.7-15923874)
 probe_host=127.0.0.1
 timeout_s=9600
 interval_s=30
@@ -19,6 +20,7 @@ probe_py='import sys'
 
 now=$(date +%s)
 for i in "${!ports[@]}"; do
+  cache_bundle_dir=${bundle_dirs[$i]}
   if ! wait_serving "${units[$i]}" "${labels[$i]}" "${ports[$i]}" "$now"; then
     journal_tail "${units[$i]}" "$now"
     echo "ready ${host_name}: ${labels[$i]} (port ${ports[$i]}) does not serve: $failure" >&2

@@ -191,6 +191,10 @@ env_new=$(mktemp "$env_path.XXXXXX")
 unit_new=$(mktemp "$unit_path.XXXXXX")
 printf '%s\n' "$env_text" > "$env_new"
 cat >> "$env_new"
+# For the progress lines (serving.sh): the secret variables, which the rank's log lines the step
+# shows are masked of, and the last load's time.
+secret_env_lines=$(tail -n +"$(($(wc -l <<< "$env_text") + 1))" "$env_new")
+load_record="$state_dir/$unit.load-seconds"
 printf '%s\n' "$unit_text" > "$unit_new"
 chmod 0644 "$unit_new"
 

@@ -24,6 +24,8 @@ shared_lock_root=''
 lease_lock_path=''
 lease_lock_text=''
 lock_names=('')
+budget_s=28800
+progress_s=30
 # --- end of settings ---
 
 # What this writes (venvs, weights) is read by the service user, whatever root's umask is.
@@ -54,20 +56,44 @@ fi
 . service-account.sh
 # shellcheck source=shared-cache.sh
 . shared-cache.sh
+# shellcheck source=../../scripts/progress-run.sh
+. ../../scripts/progress-run.sh
 hf_token=
 IFS= read -r hf_token || true
-pip_conf=$(mktemp)
-trap 'rm -f "$pip_conf"' EXIT
-chmod 0600 "$pip_conf"
-cat > "$pip_conf"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+chmod 0755 "$work"
+pip_conf=$work/pip.conf
+(umask 077; cat > "$pip_conf")
+# What pip and the hub client print is shown, the token and the index password masked.
+progress_secrets=$(printf '%s\n' "$hf_token"; progress_secrets_from_urls "$pip_conf")
+
+# Bytes of model i on disk (its blobs, partial ones included) of its size on the hub, with the rate
+# since the last line and the ETA; the size is what the download wrote to $work/total-i.
+download_amount() {
+  local bytes total previous=-1
+  bytes=$(progress_file_bytes "$hf_home/hub/models--${models[$i]//\//--}" "${cache_user[@]}")
+  total=$(cat "$work/total-$i" 2>/dev/null)
+  [ ! -f "$work/done-$i" ] || previous=$(cat "$work/done-$i")
+  echo "${bytes:-0}" > "$work/done-$i"
+  progress_transfer "${bytes:-0}" "${total:-0}" "$previous" "$progress_s"
+}
 
 # Downloads model i and records the commit snapshot_download resolved (its snapshot folder's name)
 # in the marker, by rename; runs as whoever runs it, so the files are theirs.
 download_py='import os, sys
 from huggingface_hub import snapshot_download
-host, repo, revision, marker = sys.argv[1:5]
+host, repo, revision, marker, total_file = sys.argv[1:6]
 at = " at " + revision if revision else ""
 print("weights %s: downloading %s%s into %s" % (host, repo, at, os.environ["HF_HOME"]), flush=True)
+# The size of what comes, for the progress lines: the sum of the files the hub lists at the revision.
+try:
+    from huggingface_hub import HfApi
+    info = HfApi().model_info(repo, revision=revision or None, files_metadata=True)
+    with open(total_file, "w") as f:
+        f.write("%d\n" % sum(s.size or 0 for s in info.siblings or []))
+except Exception as error:
+    print("weights %s: the size of %s is unknown (%s); progress shows bytes only" % (host, repo, type(error).__name__), flush=True)
 commit = os.path.basename(snapshot_download(repo_id=repo, revision=revision or None))
 os.makedirs(os.path.dirname(marker), exist_ok=True)
 with open(marker + ".tmp", "w") as f:
@@ -79,12 +105,17 @@ for i in "${!models[@]}"; do
   if [ ! -f "$downloader_venv/.rbln-serving-complete" ]; then
     rm -rf "$downloader_venv"
     python3 -m venv "$downloader_venv"
-    PIP_CONFIG_FILE="$pip_conf" "$downloader_venv/bin/pip" install --disable-pip-version-check --no-input "$downloader_requirement"
+    PIP_CONFIG_FILE="$pip_conf" progress_run "$host_name" downloader install "$budget_s" "" -- \
+      "$downloader_venv/bin/pip" install --disable-pip-version-check --no-input --progress-bar off "$downloader_requirement"
     touch "$downloader_venv/.rbln-serving-complete"
   fi
-  download=("$downloader_venv/bin/python" -c "$download_py" "$host_name" "${models[$i]}" "${revisions[$i]}" "${markers[$i]}")
+  # The download writes the size it will fetch here, as the service user on a shared cache.
+  install -m 0644 -o "$service_user" /dev/null "$work/total-$i"
+  download=("$downloader_venv/bin/python" -c "$download_py" "$host_name" "${models[$i]}" "${revisions[$i]}" "${markers[$i]}" "$work/total-$i")
+  # The progress lines say how far it is; the hub client's bars would only fill the log.
+  export HF_HUB_DISABLE_PROGRESS_BARS=1
   if [ -z "$shared_root" ]; then
-    HF_HOME="$hf_home" HF_TOKEN="$hf_token" "${download[@]}"
+    HF_HOME="$hf_home" HF_TOKEN="$hf_token" progress_run "$host_name" "${models[$i]}" download "$budget_s" download_amount -- "${download[@]}"
     chown -R "$service_user:$service_user" "$hf_home/hub"
     continue
   fi
@@ -92,7 +123,7 @@ for i in "${!models[@]}"; do
   # the weights were removed since, so the lock's is stale.
   lock_done="$shared_lock_root/${lock_names[$i]}.done"
   if "${cache_user[@]}" test -f "$lock_done" && ! have "$i"; then "${cache_user[@]}" rm -f "$lock_done"; fi
-  HF_HOME="$hf_home" HF_TOKEN="$hf_token" LEASE_OWNER="${host_name}-$$" "${cache_user[@]}" bash "$lease_lock_path" run --name "${lock_names[$i]}" -- "${download[@]}"
+  HF_HOME="$hf_home" HF_TOKEN="$hf_token" LEASE_OWNER="${host_name}-$$" progress_run "$host_name" "${models[$i]}" download "$budget_s" download_amount -- "${cache_user[@]}" bash "$lease_lock_path" run --name "${lock_names[$i]}" -- "${download[@]}"
   have "$i" || { echo "weights ${host_name}: ${models[$i]}: the shared download ended without its marker ${markers[$i]}" >&2; exit 1; }
 done
 echo "weights ${host_name}: done"

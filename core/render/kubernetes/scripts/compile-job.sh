@@ -56,6 +56,8 @@ install() { [ "$1" = -d ] && mkdir -p "${@: -1}"; }
 
 # shellcheck source=../../scripts/compile-flow.sh
 . ../../scripts/compile-flow.sh
+# shellcheck source=../../scripts/progress.sh
+. ../../scripts/progress.sh
 
 # 0 when every port answers /health (core/probe.py; PID 0: no API key, /health needs none).
 healthy() { python3 -c "$probe_py" 127.0.0.1 10 "$ports" /health 0 2>/dev/null; }
@@ -75,6 +77,8 @@ compile_only() {
       fail "the compile-only run ended (exit ${status}) before vllm-rbln saved the cache"
     fi
     [ $(( $(date +%s) - started )) -lt "$timeout_s" ] || fail "vllm-rbln saved no cache within ${timeout_s}s"
+    # The pod's name stands for the host (kubectl logs job/<name> shows these lines).
+    progress_line "${HOSTNAME:-$host_name}" "key:${key}" compile "$started" "$timeout_s" "" "$(tail -n 1 "$work/log")" | progress_mask || true
     sleep "$interval_s"
   done
   kill "$pid" 2>/dev/null || true

@@ -1,0 +1,58 @@
+import { spawn } from "node:child_process";
+import { z } from "zod";
+import { ConfigError } from "../core/errors";
+import type { Deployment } from "../core/plan/types";
+import { classifyPods, JobObject, jobState, PodObject, type PodStatus } from "../core/status/pods";
+import { exitCodeOf, STATUS_EXIT } from "../core/status/states";
+
+/** A Kubernetes stack as `status` reads it: its serving pods, its Jobs (compile, weights), and the exit status they make. */
+export interface KubernetesStatus {
+  namespace: string;
+  pods: PodStatus[];
+  jobs: { name: string; state: "running" | "succeeded" | "failed" }[];
+  /** Why nothing could be read, or that no pod serves. */
+  problem: string | null;
+  exitCode: number;
+}
+
+const List = z.object({ items: z.array(z.looseObject({ kind: z.string() })) });
+const MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
+
+/** `kubectl ARGS` (the user's kubeconfig and context): its stdout, or why it failed. */
+function kubectl(args: string[]): Promise<{ stdout: string } | { error: string }> {
+  return new Promise((resolve) => {
+    const child = spawn("kubectl", args, { stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => {
+      if (stdout.length < MAX_OUTPUT_BYTES) stdout += d;
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      if (stderr.length < 4096) stderr += d;
+    });
+    child.on("error", (error) => resolve({ error: (error as NodeJS.ErrnoException).code === "ENOENT" ? "ENOENT" : error.message }));
+    child.on("close", (code) => resolve(code === 0 ? { stdout } : { error: stderr.trim().split("\n").pop() || `kubectl exited ${code}` }));
+  });
+}
+
+/** The instance's pods and Jobs, classified (core/status/pods.ts), from `kubectl get pods,jobs -o json`. */
+export async function readKubernetes(deployment: Deployment, instance: string): Promise<KubernetesStatus> {
+  const namespace = deployment.settings.kubernetes.namespace;
+  const read = await kubectl(["get", "pods,jobs", "--namespace", namespace, "--selector", `app.kubernetes.io/instance=${instance}`, "--output", "json"]);
+  if ("error" in read && read.error === "ENOENT")
+    throw new ConfigError("--stack", "a Kubernetes stack is read with kubectl, which is not on PATH: install it, or give each rank's URL with --endpoint");
+  if ("error" in read) return { namespace, pods: [], jobs: [], problem: `kubectl: ${read.error}`, exitCode: STATUS_EXIT.failed };
+  const items = List.parse(JSON.parse(read.stdout)).items;
+  const pods = items.flatMap((item) => (item.kind === "Pod" && PodObject.safeParse(item).success ? [PodObject.parse(item)] : []));
+  const jobs = items.flatMap((item) => (item.kind === "Job" && JobObject.safeParse(item).success ? [JobObject.parse(item)] : []));
+  const classified = classifyPods(
+    pods,
+    jobs,
+    deployment.plan.roles.map((r) => r.role),
+  );
+  const jobRows = jobs.map((j) => ({ name: j.metadata.name, state: jobState(j) }));
+  const failedJob = jobRows.some((j) => j.state === "failed");
+  const exitCode = classified.length === 0 || failedJob ? STATUS_EXIT.failed : exitCodeOf(classified.map((p) => p.state));
+  const problem = classified.length === 0 ? `no serving pod of ${instance} in namespace ${namespace}` : null;
+  return { namespace, pods: classified, jobs: jobRows, problem, exitCode };
+}
