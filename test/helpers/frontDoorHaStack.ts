@@ -27,6 +27,8 @@ export const HA_FRONT_DOOR_PORT = 18080;
 const ID = deploymentId("test", DEFAULT_INSTANCE);
 export const haUnit = (part: string) => `rbln-serving-${ID}.front-door-${part}.service`;
 const ROUTER_DIR = `${INSTALL_ROOT}/router/${ID}`;
+/** The EPP's endpoints file on a router host (the agent keeps it). */
+export const HA_ENDPOINTS_FILE = `${ROUTER_DIR}/epp/endpoints.yaml`;
 
 type Settings = ModelServingArgs["settings"];
 
@@ -107,7 +109,7 @@ export async function startHaStack(): Promise<HaStack> {
         return { ...(await engine.up(registrations)), endpoints };
       },
       holder,
-      endpointsFile: async () => sh((await holder()) ?? routers[0], `cat ${ROUTER_DIR}/epp/endpoints.yaml`),
+      endpointsFile: async () => sh((await holder()) ?? routers[0], `cat ${HA_ENDPOINTS_FILE}`),
       eppPid: async (host) => {
         const record = await sh(host, `cat ${STAND_INS}/stand-ins/container-runtime-stand-in.state/containers/rbln-serving-${ID}-epp.json`);
         return (JSON.parse(record) as { pid: number }).pid;

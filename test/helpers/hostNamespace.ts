@@ -42,9 +42,10 @@ export interface TestHost {
    * Boots the host again with the same disk: private paths, /etc/systemd/system and /var/lib/systemd kept, /run and
    * /tmp empty, and what is enabled (multi-user.target's wants) started as on a real boot. A running host is powered
    * off first (kill()), or with `graceful`, shut down by `systemctl reboot`: units stopped in order, as an operator's
-   * reboot does. Same address, port, host key and MAC.
+   * reboot does. Same address, port, host key and MAC. `whileDown` runs while it is off, given where a path under
+   * one of its private paths is on this machine's disk: to change what the host finds when it boots.
    */
-  reboot(options?: { graceful?: boolean }): Promise<void>;
+  reboot(options?: { graceful?: boolean; whileDown?: (onDisk: (target: string) => string) => void | Promise<void> }): Promise<void>;
   /** SIGKILLs the unit's main process only (systemctl kill --kill-whom=main); throws if it has none. */
   killUnit(unit: string): Promise<void>;
   /**
@@ -315,6 +316,15 @@ async function shutDown(host: Booted): Promise<void> {
   await removeCgroups(host.cgroup);
 }
 
+/** Where `target` (under one of the host's private paths) is on this machine's disk. */
+function onDisk(host: Booted, target: string): string {
+  for (let i = 0; i < host.binds.length; i += 2) {
+    const [source, mounted] = [host.binds[i]!, host.binds[i + 1]!];
+    if (target === mounted || target.startsWith(`${mounted}/`)) return source + target.slice(mounted.length);
+  }
+  throw new Error(`${host.name}: ${target} is under none of its private paths`);
+}
+
 function attachmentOf(host: Booted, fault: string): Attachment {
   if (!host.attachment) throw new Error(`${fault}: ${host.name} shares this machine's network; start it with a network (HostOptions.network)`);
   return host.attachment;
@@ -324,8 +334,9 @@ function faults(host: Booted): Pick<TestHost, "console" | "kill" | "reboot" | "k
   return {
     console: (command, stdin) => onConsole(host, command, stdin),
     kill: () => powerOff(host),
-    async reboot({ graceful = false } = {}) {
+    async reboot({ graceful = false, whileDown } = {}) {
       if (isRunning(host.launcher)) await (graceful ? shutDown(host) : powerOff(host));
+      await whileDown?.((target) => onDisk(host, target));
       host.bootMs = await boot(host, "rbln-test-reboot.target");
     },
     async killUnit(unit) {

@@ -1,5 +1,7 @@
-import { now, startLoad, type RequestRecord } from "./frontDoorLoad";
-import type { HaStack } from "./frontDoorHaStack";
+import * as fs from "node:fs";
+import { AGENT_ROUND_SECONDS } from "./faults";
+import { listedEndpoints, now, startLoad, type RequestRecord } from "./frontDoorLoad";
+import { HA_ENDPOINTS_FILE, haUnit, type HaStack } from "./frontDoorHaStack";
 import type { TestHost } from "./hostNamespace";
 
 /**
@@ -16,6 +18,8 @@ export interface RouterFaultCase {
   inject(stack: HaStack, run: RouterFaultProgress): Promise<void>;
   /** Every request on a connection of its own (`connection: close`), for a fault that moves the address: see docs/faults.md. */
   newConnections?: boolean;
+  /** How long a client waits for a whole answer (30 s unless set). */
+  requestTimeoutMs?: number;
   /** After the run: what puts the stack back for the next case. */
   restore?(stack: HaStack): Promise<void>;
   /** Issue 28's bound, in words, and whether a run stayed within it. */
@@ -29,6 +33,8 @@ export interface RouterFaultProgress {
   movedAt: number | null;
   /** The holders of the virtual address seen while it was injected (a change that moves it), with when each was first seen. */
   holders: { at: number; holder: string | null }[];
+  /** A router host rebooted: from its agent's start to its endpoints file listing every endpoint, and its keepalived's state then. */
+  afterBoot?: { fileSeconds: number; keepalived: string };
 }
 
 export interface RouterFaultRun extends RouterFaultProgress {
@@ -59,7 +65,9 @@ export async function runRouterFault(
   { settleMs = 2000, afterMs = 3000, maxSeconds = 300 } = {},
 ): Promise<RouterFaultRun> {
   const headers: Record<string, string> = fault.newConnections ? { connection: "close" } : {};
-  const loads = Object.values(LOADS).map((load) => startLoad(stack.url, { ...load, headers, maxSeconds: maxSeconds + 60, requestTimeoutMs: 30_000 }));
+  const loads = Object.values(LOADS).map((load) =>
+    startLoad(stack.url, { ...load, headers, maxSeconds: maxSeconds + 60, requestTimeoutMs: fault.requestTimeoutMs ?? 30_000 }),
+  );
   const progress: RouterFaultProgress = { faultAt: 0, movedAt: null, holders: [] };
   let records: RequestRecord[];
   try {
@@ -86,6 +94,7 @@ export async function runRouterFault(
     movedSeconds: seconds(progress.movedAt),
     movedAt: progress.movedAt,
     holders: progress.holders,
+    ...(progress.afterBoot ? { afterBoot: progress.afterBoot } : {}),
     faultAt,
     failures,
     records,
@@ -101,6 +110,7 @@ export function routerFaultLine(run: RouterFaultRun): Record<string, unknown> {
     inFlightAtFault: run.inFlightAtFault,
     recoverSeconds: run.recoverSeconds,
     ...(run.movedSeconds === null ? {} : { movedSeconds: run.movedSeconds }),
+    ...(run.afterBoot ? { agentFileSeconds: run.afterBoot.fileSeconds } : {}),
   };
 }
 
@@ -130,6 +140,50 @@ function whenHolds(host: TestHost, address: string, seconds: number): Promise<nu
 }
 
 const peerOf = (stack: HaStack, host: TestHost) => stack.routers.find((r) => r !== host)!;
+
+/** Until one router host holds the address and each Envoy sees both EPPs healthy: the state a case starts from. */
+async function untilSettled(stack: HaStack, seconds = 90): Promise<void> {
+  for (const deadline = Date.now() + seconds * 1000; ; await sleep(500)) {
+    const held = await Promise.all(stack.routers.map((r) => r.console(`ip -o address show dev eth0 | grep -qF ' ${stack.virtualAddress}/'`)));
+    if (held.filter((h) => h.status === 0).length === 1) break;
+    if (Date.now() > deadline) throw new Error(`${held.filter((h) => h.status === 0).length} router hosts hold ${stack.virtualAddress} after ${seconds}s`);
+  }
+  for (const router of stack.routers) await untilEppsHealthy(router, seconds);
+}
+
+/** On a router host that has just booted: the seconds from its agent's start (systemd's monotonic timestamp) to its endpoints file listing `count` endpoints. */
+async function agentFileSeconds(host: TestHost, count: number): Promise<number> {
+  const script = `
+import subprocess, sys, time
+def started():
+    out = subprocess.run(["systemctl", "show", "-p", "ExecMainStartTimestampMonotonic", "--value", "${haUnit("agent")}"], capture_output=True, text=True).stdout.strip()
+    return int(out or 0) / 1e6
+def listed():
+    try:
+        return sum(1 for line in open("${HA_ENDPOINTS_FILE}") if line.startswith("- name: "))
+    except OSError:
+        return -1
+deadline = time.monotonic() + 120
+while not started() and time.monotonic() < deadline: time.sleep(0.02)
+while listed() != ${count} and time.monotonic() < deadline: time.sleep(0.02)
+if listed() != ${count}: sys.exit("the file lists %d endpoints, not ${count}" % listed())
+print(round(time.monotonic() - started(), 1))
+`;
+  const answer = await host.console("python3 -", script);
+  if (answer.status !== 0) throw new Error(`${host.name} after its boot: ${answer.stderr}`);
+  return Number(answer.stdout.trim());
+}
+
+/** keepalived's VRRP state on a router host, from its own JSON dump (BACKUP, MASTER or FAULT). */
+async function vrrpState(host: TestHost): Promise<string> {
+  const dump = await host.console(
+    `rm -f /tmp/keepalived.json; systemctl kill -s $(keepalived --signum=JSON) --kill-whom=main ${haUnit("keepalived")} || exit 1; ` +
+      "for i in $(seq 250); do [ -s /tmp/keepalived.json ] && sleep 0.05 && exec cat /tmp/keepalived.json; sleep 0.02; done; exit 1",
+  );
+  if (dump.status !== 0) return `no dump (${dump.stderr.trim()})`;
+  const [instance] = JSON.parse(dump.stdout) as { data: { state: number } }[];
+  return ["INIT", "BACKUP", "MASTER", "FAULT"][instance!.data.state] ?? String(instance!.data.state);
+}
 
 /** The router side's faults, in the order a test runs them on one stack (the cut-off last: healed, the address moves back). */
 export const ROUTER_FAULTS: RouterFaultCase[] = [
@@ -198,9 +252,48 @@ export const ROUTER_FAULTS: RouterFaultCase[] = [
     },
     restore: async (stack) => {
       for (const router of stack.routers) await router.restore();
+      // A healed partition has two holders for a moment: the next case starts from one.
+      await untilSettled(stack);
     },
     bound: "at most the requests in flight on it fail; the virtual address moves in 5 s; new requests succeed",
     withinBound: (run) => failedAfterFault(run).length === 0 && run.movedSeconds !== null && run.movedSeconds <= 5,
+  },
+  {
+    name: "the active router host reboots (systemctl reboot)",
+    newConnections: true,
+    // Its in-flight requests hang rather than fail (docs/faults.md): the clients give up on them soon, and send on.
+    requestTimeoutMs: 5000,
+    async inject(stack, progress) {
+      const holder = (await stack.holder())!;
+      const peer = peerOf(stack, holder);
+      const count = listedEndpoints(await stack.endpointsFile()).length;
+      const moved = whenHolds(peer, stack.virtualAddress, 60);
+      progress.holders.push({ at: now(), holder: holder.name });
+      // Its units stop in order (keepalived before Envoy: it gives the address up first). While it is
+      // off, what serves changes behind it: it boots with an endpoints file that lists none.
+      await holder.reboot({ graceful: true, whileDown: (onDisk) => fs.writeFileSync(onDisk(HA_ENDPOINTS_FILE), "endpoints: []\n") });
+      progress.movedAt = await moved;
+      const fileSeconds = await agentFileSeconds(holder, count);
+      // Back in its role: a backup whose Envoy sees both EPPs, while its peer keeps the address.
+      await untilSettled(stack);
+      // keepalived's check of Envoy's /ready rises after 2 passes: FAULT until then, BACKUP once it has.
+      let keepalived = await vrrpState(holder);
+      for (const deadline = Date.now() + 30_000; keepalived !== "BACKUP" && Date.now() < deadline; await sleep(500)) keepalived = await vrrpState(holder);
+      progress.afterBoot = { fileSeconds, keepalived };
+      progress.holders.push({ at: now(), holder: (await stack.holder())?.name ?? null });
+    },
+    bound: `at most the requests in flight on it fail; the address moves to the peer in 5 s; booted, its agent lists every endpoint within one agent round (${AGENT_ROUND_SECONDS} s) of its start, and it is a backup again without cutting a request`,
+    // In flight on it: sent before the peer held the address (a request sent while none held it waits in its SYN retries).
+    withinBound: (run) =>
+      run.movedAt !== null &&
+      run.failures.every((f) => f.startedAt <= run.movedAt! && f.endedAt >= run.faultAt) &&
+      run.movedSeconds! <= 5 &&
+      run.afterBoot!.fileSeconds <= AGENT_ROUND_SECONDS &&
+      run.afterBoot!.keepalived === "BACKUP" &&
+      // Requests sent after the move (across the boot and the return of its keepalived) succeed.
+      run.records.filter((r) => r.startedAt > run.movedAt! && r.error === undefined).length >= 20 &&
+      run.holders.at(-1)?.holder !== null &&
+      run.holders.at(-1)?.holder !== run.holders[0]?.holder,
   },
 ];
 

@@ -1,12 +1,60 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { HA_FRONT_DOOR_PORT, haUnit, startHaStack, type HaStack } from "../helpers/frontDoorHaStack";
-import { EPP_MIRROR, ROUTER_FAULTS, routerFaultLine, runRouterFault, untilEppsHealthy } from "../helpers/routerFaults";
+import { EPP_MIRROR, ROUTER_FAULTS, routerFaultLine, runRouterFault, untilEppsHealthy, type RouterFaultCase } from "../helpers/routerFaults";
+
+/**
+ * A change of the EPP's config file alone. No setting changes it for the aggregated strategies (it is
+ * the chart's default picker, or the recipe's router values): a new release of the package does. This
+ * stands in for one, a scorer's weight rendered differently, and the deploy takes the program's path.
+ */
+const eppConfigChange = vi.hoisted(() => ({
+  on: false,
+  from: "pluginRef: prefix-cache-scorer\n        weight: 3",
+  to: "pluginRef: prefix-cache-scorer\n        weight: 4",
+}));
+vi.mock("../../core/render/hosts/frontDoor/eppConfig", async (importOriginal) => {
+  const actual = await importOriginal<typeof import("../../core/render/hosts/frontDoor/eppConfig")>();
+  return {
+    ...actual,
+    fileModePickerConfig: (...args: Parameters<typeof actual.fileModePickerConfig>) => {
+      const text = actual.fileModePickerConfig(...args);
+      if (eppConfigChange.on && !text.includes(eppConfigChange.from))
+        throw new Error(`the EPP config has no ${JSON.stringify(eppConfigChange.from)} to change`);
+      return eppConfigChange.on ? text.replace(eppConfigChange.from, eppConfigChange.to) : text;
+    },
+  };
+});
 
 /**
  * A front door of two router hosts on fake hosts with networks of their own (issue 28): the first
  * deploy, then each fault of the router side under steady load, each within the issue's bound.
  */
 let stack: HaStack;
+
+const HA_EPP_CONFIG = "/opt/rbln-ha-test/router/test/epp/epp.yaml";
+const eppStarts = (stack: HaStack) =>
+  Promise.all(stack.routers.map(async (r) => (await r.console(`systemctl show -p ExecMainStartTimestampMonotonic --value ${haUnit("epp")}`)).stdout.trim()));
+const eppConfigFault: RouterFaultCase = {
+  name: "a planned change of the EPP's config file, rolled one router host at a time",
+  async inject(stack) {
+    const before = await eppStarts(stack);
+    eppConfigChange.on = true;
+    // The image as the image's change left it: the EPP alone changes.
+    const result = await stack.up(stack.settings({ router: { ...stack.settings().router, images: { endpointPicker: EPP_MIRROR } } }));
+    if (result.failed.length > 0) throw new Error(`the change failed: ${result.failed.map((f) => `${f.name}: ${f.stderr}`).join("\n")}`);
+    const after = await eppStarts(stack);
+    for (const [i, router] of stack.routers.entries()) {
+      if (after[i] === before[i]) throw new Error(`${router.name}'s EPP did not restart`);
+      if (!(await router.console(`cat ${HA_EPP_CONFIG}`)).stdout.includes(eppConfigChange.to))
+        throw new Error(`${router.name}'s EPP config is not the new one`);
+    }
+  },
+  restore: async (stack) => {
+    for (const router of stack.routers) await untilEppsHealthy(router);
+  },
+  bound: "no request fails; each router host's EPP restarted on the new config",
+  withinBound: (run) => run.failed === 0,
+};
 
 beforeAll(async () => {
   stack = await startHaStack();
@@ -34,13 +82,18 @@ describe("a front door of two router hosts on fake hosts", { timeout: 300_000 },
     for (const router of stack.routers) await untilEppsHealthy(router);
   });
 
-  for (const fault of ROUTER_FAULTS) {
+  // The config change right after the EPP's image change, with the same image: the EPP alone changes.
+  const afterImage = ROUTER_FAULTS.findIndex((f) => f.name.startsWith("a planned change of the EPP,")) + 1;
+  for (const fault of [...ROUTER_FAULTS.slice(0, afterImage), eppConfigFault, ...ROUTER_FAULTS.slice(afterImage)]) {
     it(`${fault.name}: ${fault.bound}`, async () => {
       const run = await runRouterFault(stack, fault);
       // For the record: the bench prints the same line.
       console.log(JSON.stringify(routerFaultLine(run)));
       expect(run.requests).toBeGreaterThan(20);
-      expect(fault.withinBound(run), `${JSON.stringify(routerFaultLine(run))} ${JSON.stringify(run.holders)} ${JSON.stringify(run.failures)}`).toBe(true);
+      expect(
+        fault.withinBound(run),
+        `${JSON.stringify(routerFaultLine(run))} ${JSON.stringify(run.holders)} ${JSON.stringify(run.afterBoot ?? {})} ${JSON.stringify(run.failures)}`,
+      ).toBe(true);
       await fault.restore?.(stack);
     });
   }
