@@ -7,6 +7,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { weightsMarker } from "../core/cache/markers";
 import { waitForWeights, weightsJob } from "../core/render/kubernetes/weights";
 import type { ModelRef } from "../core/plan/types";
+import { parseProgressLine } from "../core/render/progress";
+import { hubStubSource } from "./helpers/hubStub";
 
 /** The Kubernetes weights Job: its object against the API schema, and its script under real bash with a stub hub. */
 const MODELS: ModelRef[] = [
@@ -120,5 +122,60 @@ describe("the weights Job", () => {
     const hfHome = path.join(work, "hf");
     const [shell, flag, script, ...args] = wait.command as string[];
     expect(spawnSync(shell!, [flag!, script!, ...args.map((a) => a.replace("/data/hf", hfHome))], { encoding: "utf8" }).status).toBe(0);
+  });
+});
+
+describe("the weights Job's progress lines", () => {
+  const token = "hf_token/29 k8s secret";
+  const hfHome = path.join(work, "hf-progress");
+  /** The hub stub of the hosts' tests as the image's huggingface_hub: writes its files in parts over 4 s, and prints the token it got. */
+  function leakyHub(): string {
+    const dir = path.join(work, "leaky-stub", "huggingface_hub");
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(
+      path.join(dir, "__init__.py"),
+      hubStubSource({ commit: "c".repeat(40), log: path.join(work, "leaky-hub.log"), seconds: 4, chunks: 8, leak: true }),
+    );
+    return path.dirname(dir);
+  }
+  const job = weightsJob({ ...input, hfHome, models: [MODELS[0]!], progressSeconds: 1 });
+  const script = (job.spec!.template.spec!.containers[0]!.command as string[])[2]!;
+
+  it("prints the download's bytes of the hub's size, growing, with rate and ETA, as the pod and against the Job's deadline, the token masked", () => {
+    const run = spawnSync("bash", ["-c", script], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { PATH: process.env.PATH, HF_HOME: hfHome, HF_TOKEN: token, HOSTNAME: "rbln-serving-weights-abc12-x7k2p", PYTHONPATH: leakyHub() },
+    });
+    expect(run.stderr).toBe("");
+    expect(run.status).toBe(0);
+    const lines = run.stdout
+      .split("\n")
+      .map(parseProgressLine)
+      .filter((l) => l !== null);
+    expect(lines.length).toBeGreaterThanOrEqual(2);
+    for (const line of lines) {
+      expect(line).toMatchObject({ host: "rbln-serving-weights-abc12-x7k2p", who: "weights", phase: "download", budget: "8 h 0 min" });
+      // The stub's files: 22,011 bytes of weights and a config of 2.
+      expect(line.amount).toMatch(/^\d+(\.\d)? k?B of 22\.0 kB(, \d+(\.\d)? k?B\/s(, ETA \d+ s)?)?$/);
+    }
+    const done = lines.map((l) => {
+      const [, count, kilo] = /^([\d.]+) (k?)B/.exec(l.amount!)!;
+      return Number(count) * (kilo ? 1000 : 1);
+    });
+    expect(done.at(-1)!).toBeGreaterThan(done[0]!);
+    expect(lines.slice(1).some((l) => /\/s, ETA \d+ s$/.test(l.amount!))).toBe(true);
+    // The stub printed the token, as written and URL-encoded: the mask caught both.
+    expect(run.stdout).toContain("hub stub: token *** in a URL: https://hub.example/x?t=***");
+    for (const form of [token, encodeURIComponent(token), token.replace(/ /g, "+")]) expect(run.stdout + run.stderr).not.toContain(form);
+    expect(fs.readFileSync(weightsMarker(hfHome, MODELS[0]!.id), "utf8")).toBe(`${"c".repeat(40)}\n`);
+  });
+
+  it("is a script shellcheck accepts, rendered as the Job runs it", () => {
+    const file = path.join(work, "fetch-weights.sh");
+    fs.writeFileSync(file, script);
+    const check = spawnSync("shellcheck", ["--severity=style", "--shell=bash", file], { encoding: "utf8" });
+    expect(check.stdout).toBe("");
+    expect(check.status).toBe(0);
   });
 });

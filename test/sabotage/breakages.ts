@@ -593,4 +593,10 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [{ file: "core/render/hosts/scripts/front-door-roll.sh", search: '    [ -z "$tls_crt" ] || [ -z "$tls_ca" ] || break\n', replace: "    true\n" }],
     tests: { fast: ["test/front-door-ha.test.ts"] },
   },
+  {
+    name: "k8s-weights-token-unmasked",
+    why: "the Kubernetes weights Job prints the HF token in kubectl logs whenever the hub client prints it",
+    edits: [{ file: "core/render/kubernetes/scripts/fetch-weights.sh", search: "progress_secrets=${HF_TOKEN:-}\n", replace: "progress_secrets=\n" }],
+    tests: { fast: ["test/cache-weights-job.test.ts"] },
+  },
 ];

@@ -99,6 +99,8 @@ export const KUBERNETES_DEFAULTS = {
   },
   /** How often a compile Job looks for vllm-rbln's "saved" line. */
   compileJobPollSeconds: 30,
+  /** How often the weights Job prints a progress line (docs/progress.md). */
+  weightsProgressSeconds: 30,
   /** A compile Job's retries of a failed compile or pull. */
   compileJobBackoffLimit: 2,
   /** One compiler per compile key on a role's compile-cache volume. */

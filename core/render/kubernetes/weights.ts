@@ -32,6 +32,8 @@ export interface WeightsJobInput {
   securityContext?: Container["securityContext"];
   /** Seconds the download may take before Kubernetes gives up on the Job. */
   activeDeadlineSeconds: number;
+  /** How often the download prints a progress line; tests shorten it. */
+  progressSeconds?: number;
 }
 
 /**
@@ -44,6 +46,9 @@ export function weightsJob(input: WeightsJobInput): Job {
     models: input.models.map((m) => m.id),
     revisions: input.models.map((m) => m.revision ?? ""),
     markers: input.models.map((m) => weightsMarker(input.hfHome, m.id)),
+    // Kubernetes ends the Job at its deadline: the progress lines' budget.
+    budget_s: input.activeDeadlineSeconds,
+    progress_s: input.progressSeconds ?? KUBERNETES_DEFAULTS.weightsProgressSeconds,
   });
   const digest = createHash("sha256")
     .update(JSON.stringify(input.models.map((m) => [m.id, m.revision])))
