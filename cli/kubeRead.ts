@@ -2,13 +2,14 @@ import { spawn } from "node:child_process";
 import { z } from "zod";
 import { ConfigError } from "../core/errors";
 import type { Deployment } from "../core/plan/types";
-import { classifyPods, JobObject, jobState, PodObject, type PodStatus } from "../core/status/pods";
+import { classifyPods, JobObject, jobState, PodObject, type PodStatus, SERVING_CONTAINER } from "../core/status/pods";
 import { exitCodeOf, STATUS_EXIT } from "../core/status/states";
 
 /** A Kubernetes stack as `status` reads it: its serving pods, its Jobs (compile, weights), and the exit status they make. */
 export interface KubernetesStatus {
   namespace: string;
-  pods: PodStatus[];
+  /** Each serving pod's state, and for one that does not serve the last line of its serving container's log. */
+  pods: (PodStatus & { lastLine: string | null })[];
   jobs: { name: string; state: "running" | "succeeded" | "failed" }[];
   /** Why nothing could be read, or that no pod serves. */
   problem: string | null;
@@ -54,5 +55,20 @@ export async function readKubernetes(deployment: Deployment, instance: string): 
   const failedJob = jobRows.some((j) => j.state === "failed");
   const exitCode = classified.length === 0 || failedJob ? STATUS_EXIT.failed : exitCodeOf(classified.map((p) => p.state));
   const problem = classified.length === 0 ? `no serving pod of ${instance} in namespace ${namespace}` : null;
-  return { namespace, pods: classified, jobs: jobRows, problem, exitCode };
+  return { namespace, pods: await withLastLines(classified, namespace), jobs: jobRows, problem, exitCode };
+}
+
+/** States in which the serving container has not run yet: nothing to read from its log. */
+const BEFORE_SERVING = new Set(["READY", "INSTALLING", "DOWNLOADING"]);
+
+/** The last line of each starting or failed pod's serving container (`kubectl logs --tail 1`), as the hosts' journal gives it; null where kubectl has none. */
+function withLastLines(pods: PodStatus[], namespace: string): Promise<(PodStatus & { lastLine: string | null })[]> {
+  return Promise.all(
+    pods.map(async (pod) => {
+      if (BEFORE_SERVING.has(pod.state)) return { ...pod, lastLine: null };
+      const log = await kubectl(["logs", pod.pod, "--namespace", namespace, "--container", SERVING_CONTAINER, "--tail", "1"]);
+      const last = "stdout" in log ? log.stdout.trimEnd().split("\n").pop()?.slice(0, 200) : undefined;
+      return { ...pod, lastLine: last ? last : null };
+    }),
+  );
 }

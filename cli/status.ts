@@ -360,7 +360,9 @@ function frontDoorLines(door: FrontDoorStatus): string {
 
 function podTable(report: KubernetesStatus, now: number): string {
   const rows = report.pods.map((p) => [p.pod, p.role, p.state, formatAge(p.since, now), String(p.restarts), p.node ?? "-"]);
-  const notes = report.pods.filter((p) => p.state !== "READY" && p.detail !== null).map((p) => `${p.pod}: ${p.detail}`);
+  const notes = report.pods
+    .filter((p) => p.state !== "READY" && (p.detail ?? p.lastLine) !== null)
+    .map((p) => `${p.pod}: ${[p.detail, p.lastLine === null ? null : `last log line: ${p.lastLine}`].filter((part) => part !== null).join(" | ")}`);
   const jobs = report.jobs.map((j) => `JOB ${j.name}  ${j.state}`);
   const roles = roleSummaries(report.pods, "pods");
   const problem = report.problem === null ? [] : [report.problem];

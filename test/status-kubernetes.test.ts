@@ -26,7 +26,9 @@ beforeAll(() => {
   standIn = fs.mkdtempSync(path.join(os.tmpdir(), "kubectl-stand-in-"));
   fs.writeFileSync(
     path.join(standIn, "kubectl"),
-    `#!/bin/sh\n[ -z "$KUBECTL_ARGS_FILE" ] || echo "$@" > "$KUBECTL_ARGS_FILE"\ncat ${JSON.stringify(FIXTURE)}\n`,
+    // `logs POD ...`: two lines of that pod's log, as `--tail 1` is asked for; the last names the pod.
+    `#!/bin/sh\nif [ "$1" = logs ]; then echo "earlier line"; echo "$2: Compiling layer 31/62"; exit 0; fi\n` +
+      `[ -z "$KUBECTL_ARGS_FILE" ] || echo "$@" > "$KUBECTL_ARGS_FILE"\ncat ${JSON.stringify(FIXTURE)}\n`,
     { mode: 0o755 },
   );
 });
@@ -93,20 +95,16 @@ describe("status --stack on a Kubernetes stack", () => {
     expect(lines[0]).toMatch(/^POD +ROLE +STATE +AGE +RESTARTS +NODE$/);
     expect(lines[1]).toMatch(/^rbln-serving-prefill-a +prefill +READY +\d+h \d+m +0 +npu-node-1$/);
     expect(lines).toContain("JOB rbln-serving-compile-decode-9a8b7c6d5e  running");
+    // A pod whose vLLM runs and does not serve yet shows its log's last line, as a host's rank shows its journal's.
+    expect(lines).toContain("rbln-serving-decode-a: its role's compile Job runs | last log line: rbln-serving-decode-a: Compiling layer 31/62");
+    expect(lines.filter((l) => l.includes("last log line")).map((l) => l.split(":")[0])).not.toContain("rbln-serving-decode-b");
     expect(lines.slice(-2)).toEqual([
       "prefill: 1 of 3 pods ready (1 LOADING, 1 DRAINING)",
       "decode: 0 of 5 pods ready (1 INSTALLING, 1 DOWNLOADING, 1 COMPILING, 1 FAILED, 1 DOWN)",
     ]);
     const json = await statusCli(["--stack", "prod", "--format", "json"]);
-    expect(JSON.parse(json.stdout).kubernetes.pods.map((p: { state: string }) => p.state)).toEqual([
-      "READY",
-      "LOADING",
-      "DRAINING",
-      "COMPILING",
-      "DOWNLOADING",
-      "INSTALLING",
-      "FAILED",
-      "DOWN",
-    ]);
+    const readPods = JSON.parse(json.stdout).kubernetes.pods as { pod: string; state: string; lastLine: string | null }[];
+    expect(readPods.filter((p) => p.lastLine !== null).map((p) => p.state)).toEqual(["LOADING", "DRAINING", "COMPILING", "FAILED", "DOWN"]);
+    expect(readPods.map((p) => p.state)).toEqual(["READY", "LOADING", "DRAINING", "COMPILING", "DOWNLOADING", "INSTALLING", "FAILED", "DOWN"]);
   });
 });

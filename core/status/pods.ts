@@ -77,7 +77,7 @@ const STUCK = new Set([
   "RunContainerError",
 ]);
 /** The serving container (core/render/kubernetes/containers.ts), and the init container that waits for the weights Job (weights.ts). */
-const SERVING = "vllm";
+export const SERVING_CONTAINER = "vllm";
 const WAIT_FOR_WEIGHTS = "wait-for-weights";
 
 function stuck(statuses: readonly z.infer<typeof ContainerStatus>[]): StateReading | null {
@@ -128,7 +128,7 @@ export function classifyPod(pod: PodObject, compileJobs: readonly JobObject[]): 
     );
   const waitForWeights = status.initContainerStatuses?.find((s) => s.name === WAIT_FOR_WEIGHTS);
   if (waitForWeights?.state?.running) return reading("DOWNLOADING", epochOf(waitForWeights.state.running.startedAt), "waiting for the weights Job");
-  const serving = status.containerStatuses?.find((s) => s.name === SERVING);
+  const serving = status.containerStatuses?.find((s) => s.name === SERVING_CONTAINER);
   if (serving?.state?.running) return warming(pod, compileJobs, epochOf(serving.state.running.startedAt));
   const waiting = serving?.state?.waiting?.reason ?? status.initContainerStatuses?.find((s) => s.state?.waiting)?.state?.waiting?.reason;
   return reading("INSTALLING", created, waiting ? `${waiting}: pulling the image and creating the containers` : "pending");

@@ -10,6 +10,7 @@ import { startHosts, type TestHost } from "../helpers/hostNamespace";
 import { startPackageIndex, type PackageIndex } from "../helpers/packageIndex";
 import type { Registration } from "../helpers/pulumiHarness";
 import { prepareStandInServer, SLOW_NETWORK_DIR, slowCompiledCaches } from "../helpers/standInServer";
+import { parseProgressLine, type ParsedProgressLine } from "../../core/render/progress";
 
 /**
  * Download once, compile once, for real: three fake NPU hosts (real systemd and sshd each), the
@@ -50,8 +51,8 @@ function settings() {
 
 const register = (instance?: string) =>
   registerServing(settings(), {
-    hostOptions: { readinessIntervalSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV },
-    copyOptions: { authorizedKeysFile: AUTHORIZED_KEYS },
+    hostOptions: { readinessIntervalSeconds: 1, progressSeconds: 1, restartSeconds: 1, pipRetries: 0, pipTimeoutSeconds: 5, devRoot: FAKE_DEV },
+    copyOptions: { authorizedKeysFile: AUTHORIZED_KEYS, progressSeconds: 1 },
     instance,
   });
 
@@ -119,6 +120,22 @@ describe("download once, compile once, on three hosts over SSH", { timeout: 240_
     expect(run("npu-1-copy-compile-npu-0").startedAt).toBeGreaterThanOrEqual(run("npu-0-main-0").endedAt);
     expect(run("npu-2-copy-compile-npu-1").startedAt).toBeGreaterThanOrEqual(run("npu-1-main-0").endedAt);
     expect(run("npu-2-main-0").startedAt).toBeGreaterThanOrEqual(run("npu-2-copy-compile-npu-1").endedAt);
+    // The compiled cache's copy starts 5 s late (slowCompiledCaches): at a line a second, its step
+    // reports the copy's phase and bytes done of the source's total (docs/progress.md).
+    for (const [step, from] of [
+      ["npu-1-copy-compile-npu-0", "npu-0"],
+      ["npu-2-copy-compile-npu-1", "npu-1"],
+    ] as const) {
+      const progress = run(step)
+        .stdout.split("\n")
+        .map(parseProgressLine)
+        .filter((p): p is ParsedProgressLine => p !== null);
+      expect(progress.length, run(step).stdout).toBeGreaterThanOrEqual(2);
+      for (const line of progress) {
+        expect([line.host, line.who, line.phase]).toEqual([step.split("-copy")[0], `from:${from}`, "copy"]);
+        expect(line.amount).toMatch(/ of \d/);
+      }
+    }
     expect((await hosts[2]!.run(`cat ${CACHE_ROOT}/vllm/rbln/*/*/rank0/mega_cache.bin`)).stdout).toBe(`compiled for ${MODEL} on RBLN-CR13\n`);
     // The hosts that got the compiled cache loaded it: their unit steps check the rank's log for the load.
     for (const i of [1, 2])
