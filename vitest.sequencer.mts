@@ -18,19 +18,3 @@ export function longestFirst(first: readonly string[]) {
     }
   };
 }
-
-/**
- * The host tier's longest files, longest first (seconds each, measured 2026-12-06 on 2 cores with
- * other work beside): 352, 196, 187, 147, 129, 95, 94, 92; the other 16 take 1 to 90 s.
- * test/docs-links.test.ts checks that each still exists.
- */
-export const HOST_TIER_LONGEST = [
-  "test/hosts/front-door-hosts.test.ts",
-  "test/hosts/compile-registry-hosts.test.ts",
-  "test/hosts/front-door-ha-hosts.test.ts",
-  "test/hosts/status-hosts.test.ts",
-  "test/hosts/front-door-pd-hosts.test.ts",
-  "test/hosts/network.test.ts",
-  "test/hosts/faults-hosts.test.ts",
-  "test/hosts/rollout-hosts.test.ts",
-];
