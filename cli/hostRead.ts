@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -6,6 +5,7 @@ import { z } from "zod";
 import type { Host } from "../core/config/schema";
 import { DrainFacts, HostRankFacts } from "../core/status/hostRank";
 import type { HostStatusRead } from "../core/render/hosts/statusRead";
+import { failureLine, runBounded } from "./boundedRun";
 
 /** How `status` reaches the hosts: OpenSSH's client, with the stack's host keys and the user's own key. */
 export interface SshOptions {
@@ -68,24 +68,6 @@ export function sshArguments(host: Host, ssh: SshOptions, knownHosts: string): s
   ];
 }
 
-function runSsh(args: string[], stdin: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn("ssh", args, { stdio: ["pipe", "pipe", "pipe"], timeout: READ_TIMEOUT_MS });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => {
-      if (stdout.length < MAX_OUTPUT_BYTES) stdout += d;
-    });
-    child.stderr.on("data", (d: Buffer) => {
-      if (stderr.length < 4096) stderr += d;
-    });
-    child.on("error", (error) => resolve({ code: null, stdout, stderr: error.message }));
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-    child.stdin.on("error", () => {});
-    child.stdin.end(stdin);
-  });
-}
-
 /** Each entry of a record that parses, by its key; one that does not is left out (its rank reads as unread). */
 function parsedEntries<T>(record: Record<string, unknown>, schema: z.ZodType<T>): Map<string, T> {
   return new Map(Object.entries(record).flatMap(([key, value]) => (schema.safeParse(value).success ? [[key, schema.parse(value)] as const] : [])));
@@ -95,8 +77,12 @@ function parsedEntries<T>(record: Record<string, unknown>, schema: z.ZodType<T>)
 export async function readHost(read: HostStatusRead, ssh: SshOptions): Promise<HostReadResult> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rbln-status-"));
   try {
-    const result = await runSsh([...sshArguments(read.host, ssh, path.join(dir, "known_hosts")), read.command], read.script);
-    if (result.code !== 0) return { error: result.stderr.trim().split("\n").pop() || `ssh exited ${result.code}` };
+    const result = await runBounded("ssh", [...sshArguments(read.host, ssh, path.join(dir, "known_hosts")), read.command], {
+      stdin: read.script,
+      timeoutMs: READ_TIMEOUT_MS,
+      maxStdoutBytes: MAX_OUTPUT_BYTES,
+    });
+    if (result.code !== 0) return { error: failureLine(result, "ssh") };
     let output: z.infer<typeof ReaderOutput>;
     try {
       output = ReaderOutput.parse(JSON.parse(result.stdout));

@@ -1,9 +1,9 @@
-import { spawn } from "node:child_process";
 import { z } from "zod";
 import { ConfigError } from "../core/errors";
 import type { Deployment } from "../core/plan/types";
 import { classifyPods, JobObject, jobState, PodObject, type PodStatus, SERVING_CONTAINER } from "../core/status/pods";
 import { exitCodeOf, STATUS_EXIT } from "../core/status/states";
+import { failureLine, mapLimited, runBounded } from "./boundedRun";
 
 /** A Kubernetes stack as `status` reads it: its serving pods, its Jobs (compile, weights), and the exit status they make. */
 export interface KubernetesStatus {
@@ -18,22 +18,13 @@ export interface KubernetesStatus {
 
 const List = z.object({ items: z.array(z.looseObject({ kind: z.string() })) });
 const MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
+/** At most this many `kubectl logs` at once: a rollout of a hundred pods asks the API server eight at a time. */
+const LOG_READS_AT_ONCE = 8;
 
-/** `kubectl ARGS` (the user's kubeconfig and context): its stdout, or why it failed. */
-function kubectl(args: string[]): Promise<{ stdout: string } | { error: string }> {
-  return new Promise((resolve) => {
-    const child = spawn("kubectl", args, { stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => {
-      if (stdout.length < MAX_OUTPUT_BYTES) stdout += d;
-    });
-    child.stderr.on("data", (d: Buffer) => {
-      if (stderr.length < 4096) stderr += d;
-    });
-    child.on("error", (error) => resolve({ error: (error as NodeJS.ErrnoException).code === "ENOENT" ? "ENOENT" : error.message }));
-    child.on("close", (code) => resolve(code === 0 ? { stdout } : { error: stderr.trim().split("\n").pop() || `kubectl exited ${code}` }));
-  });
+/** `kubectl ARGS` (the user's kubeconfig and context): its stdout, or why it failed (ENOENT: not on PATH). */
+async function kubectl(args: string[]): Promise<{ stdout: string } | { error: string }> {
+  const run = await runBounded("kubectl", args, { timeoutMs: 60_000, maxStdoutBytes: MAX_OUTPUT_BYTES });
+  return run.code === 0 ? { stdout: run.stdout } : { error: failureLine(run, "kubectl") };
 }
 
 /** The instance's pods and Jobs, classified (core/status/pods.ts), from `kubectl get pods,jobs -o json`. */
@@ -63,12 +54,10 @@ const BEFORE_SERVING = new Set(["READY", "INSTALLING", "DOWNLOADING"]);
 
 /** The last line of each starting or failed pod's serving container (`kubectl logs --tail 1`), as the hosts' journal gives it; null where kubectl has none. */
 function withLastLines(pods: PodStatus[], namespace: string): Promise<(PodStatus & { lastLine: string | null })[]> {
-  return Promise.all(
-    pods.map(async (pod) => {
-      if (BEFORE_SERVING.has(pod.state)) return { ...pod, lastLine: null };
-      const log = await kubectl(["logs", pod.pod, "--namespace", namespace, "--container", SERVING_CONTAINER, "--tail", "1"]);
-      const last = "stdout" in log ? log.stdout.trimEnd().split("\n").pop()?.slice(0, 200) : undefined;
-      return { ...pod, lastLine: last ? last : null };
-    }),
-  );
+  return mapLimited(pods, LOG_READS_AT_ONCE, async (pod) => {
+    if (BEFORE_SERVING.has(pod.state)) return { ...pod, lastLine: null };
+    const log = await kubectl(["logs", pod.pod, "--namespace", namespace, "--container", SERVING_CONTAINER, "--tail", "1"]);
+    const last = "stdout" in log ? log.stdout.trimEnd().split("\n").pop()?.slice(0, 200) : undefined;
+    return { ...pod, lastLine: last ? last : null };
+  });
 }

@@ -13,6 +13,7 @@ import { hostStatusReads } from "../core/render/hosts/statusRead";
 import { classifyHostRank } from "../core/status/hostRank";
 import { exitCodeOf, formatAge, roleSummaries, STATUS_EXIT, type RankState } from "../core/status/states";
 import { refuseUnusedOptions, stackDeployment, type CliOptions } from "./commands";
+import { mapLimited } from "./boundedRun";
 import { readHost, type SshOptions } from "./hostRead";
 import { readKubernetes, type KubernetesStatus } from "./kubeRead";
 
@@ -382,13 +383,14 @@ export interface StatusReport {
   exitCode: number;
 }
 
+/** At most this many SSH reads at once (OpenSSH's MaxStartups on a bastion starts refusing at 10 by default). */
+const SSH_READS_AT_ONCE = 8;
+
 /** Each rank's state from its HTTP answer and what its host says (core/status/hostRank.ts), with its age and last log line. */
 async function withHostStates(statuses: readonly RankStatus[], deployment: Deployment, stack: string, ssh: SshOptions): Promise<RankStatus[]> {
   const reads = hostStatusReads(deployment, stack);
-  const [results, routers] = await Promise.all([
-    Promise.all(reads.hosts.map((r) => readHost(r, ssh))),
-    Promise.all(reads.routers.map((r) => readHost(r, ssh))),
-  ]);
+  const all = await mapLimited([...reads.hosts, ...reads.routers], SSH_READS_AT_ONCE, (r) => readHost(r, ssh));
+  const [results, routers] = [all.slice(0, reads.hosts.length), all.slice(reads.hosts.length)];
   const byHost = new Map(reads.hosts.map((r, i) => [r.host.name, results[i]!]));
   // Each router host keeps its own agent's drains: a rank is out while any of them holds it out.
   const drains = new Map(routers.flatMap((router) => ("error" in router ? [] : [...router.drains])));

@@ -155,7 +155,7 @@ describe("the weights Job's progress lines", () => {
       .filter((l) => l !== null);
     expect(lines.length).toBeGreaterThanOrEqual(2);
     for (const line of lines) {
-      expect(line).toMatchObject({ host: "rbln-serving-weights-abc12-x7k2p", who: "weights", phase: "download", budget: "8 h 0 min" });
+      expect(line).toMatchObject({ host: "rbln-serving-weights-abc12-x7k2p", who: MODELS[0]!.id, phase: "download", budget: "8 h 0 min" });
       // The stub's files: 22,011 bytes of weights and a config of 2.
       expect(line.amount).toMatch(/^\d+(\.\d)? k?B of 22\.0 kB(, \d+(\.\d)? k?B\/s(, ETA \d+ s)?)?$/);
     }

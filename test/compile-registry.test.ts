@@ -6,7 +6,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { COMPILE_ARTIFACT, reportedDigest } from "../core/render/compileCache";
 import { compileJobScript } from "../core/render/kubernetes/compileJob";
-import { startRegistry, type TestRegistry } from "./helpers/ociRegistry";
+import { selfSignedLoopbackCert, startRegistry, type TestRegistry } from "./helpers/ociRegistry";
 import { freePort } from "./helpers/sshd";
 import { copyStandInVllm } from "./helpers/vllmParser";
 
@@ -33,35 +33,9 @@ const KEY = "k1k1k1k1k1k1k1k1";
 const OTHER_KEY = "k2k2k2k2k2k2k2k2";
 const repository = (name = "ml/rbln-compile-cache") => `${registry.host}/${name}`;
 
-function selfSigned(dir: string): { key: string; cert: string } {
-  const made = spawnSync(
-    "openssl",
-    [
-      "req",
-      "-x509",
-      "-newkey",
-      "ed25519",
-      "-nodes",
-      "-keyout",
-      `${dir}/key.pem`,
-      "-out",
-      `${dir}/cert.pem`,
-      "-days",
-      "1",
-      "-subj",
-      "/CN=127.0.0.1",
-      "-addext",
-      "subjectAltName=IP:127.0.0.1",
-    ],
-    { encoding: "utf8" },
-  );
-  if (made.status !== 0) throw new Error(made.stderr);
-  return { key: fs.readFileSync(`${dir}/key.pem`, "utf8"), cert: fs.readFileSync(`${dir}/cert.pem`, "utf8") };
-}
-
 /** An HTTPS server on loopback that answers as `mode` says: its /v2/ 404 (not a registry), or 500s, or a bare 404 for manifests. */
 async function startNotARegistry(dir: string): Promise<typeof notARegistry> {
-  const { key, cert } = selfSigned(dir);
+  const { key, cert } = selfSignedLoopbackCert(dir);
   const state = { mode: "ping-404" };
   const server = https.createServer({ key, cert }, (request, response) => {
     const ping = request.url === "/v2/";

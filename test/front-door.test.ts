@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
@@ -13,6 +12,7 @@ import { portInventory } from "../core/plan/ports";
 import { allSelections } from "../core/plan/resolve";
 import { renderDeployment } from "../core/render/deployment";
 import { runProgram } from "../program";
+import { shellcheckFindings, unitComplaints } from "./helpers/systemdOracle";
 import { validateEndpointPickerConfig } from "./helpers/eppConfig";
 import { API_KEY_FILTER, apiKeyFilterConfig } from "../core/render/hosts/frontDoor/envoy";
 import { validateEnvoyBootstrap, validateExtensionConfigFile } from "./helpers/envoyBootstrap";
@@ -398,8 +398,6 @@ describe("the front door under the mock runtime", () => {
 describe("the rendered router and sidecar units", () => {
   it("pass systemd-analyze verify (but for the container runtime, not installed here) and their scripts shellcheck", () => {
     const files = renderStackFiles(plan({ ...edge(), router: { ...(edge().router as object), runtime: "docker" } }), [], "edge");
-    const dir = path.join(work, "units");
-    fs.mkdirSync(dir, { recursive: true });
     const units = Object.entries(files).filter(([name]) => /front-door-|sidecar\.service/.test(name) && name.endsWith(".service"));
     expect(units.map(([name]) => path.basename(name)).sort()).toEqual([
       "rbln-serving-edge.front-door-agent.service",
@@ -407,19 +405,9 @@ describe("the rendered router and sidecar units", () => {
       "rbln-serving-edge.front-door-proxy.service",
       "rbln-serving-edge.sidecar.service",
     ]);
-    for (const [name, text] of units) fs.writeFileSync(path.join(dir, path.basename(name)), text);
-    const verify = spawnSync("systemd-analyze", ["verify", "--man=no", ...units.map(([name]) => path.join(dir, path.basename(name)))], { encoding: "utf8" });
-    const complaints = verify.stderr
-      .split("\n")
-      .filter((line) => line && !/\/usr\/bin\/docker|docker\.service|Failed to prepare filename|is not executable: No such file or directory/.test(line));
-    expect(complaints).toEqual([]);
+    expect(unitComplaints(units, /\/usr\/bin\/docker|docker\.service|Failed to prepare filename|is not executable: No such file or directory/)).toEqual([]);
     const scripts = Object.entries(files).filter(([name]) => name.includes("front-door/") || name.includes("sidecar.sh"));
-    for (const [name, text] of scripts) fs.writeFileSync(path.join(dir, name.replace(/\//g, "_")), text);
-    const check = spawnSync("shellcheck", ["--severity=style", ...scripts.filter(([name]) => name.endsWith(".sh")).map(([name]) => name.replace(/\//g, "_"))], {
-      cwd: dir,
-      encoding: "utf8",
-    });
-    expect(check.stdout).toBe("");
+    expect(shellcheckFindings(scripts.filter(([name]) => name.endsWith(".sh")))).toBe("");
   });
 });
 

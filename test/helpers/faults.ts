@@ -1,4 +1,14 @@
-import { listedEndpoints, now, startLoad, startSampler, type LoadReport, type RequestRecord, type SampleReport } from "./frontDoorLoad";
+import {
+  listedEndpoints,
+  now,
+  requestsAroundFault,
+  secondsAfterFault,
+  startLoad,
+  startSampler,
+  type LoadReport,
+  type RequestRecord,
+  type SampleReport,
+} from "./frontDoorLoad";
 import { startFrontDoorStack, untilListed, type FrontDoorStack } from "./frontDoorStack";
 import type { TestHost } from "./hostNamespace";
 import { hostEntry } from "./hostStack";
@@ -84,18 +94,15 @@ export async function runFault(stack: FrontDoorStack, fault: FaultCase, { settle
     reports = await Promise.all(loads.map((l) => l.stop()));
     samples = await sampler.stop();
   }
-  const records = reports.flatMap((r) => r.records);
-  const failures = records.filter((r) => r.error !== undefined);
-  const seconds = (at: number | null) => (at === null ? null : Math.round((at - faultAt) / 100) / 10);
+  const seconds = secondsAfterFault(faultAt);
   return {
     fault: fault.name,
-    requests: records.length,
-    failed: failures.length,
-    inFlightAtFault: records.filter((r) => r.startedAt < faultAt && r.endedAt > faultAt).length,
+    ...requestsAroundFault(
+      reports.flatMap((r) => r.records),
+      faultAt,
+    ),
     outSeconds: seconds(outAt),
     recoverSeconds: seconds(backAt),
-    failures,
-    records,
     samples,
     faultAt,
     outAt,

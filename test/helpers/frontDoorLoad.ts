@@ -167,6 +167,22 @@ export function startLoad(url: string, options: LoadOptions): Load {
 }
 
 /** An endpoint as the endpoints file lists it. */
+/** A fault run's requests: how many, how many failed (and which), how many were in flight at the fault. */
+export function requestsAroundFault(records: RequestRecord[], faultAt: number) {
+  const failures = records.filter((r) => r.error !== undefined);
+  return {
+    requests: records.length,
+    failed: failures.length,
+    inFlightAtFault: records.filter((r) => r.startedAt < faultAt && r.endedAt > faultAt).length,
+    failures,
+    records,
+  };
+}
+
+/** Seconds (to a tenth) from the fault to a moment; null for none. */
+export const secondsAfterFault = (faultAt: number) => (at: number | null | undefined) =>
+  at === undefined || at === null ? null : Math.round((at - faultAt) / 100) / 10;
+
 export interface ListedEndpoint {
   name: string;
   address: string;

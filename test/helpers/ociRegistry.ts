@@ -22,32 +22,27 @@ export interface TestRegistry {
   stop(): void;
 }
 
-export async function startRegistry(user = "ci", password = "s3cret-registry-pw"): Promise<TestRegistry> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rbln-registry-"));
-  const port = await freePort("127.0.0.1");
-  const host = `127.0.0.1:${port}`;
-  const openssl = spawnSync(
+/** A self-signed certificate for 127.0.0.1 (key.pem, cert.pem in `dir`), valid for a day: a test's TLS server on loopback. */
+export function selfSignedLoopbackCert(dir: string): { key: string; cert: string } {
+  const made = spawnSync(
     "openssl",
-    [
-      "req",
-      "-x509",
-      "-newkey",
-      "ed25519",
-      "-nodes",
-      "-keyout",
-      `${dir}/key.pem`,
-      "-out",
-      `${dir}/cert.pem`,
-      "-days",
-      "1",
+    ["req", "-x509", "-newkey", "ed25519", "-nodes", "-keyout", `${dir}/key.pem`, "-out", `${dir}/cert.pem`, "-days", "1"].concat([
       "-subj",
       "/CN=127.0.0.1",
       "-addext",
       "subjectAltName=IP:127.0.0.1",
-    ],
+    ]),
     { encoding: "utf8" },
   );
-  if (openssl.status !== 0) throw new Error(`openssl: ${openssl.stderr}`);
+  if (made.status !== 0) throw new Error(`openssl: ${made.stderr}`);
+  return { key: fs.readFileSync(`${dir}/key.pem`, "utf8"), cert: fs.readFileSync(`${dir}/cert.pem`, "utf8") };
+}
+
+export async function startRegistry(user = "ci", password = "s3cret-registry-pw"): Promise<TestRegistry> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rbln-registry-"));
+  const port = await freePort("127.0.0.1");
+  const host = `127.0.0.1:${port}`;
+  selfSignedLoopbackCert(dir);
   // distribution's htpasswd takes bcrypt only; Python's crypt (libxcrypt) makes one. At bcrypt's
   // lowest cost (4): the registry checks it on every request, and skopeo sends dozens per copy.
   const hash = spawnSync(

@@ -1,6 +1,6 @@
 import * as fs from "node:fs";
 import { AGENT_ROUND_SECONDS } from "./faults";
-import { listedEndpoints, now, startLoad, type RequestRecord } from "./frontDoorLoad";
+import { listedEndpoints, now, requestsAroundFault, secondsAfterFault, startLoad, type RequestRecord } from "./frontDoorLoad";
 import { HA_ENDPOINTS_FILE, haUnit, type HaStack } from "./frontDoorHaStack";
 import type { TestHost } from "./hostNamespace";
 
@@ -79,25 +79,20 @@ export async function runRouterFault(
     records = (await Promise.all(loads.map((l) => l.stop()))).flatMap((r) => r.records);
   }
   const { faultAt } = progress;
-  const failures = records.filter((r) => r.error !== undefined);
   const firstSuccess = records
     .filter((r) => r.startedAt >= faultAt && r.error === undefined)
     .map((r) => r.endedAt)
     .sort((a, b) => a - b)[0];
-  const seconds = (at: number | undefined | null) => (at === undefined || at === null ? null : Math.round((at - faultAt) / 100) / 10);
+  const seconds = secondsAfterFault(faultAt);
   return {
     fault: fault.name,
-    requests: records.length,
-    failed: failures.length,
-    inFlightAtFault: records.filter((r) => r.startedAt < faultAt && r.endedAt > faultAt).length,
+    ...requestsAroundFault(records, faultAt),
     recoverSeconds: seconds(firstSuccess),
     movedSeconds: seconds(progress.movedAt),
     movedAt: progress.movedAt,
     holders: progress.holders,
     ...(progress.afterBoot ? { afterBoot: progress.afterBoot } : {}),
     faultAt,
-    failures,
-    records,
   };
 }
 

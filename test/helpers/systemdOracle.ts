@@ -3,6 +3,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 
+// Checks of rendered artifacts by real tools: what systemd makes of our quoting, systemd-analyze verify, shellcheck.
+
 /**
  * Reads back what real systemd made of our quoting. systemd prints words in its own format
  * (shell_maybe_quote: double quotes, backslash before `"\`$`, C escapes for control characters);
@@ -91,4 +93,37 @@ export function systemdEnvFile(envText: string): Record<string, string> {
     if (match) parsed[match[1]!] = splitSystemdPrinted(match[2]!).join(" ");
   }
   return parsed;
+}
+
+/**
+ * `systemd-analyze verify` of unit files, each written under its own base name in a folder of its
+ * own: its complaints, one a line, but those that `expected` matches (a binary this machine lacks).
+ */
+export function unitComplaints(units: readonly (readonly [string, string])[], expected: RegExp): string[] {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "verify-"));
+  try {
+    const names = units.map(([name, text]) => {
+      fs.writeFileSync(path.join(dir, path.basename(name)), text);
+      return path.basename(name);
+    });
+    const result = spawnSync("systemd-analyze", ["verify", "--man=no", ...names], { cwd: dir, encoding: "utf8" });
+    return (result.stdout + result.stderr).split("\n").filter((line) => line.trim() && !expected.test(line));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** shellcheck (style and up) of rendered scripts, each under its path with `/` made `_`, in a folder of its own: its findings, "" when none. */
+export function shellcheckFindings(scripts: readonly (readonly [string, string])[]): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "shellcheck-"));
+  try {
+    const names = scripts.map(([name, text]) => {
+      fs.writeFileSync(path.join(dir, name.replace(/\//g, "_")), text);
+      return name.replace(/\//g, "_");
+    });
+    const check = spawnSync("shellcheck", ["--severity=style", "--shell=bash", ...names], { cwd: dir, encoding: "utf8" });
+    return check.status === 0 ? "" : check.stdout + check.stderr || `shellcheck exited ${check.status}`;
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -37,6 +37,12 @@ const HOST_OPTIONS = { readinessIntervalSeconds: 1, restartSeconds: 1, startLimi
 let host: TestHost;
 /** A second loopback address of the host's own network, for the second instance to listen on. */
 let otherAddress: string;
+/** A stack's engine on the one host, whichever of its addresses a stack names (preflight steps skipped). */
+const oneHostEngine = () =>
+  new FakeEngine(
+    (_, command, stdin) => host.run(command, stdin),
+    (name) => name.endsWith("-preflight"),
+  );
 let engine: FakeEngine;
 
 function settings(listenAddress: string, extraArgs: string[] = [], extraEnv: Record<string, string> = {}) {
@@ -104,10 +110,7 @@ beforeAll(async () => {
   }
   const marker = `${CACHE_ROOT}/huggingface/rbln-serving-complete/MiniMaxAI--MiniMax-M2.7`;
   expect((await host!.run(`install -d $(dirname ${marker}) && touch ${marker}`)).status).toBe(0);
-  engine = new FakeEngine(
-    (_, command, stdin) => host.run(command, stdin),
-    (name) => name.endsWith("-preflight"),
-  );
+  engine = oneHostEngine();
 
   // What the version before ids left: its unit (this unit under the old names, on the old venv),
   // env file and rollback state, serving. The install step makes the service user and folders.
@@ -199,10 +202,7 @@ describe("moving a running stack to the names with deployment ids", { timeout: 1
   it("a second instance on the host runs beside the first, which it leaves as it was", async () => {
     const before = await sh(`systemctl show -p MainPID --value ${UNIT}; cat ${UNIT_FILES.join(" ")} | sha256sum`);
     // Another Pulumi stack, so a state of its own: one engine for both would delete the first's commands.
-    const teamB = new FakeEngine(
-      (_, command, stdin) => host.run(command, stdin),
-      (name) => name.endsWith("-preflight"),
-    );
+    const teamB = oneHostEngine();
     const result = await teamB.up(await registrations("team-b", settings(otherAddress)));
     expect(result.failed.map((f) => f.stderr)).toEqual([]);
     expect(result.runs.find((r) => r.name === "team-b-npu-0-main-0")!.stdout).toMatch(/ready npu-0: main rank 0 serves on port 8000/);

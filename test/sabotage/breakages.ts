@@ -599,4 +599,10 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [{ file: "core/render/kubernetes/scripts/fetch-weights.sh", search: "progress_secrets=${HF_TOKEN:-}\n", replace: "progress_secrets=\n" }],
     tests: { fast: ["test/cache-weights-job.test.ts"] },
   },
+  {
+    name: "status-reads-unbounded",
+    why: "status on a large cluster opens one ssh per host and one kubectl logs per pod at once: a bastion's MaxStartups refuses most of them, the API server throttles",
+    edits: [{ file: "cli/boundedRun.ts", search: "{ length: Math.min(limit, items.length) }", replace: "{ length: items.length }" }],
+    tests: { fast: ["test/bounded-run.test.ts"] },
+  },
 ];

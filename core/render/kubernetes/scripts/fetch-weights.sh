@@ -46,7 +46,8 @@ for i in "${!models[@]}"; do
     echo "weights: ${models[$i]} already complete ($(cat "${markers[$i]}"))"
     continue
   fi
-  HF_HUB_OFFLINE=0 progress_run "$host_name" weights download "$budget_s" download_amount -- \
+  # Each line names its model, as the hosts' weights step does: one Job downloads them all.
+  HF_HUB_OFFLINE=0 progress_run "$host_name" "${models[$i]}" download "$budget_s" download_amount -- \
     python3 -c "$download_py" "$host_name" "${models[$i]}" "${revisions[$i]}" "${markers[$i]}" "$work/total-$i"
   echo "weights: ${models[$i]} complete at commit $(cat "${markers[$i]}")"
 done
