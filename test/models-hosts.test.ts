@@ -1,6 +1,9 @@
+import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
+import { runCommand } from "../cli/commands";
 import { ModelServing } from "../components/modelServing";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { planStack } from "../core/plan/stack";
@@ -10,7 +13,7 @@ import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
 import { validateEndpointPickerConfig } from "./helpers/eppConfig";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ofType, runUnderMocks, stdoutRef } from "./helpers/pulumiHarness";
-import { catalogWithSecondModel, SECOND_MODEL } from "./helpers/recipes";
+import { catalogWithSecondModel, SECOND_MODEL, shippedCatalog } from "./helpers/recipes";
 import { shellcheckFindings, systemdExecArgv, unitComplaints } from "./helpers/systemdOracle";
 
 // A stack of models on hosts (issue 30): one front door per router host, whose Envoy routes by the
@@ -129,6 +132,30 @@ describe("the front door of a stack of models on hosts, rendered", () => {
       "router.hosts: several router hosts do not carry models yet (each router host's failover reaches one EPP and its peers'); with models give one router host in router.host",
     );
   });
+});
+
+it("the shipped stack multi-hosts renders one front door on its router host, carrying both models", () => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), "multi-hosts-"));
+  try {
+    const files = runCommand("render", { stack: "multi-hosts", out }, shippedCatalog)
+      .trim()
+      .split("\n")
+      .map((file) => path.relative(out, file));
+    const door = files.filter((f) => f.startsWith("hosts/multi-router/front-door/"));
+    expect(door).toEqual(
+      expect.arrayContaining(
+        ["apply.sh", "envoy/envoy.yaml", "models/chat/desired.json", "models/batch/desired.json"].map((f) => `hosts/multi-router/front-door/${f}`),
+      ),
+    );
+    expect(door.filter((f) => f.includes("access-")).sort()).toEqual(
+      ["npu-multi-0", "npu-multi-1", "npu-multi-2"].map((h) => `hosts/multi-router/front-door/access-${h}.sh`),
+    );
+    const envoy = fs.readFileSync(path.join(out, "hosts/multi-router/front-door/envoy/envoy.yaml"), "utf8");
+    expect(validateEnvoyBootstrap(envoy)).toEqual([]);
+    for (const name of ["MiniMaxAI/MiniMax-M2.7", "minimax", "minimax-batch"]) expect(envoy).toContain(`exact: ${name}\n`);
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
 });
 
 describe("a stack of models on hosts under the mock runtime", () => {
