@@ -100,6 +100,12 @@ describe("the front door of a stack of models on hosts, rendered", () => {
       ["tiny-chat", "epp-tiny"],
       [SECOND_MODEL, "epp-tiny"],
     ]);
+    // Each model's EPP cluster reaches that model's EPP, on its own gRPC port.
+    const clusters = parseYaml(envoy).static_resources.clusters.filter((c: any) => c.name.startsWith("epp-"));
+    expect(clusters.map((c: any) => [c.name, c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value])).toEqual([
+      ["epp-chat", 9002],
+      ["epp-tiny", 9004],
+    ]);
   });
 
   it("hands each host a key into its own model's folder only", () => {
