@@ -58,7 +58,8 @@ function modelsEnvoy(stack: DoorContext, doors: readonly DoorContext[], router: 
 function modelsRouterFiles(stack: DoorContext, doors: readonly DoorContext[], router: RouterPlacement, envoy: string) {
   const files: Record<string, string> = { "envoy/envoy.yaml": envoy };
   if (stack.apiKey) files[`envoy/${API_KEY_CONFIG}`] = apiKeyFilterConfig(secretPlaceholder("apiKey"));
-  files[`systemd/${routerUnits(stack, router).names[1]!}`] = routerUnits(stack, router).proxy;
+  const proxy = routerUnits(stack, router);
+  files[`systemd/${proxy.names[1]!}`] = proxy.proxy;
   for (const door of doors) {
     const own = routerFiles(door, router);
     const units = routerUnits(door, router);
