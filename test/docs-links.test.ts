@@ -4,6 +4,7 @@ import { spawnSync } from "node:child_process";
 import GithubSlugger from "github-slugger";
 import { marked, type Token, type Tokens } from "marked";
 import { describe, expect, it } from "vitest";
+import { HOST_TIER_LONGEST } from "./helpers/longestFirst";
 import { settingsShape, type SettingShape } from "../core/config/settingsShape";
 import { parseStackSettings, StackSettings } from "../core/config/stackConfig";
 import { SECRET_KEYS } from "../core/config/secrets";
@@ -197,6 +198,8 @@ describe("the README and docs/", () => {
       .filter((name) => name.endsWith(".test.ts"))
       .map((name) => `test/${name.split(path.sep).join("/")}`);
     expect([...listed].sort()).toEqual([...files].sort());
+    // The host tier's sequencer starts these first: a renamed one would start late, unseen.
+    expect(HOST_TIER_LONGEST.filter((file) => !files.includes(file))).toEqual([]);
   });
 });
 

@@ -83,7 +83,9 @@ describe("rendered host artifacts", () => {
     expect(scripts.filter((f) => /\/(allow|copy|revoke)-(weights|compile)-/.test(f))).toHaveLength(24 + 18 + 12 + 3);
     expect(scripts.filter((f) => /\/cpu-0\/(preflight|install|weights|compile-[0-9a-f]{16})\.sh$/.test(f))).toHaveLength(4);
     expect(scripts.filter((f) => /\/npu-0\/pull-compile-[0-9a-f]{16}\.sh$/.test(f))).toHaveLength(1);
-    const result = spawnSync("shellcheck", ["--severity=style", ...scripts], { cwd: dir, encoding: "utf8" });
+    // Scripts of the same text (a step rendered alike in several variants) are read once.
+    const firstOfEachText = [...new Map(scripts.map((f) => [files[f]!, f])).values()];
+    const result = spawnSync("shellcheck", ["--severity=style", ...firstOfEachText], { cwd: dir, encoding: "utf8" });
     expect(result.stdout).toBe("");
     expect(result.status).toBe(0);
   });
