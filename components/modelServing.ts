@@ -10,7 +10,7 @@ import { RecipeCatalog } from "../core/recipe/catalog";
 import type { ScrapeTarget } from "../core/monitoring/targets";
 import { clientCommand } from "../core/render/client";
 import type { RenderedHosts, RenderedKubernetes } from "../core/render/deployment";
-import { modelInstance, renderStack } from "../core/render/stack";
+import { modelInstance, type RenderedStack, renderStack } from "../core/render/stack";
 import type { HostRenderOptions } from "../core/render/hosts/bundle";
 import type { HostCopyOptions } from "../core/render/hosts/copies";
 import { checkInstanceName } from "../core/render/hosts/names";
@@ -100,12 +100,14 @@ function hostResources(
   deployment: Deployment,
   secrets: ServingSecrets,
   child: pulumi.ComponentResourceOptions,
+  stackDoors?: FrontDoor[],
 ): PlatformOutputs {
   const { waves, copies, weightsHosts, compileHost, pulls, frontDoor } = hosts;
   const { settings, plan } = deployment;
   const sshPrivateKey = secrets.sshPrivateKey!;
   const keyReports = new Map<string, pulumi.Output<string>>();
-  const doors = frontDoorResources(name, frontDoor, sshPrivateKey, secrets.apiKey, child);
+  // A stack of models has one front door for all (stackDoors); a stack of one model, its model's.
+  const doors = stackDoors ?? frontDoorResources(name, frontDoor, sshPrivateKey, secrets.apiKey, child);
   const byHost = new Map<string, NpuHost | CompileHost>();
   let previousWave: (NpuHost | CompileHost)[] = [];
   if (compileHost) {
@@ -174,7 +176,7 @@ function hostResources(
  */
 function frontDoorResources(
   name: string,
-  frontDoor: RenderedHosts["frontDoor"],
+  frontDoor: RenderedHosts["frontDoor"] | RenderedStack["frontDoor"],
   sshPrivateKey: pulumi.Input<string>,
   apiKey: pulumi.Input<string> | undefined,
   child: pulumi.ComponentResourceOptions,
@@ -314,10 +316,12 @@ export class ModelServing extends pulumi.ComponentResource {
         { routing: rendered.routing, servedNamesResources: stack.models.map((m) => `${modelInstance(name, m)}-served-names`), namespace: namespace! },
         child,
       );
+    // Hosts with models: one front door's steps per router host, which every model's hosts drain through.
+    const doors = rendered.frontDoor ? frontDoorResources(name, rendered.frontDoor, secrets.sshPrivateKey!, secrets.apiKey, child) : undefined;
     const platforms = rendered.models.map((model) => {
       const modelName = modelInstance(name, model.deployment);
       return model.hosts
-        ? hostResources(modelName, model.hosts, model.deployment, secrets, child)
+        ? hostResources(modelName, model.hosts, model.deployment, secrets, child, doors)
         : kubernetesResources(modelName, model.kubernetes!, model.deployment, secrets, child, namespace);
     });
     const first = stack.models[0]!.plan;

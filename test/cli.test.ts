@@ -198,7 +198,7 @@ describe("plan command", () => {
     [["--strategy", "aggregated-pipeline-parallel", "--target", "Latency"], /^error: target: "Latency" is not offered/],
     [["--strategy", "aggregated-pipeline-parallel", "--target", "Throughput", "--set", "lmcache=bogus"], /^error: axes\.lmcache: unknown value "bogus"/],
     [["--strategy", "aggregated-pipeline-parallel", "--target", "Throughput", "--set", "lmcache"], /^error: --set: "lmcache" is not axis=value/],
-    [["--stack", "nope"], /^error: --stack: no stack file stacks\/Pulumi\.nope\.yaml; stacks: dev, edge, multi, prod, staging$/m],
+    [["--stack", "nope"], /^error: --stack: no stack file stacks\/Pulumi\.nope\.yaml; stacks: dev, edge, multi-hosts, multi, prod, staging$/m],
     [["--strategy", "aggregated-pipeline-parallel", "--target", "Throughput", "--format", "xml"], /^error: --format: unknown format "xml"/],
     [["--bogus"], /^error: Unknown option '--bogus'/],
     [["--stack", "dev", "--set", "lmcache=cpu", "--set", "lmcache=off"], /^error: --set: axis "lmcache" given twice \("cpu", "off"\); give each axis once$/m],
@@ -366,7 +366,7 @@ describe("the shipped stacks", () => {
     ];
   }
 
-  it.each(["dev", "staging", "edge", "prod"])("%s plans with no warning its stack file does not explain in a comment", (stack) => {
+  it.each(["dev", "staging", "edge", "prod", "multi-hosts"])("%s plans with no warning its stack file does not explain in a comment", (stack) => {
     const warnings = planWarnings(stack);
     expect(unexplained(warnings, explainedWarnings(stack))).toEqual([]);
     // prod holds no secret it needs and runs on one platform's settings: nothing to act on at all.

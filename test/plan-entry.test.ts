@@ -102,5 +102,5 @@ describe.each(STACKS)("stack %s: the public plan entry is the plan the program a
 });
 
 it("covers every shipped stack", () => {
-  expect(STACKS).toEqual(["dev", "edge", "multi", "prod", "staging"]);
+  expect(STACKS).toEqual(["dev", "edge", "multi", "multi-hosts", "prod", "staging"]);
 });

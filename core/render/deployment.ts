@@ -4,7 +4,7 @@ import type { CompileKeyPlan, Deployment, RouterIntent } from "../plan/types";
 import { hostWaves } from "../rollout/hostWaves";
 import { routerChartValues } from "./kubernetes/chartValues";
 import { modelRouterValues, poolIntent } from "./kubernetes/modelRouting";
-import { renderFrontDoor, type RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
+import { type FrontDoorOptions, renderFrontDoor, type RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
 import { renderScalers, type RenderedScaler } from "./kubernetes/scaledObjects";
 import { renderHost, type HostRenderOptions, type RenderedHost } from "./hosts/bundle";
 import { renderCompileHost, renderCompileStep, type RenderedCompileHost, type RenderedCompileStep } from "./hosts/compileHost";
@@ -29,6 +29,20 @@ export interface RenderOptions {
   hostOptions?: HostRenderOptions;
   /** Where the copy grants go on a source host and how long one left behind lasts. */
   copyOptions?: Omit<HostCopyOptions, "deploymentId">;
+  /** A model of a stack of models: its place in `models` (its EPP's ports on the router host). */
+  modelIndex?: number;
+}
+
+/** What the front door's render on hosts takes from the render's options, for deployment id `id`. */
+export function frontDoorOptions(options: RenderOptions, id: string): FrontDoorOptions {
+  return {
+    id,
+    runtimePath: options.hostOptions?.containerRuntime,
+    firewallPath: options.hostOptions?.firewall,
+    apiKey: options.secrets.includes("apiKey"),
+    authorizedKeysFile: options.copyOptions?.authorizedKeysFile,
+    ...(options.modelIndex === undefined ? {} : { modelIndex: options.modelIndex }),
+  };
 }
 
 /** Platform hosts: the host bundles by rollout wave and the copies between them. */
@@ -77,15 +91,7 @@ function renderHosts(deployment: Deployment, options: RenderOptions): RenderedHo
   const id = deploymentId(options.stack, options.instance);
   const placementWaves = hostWaves(deployment);
   const copyOptions = { ...options.copyOptions, deploymentId: id };
-  const frontDoor = deployment.frontDoor
-    ? renderFrontDoor(deployment, {
-        id,
-        runtimePath: options.hostOptions?.containerRuntime,
-        firewallPath: options.hostOptions?.firewall,
-        apiKey: options.secrets.includes("apiKey"),
-        authorizedKeysFile: options.copyOptions?.authorizedKeysFile,
-      })
-    : null;
+  const frontDoor = deployment.frontDoor ? renderFrontDoor(deployment, frontDoorOptions(options, id)) : null;
   const compileHost = compile.mode === "host" ? renderCompileHost(deployment, id, options.hostOptions) : null;
   const compiler = compileHost?.placement;
   const keyPlan = (key: string) => compile.keys.find((k) => k.key === key) as CompileKeyPlan;

@@ -129,6 +129,8 @@ export function renderStackFiles(rendered: RenderedStack): Record<string, string
     for (const configMap of servedNames) files[`payload-processor/${configMap.metadata.name}.yaml`] = toYaml(configMap);
     for (const [kind, object] of Object.entries(answers)) files[`kubernetes/answers-${kind.toLowerCase()}.yaml`] = toYaml(object);
   }
+  // Hosts: the one front door, at the top (each model's sidecars are under its folder).
+  if (rendered.frontDoor) Object.assign(files, frontDoorFiles(rendered.frontDoor));
   const targets = rendered.models.flatMap((m) => m.hosts?.scrapeTargets ?? []);
   if (targets.length > 0) files["prometheus/targets.json"] = `${JSON.stringify(targets, null, 2)}\n`;
   return files;

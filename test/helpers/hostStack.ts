@@ -33,7 +33,7 @@ export function hostEntry(host: TestHost, index: number, { allInterfaces = false
   };
 }
 
-type ServingOptions = Pick<ModelServingArgs, "hostOptions" | "copyOptions" | "secrets"> & { instance?: string };
+type ServingOptions = Pick<ModelServingArgs, "hostOptions" | "copyOptions" | "secrets" | "catalog"> & { instance?: string };
 
 /** ModelServing (the program's instance, unless `instance` names another) for `settings` under mocks, and what it registered; the SSH key is unused, each fake host takes its own client key. */
 export async function servingUnderMocks(

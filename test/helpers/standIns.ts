@@ -17,7 +17,7 @@ export const STAND_IN_IMAGES = {
 };
 
 /**
- * Puts the front door's stand-ins (test/fixtures/stand-ins, with the llm-d-router facts they read) on
+ * Puts the front door's stand-ins (test/fixtures/stand-ins, with the llm-d-router facts they read and the Lua harness the Envoy stand-in runs scripts in) on
  * a fake host under `dir`, a path the host has to itself (HostOptions.privatePaths): the runtime
  * stand-in keeps its state beside itself, so each host has its own images and containers, and its
  * state's host-address makes "all interfaces" and "loopback" mean the host's own address there
@@ -25,7 +25,7 @@ export const STAND_IN_IMAGES = {
  * Returns the runtime's path, the RUNTIME the router's units run.
  */
 export async function installStandIns(host: TestHost, dir: string, { ownNetwork = false } = {}): Promise<string> {
-  const archive = spawnSync("tar", ["-c", "-C", FIXTURES, "--exclude=__pycache__", "--exclude=*.state", "stand-ins", "llm-d-router-v0.10.0"], {
+  const archive = spawnSync("tar", ["-c", "-C", FIXTURES, "--exclude=__pycache__", "--exclude=*.state", "stand-ins", "llm-d-router-v0.10.0", "lua"], {
     maxBuffer: 64 * 1024 * 1024,
   });
   if (archive.status !== 0) throw new Error(`tar: ${archive.stderr}`);

@@ -7,7 +7,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { resolvePlan } from "../../core/plan/resolve";
 import { endpointPickerConfig } from "../../core/render/pickerConfig";
-import { apiKeyFilterConfig } from "../../core/render/hosts/frontDoor/envoy";
+import { apiKeyFilterConfig, envoyBootstrap } from "../../core/render/hosts/frontDoor/envoy";
+import { eppClusterName, type ModelDoor, modelHeaderScript } from "../../core/render/hosts/frontDoor/modelRoutes";
+import { type EnvoyRequest, routeThroughFrontDoor } from "../helpers/envoyModelRouting";
 import { validateEnvoyBootstrap } from "../helpers/envoyBootstrap";
 import { validateEndpointPickerConfig, validateEndpointsFile } from "../helpers/eppConfig";
 import { bodyProblem, now, startLoad, startSampler, type RequestRecord } from "../helpers/frontDoorLoad";
@@ -757,20 +759,103 @@ describe("envoy-stand-in", () => {
         "/etc/envoy/envoy.yaml",
       );
     };
-    const bootstrap = parseYaml(text);
-    bootstrap.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters.unshift({
-      name: "envoy.filters.http.lua",
-      typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua" },
-    });
-    expect(start(stringifyYaml(bootstrap))).toMatchObject({
+    const withFilter = (filter: Record<string, unknown>) => {
+      const bootstrap = parseYaml(text);
+      bootstrap.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters.unshift(filter);
+      return stringifyYaml(bootstrap);
+    };
+    expect(
+      start(withFilter({ name: "envoy.filters.http.cors", typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors" } })),
+    ).toMatchObject({
       status: 2,
-      stderr: expect.stringContaining("the filter envoy.extensions.filters.http.lua.v3.Lua"),
+      stderr: expect.stringContaining("the filter envoy.extensions.filters.http.cors.v3.Cors"),
+    });
+    // A Lua filter whose header change would not reach the route (no clear_route_cache), or a script of another shape.
+    const lua = (config: Record<string, unknown>) => ({
+      name: "envoy.filters.http.lua",
+      typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua", ...config },
+    });
+    expect(start(withFilter(lua({ default_source_code: { inline_string: modelHeaderScript() } })))).toMatchObject({
+      status: 2,
+      stderr: expect.stringContaining("a Lua filter without clear_route_cache"),
+    });
+    expect(start(withFilter(lua({ default_source_code: { inline_string: "function envoy_on_request(h) end" }, clear_route_cache: true })))).toMatchObject({
+      status: 2,
+      stderr: expect.stringContaining("a Lua script other than one that reads `local NAMESPACE` and sets `local HEADER`"),
     });
     const withKey = frontDoorBootstrap({ listen: await freePort(ADDRESS), admin: await freePort(ADDRESS), pick: 1 }, 3600, "/etc/envoy/api-key.json");
     const config = JSON.parse(apiKeyFilterConfig("k"));
     config.resources[0].typed_config.forwarding = { header: "x-client" };
     fs.writeFileSync(path.join(dir, "api-key.json"), JSON.stringify(config));
     expect(start(withKey)).toMatchObject({ status: 2, stderr: expect.stringContaining("api_key_auth other than credentials and key_sources") });
+  });
+});
+
+// --- a front door of several models --------------------------------------------------------------------
+
+describe("envoy-stand-in in a front door of several models", () => {
+  it("routes every request as the rendered config says, by the rules test/helpers/envoyModelRouting.ts reads from Envoy v1.37", async () => {
+    const chat = await upstream(json(200, { from: "chat" }));
+    const tiny = await upstream(json(200, { from: "tiny" }));
+    const epps = [await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "c", port: String(chat.port) }]))];
+    epps.push(await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "t", port: String(tiny.port) }])));
+    for (const epp of epps) await untilListening(epp.running, epp.pick);
+    const doors: ModelDoor[] = [
+      { name: "chat", servedNames: ["MiniMaxAI/MiniMax-M2.7", "minimax"], eppCluster: eppClusterName("chat"), eppGrpcPort: epps[0]!.pick },
+      { name: "tiny", servedNames: ["tiny-chat"], eppCluster: eppClusterName("tiny"), eppGrpcPort: epps[1]!.pick },
+    ];
+    const dir = fs.mkdtempSync(path.join(work, "envoy-models-"));
+    const [listen, admin] = [await freePort(ADDRESS), await freePort(ADDRESS)];
+    const text = envoyBootstrap({
+      listenAddress: "0.0.0.0",
+      port: listen,
+      adminPort: admin,
+      eppGrpcPort: epps[0]!.pick,
+      requestTimeoutSeconds: 60,
+      models: doors,
+    });
+    fs.writeFileSync(path.join(dir, "envoy.yaml"), text);
+    const envoy = runContainer(`envoy-${path.basename(dir)}`, ["--network", "host", "--volume", `${dir}:/etc/envoy:ro,z`], ENVOY_IMAGE, [
+      "-c",
+      "/etc/envoy/envoy.yaml",
+    ]);
+    await untilListening(envoy, listen);
+    const post = (body: string, headers: Record<string, string> = { "content-type": "application/json" }, pathname = "/v1/chat/completions") =>
+      ({ method: "POST", path: pathname, headers, body }) as EnvoyRequest;
+    const requests: EnvoyRequest[] = [
+      post(JSON.stringify({ model: "MiniMaxAI/MiniMax-M2.7", messages: [] })),
+      post(JSON.stringify({ model: "minimax", prompt: "p" }), { "content-type": "application/json; charset=utf-8" }, "/v1/completions"),
+      post(JSON.stringify({ model: "tiny-chat", messages: [{ role: "user", content: '{"model": "minimax"}' }] })),
+      post(JSON.stringify({ model: "tiny-chat" }), {}),
+      post(JSON.stringify({ model: "tiny-chat" }), { "content-type": "application/json", "x-gateway-base-model-name": "minimax" }),
+      post(JSON.stringify({ messages: [] }), { "content-type": "application/json", "x-gateway-base-model-name": "minimax" }),
+      post(JSON.stringify({ model: "unknown" })),
+      post(JSON.stringify({ model: 7 })),
+      post(JSON.stringify({ model: "tiny chat" })),
+      post(JSON.stringify({ tools: [{ model: "minimax" }] })),
+      post("not json"),
+      post(JSON.stringify({ model: "minimax" }), { "content-type": "text/plain" }),
+      post(JSON.stringify([{ model: "minimax" }])),
+      { method: "GET", path: "/v1/models", headers: {} },
+      { method: "GET", path: "/v1/models?x=1", headers: {} },
+      post(JSON.stringify({ model: "minimax" }), { "content-type": "application/json" }, "/v1/models"),
+      { method: "GET", path: "/health", headers: {} },
+    ];
+    const expected = routeThroughFrontDoor(text, requests);
+    for (const [i, request] of requests.entries()) {
+      // Bytes, not text: fetch gives text a content type of its own, and a request without one is a case here.
+      const bytes = request.body === undefined ? undefined : new TextEncoder().encode(request.body);
+      const response = await fetch(`http://${ADDRESS}:${listen}${request.path}`, { method: request.method, headers: request.headers, body: bytes });
+      const body = await response.text();
+      const want = expected[i]!;
+      if ("status" in want) {
+        expect([response.status, body], `request ${i}`).toEqual([want.status, want.body]);
+        if (want.body) expect(response.headers.get("content-type"), `request ${i}`).toBe("application/json");
+      } else expect([response.status, JSON.parse(body).from], `request ${i}`).toEqual([200, want.eppCluster === "epp-chat" ? "chat" : "tiny"]);
+    }
+    // Every route of the rules was taken: each model's EPP, the list of names, the 404.
+    expect(new Set(expected.map((o) => ("status" in o ? o.status : o.eppCluster)))).toEqual(new Set(["epp-chat", "epp-tiny", 200, 404]));
+    await Promise.all([chat.close(), tiny.close()]);
   });
 });
 

@@ -32,6 +32,7 @@ const COMPILE_KEY_SCRIPT = "core/render/hosts/scripts/compile-key.sh";
 const FRONT_DOOR_SH = "core/render/hosts/scripts/front-door.sh";
 const FRONT_DOOR_APPLY = "core/render/hosts/scripts/front-door-apply.sh";
 const ENVOY_TS = "core/render/hosts/frontDoor/envoy.ts";
+const MODELS_FRONT_DOOR = "core/render/hosts/frontDoor/modelsFrontDoor.ts";
 const COMPILE_JOB_SCRIPT = "core/render/kubernetes/scripts/compile-job.sh";
 const CACHE_FILES = "core/render/scripts/cache-files.sh";
 
@@ -49,6 +50,36 @@ export const BREAKAGES: readonly Breakage[] = [
       { file: "core/render/hosts/frontDoor/modelRoutes.ts", search: "      typed_per_filter_config: { [EXT_PROC]: eppOverride(model) },\n", replace: "" },
     ],
     tests: { fast: ["test/models-hosts-routing.test.ts"] },
+  },
+  {
+    name: "models-epp-of-first-model",
+    why: "on hosts, the Envoy of a stack of models reaches the first model's endpoint picker for every model: another model's requests land on the first model's servers",
+    edits: [{ file: MODELS_FRONT_DOOR, search: "    eppGrpcPort: door.ports.eppGrpc,\n", replace: "    eppGrpcPort: doors[0]!.ports.eppGrpc,\n" }],
+    tests: { fast: ["test/models-hosts.test.ts"], hosts: ["test/hosts/front-door-models-hosts.test.ts"] },
+  },
+  {
+    name: "models-epp-ports-shared",
+    why: "on hosts, every model's endpoint picker takes the first one's ports on the router host: the second cannot start, and the front door never serves",
+    edits: [
+      {
+        file: MODELS_FRONT_DOOR,
+        search: "doorContext(deployment, { ...options, id, modelIndex })",
+        replace: "doorContext(deployment, { ...options, id })",
+      },
+    ],
+    tests: { fast: ["test/models-hosts.test.ts"], hosts: ["test/hosts/front-door-models-hosts.test.ts"] },
+  },
+  {
+    name: "models-hosts-not-behind-door",
+    why: "on hosts, the models' unit steps do not wait for the one front door nor drain through it: a rank restarts while the front door still sends it requests",
+    edits: [
+      {
+        file: "components/modelServing.ts",
+        search: "        ? hostResources(modelName, model.hosts, model.deployment, secrets, child, doors)",
+        replace: "        ? hostResources(modelName, model.hosts, model.deployment, secrets, child)",
+      },
+    ],
+    tests: { fast: ["test/models-hosts.test.ts"] },
   },
   {
     name: "drain-removed",

@@ -4,7 +4,8 @@ import { durationSeconds } from "../../../config/defaults";
 import type { Host } from "../../../config/schema";
 import type { ScrapeTarget } from "../../../monitoring/targets";
 import { frontDoorAddresses } from "../../../plan/frontDoor";
-import { FRONT_DOOR_PORTS, PEER_EPP_PORT } from "../../../plan/ports";
+import { modelLabel } from "../../../plan/stack";
+import { FRONT_DOOR_PORTS, modelEppPorts, PEER_EPP_PORT } from "../../../plan/ports";
 import type { Deployment, FrontDoorPlan, RouterPlacement } from "../../../plan/types";
 import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
@@ -33,9 +34,9 @@ import { sidecarFirewall } from "./sidecarFirewall";
 const AGENT_FILE = `${HOST_SCRIPT_DIR}/front-door.py`;
 /** Where the EPP and Envoy see their files, in their containers. */
 const EPP_DIR = "/etc/epp";
-const ENVOY_DIR = "/etc/envoy";
+export const ENVOY_DIR = "/etc/envoy";
 /** The API key filter's config, in Envoy's folder (ECDS from a file, read by its .json). */
-const API_KEY_CONFIG = "api-key.json";
+export const API_KEY_CONFIG = "api-key.json";
 
 /** A decode host's routing sidecar: its unit and the step that applies it. */
 export interface RenderedSidecar {
@@ -106,10 +107,12 @@ export interface FrontDoorOptions {
   apiKey?: boolean;
   /** root's authorized_keys on the router host, where the hosts' key goes. */
   authorizedKeysFile?: string;
+  /** A model of a stack of models: its place in `models`, which gives its EPP's ports (modelEppPorts); the one EPP's ports otherwise. */
+  modelIndex?: number;
 }
 
 /** What every part of one front door's rendering shares. */
-interface DoorContext {
+export interface DoorContext {
   deployment: Deployment;
   frontDoor: FrontDoorPlan;
   id: string;
@@ -125,9 +128,11 @@ interface DoorContext {
   stateDir: string;
   /** The endpoints agent's text and where it goes, named by its content: the access key's forced command names the agent it was made with. */
   agent: { text: string; path: string };
+  /** This deployment's EPP's ports on the router host: the one EPP's, or its model's (modelEppPorts). */
+  ports: ReturnType<typeof modelEppPorts>;
 }
 
-function doorContext(deployment: Deployment, options: FrontDoorOptions): DoorContext {
+export function doorContext(deployment: Deployment, options: FrontDoorOptions): DoorContext {
   const frontDoor = deployment.frontDoor!;
   const { installRoot } = deployment.settings;
   const text = packageFile(AGENT_FILE);
@@ -141,6 +146,7 @@ function doorContext(deployment: Deployment, options: FrontDoorOptions): DoorCon
     apiKey: options.apiKey ?? false,
     stateDir: frontDoorStateDir(installRoot, options.id),
     agent: { text, path: `${installRoot}/bin/front-door-${createHash("sha256").update(text).digest("hex").slice(0, 12)}.py` },
+    ports: modelEppPorts(options.modelIndex ?? 0),
   };
 }
 
@@ -173,11 +179,11 @@ function containerUnit(
 const failsOver = (door: DoorContext) => door.frontDoor.routers.length > 1;
 
 /** The front door's units on one router host, env-less: the EPP (gRPC on loopback only), Envoy (host network), the agent, and keepalived with a virtual address. */
-function routerUnits(door: DoorContext, router: RouterPlacement) {
+export function routerUnits(door: DoorContext, router: RouterPlacement) {
   const { frontDoor, id, stateDir } = door;
   const name = (part: string) => ({ unit: `rbln-serving-${id}.front-door-${part}.service`, container: `rbln-serving-${id}-${part}` });
   const [epp, proxy, agent, vrrp] = [name("epp"), name("proxy"), name("agent"), name("keepalived")];
-  const ports = FRONT_DOOR_PORTS;
+  const ports = door.ports;
   const failover = failsOver(door);
   return {
     names: [epp.unit, proxy.unit, agent.unit],
@@ -252,7 +258,7 @@ function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
 }
 
 /** One router host's config files: the EPP's, Envoy's bootstrap, the agent's desired endpoints, and keepalived's with a virtual address. */
-function routerFiles(door: DoorContext, router: RouterPlacement) {
+export function routerFiles(door: DoorContext, router: RouterPlacement) {
   const { deployment, frontDoor } = door;
   const peers = frontDoor.routers.filter((r) => r !== router);
   const peerEpp = (r: RouterPlacement) => ({ name: r.host.name, address: r.address, port: PEER_EPP_PORT });
@@ -262,10 +268,10 @@ function routerFiles(door: DoorContext, router: RouterPlacement) {
       listenAddress: router.listenAddress,
       port: frontDoor.port,
       adminPort: FRONT_DOOR_PORTS.envoyAdmin,
-      eppGrpcPort: FRONT_DOOR_PORTS.eppGrpc,
+      eppGrpcPort: door.ports.eppGrpc,
       requestTimeoutSeconds: durationSeconds(deployment.settings.router.requestTimeout),
       failover: failsOver(door)
-        ? { eppHealthPort: FRONT_DOOR_PORTS.eppHealth, self: peerEpp(router), peers: peers.map(peerEpp), tlsDir: `${ENVOY_DIR}/tls` }
+        ? { eppHealthPort: door.ports.eppHealth, self: peerEpp(router), peers: peers.map(peerEpp), tlsDir: `${ENVOY_DIR}/tls` }
         : undefined,
       apiKeyConfigPath: door.apiKey ? `${ENVOY_DIR}/${API_KEY_CONFIG}` : undefined,
     }),
@@ -345,7 +351,7 @@ function renderSidecar(door: DoorContext, sidecar: FrontDoorPlan["sidecars"][num
  * drain another's. The tag names the host; it never contains the one shared key's tag of before
  * (`rbln-serving-front-door <id>`), whose revoke checks that no line with it is left.
  */
-function drainAccess(door: DoorContext, options: FrontDoorOptions, router: Host): RenderedDrainAccess[] {
+export function drainAccess(door: DoorContext, options: FrontDoorOptions, router: Host): RenderedDrainAccess[] {
   const { deployment, frontDoor, id, stateDir } = door;
   const hosts = deployment.placements.map((p) => p.host).filter((h) => frontDoor.endpoints.some((e) => e.host === h.name));
   return hosts.map((host) => {
@@ -402,7 +408,7 @@ function routerScripts(door: DoorContext, options: FrontDoorOptions, router: Rou
       // The front door listens there (or everywhere: then on loopback too).
       probe_address: ["0.0.0.0", "::"].includes(router.listenAddress) ? (router.listenAddress === "::" ? "::1" : "127.0.0.1") : router.listenAddress,
       front_door_port: frontDoor.port,
-      epp_metrics_port: FRONT_DOOR_PORTS.eppMetrics,
+      epp_metrics_port: door.ports.eppMetrics,
       ready_timeout_s: HOST_DEFAULTS.frontDoor.readyTimeoutSeconds,
       settle_s: HOST_DEFAULTS.frontDoor.settleSeconds,
       ...failoverSettings(door, router, failover ? host.name : "", units.keepalived, files["keepalived/keepalived.conf"] ?? ""),
@@ -459,7 +465,7 @@ function failoverSettings(
     own_address: router.host.address,
     virtual_address: door.frontDoor.virtualAddress ?? "",
     admin_port: FRONT_DOOR_PORTS.envoyAdmin,
-    epp_grpc_port: FRONT_DOOR_PORTS.eppGrpc,
+    epp_grpc_port: door.ports.eppGrpc,
     // A planned restart lets Envoy's in-flight requests run as long as a stopping rank lets its own.
     drain_timeout_s: failoverWaits(door).envoyDrainSeconds,
     takeover_s: failover.takeoverSeconds,
@@ -494,16 +500,15 @@ function renderTls(door: DoorContext): RenderedFrontDoor["tls"] {
 export function renderFrontDoor(deployment: Deployment, options: FrontDoorOptions): RenderedFrontDoor {
   const door = doorContext(deployment, options);
   const { frontDoor } = door;
-  const { plan } = deployment;
   return {
     routers: frontDoor.routers.map((router) => routerScripts(door, options, router)),
     tls: renderTls(door),
     urls: frontDoorAddresses(frontDoor).map((address) => httpUrl(address, frontDoor.port)),
     sidecars: frontDoor.sidecars.map((sidecar) => renderSidecar(door, sidecar)),
     scrapeTargets: frontDoor.routers.map((router) => ({
-      targets: [hostPort(router.address, FRONT_DOOR_PORTS.eppMetrics)],
+      targets: [hostPort(router.address, door.ports.eppMetrics)],
       // No rank: the dashboard's and the alerts' rank panels leave it out.
-      labels: { host: router.host.name, role: "endpoint-picker", rank: "", model: plan.model, strategy: plan.strategy },
+      labels: { host: router.host.name, role: "endpoint-picker", rank: "", model: modelLabel(deployment), strategy: deployment.plan.strategy },
     })),
   };
 }

@@ -68,20 +68,8 @@ if [ "$api_key" = true ]; then
   [ -n "$api_key_filter" ] || fail "no API key filter config on stdin (apiKey is set); nothing changed"
 fi
 
-# put PATH TEXT MODE [OWNER]: writes TEXT by rename, fsynced before it and the folder after (a power
-# loss leaves the old file or the new, which the agent reads: desired.json); 0 when it changed the file.
-put() {
-  local new
-  new=$(mktemp "$1.XXXXXX")
-  printf '%s\n' "$2" > "$new"
-  chmod "$3" "$new"
-  [ -z "${4:-}" ] || chown "$4" "$new"
-  if cmp -s "$new" "$1"; then rm -f "$new"; return 1; fi
-  sync "$new"
-  # -T: over an empty folder in PATH's place too, never into it.
-  mv -fT "$new" "$1"
-  sync "$(dirname "$1")"
-}
+# shellcheck source=front-door-put.sh
+. front-door-put.sh
 
 install -d -m 0755 "$state_dir" "$state_dir/epp" "$state_dir/envoy" "$(dirname "$agent_path")"
 install -d -m 0700 "$state_dir/drains" "$state_dir/served"
@@ -92,14 +80,8 @@ install -d -m 0700 "$state_dir/drains" "$state_dir/served"
 # stops them), so they stop only once the EPP has let go of them. Which ones: those the file lists that
 # the new desired endpoints lack, read before the agent sees them (it rewrites the file on its next
 # pass); then the settle of a drain, for the requests the EPP placed just before.
-not_desired() {
-  python3 - "$1" "$state_dir/epp/endpoints.yaml" <<'PY'
-import json, sys
-desired = {e["name"] for e in json.load(open(sys.argv[1]))["endpoints"]}
-with open(sys.argv[2]) as f:
-    print(" ".join(line.split('"')[1] for line in f if line.startswith("- name: ") and line.split('"')[1] not in desired))
-PY
-}
+# shellcheck source=front-door-not-desired.sh
+. front-door-not-desired.sh
 removed=$(not_desired <(printf '%s\n' "$desired_json"))
 restart=(no no no)
 put "$state_dir/epp/epp.yaml" "$epp_config" 0644 && restart[0]=yes

@@ -1,0 +1,219 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ModelServingArgs } from "../../components/modelServing";
+import { DEFAULT_INSTANCE, deploymentId } from "../../core/render/hosts/names";
+import { UNKNOWN_MODEL_BODY } from "../../core/render/modelAnswers";
+import type { UpResult } from "../helpers/engine";
+import { startHosts, type TestHost } from "../helpers/hostNamespace";
+import { fakeHostsEngine, hostEntry, servingUnderMocks } from "../helpers/hostStack";
+import { catalogWithSecondModel, SECOND_MODEL } from "../helpers/recipes";
+import { installStandIns, nftCheckOnly } from "../helpers/standIns";
+import { prepareStandInServer } from "../helpers/standInServer";
+
+/**
+ * Two models behind one front door, for real (issue 30): three fake NPU hosts (chat, the catalog's
+ * MiniMax, on npu-0; tiny, the tests' Tiny-Chat recipe imported with `recipe import`, on npu-1 and
+ * npu-2) and a router host, each with real systemd and sshd; the program's commands run over SSH in
+ * graph order (test/helpers/engine.ts). The router host runs one Envoy and an EPP and endpoints agent
+ * per model; Envoy, the EPPs and vLLM are the stand-ins (the Envoy stand-in reads the body's model with
+ * json_to_metadata's rules and runs the shipped Lua under LuaJIT). Each model's requests must reach
+ * that model's ranks only: the answer names the rank's model, and each rank's own token counter
+ * (vllm:generation_tokens_total) must have grown by exactly its model's requests.
+ */
+const INSTALL_ROOT = "/opt/rbln-models-test";
+const CACHE_ROOT = "/var/lib/rbln-models-test";
+const STAND_INS = "/opt/rbln-models-stand-ins";
+const FAKE_DEV = `${INSTALL_ROOT}/dev`;
+const PORT = 18090;
+/** Requests per model, and clients at once: each model's requests ask a token count of their own, so the ranks' counters tell them apart. */
+const REQUESTS = 1000;
+const CLIENTS = 8;
+const catalog = catalogWithSecondModel();
+const fast = { FAKE_VLLM_READY_AFTER: "1", FAKE_VLLM_STEP_SECONDS: "0.002" };
+
+interface Model {
+  name: string;
+  id: string;
+  served: string[];
+  tokens: number;
+  /** Its ranks' metrics: host index and port. */
+  ranks: [number, number][];
+}
+const MODELS: Model[] = [
+  { name: "chat", id: "MiniMaxAI/MiniMax-M2.7", served: ["MiniMaxAI/MiniMax-M2.7", "minimax"], tokens: 2, ranks: [[0, 8000]] },
+  {
+    name: "tiny",
+    id: SECOND_MODEL,
+    served: ["tiny-chat", SECOND_MODEL],
+    tokens: 3,
+    ranks: [
+      [1, 9000],
+      [2, 9100],
+      [2, 9101],
+    ],
+  },
+];
+
+let hosts: TestHost[];
+let npu: TestHost[];
+let router: TestHost;
+let first: UpResult;
+const url = () => `http://${router.address}:${PORT}`;
+
+function settings(): Record<string, unknown> {
+  return {
+    platform: "hosts",
+    hosts: npu.map((h, i) => hostEntry(h, i)),
+    installRoot: INSTALL_ROOT,
+    cacheRoot: CACHE_ROOT,
+    minFreeDiskGbToRestart: 0,
+    router: {
+      host: { name: "door", address: router.address, port: router.port, hostKey: router.hostPublicKey, listenAddress: router.address },
+      port: PORT,
+    },
+    rollout: { shutdownTimeoutSeconds: 30 },
+    models: [
+      {
+        name: "chat",
+        strategy: "aggregated-data-expert-parallel",
+        target: "Latency",
+        servedNames: MODELS[0]!.served,
+        hosts: ["npu-0"],
+        extraEnv: { main: fast },
+      },
+      {
+        name: "tiny",
+        model: SECOND_MODEL,
+        strategy: "two-role",
+        target: "Latency",
+        servedNames: MODELS[1]!.served,
+        hosts: ["npu-1", "npu-2"],
+        extraEnv: { front: fast, back: fast },
+      },
+    ],
+  };
+}
+
+async function up(): Promise<UpResult> {
+  const runtime = `${STAND_INS}/stand-ins/container-runtime-stand-in`;
+  const { registrations } = await servingUnderMocks(settings() as ModelServingArgs["settings"], {
+    catalog,
+    hostOptions: {
+      readinessIntervalSeconds: 1,
+      restartSeconds: 1,
+      startLimitBurst: 3,
+      startLimitIntervalSeconds: 120,
+      groupStopGraceSeconds: 3,
+      devRoot: FAKE_DEV,
+      containerRuntime: runtime,
+      firewall: nftCheckOnly(runtime),
+    },
+    copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
+  });
+  return fakeHostsEngine(hosts).up(registrations);
+}
+
+/** The endpoint names of a model's EPP file on the router host. */
+async function listed(model: string): Promise<string[]> {
+  const read = await router.run(`cat ${INSTALL_ROOT}/router/${deploymentId("test", `${DEFAULT_INSTANCE}-${model}`)}/epp/endpoints.yaml`);
+  return [...read.stdout.matchAll(/^- name: "([^"]+)"$/gm)].map((m) => m[1]!);
+}
+
+async function untilListed(model: string, count: number): Promise<string[]> {
+  for (let i = 0; i < 240; i++) {
+    const names = await listed(model);
+    if (names.length === count) return names;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`${model}'s EPP lists ${await listed(model)}, not ${count} endpoints`);
+}
+
+/** A rank's tokens generated so far (the stand-in vLLM's vllm:generation_tokens_total). */
+async function tokens([host, port]: [number, number]): Promise<number> {
+  const text = await (await fetch(`http://${npu[host]!.address}:${port}/metrics`)).text();
+  return Number(/^vllm:generation_tokens_total(?:\{[^}]*\})? ([\d.]+)$/m.exec(text)?.[1] ?? Number.NaN);
+}
+
+beforeAll(async () => {
+  hosts = await startHosts(4, { privatePaths: [INSTALL_ROOT, CACHE_ROOT, STAND_INS] });
+  npu = hosts.slice(0, 3);
+  router = hosts[3]!;
+  await Promise.all(hosts.map((host) => installStandIns(host, STAND_INS)));
+  const venvs = [
+    `${INSTALL_ROOT}/venvs/test.rbln-serving-chat/rebel-compiler-0.12.0_vllm-rbln-0.12.0`,
+    `${INSTALL_ROOT}/venvs/test.rbln-serving-tiny/vllm-rbln-0.12.0`,
+    `${INSTALL_ROOT}/venvs/test.rbln-serving-tiny/vllm-rbln-0.12.0`,
+  ];
+  const weights = [MODELS[0]!.id, SECOND_MODEL, SECOND_MODEL].map((id) => `${CACHE_ROOT}/huggingface/rbln-serving-complete/${id.replace("/", "--")}`);
+  for (const [i, host] of npu.entries()) {
+    await prepareStandInServer(host, { venv: venvs[i]!, devRoot: FAKE_DEV });
+    const marker = await host.run(`install -d $(dirname ${weights[i]}) && touch ${weights[i]}`);
+    if (marker.status !== 0) throw new Error(`${host.name}: ${marker.stderr}`);
+  }
+  first = await up();
+}, 300_000);
+afterAll(async () => {
+  await Promise.all((hosts ?? []).map((h) => h.stop()));
+});
+
+describe("two models behind one front door on fake hosts", { timeout: 180_000 }, () => {
+  it("first deploy: one front door on the router host, an EPP per model listing that model's ranks only", async () => {
+    expect(first.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
+    const applies = first.runs.filter((r) => r.name.endsWith("-front-door-apply"));
+    expect(applies.map((r) => r.name)).toEqual(["rbln-serving-door-front-door-apply"]);
+    expect(applies[0]!.stdout).toContain("front door door: serving");
+    expect(await untilListed("chat", 1)).toEqual(["npu-0-main-0"]);
+    expect(await untilListed("tiny", 2)).toEqual(["npu-1-front-0", "npu-2-back-0"]);
+  });
+
+  it(`lands ${REQUESTS} requests per model, by every served name, 100 % on that model's ranks`, async () => {
+    const before = await Promise.all(MODELS.map((m) => Promise.all(m.ranks.map(tokens))));
+    const jobs = MODELS.flatMap((model) => Array.from({ length: REQUESTS }, (_, i) => ({ model, name: model.served[i % model.served.length]! })));
+    const answers: { model: Model; status: number; answeredBy: string }[] = [];
+    let next = 0;
+    const client = async () => {
+      for (let job = jobs[next++]; job; job = jobs[next++]) {
+        const response = await fetch(`${url()}/v1/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: job.name, prompt: "hi", max_tokens: job.model.tokens }),
+        });
+        const body = (await response.json().catch(() => ({}))) as { model?: string };
+        answers.push({ model: job.model, status: response.status, answeredBy: body.model ?? "" });
+      }
+    };
+    await Promise.all(Array.from({ length: CLIENTS }, client));
+    for (const model of MODELS) {
+      const own = answers.filter((a) => a.model === model);
+      expect(own, model.name).toHaveLength(REQUESTS);
+      const astray = own.filter((a) => a.status !== 200 || a.answeredBy !== model.id);
+      expect(astray.map((a) => `${a.status}, answered by ${a.answeredBy || "no rank"}`).slice(0, 5), `${model.name}: ${astray.length} astray`).toEqual([]);
+    }
+    const after = await Promise.all(MODELS.map((m) => Promise.all(m.ranks.map(tokens))));
+    // Every token each model's ranks made since is its own requests': none of another model's reached them.
+    MODELS.forEach((model, i) => {
+      const grown = after[i]!.reduce((sum, t, r) => sum + t - before[i]![r]!, 0);
+      expect(grown, `${model.name}'s ranks' tokens`).toBe(REQUESTS * model.tokens);
+    });
+  });
+
+  it("a re-run restarts nothing on the router host", async () => {
+    const again = await up();
+    expect(again.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
+    const apply = again.runs.find((r) => r.name === "rbln-serving-door-front-door-apply");
+    expect(apply?.stdout ?? "").not.toContain("(re)started");
+  });
+
+  it("answers an unknown model with 404 JSON, and GET /v1/models with every served name", async () => {
+    for (const model of ["unknown", "MiniMaxAI/MiniMax-M2.5", ""]) {
+      const response = await fetch(`${url()}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-gateway-base-model-name": "tiny-chat" },
+        body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }] }),
+      });
+      expect([response.status, response.headers.get("content-type"), await response.text()], model).toEqual([404, "application/json", UNKNOWN_MODEL_BODY]);
+    }
+    const list = await fetch(`${url()}/v1/models`);
+    expect(list.status).toBe(200);
+    expect(((await list.json()) as { data: { id: string }[] }).data.map((m) => m.id)).toEqual(MODELS.flatMap((m) => m.served));
+  });
+});

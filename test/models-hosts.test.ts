@@ -1,0 +1,201 @@
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse as parseYaml } from "yaml";
+import { runCommand } from "../cli/commands";
+import { ModelServing } from "../components/modelServing";
+import { parseStackSettings } from "../core/config/stackConfig";
+import { planStack } from "../core/plan/stack";
+import { renderStackFiles } from "../core/render/files";
+import { renderStack } from "../core/render/stack";
+import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
+import { validateEndpointPickerConfig } from "./helpers/eppConfig";
+import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
+import { ofType, runUnderMocks, stdoutRef } from "./helpers/pulumiHarness";
+import { catalogWithSecondModel, SECOND_MODEL, shippedCatalog } from "./helpers/recipes";
+import { shellcheckFindings, systemdExecArgv, unitComplaints } from "./helpers/systemdOracle";
+
+// A stack of models on hosts (issue 30): one front door per router host, whose Envoy routes by the
+// body's model, and per model its own EPP (own ports), endpoints agent and folder; the program registers
+// one front door's steps per router host, which each model's hosts drain through.
+
+const catalog = catalogWithSecondModel();
+const host = (name: string, last: number) => ({ name, address: `10.0.0.${last}`, hostKey: EXAMPLE_HOST_KEY });
+const HOSTS = [host("npu-a", 11), host("npu-b", 12), host("npu-c", 13)];
+const DOOR = { name: "door", address: "10.0.0.10", hostKey: EXAMPLE_HOST_KEY };
+const chat = { name: "chat", strategy: "aggregated-data-expert-parallel", target: "Latency", hosts: ["npu-a"] };
+const tiny = {
+  name: "tiny",
+  model: SECOND_MODEL,
+  strategy: "two-role",
+  target: "Latency",
+  servedNames: ["tiny-chat", SECOND_MODEL],
+  hosts: ["npu-b", "npu-c"],
+};
+const stack = (changes: Record<string, unknown> = {}): Record<string, unknown> => ({
+  platform: "hosts",
+  hosts: HOSTS,
+  router: { host: DOOR },
+  models: [chat, tiny],
+  ...changes,
+});
+const SECRETS = { sshPrivateKey: "key", hfToken: "hf", apiKey: "api" };
+
+const render = (settings: Record<string, unknown>) =>
+  renderStack(planStack(parseStackSettings(settings), catalog), { stack: "dev", instance: "rbln-serving", secrets: ["sshPrivateKey", "apiKey"] });
+
+describe("the front door of a stack of models on hosts, rendered", () => {
+  const rendered = render(stack());
+  const files = renderStackFiles(rendered);
+  const router = "hosts/door/front-door";
+
+  it("is one front door on the router host: one Envoy, and per model an EPP and an agent named after the model", () => {
+    expect(rendered.frontDoor!.routers.map((r) => r.host.name)).toEqual(["door"]);
+    for (const model of rendered.models) expect(model.hosts!.frontDoor!.routers).toEqual([]);
+    expect(
+      Object.keys(files)
+        .filter((f) => f.startsWith(`${router}/systemd/`))
+        .map((f) => path.basename(f))
+        .sort(),
+    ).toEqual([
+      "rbln-serving-dev.front-door-proxy.service",
+      "rbln-serving-dev.rbln-serving-chat.front-door-agent.service",
+      "rbln-serving-dev.rbln-serving-chat.front-door-epp.service",
+      "rbln-serving-dev.rbln-serving-tiny.front-door-agent.service",
+      "rbln-serving-dev.rbln-serving-tiny.front-door-epp.service",
+    ]);
+    expect(Object.keys(files).filter((f) => f.includes("front-door/") && !f.startsWith(router))).toEqual([]);
+  });
+
+  it("gives each model's EPP its own ports, pool and folder, and its agent its own folder", () => {
+    const argv = (model: string) => systemdExecArgv(files[`${router}/systemd/rbln-serving-dev.rbln-serving-${model}.front-door-epp.service`]!);
+    expect(argv("chat")).toEqual(
+      expect.arrayContaining(["127.0.0.1:9002:9002", "127.0.0.1:9003:9003", "0.0.0.0:9090:9090", "--pool-name=dev.rbln-serving-chat"]),
+    );
+    expect(argv("chat")).toContain("/opt/rbln-serving/router/dev.rbln-serving-chat/epp:/etc/epp:ro,z");
+    expect(argv("tiny")).toEqual(
+      expect.arrayContaining(["127.0.0.1:9004:9004", "127.0.0.1:9005:9005", "0.0.0.0:9091:9091", "--grpc-port=9004", "--pool-name=dev.rbln-serving-tiny"]),
+    );
+    expect(files[`${router}/systemd/rbln-serving-dev.rbln-serving-tiny.front-door-agent.service`]).toContain(
+      " agent /opt/rbln-serving/router/dev.rbln-serving-tiny\n",
+    );
+    const desired = (model: string) => JSON.parse(files[`${router}/models/${model}/desired.json`]!).endpoints.map((e: { name: string }) => e.name);
+    expect([desired("chat"), desired("tiny")]).toEqual([["npu-a-main-0"], ["npu-b-front-0", "npu-c-back-0"]]);
+    for (const model of ["chat", "tiny"]) expect(validateEndpointPickerConfig(files[`${router}/models/${model}/epp/epp.yaml`]!)).toEqual([]);
+  });
+
+  it("routes each served name to its model's EPP in the one Envoy's config, which Envoy v1.37's API takes", () => {
+    const envoy = files[`${router}/envoy/envoy.yaml`]!;
+    expect(validateEnvoyBootstrap(envoy)).toEqual([]);
+    const routes = parseYaml(envoy).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes;
+    const toEpp = routes
+      .filter((r: any) => r.match.headers?.[0]?.name === "x-gateway-base-model-name")
+      .map((r: any) => [
+        r.match.headers[0].string_match.exact,
+        r.typed_per_filter_config["envoy.filters.http.ext_proc"].overrides.grpc_service.envoy_grpc.cluster_name,
+      ]);
+    expect(toEpp).toEqual([
+      ["MiniMaxAI/MiniMax-M2.7", "epp-chat"],
+      ["tiny-chat", "epp-tiny"],
+      [SECOND_MODEL, "epp-tiny"],
+    ]);
+    // Each model's EPP cluster reaches that model's EPP, on its own gRPC port.
+    const clusters = parseYaml(envoy).static_resources.clusters.filter((c: any) => c.name.startsWith("epp-"));
+    expect(clusters.map((c: any) => [c.name, c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value])).toEqual([
+      ["epp-chat", 9002],
+      ["epp-tiny", 9004],
+    ]);
+  });
+
+  it("hands each host a key into its own model's folder only", () => {
+    const access = rendered.frontDoor!.routers[0]!.access;
+    expect(access.map((a) => a.host)).toEqual(["npu-a", "npu-b", "npu-c"]);
+    expect(access[0]!.accessScript).toContain("state_dir=/opt/rbln-serving/router/dev.rbln-serving-chat\n");
+    expect(access[1]!.accessScript).toContain("state_dir=/opt/rbln-serving/router/dev.rbln-serving-tiny\n");
+  });
+
+  it("labels each model's EPP scrape target with its model, on its own metrics port", () => {
+    const targets = JSON.parse(files["prometheus/targets.json"]!).filter((t: any) => t.labels.role === "endpoint-picker");
+    expect(targets.map((t: any) => [t.targets[0], t.labels.model])).toEqual([
+      ["10.0.0.10:9090", "chat"],
+      ["10.0.0.10:9091", "tiny"],
+    ]);
+  });
+
+  it("its units pass systemd-analyze verify (but for the container runtime) and its scripts shellcheck", () => {
+    const units = Object.entries(files).filter(([name]) => name.startsWith(`${router}/systemd/`));
+    expect(units).toHaveLength(5);
+    expect(unitComplaints(units, /\/usr\/bin\/podman|Failed to prepare filename|is not executable: No such file or directory/)).toEqual([]);
+    const scripts = Object.entries(files).filter(([name]) => name.startsWith(router) && name.endsWith(".sh"));
+    expect(scripts.length).toBeGreaterThan(5);
+    expect(shellcheckFindings(scripts)).toBe("");
+  });
+
+  it("refuses several router hosts with models in one line, naming router.hosts", () => {
+    const two = { hosts: [DOOR, { ...DOOR, name: "door-2", address: "10.0.0.20" }], virtualAddress: "10.0.0.100" };
+    expect(() => planStack(parseStackSettings(stack({ router: two })), catalog)).toThrow(
+      "router.hosts: several router hosts do not carry models yet (each router host's failover reaches one EPP and its peers'); with models give one router host in router.host",
+    );
+  });
+});
+
+it("the shipped stack multi-hosts renders one front door on its router host, carrying both models", () => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), "multi-hosts-"));
+  try {
+    const files = runCommand("render", { stack: "multi-hosts", out }, shippedCatalog)
+      .trim()
+      .split("\n")
+      .map((file) => path.relative(out, file));
+    const door = files.filter((f) => f.startsWith("hosts/multi-router/front-door/"));
+    expect(door).toEqual(
+      expect.arrayContaining(
+        ["apply.sh", "envoy/envoy.yaml", "models/chat/desired.json", "models/batch/desired.json"].map((f) => `hosts/multi-router/front-door/${f}`),
+      ),
+    );
+    expect(door.filter((f) => f.includes("access-")).sort()).toEqual(
+      ["npu-multi-0", "npu-multi-1", "npu-multi-2"].map((h) => `hosts/multi-router/front-door/access-${h}.sh`),
+    );
+    const envoy = fs.readFileSync(path.join(out, "hosts/multi-router/front-door/envoy/envoy.yaml"), "utf8");
+    expect(validateEnvoyBootstrap(envoy)).toEqual([]);
+    for (const name of ["MiniMaxAI/MiniMax-M2.7", "minimax", "minimax-batch"]) expect(envoy).toContain(`exact: ${name}\n`);
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
+});
+
+describe("a stack of models on hosts under the mock runtime", () => {
+  it("registers one front door's steps per router host, which every model's hosts drain through", async () => {
+    const { registrations, error } = await runUnderMocks(() => new ModelServing("rbln-serving", { settings: stack(), secrets: SECRETS, catalog }), {}, {});
+    expect(error).toBeUndefined();
+    expect(ofType(registrations, "rbln-serving:index:FrontDoor").map((r) => r.name)).toEqual(["rbln-serving-door-front-door"]);
+    const commands = ofType(registrations, "command:remote:Command");
+    const doorSteps = commands.filter((c) => c.name.startsWith("rbln-serving-door-front-door-")).map((c) => c.name);
+    expect(doorSteps.sort()).toEqual(["apply", "access-npu-a", "access-npu-b", "access-npu-c"].map((s) => `rbln-serving-door-front-door-${s}`).sort());
+    const apply = "rbln-serving-door-front-door-apply";
+    for (const [unit, owner] of [
+      ["rbln-serving-chat-npu-a-main-0", "npu-a"],
+      ["rbln-serving-tiny-npu-b-front-0", "npu-b"],
+      ["rbln-serving-tiny-npu-c-back-0", "npu-c"],
+    ] as const) {
+      const step = commands.find((c) => c.name === unit);
+      expect(step, unit).toBeDefined();
+      expect(
+        step!.dependencies.some((d) => d.endsWith(`::${apply}`)),
+        `${unit} after the front door`,
+      ).toBe(true);
+      expect(step!.inputs.stdin).toContain(stdoutRef(`rbln-serving-door-front-door-access-${owner}`));
+    }
+  });
+
+  it("changing model tiny changes none of chat's resources", async () => {
+    const registered = async (settings: Record<string, unknown>) => {
+      const { registrations } = await runUnderMocks(() => new ModelServing("rbln-serving", { settings, secrets: SECRETS, catalog }), {}, {});
+      return new Map(registrations.filter((r) => r.name.startsWith("rbln-serving-chat-")).map((r) => [r.urn, JSON.stringify([r.inputs, r.dependencies])]));
+    };
+    const before = await registered(stack());
+    const after = await registered(stack({ models: [chat, { ...tiny, extraArgs: { front: ["--max-log-len", "100"] } }] }));
+    expect(before.size).toBeGreaterThanOrEqual(5);
+    expect([...after]).toEqual([...before]);
+  });
+});
