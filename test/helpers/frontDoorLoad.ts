@@ -62,6 +62,16 @@ export function now(): number {
   return performance.timeOrigin + performance.now();
 }
 
+/**
+ * A moment a fake host's `date` gave (epoch ms, the kernel's realtime clock, which the hosts share
+ * with this machine) on now()'s clock. now() counts from this process's start on the monotonic
+ * clock, which drifts from the realtime clock: by 100 ms and more over a long test file, enough to
+ * date a request in flight at a fault as sent after it.
+ */
+export function fromHostClock(epochMs: number): number {
+  return epochMs + (now() - Date.now());
+}
+
 /** Refuses a URL whose host is not on loopback or a test network (198.18.0.0/15, hostNetwork.ts). */
 export function assertLoopback(url: string): void {
   const host = new URL(url).hostname.replace(/^\[|\]$/g, "");

@@ -1,6 +1,6 @@
 import * as fs from "node:fs";
 import { AGENT_ROUND_SECONDS } from "./faults";
-import { listedEndpoints, now, requestsAroundFault, secondsAfterFault, startLoad, type RequestRecord } from "./frontDoorLoad";
+import { fromHostClock, listedEndpoints, now, requestsAroundFault, secondsAfterFault, startLoad, type RequestRecord } from "./frontDoorLoad";
 import { HA_ENDPOINTS_FILE, haUnit, type HaStack } from "./frontDoorHaStack";
 import type { TestHost } from "./hostNamespace";
 
@@ -131,7 +131,7 @@ export async function untilEppsHealthy(router: TestHost, seconds = 90): Promise<
 function whenHolds(host: TestHost, address: string, seconds: number): Promise<number | null> {
   return host
     .console(`for i in $(seq ${seconds * 50}); do ip -o address show dev eth0 | grep -qF ' ${address}/' && exec date +%s%3N; sleep 0.02; done; exit 1`)
-    .then((r) => (r.status === 0 ? Number(r.stdout) : null));
+    .then((r) => (r.status === 0 ? fromHostClock(Number(r.stdout)) : null));
 }
 
 const peerOf = (stack: HaStack, host: TestHost) => stack.routers.find((r) => r !== host)!;
@@ -190,7 +190,7 @@ export const ROUTER_FAULTS: RouterFaultCase[] = [
       // The fault's moment is the kill's, read on the host (its clock is this machine's).
       const killed = await holder.console(`kill -9 ${pid} && date +%s.%N`);
       if (killed.status !== 0) throw new Error(`kill: ${killed.stderr}`);
-      progress.faultAt = Number(killed.stdout) * 1000;
+      progress.faultAt = fromHostClock(Number(killed.stdout) * 1000);
     },
     // systemd starts the EPP again (Restart=always); its Envoy takes it back after healthy_threshold checks.
     restore: async (stack) => untilEppsHealthy((await stack.holder())!),
