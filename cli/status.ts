@@ -5,14 +5,15 @@ import { histogramQuantile, meanOf, parseExposition, sumOf } from "../core/monit
 import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
 import { hostPort, httpUrl } from "../core/address";
 import { frontDoorAddresses } from "../core/plan/frontDoor";
-import { FRONT_DOOR_PORTS } from "../core/plan/ports";
+import { FRONT_DOOR_PORTS, modelEppPorts } from "../core/plan/ports";
 import type { Deployment } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { DEFAULT_INSTANCE } from "../core/render/hosts/names";
+import { modelInstance } from "../core/render/stack";
 import { hostStatusReads } from "../core/render/hosts/statusRead";
 import { classifyHostRank } from "../core/status/hostRank";
 import { exitCodeOf, formatAge, roleSummaries, STATUS_EXIT, type RankState } from "../core/status/states";
-import { refuseUnusedOptions, stackDeployment, type CliOptions } from "./commands";
+import { refuseUnusedOptions, stackPlan, type CliOptions } from "./commands";
 import { mapLimited } from "./boundedRun";
 import { readHost, type SshOptions } from "./hostRead";
 import { readKubernetes, type KubernetesStatus } from "./kubeRead";
@@ -88,11 +89,17 @@ export interface FrontDoorStatus {
 /** What `status` reads: `--endpoint` URLs over HTTP, or a stack's ranks over HTTP and their hosts over SSH, or its pods. */
 type Source =
   | { kind: "endpoints"; ranks: Rank[]; plannedModel: string }
-  | { kind: "hosts"; ranks: Rank[]; plannedModel: string; deployment: Deployment; stack: string }
-  | { kind: "kubernetes"; plannedModel: string; deployment: Deployment };
+  | { kind: "hosts"; ranks: Rank[]; plannedModel: string; deployment: Deployment; stack: string; instance: string; pickerPort: number }
+  | { kind: "kubernetes"; plannedModel: string; deployment: Deployment; instance: string };
 
-/** The ranks to ask: `--endpoint` URLs, or every rank of a hosts stack (and its front door), or a Kubernetes stack's pods. */
-function sourceOf(options: StatusOptions, catalog: RecipeCatalog): Source {
+/** What `status` reads for one model of the stack (name null: a stack without models, or --endpoint URLs). */
+interface ModelSource {
+  name: string | null;
+  source: Source;
+}
+
+/** The ranks to ask, per model: `--endpoint` URLs, or every rank of each model of a hosts stack (and its front door), or each model's pods. */
+function sourcesOf(options: StatusOptions, catalog: RecipeCatalog): ModelSource[] {
   const endpoints = (options.endpoint ?? []).map((url) => {
     const parsed = /^https?:\/\/[^/\s\p{Cc}]+\/?$/u.test(url) && URL.canParse(url) ? new URL(url) : undefined;
     if (parsed === undefined) throw new ConfigError("--endpoint", `"${url}" is not a base URL such as http://10.0.0.5:8000`);
@@ -103,12 +110,28 @@ function sourceOf(options: StatusOptions, catalog: RecipeCatalog): Source {
   });
   if (options.stack === undefined) {
     if (endpoints.length === 0) throw new ConfigError("--stack", "required without --endpoint: status --stack NAME or --endpoint URL ...");
-    return { kind: "endpoints", ranks: endpoints, plannedModel: options.model ?? DEFAULT_MODEL };
+    return [{ name: null, source: { kind: "endpoints", ranks: endpoints, plannedModel: options.model ?? DEFAULT_MODEL } }];
   }
-  const { deployment } = stackDeployment(options, catalog, options.stack);
-  if (endpoints.length > 0) return { kind: "endpoints", ranks: endpoints, plannedModel: deployment.plan.model };
-  if (deployment.settings.platform !== "hosts") return { kind: "kubernetes", plannedModel: deployment.plan.model, deployment };
-  return { kind: "hosts", ranks: ranksOfDeployment(deployment), plannedModel: deployment.plan.model, deployment, stack: options.stack };
+  const { models } = stackPlan(options, catalog, options.stack).plan;
+  if (endpoints.length > 0) {
+    if (models.length > 1)
+      throw new ConfigError(
+        "--endpoint",
+        `"${options.stack}" serves ${models.length} models, so URLs alone do not say which; give --stack alone, or --endpoint without --stack`,
+      );
+    return [{ name: null, source: { kind: "endpoints", ranks: endpoints, plannedModel: models[0]!.plan.model } }];
+  }
+  const stack = options.stack;
+  return models.map((deployment, i) => {
+    // A model of several is named after its entry, on its own EPP ports (as the render names and places it).
+    const instance = modelInstance(DEFAULT_INSTANCE, deployment);
+    const plannedModel = models.length > 1 ? deployment.entry.servedNames[0]! : deployment.plan.model;
+    const source: Source =
+      deployment.settings.platform === "hosts"
+        ? { kind: "hosts", ranks: ranksOfDeployment(deployment), plannedModel, deployment, stack, instance, pickerPort: modelEppPorts(i).eppMetrics }
+        : { kind: "kubernetes", plannedModel, deployment, instance };
+    return { name: deployment.entry.name, source };
+  });
 }
 
 /** The EPP's gauge of the endpoints it routes to (llm-d-router v0.10.0 pkg/epp/metrics). */
@@ -132,7 +155,8 @@ export async function frontDoorStatus(
   }
   let model: string | null = null;
   try {
-    model = servedModel(await read(url, "/v1/models", apiKey));
+    const listed = servedModels(await read(url, "/v1/models", apiKey));
+    model = listed.includes(plannedModel) ? plannedModel : (listed[0] ?? null);
     if (model !== plannedModel) problems.push(`serves ${JSON.stringify(model)}, planned ${JSON.stringify(plannedModel)}`);
   } catch (error) {
     problems.push(reason(error));
@@ -201,7 +225,11 @@ async function read(rankUrl: string, path: string, apiKey: string | undefined): 
 /** The part of vLLM's (OpenAI's) model list `status` reads: the first entry is the served model. */
 const ModelList = z.object({ data: z.array(z.object({ id: z.string() })) });
 
-function servedModel(body: string): string | null {
+/** The first served name (vLLM's served model) a /v1/models body lists. */
+const servedModel = (body: string): string | null => servedModels(body)[0] ?? null;
+
+/** Every name a /v1/models body lists: a front door of several models lists each model's. */
+function servedModels(body: string): string[] {
   let json: unknown;
   try {
     json = JSON.parse(body);
@@ -214,7 +242,7 @@ function servedModel(body: string): string | null {
     const where = formatPath(issue.path);
     throw new Error(`/v1/models: ${where ? `${where}: ` : ""}${issueMessage(issue)}`);
   }
-  return parsed.data.data[0]?.id ?? null;
+  return parsed.data.data.map((entry) => entry.id);
 }
 
 /** fetch says "fetch failed" and keeps the socket's reason (ECONNREFUSED, a timeout) in `cause`. */
@@ -387,8 +415,14 @@ export interface StatusReport {
 const SSH_READS_AT_ONCE = 8;
 
 /** Each rank's state from its HTTP answer and what its host says (core/status/hostRank.ts), with its age and last log line. */
-async function withHostStates(statuses: readonly RankStatus[], deployment: Deployment, stack: string, ssh: SshOptions): Promise<RankStatus[]> {
-  const reads = hostStatusReads(deployment, stack);
+async function withHostStates(
+  statuses: readonly RankStatus[],
+  deployment: Deployment,
+  stack: string,
+  instance: string,
+  ssh: SshOptions,
+): Promise<RankStatus[]> {
+  const reads = hostStatusReads(deployment, stack, instance);
   const all = await mapLimited([...reads.hosts, ...reads.routers], SSH_READS_AT_ONCE, (r) => readHost(r, ssh));
   const [results, routers] = [all.slice(0, reads.hosts.length), all.slice(reads.hosts.length)];
   const byHost = new Map(reads.hosts.map((r, i) => [r.host.name, results[i]!]));
@@ -411,12 +445,10 @@ function sshOptions(options: StatusOptions, deployment: Deployment): SshOptions 
   return { identity: options.identity, skipHostKeyCheck: deployment.settings.insecureSkipHostKeyCheck };
 }
 
-/** Reads every rank once (and the front door, the hosts or the pods): the report `status` prints. */
-export async function readStatus(options: StatusOptions, catalog: RecipeCatalog): Promise<StatusReport> {
-  const interval = intervalSeconds(options);
-  const source = sourceOf(options, catalog);
+/** One model's reading: every rank once (and the front door, the hosts or the pods). */
+async function readModelStatus(source: Source, options: StatusOptions, interval: number): Promise<StatusReport> {
   if (source.kind === "kubernetes") {
-    const kubernetes = await readKubernetes(source.deployment, DEFAULT_INSTANCE);
+    const kubernetes = await readKubernetes(source.deployment, source.instance);
     return {
       plannedModel: source.plannedModel,
       ranks: [],
@@ -429,11 +461,17 @@ export async function readStatus(options: StatusOptions, catalog: RecipeCatalog)
   const frontDoor = source.kind === "hosts" ? source.deployment.frontDoor : null;
   const [probed, door] = await Promise.all([
     probeRanks(source.ranks, source.plannedModel, interval),
-    frontDoor
-      ? frontDoorStatus({ address: frontDoorAddresses(frontDoor)[0]!, port: frontDoor.port }, source.plannedModel, process.env.VLLM_API_KEY || undefined)
+    frontDoor && source.kind === "hosts"
+      ? frontDoorStatus(
+          { address: frontDoorAddresses(frontDoor)[0]!, port: frontDoor.port },
+          source.plannedModel,
+          process.env.VLLM_API_KEY || undefined,
+          source.pickerPort,
+        )
       : null,
   ]);
-  const ranks = source.kind === "hosts" ? await withHostStates(probed, source.deployment, source.stack, sshOptions(options, source.deployment)) : probed;
+  const ranks =
+    source.kind === "hosts" ? await withHostStates(probed, source.deployment, source.stack, source.instance, sshOptions(options, source.deployment)) : probed;
   const rankExit = exitCodeOf(ranks.map((r) => r.state));
   // A front door that fails while every rank serves has failed; while ranks start, it waits with them.
   const exitCode = door?.problem ? Math.max(rankExit === STATUS_EXIT.ready ? STATUS_EXIT.failed : rankExit, STATUS_EXIT.starting) : rankExit;
@@ -441,13 +479,36 @@ export async function readStatus(options: StatusOptions, catalog: RecipeCatalog)
   return { plannedModel: source.plannedModel, ranks, frontDoor: door, kubernetes: null, roles, exitCode };
 }
 
-function reportText(report: StatusReport, options: StatusOptions): string {
-  if (options.format === "json") {
-    const { exitCode: _, ...document } = report;
-    return `${JSON.stringify(document, null, options.watch ? undefined : 2).replace(JSON_RAW_CONTROLS, unicodeEscape)}\n`;
-  }
+/** One reading of every model of the stack (one for a stack without models, or URLs): each model's report, and the worst exit status. */
+export interface StackStatusReport {
+  models: (StatusReport & { name: string | null })[];
+  exitCode: number;
+}
+
+/** Reads every model's ranks once, the models one after the other: the report `status` prints. */
+export async function readStatus(options: StatusOptions, catalog: RecipeCatalog): Promise<StackStatusReport> {
+  const interval = intervalSeconds(options);
+  const models = [];
+  for (const { name, source } of sourcesOf(options, catalog)) models.push({ name, ...(await readModelStatus(source, options, interval)) });
+  return { models, exitCode: Math.max(...models.map((m) => m.exitCode)) };
+}
+
+/** One model's report: its pods, or its ranks and front door. */
+function modelText(report: StatusReport): string {
   if (report.kubernetes) return podTable(report.kubernetes, Date.now() / 1000);
   return table(report.ranks) + (report.frontDoor ? frontDoorLines(report.frontDoor) : "");
+}
+
+/** A stack of one model reads as before models; several, each under `# model <name>` (as `plan` prints them), in JSON as `{models: [...]}`. */
+function reportText(report: StackStatusReport, options: StatusOptions): string {
+  const documents = report.models.map(({ exitCode: _, ...document }) => document);
+  if (options.format === "json") {
+    const [only] = documents;
+    const document = documents.length === 1 && only!.name === null ? (({ name: _, ...rest }) => rest)(only!) : { models: documents };
+    return `${JSON.stringify(document, null, options.watch ? undefined : 2).replace(JSON_RAW_CONTROLS, unicodeEscape)}\n`;
+  }
+  if (report.models.length === 1 && report.models[0]!.name === null) return modelText(report.models[0]!);
+  return report.models.map((model) => `# model ${model.name}, served as ${model.plannedModel}\n${modelText(model)}`).join("\n");
 }
 
 function checkOptions(options: StatusOptions): void {

@@ -8,7 +8,8 @@ import { ModelServing } from "../components/modelServing";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { planStack } from "../core/plan/stack";
 import { renderStackFiles } from "../core/render/files";
-import { renderStack } from "../core/render/stack";
+import { hostStatusReads } from "../core/render/hosts/statusRead";
+import { modelInstance, renderStack } from "../core/render/stack";
 import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
 import { validateEndpointPickerConfig } from "./helpers/eppConfig";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
@@ -121,6 +122,19 @@ describe("the front door of a stack of models on hosts, rendered", () => {
       ["10.0.0.10:9090", "chat"],
       ["10.0.0.10:9091", "tiny"],
     ]);
+  });
+
+  it("status reads each model's ranks by the units its render names, and its drains in its own folder on the router host", () => {
+    rendered.models.forEach((model) => {
+      const reads = hostStatusReads(model.deployment, "dev", modelInstance("rbln-serving", model.deployment));
+      const spec = (script: string) => JSON.parse(JSON.parse(/json\.loads\(("(?:[^"\\]|\\.)*")\)/.exec(script)![1]!));
+      const read = reads.hosts.flatMap((h) => spec(h.script).ranks.map((r: { unit: string }) => r.unit)).sort();
+      const units = model.hosts!.waves.flat().flatMap((placement) => placement.ranks.map((r) => r.unitName));
+      expect(read).toEqual(units.sort());
+      expect(reads.routers.map((r) => [r.host.name, spec(r.script).drainsDir])).toEqual([
+        ["door", `/opt/rbln-serving/router/dev.rbln-serving-${model.deployment.entry.name}/drains`],
+      ]);
+    });
   });
 
   it("its units pass systemd-analyze verify (but for the container runtime) and its scripts shellcheck", () => {

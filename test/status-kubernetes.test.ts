@@ -28,7 +28,7 @@ beforeAll(() => {
     path.join(standIn, "kubectl"),
     // `logs POD ...`: two lines of that pod's log, as `--tail 1` is asked for; the last names the pod.
     `#!/bin/sh\nif [ "$1" = logs ]; then echo "earlier line"; echo "$2: Compiling layer 31/62"; exit 0; fi\n` +
-      `[ -z "$KUBECTL_ARGS_FILE" ] || echo "$@" > "$KUBECTL_ARGS_FILE"\ncat ${JSON.stringify(FIXTURE)}\n`,
+      `[ -z "$KUBECTL_ARGS_FILE" ] || echo "$@" >> "$KUBECTL_ARGS_FILE"\ncat ${JSON.stringify(FIXTURE)}\n`,
     { mode: 0o755 },
   );
 });
@@ -106,5 +106,29 @@ describe("status --stack on a Kubernetes stack", () => {
     const readPods = JSON.parse(json.stdout).kubernetes.pods as { pod: string; state: string; lastLine: string | null }[];
     expect(readPods.filter((p) => p.lastLine !== null).map((p) => p.state)).toEqual(["LOADING", "DRAINING", "COMPILING", "FAILED", "DOWN"]);
     expect(readPods.map((p) => p.state)).toEqual(["READY", "LOADING", "DRAINING", "COMPILING", "DOWNLOADING", "INSTALLING", "FAILED", "DOWN"]);
+  });
+  it("reads each model of a stack of several with its own instance's pods, under its name, and exits with the worst model's status", async () => {
+    const argsFile = path.join(standIn, "args-multi");
+    const run = await statusCli(["--stack", "multi"], { KUBECTL_ARGS_FILE: argsFile });
+    expect(run.status, run.stderr).toBe(3);
+    // One namespace, each model's own instance label (the render's modelInstance).
+    expect(fs.readFileSync(argsFile, "utf8").trim().split("\n")).toEqual(
+      ["chat", "batch"].map((name) => `get pods,jobs --namespace llm-multi --selector app.kubernetes.io/instance=rbln-serving-${name} --output json`),
+    );
+    const sections = run.stdout.split(/^# model /m).slice(1);
+    expect(sections.map((s) => s.split("\n")[0])).toEqual(["chat, served as MiniMaxAI/MiniMax-M2.7", "batch, served as minimax-batch"]);
+    // The stand-in answers every selector with the same pods: chat's roles (prefill, decode) find theirs, batch's (main) none.
+    expect(sections[0]).toContain("decode: 0 of 5 pods ready");
+    expect(sections[1]).toContain("no serving pod of rbln-serving-batch in namespace llm-multi");
+    const json = JSON.parse((await statusCli(["--stack", "multi", "--format", "json"])).stdout);
+    expect(json.models.map((m: { name: string; plannedModel: string }) => [m.name, m.plannedModel])).toEqual([
+      ["chat", "MiniMaxAI/MiniMax-M2.7"],
+      ["batch", "minimax-batch"],
+    ]); // URLs alone do not say which model they serve.
+    const refused = await statusCli(["--stack", "multi", "--endpoint", "http://127.0.0.1:1"]);
+    expect([refused.status, refused.stderr.trim().split("\n").at(-1)]).toEqual([
+      2,
+      'error: --endpoint: "multi" serves 2 models, so URLs alone do not say which; give --stack alone, or --endpoint without --stack',
+    ]);
   });
 });

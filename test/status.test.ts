@@ -162,6 +162,24 @@ describe("status against fake vLLM ranks on loopback", () => {
     }
   });
 
+  it("finds a model of several in the front door's model list, and asks that model's own picker", async () => {
+    const http = await import("node:http");
+    const door = http.createServer((_, response) =>
+      response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ object: "list", data: [{ id: "chat" }, { id: "tiny-chat" }] })),
+    );
+    const picker = http.createServer((_, response) => response.writeHead(200).end('llm_d_epp_ready_endpoints{name="tiny"} 2\n'));
+    const listen = (server: import("node:http").Server) =>
+      new Promise<number>((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as import("node:net").AddressInfo).port)));
+    const [doorPort, pickerPort] = [await listen(door), await listen(picker)];
+    try {
+      const read = (model: string) => frontDoorStatus({ address: "127.0.0.1", port: doorPort }, model, undefined, pickerPort);
+      expect(await read("tiny-chat")).toMatchObject({ up: true, model: "tiny-chat", picker: { up: true, readyEndpoints: 2 }, problem: null });
+      expect((await read("batch")).problem).toBe('serves "chat", planned "batch"');
+    } finally {
+      await Promise.all([door, picker].map((server) => new Promise((resolve) => server.close(resolve))));
+    }
+  });
+
   it("flags a rank that serves another model than planned", async () => {
     const server = await fake({ model: "Qwen/Qwen3-0.6B" });
     const [status] = await probeRanks([{ url: server.url, labels: {} }], MODEL, 0.05);

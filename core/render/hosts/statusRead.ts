@@ -47,14 +47,16 @@ const commandOf = (host: Pick<Host, "user">) => (host.user === "root" ? "python3
 
 /**
  * Every NPU host's read for `status`, and each router host's (its agent's drains), named as
- * `pulumi up` names them on stack `stack` (the program's own instance): units, venv, markers.
+ * `pulumi up` names them on stack `stack`: units, venv, markers. `instance` is the program's own,
+ * or a model's of several (modelInstance), whose drains its own folder on the router host keeps.
  */
 export function hostStatusReads(
   deployment: Deployment,
   stack: string,
+  instance = DEFAULT_INSTANCE,
 ): { hosts: HostStatusRead[]; routers: HostStatusRead[]; drainKey: (host: string, key: string) => string } {
   const { settings, plan } = deployment;
-  const id = deploymentId(stack, DEFAULT_INSTANCE);
+  const id = deploymentId(stack, instance);
   const cache = hostCacheLayout(settings);
   const hfHome = `${cache.root}/huggingface`;
   const common = { hitLine: VLLM_RBLN_LOG.hit, warmUpLine: VLLM_RBLN_LOG.warmUp };
