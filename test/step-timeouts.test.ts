@@ -21,6 +21,9 @@ const host = (name: string, address: string) => ({ name, address, hostKey: EXAMP
 const compileHost = host("cpu-0", "10.0.1.5");
 const three = [0, 1, 2].map((i) => host(`npu-${i}`, `10.0.0.${i + 10}`));
 const dev = readStackFile("dev").raw;
+const multiHosts = readStackFile("multi-hosts").raw;
+// Enough models that their restarts outgrow the rounding of one model's timeout to whole minutes.
+const twelve = Array.from({ length: 12 }, (_, i) => host(`npu-m${i}`, `10.40.1.${i + 10}`));
 const edge = readStackFile("edge").raw;
 const STACKS: [string, Record<string, unknown>][] = [
   ["dev", dev],
@@ -37,6 +40,21 @@ const STACKS: [string, Record<string, unknown>][] = [
     { ...edge, router: { hosts: [host("door-a", "10.30.0.5"), host("door-b", "10.30.0.6")], virtualAddress: "10.30.0.100" } },
   ],
   ["dev, three replicas on a shared cache", { ...dev, replicas: 3, hosts: three, cache: { shared: "/mnt/rbln-cache" } }],
+  ["multi-hosts, two models behind one router host", multiHosts],
+  [
+    "twelve models behind one router host, one server each",
+    {
+      ...multiHosts,
+      hosts: twelve,
+      models: twelve.map(({ name }, i) => ({
+        name: `m${i}`,
+        strategy: "aggregated-pipeline-parallel",
+        target: "Throughput",
+        servedNames: [`m${i}`],
+        hosts: [name],
+      })),
+    },
+  ],
 ];
 /** The secrets the settings need: the SSH key, and each password whose user is set. */
 const secretsFor = (raw: Record<string, any>) => ({
@@ -90,6 +108,15 @@ function waitsOf(step: Registration, drain: number): { run: number; remove: numb
     const { imagePullSeconds, systemdStartSeconds } = HOST_DEFAULTS.steps;
     const pulls = scriptSettings(create, "images").length * (3 * imagePullSeconds + 20);
     return { run: n("ready_timeout_s") + n("settle_s") + stops + roll + pulls + units.length * systemdStartSeconds, remove: stops };
+  }
+  if (has(create, "epp_units")) {
+    // A front door of several models (front-door-models-apply.sh): each model's EPP and agent, and the one Envoy, restarted in turn.
+    const texts = [...scriptSettings(create, "epp_units"), ...scriptSettings(create, "agent_units"), one(create, "proxy_unit")!];
+    const stops = texts.reduce((sum, unit) => sum + unitSeconds(unit, "TimeoutStopSec"), 0);
+    const { imagePullSeconds, systemdStartSeconds } = HOST_DEFAULTS.steps;
+    const pulls = scriptSettings(create, "images").length * (3 * imagePullSeconds + 20);
+    const settles = scriptSettings(create, "model_dirs").length * n("settle_s");
+    return { run: n("ready_timeout_s") + settles + stops + pulls + texts.length * systemdStartSeconds, remove: stops };
   }
   if (has(create, "ready_timeout_s")) {
     const stop = unitSeconds(one(create, "unit_text")!, "TimeoutStopSec");

@@ -159,17 +159,24 @@ const ADMIN_CALLS = 4;
  * The front door's apply step (front-door-apply.sh): two images, its three units restarted (the EPP's
  * and Envoy's containers, the agent), Envoy and the EPP answering; with several router hosts the roll
  * as well: keepalived's stop and the peer's takeover, Envoy's drain, the EPP's longer stop,
- * keepalived's check of its config and its start.
+ * keepalived's check of its config and its start. With `models` (front-door-models-apply.sh): each
+ * model's EPP image, EPP and agent restarted, and removed endpoints settled.
  */
-export function frontDoorApplyWaits(host: Pick<Host, "proxy">, failover: FailoverWaits | null = null): StepWaits {
+export function frontDoorApplyWaits(
+  host: Pick<Host, "proxy">,
+  failover: FailoverWaits | null = null,
+  { models, images }: { models: number; images: number } = { models: 1, images: 2 },
+): StepWaits {
   const vrrp = failover?.keepalived ?? false;
+  // A front door of several models (front-door-models-apply.sh) restarts each model's EPP and agent in turn, then Envoy.
+  const perModel = (what: string, seconds: number) => Array.from({ length: models }, () => ({ what, seconds }));
   const stops = [
-    { what: "the EPP container's stop", seconds: containerStopTimeoutSeconds(failover?.eppStopSeconds) },
+    ...perModel("the EPP container's stop", containerStopTimeoutSeconds(failover?.eppStopSeconds)),
     { what: "Envoy's container's stop", seconds: containerStopTimeoutSeconds() },
-    { what: "the agent's stop (systemd's default)", seconds: steps.systemdStopSeconds },
+    ...perModel("the agent's stop (systemd's default)", steps.systemdStopSeconds),
     ...(vrrp ? [{ what: "keepalived's stop (systemd's default)", seconds: steps.systemdStopSeconds }] : []),
   ];
-  const units = vrrp ? 4 : 3;
+  const units = 2 * models + 1 + (vrrp ? 1 : 0);
   const starts = Array.from({ length: units }, (_, i) => ({ what: `unit ${i + 1}'s start (systemd's default)`, seconds: steps.systemdStartSeconds }));
   const roll = failover
     ? [
@@ -182,13 +189,14 @@ export function frontDoorApplyWaits(host: Pick<Host, "proxy">, failover: Failove
     run: [
       connection(host),
       commands,
-      ...imagePulls(2),
+      // The EPP's image (each model's, where they differ) and Envoy's.
+      ...imagePulls(images),
       ...roll,
       ...stops,
       ...starts,
       // Within the same deadline: the agent taking removed endpoints out of the EPP's file; then their settle, one poll late at most.
       { what: "Envoy and the EPP answering", seconds: HOST_DEFAULTS.frontDoor.readyTimeoutSeconds + 2 + 2 * steps.probeTimeoutSeconds },
-      { what: "a removed endpoint's settle", seconds: HOST_DEFAULTS.frontDoor.settleSeconds + 1 },
+      ...perModel("a removed endpoint's settle", HOST_DEFAULTS.frontDoor.settleSeconds + 1),
     ],
     remove: [connection(host), commands, ...stops],
   };

@@ -80,6 +80,7 @@ function modelsRouterScripts(stack: DoorContext, doors: readonly DoorContext[], 
   const units = doors.map((door) => routerUnits(door, router));
   const files = doors.map((door) => routerFiles(door, router));
   const envoy = modelsEnvoy(stack, doors, router);
+  const images = [...new Set([...doors.map((d) => d.frontDoor.images.endpointPicker), frontDoor.images.proxy])];
   const probe = ["0.0.0.0", "::"].includes(router.listenAddress) ? (router.listenAddress === "::" ? "::1" : "127.0.0.1") : router.listenAddress;
   return {
     host,
@@ -92,7 +93,7 @@ function modelsRouterScripts(stack: DoorContext, doors: readonly DoorContext[], 
         host_name: host.name,
         state_dir: stateDir,
         runtime: stack.runtime,
-        images: [...new Set([...doors.map((d) => d.frontDoor.images.endpointPicker), frontDoor.images.proxy])],
+        images,
         agent_path: stack.agent.path,
         agent_text: stack.agent.text,
         envoy_config: envoy,
@@ -124,7 +125,10 @@ function modelsRouterScripts(stack: DoorContext, doors: readonly DoorContext[], 
     }),
     files: modelsRouterFiles(stack, doors, router, envoy),
     apiKeyConfig: stack.apiKey ? `${stateDir}/envoy/${API_KEY_CONFIG}` : null,
-    timeouts: { apply: timeoutsOf(frontDoorApplyWaits(host, null)), access: timeoutsOf(commandStepWaits(host)) },
+    timeouts: {
+      apply: timeoutsOf(frontDoorApplyWaits(host, null, { models: doors.length, images: images.length })),
+      access: timeoutsOf(commandStepWaits(host)),
+    },
   };
 }
 
