@@ -100,24 +100,7 @@ export async function startFrontDoorStack(npuHostCount: number, options: FrontDo
   }
   const engine: FakeEngine = fakeHostsEngine(hosts);
   const underMocks = (config: Settings, timings: Partial<UnitTimings> = {}, secrets = options.secrets) =>
-    servingUnderMocks(config, {
-      secrets,
-      hostOptions: {
-        readinessIntervalSeconds: 1,
-        restartSeconds: 1,
-        startLimitBurst: 3,
-        startLimitIntervalSeconds: 120,
-        // A data-parallel group's hung peers: SIGKILL after 3 s, not 10.
-        groupStopGraceSeconds: 3,
-        devRoot: FAKE_DEV,
-        containerRuntime: runtime,
-        // The hosts share this machine's network namespace: the sidecar's guard is checked, not loaded.
-        firewall: nftCheckOnly(runtime),
-        ...timings,
-      },
-      // The fake hosts' sshd reads its own authorized_keys, not this machine's /root.
-      copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
-    });
+    servingUnderMocks(config, { secrets, ...frontDoorServingOptions(runtime, FAKE_DEV, timings) });
   const id = deploymentId("test", DEFAULT_INSTANCE);
   return {
     npuHosts,
@@ -232,4 +215,29 @@ export async function untilListed(stack: FrontDoorStack, count: number, seconds 
     if (Date.now() > deadline) throw new Error(`the front door lists ${text || "nothing"}, not ${count} endpoints, after ${seconds}s`);
     await new Promise((r) => setTimeout(r, 250));
   }
+}
+
+/**
+ * What a stack behind a front door on the fake hosts is rendered with: short unit timings, the fake
+ * NPU devices under `devRoot`, the container runtime stand-in at `runtime`, the sidecar's guard
+ * checked (not loaded), and the fake hosts' own authorized_keys.
+ */
+export function frontDoorServingOptions(runtime: string, devRoot: string, timings: Partial<UnitTimings> = {}) {
+  return {
+    hostOptions: {
+      readinessIntervalSeconds: 1,
+      restartSeconds: 1,
+      startLimitBurst: 3,
+      startLimitIntervalSeconds: 120,
+      // A data-parallel group's hung peers: SIGKILL after 3 s, not 10.
+      groupStopGraceSeconds: 3,
+      devRoot,
+      containerRuntime: runtime,
+      // The hosts share this machine's network namespace: the sidecar's guard is checked, not loaded.
+      firewall: nftCheckOnly(runtime),
+      ...timings,
+    },
+    // The fake hosts' sshd reads its own authorized_keys, not this machine's /root.
+    copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
+  };
 }

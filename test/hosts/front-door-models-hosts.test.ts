@@ -3,10 +3,11 @@ import type { ModelServingArgs } from "../../components/modelServing";
 import { DEFAULT_INSTANCE, deploymentId } from "../../core/render/hosts/names";
 import { UNKNOWN_MODEL_BODY } from "../../core/render/modelAnswers";
 import type { UpResult } from "../helpers/engine";
+import { frontDoorServingOptions } from "../helpers/frontDoorStack";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
 import { fakeHostsEngine, hostEntry, servingUnderMocks } from "../helpers/hostStack";
 import { catalogWithSecondModel, SECOND_MODEL } from "../helpers/recipes";
-import { installStandIns, nftCheckOnly } from "../helpers/standIns";
+import { installStandIns } from "../helpers/standIns";
 import { prepareStandInServer } from "../helpers/standInServer";
 
 /**
@@ -95,20 +96,7 @@ function settings(): Record<string, unknown> {
 
 async function up(): Promise<UpResult> {
   const runtime = `${STAND_INS}/stand-ins/container-runtime-stand-in`;
-  const { registrations } = await servingUnderMocks(settings() as ModelServingArgs["settings"], {
-    catalog,
-    hostOptions: {
-      readinessIntervalSeconds: 1,
-      restartSeconds: 1,
-      startLimitBurst: 3,
-      startLimitIntervalSeconds: 120,
-      groupStopGraceSeconds: 3,
-      devRoot: FAKE_DEV,
-      containerRuntime: runtime,
-      firewall: nftCheckOnly(runtime),
-    },
-    copyOptions: { authorizedKeysFile: "/run/rbln-host/ssh/authorized_keys" },
-  });
+  const { registrations } = await servingUnderMocks(settings() as ModelServingArgs["settings"], { catalog, ...frontDoorServingOptions(runtime, FAKE_DEV) });
   return fakeHostsEngine(hosts).up(registrations);
 }
 
