@@ -31,7 +31,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import protobuf from "protobufjs";
 import protojson from "protobufjs/ext/protojson.js";
-import { isAlias, isMap, isScalar, isSeq, parseDocument, Scalar, type Node as YamlNode } from "yaml";
+import { isAlias, isMap, isScalar, isSeq, parseDocument, parse as parseYaml, Scalar, stringify as stringifyYaml, type Node as YamlNode } from "yaml";
 import sources from "../fixtures/envoy-v1.37.11/sources.json";
 
 /** The definitions of the pinned release: v1.37.11's fixture, the v1.37.0 api tree with the roots the HA and multi-model front door need (its README). */
@@ -615,4 +615,63 @@ export function validateExtensionConfigFile(jsonText: string, filter: { name: st
   const url = String(decoded.typed_config?.type_url ?? "");
   if (!filter.typeUrls.includes(url)) problems.push(`resources[0].typed_config: ${show(url)} is not a type the filter takes (${filter.typeUrls.join(", ")})`);
   return problems;
+}
+
+/** A stack of models' Envoy files (core/render/hosts/frontDoor/envoy.ts modelsEnvoy), by role. */
+export interface EnvoyWithDiscovery {
+  bootstrap: string;
+  routes: string;
+  clusters: string;
+}
+
+/** A discovery file's resources without their @type, after checking the envelope: a DiscoveryResponse of version_info and resources of `typeName` only. */
+function discoveredResources(text: string, typeName: string, file: string, problems: string[]): Record<string, unknown>[] {
+  const value = parseYaml(text) as { version_info?: unknown; resources?: unknown } | null;
+  if (value === null || typeof value !== "object") {
+    problems.push(`${file}: must be a DiscoveryResponse (a mapping)`);
+    return [];
+  }
+  const unknown = Object.keys(value).filter((k) => !["version_info", "resources"].includes(k));
+  if (unknown.length) problems.push(`${file}: ${unknown.join(", ")}: not read from a discovery file here`);
+  if (typeof value.version_info !== "string" || value.version_info === "")
+    problems.push(`${file}: version_info must be a non-empty string (Envoy shows it in /config_dump)`);
+  if (!Array.isArray(value.resources)) {
+    problems.push(`${file}: resources must be a list`);
+    return [];
+  }
+  return value.resources.map((r: Record<string, unknown>, i: number) => {
+    if (r?.["@type"] !== `type.googleapis.com/${typeName}`) problems.push(`${file}: resources[${i}]: @type must be type.googleapis.com/${typeName}`);
+    const { "@type": _, ...fields } = r ?? {};
+    return fields;
+  });
+}
+
+/**
+ * The bootstrap Envoy would run once it has read its discovery files: the routes in the
+ * HttpConnectionManager's place of `rds`, the discovered clusters beside the static ones. What the
+ * front door does and what the API takes are read from it.
+ */
+export function withDiscovered(envoy: EnvoyWithDiscovery, problems: string[] = []): string {
+  const bootstrap = parseYaml(envoy.bootstrap);
+  const [routeConfig, ...more] = discoveredResources(envoy.routes, "envoy.config.route.v3.RouteConfiguration", "routes", problems);
+  if (!routeConfig || more.length) problems.push("routes: one RouteConfiguration, as RDS takes for one route_config_name");
+  const clusters = discoveredResources(envoy.clusters, "envoy.config.cluster.v3.Cluster", "clusters", problems);
+  const manager = bootstrap.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+  if (!manager.rds || manager.rds.route_config_name !== routeConfig?.name)
+    problems.push(`routes: named ${String(routeConfig?.name)}, but rds asks for ${manager.rds?.route_config_name}`);
+  const paths = [manager.rds?.config_source?.path_config_source?.path, bootstrap.dynamic_resources?.cds_config?.path_config_source?.path];
+  if (paths.some((p) => typeof p !== "string"))
+    problems.push("the bootstrap must read its routes (rds) and clusters (dynamic_resources.cds_config) from path_config_source");
+  delete manager.rds;
+  manager.route_config = routeConfig;
+  delete bootstrap.dynamic_resources;
+  bootstrap.static_resources.clusters.push(...clusters);
+  return stringifyYaml(bootstrap, { lineWidth: 0 });
+}
+
+/** The problems the pinned Envoy would have with a stack of models' bootstrap and its discovery files; empty when they are valid. */
+export function validateEnvoyWithDiscovery(envoy: EnvoyWithDiscovery): string[] {
+  const problems: string[] = [];
+  const merged = withDiscovered(envoy, problems);
+  return [...problems, ...validateEnvoyBootstrap(envoy.bootstrap).map((p) => `bootstrap: ${p}`), ...validateEnvoyBootstrap(merged)];
 }
