@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { modelEppPorts } from "../core/plan/ports";
-import { envoyBootstrap } from "../core/render/hosts/frontDoor/envoy";
+import { envoyBootstrap, modelsEnvoy } from "../core/render/hosts/frontDoor/envoy";
 import {
   eppClusterName,
   MAX_REQUEST_BODY_BYTES,
@@ -11,7 +11,7 @@ import {
   modelHeaderScript,
 } from "../core/render/hosts/frontDoor/modelRoutes";
 import { UNKNOWN_MODEL_BODY } from "../core/render/modelAnswers";
-import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
+import { validateEnvoyBootstrap, validateEnvoyWithDiscovery, withDiscovered } from "./helpers/envoyBootstrap";
 import { type EnvoyOutcome, type EnvoyRequest, routeThroughFrontDoor, runLuaHeaderStage } from "./helpers/envoyModelRouting";
 import { SECOND_MODEL } from "./helpers/recipes";
 
@@ -23,9 +23,12 @@ import { SECOND_MODEL } from "./helpers/recipes";
 const doors: ModelDoor[] = [
   { name: "chat", servedNames: ["MiniMaxAI/MiniMax-M2.7", "minimax"] },
   { name: "tiny", servedNames: ["tiny-chat", SECOND_MODEL] },
-].map((m, i) => ({ ...m, eppCluster: eppClusterName(m.name), eppGrpcPort: modelEppPorts(i).eppGrpc }));
+].map((m, i) => ({ ...m, eppCluster: eppClusterName(m.name), eppGrpcPort: modelEppPorts(i).eppGrpc, eppHealthPort: modelEppPorts(i).eppHealth }));
 const input = { listenAddress: "0.0.0.0", port: 8080, adminPort: 9901, eppGrpcPort: 9002, requestTimeoutSeconds: 3600 };
-const bootstrap = envoyBootstrap({ ...input, models: doors });
+const discovery = { routesPath: "/etc/envoy/routes.yaml", clustersPath: "/etc/envoy/clusters.yaml" };
+const files = modelsEnvoy({ ...input, ...discovery, models: doors });
+/** The bootstrap as Envoy runs it once it has read its routes and clusters. */
+const bootstrap = withDiscovered(files);
 
 /** A deterministic stream of choices, so a failure repeats. */
 function choices(seed: number) {
@@ -54,16 +57,29 @@ function chat(model: unknown, options: { size?: number; type?: string; header?: 
 const servedBy = (outcome: EnvoyOutcome) => ("eppCluster" in outcome ? outcome.eppCluster : `status ${outcome.status}`);
 
 describe("the Envoy of a front door of several models", () => {
-  it("is a bootstrap Envoy v1.37's API takes, and a stack of one model's is as it was", () => {
-    expect(validateEnvoyBootstrap(bootstrap)).toEqual([]);
+  it("is a bootstrap and discovery files Envoy v1.37's API takes, and a stack of one model's is as it was", () => {
+    expect(validateEnvoyWithDiscovery(files)).toEqual([]);
     const single = envoyBootstrap(input);
     expect(validateEnvoyBootstrap(single)).toEqual([]);
     expect(single).not.toMatch(/json_to_metadata|lua|per_filter/);
-    const clusters = parseYaml(bootstrap).static_resources.clusters.map((c: any) => [c.name, c.load_assignment?.endpoints[0].lb_endpoints[0].endpoint.address]);
-    expect(clusters.slice(0, 2)).toEqual([
+    const clusters = parseYaml(files.clusters).resources.map((c: any) => [c.name, c.load_assignment?.endpoints[0].lb_endpoints[0].endpoint.address]);
+    expect(clusters).toEqual([
       ["epp-chat", { socket_address: { address: "127.0.0.1", port_value: 9002 } }],
       ["epp-tiny", { socket_address: { address: "127.0.0.1", port_value: 9004 } }],
     ]);
+  });
+
+  it("keeps every model in its routes and clusters files: adding, removing or renaming a model changes no byte of the bootstrap", () => {
+    const variants = [[doors[0]!], [doors[1]!], doors, [{ ...doors[1]!, servedNames: ["renamed"] }]].map((models) =>
+      modelsEnvoy({ ...input, ...discovery, models }),
+    );
+    expect(new Set(variants.map((v) => v.bootstrap)).size).toBe(1);
+    expect(new Set(variants.map((v) => v.routes)).size).toBe(4);
+    expect(new Set(variants.map((v) => v.clusters)).size).toBe(3);
+    // Each file's version names its content: Envoy's /config_dump shows which one it runs.
+    expect(new Set(variants.map((v) => parseYaml(v.routes).version_info)).size).toBe(4);
+    const bootstrapOnly = parseYaml(files.bootstrap);
+    expect(JSON.stringify(bootstrapOnly)).not.toMatch(/minimax|tiny|epp-chat/);
   });
 
   it("lands 1,000 requests per model, every served name and alias, 100 % on that model's EPP", () => {
@@ -138,9 +154,11 @@ describe("the Envoy of a front door of several models", () => {
       servedNames: Array.from({ length: 12 }, (_, k) => `org-${i}/a-rather-long-model-name-${k}`),
       eppCluster: eppClusterName(`m${i}`),
       eppGrpcPort: modelEppPorts(i).eppGrpc,
+      eppHealthPort: modelEppPorts(i).eppHealth,
     }));
-    const text = envoyBootstrap({ ...input, models: many });
-    expect(validateEnvoyBootstrap(text)).toEqual([]);
+    const manyFiles = modelsEnvoy({ ...input, ...discovery, models: many });
+    expect(validateEnvoyWithDiscovery(manyFiles)).toEqual([]);
+    const text = withDiscovered(manyFiles);
     const routeConfig = parseYaml(text).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config;
     expect(routeConfig.max_direct_response_body_size_bytes).toBeGreaterThan(4096);
     expect(routeConfig.virtual_hosts[0].routes[0].direct_response.body.inline_string.length).toBeLessThanOrEqual(

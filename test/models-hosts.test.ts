@@ -10,7 +10,7 @@ import { planStack } from "../core/plan/stack";
 import { renderStackFiles } from "../core/render/files";
 import { hostStatusReads } from "../core/render/hosts/statusRead";
 import { modelInstance, renderStack } from "../core/render/stack";
-import { validateEnvoyBootstrap } from "./helpers/envoyBootstrap";
+import { validateEnvoyWithDiscovery } from "./helpers/envoyBootstrap";
 import { validateEndpointPickerConfig } from "./helpers/eppConfig";
 import { EXAMPLE_HOST_KEY } from "./helpers/hostKeys";
 import { ofType, runUnderMocks, stdoutRef } from "./helpers/pulumiHarness";
@@ -86,10 +86,14 @@ describe("the front door of a stack of models on hosts, rendered", () => {
     for (const model of ["chat", "tiny"]) expect(validateEndpointPickerConfig(files[`${router}/models/${model}/epp/epp.yaml`]!)).toEqual([]);
   });
 
-  it("routes each served name to its model's EPP in the one Envoy's config, which Envoy v1.37's API takes", () => {
-    const envoy = files[`${router}/envoy/envoy.yaml`]!;
-    expect(validateEnvoyBootstrap(envoy)).toEqual([]);
-    const routes = parseYaml(envoy).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes;
+  it("routes each served name to its model's EPP in the one Envoy's routes and clusters files, which Envoy v1.37's API takes", () => {
+    const envoy = {
+      bootstrap: files[`${router}/envoy/envoy.yaml`]!,
+      routes: files[`${router}/envoy/routes.yaml`]!,
+      clusters: files[`${router}/envoy/clusters.yaml`]!,
+    };
+    expect(validateEnvoyWithDiscovery(envoy)).toEqual([]);
+    const routes = parseYaml(envoy.routes).resources[0].virtual_hosts[0].routes;
     const toEpp = routes
       .filter((r: any) => r.match.headers?.[0]?.name === "x-gateway-base-model-name")
       .map((r: any) => [
@@ -102,7 +106,7 @@ describe("the front door of a stack of models on hosts, rendered", () => {
       [SECOND_MODEL, "epp-tiny"],
     ]);
     // Each model's EPP cluster reaches that model's EPP, on its own gRPC port.
-    const clusters = parseYaml(envoy).static_resources.clusters.filter((c: any) => c.name.startsWith("epp-"));
+    const clusters = parseYaml(envoy.clusters).resources;
     expect(clusters.map((c: any) => [c.name, c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value])).toEqual([
       ["epp-chat", 9002],
       ["epp-tiny", 9004],
@@ -146,11 +150,56 @@ describe("the front door of a stack of models on hosts, rendered", () => {
     expect(shellcheckFindings(scripts)).toBe("");
   });
 
-  it("refuses several router hosts with models in one line, naming router.hosts", () => {
+  it("puts every model behind each of several router hosts: each model's EPP falls back to the peer's EPP of that model", () => {
     const two = { hosts: [DOOR, { ...DOOR, name: "door-2", address: "10.0.0.20" }], virtualAddress: "10.0.0.100" };
-    expect(() => planStack(parseStackSettings(stack({ router: two })), catalog)).toThrow(
-      "router.hosts: several router hosts do not carry models yet (each router host's failover reaches one EPP and its peers'); with models give one router host in router.host",
-    );
+    const ha = render(stack({ router: two }));
+    const haFiles = renderStackFiles(ha);
+    expect(ha.frontDoor!.routers.map((r) => r.host.name)).toEqual(["door", "door-2"]);
+    expect(ha.frontDoor!.tls!.steps.map((s) => s.router)).toEqual(["door", "door-2"]);
+    expect(ha.frontDoor!.urls).toEqual(["http://10.0.0.100:8080"]);
+    for (const [router, peer] of [
+      ["door", "10.0.0.20"],
+      ["door-2", "10.0.0.10"],
+    ] as const) {
+      const read = (file: string) => haFiles[`hosts/${router}/front-door/envoy/${file}`]!;
+      const envoy = { bootstrap: read("envoy.yaml"), routes: read("routes.yaml"), clusters: read("clusters.yaml") };
+      expect(validateEnvoyWithDiscovery(envoy)).toEqual([]);
+      const clusters = parseYaml(envoy.clusters).resources;
+      expect(clusters.map((c: any) => c.name)).toEqual([
+        "epp-chat",
+        "epp-chat-local",
+        "epp-chat-local-health",
+        "epp-tiny",
+        "epp-tiny-local",
+        "epp-tiny-local-health",
+      ]);
+      // Each model's failover cluster: this host's EPP of that model at priority 0, the peer's at 1, health checked by the model's authority.
+      for (const [model, port] of [
+        ["chat", 9002],
+        ["tiny", 9004],
+      ] as const) {
+        const c = clusters.find((x: any) => x.name === `epp-${model}`);
+        expect(c.load_assignment.endpoints.map((e: any) => [e.priority, e.lb_endpoints[0].endpoint.address.socket_address])).toEqual([
+          [0, { address: "127.0.0.1", port_value: port }],
+          [1, { address: peer, port_value: 9443 }],
+        ]);
+        expect(c.health_checks[0].grpc_health_check.authority).toBe(`epp-${model}`);
+      }
+      // The peer listener takes a stream to this host's EPP of the model its authority names.
+      const peerRoutes = parseYaml(read("peer-routes.yaml")).resources[0];
+      expect(peerRoutes.virtual_hosts.map((v: any) => [v.domains, v.routes.map((r: any) => r.route.cluster)])).toEqual([
+        [["epp-chat"], ["epp-chat-local-health", "epp-chat-local"]],
+        [["epp-tiny"], ["epp-tiny-local-health", "epp-tiny-local"]],
+      ]);
+      const bootstrap = parseYaml(envoy.bootstrap);
+      expect(bootstrap.static_resources.listeners[1].filter_chains[0].filters[0].typed_config.rds.route_config_name).toBe("peer-epp");
+      // Every model's route asks its model's EPP with the retry a peer's EPP takes over on.
+      const override = parseYaml(envoy.routes).resources[0].virtual_hosts[0].routes[1].typed_per_filter_config["envoy.filters.http.ext_proc"].overrides;
+      expect(override.grpc_service).toMatchObject({ envoy_grpc: { cluster_name: "epp-chat", authority: "epp-chat" }, retry_policy: { num_retries: 1 } });
+      expect(haFiles[`hosts/${router}/front-door/keepalived/keepalived.conf`]).toContain("10.0.0.100");
+    }
+    const scripts = Object.entries(haFiles).filter(([name]) => name.startsWith("hosts/door") && name.endsWith(".sh"));
+    expect(shellcheckFindings(scripts)).toBe("");
   });
 });
 
@@ -164,15 +213,18 @@ it("the shipped stack multi-hosts renders one front door on its router host, car
     const door = files.filter((f) => f.startsWith("hosts/multi-router/front-door/"));
     expect(door).toEqual(
       expect.arrayContaining(
-        ["apply.sh", "envoy/envoy.yaml", "models/chat/desired.json", "models/batch/desired.json"].map((f) => `hosts/multi-router/front-door/${f}`),
+        ["apply.sh", "envoy/envoy.yaml", "envoy/routes.yaml", "envoy/clusters.yaml", "models/chat/desired.json", "models/batch/desired.json"].map(
+          (f) => `hosts/multi-router/front-door/${f}`,
+        ),
       ),
     );
     expect(door.filter((f) => f.includes("access-")).sort()).toEqual(
       ["npu-multi-0", "npu-multi-1", "npu-multi-2"].map((h) => `hosts/multi-router/front-door/access-${h}.sh`),
     );
-    const envoy = fs.readFileSync(path.join(out, "hosts/multi-router/front-door/envoy/envoy.yaml"), "utf8");
-    expect(validateEnvoyBootstrap(envoy)).toEqual([]);
-    for (const name of ["MiniMaxAI/MiniMax-M2.7", "minimax", "minimax-batch"]) expect(envoy).toContain(`exact: ${name}\n`);
+    const read = (file: string) => fs.readFileSync(path.join(out, "hosts/multi-router/front-door/envoy", file), "utf8");
+    const envoy = { bootstrap: read("envoy.yaml"), routes: read("routes.yaml"), clusters: read("clusters.yaml") };
+    expect(validateEnvoyWithDiscovery(envoy)).toEqual([]);
+    for (const name of ["MiniMaxAI/MiniMax-M2.7", "minimax", "minimax-batch"]) expect(envoy.routes).toContain(`exact: ${name}\n`);
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
   }

@@ -109,7 +109,7 @@ describe("the models setting", () => {
       [models([{ ...chat }]), "models[0].hosts: required with platform: hosts: the names of the entries of hosts it runs on (missing)"],
       [
         onHosts({ router: undefined }),
-        "router.host: required with models: on hosts one front door (Envoy and an endpoint picker per model) routes each request by its model field; give it a server (a host {name, address, user, port, hostKey}) or the name of an entry of hosts (missing)",
+        "router.host: required with models: on hosts one front door (Envoy and an endpoint picker per model) routes each request by its model field; give it a server (a host {name, address, user, port, hostKey}) or the name of an entry of hosts (or several router hosts in router.hosts) (missing)",
       ],
       [
         onKubernetes([chat], { kubernetes: { image: "registry.example.com/ml/vllm-rbln:0.12.0", provider: "istio" } }),

@@ -116,7 +116,12 @@ function waitsOf(step: Registration, drain: number): { run: number; remove: numb
     const { imagePullSeconds, systemdStartSeconds } = HOST_DEFAULTS.steps;
     const pulls = scriptSettings(create, "images").length * (3 * imagePullSeconds + 20);
     const settles = scriptSettings(create, "model_dirs").length * n("settle_s");
-    return { run: n("ready_timeout_s") + settles + stops + pulls + texts.length * systemdStartSeconds, remove: stops };
+    // A model taken out: its requests in flight, once for all its clusters; several router hosts: the roll, and keepalived.
+    const vrrp = one(create, "keepalived_unit_name") !== "";
+    const roll = one(create, "tls_name") !== "" ? n("drain_timeout_s") + (vrrp ? n("takeover_s") : 0) : 0;
+    const keepalived = vrrp ? unitSeconds(one(create, "keepalived_unit")!, "TimeoutStopSec") + systemdStartSeconds : 0;
+    const starts = texts.length * systemdStartSeconds;
+    return { run: n("ready_timeout_s") + settles + stops + pulls + starts + n("removed_model_drain_s") + roll + keepalived, remove: stops };
   }
   if (has(create, "ready_timeout_s")) {
     const stop = unitSeconds(one(create, "unit_text")!, "TimeoutStopSec");

@@ -151,22 +151,12 @@ function entriesAreDistinct(s: Settings): CrossFieldIssue[] {
 /** The front door routes each request by its model field: it must exist, and reach every model. */
 function frontDoorRoutesModels(s: Settings): CrossFieldIssue[] {
   if (s.models === undefined) return [];
-  // The failover cluster of several router hosts is one EPP's and its peers': it would not route by model.
-  if (s.platform === "hosts" && s.router.hosts !== undefined)
-    return [
-      {
-        path: ["router", "hosts"],
-        message:
-          "several router hosts do not carry models yet (each router host's failover reaches one EPP and its peers'); with models give one router host in router.host",
-        hideValue: true,
-      },
-    ];
-  if (s.platform === "hosts" && s.router.host === undefined)
+  if (s.platform === "hosts" && s.router.host === undefined && s.router.hosts === undefined)
     return [
       {
         path: ["router", "host"],
         message:
-          "required with models: on hosts one front door (Envoy and an endpoint picker per model) routes each request by its model field; give it a server (a host {name, address, user, port, hostKey}) or the name of an entry of hosts",
+          "required with models: on hosts one front door (Envoy and an endpoint picker per model) routes each request by its model field; give it a server (a host {name, address, user, port, hostKey}) or the name of an entry of hosts (or several router hosts in router.hosts)",
       },
     ];
   if (s.platform !== "kubernetes") return [];

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ModelServingArgs } from "../../components/modelServing";
 import { DEFAULT_INSTANCE, deploymentId } from "../../core/render/hosts/names";
 import { UNKNOWN_MODEL_BODY } from "../../core/render/modelAnswers";
-import type { UpResult } from "../helpers/engine";
+import type { CommandRun, FakeEngine, UpResult } from "../helpers/engine";
+import { startLoad } from "../helpers/frontDoorLoad";
 import { frontDoorServingOptions } from "../helpers/frontDoorStack";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
 import { fakeHostsEngine, hostEntry, servingUnderMocks } from "../helpers/hostStack";
@@ -58,9 +59,11 @@ let hosts: TestHost[];
 let npu: TestHost[];
 let router: TestHost;
 let first: UpResult;
+/** The engine of the first deploy, whose state later changes start from (a re-run starts from none: every step runs again). */
+let engine: FakeEngine;
 const url = () => `http://${router.address}:${PORT}`;
 
-function settings(): Record<string, unknown> {
+function settings(names: readonly string[] = ["chat", "tiny"]): Record<string, unknown> {
   return {
     platform: "hosts",
     hosts: npu.map((h, i) => hostEntry(h, i)),
@@ -90,14 +93,17 @@ function settings(): Record<string, unknown> {
         hosts: ["npu-1", "npu-2"],
         extraEnv: { front: fast, back: fast },
       },
-    ],
+    ].filter((m) => names.includes(m.name)),
   };
 }
 
-async function up(): Promise<UpResult> {
+async function up(names?: readonly string[], on: FakeEngine = fakeHostsEngine(hosts)): Promise<UpResult> {
   const runtime = `${STAND_INS}/stand-ins/container-runtime-stand-in`;
-  const { registrations } = await servingUnderMocks(settings() as ModelServingArgs["settings"], { catalog, ...frontDoorServingOptions(runtime, FAKE_DEV) });
-  return fakeHostsEngine(hosts).up(registrations);
+  const { registrations } = await servingUnderMocks(settings(names) as ModelServingArgs["settings"], {
+    catalog,
+    ...frontDoorServingOptions(runtime, FAKE_DEV),
+  });
+  return on.up(registrations);
 }
 
 /** The endpoint names of a model's EPP file on the router host. */
@@ -122,7 +128,8 @@ async function tokens([host, port]: [number, number]): Promise<number> {
 }
 
 beforeAll(async () => {
-  hosts = await startHosts(4, { privatePaths: [INSTALL_ROOT, CACHE_ROOT, STAND_INS] });
+  // loopbackIsHostAddress: the apply step reads Envoy's admin on 127.0.0.1, which is each host's own, as on a server.
+  hosts = await startHosts(4, { privatePaths: [INSTALL_ROOT, CACHE_ROOT, STAND_INS], loopbackIsHostAddress: true });
   npu = hosts.slice(0, 3);
   router = hosts[3]!;
   await Promise.all(hosts.map((host) => installStandIns(host, STAND_INS)));
@@ -137,7 +144,8 @@ beforeAll(async () => {
     const marker = await host.run(`install -d $(dirname ${weights[i]}) && touch ${weights[i]}`);
     if (marker.status !== 0) throw new Error(`${host.name}: ${marker.stderr}`);
   }
-  first = await up();
+  engine = fakeHostsEngine(hosts);
+  first = await up(undefined, engine);
 }, 300_000);
 afterAll(async () => {
   await Promise.all((hosts ?? []).map((h) => h.stop()));
@@ -204,4 +212,78 @@ describe("two models behind one front door on fake hosts", { timeout: 180_000 },
     expect(list.status).toBe(200);
     expect(((await list.json()) as { data: { id: string }[] }).data.map((m) => m.id)).toEqual(MODELS.flatMap((m) => m.served));
   });
+
+  it("taking model tiny out loses no request on chat: Envoy takes its new routes and clusters without a restart, and tiny's EPP leaves", {
+    timeout: 900_000,
+  }, async () => {
+    const loads = chatLoads();
+    await loadsRunning(loads);
+    const removed = await up(["chat"], engine);
+    const reports = await Promise.all(loads.map((load) => load.stop()));
+    expect(removed.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
+    const step = removed.runs.find((r) => r.name === "rbln-serving-door-front-door-apply");
+    const apply = step?.stdout ?? "";
+    expect(apply).toContain("Envoy runs the new routes.yaml");
+    expect(apply).toContain("Envoy runs the new clusters.yaml");
+    expect(apply).toMatch(/removed \S+tiny\S*\.front-door-epp and \S+tiny\S*\.front-door-agent/);
+    expect(apply).not.toContain("(re)started");
+    expectNoLoss(reports, step!);
+    expect(await ask("tiny-chat")).toBe(404);
+    expect(await ask("minimax")).toBe(200);
+    const units = await router.run("systemctl list-unit-files --no-legend 'rbln-serving-*' | cut -d' ' -f1");
+    expect(units.stdout.split("\n").filter((u) => u.includes("tiny"))).toEqual([]);
+  });
+
+  it("putting model tiny back loses no request on chat, and tiny's requests land on tiny's ranks again", async () => {
+    const loads = chatLoads();
+    await loadsRunning(loads);
+    const added = await up(["chat", "tiny"], engine);
+    const reports = await Promise.all(loads.map((load) => load.stop()));
+    expect(added.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
+    const step = added.runs.find((r) => r.name === "rbln-serving-door-front-door-apply");
+    expect(step?.stdout).toContain("Envoy runs the new clusters.yaml");
+    expect(step?.stdout).toContain("Envoy runs the new routes.yaml");
+    expect(step?.stdout).not.toContain("front-door-proxy");
+    expectNoLoss(reports, step!);
+    expect(await untilListed("tiny", 2)).toEqual(["npu-1-front-0", "npu-2-back-0"]);
+    expect(await ask("tiny-chat")).toBe(200);
+  });
 });
+
+/** Chat's load during a change: short completions, and streams of several seconds (in flight through the front door's apply step). */
+function chatLoads() {
+  return [
+    startLoad(url(), { concurrency: 4, body: { model: "minimax", prompt: "hi", max_tokens: 2 }, maxSeconds: 300 }),
+    startLoad(url(), { concurrency: 3, body: { model: "MiniMaxAI/MiniMax-M2.7", prompt: "hi", max_tokens: 3000, stream: true }, maxSeconds: 300 }),
+  ];
+}
+
+/** Until every worker of every load has had an answer: the streams are under way. */
+async function loadsRunning(loads: ReturnType<typeof chatLoads>) {
+  await expect.poll(() => Math.min(loads[0]!.answered, loads[1]!.answered), { timeout: 30_000 }).toBeGreaterThanOrEqual(3);
+}
+
+/** No request of chat's loads failed, they ran, and streams were in flight when the front door's apply step started. */
+function expectNoLoss(reports: Awaited<ReturnType<ReturnType<typeof startLoad>["stop"]>>[], step: CommandRun) {
+  const [short, streams] = reports as [(typeof reports)[number], (typeof reports)[number]];
+  expect(short.total, "short requests").toBeGreaterThanOrEqual(20);
+  expect(streams.total, "streams").toBeGreaterThanOrEqual(3);
+  for (const report of [short, streams])
+    expect(
+      report.failures.slice(0, 5).map((f) => f.error),
+      `${report.failed} of ${report.total} failed`,
+    ).toEqual([]);
+  const across = streams.records.filter((r) => r.startedAt < step.startedAt && r.endedAt > step.startedAt);
+  expect(across.length, "streams in flight as the apply step started").toBeGreaterThanOrEqual(1);
+}
+
+/** The status of one completion for `model` through the front door. */
+async function ask(model: string): Promise<number> {
+  const response = await fetch(`${url()}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model, prompt: "hi", max_tokens: 1 }),
+  });
+  await response.text();
+  return response.status;
+}

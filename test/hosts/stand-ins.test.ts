@@ -7,10 +7,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { resolvePlan } from "../../core/plan/resolve";
 import { endpointPickerConfig } from "../../core/render/pickerConfig";
-import { apiKeyFilterConfig, envoyBootstrap } from "../../core/render/hosts/frontDoor/envoy";
+import { apiKeyFilterConfig, modelsEnvoy } from "../../core/render/hosts/frontDoor/envoy";
 import { eppClusterName, type ModelDoor, modelHeaderScript } from "../../core/render/hosts/frontDoor/modelRoutes";
 import { type EnvoyRequest, routeThroughFrontDoor } from "../helpers/envoyModelRouting";
-import { validateEnvoyBootstrap } from "../helpers/envoyBootstrap";
+import { validateEnvoyBootstrap, validateEnvoyWithDiscovery, withDiscovered } from "../helpers/envoyBootstrap";
 import { validateEndpointPickerConfig, validateEndpointsFile } from "../helpers/eppConfig";
 import { bodyProblem, now, startLoad, startSampler, type RequestRecord } from "../helpers/frontDoorLoad";
 import { minimax } from "../helpers/recipes";
@@ -793,6 +793,50 @@ describe("envoy-stand-in", () => {
 
 // --- a front door of several models --------------------------------------------------------------------
 
+/** An Envoy stand-in with a stack of models' files as core renders them (modelsEnvoy): the bootstrap, its routes and its clusters. */
+async function startModelsEnvoy(doors: readonly ModelDoor[], listen: number, admin: number) {
+  const dir = fs.mkdtempSync(path.join(work, "envoy-models-"));
+  const files = modelsEnvoy({
+    listenAddress: "0.0.0.0",
+    port: listen,
+    adminPort: admin,
+    requestTimeoutSeconds: 60,
+    models: doors,
+    routesPath: "/etc/envoy/routes.yaml",
+    clustersPath: "/etc/envoy/clusters.yaml",
+  });
+  expect(validateEnvoyWithDiscovery(files)).toEqual([]);
+  fs.writeFileSync(path.join(dir, "envoy.yaml"), files.bootstrap);
+  fs.writeFileSync(path.join(dir, "routes.yaml"), files.routes);
+  fs.writeFileSync(path.join(dir, "clusters.yaml"), files.clusters);
+  const envoy = runContainer(`envoy-${path.basename(dir)}`, ["--network", "host", "--volume", `${dir}:/etc/envoy:ro,z`], ENVOY_IMAGE, [
+    "-c",
+    "/etc/envoy/envoy.yaml",
+  ]);
+  await untilListening(envoy, listen);
+  return { envoy, dir, files };
+}
+
+/** The listener and admin of a rendered bootstrap of models, to render the same Envoy with other models. */
+function parseEnvoyInput(bootstrap: string) {
+  const parsed = parseYaml(bootstrap);
+  const manager = parsed.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+  return {
+    listenAddress: parsed.static_resources.listeners[0].address.socket_address.address as string,
+    port: parsed.static_resources.listeners[0].address.socket_address.port_value as number,
+    adminPort: parsed.admin.address.socket_address.port_value as number,
+    requestTimeoutSeconds: Number.parseInt(manager.stream_idle_timeout, 10),
+    routesPath: manager.rds.config_source.path_config_source.path as string,
+    clustersPath: parsed.dynamic_resources.cds_config.path_config_source.path as string,
+  };
+}
+
+/** Puts a file as the apply step does: written beside, then moved into place (the move is what Envoy watches). */
+function moveIntoPlace(file: string, text: string): void {
+  fs.writeFileSync(`${file}.new`, text);
+  fs.renameSync(`${file}.new`, file);
+}
+
 describe("envoy-stand-in in a front door of several models", () => {
   it("routes every request as the rendered config says, by the rules test/helpers/envoyModelRouting.ts reads from Envoy v1.37", async () => {
     const chat = await upstream(json(200, { from: "chat" }));
@@ -801,25 +845,18 @@ describe("envoy-stand-in in a front door of several models", () => {
     epps.push(await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "t", port: String(tiny.port) }])));
     for (const epp of epps) await untilListening(epp.running, epp.pick);
     const doors: ModelDoor[] = [
-      { name: "chat", servedNames: ["MiniMaxAI/MiniMax-M2.7", "minimax"], eppCluster: eppClusterName("chat"), eppGrpcPort: epps[0]!.pick },
-      { name: "tiny", servedNames: ["tiny-chat"], eppCluster: eppClusterName("tiny"), eppGrpcPort: epps[1]!.pick },
+      {
+        name: "chat",
+        servedNames: ["MiniMaxAI/MiniMax-M2.7", "minimax"],
+        eppCluster: eppClusterName("chat"),
+        eppGrpcPort: epps[0]!.pick,
+        eppHealthPort: epps[0]!.health,
+      },
+      { name: "tiny", servedNames: ["tiny-chat"], eppCluster: eppClusterName("tiny"), eppGrpcPort: epps[1]!.pick, eppHealthPort: epps[1]!.health },
     ];
-    const dir = fs.mkdtempSync(path.join(work, "envoy-models-"));
     const [listen, admin] = [await freePort(ADDRESS), await freePort(ADDRESS)];
-    const text = envoyBootstrap({
-      listenAddress: "0.0.0.0",
-      port: listen,
-      adminPort: admin,
-      eppGrpcPort: epps[0]!.pick,
-      requestTimeoutSeconds: 60,
-      models: doors,
-    });
-    fs.writeFileSync(path.join(dir, "envoy.yaml"), text);
-    const envoy = runContainer(`envoy-${path.basename(dir)}`, ["--network", "host", "--volume", `${dir}:/etc/envoy:ro,z`], ENVOY_IMAGE, [
-      "-c",
-      "/etc/envoy/envoy.yaml",
-    ]);
-    await untilListening(envoy, listen);
+    const { files } = await startModelsEnvoy(doors, listen, admin);
+    const text = withDiscovered(files);
     const post = (body: string, headers: Record<string, string> = { "content-type": "application/json" }, pathname = "/v1/chat/completions") =>
       ({ method: "POST", path: pathname, headers, body }) as EnvoyRequest;
     const requests: EnvoyRequest[] = [
@@ -856,6 +893,140 @@ describe("envoy-stand-in in a front door of several models", () => {
     // Every route of the rules was taken: each model's EPP, the list of names, the 404.
     expect(new Set(expected.map((o) => ("status" in o ? o.status : o.eppCluster)))).toEqual(new Set(["epp-chat", "epp-tiny", 200, 404]));
     await Promise.all([chat.close(), tiny.close()]);
+  });
+});
+
+describe("envoy-stand-in's routes and clusters from files (RDS and CDS from a path_config_source)", () => {
+  it("takes a file moved into place, not one written in place; keeps the last one when a file is unusable; /config_dump shows what it runs", async () => {
+    const chat = await upstream(json(200, { from: "chat" }));
+    const tiny = await upstream(json(200, { from: "tiny" }));
+    const epps = [await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "c", port: String(chat.port) }]))];
+    epps.push(await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "t", port: String(tiny.port) }])));
+    for (const epp of epps) await untilListening(epp.running, epp.pick);
+    const door = (name: string, served: string, i: number): ModelDoor => ({
+      name,
+      servedNames: [served],
+      eppCluster: eppClusterName(name),
+      eppGrpcPort: epps[i]!.pick,
+      eppHealthPort: epps[i]!.health,
+    });
+    const [listen, admin] = [await freePort(ADDRESS), await freePort(ADDRESS)];
+    const { dir, files } = await startModelsEnvoy([door("chat", "minimax", 0)], listen, admin);
+    const both = modelsEnvoy({ ...parseEnvoyInput(files.bootstrap), models: [door("chat", "minimax", 0), door("tiny", "tiny-chat", 1)] });
+    const ask = async (model: string) => {
+      const response = await fetch(`http://${ADDRESS}:${listen}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model }),
+      });
+      return `${response.status} ${response.status === 200 ? JSON.parse(await response.text()).from : ""}`;
+    };
+    const dump = async (resource: string) =>
+      ((await (await fetch(`http://${ADDRESS}:${admin}/config_dump?resource=${resource}`)).json()) as { configs: any[] }).configs;
+    const version = (text: string) => parseYaml(text).version_info as string;
+    expect(await ask("tiny-chat")).toBe("404 ");
+    expect((await dump("dynamic_route_configs")).map((c) => c.version_info)).toEqual([version(files.routes)]);
+
+    // Written in place: Envoy watches moves only, and runs what it ran.
+    fs.writeFileSync(path.join(dir, "clusters.yaml"), both.clusters);
+    fs.writeFileSync(path.join(dir, "routes.yaml"), both.routes);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await ask("tiny-chat")).toBe("404 ");
+
+    // Moved into place: the clusters, then the routes; chat's requests go on between.
+    moveIntoPlace(path.join(dir, "clusters.yaml"), both.clusters);
+    await expect.poll(async () => (await dump("dynamic_active_clusters")).map((c) => c.cluster.name), { timeout: 5000 }).toEqual(["epp-chat", "epp-tiny"]);
+    expect(await ask("minimax")).toBe("200 chat");
+    moveIntoPlace(path.join(dir, "routes.yaml"), both.routes);
+    await expect.poll(async () => (await dump("dynamic_route_configs")).map((c) => c.version_info), { timeout: 5000 }).toEqual([version(both.routes)]);
+    expect([await ask("tiny-chat"), await ask("minimax")]).toEqual(["200 tiny", "200 chat"]);
+    // A cluster whose config did not change keeps the version of the file that brought it.
+    expect((await dump("dynamic_active_clusters")).map((c) => c.version_info)).toEqual([version(files.clusters), version(both.clusters)]);
+
+    // An unusable file is rejected: the last routes stay.
+    moveIntoPlace(path.join(dir, "routes.yaml"), "version_info: broken\nresources: [{name: front-door}]\n");
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await dump("dynamic_route_configs")).map((c) => c.version_info)).toEqual([version(both.routes)]);
+    expect(await ask("tiny-chat")).toBe("200 tiny");
+
+    // Routes to a cluster CDS took away: ext_proc finds no cluster for the stream, and answers status_on_error.
+    moveIntoPlace(path.join(dir, "routes.yaml"), both.routes.replace("broken", "x"));
+    moveIntoPlace(path.join(dir, "clusters.yaml"), files.clusters);
+    await expect.poll(async () => (await dump("dynamic_active_clusters")).map((c) => c.cluster.name), { timeout: 5000 }).toEqual(["epp-chat"]);
+    expect([await ask("tiny-chat"), await ask("minimax")]).toEqual(["500 ", "200 chat"]);
+    await Promise.all([chat.close(), tiny.close()]);
+  });
+});
+
+describe("envoy-stand-in in a front door of two router hosts carrying two models", () => {
+  it("asks each model's own EPP, and once one is killed that model's EPP on the peer (by its authority), the other model's staying home", async () => {
+    const names = ["door-a", "door-b"] as const;
+    const models = ["chat", "tiny"] as const;
+    // An upstream per router host and model, naming both in its answer; an EPP per router host and model, picking it.
+    const upstreams = await Promise.all(names.flatMap((door) => models.map((model) => namedUpstream(`${model}@${door}`))));
+    const epps: Epp[] = [];
+    for (const [i] of upstreams.entries())
+      epps.push(await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "u", port: String(upstreams[i]!.port) }])));
+    for (const epp of epps) await untilListening(epp.running, epp.pick);
+    const ports = await Promise.all(
+      names.map(async () => ({ listen: await freePort(ADDRESS), admin: await freePort(ADDRESS), peer: await freePort(ADDRESS) })),
+    );
+    const dirs = names.map(() => fs.mkdtempSync(path.join(work, "router-models-")));
+    writeRouterTls(fs.mkdtempSync(path.join(work, "issuer-")), { [names[0]]: dirs[0]!, [names[1]]: dirs[1]! });
+    const doors = names.map((name, i) => {
+      const peer = (k: number) => ({ name: names[k]!, address: ADDRESS, port: ports[k]!.peer });
+      const files = modelsEnvoy({
+        listenAddress: ADDRESS,
+        port: ports[i]!.listen,
+        adminPort: ports[i]!.admin,
+        requestTimeoutSeconds: 60,
+        models: models.map((model, m) => ({
+          name: model,
+          servedNames: [model],
+          eppCluster: eppClusterName(model),
+          eppGrpcPort: epps[2 * i + m]!.pick,
+          eppHealthPort: epps[2 * i + m]!.health,
+        })),
+        routesPath: "/etc/envoy/routes.yaml",
+        clustersPath: "/etc/envoy/clusters.yaml",
+        failover: { self: peer(i), peers: [peer(1 - i)], tlsDir: "/etc/envoy/tls", peerRoutesPath: "/etc/envoy/peer-routes.yaml" },
+      });
+      expect(validateEnvoyWithDiscovery(files)).toEqual([]);
+      // The health checks every second, not every 5 s, so the test is short.
+      const clusters = files.clusters.replaceAll("interval: 5s", "interval: 1s");
+      for (const [file, text] of Object.entries({
+        "envoy.yaml": files.bootstrap,
+        "routes.yaml": files.routes,
+        "clusters.yaml": clusters,
+        "peer-routes.yaml": files.peerRoutes!,
+      }))
+        fs.writeFileSync(path.join(dirs[i]!, file), text);
+      const envoy = runContainer(`envoy-${name}-${path.basename(dirs[i]!)}`, ["--network", "host", "--volume", `${dirs[i]}:/etc/envoy:ro,z`], ENVOY_IMAGE, [
+        "-c",
+        "/etc/envoy/envoy.yaml",
+      ]);
+      return { envoy, url: `http://${ADDRESS}:${ports[i]!.listen}`, admin: ports[i]!.admin };
+    });
+    for (const door of doors) await untilListening(door.envoy, Number(new URL(door.url).port));
+    const healthy = async (door: (typeof doors)[number]) =>
+      (await (await fetch(`http://${ADDRESS}:${door.admin}/clusters`)).text()).split("\n").filter((l) => /^epp-(chat|tiny)::.*::health_flags::healthy$/.test(l))
+        .length;
+    for (const door of doors) await expect.poll(() => healthy(door), { timeout: 15_000 }).toBe(4);
+    const ask = async (model: string) => {
+      const response = await fetch(`${doors[0]!.url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model }),
+      });
+      return `${response.status} ${await response.text()}`;
+    };
+    expect([await ask("chat"), await ask("tiny")]).toEqual(["200 chat@door-a", "200 tiny@door-a"]);
+    // door-a's EPP of tiny dies: tiny's requests go to door-b's EPP of tiny (and so its endpoint), chat's stay home.
+    process.kill(programPid(epps[1]!), "SIGKILL");
+    await expect.poll(() => ask("tiny"), { timeout: 15_000 }).toBe("200 tiny@door-b");
+    const after = await Promise.all(Array.from({ length: 10 }, (_, k) => ask(k % 2 ? "tiny" : "chat")));
+    expect(after).toEqual(Array.from({ length: 10 }, (_, k) => (k % 2 ? "200 tiny@door-b" : "200 chat@door-a")));
+    await Promise.all(upstreams.map((u) => u.close()));
   });
 });
 

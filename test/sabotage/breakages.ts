@@ -47,7 +47,11 @@ export const BREAKAGES: readonly Breakage[] = [
     name: "model-route-default-epp",
     why: "every model's requests ask the first model's endpoint picker, which sends them to the first model's servers",
     edits: [
-      { file: "core/render/hosts/frontDoor/modelRoutes.ts", search: "      typed_per_filter_config: { [EXT_PROC]: eppOverride(model) },\n", replace: "" },
+      {
+        file: "core/render/hosts/frontDoor/modelRoutes.ts",
+        search: "      typed_per_filter_config: { [EXT_PROC]: eppOverride(model, retry) },\n",
+        replace: "",
+      },
     ],
     tests: { fast: ["test/models-hosts-routing.test.ts"] },
   },
@@ -648,10 +652,60 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: "core/render/hosts/frontDoor/modelsFrontDoor.ts",
-        search: "frontDoorApplyWaits(host, null, { models: doors.length, images: images.length })",
-        replace: "frontDoorApplyWaits(host, null)",
+        search: "frontDoorApplyWaits(host, failover ? failoverWaits(stack) : null, {\n          models: doors.length,",
+        replace: "frontDoorApplyWaits(host, failover ? failoverWaits(stack) : null, {\n          models: 1,",
       },
     ],
     tests: { fast: ["test/step-timeouts.test.ts"] },
+  },
+  {
+    name: "models-envoy-restarts-on-model-change",
+    why: "on hosts, adding or removing a model restarts the router host's Envoy: every other model's requests in flight there fail, and new ones are refused until it listens again",
+    edits: [
+      {
+        file: "core/render/hosts/scripts/front-door-models-apply.sh",
+        search: "envoy_restarts=${restart[proxy]}\n",
+        replace: "envoy_restarts=yes\n",
+      },
+    ],
+    tests: { hosts: ["test/hosts/front-door-models-hosts.test.ts"] },
+  },
+  {
+    name: "models-bootstrap-names-models",
+    why: "on hosts, Envoy's bootstrap of a stack of models carries its models: adding or removing one changes it, and the apply step restarts Envoy under every other model's requests",
+    edits: [
+      {
+        file: ENVOY_TS,
+        search: "    bootstrap: stringify(bootstrap, { lineWidth: 0 }),\n",
+        replace:
+          '    bootstrap: stringify({ ...bootstrap, node: { id: input.models.map((m) => m.name).join("+"), cluster: "rbln-serving" } }, { lineWidth: 0 }),\n',
+      },
+    ],
+    tests: { fast: ["test/models-hosts-routing.test.ts"] },
+  },
+  {
+    name: "models-removed-cluster-before-routes",
+    why: "on hosts, a model taken out loses its EPP's cluster while its routes still send requests there: its requests in flight and new ones fail with 500 instead of ending and getting the 404 JSON",
+    edits: [
+      {
+        file: "core/render/hosts/scripts/front-door-models-apply.sh",
+        search: '  if [ -n "$dropped" ]; then\n',
+        replace: "  if false; then\n",
+      },
+    ],
+    tests: { hosts: ["test/hosts/front-door-models-hosts.test.ts"] },
+    awaiting: "a load on the model taken out during the change (the test loads the model that stays)",
+  },
+  {
+    name: "models-peer-routes-by-port",
+    why: "with several router hosts, a model's stream to a peer names no model the peer routes by: when one router host's EPP of a model dies, that model's requests fail instead of going to the peer's EPP of that model",
+    edits: [
+      {
+        file: "core/render/hosts/frontDoor/modelRoutes.ts",
+        search: "envoy_grpc: { cluster_name: model.eppCluster, authority: model.eppCluster }",
+        replace: "envoy_grpc: { cluster_name: model.eppCluster, authority: `localhost:${model.eppGrpcPort}` }",
+      },
+    ],
+    tests: { fast: ["test/models-hosts.test.ts"], hosts: ["test/hosts/stand-ins.test.ts"] },
   },
 ];

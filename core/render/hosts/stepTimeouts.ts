@@ -165,7 +165,7 @@ const ADMIN_CALLS = 4;
 export function frontDoorApplyWaits(
   host: Pick<Host, "proxy">,
   failover: FailoverWaits | null = null,
-  { models, images }: { models: number; images: number } = { models: 1, images: 2 },
+  { models, images, removedModelDrainSeconds = 0 }: { models: number; images: number; removedModelDrainSeconds?: number } = { models: 1, images: 2 },
 ): StepWaits {
   const vrrp = failover?.keepalived ?? false;
   // A front door of several models (front-door-models-apply.sh) restarts each model's EPP and agent in turn, then Envoy.
@@ -197,6 +197,8 @@ export function frontDoorApplyWaits(
       // Within the same deadline: the agent taking removed endpoints out of the EPP's file; then their settle, one poll late at most.
       { what: "Envoy and the EPP answering", seconds: HOST_DEFAULTS.frontDoor.readyTimeoutSeconds + 2 + 2 * steps.probeTimeoutSeconds },
       ...perModel("a removed endpoint's settle", HOST_DEFAULTS.frontDoor.settleSeconds + 1),
+      // A model taken out of the stack: its requests in flight end before its EPP goes (front-door-models-apply.sh).
+      ...(removedModelDrainSeconds > 0 ? [{ what: "a removed model's requests in flight", seconds: removedModelDrainSeconds + 5 }] : []),
     ],
     remove: [connection(host), commands, ...stops],
   };

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { stringify } from "yaml";
 import { socketAddress } from "../../../address";
 import { directResponseLimit } from "../../modelAnswers";
@@ -21,8 +22,37 @@ export interface EnvoyInput {
    * writes it; the apply step puts it there from its stdin, so the key is in no script or bootstrap).
    */
   apiKeyConfigPath?: string;
-  /** A stack of models: each model's served names and EPP, routed by the body's model (modelRoutes.ts); the EPP of eppGrpcPort otherwise. */
-  models?: readonly ModelDoor[];
+}
+
+/**
+ * The Envoy of a stack of models: where it listens, and each model's served names and EPP. Its
+ * routes and the EPPs' clusters are files of their own, which Envoy reads again when one is moved
+ * into place (RDS and CDS from a path_config_source), so adding or removing a model changes them and
+ * never the bootstrap: Envoy takes the change without a restart, and the other models' requests go on.
+ */
+export interface ModelsEnvoyInput extends Omit<EnvoyInput, "eppGrpcPort" | "failover"> {
+  models: readonly ModelDoor[];
+  /** Where Envoy reads the routes (RDS) and the EPPs' clusters (CDS), in its container. */
+  routesPath: string;
+  clustersPath: string;
+  /** With several router hosts: each model's EPP falls back to the peers' EPPs of that model, as one model's does (EppFailover). */
+  failover?: ModelsFailover;
+}
+
+/**
+ * A front door of several router hosts carrying several models: the peers, reached as for one model,
+ * and where Envoy reads the routes of its peer listener (RDS), which take a peer's stream to this
+ * host's EPP of the model its authority names.
+ */
+export type ModelsFailover = Omit<EppFailover, "eppHealthPort"> & { peerRoutesPath: string };
+
+/** A stack of models' Envoy files: the bootstrap, which no model changes, and the routes and clusters it discovers from files. */
+export interface ModelsEnvoy {
+  bootstrap: string;
+  routes: string;
+  clusters: string;
+  /** With several router hosts: the peer listener's routes, a virtual host per model; null with one. */
+  peerRoutes: string | null;
 }
 
 /** A front door of several router hosts: each Envoy serves its EPP to the peers over mutual TLS, and falls back to theirs. */
@@ -70,6 +100,72 @@ export function envoyBootstrap(input: EnvoyInput): string {
   return stringify(bootstrapConfig(input), { lineWidth: 0 });
 }
 
+/** The route config's name, which the RDS file's one resource carries. */
+const ROUTES_NAME = "front-door";
+/**
+ * ext_proc's own grpc_service with models: every route names its model's EPP or turns ext_proc off, so
+ * none uses it; an empty cluster of the bootstrap keeps it from naming a model, which would tie the
+ * bootstrap to that model.
+ */
+const NO_MODEL_CLUSTER = "epp-no-model";
+
+const pathSource = (path: string) => ({ path_config_source: { path }, resource_api_version: "V3" });
+
+/** A discovery file: Envoy's DiscoveryResponse of `type`, its version the resources' hash (Envoy shows it in /config_dump). */
+function discoveryFile(type: string, resources: readonly Record<string, unknown>[]): string {
+  const typedResources = resources.map((r) => typed(type, r));
+  // Named by kind, so YAML never reads a hash of digits as a number.
+  const version = `${type.slice(type.lastIndexOf(".") + 1).toLowerCase()}-${createHash("sha256").update(JSON.stringify(typedResources)).digest("hex").slice(0, 16)}`;
+  return stringify({ version_info: version, resources: typedResources }, { lineWidth: 0 });
+}
+
+/** Each model's EPP on this host, as the peer listener reaches it: its ext_proc port and its health port. */
+const localCluster = (model: ModelDoor) => `${model.eppCluster}-local`;
+const localHealthCluster = (model: ModelDoor) => `${model.eppCluster}-local-health`;
+
+/** The Envoy of a stack of models (ModelsEnvoyInput): the bootstrap, the routes by served name, each model's EPP cluster. */
+export function modelsEnvoy(input: ModelsEnvoyInput): ModelsEnvoy {
+  const timeout = `${input.requestTimeoutSeconds}s`;
+  const { failover } = input;
+  const paths = { routesPath: input.routesPath, clustersPath: input.clustersPath, peerRoutesPath: failover?.peerRoutesPath };
+  const bootstrap = bootstrapConfig({ ...input, eppGrpcPort: 0, failover: failover && { ...failover, eppHealthPort: 0 }, models: paths });
+  const routes = {
+    name: ROUTES_NAME,
+    ...directResponseLimit(input.models.flatMap((m) => m.servedNames)),
+    virtual_hosts: [modelVirtualHost(input.models, "original_destination_cluster", timeout, failover ? EPP_RETRY : {})],
+  };
+  const clusters = input.models.flatMap((m) =>
+    failover
+      ? [
+          failoverEppCluster(m.eppCluster, m.eppGrpcPort, { ...failover, eppHealthPort: m.eppHealthPort }, m.eppCluster),
+          localEppCluster(localCluster(m), m.eppGrpcPort),
+          localEppCluster(localHealthCluster(m), m.eppHealthPort),
+        ]
+      : [localEppCluster(m.eppCluster, m.eppGrpcPort, "10s")],
+  );
+  // A peer's stream names its model's EPP in its authority (the route's grpc_service): a virtual host per model.
+  const peerRoutes = {
+    name: PEER_ROUTES_NAME,
+    virtual_hosts: input.models.map((m) => peerVirtualHost(m.eppCluster, [m.eppCluster], localCluster(m), localHealthCluster(m))),
+  };
+  return {
+    bootstrap: stringify(bootstrap, { lineWidth: 0 }),
+    routes: discoveryFile("envoy.config.route.v3.RouteConfiguration", [routes]),
+    clusters: discoveryFile("envoy.config.cluster.v3.Cluster", clusters),
+    peerRoutes: failover ? discoveryFile("envoy.config.route.v3.RouteConfiguration", [peerRoutes]) : null,
+  };
+}
+
+/** The bootstrap's input: one model's, or with `models` the discovery files' paths of a stack of models. */
+type BootstrapInput = EnvoyInput & { models?: { routesPath: string; clustersPath: string; peerRoutesPath?: string } };
+
+/**
+ * A stream the local EPP refused or reset before answering (it stops, or died) is tried once more: by
+ * then outlier detection has ejected it, and a peer's takes the stream. One it answered is never
+ * retried (Envoy's `reset`).
+ */
+const EPP_RETRY = { retry_policy: { retry_on: "connect-failure,refused-stream,reset", num_retries: 1 } };
+
 const socket = (address: string, port: number) => ({ socket_address: { address: socketAddress(address), port_value: port } });
 // Functions, not constants: YAML would write a second use of one object as an alias.
 const routerFilter = () => ({ name: "envoy.filters.http.router", typed_config: typed("envoy.extensions.filters.http.router.v3.Router") });
@@ -80,14 +176,15 @@ const http2 = () => ({
 });
 const HCM = "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
 
-function bootstrapConfig(input: EnvoyInput) {
+function bootstrapConfig(input: BootstrapInput) {
   const timeout = `${input.requestTimeoutSeconds}s`;
   const failover = input.failover;
   return {
     node: { id: "rbln-serving-front-door", cluster: "rbln-serving" },
     admin: { address: socket("127.0.0.1", input.adminPort) },
+    ...(input.models ? { dynamic_resources: { cds_config: pathSource(input.models.clustersPath) } } : {}),
     static_resources: {
-      listeners: [frontDoorListener(input, timeout), ...(failover ? [peerEppListener(failover, timeout)] : [])],
+      listeners: [frontDoorListener(input, timeout), ...(failover ? [peerEppListener(failover, timeout, input.models?.peerRoutesPath)] : [])],
       clusters: [
         ...eppClusters(input),
         {
@@ -104,10 +201,8 @@ function bootstrapConfig(input: EnvoyInput) {
 }
 
 /** The listener clients reach: every request asks the EPP (ext_proc), then goes where its header says. */
-function frontDoorListener(input: EnvoyInput, timeout: string) {
-  // A stream the local EPP refused or reset before answering (it stops, or died) is tried once more: by then outlier
-  // detection has ejected it, and a peer's takes the stream. One it answered is never retried (Envoy's `reset`).
-  const retry = input.failover ? { retry_policy: { retry_on: "connect-failure,refused-stream,reset", num_retries: 1 } } : {};
+function frontDoorListener(input: BootstrapInput, timeout: string) {
+  const retry = input.failover ? EPP_RETRY : {};
   return {
     name: "front-door",
     address: socket(input.listenAddress, input.port),
@@ -121,14 +216,15 @@ function frontDoorListener(input: EnvoyInput, timeout: string) {
               // Envoy's default of 5 minutes without a byte would cut a long prompt's prefill.
               stream_idle_timeout: timeout,
               access_log: [{ name: "envoy.access_loggers.stdout", typed_config: typed("envoy.extensions.access_loggers.stream.v3.StdoutAccessLog") }],
-              route_config: routeConfig(input, timeout),
+              ...(input.models
+                ? { rds: { config_source: pathSource(input.models.routesPath), route_config_name: ROUTES_NAME } }
+                : { route_config: routeConfig(timeout) }),
               http_filters: [
                 ...requestGuards(input),
                 ...(input.models ? bodyToHeaderFilters() : []),
                 {
                   name: "envoy.filters.http.ext_proc",
                   typed_config: typed("envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor", {
-                    // With models every route names its model's EPP (or none); this default is the first's.
                     grpc_service: { ...eppService(input), ...retry },
                     processing_mode: {
                       request_header_mode: "SEND",
@@ -164,7 +260,7 @@ function localEppCluster(name: string, port: number, connectTimeout: string = EP
 }
 
 /** The stack's CA and this host's certificate, as a TLS context: for the peers' connections in, and this host's out. */
-function tlsContext(failover: EppFailover, peerNames: readonly string[]) {
+function tlsContext(failover: Pick<EppFailover, "tlsDir">, peerNames: readonly string[]) {
   return {
     tls_certificates: [{ certificate_chain: { filename: `${failover.tlsDir}/tls.crt` }, private_key: { filename: `${failover.tlsDir}/tls.key` } }],
     validation_context: {
@@ -182,11 +278,11 @@ function tlsContext(failover: EppFailover, peerNames: readonly string[]) {
  * the peers' at priority 1 through their Envoys over mutual TLS, gRPC health checks and outlier
  * detection that ejects an EPP at its first local-origin failure.
  */
-function failoverEppCluster(input: EnvoyInput, failover: EppFailover) {
+function failoverEppCluster(name: string, eppGrpcPort: number, failover: EppFailover, authority?: string) {
   const check = EPP_FAILOVER.healthCheck;
   const outlier = EPP_FAILOVER.outlier;
   return {
-    name: "epp",
+    name,
     type: "STATIC",
     connect_timeout: EPP_FAILOVER.connectTimeout,
     lb_policy: "LEAST_REQUEST",
@@ -199,7 +295,8 @@ function failoverEppCluster(input: EnvoyInput, failover: EppFailover) {
         unhealthy_threshold: check.unhealthyThreshold,
         healthy_threshold: check.healthyThreshold,
         reuse_connection: false,
-        grpc_health_check: { service_name: EPP_FAILOVER.healthService },
+        // With models, the authority names the model: a peer's Envoy takes the check to its EPP of that model.
+        grpc_health_check: { service_name: EPP_FAILOVER.healthService, ...(authority ? { authority } : {}) },
       },
     ],
     outlier_detection: {
@@ -218,11 +315,11 @@ function failoverEppCluster(input: EnvoyInput, failover: EppFailover) {
       },
     })),
     load_assignment: {
-      cluster_name: "epp",
+      cluster_name: name,
       endpoints: [
         {
           priority: 0,
-          lb_endpoints: [{ endpoint: { address: socket("127.0.0.1", input.eppGrpcPort), health_check_config: { port_value: failover.eppHealthPort } } }],
+          lb_endpoints: [{ endpoint: { address: socket("127.0.0.1", eppGrpcPort), health_check_config: { port_value: failover.eppHealthPort } } }],
         },
         {
           priority: 1,
@@ -245,8 +342,7 @@ const DOWNSTREAM_TLS = "envoy.extensions.transport_sockets.tls.v3.DownstreamTlsC
  * checks to its health port, the rest to its ext_proc port. No route timeout: an ext_proc stream
  * lasts as long as its request.
  */
-function peerEppListener(failover: EppFailover, timeout: string) {
-  const to = (cluster: string) => ({ cluster, timeout: "0s" });
+function peerEppListener(failover: Omit<EppFailover, "eppHealthPort">, timeout: string, routesPath?: string) {
   return {
     name: "peer-epp",
     address: socket(failover.self.address, failover.self.port),
@@ -269,19 +365,10 @@ function peerEppListener(failover: EppFailover, timeout: string) {
               stat_prefix: "peer_epp",
               codec_type: "HTTP2",
               stream_idle_timeout: timeout,
-              route_config: {
-                name: "peer-epp",
-                virtual_hosts: [
-                  {
-                    name: "peer-epp",
-                    domains: ["*"],
-                    routes: [
-                      { match: { prefix: "/grpc.health.v1.Health/" }, route: to("local_epp_health") },
-                      { match: { prefix: "/" }, route: to("local_epp") },
-                    ],
-                  },
-                ],
-              },
+              // With models its routes are a file of their own, a virtual host per model (modelsEnvoy).
+              ...(routesPath
+                ? { rds: { config_source: pathSource(routesPath), route_config_name: PEER_ROUTES_NAME } }
+                : { route_config: { name: PEER_ROUTES_NAME, virtual_hosts: [peerVirtualHost("peer-epp", ["*"], "local_epp", "local_epp_health")] } }),
               http_filters: [routerFilter()],
             }),
           },
@@ -291,31 +378,42 @@ function peerEppListener(failover: EppFailover, timeout: string) {
   };
 }
 
-/** The EPPs' clusters: the one EPP's (with its peers' on several router hosts), or each model's on this host. */
-function eppClusters(input: EnvoyInput) {
+const PEER_ROUTES_NAME = "peer-epp";
+
+/** The peer listener's way to one EPP on this host: gRPC health checks to its health port, the rest to its ext_proc port. */
+function peerVirtualHost(name: string, domains: string[], eppCluster: string, healthCluster: string) {
+  const to = (cluster: string) => ({ cluster, timeout: "0s" });
+  return {
+    name,
+    domains,
+    routes: [
+      { match: { prefix: "/grpc.health.v1.Health/" }, route: to(healthCluster) },
+      { match: { prefix: "/" }, route: to(eppCluster) },
+    ],
+  };
+}
+
+/** The bootstrap's EPP clusters: the one EPP's (with its peers' on several router hosts); with models, only the empty one (each model's comes by CDS). */
+function eppClusters(input: BootstrapInput) {
   const failover = input.failover;
-  // Several router hosts and models together are not rendered yet: a stack of models on hosts is refused before this (core/render/stack.ts).
-  if (input.models && failover) throw new Error("a front door of several router hosts carries one model's EPP only");
-  if (input.models) return input.models.map((m) => localEppCluster(m.eppCluster, m.eppGrpcPort, "10s"));
+  if (input.models) return [{ name: NO_MODEL_CLUSTER, type: "STATIC", connect_timeout: "1s", typed_extension_protocol_options: http2() }];
   if (!failover) return [localEppCluster("epp", input.eppGrpcPort, "10s")];
-  return [failoverEppCluster(input, failover), localEppCluster("local_epp", input.eppGrpcPort), localEppCluster("local_epp_health", failover.eppHealthPort)];
+  return [
+    failoverEppCluster("epp", input.eppGrpcPort, failover),
+    localEppCluster("local_epp", input.eppGrpcPort),
+    localEppCluster("local_epp_health", failover.eppHealthPort),
+  ];
 }
 
-/** The ext_proc filter's own EPP: the one EPP, or with models the first model's. */
-function eppService(input: EnvoyInput) {
-  const [cluster, port] = input.models ? [input.models[0]!.eppCluster, input.models[0]!.eppGrpcPort] : ["epp", input.eppGrpcPort];
-  return { envoy_grpc: { cluster_name: cluster, authority: `localhost:${port}` }, timeout: "10s" };
+/** The ext_proc filter's own EPP: the one EPP, or with models the empty cluster no route uses. */
+function eppService(input: BootstrapInput) {
+  if (input.models) return { envoy_grpc: { cluster_name: NO_MODEL_CLUSTER }, timeout: "10s" };
+  return { envoy_grpc: { cluster_name: "epp", authority: `localhost:${input.eppGrpcPort}` }, timeout: "10s" };
 }
 
-/** Every request to the EPP's destination; with models, by the body's model to its model's EPP (modelRoutes.ts). */
-function routeConfig(input: EnvoyInput, timeout: string) {
+/** One model's route config: every request to the EPP's destination. */
+function routeConfig(timeout: string) {
   const cluster = "original_destination_cluster";
-  if (input.models)
-    return {
-      name: "front-door",
-      ...directResponseLimit(input.models.flatMap((m) => m.servedNames)),
-      virtual_hosts: [modelVirtualHost(input.models, cluster, timeout)],
-    };
   return {
     name: "front-door",
     virtual_hosts: [{ name: "front-door", domains: ["*"], routes: [{ match: { prefix: "/" }, route: { cluster, timeout, idle_timeout: timeout } }] }],

@@ -176,7 +176,10 @@ function containerUnit(
 }
 
 /** Several router hosts: each Envoy falls back to the peers' EPPs, over mutual TLS. */
-const failsOver = (door: DoorContext) => door.frontDoor.routers.length > 1;
+export const failsOver = (door: DoorContext) => door.frontDoor.routers.length > 1;
+
+/** A router host as its peers reach its EPPs: its name (its certificate's), address and peer port. */
+export const peerEpp = (r: RouterPlacement) => ({ name: r.host.name, address: r.address, port: PEER_EPP_PORT });
 
 /** The front door's units on one router host, env-less: the EPP (gRPC on loopback only), Envoy (host network), the agent, and keepalived with a virtual address. */
 export function routerUnits(door: DoorContext, router: RouterPlacement) {
@@ -261,7 +264,6 @@ function desiredEndpoints(deployment: Deployment, frontDoor: FrontDoorPlan) {
 export function routerFiles(door: DoorContext, router: RouterPlacement) {
   const { deployment, frontDoor } = door;
   const peers = frontDoor.routers.filter((r) => r !== router);
-  const peerEpp = (r: RouterPlacement) => ({ name: r.host.name, address: r.address, port: PEER_EPP_PORT });
   return {
     "epp/epp.yaml": fileModePickerConfig(deployment.plan, `${EPP_DIR}/endpoints.yaml`),
     "envoy/envoy.yaml": envoyBootstrap({
@@ -438,7 +440,7 @@ function routerScripts(door: DoorContext, options: FrontDoorOptions, router: Rou
 const eppStopSeconds = (door: DoorContext) => door.deployment.shutdownTimeoutSeconds;
 
 /** What a router host's apply step waits for beyond one router host's (front-door-roll.sh): the hand-over of the address, Envoy's drain, the EPP's longer stop. */
-function failoverWaits(door: DoorContext) {
+export function failoverWaits(door: DoorContext) {
   return {
     takeoverSeconds: HOST_DEFAULTS.frontDoor.failover.takeoverSeconds,
     envoyDrainSeconds: door.deployment.shutdownTimeoutSeconds,
@@ -448,7 +450,7 @@ function failoverWaits(door: DoorContext) {
 }
 
 /** The apply step's settings for a front door of several router hosts (front-door-roll.sh); empty ones with one router host. */
-function failoverSettings(
+export function failoverSettings(
   door: DoorContext,
   router: RouterPlacement,
   tlsName: string,
@@ -473,7 +475,7 @@ function failoverSettings(
 }
 
 /** The first router host's steps that make the stack's TLS certificates for a front door of several router hosts: one per router host, so each gets its own key only. */
-function renderTls(door: DoorContext): RenderedFrontDoor["tls"] {
+export function renderTls(door: DoorContext): RenderedFrontDoor["tls"] {
   const { frontDoor, id, stateDir } = door;
   if (!failsOver(door)) return null;
   const host = frontDoor.routers[0]!.host;

@@ -19,12 +19,14 @@ export const MAX_REQUEST_BODY_BYTES = 32 * 1024 * 1024;
 const LUA_FILE = "core/render/hosts/frontDoor/model-header.lua";
 const EXT_PROC = "envoy.filters.http.ext_proc";
 
-/** One model behind the front door: its entry's name, the names clients send, and its EPP's ext_proc cluster and port. */
+/** One model behind the front door: its entry's name, the names clients send, and its EPP's ext_proc cluster and ports. */
 export interface ModelDoor {
   name: string;
   servedNames: readonly string[];
   eppCluster: string;
   eppGrpcPort: number;
+  /** Its EPP's gRPC health port, which a front door of several router hosts checks. */
+  eppHealthPort: number;
 }
 
 /** The ext_proc cluster of a model's EPP. */
@@ -68,10 +70,14 @@ export function bodyToHeaderFilters() {
   ];
 }
 
-/** ext_proc on one route: asks the model's EPP (its cluster on the router host's loopback). */
-function eppOverride(model: ModelDoor) {
+/**
+ * ext_proc on one route: asks the model's EPP through its cluster, the authority naming the model (a
+ * peer router host's Envoy routes by it); `retry`, the retry policy of a front door of several router
+ * hosts (the override replaces the filter's whole grpc_service, its retry policy too).
+ */
+function eppOverride(model: ModelDoor, retry: Record<string, unknown>) {
   return typed("envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute", {
-    overrides: { grpc_service: { envoy_grpc: { cluster_name: model.eppCluster, authority: `localhost:${model.eppGrpcPort}` }, timeout: "10s" } },
+    overrides: { grpc_service: { envoy_grpc: { cluster_name: model.eppCluster, authority: model.eppCluster }, timeout: "10s", ...retry } },
   });
 }
 
@@ -83,14 +89,14 @@ const NO_EPP = { [EXT_PROC]: typed("envoy.extensions.filters.http.ext_proc.v3.Ex
  * a route per served name (its header, exactly) to the EPP's destination through its model's EPP,
  * and every other request 404 JSON, as on Kubernetes (core/render/modelAnswers.ts).
  */
-export function modelVirtualHost(models: readonly ModelDoor[], cluster: string, timeout: string) {
+export function modelVirtualHost(models: readonly ModelDoor[], cluster: string, timeout: string, retry: Record<string, unknown> = {}) {
   const answers = answerRoutes(models.flatMap((m) => m.servedNames));
   const served = models.flatMap((model) =>
     model.servedNames.map((name) => ({
       name: `${model.name}:${name}`,
       match: { prefix: "/", headers: [{ name: MODEL_HEADER, string_match: { exact: name } }] },
       route: { cluster, timeout, idle_timeout: timeout },
-      typed_per_filter_config: { [EXT_PROC]: eppOverride(model) },
+      typed_per_filter_config: { [EXT_PROC]: eppOverride(model, retry) },
     })),
   );
   return {

@@ -3,6 +3,7 @@
 // endpoints and drain keys a front door of that model alone has, in that model's folder and on its
 // own ports (core/plan/ports.ts modelEppPorts). The Envoy's unit and folder are named after the stack's
 // deployment id; each model's after its own (the model entry's name is in it).
+import { parse as parseYaml } from "yaml";
 import { httpUrl } from "../../../address";
 import { durationSeconds } from "../../../config/defaults";
 import { frontDoorAddresses } from "../../../plan/frontDoor";
@@ -13,16 +14,21 @@ import { renderScript } from "../../../template";
 import { HOST_DEFAULTS } from "../defaults";
 import { HOST_SCRIPT_DIR } from "../scripts";
 import { commandStepWaits, frontDoorApplyWaits, timeoutsOf } from "../stepTimeouts";
-import { apiKeyFilterConfig, envoyBootstrap } from "./envoy";
+import { apiKeyFilterConfig, type ModelsEnvoy, modelsEnvoy } from "./envoy";
 import {
   API_KEY_CONFIG,
   type DoorContext,
   doorContext,
   drainAccess,
   ENVOY_DIR,
+  failoverSettings,
+  failoverWaits,
+  failsOver,
   type FrontDoorOptions,
+  peerEpp,
   type RenderedFrontDoor,
   type RenderedRouterHost,
+  renderTls,
   routerFiles,
   routerUnits,
 } from "./frontDoor";
@@ -34,29 +40,49 @@ export interface FrontDoorModel {
   id: string;
 }
 
+/** Envoy's routes (RDS) and the EPPs' clusters (CDS), in its folder: files of their own, so a model added or removed changes no bootstrap. */
+const ROUTES_FILE = "routes.yaml";
+const CLUSTERS_FILE = "clusters.yaml";
+/** With several router hosts: the routes of the listener the peers reach this host's EPPs at. */
+const PEER_ROUTES_FILE = "peer-routes.yaml";
+
 /** The stack's Envoy on one router host: every model's served names, each routed to its model's EPP. */
-function modelsEnvoy(stack: DoorContext, doors: readonly DoorContext[], router: RouterPlacement): string {
+function stackEnvoy(stack: DoorContext, doors: readonly DoorContext[], router: RouterPlacement): ModelsEnvoy {
   const { deployment, frontDoor } = stack;
   const models: ModelDoor[] = doors.map((door) => ({
     name: door.deployment.entry.name!,
     servedNames: door.deployment.entry.servedNames,
     eppCluster: eppClusterName(door.deployment.entry.name!),
     eppGrpcPort: door.ports.eppGrpc,
+    eppHealthPort: door.ports.eppHealth,
   }));
-  return envoyBootstrap({
+  const peers = frontDoor.routers.filter((r) => r !== router);
+  return modelsEnvoy({
     listenAddress: router.listenAddress,
     port: frontDoor.port,
     adminPort: FRONT_DOOR_PORTS.envoyAdmin,
-    eppGrpcPort: models[0]!.eppGrpcPort,
     requestTimeoutSeconds: durationSeconds(deployment.settings.router.requestTimeout),
     apiKeyConfigPath: stack.apiKey ? `${ENVOY_DIR}/${API_KEY_CONFIG}` : undefined,
     models,
+    routesPath: `${ENVOY_DIR}/${ROUTES_FILE}`,
+    clustersPath: `${ENVOY_DIR}/${CLUSTERS_FILE}`,
+    failover: failsOver(stack)
+      ? { self: peerEpp(router), peers: peers.map(peerEpp), tlsDir: `${ENVOY_DIR}/tls`, peerRoutesPath: `${ENVOY_DIR}/${PEER_ROUTES_FILE}` }
+      : undefined,
   });
 }
 
 /** What one router host holds for the stack's front door, by path: Envoy's under the stack's folder, each model's under models/<name>/, the units under systemd/. */
-function modelsRouterFiles(stack: DoorContext, doors: readonly DoorContext[], router: RouterPlacement, envoy: string) {
-  const files: Record<string, string> = { "envoy/envoy.yaml": envoy };
+function modelsRouterFiles(stack: DoorContext, doors: readonly DoorContext[], router: RouterPlacement, envoy: ModelsEnvoy) {
+  const files: Record<string, string> = {
+    "envoy/envoy.yaml": envoy.bootstrap,
+    [`envoy/${ROUTES_FILE}`]: envoy.routes,
+    [`envoy/${CLUSTERS_FILE}`]: envoy.clusters,
+    ...(envoy.peerRoutes ? { [`envoy/${PEER_ROUTES_FILE}`]: envoy.peerRoutes } : {}),
+  };
+  const vrrp = routerUnits(stack, router).keepalived;
+  const vrrpConfig = routerFiles(stack, router)["keepalived/keepalived.conf"];
+  if (vrrp && vrrpConfig) Object.assign(files, { "keepalived/keepalived.conf": vrrpConfig, [`systemd/${vrrp.name}`]: vrrp.text });
   if (stack.apiKey) files[`envoy/${API_KEY_CONFIG}`] = apiKeyFilterConfig(secretPlaceholder("apiKey"));
   const proxy = routerUnits(stack, router);
   files[`systemd/${proxy.names[1]!}`] = proxy.proxy;
@@ -72,6 +98,18 @@ function modelsRouterFiles(stack: DoorContext, doors: readonly DoorContext[], ro
   return files;
 }
 
+/** The apply step's settings of a front door of several router hosts (front-door-roll.sh), as one model's has them but for its one EPP's port. */
+function modelsFailoverSettings(stack: DoorContext, router: RouterPlacement, tlsName: string, vrrp: ReturnType<typeof routerUnits>["keepalived"]) {
+  const { epp_grpc_port: _, ...settings } = failoverSettings(stack, router, tlsName, vrrp, routerFiles(stack, router)["keepalived/keepalived.conf"] ?? "");
+  return settings;
+}
+
+/** The clusters Envoy discovers from its clusters file, which the apply step waits to see it run. */
+const envoyClusterNames = (envoy: ModelsEnvoy): string[] => parseYaml(envoy.clusters).resources.map((c: { name: string }) => c.name);
+
+/** How long a model taken out of the stack keeps its EPP for its requests in flight: as long as a stopping rank of the stack lets its own. */
+const removedModelDrainSeconds = (doors: readonly DoorContext[]) => Math.max(...doors.map((d) => d.deployment.shutdownTimeoutSeconds));
+
 /** One router host's steps for the stack: every host's drain key (each into its model's folder), and the one apply and remove. */
 function modelsRouterScripts(stack: DoorContext, doors: readonly DoorContext[], options: FrontDoorOptions, router: RouterPlacement): RenderedRouterHost {
   const { frontDoor, id, stateDir } = stack;
@@ -79,7 +117,9 @@ function modelsRouterScripts(stack: DoorContext, doors: readonly DoorContext[], 
   const proxy = routerUnits(stack, router);
   const units = doors.map((door) => routerUnits(door, router));
   const files = doors.map((door) => routerFiles(door, router));
-  const envoy = modelsEnvoy(stack, doors, router);
+  const envoy = stackEnvoy(stack, doors, router);
+  const failover = failsOver(stack);
+  const vrrp = proxy.keepalived;
   const images = [...new Set([...doors.map((d) => d.frontDoor.images.endpointPicker), frontDoor.images.proxy])];
   const probe = ["0.0.0.0", "::"].includes(router.listenAddress) ? (router.listenAddress === "::" ? "::1" : "127.0.0.1") : router.listenAddress;
   return {
@@ -96,7 +136,14 @@ function modelsRouterScripts(stack: DoorContext, doors: readonly DoorContext[], 
         images,
         agent_path: stack.agent.path,
         agent_text: stack.agent.text,
-        envoy_config: envoy,
+        envoy_config: envoy.bootstrap,
+        envoy_routes: envoy.routes,
+        envoy_clusters: envoy.clusters,
+        envoy_peer_routes: envoy.peerRoutes ?? "",
+        cds_clusters: envoyClusterNames(envoy),
+        removed_model_drain_s: removedModelDrainSeconds(doors),
+        // With several router hosts: Envoy takes traffic once it sees every model's EPP on this host healthy.
+        local_epps: doors.map((d) => `${eppClusterName(d.deployment.entry.name!)}::127.0.0.1:${d.ports.eppGrpc}`),
         api_key: String(stack.apiKey),
         api_key_config: `${stateDir}/envoy/${API_KEY_CONFIG}`,
         envoy_uid: HOST_DEFAULTS.frontDoor.envoyUid,
@@ -115,18 +162,25 @@ function modelsRouterScripts(stack: DoorContext, doors: readonly DoorContext[], 
         front_door_port: frontDoor.port,
         ready_timeout_s: HOST_DEFAULTS.frontDoor.readyTimeoutSeconds,
         settle_s: HOST_DEFAULTS.frontDoor.settleSeconds,
+        ...modelsFailoverSettings(stack, router, failover ? host.name : "", vrrp),
       },
     ),
     removeScript: renderScript(`${HOST_SCRIPT_DIR}/front-door-models-remove.sh`, `remove front door ${id} from ${host.name}`, {
       host_name: host.name,
       state_dirs: [stateDir, ...doors.map((d) => d.stateDir)],
       unit_dir: HOST_DEFAULTS.systemdUnitDir,
-      units: [...units.flatMap((u) => [u.names[0]!, u.names[2]!]), proxy.names[1]!],
+      units: [...units.flatMap((u) => [u.names[0]!, u.names[2]!]), proxy.names[1]!, ...(vrrp ? [vrrp.name] : [])],
     }),
     files: modelsRouterFiles(stack, doors, router, envoy),
     apiKeyConfig: stack.apiKey ? `${stateDir}/envoy/${API_KEY_CONFIG}` : null,
     timeouts: {
-      apply: timeoutsOf(frontDoorApplyWaits(host, null, { models: doors.length, images: images.length })),
+      apply: timeoutsOf(
+        frontDoorApplyWaits(host, failover ? failoverWaits(stack) : null, {
+          models: doors.length,
+          images: images.length,
+          removedModelDrainSeconds: removedModelDrainSeconds(doors),
+        }),
+      ),
       access: timeoutsOf(commandStepWaits(host)),
     },
   };
@@ -140,12 +194,9 @@ function modelsRouterScripts(stack: DoorContext, doors: readonly DoorContext[], 
 export function renderModelsFrontDoor(models: readonly FrontDoorModel[], options: FrontDoorOptions): RenderedFrontDoor {
   const doors = models.map(({ deployment, id }, modelIndex) => doorContext(deployment, { ...options, id, modelIndex }));
   const stack = doorContext(models[0]!.deployment, options);
-  const { routers } = stack.frontDoor;
-  // Refused at config time (router.hosts with models): the failover cluster is one EPP's and its peers'.
-  if (routers.length > 1) throw new Error("a front door of several router hosts does not carry several models");
   return {
-    routers: routers.map((router) => modelsRouterScripts(stack, doors, options, router)),
-    tls: null,
+    routers: stack.frontDoor.routers.map((router) => modelsRouterScripts(stack, doors, options, router)),
+    tls: renderTls(stack),
     urls: frontDoorAddresses(stack.frontDoor).map((address) => httpUrl(address, stack.frontDoor.port)),
     sidecars: [],
     scrapeTargets: [],

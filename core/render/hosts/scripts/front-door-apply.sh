@@ -54,6 +54,8 @@ takeover_s=15
 . images.sh
 # shellcheck source=front-door-roll.sh
 . front-door-roll.sh
+proxy_unit_name=${units[1]}
+local_epps=("epp::127.0.0.1:${epp_grpc_port}")
 
 umask 022
 fail() { echo "front door ${host_name}: $*" >&2; exit 1; }

@@ -15,6 +15,6 @@ for unit in "${units[@]}"; do
 done
 systemctl daemon-reload
 for dir in "${state_dirs[@]}"; do
-  rm -rf "$dir/epp" "$dir/envoy" "$dir/drains" "$dir/served" "$dir/desired.json" "$dir/lock"
+  rm -rf "$dir/epp" "$dir/envoy" "$dir/drains" "$dir/served" "$dir/desired.json" "$dir/lock" "$dir/models.list"
 done
 echo "front door ${host_name}: removed"

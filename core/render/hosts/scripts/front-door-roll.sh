@@ -8,8 +8,9 @@
 # sees its EPP healthy. A change of the EPP alone moves nothing: the EPP's stop lets its in-flight
 # streams finish while Envoy sends new ones to a peer's EPP (the ext_proc cluster's priority 1).
 # Reads: host_name, state_dir, tls_name, envoy_uid, keepalived, keepalived_unit_name, keepalived_config,
-# own_address, virtual_address, admin_port, epp_grpc_port, front_door_port, drain_timeout_s,
-# takeover_s, units; stdin (read_tls): the CA and this host's certificate and key (front-door-tls.sh's output).
+# own_address, virtual_address, admin_port, front_door_port, drain_timeout_s, takeover_s,
+# proxy_unit_name, local_epps (each EPP of this host as Envoy's /clusters names it: cluster::address:port);
+# stdin (read_tls): the CA and this host's certificate and key (front-door-tls.sh's output).
 # shellcheck disable=SC2154
 
 check_vrrp_tools() {
@@ -89,7 +90,7 @@ holds_address() {
 # leave_service ENVOY_RESTARTS: out of the clients' way before Envoy or keepalived restarts: the address
 # goes to a peer, and Envoy drains when it is about to restart (a drained Envoy serves no more).
 leave_service() {
-  local unit=${units[1]} started n held=no deadline
+  local unit=$proxy_unit_name started n held=no deadline
   if [ -n "$keepalived_unit_name" ] && systemctl is-active --quiet "$keepalived_unit_name"; then
     ! holds_address || held=yes
     systemctl stop "$keepalived_unit_name"
@@ -115,9 +116,11 @@ leave_service() {
   echo "front door ${host_name}: Envoy drained (${n:-0} requests in flight at the start, $(( $(date +%s) - started ))s)"
 }
 
-# envoy_takes_traffic: Envoy is ready (LIVE) and sees this host's EPP healthy.
+# envoy_takes_traffic: Envoy is ready (LIVE) and sees each EPP of this host healthy.
 envoy_takes_traffic() {
-  admin GET /ready >/dev/null && admin GET /clusters | grep -qxF "epp::127.0.0.1:${epp_grpc_port}::health_flags::healthy"
+  local clusters epp
+  admin GET /ready >/dev/null && clusters=$(admin GET /clusters) || return 1
+  for epp in "${local_epps[@]}"; do grep -qxF "${epp}::health_flags::healthy" <<<"$clusters" || return 1; done
 }
 
 # start_vrrp CHANGED: keepalived, as a backup (nopreempt): it takes the address only when no peer holds it.
