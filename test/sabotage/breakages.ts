@@ -654,4 +654,16 @@ export const BREAKAGES: readonly Breakage[] = [
     ],
     tests: { fast: ["test/step-timeouts.test.ts"] },
   },
+  {
+    name: "models-epp-ports-unclaimed",
+    why: "a stack of models on hosts claims only the first model's EPP ports on the router host: a port there that a later model's EPP takes passes the plan, and that EPP cannot bind at deploy",
+    edits: [
+      {
+        file: "core/plan/ports.ts",
+        search: "for (const model of models) claimModelPorts(claims, model, eppModels);",
+        replace: "for (const model of models) claimModelPorts(claims, model, [null]);",
+      },
+    ],
+    tests: { fast: ["test/models-hosts.test.ts"] },
+  },
 ];
