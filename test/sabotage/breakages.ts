@@ -633,7 +633,7 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "status-reads-unbounded",
     why: "status on a large cluster opens one ssh per host and one kubectl logs per pod at once: a bastion's MaxStartups refuses most of them, the API server throttles",
-    edits: [{ file: "cli/boundedRun.ts", search: "{ length: Math.min(limit, items.length) }", replace: "{ length: items.length }" }],
+    edits: [{ file: "cli/boundedRun.ts", search: "    if (running < limit) running++;", replace: "    if (running < Infinity) running++;" }],
     tests: { fast: ["test/bounded-run.test.ts"] },
   },
   {
@@ -653,6 +653,18 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { fast: ["test/step-timeouts.test.ts"] },
+  },
+  {
+    name: "status-models-bound-each",
+    why: "status of a stack of several models reads them at once with a bound per model: N models open N times 8 ssh or kubectl clients, which a bastion's MaxStartups refuses",
+    edits: [
+      {
+        file: "cli/status.ts",
+        search: "(await readModelStatus(source, options, interval, processes))",
+        replace: "(await readModelStatus(source, options, interval, bound(PROCESSES_AT_ONCE)))",
+      },
+    ],
+    tests: { fast: ["test/bounded-run.test.ts"] },
   },
   {
     name: "models-epp-ports-unclaimed",
