@@ -50,16 +50,33 @@ export function failureLine(run: BoundedRun, command: string): string {
   return run.startError ?? (run.stderr.trim().split("\n").pop() || `${command} exited ${run.code}`);
 }
 
-/** `work` over `items`, at most `limit` at once, results in the items' order: one read per host or pod, without a hundred clients at once. */
-export async function mapLimited<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
-  const results: R[] = new Array(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await work(items[i]!);
+/** Runs a piece of work when fewer than its limit run: one bound shared by every read that holds it. */
+export type Bound = <R>(work: () => Promise<R>) => Promise<R>;
+
+/**
+ * A bound of `limit` pieces of work at once, in the order they ask. `status` holds one for all its
+ * SSH and kubectl processes, whichever model each reads for, so several models read at once still
+ * open at most `limit` clients.
+ */
+export function bound(limit: number): Bound {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async (work) => {
+    // A released slot goes to the first waiter, which takes it over without running dropping below the limit.
+    if (running < limit) running++;
+    else await new Promise<void>((resolve) => waiting.push(resolve));
+    try {
+      return await work();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else running--;
     }
   };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return results;
+}
+
+/** `work` over `items`, at most `limit` at once (or within a shared bound), results in the items' order: one read per host or pod, without a hundred clients at once. */
+export function mapLimited<T, R>(items: readonly T[], limit: number | Bound, work: (item: T) => Promise<R>): Promise<R[]> {
+  const within = typeof limit === "number" ? bound(limit) : limit;
+  return Promise.all(items.map((item) => within(() => work(item))));
 }

@@ -14,6 +14,7 @@ import { maskedPlan, messageLines, renderPlanText } from "../core/render/planTex
 import { renderStack } from "../core/render/stack";
 import { renderStackPlanText } from "../core/render/stackPlanText";
 import { changeCost, renderChangeCost } from "../core/render/changeCost";
+import { renderStackChangeCost } from "../core/render/stackChangeCost";
 import { stackFileAgainst } from "./stackAgainst";
 import { renderDeployment } from "../core/render/deployment";
 import { writeRenderFolder } from "./outputFolder";
@@ -165,11 +166,17 @@ function modelChanges(a: { plan: StackPlan; secrets: SecretKey[] }, b: { plan: S
   return { changes, recompiles };
 }
 
-/** The cost of a change between two stacks of one model each (units restarted, ...); none between stacks of models. */
-function singleModelCost(stack: string, a: { plan: StackPlan; secrets: SecretKey[] }, b: { plan: StackPlan; secrets: SecretKey[] }): string[] {
-  if (a.plan.settings.models !== undefined || b.plan.settings.models !== undefined) return [];
-  const render = (side: typeof a) => renderDeployment(side.plan.models[0]!, { stack, instance: DEFAULT_INSTANCE, secrets: side.secrets });
-  return renderChangeCost(changeCost(render(a), render(b)), b.plan.models[0]!);
+/**
+ * The cost of a change between two stacks (units restarted, ...), both rendered as the program's
+ * instance on `stack`: between stacks of one model, that model's; else per model under its name,
+ * and what the models share (the router host's front door, the routing in the cluster) once.
+ */
+function stackCost(stack: string, a: { plan: StackPlan; secrets: SecretKey[] }, b: { plan: StackPlan; secrets: SecretKey[] }): string[] {
+  const render = (side: typeof a) => renderStack(side.plan, { stack, instance: DEFAULT_INSTANCE, secrets: side.secrets });
+  const [before, after] = [render(a), render(b)];
+  if (a.plan.settings.models === undefined && b.plan.settings.models === undefined)
+    return renderChangeCost(changeCost(before.models[0]!, after.models[0]!), b.plan.models[0]!);
+  return renderStackChangeCost(before, after);
 }
 
 /**
@@ -190,7 +197,7 @@ function diffCommand(options: CliOptions, catalog: RecipeCatalog): string {
       : [stackPlan(options, catalog, stack), stackPlan(options, catalog, options.diff!)];
   const { changes, recompiles } = modelChanges(a, b);
   if (format(options) === "json") return `${JSON.stringify([...changes, ...compileKeyChanges(recompiles)], null, 2)}\n`;
-  const cost = changes.length > 0 ? singleModelCost(stack, a, b) : [];
+  const cost = changes.length > 0 ? stackCost(stack, a, b) : [];
   return `${renderPlanDiff(changes)}${recompileLines(recompiles)
     .map((line) => `${line.level}: ${line.text}\n`)
     .join("")}${cost.map((line) => `${line}\n`).join("")}`;

@@ -14,7 +14,7 @@ import { hostStatusReads } from "../core/render/hosts/statusRead";
 import { classifyHostRank } from "../core/status/hostRank";
 import { exitCodeOf, formatAge, roleSummaries, STATUS_EXIT, type RankState } from "../core/status/states";
 import { refuseUnusedOptions, stackPlan, type CliOptions } from "./commands";
-import { mapLimited } from "./boundedRun";
+import { type Bound, bound, mapLimited } from "./boundedRun";
 import { readHost, type SshOptions } from "./hostRead";
 import { readKubernetes, type KubernetesStatus } from "./kubeRead";
 
@@ -411,8 +411,11 @@ export interface StatusReport {
   exitCode: number;
 }
 
-/** At most this many SSH reads at once (OpenSSH's MaxStartups on a bastion starts refusing at 10 by default). */
-const SSH_READS_AT_ONCE = 8;
+/**
+ * At most this many SSH or kubectl processes at once, all models together (OpenSSH's MaxStartups on
+ * a bastion starts refusing at 10 by default; an API server throttles a client that asks too much).
+ */
+const PROCESSES_AT_ONCE = 8;
 
 /** Each rank's state from its HTTP answer and what its host says (core/status/hostRank.ts), with its age and last log line. */
 async function withHostStates(
@@ -421,9 +424,10 @@ async function withHostStates(
   stack: string,
   instance: string,
   ssh: SshOptions,
+  processes: Bound,
 ): Promise<RankStatus[]> {
   const reads = hostStatusReads(deployment, stack, instance);
-  const all = await mapLimited([...reads.hosts, ...reads.routers], SSH_READS_AT_ONCE, (r) => readHost(r, ssh));
+  const all = await mapLimited([...reads.hosts, ...reads.routers], processes, (r) => readHost(r, ssh));
   const [results, routers] = [all.slice(0, reads.hosts.length), all.slice(reads.hosts.length)];
   const byHost = new Map(reads.hosts.map((r, i) => [r.host.name, results[i]!]));
   // Each router host keeps its own agent's drains: a rank is out while any of them holds it out.
@@ -445,10 +449,10 @@ function sshOptions(options: StatusOptions, deployment: Deployment): SshOptions 
   return { identity: options.identity, skipHostKeyCheck: deployment.settings.insecureSkipHostKeyCheck };
 }
 
-/** One model's reading: every rank once (and the front door, the hosts or the pods). */
-async function readModelStatus(source: Source, options: StatusOptions, interval: number): Promise<StatusReport> {
+/** One model's reading: every rank once (and the front door, the hosts or the pods), its SSH or kubectl processes within `processes`. */
+async function readModelStatus(source: Source, options: StatusOptions, interval: number, processes: Bound): Promise<StatusReport> {
   if (source.kind === "kubernetes") {
-    const kubernetes = await readKubernetes(source.deployment, source.instance);
+    const kubernetes = await readKubernetes(source.deployment, source.instance, processes);
     return {
       plannedModel: source.plannedModel,
       ranks: [],
@@ -459,6 +463,8 @@ async function readModelStatus(source: Source, options: StatusOptions, interval:
     };
   }
   const frontDoor = source.kind === "hosts" ? source.deployment.frontDoor : null;
+  // Checked before any read: a bad --identity stops every model's reading before one starts.
+  const ssh = source.kind === "hosts" ? sshOptions(options, source.deployment) : null;
   const [probed, door] = await Promise.all([
     probeRanks(source.ranks, source.plannedModel, interval),
     frontDoor && source.kind === "hosts"
@@ -470,8 +476,7 @@ async function readModelStatus(source: Source, options: StatusOptions, interval:
         )
       : null,
   ]);
-  const ranks =
-    source.kind === "hosts" ? await withHostStates(probed, source.deployment, source.stack, source.instance, sshOptions(options, source.deployment)) : probed;
+  const ranks = source.kind === "hosts" ? await withHostStates(probed, source.deployment, source.stack, source.instance, ssh!, processes) : probed;
   const rankExit = exitCodeOf(ranks.map((r) => r.state));
   // A front door that fails while every rank serves has failed; while ranks start, it waits with them.
   const exitCode = door?.problem ? Math.max(rankExit === STATUS_EXIT.ready ? STATUS_EXIT.failed : rankExit, STATUS_EXIT.starting) : rankExit;
@@ -485,11 +490,17 @@ export interface StackStatusReport {
   exitCode: number;
 }
 
-/** Reads every model's ranks once, the models one after the other: the report `status` prints. */
+/**
+ * Reads every model's ranks once, the models at once (N models take about one model's time, not
+ * N times it), their SSH and kubectl processes within one bound: the report `status` prints, in the
+ * models' order.
+ */
 export async function readStatus(options: StatusOptions, catalog: RecipeCatalog): Promise<StackStatusReport> {
   const interval = intervalSeconds(options);
-  const models = [];
-  for (const { name, source } of sourcesOf(options, catalog)) models.push({ name, ...(await readModelStatus(source, options, interval)) });
+  const processes = bound(PROCESSES_AT_ONCE);
+  const models = await Promise.all(
+    sourcesOf(options, catalog).map(async ({ name, source }) => ({ name, ...(await readModelStatus(source, options, interval, processes)) })),
+  );
   return { models, exitCode: Math.max(...models.map((m) => m.exitCode)) };
 }
 

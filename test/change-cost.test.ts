@@ -9,6 +9,10 @@ import { readStackFile } from "../core/config/stackFile";
 import { planDeployment } from "../core/plan/deployment";
 import { type ChangeCost, changeCost, renderChangeCost, type StepChange } from "../core/render/changeCost";
 import { renderDeployment } from "../core/render/deployment";
+import { planStack } from "../core/plan/stack";
+import { runCommand } from "../cli/commands";
+import { renderStack } from "../core/render/stack";
+import { renderStackChangeCost, stackChangeCost } from "../core/render/stackChangeCost";
 import { runProgram } from "../program";
 import { runUnderMocks } from "./helpers/pulumiHarness";
 import { shippedCatalog } from "./helpers/recipes";
@@ -132,33 +136,50 @@ describe("the cost of a change", () => {
  * A step reruns when `pulumi up` would run its command again: the program's own registrations
  * under the mock runtime, compared input by input, mapped to the cost's steps by their names.
  */
-describe("the steps that rerun are the commands whose inputs change in the program", () => {
-  const SECRETS = { sshPrivateKey: "k", pipPassword: "p" };
-  async function commands(raw: Record<string, unknown>): Promise<Map<string, string>> {
-    const { registrations, error } = await runUnderMocks(runProgram, raw, SECRETS);
-    if (error) throw error;
-    return new Map(registrations.filter((r) => r.type.startsWith("command:")).map((r) => [r.name, JSON.stringify(r.inputs)]));
+const SECRETS = { sshPrivateKey: "k", pipPassword: "p" };
+async function commands(raw: Record<string, unknown>): Promise<Map<string, string>> {
+  const { registrations, error } = await runUnderMocks(runProgram, raw, SECRETS);
+  if (error) throw error;
+  return new Map(registrations.filter((r) => r.type.startsWith("command:")).map((r) => [r.name, JSON.stringify(r.inputs)]));
+}
+/** A program command's name as the cost names its step: `npu-0 install`, `npu-1 copy weights from npu-0`; a model's commands start with its name. */
+function stepOf(name: string, hosts: readonly string[], models: readonly string[] = []): string {
+  const own = name.replace(/^rbln-serving-/, "");
+  const model = models.find((m) => own.startsWith(`${m}-`) && !hosts.some((h) => own.startsWith(`${h}-`)));
+  const rest = model ? own.slice(model.length + 1) : own;
+  const at = [...hosts].sort((a, b) => b.length - a.length).find((h) => rest.startsWith(`${h}-`))!;
+  const step = rest.slice(at.length + 1);
+  const copy = /^(allow|copy|revoke)-(compile-)?(.+)$/.exec(step);
+  if (copy) {
+    const [dest, source] = copy[1] === "copy" ? [at, copy[3]!] : [copy[3]!, at];
+    return `${dest} copy ${copy[2] ? "compiled cache" : "weights"} from ${source}`;
   }
-  /** A program command's name as the cost names its step: `npu-0 install`, `npu-1 copy weights from npu-0`. */
-  function stepOf(name: string, hosts: readonly string[]): string {
-    const rest = name.replace(/^rbln-serving-/, "");
-    const at = [...hosts].sort((a, b) => b.length - a.length).find((h) => rest.startsWith(`${h}-`))!;
-    const step = rest.slice(at.length + 1);
-    const copy = /^(allow|copy|revoke)-(compile-)?(.+)$/.exec(step);
-    if (copy) {
-      const [dest, source] = copy[1] === "copy" ? [at, copy[3]!] : [copy[3]!, at];
-      return `${dest} copy ${copy[2] ? "compiled cache" : "weights"} from ${source}`;
-    }
-    const group = /^([a-z]+)-group$/.exec(step);
-    if (group) return `${at} group ${group[1]}`;
-    const unit = /^([a-z]+)-(\d+)$/.exec(step);
-    if (unit && !["front-door"].includes(unit[1]!)) return `${at} unit ${unit[1]} rank ${unit[2]}`;
-    const compile = /^(pull-)?compile-([0-9a-f]{16})$/.exec(step);
-    if (compile) return `${at} ${compile[1] ? "pull compiled cache" : "compile key"} ${compile[2]}`;
-    return `${at} ${step === "front-door-apply" ? "front door" : step.replace(/-/g, " ")}`;
-  }
-  const costStep = (s: StepChange) => `${s.where} ${s.kind}${s.what ? ` ${s.what.replace(/ \(.*\)$/, "")}` : ""}`;
+  const group = /^([a-z]+)-group$/.exec(step);
+  if (group) return `${at} group ${group[1]}`;
+  const unit = /^([a-z]+)-(\d+)$/.exec(step);
+  if (unit && !["front-door"].includes(unit[1]!)) return `${at} unit ${unit[1]} rank ${unit[2]}`;
+  const compile = /^(pull-)?compile-([0-9a-f]{16})$/.exec(step);
+  if (compile) return `${at} ${compile[1] ? "pull compiled cache" : "compile key"} ${compile[2]}`;
+  const access = /^front-door-access-(.+)$/.exec(step);
+  if (access) return `${at} front door access ${access[1]}`;
+  return `${at} ${step === "front-door-apply" ? "front door" : step.replace(/-/g, " ")}`;
+}
+const costStep = (s: StepChange) => `${s.where} ${s.kind}${s.what ? ` ${s.what.replace(/ \(.*\)$/, "")}` : ""}`;
+/** The program's commands that change from `a` to `b` (inputs or new) and that go, as the cost names their steps. */
+async function programSteps(a: Record<string, any>, b: Record<string, any>, hosts: readonly string[], models: readonly string[] = []) {
+  const [before, after] = [await commands(a), await commands(b)];
+  const changed = [...after].filter(([name, inputs]) => before.get(name) !== inputs).map(([name]) => stepOf(name, hosts, models));
+  const removed = [...before.keys()].filter((name) => !after.has(name)).map((name) => stepOf(name, hosts, models));
+  return { changed: [...new Set(changed)].sort(), removed: [...new Set(removed)].sort() };
+}
+/** The cost's steps as programSteps names them; compiles in a unit's start are no step of their own (the unit's step carries them). */
+function costSteps(steps: readonly StepChange[]) {
+  const own = steps.filter((s) => !s.what.includes("in its start"));
+  const names = (kept: readonly StepChange[]) => [...new Set(kept.map(costStep))].sort();
+  return { changed: names(own.filter((s) => s.change !== "removed")), removed: names(own.filter((s) => s.change === "removed")) };
+}
 
+describe("the steps that rerun are the commands whose inputs change in the program", () => {
   it.each([
     ["edge, eagle3", edge, { ...edge, axes: { spec_decode: "eagle3" } }],
     ["edge, the front door's port", edge, { ...edge, router: { ...edge.router, port: 8081 } }],
@@ -169,17 +190,141 @@ describe("the steps that rerun are the commands whose inputs change in the progr
     ["compile host and registry, suffix decoding", compiled, { ...compiled, axes: { spec_decode: "suffix" } }],
     ["compile host and registry, nothing", compiled, compiled],
   ] as [string, Record<string, any>, Record<string, any>][])("%s", async (_, a, b) => {
-    const [before, after] = [await commands(a), await commands(b)];
     const hosts = [...new Set([...render(a).deployment.placements, ...render(b).deployment.placements].map((p) => p.host.name)).values()];
     const extra = [b.compile?.host?.name, a.compile?.host?.name, b.router?.host?.name].filter((h): h is string => typeof h === "string");
-    const names = [...hosts, ...extra];
-    const changed = [...after].filter(([name, inputs]) => before.get(name) !== inputs).map(([name]) => stepOf(name, names));
-    const removed = [...before.keys()].filter((name) => !after.has(name)).map((name) => stepOf(name, names));
-    const cost = costOf(a, b);
-    // Compiles in a unit's start are no step of their own: the unit's step carries them.
-    const steps = cost.steps.filter((s) => !s.what.includes("in its start"));
-    expect([...new Set(steps.filter((s) => s.change !== "removed").map(costStep))].sort()).toEqual([...new Set(changed)].sort());
-    expect([...new Set(steps.filter((s) => s.change === "removed").map(costStep))].sort()).toEqual([...new Set(removed)].sort());
+    expect(costSteps(costOf(a, b).steps)).toEqual(await programSteps(a, b, [...hosts, ...extra]));
+  });
+});
+
+/** A stack of models: the shipped multi-hosts (chat on two servers, batch on one) and multi (Kubernetes), with changes. */
+const multiHosts = readStackFile("multi-hosts").raw as Record<string, any>;
+const multiK8s = readStackFile("multi").raw as Record<string, any>;
+const withModels = (raw: Record<string, any>, change: (models: Record<string, any>[]) => Record<string, any>[]) => ({ ...raw, models: change(raw.models) });
+const withoutBatch = (raw: Record<string, any>) => withModels(raw, (models) => models.filter((m) => m.name !== "batch"));
+const batch = (raw: Record<string, any>, keys: Record<string, unknown>) =>
+  withModels(raw, (models) => models.map((m) => (m.name === "batch" ? { ...m, ...keys } : m)));
+const renderModels = (raw: Record<string, unknown>) =>
+  renderStack(planStack(parseStackSettings(raw), shippedCatalog), { stack: "s", instance: "rbln-serving", secrets: [] });
+const stackCostText = (a: Record<string, unknown>, b: Record<string, unknown>) =>
+  renderStackChangeCost(renderModels(a), renderModels(b))
+    .join("\n")
+    .replace(/\b[0-9a-f]{16}\b/g, "<key>")
+    .replace(/-[0-9a-f]{10}\b/g, "-<hash>");
+const REFUSED_ONE_SERVER =
+  "refused once it serves: npu-multi-2 is its only server behind the front door, so its unit steps refuse the restart; add a server of the role in a deploy of its own, or set rollout.allowEmptyFrontDoor: true to take the outage: about 15 min (a load from the compiled cache)";
+const ESTIMATES = "  (a load is the deploy model's 15 min, REPLICA_LOAD_SECONDS; a compile the recipe's VLLM_ENGINE_READY_TIMEOUT_S, an upper bound)";
+
+describe("the cost of a change between stacks of models", () => {
+  it("on hosts, a change within one model costs that model alone, under its name; the front door is untouched", () => {
+    expect(stackCostText(multiHosts, batch(multiHosts, { axes: { reasoning_parser: "off" } })).split("\n")).toEqual([
+      "",
+      "cost of the change (from the plans; times are estimates, none measured on NPUs):",
+      "# model batch, served as minimax-batch",
+      "  reruns    npu-multi-2: unit main rank 0",
+      "  restarts  npu-multi-2: rbln-serving-s.rbln-serving-batch.main-0.service",
+      `  out       main: ${REFUSED_ONE_SERVER}`,
+      ESTIMATES,
+    ]);
+  });
+
+  it("on hosts, another served name: the model's units restart, and Envoy, whose routes carry the names; `diff` prints it", () => {
+    const lines = [
+      "",
+      "cost of the change (from the plans; times are estimates, none measured on NPUs):",
+      "# model batch, served as minimax-batch, mb",
+      "  reruns    npu-multi-2: unit main rank 0",
+      "  restarts  npu-multi-2: rbln-serving-s.rbln-serving-batch.main-0.service",
+      `  out       main: ${REFUSED_ONE_SERVER}`,
+      "# the front door on the router host, every model's",
+      "  reruns    multi-router: front door",
+      "  restarts  multi-router: rbln-serving-s.front-door-proxy.service",
+      "  out       front door: Envoy restarts on multi-router: the requests in flight there fail, every model's, and new ones are refused until it listens again (seconds)",
+      ESTIMATES,
+    ];
+    expect(stackCostText(multiHosts, batch(multiHosts, { servedNames: ["minimax-batch", "mb"] })).split("\n")).toEqual(lines);
+    // The command: from a stack file to the shipped stack, named as the program's instance on it.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "models-diff-"));
+    try {
+      const file = path.join(dir, "before.yaml");
+      fs.writeFileSync(
+        file,
+        stringify({
+          config: Object.fromEntries(Object.entries(batch(multiHosts, { servedNames: ["minimax-batch", "mb"] })).map(([k, v]) => [`rbln-serving:${k}`, v])),
+        }),
+      );
+      const out = runCommand("diff", { stack: "multi-hosts", against: file }, shippedCatalog);
+      expect(out).toMatch(/^batch: main rank 0:\n {2}~ --served-model-name "minimax-batch" "mb" → "minimax-batch"\n/);
+      expect(out).toContain("\n# model batch, served as minimax-batch\n  reruns    npu-multi-2: unit main rank 0\n");
+      expect(out).toContain("\n  restarts  multi-router: rbln-serving-multi-hosts.front-door-proxy.service\n");
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("on hosts, an added model: its downloads, steps and units, and the front door's step, which starts its EPP and restarts Envoy", () => {
+    expect(stackCostText(withoutBatch(multiHosts), multiHosts).split("\n")).toEqual([
+      "",
+      "cost of the change (from the plans; times are estimates, none measured on NPUs):",
+      "# model batch, served as minimax-batch (added)",
+      "  download  MiniMaxAI/MiniMax-M2.7 (the model, about 230 GB) from the hub by npu-multi-2",
+      "  download  the packages rebel-compiler (new) -> 0.12.0, vllm-rbln (new) -> 0.12.0 (pip, into a new venv on every host)",
+      "  runs      npu-multi-2: preflight, install, weights, unit main rank 0, compile key <key> (main) on the NPUs of its first unit, in its start",
+      "  starts    npu-multi-2: rbln-serving-s.rbln-serving-batch.main-0.service",
+      "# the front door on the router host, every model's",
+      "  reruns    multi-router: front door",
+      "  runs      multi-router: front door access npu-multi-2",
+      "  restarts  multi-router: rbln-serving-s.front-door-proxy.service",
+      "  starts    multi-router: rbln-serving-s.rbln-serving-batch.front-door-epp.service, rbln-serving-s.rbln-serving-batch.front-door-agent.service",
+      "  out       front door: Envoy restarts on multi-router: the requests in flight there fail, every model's, and new ones are refused until it listens again (seconds)",
+    ]);
+  });
+
+  it("on hosts, a removed model: its steps go and its units stop, and the front door's step reruns", () => {
+    expect(stackCostText(multiHosts, withoutBatch(multiHosts)).split("\n")).toEqual([
+      "",
+      "cost of the change (from the plans; times are estimates, none measured on NPUs):",
+      "# model batch, served as minimax-batch (removed)",
+      "  removes   npu-multi-2: preflight, install, weights, unit main rank 0",
+      "  stops     npu-multi-2: rbln-serving-s.rbln-serving-batch.main-0.service",
+      "# the front door on the router host, every model's",
+      "  reruns    multi-router: front door",
+      "  removes   multi-router: front door access npu-multi-2",
+      "  restarts  multi-router: rbln-serving-s.front-door-proxy.service",
+      "  out       front door: Envoy restarts on multi-router: the requests in flight there fail, every model's, and new ones are refused until it listens again (seconds)",
+    ]);
+  });
+
+  it("on Kubernetes, an added or removed model's Jobs, router chart and pods, and the answers' pods, which list the served names", () => {
+    const added = stackCostText(withoutBatch(multiK8s), multiK8s);
+    expect(added).toContain(
+      "\n# model batch, served as minimax-batch (added)\n  download  MiniMaxAI/MiniMax-M2.7 (the model, about 230 GB) from the hub by the weights Job\n",
+    );
+    expect(added).toContain(
+      "\n  runs      the cluster: weights Job rbln-serving-batch-weights-<hash>, router chart router-batch, compile key <key> (main) on the NPUs of the first pod of rbln-serving-batch-main\n",
+    );
+    expect(added).toContain("\n  starts    the cluster: the pods of Deployment rbln-serving-batch-main\n");
+    expect(added).not.toContain("# model chat");
+    expect(stackCostText(multiK8s, withoutBatch(multiK8s)).split("\n")).toEqual([
+      "",
+      "cost of the change (from the plans; times are estimates, none measured on NPUs):",
+      "# model batch, served as minimax-batch (removed)",
+      "  removes   the cluster: weights Job rbln-serving-batch-weights-<hash>, router chart router-batch",
+      "  stops     the cluster: the pods of Deployment rbln-serving-batch-main",
+      "# the routing in the cluster, every model's",
+      "  restarts  the cluster: the pods of Deployment rbln-serving-answers",
+    ]);
+  });
+
+  // The program under the mock runtime: the steps the cost names for a stack of models are its commands that change.
+  it.each([
+    ["batch's axes", multiHosts, batch(multiHosts, { axes: { reasoning_parser: "off" } })],
+    ["batch's served names", multiHosts, batch(multiHosts, { servedNames: ["minimax-batch", "mb"] })],
+    ["batch added", withoutBatch(multiHosts), multiHosts],
+    ["batch removed", multiHosts, withoutBatch(multiHosts)],
+  ] as [string, Record<string, any>, Record<string, any>][])("on hosts, %s: the steps it names are the program's commands that change", async (_, a, b) => {
+    const steps = stackChangeCost(renderModels(a), renderModels(b)).flatMap((section) => section.cost.steps);
+    const hosts = ["npu-multi-0", "npu-multi-1", "npu-multi-2", "multi-router"];
+    expect(costSteps(steps)).toEqual(await programSteps(a, b, hosts, ["chat", "batch"]));
   });
 });
 

@@ -6,6 +6,8 @@ import { parse as parseYaml } from "yaml";
 import { runCommand } from "../cli/commands";
 import { ModelServing } from "../components/modelServing";
 import { parseStackSettings } from "../core/config/stackConfig";
+import { readStackFile } from "../core/config/stackFile";
+import { stackPortInventory } from "../core/plan/ports";
 import { planStack } from "../core/plan/stack";
 import { renderStackFiles } from "../core/render/files";
 import { hostStatusReads } from "../core/render/hosts/statusRead";
@@ -228,6 +230,66 @@ it("the shipped stack multi-hosts renders one front door on its router host, car
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
   }
+});
+
+describe("the router host's ports in a stack of models", () => {
+  const plan = (settings: Record<string, unknown>) => planStack(parseStackSettings(settings), catalog);
+  const refused = (settings: Record<string, unknown>) => {
+    try {
+      plan(settings);
+    } catch (error) {
+      return (error as Error).message;
+    }
+    return "planned";
+  };
+
+  it("claims every model's EPP ports on the router host of the shipped stack multi-hosts, each named after its model", () => {
+    const multi = planStack(parseStackSettings(readStackFile("multi-hosts").raw), shippedCatalog);
+    const router = stackPortInventory(multi.models).filter((c) => c.server === "10.40.0.10");
+    expect(router.map((c) => [c.port, c.owner])).toEqual([
+      [22, "the SSH server of multi-router"],
+      [8080, "the front door's listener (router.port)"],
+      [9002, "model chat's endpoint picker (gRPC)"],
+      [9003, "model chat's endpoint picker (health)"],
+      [9090, "model chat's endpoint picker (metrics)"],
+      [9004, "model batch's endpoint picker (gRPC)"],
+      [9005, "model batch's endpoint picker (health)"],
+      [9091, "model batch's endpoint picker (metrics)"],
+      [9901, "the front door's envoyAdmin port"],
+    ]);
+  });
+
+  it("claims in each model's name the ports its rendered EPP unit publishes", () => {
+    const files = renderStackFiles(render(stack()));
+    const claims = stackPortInventory(plan(stack()).models).filter((c) => c.server === "10.0.0.10");
+    for (const model of ["chat", "tiny"]) {
+      const argv = systemdExecArgv(files[`hosts/door/front-door/systemd/rbln-serving-dev.rbln-serving-${model}.front-door-epp.service`]!);
+      const published = argv.filter((_, i) => argv[i - 1] === "--publish").map((spec) => Number(spec.split(":").at(-1)));
+      expect(published).toHaveLength(3);
+      for (const port of published)
+        expect(claims.find((c) => c.port === port)?.owner, `${model} ${port}`).toMatch(new RegExp(`^model ${model}'s endpoint picker`));
+    }
+  });
+
+  it("refuses, in one line naming both owners, another port on the router host that the second model's EPP takes", () => {
+    expect(refused(stack({ router: { host: DOOR, port: 9005 } }))).toBe(
+      "router.port: 9005 would be both the front door's listener and model tiny's endpoint picker (health), on 10.0.0.10; choose another port",
+    );
+    expect(refused(stack({ router: { host: { ...DOOR, port: 9091 } } }))).toBe(
+      "router.host: 9091 on 10.0.0.10 would be both model tiny's endpoint picker (metrics) and the SSH server of door; the front door's own ports are fixed: give that a port the front door leaves free, or the front door a server of its own",
+    );
+    // A router host shared with the first model's server: that server's SSH port.
+    expect(refused(stack({ router: { host: "npu-a" }, hosts: [{ ...HOSTS[0], port: 9004 }, HOSTS[1], HOSTS[2]] }))).toBe(
+      "router.host: 9004 on 10.0.0.11 would be both model tiny's endpoint picker (gRPC) and the SSH server of npu-a; the front door's own ports are fixed: give that a port the front door leaves free, or the front door a server of its own",
+    );
+    // The same ports are free for a stack of one model, whose one EPP takes 9002, 9003 and 9090 (without models, under their old names).
+    expect(refused(stack({ router: { host: { ...DOOR, port: 9004 } }, models: [chat] }))).toBe("planned");
+    const single = { platform: "hosts", hosts: [HOSTS[0]], strategy: chat.strategy, target: chat.target };
+    expect(refused({ ...single, router: { host: { ...DOOR, port: 9004 } } })).toBe("planned");
+    expect(refused({ ...single, router: { host: { ...DOOR, port: 9003 } } })).toBe(
+      "router.host: 9003 on 10.0.0.10 would be both the front door's eppHealth port and the SSH server of door; the front door's own ports are fixed: give that a port the front door leaves free, or the front door a server of its own",
+    );
+  });
 });
 
 describe("a stack of models on hosts under the mock runtime", () => {

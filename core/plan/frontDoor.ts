@@ -5,7 +5,7 @@ import type { Host } from "../config/schema";
 import { servingAddress } from "../config/fields";
 import { ConfigError } from "../errors";
 import { isDataParallelGroup } from "./dataParallel";
-import { portClash, portInventory } from "./ports";
+import { frontDoorPortClaims, type PortClaim, portClash, portInventory } from "./ports";
 import { routerHostEntries, type RouterHostSetting } from "../config/routerHosts";
 import type { FrontDoorEndpoint, FrontDoorPlan, HostPlacement, LaunchPlan, RolePlan, RouterIntent, RouterPlacement } from "./types";
 
@@ -121,14 +121,7 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
         sidecars.push({ host: placement.host.name, port: ports[0]!, modelServerPort: role.ranks[0]!.ports[0]!, dataParallelSize: role.ranks.length });
     }
   }
-  const clash = portClash(portInventory(plan, placements, { routers, port: settings.router.port, endpoints }), (c) => c.owner.endsWith("(router.port)"));
-  if (clash) {
-    const [, other] = clash;
-    throw new ConfigError(
-      "router.port",
-      `${settings.router.port} would be both the front door's listener and ${other.owner}, on ${other.server}; choose another port`,
-    );
-  }
+  refuseRouterPortClash(portInventory(plan, placements, { routers, port: settings.router.port, endpoints }), settings.router.port);
   const image = plan.router?.values.endpoint_picker.image ?? DEFAULT_IMAGES.endpointPicker;
   return {
     routers,
@@ -143,6 +136,34 @@ export function planFrontDoor(settings: StackSettings, plan: LaunchPlan, placeme
     endpoints,
     sidecars,
   };
+}
+
+/** Refuses router.port where another owner binds it on a router host. */
+function refuseRouterPortClash(claims: readonly PortClaim[], port: number): void {
+  const clash = portClash(claims, (c) => c.owner.endsWith("(router.port)"));
+  if (clash) {
+    const [, other] = clash;
+    throw new ConfigError("router.port", `${port} would be both the front door's listener and ${other.owner}, on ${other.server}; choose another port`);
+  }
+}
+
+/**
+ * Refuses a port the front door binds on its router host that another owner binds there too, in the
+ * stack's inventory (stackPortInventory: every model's ranks, and every model's EPP on its own ports):
+ * router.port first, then the EPPs' and Envoy's fixed ports, which the other owner must leave free.
+ */
+export function refuseFrontDoorPortClashes(settings: Pick<StackSettings, "router">, claims: readonly PortClaim[], eppModels: readonly (string | null)[]): void {
+  refuseRouterPortClash(claims, settings.router.port);
+  const routerHosts = routerHostEntries(settings.router).length;
+  const fixed = new Set(frontDoorPortClaims(routerHosts, eppModels).map((c) => c.owner));
+  const clash = portClash(claims, (c) => fixed.has(c.owner));
+  if (clash) {
+    const [mine, other] = clash;
+    throw new ConfigError(
+      settings.router.hosts === undefined ? "router.host" : "router.hosts",
+      `${mine.port} on ${mine.server} would be both ${mine.owner} and ${other.owner}; the front door's own ports are fixed: give that a port the front door leaves free, or the front door a server of its own`,
+    );
+  }
 }
 
 /** Where clients reach the front door: its virtual address, else each router host's address (clients or DNS are given them all). */

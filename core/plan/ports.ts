@@ -66,13 +66,36 @@ function rankPorts(role: RolePlan, rank: RankPlan, host: Host): { port: number; 
   return ports.filter((p) => Number.isInteger(p.port));
 }
 
-/** Every port the stack binds on each server it runs on, with its owner: the ranks', the SSH servers', the front door's and the routing sidecars'. */
-export function portInventory(
-  plan: Pick<LaunchPlan, "roles">,
-  placements: readonly HostPlacement[],
-  frontDoor: Pick<FrontDoorPlan, "routers" | "port" | "endpoints"> | null,
-): PortClaim[] {
-  const claims: PortClaim[] = [];
+/** What each EPP port is, as a refusal names a model's. */
+const EPP_PORT_NAMES = { eppGrpc: "gRPC", eppHealth: "health", eppMetrics: "metrics" } as const;
+
+/**
+ * The ports the front door takes on each router host besides its listener and the SSH server: each
+ * model's EPP's (`eppModels`, the models' names in their order, the EPP of model i on modelEppPorts(i);
+ * [null] for a stack of one model, whose one EPP's keep the names they had), Envoy's admin port, and
+ * the peer EPP port of a front door of several router hosts.
+ */
+export function frontDoorPortClaims(routerHosts: number, eppModels: readonly (string | null)[]): { port: number; owner: string }[] {
+  const epps = eppModels.flatMap((name, i) =>
+    Object.entries(modelEppPorts(i)).map(([key, port]) => ({
+      port,
+      owner: name === null ? `the front door's ${key} port` : `model ${name}'s endpoint picker (${EPP_PORT_NAMES[key as keyof typeof EPP_PORT_NAMES]})`,
+    })),
+  );
+  const claims = [...epps, { port: FRONT_DOOR_PORTS.envoyAdmin, owner: "the front door's envoyAdmin port" }];
+  // Only a front door of several router hosts serves its EPP to the peers.
+  return routerHosts > 1 ? [...claims, { port: PEER_EPP_PORT, owner: "the front door's peer EPP port (TLS)" }] : claims;
+}
+
+/** One model's part of the inventory: its ranks where they run, and its front door (the router hosts, the sidecars' endpoints). */
+interface ModelPorts {
+  plan: Pick<LaunchPlan, "roles">;
+  placements: readonly HostPlacement[];
+  frontDoor: Pick<FrontDoorPlan, "routers" | "port" | "endpoints"> | null;
+}
+
+/** Claims one model's ports into `claims`, an owner's claim of a port on a server once. */
+function claimModelPorts(claims: PortClaim[], { plan, placements, frontDoor }: ModelPorts, eppModels: readonly (string | null)[]): void {
   const claim = (host: Host, port: number, owner: string) => {
     const server = normalAddress(host.address);
     if (!claims.some((c) => c.server === server && c.port === port && c.owner === owner)) claims.push({ server, port, owner });
@@ -82,20 +105,38 @@ export function portInventory(
     for (const role of plan.roles.filter((r) => r.node === node))
       for (const rank of role.ranks) for (const { port, what } of rankPorts(role, rank, host)) claim(host, port, `${what} on ${host.name}`);
   }
-  if (frontDoor) {
-    for (const { host } of frontDoor.routers) {
-      claim(host, host.port, `the SSH server of ${host.name}`);
-      claim(host, frontDoor.port, "the front door's listener (router.port)");
-      for (const [name, port] of Object.entries(FRONT_DOOR_PORTS)) claim(host, port, `the front door's ${name} port`);
-      // Only a front door of several router hosts serves its EPP to the peers.
-      if (frontDoor.routers.length > 1) claim(host, PEER_EPP_PORT, "the front door's peer EPP port (TLS)");
-    }
-    // An endpoint served off its rank's port is the routing sidecar's, on the rank's host.
-    for (const endpoint of frontDoor.endpoints.filter((e) => e.port !== e.rankPort)) {
-      const host = placements.find((p) => p.host.name === endpoint.host)!.host;
-      claim(host, endpoint.port, `the routing sidecar's port on ${endpoint.host}`);
-    }
+  if (!frontDoor) return;
+  for (const { host } of frontDoor.routers) {
+    claim(host, host.port, `the SSH server of ${host.name}`);
+    claim(host, frontDoor.port, "the front door's listener (router.port)");
+    for (const { port, owner } of frontDoorPortClaims(frontDoor.routers.length, eppModels)) claim(host, port, owner);
   }
+  // An endpoint served off its rank's port is the routing sidecar's, on the rank's host.
+  for (const endpoint of frontDoor.endpoints.filter((e) => e.port !== e.rankPort)) {
+    const host = placements.find((p) => p.host.name === endpoint.host)!.host;
+    claim(host, endpoint.port, `the routing sidecar's port on ${endpoint.host}`);
+  }
+}
+
+/** Every port one model's deployment binds on each server it runs on, with its owner: the ranks', the SSH servers', the front door's and the routing sidecars'. */
+export function portInventory(
+  plan: Pick<LaunchPlan, "roles">,
+  placements: readonly HostPlacement[],
+  frontDoor: Pick<FrontDoorPlan, "routers" | "port" | "endpoints"> | null,
+): PortClaim[] {
+  const claims: PortClaim[] = [];
+  claimModelPorts(claims, { plan, placements, frontDoor }, [null]);
+  return claims;
+}
+
+/**
+ * Every port a stack binds: each model's (portInventory), the router host's once, with every
+ * model's EPP's there under the model's name. A stack without models is its one model's inventory.
+ */
+export function stackPortInventory(models: readonly (ModelPorts & { entry: { name: string | null } })[]): PortClaim[] {
+  const claims: PortClaim[] = [];
+  const eppModels = models.map((m) => m.entry.name);
+  for (const model of models) claimModelPorts(claims, model, eppModels);
   return claims;
 }
 

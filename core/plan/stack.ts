@@ -7,6 +7,8 @@ import type { StackSettings } from "../config/stackConfig";
 import { ConfigError, listValues } from "../errors";
 import type { RecipeCatalog } from "../recipe/catalog";
 import { planModelDeployment } from "./deployment";
+import { refuseFrontDoorPortClashes } from "./frontDoor";
+import { stackPortInventory } from "./ports";
 import { type PlanMessage, warning } from "./messages";
 import type { Deployment } from "./types";
 
@@ -79,5 +81,12 @@ export function planStack(settings: StackSettings, catalog: RecipeCatalog): Stac
     checkSharedRoles(settings, models);
     checkRouteNames(settings, models);
   }
+  // The router host carries every model's EPP, each on its own ports: checked against every model's ranks.
+  if (models[0]!.frontDoor)
+    refuseFrontDoorPortClashes(
+      settings,
+      stackPortInventory(models),
+      models.map((m) => m.entry.name),
+    );
   return { settings, models, messages: stackMessages(settings, models) };
 }

@@ -8,6 +8,7 @@ import { engineReadyTimeoutSeconds } from "../plan/argv";
 import { MODEL_WEIGHTS_GB } from "../plan/storage";
 import type { Deployment, ModelRef } from "../plan/types";
 import type { RenderedDeployment, RenderedHosts, RenderedKubernetes } from "./deployment";
+import type { RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
 import { firstHostsOfKeys } from "./hosts/copies";
 
 /** One step whose text changes, appears or goes: `kind` as people name it (install, weights, unit, ...), `where` it runs. */
@@ -64,13 +65,25 @@ function hostSteps(hosts: RenderedHosts): Map<string, string> {
   }
   const door = hosts.frontDoor;
   if (door) {
-    for (const router of door.routers) {
-      add("front door", "", router.host.name, router.applyScript + JSON.stringify(router.files));
-      for (const access of router.access) add("front door access", access.host, router.host.name, access.accessScript);
-    }
-    for (const tls of door.tls?.steps ?? []) add("front door TLS", tls.router, door.tls!.host.name, tls.script);
+    addRouterSteps(door, add);
     for (const sidecar of door.sidecars) add("sidecar", "", sidecar.host, sidecar.applyScript);
   }
+  return steps;
+}
+
+/** The router hosts' steps of a front door: each one's apply step (its files with it) and its hosts' access, and the TLS steps. */
+function addRouterSteps(door: Pick<RenderedFrontDoor, "routers" | "tls">, add: (kind: string, what: string, where: string, text: string) => void): void {
+  for (const router of door.routers) {
+    add("front door", "", router.host.name, router.applyScript + JSON.stringify(router.files));
+    for (const access of router.access) add("front door access", access.host, router.host.name, access.accessScript);
+  }
+  for (const tls of door.tls?.steps ?? []) add("front door TLS", tls.router, door.tls!.host.name, tls.script);
+}
+
+/** The router hosts' steps of a stack of models' one front door, by `kind\twhat\twhere` (hostSteps' keys). */
+export function routerSteps(door: Pick<RenderedFrontDoor, "routers" | "tls"> | null): Map<string, string> {
+  const steps = new Map<string, string>();
+  if (door) addRouterSteps(door, (kind, what, where, text) => steps.set(`${kind}\t${what}\t${where}`, text));
   return steps;
 }
 
@@ -85,7 +98,7 @@ function kubernetesSteps(kubernetes: RenderedKubernetes): Map<string, string> {
   return steps;
 }
 
-function stepChanges(before: Map<string, string>, after: Map<string, string>): StepChange[] {
+export function stepChanges(before: Map<string, string>, after: Map<string, string>): StepChange[] {
   const split = (id: string) => {
     const [kind = "", what = "", where = ""] = id.split("\t");
     return { kind, what, where };
@@ -100,9 +113,9 @@ function stepChanges(before: Map<string, string>, after: Map<string, string>): S
 }
 
 /** Units whose unit file or environment changes restart; a new unit starts, a gone one stops. */
-function hostRestarts(before: RenderedHosts, after: RenderedHosts): Restart[] {
-  const units = (hosts: RenderedHosts) =>
-    new Map(hosts.waves.flat().flatMap((h) => h.ranks.map((r) => [`${h.placement.host.name}\t${r.role}\t${r.rank}`, r] as const)));
+function hostRestarts(before: RenderedHosts | null, after: RenderedHosts | null): Restart[] {
+  const units = (hosts: RenderedHosts | null) =>
+    new Map((hosts?.waves ?? []).flat().flatMap((h) => h.ranks.map((r) => [`${h.placement.host.name}\t${r.role}\t${r.rank}`, r] as const)));
   const [was, now] = [units(before), units(after)];
   const entry = (id: string, unit: string, change: Restart["change"]): Restart => {
     const [where = "", role = ""] = id.split("\t");
@@ -118,20 +131,23 @@ function hostRestarts(before: RenderedHosts, after: RenderedHosts): Restart[] {
   ];
 }
 
-/** A Deployment whose pod template changes rolls its pods. */
-function kubernetesRestarts(before: RenderedKubernetes, after: RenderedKubernetes): Restart[] {
+/** A Deployment whose pod template changes rolls its pods; a model's that is added starts them, one removed stops them. */
+function kubernetesRestarts(before: RenderedKubernetes | null, after: RenderedKubernetes | null): Restart[] {
+  const pods = (role: RenderedKubernetes["workloads"]["roles"][number]) => `the pods of Deployment ${role.deployment.metadata.name}`;
+  if (!after) return (before?.workloads.roles ?? []).map((role) => ({ role: role.role, what: pods(role), where: "the cluster", change: "stops" }));
   return after.workloads.roles.flatMap((role): Restart[] => {
-    const old = before.workloads.roles.find((r) => r.role === role.role);
+    const old = before?.workloads.roles.find((r) => r.role === role.role);
     const template = (r: typeof role) => JSON.stringify(r.deployment.spec?.template);
     if (old && template(old) === template(role)) return [];
-    return [{ role: role.role, what: `the pods of Deployment ${role.deployment.metadata.name}`, where: "the cluster", change: old ? "restarts" : "starts" }];
+    return [{ role: role.role, what: pods(role), where: "the cluster", change: old ? "restarts" : "starts" }];
   });
 }
 
 /** The models the new config needs that the old one did not have (a new draft, another revision), and the new packages or image. */
-function downloads(before: RenderedDeployment, after: RenderedDeployment): string[] {
+function downloads(before: RenderedDeployment | null, after: RenderedDeployment | null): string[] {
+  if (!after) return [];
   const key = (m: ModelRef) => `${m.id}@${m.revision ?? ""}`;
-  const had = new Set(before.deployment.plan.models.map(key));
+  const had = new Set(before?.deployment.plan.models.map(key));
   const by = after.hosts ? `by ${after.hosts.weightsHosts.join(", ")}` : "by the weights Job";
   const copied = after.hosts?.copies.filter((c) => c.kind === "weights").map((c) => c.dest.host.name) ?? [];
   const models = after.deployment.plan.models
@@ -142,7 +158,7 @@ function downloads(before: RenderedDeployment, after: RenderedDeployment): strin
       return `${m.id}${m.revision ? `@${m.revision.slice(0, 12)}` : ""} (${what}, ${size}) from the hub ${by}${copied.length > 0 ? `, copied to ${copied.join(", ")}` : ""}`;
     });
   const versions = (d: Deployment) => new Map(d.plan.packages.map((p) => [p.name, p.version]));
-  const [old, now] = [versions(before.deployment), versions(after.deployment)];
+  const [old, now] = [before ? versions(before.deployment) : new Map<string, string>(), versions(after.deployment)];
   const packages = [...now]
     .filter(([name, version]) => old.get(name) !== version)
     .map(([name, version]) => `${name} ${old.get(name) ?? "(new)"} -> ${version}`);
@@ -150,7 +166,9 @@ function downloads(before: RenderedDeployment, after: RenderedDeployment): strin
   return [
     ...models,
     ...(after.hosts && packages.length > 0 ? [`the packages ${packages.join(", ")} (pip, into a new venv on every host)`] : []),
-    ...(after.kubernetes && image(before.deployment) !== image(after.deployment) ? [`the image ${image(after.deployment)} on every node that runs a pod`] : []),
+    ...(after.kubernetes && (!before || image(before.deployment) !== image(after.deployment))
+      ? [`the image ${image(after.deployment)} on every node that runs a pod`]
+      : []),
   ];
 }
 
@@ -222,10 +240,11 @@ function roleOutages(before: RenderedDeployment, after: RenderedDeployment, rest
  * Without compile ahead a key that changes is compiled in a unit's or a pod's first start, on its
  * NPUs: no step of its own, so it is named here, where it runs (pulled instead when a registry has it).
  */
-function compilesInStarts(before: Deployment, after: RenderedDeployment): StepChange[] {
+function compilesInStarts(before: Deployment | null, after: RenderedDeployment | null): StepChange[] {
+  if (!after) return [];
   const { deployment } = after;
   if (deployment.compile.mode !== "off") return [];
-  const old = new Set(before.plan.roles.map((r) => r.compileKey));
+  const old = new Set(before?.plan.roles.map((r) => r.compileKey));
   const firsts = after.hosts
     ? firstHostsOfKeys(
         deployment,
@@ -246,19 +265,29 @@ function compilesInStarts(before: Deployment, after: RenderedDeployment): StepCh
     }));
 }
 
-/** The cost of changing a deployment from `before` to `after`; both rendered with the same stack and instance, so names match. */
-export function changeCost(before: RenderedDeployment, after: RenderedDeployment): ChangeCost {
-  const [hostsA, hostsB, kubeA, kubeB] = [before.hosts, after.hosts, before.kubernetes, after.kubernetes];
+/**
+ * The cost of changing a deployment from `before` to `after`; both rendered with the same stack and
+ * instance, so names match. A model of a stack of models that one side lacks is null there: added,
+ * everything it has runs and starts; removed, everything it had is removed and stops.
+ */
+export function changeCost(before: RenderedDeployment | null, after: RenderedDeployment | null): ChangeCost {
+  const hosts = (before ?? after)!.hosts !== null;
+  const same = before === null || after === null || (before.hosts === null) === (after.hosts === null);
   const steps = [
-    ...(hostsA && hostsB
-      ? stepChanges(hostSteps(hostsA), hostSteps(hostsB))
-      : kubeA && kubeB
-        ? stepChanges(kubernetesSteps(kubeA), kubernetesSteps(kubeB))
-        : []),
-    ...compilesInStarts(before.deployment, after),
+    ...(!same
+      ? []
+      : hosts
+        ? stepChanges(before?.hosts ? hostSteps(before.hosts) : new Map(), after?.hosts ? hostSteps(after.hosts) : new Map())
+        : stepChanges(before?.kubernetes ? kubernetesSteps(before.kubernetes) : new Map(), after?.kubernetes ? kubernetesSteps(after.kubernetes) : new Map())),
+    ...compilesInStarts(before?.deployment ?? null, after),
   ];
-  const restarts = hostsA && hostsB ? hostRestarts(hostsA, hostsB) : kubeA && kubeB ? kubernetesRestarts(kubeA, kubeB) : [];
-  return { downloads: downloads(before, after), steps, restarts, outages: roleOutages(before, after, restarts) };
+  const restarts = !same
+    ? []
+    : hosts
+      ? hostRestarts(before?.hosts ?? null, after?.hosts ?? null)
+      : kubernetesRestarts(before?.kubernetes ?? null, after?.kubernetes ?? null);
+  const outages = before && after ? roleOutages(before, after, restarts) : [];
+  return { downloads: downloads(before, after), steps, restarts, outages };
 }
 
 /** A host's unit steps of one role as one item: `units decode ranks 0, 1, 2, 3`. */
@@ -274,9 +303,27 @@ function unitsByRole(steps: readonly StepChange[]): StepChange[] {
   return out.map((s) => (s.kind === "units" && !s.what.includes(",") ? { ...s, kind: "unit", what: s.what.replace(" ranks ", " rank ") } : s));
 }
 
+/** The heading of the cost, as the text diff ends. */
+export const COST_HEADING = "cost of the change (from the plans; times are estimates, none measured on NPUs):";
+
+/** Nothing to download, run or restart. */
+export const isFree = (cost: ChangeCost) => cost.downloads.length + cost.steps.length + cost.restarts.length === 0;
+
 /** The cost as the text diff ends: downloads, steps, restarts, time out of service; the estimates said once. */
 export function renderChangeCost(cost: ChangeCost, after: Deployment): string[] {
-  if (cost.downloads.length + cost.steps.length + cost.restarts.length === 0) return [];
+  if (isFree(cost)) return [];
+  return ["", COST_HEADING, ...costLines(cost), ...estimateLines([cost], after)];
+}
+
+/** The estimates behind the outages, once, where any was given. */
+export function estimateLines(costs: readonly ChangeCost[], after: Deployment): string[] {
+  if (!costs.some((cost) => cost.outages.length > 0)) return [];
+  const { load } = estimateMinutes(after, after.plan.roles[0]?.role ?? "");
+  return [`  (a load is the deploy model's ${load} min, REPLICA_LOAD_SECONDS; a compile the recipe's VLLM_ENGINE_READY_TIMEOUT_S, an upper bound)`];
+}
+
+/** One cost's lines: downloads, steps by host, restarts by host, each role's time out of service. */
+export function costLines(cost: ChangeCost): string[] {
   const byWhere = <T extends { where: string }>(items: readonly T[], show: (item: T) => string) =>
     [...new Set(items.map((i) => i.where))].map(
       (where) =>
@@ -285,9 +332,7 @@ export function renderChangeCost(cost: ChangeCost, after: Deployment): string[] 
           .map(show)
           .join(", ")}`,
     );
-  const lines = [
-    "",
-    "cost of the change (from the plans; times are estimates, none measured on NPUs):",
+  return [
     ...cost.downloads.map((d) => `  download  ${d}`),
     ...(["reruns", "runs", "removed"] as const).flatMap((change) =>
       byWhere(unitsByRole(cost.steps.filter((s) => s.change === change)), (s) => (s.what ? `${s.kind} ${s.what}` : s.kind)).map(
@@ -302,8 +347,4 @@ export function renderChangeCost(cost: ChangeCost, after: Deployment): string[] 
     ),
     ...cost.outages.map((o) => `  out       ${o.role}: ${o.text}`),
   ];
-  const { load } = estimateMinutes(after, after.plan.roles[0]?.role ?? "");
-  if (cost.outages.length > 0)
-    lines.push(`  (a load is the deploy model's ${load} min, REPLICA_LOAD_SECONDS; a compile the recipe's VLLM_ENGINE_READY_TIMEOUT_S, an upper bound)`);
-  return lines;
 }

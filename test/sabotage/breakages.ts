@@ -637,7 +637,7 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "status-reads-unbounded",
     why: "status on a large cluster opens one ssh per host and one kubectl logs per pod at once: a bastion's MaxStartups refuses most of them, the API server throttles",
-    edits: [{ file: "cli/boundedRun.ts", search: "{ length: Math.min(limit, items.length) }", replace: "{ length: items.length }" }],
+    edits: [{ file: "cli/boundedRun.ts", search: "    if (running < limit) running++;", replace: "    if (running < Infinity) running++;" }],
     tests: { fast: ["test/bounded-run.test.ts"] },
   },
   {
@@ -707,5 +707,29 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { fast: ["test/models-hosts.test.ts"], hosts: ["test/hosts/stand-ins.test.ts"] },
+  },
+  {
+    name: "status-models-bound-each",
+    why: "status of a stack of several models reads them at once with a bound per model: N models open N times 8 ssh or kubectl clients, which a bastion's MaxStartups refuses",
+    edits: [
+      {
+        file: "cli/status.ts",
+        search: "(await readModelStatus(source, options, interval, processes))",
+        replace: "(await readModelStatus(source, options, interval, bound(PROCESSES_AT_ONCE)))",
+      },
+    ],
+    tests: { fast: ["test/bounded-run.test.ts"] },
+  },
+  {
+    name: "models-epp-ports-unclaimed",
+    why: "a stack of models on hosts claims only the first model's EPP ports on the router host: a port there that a later model's EPP takes passes the plan, and that EPP cannot bind at deploy",
+    edits: [
+      {
+        file: "core/plan/ports.ts",
+        search: "for (const model of models) claimModelPorts(claims, model, eppModels);",
+        replace: "for (const model of models) claimModelPorts(claims, model, [null]);",
+      },
+    ],
+    tests: { fast: ["test/models-hosts.test.ts"] },
   },
 ];
