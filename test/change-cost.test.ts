@@ -227,7 +227,7 @@ describe("the cost of a change between stacks of models", () => {
     ]);
   });
 
-  it("on hosts, another served name: the model's units restart, and Envoy, whose routes carry the names; `diff` prints it", () => {
+  it("on hosts, another served name: the model's units restart, and Envoy takes its new routes without a restart; `diff` prints it", () => {
     const lines = [
       "",
       "cost of the change (from the plans; times are estimates, none measured on NPUs):",
@@ -237,8 +237,6 @@ describe("the cost of a change between stacks of models", () => {
       `  out       main: ${REFUSED_ONE_SERVER}`,
       "# the front door on the router host, every model's",
       "  reruns    multi-router: front door",
-      "  restarts  multi-router: rbln-serving-s.front-door-proxy.service",
-      "  out       front door: Envoy restarts on multi-router: the requests in flight there fail, every model's, and new ones are refused until it listens again (seconds)",
       ESTIMATES,
     ];
     expect(stackCostText(multiHosts, batch(multiHosts, { servedNames: ["minimax-batch", "mb"] })).split("\n")).toEqual(lines);
@@ -255,13 +253,14 @@ describe("the cost of a change between stacks of models", () => {
       const out = runCommand("diff", { stack: "multi-hosts", against: file }, shippedCatalog);
       expect(out).toMatch(/^batch: main rank 0:\n {2}~ --served-model-name "minimax-batch" "mb" → "minimax-batch"\n/);
       expect(out).toContain("\n# model batch, served as minimax-batch\n  reruns    npu-multi-2: unit main rank 0\n");
-      expect(out).toContain("\n  restarts  multi-router: rbln-serving-multi-hosts.front-door-proxy.service\n");
+      expect(out).toContain("\n  reruns    multi-router: front door\n");
+      expect(out).not.toContain("front-door-proxy.service");
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  it("on hosts, an added model: its downloads, steps and units, and the front door's step, which starts its EPP and restarts Envoy", () => {
+  it("on hosts, an added model: its downloads, steps and units, and the front door's step, which starts its EPP and restarts no Envoy", () => {
     expect(stackCostText(withoutBatch(multiHosts), multiHosts).split("\n")).toEqual([
       "",
       "cost of the change (from the plans; times are estimates, none measured on NPUs):",
@@ -273,13 +272,17 @@ describe("the cost of a change between stacks of models", () => {
       "# the front door on the router host, every model's",
       "  reruns    multi-router: front door",
       "  runs      multi-router: front door access npu-multi-2",
-      "  restarts  multi-router: rbln-serving-s.front-door-proxy.service",
       "  starts    multi-router: rbln-serving-s.rbln-serving-batch.front-door-epp.service, rbln-serving-s.rbln-serving-batch.front-door-agent.service",
-      "  out       front door: Envoy restarts on multi-router: the requests in flight there fail, every model's, and new ones are refused until it listens again (seconds)",
     ]);
   });
 
-  it("on hosts, a removed model: its steps go and its units stop, and the front door's step reruns", () => {
+  it("on hosts, a change of Envoy's own settings (router.requestTimeout) restarts Envoy, under every model's requests", () => {
+    const text = stackCostText(multiHosts, { ...multiHosts, router: { ...multiHosts.router, requestTimeout: "30m" } });
+    expect(text).toContain("\n  restarts  multi-router: rbln-serving-s.front-door-proxy.service\n");
+    expect(text).toContain("\n  out       front door: Envoy restarts on multi-router: the requests in flight there fail, every model's");
+  });
+
+  it("on hosts, a removed model: its steps go and its units stop, and the front door's step reruns and stops its EPP and agent", () => {
     expect(stackCostText(multiHosts, withoutBatch(multiHosts)).split("\n")).toEqual([
       "",
       "cost of the change (from the plans; times are estimates, none measured on NPUs):",
@@ -289,8 +292,7 @@ describe("the cost of a change between stacks of models", () => {
       "# the front door on the router host, every model's",
       "  reruns    multi-router: front door",
       "  removes   multi-router: front door access npu-multi-2",
-      "  restarts  multi-router: rbln-serving-s.front-door-proxy.service",
-      "  out       front door: Envoy restarts on multi-router: the requests in flight there fail, every model's, and new ones are refused until it listens again (seconds)",
+      "  stops     multi-router: rbln-serving-s.rbln-serving-batch.front-door-epp.service, rbln-serving-s.rbln-serving-batch.front-door-agent.service",
     ]);
   });
 

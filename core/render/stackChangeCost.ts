@@ -8,16 +8,17 @@ import { type ChangeCost, changeCost, COST_HEADING, costLines, estimateLines, is
 import type { Deployment } from "../plan/types";
 import type { RenderedDeployment } from "./deployment";
 import type { RenderedFrontDoor } from "./hosts/frontDoor/frontDoor";
+import { ENVOY_DISCOVERY_FILES } from "./hosts/frontDoor/modelsFrontDoor";
 import type { RenderedStack } from "./stack";
 
-/** The router-host units whose text depends on more than their unit file: Envoy's on its config, each model's EPP on its own. */
+/** The router-host units whose text depends on more than their unit file: Envoy's on its config (not the routes and clusters it reloads), each model's EPP on its own. */
 function unitConfigs(after: RenderedStack, files: Record<string, string>): Map<string, string[]> {
   const configs = new Map<string, string[]>();
   const proxy = Object.keys(files).find((key) => key.endsWith(".front-door-proxy.service"));
   if (proxy)
     configs.set(
       proxy,
-      Object.keys(files).filter((key) => key.startsWith("envoy/")),
+      Object.keys(files).filter((key) => key.startsWith("envoy/") && !ENVOY_DISCOVERY_FILES.includes(key)),
     );
   // Each model's EPP unit is named after its deployment id (routerUnits), its config in its folder.
   for (const model of after.models)
@@ -26,23 +27,27 @@ function unitConfigs(after: RenderedStack, files: Record<string, string>): Map<s
 }
 
 /**
- * The router host's units the front door's apply step (front-door-models-apply.sh) starts or
- * restarts: a unit that is new, or whose unit file or config changed. A unit of a removed model is
- * not named: the apply step writes the models it has.
+ * The router host's units the front door's apply step (front-door-models-apply.sh) starts, restarts
+ * or stops: a unit that is new, or whose unit file or config changed; a removed model's EPP and
+ * agent, which the step stops once Envoy's routes and clusters no longer have the model.
  */
 function routerRestarts(before: RenderedStack, after: RenderedStack): Restart[] {
   return (after.frontDoor?.routers ?? []).flatMap((router) => {
     const was = before.frontDoor?.routers.find((r) => r.host.name === router.host.name)?.files ?? {};
     const now = router.files;
     const configs = unitConfigs(after, now);
+    const unit = (key: string) => ({ role: "the front door", what: key.slice("systemd/".length), where: router.host.name });
+    const stopped = Object.keys(was)
+      .filter((key) => key.startsWith("systemd/") && now[key] === undefined)
+      .map((key): Restart => ({ ...unit(key), change: "stops" }));
     return Object.keys(now)
       .filter((key) => key.startsWith("systemd/"))
       .flatMap((key): Restart[] => {
-        const unit = { role: "the front door", what: key.slice("systemd/".length), where: router.host.name };
-        if (was[key] === undefined) return [{ ...unit, change: "starts" }];
+        if (was[key] === undefined) return [{ ...unit(key), change: "starts" }];
         const changed = [key, ...(configs.get(key) ?? [])].some((file) => was[file] !== now[file]);
-        return changed ? [{ ...unit, change: "restarts" }] : [];
-      });
+        return changed ? [{ ...unit(key), change: "restarts" }] : [];
+      })
+      .concat(stopped);
   });
 }
 

@@ -45,6 +45,8 @@ const ROUTES_FILE = "routes.yaml";
 const CLUSTERS_FILE = "clusters.yaml";
 /** With several router hosts: the routes of the listener the peers reach this host's EPPs at. */
 const PEER_ROUTES_FILE = "peer-routes.yaml";
+/** The router host's files Envoy reloads when they change, without a restart. */
+export const ENVOY_DISCOVERY_FILES: readonly string[] = [ROUTES_FILE, CLUSTERS_FILE, PEER_ROUTES_FILE].map((file) => `envoy/${file}`);
 
 /** The stack's Envoy on one router host: every model's served names, each routed to its model's EPP. */
 function stackEnvoy(stack: DoorContext, doors: readonly DoorContext[], router: RouterPlacement): ModelsEnvoy {
