@@ -237,4 +237,6 @@ for i in "${!model_dirs[@]}"; do
   sleep "$settle_s"
   echo "front door ${host_name}: ${removed[$i]} out of the endpoints (the stack no longer has them); their in-flight requests finish under vLLM's --shutdown-timeout"
 done
+# Only now may it hold the virtual address again: keepalived starts as a backup.
+[ -z "$keepalived_unit_name" ] || start_vrrp "$restart_vrrp"
 echo "front door ${host_name}: serving"
