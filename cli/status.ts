@@ -5,7 +5,7 @@ import { histogramQuantile, meanOf, parseExposition, sumOf } from "../core/monit
 import { scrapeTargets, type RankLabels } from "../core/monitoring/targets";
 import { hostPort, httpUrl } from "../core/address";
 import { frontDoorAddresses } from "../core/plan/frontDoor";
-import { FRONT_DOOR_PORTS, modelEppPorts } from "../core/plan/ports";
+import { FRONT_DOOR_PORTS, modelEppPorts, modelEppSlots } from "../core/plan/ports";
 import type { Deployment } from "../core/plan/types";
 import { DEFAULT_MODEL, type RecipeCatalog } from "../core/recipe/catalog";
 import { DEFAULT_INSTANCE } from "../core/render/hosts/names";
@@ -122,13 +122,22 @@ function sourcesOf(options: StatusOptions, catalog: RecipeCatalog): ModelSource[
     return [{ name: null, source: { kind: "endpoints", ranks: endpoints, plannedModel: models[0]!.plan.model } }];
   }
   const stack = options.stack;
+  const slots = modelEppSlots(models.map((m) => m.entry.name ?? ""));
   return models.map((deployment, i) => {
     // A model of several is named after its entry, on its own EPP ports (as the render names and places it).
     const instance = modelInstance(DEFAULT_INSTANCE, deployment);
     const plannedModel = models.length > 1 ? deployment.entry.servedNames[0]! : deployment.plan.model;
     const source: Source =
       deployment.settings.platform === "hosts"
-        ? { kind: "hosts", ranks: ranksOfDeployment(deployment), plannedModel, deployment, stack, instance, pickerPort: modelEppPorts(i).eppMetrics }
+        ? {
+            kind: "hosts",
+            ranks: ranksOfDeployment(deployment),
+            plannedModel,
+            deployment,
+            stack,
+            instance,
+            pickerPort: modelEppPorts(deployment.settings.models === undefined ? null : slots[i]!).eppMetrics,
+          }
         : { kind: "kubernetes", plannedModel, deployment, instance };
     return { name: deployment.entry.name, source };
   });

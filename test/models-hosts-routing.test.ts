@@ -64,8 +64,8 @@ describe("the Envoy of a front door of several models", () => {
     expect(single).not.toMatch(/json_to_metadata|lua|per_filter/);
     const clusters = parseYaml(files.clusters).resources.map((c: any) => [c.name, c.load_assignment?.endpoints[0].lb_endpoints[0].endpoint.address]);
     expect(clusters).toEqual([
-      ["epp-chat", { socket_address: { address: "127.0.0.1", port_value: 9002 } }],
-      ["epp-tiny", { socket_address: { address: "127.0.0.1", port_value: 9004 } }],
+      ["epp-chat", { socket_address: { address: "127.0.0.1", port_value: 20000 } }],
+      ["epp-tiny", { socket_address: { address: "127.0.0.1", port_value: 20002 } }],
     ]);
   });
 

@@ -8,6 +8,7 @@ import { ModelServing } from "../components/modelServing";
 import { parseStackSettings } from "../core/config/stackConfig";
 import { readStackFile } from "../core/config/stackFile";
 import { stackPortInventory } from "../core/plan/ports";
+import { modelEppPorts, modelEppSlots } from "../core/plan/ports";
 import { planStack } from "../core/plan/stack";
 import { renderStackFiles } from "../core/render/files";
 import { hostStatusReads } from "../core/render/hosts/statusRead";
@@ -74,11 +75,17 @@ describe("the front door of a stack of models on hosts, rendered", () => {
   it("gives each model's EPP its own ports, pool and folder, and its agent its own folder", () => {
     const argv = (model: string) => systemdExecArgv(files[`${router}/systemd/rbln-serving-dev.rbln-serving-${model}.front-door-epp.service`]!);
     expect(argv("chat")).toEqual(
-      expect.arrayContaining(["127.0.0.1:9002:9002", "127.0.0.1:9003:9003", "0.0.0.0:9090:9090", "--pool-name=dev.rbln-serving-chat"]),
+      expect.arrayContaining(["127.0.0.1:20378:20378", "127.0.0.1:20379:20379", "0.0.0.0:21189:21189", "--pool-name=dev.rbln-serving-chat"]),
     );
     expect(argv("chat")).toContain("/opt/rbln-serving/router/dev.rbln-serving-chat/epp:/etc/epp:ro,z");
     expect(argv("tiny")).toEqual(
-      expect.arrayContaining(["127.0.0.1:9004:9004", "127.0.0.1:9005:9005", "0.0.0.0:9091:9091", "--grpc-port=9004", "--pool-name=dev.rbln-serving-tiny"]),
+      expect.arrayContaining([
+        "127.0.0.1:20002:20002",
+        "127.0.0.1:20003:20003",
+        "0.0.0.0:21001:21001",
+        "--grpc-port=20002",
+        "--pool-name=dev.rbln-serving-tiny",
+      ]),
     );
     expect(files[`${router}/systemd/rbln-serving-dev.rbln-serving-tiny.front-door-agent.service`]).toContain(
       " agent /opt/rbln-serving/router/dev.rbln-serving-tiny\n",
@@ -110,8 +117,8 @@ describe("the front door of a stack of models on hosts, rendered", () => {
     // Each model's EPP cluster reaches that model's EPP, on its own gRPC port.
     const clusters = parseYaml(envoy.clusters).resources;
     expect(clusters.map((c: any) => [c.name, c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value])).toEqual([
-      ["epp-chat", 9002],
-      ["epp-tiny", 9004],
+      ["epp-chat", 20378],
+      ["epp-tiny", 20002],
     ]);
   });
 
@@ -125,8 +132,8 @@ describe("the front door of a stack of models on hosts, rendered", () => {
   it("labels each model's EPP scrape target with its model, on its own metrics port", () => {
     const targets = JSON.parse(files["prometheus/targets.json"]!).filter((t: any) => t.labels.role === "endpoint-picker");
     expect(targets.map((t: any) => [t.targets[0], t.labels.model])).toEqual([
-      ["10.0.0.10:9090", "chat"],
-      ["10.0.0.10:9091", "tiny"],
+      ["10.0.0.10:21189", "chat"],
+      ["10.0.0.10:21001", "tiny"],
     ]);
   });
 
@@ -177,8 +184,8 @@ describe("the front door of a stack of models on hosts, rendered", () => {
       ]);
       // Each model's failover cluster: this host's EPP of that model at priority 0, the peer's at 1, health checked by the model's authority.
       for (const [model, port] of [
-        ["chat", 9002],
-        ["tiny", 9004],
+        ["chat", 20378],
+        ["tiny", 20002],
       ] as const) {
         const c = clusters.find((x: any) => x.name === `epp-${model}`);
         expect(c.load_assignment.endpoints.map((e: any) => [e.priority, e.lb_endpoints[0].endpoint.address.socket_address])).toEqual([
@@ -249,12 +256,12 @@ describe("the router host's ports in a stack of models", () => {
     expect(router.map((c) => [c.port, c.owner])).toEqual([
       [22, "the SSH server of multi-router"],
       [8080, "the front door's listener (router.port)"],
-      [9002, "model chat's endpoint picker (gRPC)"],
-      [9003, "model chat's endpoint picker (health)"],
-      [9090, "model chat's endpoint picker (metrics)"],
-      [9004, "model batch's endpoint picker (gRPC)"],
-      [9005, "model batch's endpoint picker (health)"],
-      [9091, "model batch's endpoint picker (metrics)"],
+      [20378, "model chat's endpoint picker (gRPC)"],
+      [20379, "model chat's endpoint picker (health)"],
+      [21189, "model chat's endpoint picker (metrics)"],
+      [20656, "model batch's endpoint picker (gRPC)"],
+      [20657, "model batch's endpoint picker (health)"],
+      [21328, "model batch's endpoint picker (metrics)"],
       [9901, "the front door's envoyAdmin port"],
     ]);
   });
@@ -271,19 +278,34 @@ describe("the router host's ports in a stack of models", () => {
     }
   });
 
+  it("places each model's EPP by its name: taking a model out or adding one moves no other model's EPP ports", () => {
+    const slots = (names: string[]) => Object.fromEntries(names.map((n, i) => [n, modelEppSlots(names)[i]]));
+    const all = slots(["chat", "tiny", "batch"]);
+    expect(slots(["tiny", "batch"])).toEqual({ tiny: all.tiny, batch: all.batch });
+    expect(slots(["batch", "chat", "tiny"])).toEqual(all);
+    expect(modelEppPorts(all.chat!)).toEqual({ eppGrpc: 20378, eppHealth: 20379, eppMetrics: 21189 });
+    // Two names of one slot: the second takes the next free one; every slot's ports are distinct from every other's.
+    const many = modelEppSlots(Array.from({ length: 500 }, (_, i) => `m${i}`));
+    expect(new Set(many).size).toBe(500);
+    const ports = many.flatMap((slot) => Object.values(modelEppPorts(slot)));
+    expect(new Set(ports).size).toBe(1500);
+    expect(Math.min(...ports)).toBe(20000);
+    expect(Math.max(...ports)).toBe(21499);
+  });
+
   it("refuses, in one line naming both owners, another port on the router host that the second model's EPP takes", () => {
-    expect(refused(stack({ router: { host: DOOR, port: 9005 } }))).toBe(
-      "router.port: 9005 would be both the front door's listener and model tiny's endpoint picker (health), on 10.0.0.10; choose another port",
+    expect(refused(stack({ router: { host: DOOR, port: 20003 } }))).toBe(
+      "router.port: 20003 would be both the front door's listener and model tiny's endpoint picker (health), on 10.0.0.10; choose another port",
     );
-    expect(refused(stack({ router: { host: { ...DOOR, port: 9091 } } }))).toBe(
-      "router.host: 9091 on 10.0.0.10 would be both model tiny's endpoint picker (metrics) and the SSH server of door; the front door's own ports are fixed: give that a port the front door leaves free, or the front door a server of its own",
+    expect(refused(stack({ router: { host: { ...DOOR, port: 21001 } } }))).toBe(
+      "router.host: 21001 on 10.0.0.10 would be both model tiny's endpoint picker (metrics) and the SSH server of door; the front door's own ports are fixed: give that a port the front door leaves free, or the front door a server of its own",
     );
     // A router host shared with the first model's server: that server's SSH port.
-    expect(refused(stack({ router: { host: "npu-a" }, hosts: [{ ...HOSTS[0], port: 9004 }, HOSTS[1], HOSTS[2]] }))).toBe(
-      "router.host: 9004 on 10.0.0.11 would be both model tiny's endpoint picker (gRPC) and the SSH server of npu-a; the front door's own ports are fixed: give that a port the front door leaves free, or the front door a server of its own",
+    expect(refused(stack({ router: { host: "npu-a" }, hosts: [{ ...HOSTS[0], port: 20002 }, HOSTS[1], HOSTS[2]] }))).toBe(
+      "router.host: 20002 on 10.0.0.11 would be both model tiny's endpoint picker (gRPC) and the SSH server of npu-a; the front door's own ports are fixed: give that a port the front door leaves free, or the front door a server of its own",
     );
     // The same ports are free for a stack of one model, whose one EPP takes 9002, 9003 and 9090 (without models, under their old names).
-    expect(refused(stack({ router: { host: { ...DOOR, port: 9004 } }, models: [chat] }))).toBe("planned");
+    expect(refused(stack({ router: { host: { ...DOOR, port: 20002 } }, models: [chat] }))).toBe("planned");
     const single = { platform: "hosts", hosts: [HOSTS[0]], strategy: chat.strategy, target: chat.target };
     expect(refused({ ...single, router: { host: { ...DOOR, port: 9004 } } })).toBe("planned");
     expect(refused({ ...single, router: { host: { ...DOOR, port: 9003 } } })).toBe(

@@ -1,4 +1,5 @@
 // Every port the stack binds on a server, and who binds it: the one inventory the port checks read.
+import { createHash } from "node:crypto";
 import type { Host } from "../config/schema";
 import { normalAddress } from "../config/fields";
 import type { FrontDoorPlan, HostPlacement, LaunchPlan, RankPlan, RolePlan } from "./types";
@@ -15,14 +16,40 @@ export const FRONT_DOOR_PORTS = {
   envoyAdmin: 9901,
 } as const;
 
+/** The EPP ports of one deployment on the router host. */
+export interface EppPorts {
+  eppGrpc: number;
+  eppHealth: number;
+  eppMetrics: number;
+}
+
+/** A router host's EPP slots for a stack of models, and where their ports start: gRPC and health 20000-20999, metrics 21000-21499. */
+const MODEL_EPP_SLOTS = 500;
+const MODEL_EPP_BASE = { grpc: 20000, metrics: 21000 } as const;
+
 /**
- * The ports of the EPP of model `index` (its place in models) on the router host: the first model's
- * are the one EPP's, each next one's gRPC and health ports two higher and its metrics port one higher
- * (9002/9003/9090, 9004/9005/9091, ...), clear of Envoy's admin port for any number of models the
- * router host can hold.
+ * The EPP ports on the router host of the one EPP (`slot` null: 9002, 9003, 9090), or of the model of
+ * a stack of models in `slot` (modelEppSlots): gRPC 20000+2*slot, health one higher, metrics 21000+slot.
  */
-export function modelEppPorts(index: number): { eppGrpc: number; eppHealth: number; eppMetrics: number } {
-  return { eppGrpc: FRONT_DOOR_PORTS.eppGrpc + 2 * index, eppHealth: FRONT_DOOR_PORTS.eppHealth + 2 * index, eppMetrics: FRONT_DOOR_PORTS.eppMetrics + index };
+export function modelEppPorts(slot: number | null): EppPorts {
+  if (slot === null) return { eppGrpc: FRONT_DOOR_PORTS.eppGrpc, eppHealth: FRONT_DOOR_PORTS.eppHealth, eppMetrics: FRONT_DOOR_PORTS.eppMetrics };
+  return { eppGrpc: MODEL_EPP_BASE.grpc + 2 * slot, eppHealth: MODEL_EPP_BASE.grpc + 2 * slot + 1, eppMetrics: MODEL_EPP_BASE.metrics + slot };
+}
+
+/**
+ * Each model's EPP slot, in the models' order: the one its name hashes to, or the next free one. A
+ * model's ports follow its name, not its place in the list: adding or removing another model moves
+ * no other model's EPP (which would restart it under its requests), but for the rare model whose
+ * slot a removed one's name had taken first.
+ */
+export function modelEppSlots(names: readonly string[]): number[] {
+  const taken = new Set<number>();
+  return names.map((name) => {
+    let slot = Number.parseInt(createHash("sha256").update(name).digest("hex").slice(0, 8), 16) % MODEL_EPP_SLOTS;
+    while (taken.has(slot)) slot = (slot + 1) % MODEL_EPP_SLOTS;
+    taken.add(slot);
+    return slot;
+  });
 }
 
 /** Where a router host's Envoy serves its local EPP to the other router hosts' Envoys, over mutual TLS. */
@@ -71,13 +98,14 @@ const EPP_PORT_NAMES = { eppGrpc: "gRPC", eppHealth: "health", eppMetrics: "metr
 
 /**
  * The ports the front door takes on each router host besides its listener and the SSH server: each
- * model's EPP's (`eppModels`, the models' names in their order, the EPP of model i on modelEppPorts(i);
- * [null] for a stack of one model, whose one EPP's keep the names they had), Envoy's admin port, and
+ * model's EPP's (`eppModels`, the models' names in their order, each EPP on its slot's ports:
+ * modelEppSlots; [null] for a stack of one model, whose one EPP's keep the names they had), Envoy's admin port, and
  * the peer EPP port of a front door of several router hosts.
  */
 export function frontDoorPortClaims(routerHosts: number, eppModels: readonly (string | null)[]): { port: number; owner: string }[] {
+  const slots = modelEppSlots(eppModels.map((name) => name ?? ""));
   const epps = eppModels.flatMap((name, i) =>
-    Object.entries(modelEppPorts(i)).map(([key, port]) => ({
+    Object.entries(modelEppPorts(name === null ? null : slots[i]!)).map(([key, port]) => ({
       port,
       owner: name === null ? `the front door's ${key} port` : `model ${name}'s endpoint picker (${EPP_PORT_NAMES[key as keyof typeof EPP_PORT_NAMES]})`,
     })),

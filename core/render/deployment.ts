@@ -29,8 +29,8 @@ export interface RenderOptions {
   hostOptions?: HostRenderOptions;
   /** Where the copy grants go on a source host and how long one left behind lasts. */
   copyOptions?: Omit<HostCopyOptions, "deploymentId">;
-  /** A model of a stack of models: its place in `models` (its EPP's ports on the router host). */
-  modelIndex?: number;
+  /** A model of a stack of models: its EPP's slot on the router host (modelEppSlots), which gives its ports. */
+  eppSlot?: number;
 }
 
 /** What the front door's render on hosts takes from the render's options, for deployment id `id`. */
@@ -41,7 +41,7 @@ export function frontDoorOptions(options: RenderOptions, id: string): FrontDoorO
     firewallPath: options.hostOptions?.firewall,
     apiKey: options.secrets.includes("apiKey"),
     authorizedKeysFile: options.copyOptions?.authorizedKeysFile,
-    ...(options.modelIndex === undefined ? {} : { modelIndex: options.modelIndex }),
+    ...(options.eppSlot === undefined ? {} : { eppSlot: options.eppSlot }),
   };
 }
 

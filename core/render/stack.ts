@@ -1,6 +1,7 @@
 // The one render of a stack: each model's deployment rendered on its own, named after its entry, and
 // what the models share (on Kubernetes, the namespace). A stack without models renders its one model
 // under the instance's own name, exactly as before models.
+import { modelEppSlots } from "../plan/ports";
 import type { StackPlan } from "../plan/stack";
 import type { Deployment } from "../plan/types";
 import { frontDoorOptions, type RenderedDeployment, type RenderOptions, renderDeployment } from "./deployment";
@@ -42,8 +43,9 @@ function sharedNamespace(models: readonly RenderedDeployment[]): k8s.Named<k8s.N
 /** Renders every model of a validated stack for its platform. */
 export function renderStack(plan: StackPlan, options: RenderOptions): RenderedStack {
   const several = plan.settings.models !== undefined;
+  const slots = modelEppSlots(plan.models.map((m) => m.entry.name ?? ""));
   const models = plan.models.map((deployment, i) =>
-    renderDeployment(deployment, { ...options, instance: modelInstance(options.instance, deployment), ...(several ? { modelIndex: i } : {}) }),
+    renderDeployment(deployment, { ...options, instance: modelInstance(options.instance, deployment), ...(several ? { eppSlot: slots[i]! } : {}) }),
   );
   if (!several) return { plan, models, namespace: null, dashboard: null, routing: null, frontDoor: null };
   if (plan.settings.platform === "hosts") return hostsStack(plan, models, options);

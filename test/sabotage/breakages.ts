@@ -67,7 +67,7 @@ export const BREAKAGES: readonly Breakage[] = [
     edits: [
       {
         file: MODELS_FRONT_DOOR,
-        search: "doorContext(deployment, { ...options, id, modelIndex })",
+        search: "doorContext(deployment, { ...options, id, eppSlot: slots[i]! })",
         replace: "doorContext(deployment, { ...options, id })",
       },
     ],
@@ -743,5 +743,17 @@ export const BREAKAGES: readonly Breakage[] = [
       },
     ],
     tests: { hosts: ["test/hosts/front-door-models-ha-hosts.test.ts"] },
+  },
+  {
+    name: "models-epp-ports-by-place",
+    why: "on hosts, a model's EPP ports follow its place in models: taking out a model restarts the EPP of every model after it, and their requests in flight fail",
+    edits: [
+      {
+        file: "core/plan/ports.ts",
+        search: '    let slot = Number.parseInt(createHash("sha256").update(name).digest("hex").slice(0, 8), 16) % MODEL_EPP_SLOTS;\n',
+        replace: "    let slot = taken.size;\n    void createHash;\n",
+      },
+    ],
+    tests: { fast: ["test/models-hosts.test.ts"] },
   },
 ];

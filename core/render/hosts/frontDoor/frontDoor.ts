@@ -5,7 +5,7 @@ import type { Host } from "../../../config/schema";
 import type { ScrapeTarget } from "../../../monitoring/targets";
 import { frontDoorAddresses } from "../../../plan/frontDoor";
 import { modelLabel } from "../../../plan/stack";
-import { FRONT_DOOR_PORTS, modelEppPorts, PEER_EPP_PORT } from "../../../plan/ports";
+import { type EppPorts, FRONT_DOOR_PORTS, modelEppPorts, PEER_EPP_PORT } from "../../../plan/ports";
 import type { Deployment, FrontDoorPlan, RouterPlacement } from "../../../plan/types";
 import { hostCacheLayout } from "../cacheLayout";
 import { hostWaves } from "../../../rollout/hostWaves";
@@ -107,8 +107,8 @@ export interface FrontDoorOptions {
   apiKey?: boolean;
   /** root's authorized_keys on the router host, where the hosts' key goes. */
   authorizedKeysFile?: string;
-  /** A model of a stack of models: its place in `models`, which gives its EPP's ports (modelEppPorts); the one EPP's ports otherwise. */
-  modelIndex?: number;
+  /** A model of a stack of models: its EPP's slot (modelEppSlots), which gives its ports; the one EPP's ports otherwise. */
+  eppSlot?: number;
 }
 
 /** What every part of one front door's rendering shares. */
@@ -129,7 +129,7 @@ export interface DoorContext {
   /** The endpoints agent's text and where it goes, named by its content: the access key's forced command names the agent it was made with. */
   agent: { text: string; path: string };
   /** This deployment's EPP's ports on the router host: the one EPP's, or its model's (modelEppPorts). */
-  ports: ReturnType<typeof modelEppPorts>;
+  ports: EppPorts;
 }
 
 export function doorContext(deployment: Deployment, options: FrontDoorOptions): DoorContext {
@@ -146,7 +146,7 @@ export function doorContext(deployment: Deployment, options: FrontDoorOptions): 
     apiKey: options.apiKey ?? false,
     stateDir: frontDoorStateDir(installRoot, options.id),
     agent: { text, path: `${installRoot}/bin/front-door-${createHash("sha256").update(text).digest("hex").slice(0, 12)}.py` },
-    ports: modelEppPorts(options.modelIndex ?? 0),
+    ports: modelEppPorts(options.eppSlot ?? null),
   };
 }
 

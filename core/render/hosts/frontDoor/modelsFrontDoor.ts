@@ -1,13 +1,13 @@
 // The one front door of a stack of models on hosts (issue 30): on each router host one Envoy that
 // routes by the body's model (modelRoutes.ts), and per model the EPP, endpoints agent, desired
 // endpoints and drain keys a front door of that model alone has, in that model's folder and on its
-// own ports (core/plan/ports.ts modelEppPorts). The Envoy's unit and folder are named after the stack's
+// own ports (core/plan/ports.ts modelEppSlots, by the model's name). The Envoy's unit and folder are named after the stack's
 // deployment id; each model's after its own (the model entry's name is in it).
 import { parse as parseYaml } from "yaml";
 import { httpUrl } from "../../../address";
 import { durationSeconds } from "../../../config/defaults";
 import { frontDoorAddresses } from "../../../plan/frontDoor";
-import { FRONT_DOOR_PORTS } from "../../../plan/ports";
+import { FRONT_DOOR_PORTS, modelEppSlots } from "../../../plan/ports";
 import type { Deployment, RouterPlacement } from "../../../plan/types";
 import { secretPlaceholder } from "../../../config/secrets";
 import { renderScript } from "../../../template";
@@ -191,10 +191,11 @@ function modelsRouterScripts(stack: DoorContext, doors: readonly DoorContext[], 
 /**
  * The front door of a stack of models on hosts: each router host's steps (one Envoy, each model's
  * EPP and agent). `options.id` is the stack's deployment id; each model's sidecars and scrape targets
- * stay with its own render (renderFrontDoor with its modelIndex).
+ * stay with its own render (renderFrontDoor with its eppSlot).
  */
 export function renderModelsFrontDoor(models: readonly FrontDoorModel[], options: FrontDoorOptions): RenderedFrontDoor {
-  const doors = models.map(({ deployment, id }, modelIndex) => doorContext(deployment, { ...options, id, modelIndex }));
+  const slots = modelEppSlots(models.map((m) => m.deployment.entry.name!));
+  const doors = models.map(({ deployment, id }, i) => doorContext(deployment, { ...options, id, eppSlot: slots[i]! }));
   const stack = doorContext(models[0]!.deployment, options);
   return {
     routers: stack.frontDoor.routers.map((router) => modelsRouterScripts(stack, doors, options, router)),
