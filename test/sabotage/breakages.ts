@@ -306,7 +306,7 @@ export const BREAKAGES: readonly Breakage[] = [
   {
     name: "removed-server-not-drained",
     why: "a server removed from the stack is stopped while the EPP may still route to it: the requests it is sent then fail",
-    edits: [{ file: "core/render/hosts/scripts/front-door-apply.sh", search: 'if [ -n "$removed" ]; then\n', replace: "if false; then\n" }],
+    edits: [{ file: "core/render/hosts/scripts/front-door-wait.sh", search: '  [ -n "$1" ] || return 0\n', replace: "  return 0\n" }],
     tests: { hosts: ["test/hosts/front-door-hosts.test.ts"] },
   },
   {

@@ -126,22 +126,11 @@ for i in 0 1 2; do
   fi
 done
 
-deadline=$(( $(date +%s) + ready_timeout_s ))
-until tcp_open "$probe_address" "$front_door_port" && http_ok "http://${probe_address}:${epp_metrics_port}/metrics" && systemctl is-active --quiet "${units[2]}" && { [ -z "$tls_name" ] || envoy_takes_traffic; }; do
-  if [ "$(date +%s)" -ge "$deadline" ]; then
-    for unit in "${units[@]}"; do journalctl -u "$unit" -n 20 --no-pager >&2 || true; done
-    fail "Envoy (${probe_address}:${front_door_port}) or the EPP (${probe_address}:${epp_metrics_port}/metrics) did not answer within ${ready_timeout_s}s; their last journal lines are above"
-  fi
-  sleep 2
-done
-if [ -n "$removed" ]; then
-  until [ -z "$(not_desired "$state_dir/desired.json")" ]; do
-    [ "$(date +%s)" -lt "$deadline" ] || fail "the endpoints agent did not take ${removed} out of the EPP's file within ${ready_timeout_s}s (journalctl -u ${units[2]})"
-    sleep 1
-  done
-  sleep "$settle_s"
-  echo "front door ${host_name}: ${removed} out of the endpoints (the stack no longer has them); their in-flight requests finish under vLLM's --shutdown-timeout"
-fi
+# shellcheck source=front-door-wait.sh
+. front-door-wait.sh
+epp_metrics_ports=("$epp_metrics_port") agent_unit_names=("${units[2]}")
+wait_ready
+wait_removed "$removed" "${units[2]}"
 # Only now may it hold the virtual address again: keepalived starts as a backup.
 [ -z "$keepalived_unit_name" ] || start_vrrp "$restart_vrrp"
 echo "front door ${host_name}: serving"

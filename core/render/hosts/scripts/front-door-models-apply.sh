@@ -151,22 +151,9 @@ for i in "${!units[@]}"; do
   fi
 done
 
-# ready: Envoy takes connections, every EPP answers, every agent runs.
-ready() {
-  tcp_open "$probe_address" "$front_door_port" || return 1
-  local port unit
-  for port in "${epp_metrics_ports[@]}"; do http_ok "http://${probe_address}:${port}/metrics" || return 1; done
-  for unit in "${agent_unit_names[@]}"; do systemctl is-active --quiet "$unit" || return 1; done
-  [ -z "$tls_name" ] || envoy_takes_traffic
-}
-deadline=$(( $(date +%s) + ready_timeout_s ))
-until ready; do
-  if [ "$(date +%s)" -ge "$deadline" ]; then
-    for unit in "${units[@]}"; do journalctl -u "$unit" -n 20 --no-pager >&2 || true; done
-    fail "Envoy (${probe_address}:${front_door_port}) or an EPP (ports ${epp_metrics_ports[*]}, /metrics) or an agent did not answer within ${ready_timeout_s}s; their last journal lines are above"
-  fi
-  sleep 2
-done
+# shellcheck source=front-door-wait.sh
+. front-door-wait.sh
+wait_ready
 
 # envoy_loaded route_configs|active_clusters: what Envoy runs from its files (its admin's /config_dump),
 # a line each: each route config's name and version, or each cluster's name.
@@ -228,15 +215,10 @@ done < "$models_list"
 put "$models_list" "$now_listed" 0644 || true
 
 for i in "${!model_dirs[@]}"; do
-  [ -n "${removed[$i]}" ] || continue
   state_dir=${model_dirs[$i]}
-  until [ -z "$(not_desired "$state_dir/desired.json")" ]; do
-    [ "$(date +%s)" -lt "$deadline" ] || fail "the endpoints agent did not take ${removed[$i]} out of the EPP's file within ${ready_timeout_s}s (journalctl -u ${agent_unit_names[$i]})"
-    sleep 1
-  done
-  sleep "$settle_s"
-  echo "front door ${host_name}: ${removed[$i]} out of the endpoints (the stack no longer has them); their in-flight requests finish under vLLM's --shutdown-timeout"
+  wait_removed "${removed[$i]}" "${agent_unit_names[$i]}"
 done
+state_dir=$stack_dir
 # Only now may it hold the virtual address again: keepalived starts as a backup.
 [ -z "$keepalived_unit_name" ] || start_vrrp "$restart_vrrp"
 echo "front door ${host_name}: serving"
