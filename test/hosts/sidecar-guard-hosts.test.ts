@@ -116,7 +116,13 @@ describe("the routing sidecar's guard, with the real nft on hosts of their own",
   it("loads the guard again when the host boots, with the sidecar", async () => {
     await decode().reboot();
     // Up to 2 min for the boot's units: a wait, not a claim on how fast a boot is (30 s ran out under load).
-    await sh(decode(), `for i in $(seq 1200); do curl -sf -o /dev/null http://127.0.0.1:${SIDECAR_PORT}/health && exit 0; sleep 0.1; done; exit 1`);
+    const up = await decode().run(`for i in $(seq 1200); do curl -sf -o /dev/null http://127.0.0.1:${SIDECAR_PORT}/health && exit 0; sleep 0.1; done; exit 1`);
+    // Once (2026-12-06, a CI run under load) the sidecar did not answer within the 2 min: what systemd says of it, if it happens again.
+    const why =
+      up.status === 0
+        ? ""
+        : (await decode().console(`systemctl status --no-pager ${sidecar.unitName}; journalctl -b --no-pager -n 40 -u ${sidecar.unitName}`)).stdout;
+    expect(up.status, `the sidecar after the boot:\n${why}`).toBe(0);
     expect(await healthFrom(router(), decode().address)).toBe("200 0");
     expect(await healthFrom(other(), decode().address)).toBe("000 7");
   }, 240_000);
