@@ -3,7 +3,7 @@ import type { ModelServingArgs } from "../../components/modelServing";
 import { DEFAULT_INSTANCE, deploymentId } from "../../core/render/hosts/names";
 import { UNKNOWN_MODEL_BODY } from "../../core/render/modelAnswers";
 import type { CommandRun, FakeEngine, UpResult } from "../helpers/engine";
-import { startLoad } from "../helpers/frontDoorLoad";
+import { bodyProblem, startLoad } from "../helpers/frontDoorLoad";
 import { frontDoorServingOptions } from "../helpers/frontDoorStack";
 import { startHosts, type TestHost } from "../helpers/hostNamespace";
 import { fakeHostsEngine, hostEntry, servingUnderMocks } from "../helpers/hostStack";
@@ -213,13 +213,15 @@ describe("two models behind one front door on fake hosts", { timeout: 180_000 },
     expect(((await list.json()) as { data: { id: string }[] }).data.map((m) => m.id)).toEqual(MODELS.flatMap((m) => m.served));
   });
 
-  it("taking model tiny out loses no request on chat: Envoy takes its new routes and clusters without a restart, and tiny's EPP leaves", {
-    timeout: 900_000,
-  }, async () => {
+  it("taking model tiny out loses no request on chat, and lets tiny's streams in flight end: Envoy takes its new routes and clusters without a restart, and tiny's EPP leaves", async () => {
     const loads = chatLoads();
     await loadsRunning(loads);
+    // Two of tiny's streams under way as it is taken out: its routes go first, the step waits for them, then its EPP.
+    const tinyStreams = [0, 1].map(() => stream("tiny-chat"));
+    await new Promise((r) => setTimeout(r, 500));
     const removed = await up(["chat"], engine);
     const reports = await Promise.all(loads.map((load) => load.stop()));
+    expect(await Promise.all(tinyStreams)).toEqual(["200", "200"]);
     expect(removed.failed.map((f) => `${f.name}: ${f.stderr}`)).toEqual([]);
     const step = removed.runs.find((r) => r.name === "rbln-serving-door-front-door-apply");
     const apply = step?.stdout ?? "";
@@ -275,6 +277,17 @@ function expectNoLoss(reports: Awaited<ReturnType<ReturnType<typeof startLoad>["
     ).toEqual([]);
   const across = streams.records.filter((r) => r.startedAt < step.startedAt && r.endedAt > step.startedAt);
   expect(across.length, "streams in flight as the apply step started").toBeGreaterThanOrEqual(1);
+}
+
+/** One 6-second stream of `model` through the front door, read to its end: its status, or what is wrong with its body. */
+async function stream(model: string): Promise<string> {
+  const response = await fetch(`${url()}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model, prompt: "hi", max_tokens: 3000, stream: true }),
+  });
+  const text = await response.text().catch((error: Error) => `cut: ${error.message}`);
+  return bodyProblem(response.headers.get("content-type") ?? "", text) ?? String(response.status);
 }
 
 /** The status of one completion for `model` through the front door. */
