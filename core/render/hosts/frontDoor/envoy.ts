@@ -51,6 +51,8 @@ export interface ModelsEnvoy {
   bootstrap: string;
   routes: string;
   clusters: string;
+  /** The names of the clusters file's clusters, which the apply step waits to see Envoy run. */
+  clusterNames: string[];
   /** With several router hosts: the peer listener's routes, a virtual host per model; null with one. */
   peerRoutes: string | null;
 }
@@ -152,6 +154,7 @@ export function modelsEnvoy(input: ModelsEnvoyInput): ModelsEnvoy {
     bootstrap: stringify(bootstrap, { lineWidth: 0 }),
     routes: discoveryFile("envoy.config.route.v3.RouteConfiguration", [routes]),
     clusters: discoveryFile("envoy.config.cluster.v3.Cluster", clusters),
+    clusterNames: clusters.map((c) => c.name),
     peerRoutes: failover ? discoveryFile("envoy.config.route.v3.RouteConfiguration", [peerRoutes]) : null,
   };
 }

@@ -278,21 +278,24 @@ export function routerFiles(door: DoorContext, router: RouterPlacement) {
       apiKeyConfigPath: door.apiKey ? `${ENVOY_DIR}/${API_KEY_CONFIG}` : undefined,
     }),
     "desired.json": `${JSON.stringify(desiredEndpoints(deployment, frontDoor), null, 2)}\n`,
-    ...(frontDoor.virtualAddress
-      ? {
-          "keepalived/keepalived.conf": keepalivedConfig({
-            id: door.id,
-            routerName: router.host.name,
-            ownAddress: router.host.address,
-            peerAddresses: peers.map((r) => r.host.address),
-            virtualAddress: frontDoor.virtualAddress,
-            priority: router.priority,
-            adminPort: FRONT_DOOR_PORTS.envoyAdmin,
-            interfaceFile: `${door.stateDir}/keepalived/interface.conf`,
-          }),
-        }
-      : {}),
+    ...(frontDoor.virtualAddress ? { "keepalived/keepalived.conf": routerVrrpConfig(door, router)! } : {}),
   };
+}
+
+/** keepalived's config on one router host, with a virtual address; null without. */
+export function routerVrrpConfig(door: DoorContext, router: RouterPlacement): string | null {
+  const { frontDoor } = door;
+  if (!frontDoor.virtualAddress) return null;
+  return keepalivedConfig({
+    id: door.id,
+    routerName: router.host.name,
+    ownAddress: router.host.address,
+    peerAddresses: frontDoor.routers.filter((r) => r !== router).map((r) => r.host.address),
+    virtualAddress: frontDoor.virtualAddress,
+    priority: router.priority,
+    adminPort: FRONT_DOOR_PORTS.envoyAdmin,
+    interfaceFile: `${door.stateDir}/keepalived/interface.conf`,
+  });
 }
 
 /** A decode host's routing sidecar: its unit, and the steps that apply it (draining the host's endpoints first) and remove it. */

@@ -3,7 +3,6 @@
 // endpoints and drain keys a front door of that model alone has, in that model's folder and on its
 // own ports (core/plan/ports.ts modelEppSlots, by the model's name). The Envoy's unit and folder are named after the stack's
 // deployment id; each model's after its own (the model entry's name is in it).
-import { parse as parseYaml } from "yaml";
 import { httpUrl } from "../../../address";
 import { durationSeconds } from "../../../config/defaults";
 import { frontDoorAddresses } from "../../../plan/frontDoor";
@@ -31,6 +30,7 @@ import {
   renderTls,
   routerFiles,
   routerUnits,
+  routerVrrpConfig,
 } from "./frontDoor";
 import { eppClusterName, type ModelDoor } from "./modelRoutes";
 
@@ -82,11 +82,11 @@ function modelsRouterFiles(stack: DoorContext, doors: readonly DoorContext[], ro
     [`envoy/${CLUSTERS_FILE}`]: envoy.clusters,
     ...(envoy.peerRoutes ? { [`envoy/${PEER_ROUTES_FILE}`]: envoy.peerRoutes } : {}),
   };
-  const vrrp = routerUnits(stack, router).keepalived;
-  const vrrpConfig = routerFiles(stack, router)["keepalived/keepalived.conf"];
-  if (vrrp && vrrpConfig) Object.assign(files, { "keepalived/keepalived.conf": vrrpConfig, [`systemd/${vrrp.name}`]: vrrp.text });
-  if (stack.apiKey) files[`envoy/${API_KEY_CONFIG}`] = apiKeyFilterConfig(secretPlaceholder("apiKey"));
   const proxy = routerUnits(stack, router);
+  const vrrpConfig = routerVrrpConfig(stack, router);
+  if (proxy.keepalived && vrrpConfig)
+    Object.assign(files, { "keepalived/keepalived.conf": vrrpConfig, [`systemd/${proxy.keepalived.name}`]: proxy.keepalived.text });
+  if (stack.apiKey) files[`envoy/${API_KEY_CONFIG}`] = apiKeyFilterConfig(secretPlaceholder("apiKey"));
   files[`systemd/${proxy.names[1]!}`] = proxy.proxy;
   for (const door of doors) {
     const own = routerFiles(door, router);
@@ -102,12 +102,9 @@ function modelsRouterFiles(stack: DoorContext, doors: readonly DoorContext[], ro
 
 /** The apply step's settings of a front door of several router hosts (front-door-roll.sh), as one model's has them but for its one EPP's port. */
 function modelsFailoverSettings(stack: DoorContext, router: RouterPlacement, tlsName: string, vrrp: ReturnType<typeof routerUnits>["keepalived"]) {
-  const { epp_grpc_port: _, ...settings } = failoverSettings(stack, router, tlsName, vrrp, routerFiles(stack, router)["keepalived/keepalived.conf"] ?? "");
+  const { epp_grpc_port: _, ...settings } = failoverSettings(stack, router, tlsName, vrrp, routerVrrpConfig(stack, router) ?? "");
   return settings;
 }
-
-/** The clusters Envoy discovers from its clusters file, which the apply step waits to see it run. */
-const envoyClusterNames = (envoy: ModelsEnvoy): string[] => parseYaml(envoy.clusters).resources.map((c: { name: string }) => c.name);
 
 /** How long a model taken out of the stack keeps its EPP for its requests in flight: as long as a stopping rank of the stack lets its own. */
 const removedModelDrainSeconds = (doors: readonly DoorContext[]) => Math.max(...doors.map((d) => d.deployment.shutdownTimeoutSeconds));
@@ -142,7 +139,7 @@ function modelsRouterScripts(stack: DoorContext, doors: readonly DoorContext[], 
         envoy_routes: envoy.routes,
         envoy_clusters: envoy.clusters,
         envoy_peer_routes: envoy.peerRoutes ?? "",
-        cds_clusters: envoyClusterNames(envoy),
+        cds_clusters: envoy.clusterNames,
         removed_model_drain_s: removedModelDrainSeconds(doors),
         // With several router hosts: Envoy takes traffic once it sees every model's EPP on this host healthy.
         local_epps: doors.map((d) => `${eppClusterName(d.deployment.entry.name!)}::127.0.0.1:${d.ports.eppGrpc}`),
