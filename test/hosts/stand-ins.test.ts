@@ -793,6 +793,16 @@ describe("envoy-stand-in", () => {
 
 // --- a front door of several models --------------------------------------------------------------------
 
+/** Two models' upstreams (each answering with its name) and an EPP of each, picking it, listening. */
+async function startModelPickers() {
+  const chat = await upstream(json(200, { from: "chat" }));
+  const tiny = await upstream(json(200, { from: "tiny" }));
+  const epps = [await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "c", port: String(chat.port) }]))];
+  epps.push(await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "t", port: String(tiny.port) }])));
+  for (const epp of epps) await untilListening(epp.running, epp.pick);
+  return { chat, tiny, epps };
+}
+
 /** An Envoy stand-in with a stack of models' files as core renders them (modelsEnvoy): the bootstrap, its routes and its clusters. */
 async function startModelsEnvoy(doors: readonly ModelDoor[], listen: number, admin: number) {
   const dir = fs.mkdtempSync(path.join(work, "envoy-models-"));
@@ -839,11 +849,7 @@ function moveIntoPlace(file: string, text: string): void {
 
 describe("envoy-stand-in in a front door of several models", () => {
   it("routes every request as the rendered config says, by the rules test/helpers/envoyModelRouting.ts reads from Envoy v1.37", async () => {
-    const chat = await upstream(json(200, { from: "chat" }));
-    const tiny = await upstream(json(200, { from: "tiny" }));
-    const epps = [await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "c", port: String(chat.port) }]))];
-    epps.push(await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "t", port: String(tiny.port) }])));
-    for (const epp of epps) await untilListening(epp.running, epp.pick);
+    const { chat, tiny, epps } = await startModelPickers();
     const doors: ModelDoor[] = [
       {
         name: "chat",
@@ -898,11 +904,7 @@ describe("envoy-stand-in in a front door of several models", () => {
 
 describe("envoy-stand-in's routes and clusters from files (RDS and CDS from a path_config_source)", () => {
   it("takes a file moved into place, not one written in place; keeps the last one when a file is unusable; /config_dump shows what it runs", async () => {
-    const chat = await upstream(json(200, { from: "chat" }));
-    const tiny = await upstream(json(200, { from: "tiny" }));
-    const epps = [await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "c", port: String(chat.port) }]))];
-    epps.push(await startEpp(aggregatedEppConfig(), endpointsFile(ADDRESS, [{ name: "t", port: String(tiny.port) }])));
-    for (const epp of epps) await untilListening(epp.running, epp.pick);
+    const { chat, tiny, epps } = await startModelPickers();
     const door = (name: string, served: string, i: number): ModelDoor => ({
       name,
       servedNames: [served],
